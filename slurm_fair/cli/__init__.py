@@ -1,0 +1,23 @@
+"""The ``slurm-fair`` command. Subcommands live in sibling modules; this module only assembles them."""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="slurm-fair")
+def main() -> None:
+    """slurm-fair: heterogeneity-aware, provably fair GPU sharing for Slurm clusters."""
+
+
+def _register() -> None:
+    from . import admin, cluster, solve
+
+    for mod in (solve, cluster, admin):
+        mod.register(main)
+
+
+_register()

@@ -1,0 +1,163 @@
+"""The Cluster interface: the only way the rest of slurm-fair observes and changes a Slurm cluster.
+
+Observation returns immutable dataclasses; actions are batched so a round costs few Slurm calls.
+Backends: ``cli`` (squeue/scontrol/sinfo JSON + sacctmgr -P; always available) and ``pyslurm``
+(in-process, optional). Both pass the same contract tests on the real testbed.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Mapping
+
+# Key used in Account.limits and in set_accounts_gpu_limits for the untyped ``gres/gpu`` total.
+ANY_GPU = "*"
+# Value that clears a limit (sacctmgr's -1).
+CLEAR = -1
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: int
+    name: str
+    account: str
+    user: str
+    partition: str
+    state: str  # PENDING, RUNNING, ... (first state if Slurm gives a list)
+    reason: str
+    priority: int
+    submit_time: int  # unix seconds
+    start_time: int | None  # unix seconds, None if not started
+    gpus_per_node: int  # GPUs requested per node (0 if the job requests none)
+    nodes: int  # nodes requested (or allocated when running)
+    gpu_type: str | None  # requested GPU type, None = untyped request
+    gpus_allocated: Mapping[str, int] = field(default_factory=dict)  # type -> GPUs, running jobs
+    comment: str = ""
+    wckey: str = ""
+    restart_count: int = 0
+    site_factor: int = 0
+
+    @property
+    def gpus(self) -> int:
+        """Total GPUs the job requests."""
+        return self.gpus_per_node * max(self.nodes, 1)
+
+    @property
+    def pending(self) -> bool:
+        return self.state == "PENDING"
+
+    @property
+    def running(self) -> bool:
+        return self.state == "RUNNING"
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    state: tuple[str, ...]  # e.g. ("IDLE",), ("MIXED", "DRAIN")
+    partitions: tuple[str, ...]
+    gpus: Mapping[str, int]  # configured GPUs per type
+    gpus_allocated: Mapping[str, int]
+
+    @property
+    def usable(self) -> bool:
+        bad = {"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RESPONDING", "FUTURE",
+               "POWERED_DOWN", "POWER_DOWN", "MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED", "INVALID",
+               "UNKNOWN", "INVAL"}
+        return not any(s.upper().rstrip("*~#!%$@^-") in bad for s in self.state)
+
+
+@dataclass(frozen=True)
+class Account:
+    name: str
+    shares: int  # fair-share Shares of the account association (parent=cluster level)
+    limits: Mapping[str, int]  # GrpTRES GPU limits: type -> N, ANY_GPU -> untyped total; absent = none
+    users: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuTypeUsage:
+    total: int
+    allocated: int
+    unusable: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    slurm_version: str
+    taken_at: float  # unix seconds
+    nodes: tuple[Node, ...]
+    jobs: tuple[Job, ...]  # pending and running jobs that request GPUs
+    accounts: tuple[Account, ...]
+    partitions: tuple[str, ...]
+
+    def gpu_types(self) -> dict[str, GpuTypeUsage]:
+        out: dict[str, list[int]] = {}
+        for n in self.nodes:
+            for t, c in n.gpus.items():
+                acc = out.setdefault(t, [0, 0, 0])
+                acc[0] += c
+                acc[1] += n.gpus_allocated.get(t, 0)
+                if not n.usable:
+                    acc[2] += c
+        return {t: GpuTypeUsage(*v) for t, v in sorted(out.items())}
+
+    def capacity(self) -> dict[str, int]:
+        """Usable GPUs per type (configured minus those on down/drained nodes)."""
+        return {t: u.total - u.unusable for t, u in self.gpu_types().items()}
+
+    def account(self, name: str) -> Account | None:
+        for a in self.accounts:
+            if a.name == name:
+                return a
+        return None
+
+
+class Cluster(ABC):
+    """Observe and act on one Slurm cluster. Every call is bounded by the backend's timeout and raises
+    ClusterUnreachable / CommandFailed / Unsupported / ParseError (slurm_fair.cluster.errors)."""
+
+    name: str = "?"
+
+    @abstractmethod
+    def version(self) -> str:
+        """Slurm version string, e.g. '22.05.8'."""
+
+    @abstractmethod
+    def snapshot(self) -> Snapshot:
+        """GPU nodes, pending+running GPU jobs, accounts with shares and GPU limits, partitions."""
+
+    @abstractmethod
+    def set_accounts_gpu_limits(self, limits: Mapping[str, Mapping[str, int]]) -> None:
+        """account -> {gpu type or ANY_GPU: N or CLEAR}; only the given keys change. Batched: accounts
+        that get the same settings are written in one sacctmgr call."""
+
+    @abstractmethod
+    def set_site_factors(self, factors: Mapping[int, int]) -> None:
+        """job id -> SiteFactor for pending jobs; jobs with the same value are set in one call."""
+
+    @abstractmethod
+    def set_job_gpu_type(self, job_id: int, gpu_type: str, gpus_per_node: int) -> None:
+        """Retype a pending job's GPU request. Raises Unsupported on Slurm < 23.02.6 (broken there)."""
+
+    @abstractmethod
+    def signal_job(self, job_id: int, signal: str) -> None:
+        """Send a signal to the job's batch shell (scancel --signal=SIG --batch)."""
+
+    @abstractmethod
+    def requeue_job(self, job_id: int) -> None:
+        """Requeue a job (scontrol requeue)."""
+
+
+def version_tuple(v: str) -> tuple[int, ...]:
+    parts = []
+    for p in v.split("."):
+        num = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(num) if num else 0)
+    return tuple(parts)
+
+
+def supports_pending_retype(version: str) -> bool:
+    """Changing a pending job's GRES type is broken before 23.02.6."""
+    return version_tuple(version) >= (23, 2, 6)

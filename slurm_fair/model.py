@@ -1,0 +1,244 @@
+"""Pure data model of a sharing problem and of an allocation (no I/O).
+
+A *problem* is a set of GPU types with counts and a set of tenants (Slurm accounts). Each tenant has a
+weight and one or more job classes; a class has a raw throughput per GPU type (any positive unit, missing
+or 0 = cannot run there) and an optional demand (most GPUs its jobs can use now).
+
+OEF works on *virtual users*: every class of every tenant is one, carrying an equal part of its tenant's
+weight (OEF §4.2.4). Its *normalized throughput* on a type is the raw throughput divided by the raw
+throughput on its own slowest usable type ("equivalent slowest GPUs", OEF §2.3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from .errors import InputError
+
+
+@dataclass(frozen=True)
+class JobClass:
+    name: str
+    throughput: Mapping[str, float]
+    demand: float | None = None  # GPUs; None = unlimited
+
+
+@dataclass(frozen=True)
+class Tenant:
+    name: str
+    classes: tuple[JobClass, ...]
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class VirtualUsers:
+    """Array view of a problem: one row per (tenant, class)."""
+
+    tenant: tuple[str, ...]  # tenant name of each row
+    cls: tuple[str, ...]  # class name of each row
+    weight: np.ndarray  # (n,) tenant weight / number of the tenant's classes
+    raw: np.ndarray  # (n, k) raw throughput, 0 where the class cannot run
+    speed: np.ndarray  # (n, k) normalized throughput (raw / raw on slowest usable type), 0 = unusable
+    demand: np.ndarray  # (n,) GPUs, np.inf = unlimited
+    capacity: np.ndarray  # (k,) GPUs per type
+    gpu_types: tuple[str, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.tenant)
+
+    @property
+    def k(self) -> int:
+        return len(self.gpu_types)
+
+
+@dataclass(frozen=True)
+class Problem:
+    gpu_types: Mapping[str, int]  # ordered: type -> GPU count
+    tenants: tuple[Tenant, ...]
+
+    def virtual_users(self) -> VirtualUsers:
+        types = tuple(self.gpu_types)
+        rows_t, rows_c, w, raw, dem = [], [], [], [], []
+        for t in self.tenants:
+            for c in t.classes:
+                rows_t.append(t.name)
+                rows_c.append(c.name)
+                w.append(t.weight / len(t.classes))
+                raw.append([float(c.throughput.get(g, 0.0) or 0.0) for g in types])
+                dem.append(math.inf if c.demand is None else float(c.demand))
+        raw_a = np.array(raw, dtype=float).reshape(len(rows_t), len(types))
+        speed = np.zeros_like(raw_a)
+        for i in range(raw_a.shape[0]):
+            pos = raw_a[i][raw_a[i] > 0]
+            if pos.size:
+                speed[i] = raw_a[i] / pos.min()
+        return VirtualUsers(
+            tenant=tuple(rows_t),
+            cls=tuple(rows_c),
+            weight=np.array(w, dtype=float),
+            raw=raw_a,
+            speed=speed,
+            demand=np.array(dem, dtype=float),
+            capacity=np.array([float(self.gpu_types[g]) for g in types], dtype=float),
+            gpu_types=types,
+        )
+
+    def tenant(self, name: str) -> Tenant:
+        for t in self.tenants:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """Fractional GPUs per virtual user (row) and GPU type (column) of ``problem``."""
+
+    problem: Problem
+    policy: str
+    x: np.ndarray  # (n, k)
+    solve_seconds: float = 0.0
+    solver: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def vu(self) -> VirtualUsers:
+        return self.problem.virtual_users()
+
+    def user_throughput(self) -> np.ndarray:
+        """Normalized throughput of every virtual user."""
+        return (self.x * self.vu.speed).sum(axis=1)
+
+    def per_tenant(self) -> dict[str, dict[str, float]]:
+        vu = self.vu
+        out: dict[str, dict[str, float]] = {t.name: {g: 0.0 for g in vu.gpu_types} for t in self.problem.tenants}
+        for i, tname in enumerate(vu.tenant):
+            for j, g in enumerate(vu.gpu_types):
+                out[tname][g] += float(self.x[i, j])
+        return out
+
+    def per_class(self) -> dict[str, dict[str, dict[str, float]]]:
+        vu = self.vu
+        out: dict[str, dict[str, dict[str, float]]] = {t.name: {} for t in self.problem.tenants}
+        for i, (tname, cname) in enumerate(zip(vu.tenant, vu.cls)):
+            out[tname][cname] = {g: float(self.x[i, j]) for j, g in enumerate(vu.gpu_types)}
+        return out
+
+    def tenant_throughput(self) -> dict[str, float]:
+        vu = self.vu
+        u = self.user_throughput()
+        out = {t.name: 0.0 for t in self.problem.tenants}
+        for i, tname in enumerate(vu.tenant):
+            out[tname] += float(u[i])
+        return out
+
+    def total_throughput(self) -> float:
+        return float(self.user_throughput().sum())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "solver": self.solver,
+            "allocation": self.per_tenant(),
+            "classes": self.per_class(),
+            "throughput": self.tenant_throughput(),
+            "total_throughput": self.total_throughput(),
+            "solve_seconds": self.solve_seconds,
+        }
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _number(path: str, value: Any, *, positive: bool = False, allow_zero: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(path, value, "must be a finite number")
+    if positive and value <= 0:
+        raise InputError(path, value, "must be > 0")
+    if not allow_zero and value == 0:
+        raise InputError(path, value, "must not be 0")
+    if value < 0:
+        raise InputError(path, value, "must be >= 0")
+    return float(value)
+
+
+def _name(path: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(path, value, "must be a non-empty string")
+    return value
+
+
+def _named_items(path: str, items: Any) -> list[tuple[str, dict]]:
+    """A non-empty list of objects with unique ``name`` keys, returned with their paths checked."""
+    if not isinstance(items, list) or not items:
+        raise InputError(path, items, "must be a non-empty list")
+    seen: set[str] = set()
+    out = []
+    for i, item in enumerate(items):
+        p = f"{path}[{i}]"
+        if not isinstance(item, dict):
+            raise InputError(p, item, "must be an object")
+        name = _name(f"{p}.name", item.get("name"))
+        if name in seen:
+            raise InputError(f"{p}.name", name, "duplicate name")
+        seen.add(name)
+        out.append((p, item))
+    return out
+
+
+def problem_from_dict(data: Any) -> Problem:
+    """Parse the documented input JSON shape; errors name the JSON path and the value."""
+    if not isinstance(data, dict):
+        raise InputError("$", data, "must be an object with 'gpu_types' and 'tenants'")
+    gt = data.get("gpu_types")
+    if not isinstance(gt, dict) or not gt:
+        raise InputError("gpu_types", gt, "must be a non-empty object {type: count}")
+    gpu_types: dict[str, int] = {}
+    for g, cnt in gt.items():
+        _name("gpu_types", g)
+        if isinstance(cnt, bool) or not isinstance(cnt, (int, float)) or cnt < 0 or cnt != int(cnt):
+            raise InputError(f"gpu_types.{g}", cnt, "must be a whole number >= 0")
+        gpu_types[g] = int(cnt)
+    tenants = []
+    for p, t in _named_items("tenants", data.get("tenants")):
+        weight = _number(f"{p}.weight", t.get("weight", 1), positive=True)
+        classes = []
+        for cp, c in _named_items(f"{p}.classes", t.get("classes")):
+            tp = c.get("throughput")
+            if not isinstance(tp, dict):
+                raise InputError(f"{cp}.throughput", tp, "must be an object {gpu_type: throughput}")
+            thr = {}
+            for g, v in tp.items():
+                if g not in gpu_types:
+                    raise InputError(f"{cp}.throughput.{g}", g, f"unknown GPU type (known: {', '.join(gpu_types)})")
+                thr[g] = _number(f"{cp}.throughput.{g}", 0 if v is None else v)
+            if not any(v > 0 for v in thr.values()):
+                raise InputError(f"{cp}.throughput", tp, "needs a throughput > 0 on at least one GPU type")
+            demand = c.get("demand")
+            if demand is not None:
+                demand = _number(f"{cp}.demand", demand)
+            classes.append(JobClass(name=c["name"], throughput=thr, demand=demand))
+        tenants.append(Tenant(name=t["name"], classes=tuple(classes), weight=weight))
+    return Problem(gpu_types=gpu_types, tenants=tuple(tenants))
+
+
+def problem_to_dict(problem: Problem) -> dict[str, Any]:
+    return {
+        "gpu_types": dict(problem.gpu_types),
+        "tenants": [
+            {
+                "name": t.name,
+                "weight": t.weight,
+                "classes": [
+                    {"name": c.name, "throughput": dict(c.throughput), **({} if c.demand is None else {"demand": c.demand})}
+                    for c in t.classes
+                ],
+            }
+            for t in problem.tenants
+        ],
+    }
