@@ -354,7 +354,7 @@ def from_dict(data: Mapping[str, Any], source: str = "defaults", base: Path | No
         )
     db = Path(sections["daemon"].database).expanduser()
     if not db.is_absolute():
-        db = (base or Path.cwd()) / db
+        db = Path(os.path.normpath((base or Path.cwd()) / db))
     return Config(**sections, source=source, database_path=db)
 
 
