@@ -192,10 +192,28 @@ class Store:
         """One SQLite transaction: everything inside is stored, or (on an exception) nothing is.
 
         Nested use joins the outer transaction (as a savepoint: an inner failure that is caught undoes
-        only the inner block).
+        only the inner block). The outer transaction starts with BEGIN IMMEDIATE: it takes the write lock at
+        once (waiting up to the busy timeout for another process's write to finish), so a transaction that
+        reads and then writes never fails half-way because another process wrote in between.
         """
-        with self.db.atomic():
+        conn = self.db.conn
+        if conn.in_transaction:
+            with self.db.atomic():  # a savepoint inside the open transaction
+                yield self
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
             yield self
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     # -------------------------------------------------------------------------------- profiles
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 import sys
 from typing import Any, Callable, Iterable, Sequence
 
@@ -23,7 +24,7 @@ def _config_option(f: Callable) -> Callable:
 
 
 def _errors(f: Callable) -> Callable:
-    """Bad input -> one line on stderr and exit 2; other slurm-fair errors -> exit 1."""
+    """Bad input -> one line on stderr and exit 2; other slurm-fair and database errors -> exit 1."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -34,6 +35,9 @@ def _errors(f: Callable) -> Callable:
             sys.exit(2)
         except SlurmFairError as e:
             click.echo(f"slurm-fair: error: {e}", err=True)
+            sys.exit(1)
+        except sqlite3.OperationalError as e:  # e.g. "database is locked" after the 10 s busy timeout
+            click.echo(f"slurm-fair: error: database: {e}", err=True)
             sys.exit(1)
 
     return wrapper
