@@ -346,3 +346,24 @@ def test_second_process_waits_for_the_write_lock_instead_of_failing(path):
         t.join(timeout=15)
         assert errors == [] and b_done.is_set()
         assert {p["class"] for p in a.profiles()} == {"from-a", "from-b"}
+
+
+def test_numpy_values_are_stored_as_plain_numbers(store):
+    np = pytest.importorskip("numpy")
+    r = store.begin_round("oef-noncoop")
+    store.record_shares(r, [{"account": "a", "class": "c", "gpu_type": "v100", "ideal": np.float64(0.5),
+                             "real": np.int64(1)}])
+    store.record_placements(r, [{"account": "a", "gpu_type": "v100", "ideal": np.float64(0.5),
+                                 "deviation_before": np.float64(0.1), "real": np.int64(1), "limit": np.int64(2)}])
+    store.record_applied(r, [{"account": "a", "key": "v100", "old": np.int64(1), "new": np.int64(2)}])
+    store.finish_round(r, "ok", details={"x": np.array([1.5, 2.0]), "n": np.int64(3)})
+    store.event("round", job_id=np.int64(5), data={"y": np.float64(0.25)})
+    assert store.shares(r)[0]["real"] == 1 and type(store.shares(r)[0]["real"]) is int
+    assert store.placements(r)[0]["limit"] == 2
+    assert store.applied(r)[0]["new"] == 2
+    assert store.round(r)["details"] == {"x": [1.5, 2.0], "n": 3}
+    assert store.events()[0]["data"] == {"y": 0.25} and store.events()[0]["job_id"] == 5
+    with pytest.raises(InputError) as e:
+        store.record_applied(r, [{"account": "a", "key": "v100", "old": 1, "new": 2.5}])
+    assert e.value.field == "new"
+    assert len(store.applied(r)) == 1
