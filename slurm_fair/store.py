@@ -154,6 +154,29 @@ def _loads(value: str | None) -> Any:
     return None if value is None else json.loads(value)
 
 
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "tolist"):  # numpy arrays and scalars
+        return o.tolist()
+    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, default=_json_default)
+
+
+def _int(value: Any, field: str = "value") -> int | None:
+    """None, or an int (numpy integers, and floats with an integral value, are accepted)."""
+    if value is None:
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        raise InputError(field, value, "must be an integer")
+    return int(value)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 # ------------------------------------------------------------------------------------------------
 
 
@@ -192,10 +215,28 @@ class Store:
         """One SQLite transaction: everything inside is stored, or (on an exception) nothing is.
 
         Nested use joins the outer transaction (as a savepoint: an inner failure that is caught undoes
-        only the inner block).
+        only the inner block). The outer transaction starts with BEGIN IMMEDIATE: it takes the write lock at
+        once (waiting up to the busy timeout for another process's write to finish), so a transaction that
+        reads and then writes never fails half-way because another process wrote in between.
         """
-        with self.db.atomic():
+        conn = self.db.conn
+        if conn.in_transaction:
+            with self.db.atomic():  # a savepoint inside the open transaction
+                yield self
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
             yield self
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     # -------------------------------------------------------------------------------- profiles
 
@@ -306,8 +347,8 @@ class Store:
             if k not in _ROUND_FIELDS:
                 raise InputError(k, fields[k], f"not a round field (known: {', '.join(_ROUND_FIELDS)})")
         update = {"status": status, "finished": time.time(), **fields}
-        if "details" in update and update["details"] is not None:
-            update["details"] = json.dumps(update["details"], sort_keys=True)
+        if "details" in update:
+            update["details"] = _dumps(update["details"])
         with self.transaction():
             if self.db.execute("select 1 from rounds where id = ?", [round_id]).fetchone() is None:
                 raise InputError("round_id", round_id, "no such round")
@@ -336,7 +377,7 @@ class Store:
 
     def record_shares(self, round_id: int, rows: Iterable[Mapping]) -> None:
         data = [{"round_id": round_id, "account": r["account"], "class": r["class"], "gpu_type": r["gpu_type"],
-                 "ideal": float(r["ideal"]), "real": r.get("real")} for r in rows]
+                 "ideal": float(r["ideal"]), "real": _int(r.get("real"), "real")} for r in rows]
         with self.transaction():
             if data:
                 self.db["shares"].insert_all(data)
@@ -348,8 +389,8 @@ class Store:
 
     def record_placements(self, round_id: int, rows: Iterable[Mapping]) -> None:
         data = [{"round_id": round_id, "account": r["account"], "gpu_type": r["gpu_type"],
-                 "ideal": float(r["ideal"]), "deviation_before": r.get("deviation_before"),
-                 "real": r.get("real"), "limit": r.get("limit")} for r in rows]
+                 "ideal": float(r["ideal"]), "deviation_before": _float(r.get("deviation_before")),
+                 "real": _int(r.get("real"), "real"), "limit": _int(r.get("limit"), "limit")} for r in rows]
         with self.transaction():
             if data:
                 self.db["placements"].insert_all(data)
@@ -392,8 +433,8 @@ class Store:
 
     def record_applied(self, round_id: int, rows: Iterable[Mapping]) -> None:
         now = time.time()
-        data = [{"round_id": round_id, "account": r["account"], "key": r["key"], "old": r.get("old"),
-                 "new": r.get("new"), "time": r.get("time", now)} for r in rows]
+        data = [{"round_id": round_id, "account": r["account"], "key": r["key"], "old": _int(r.get("old"), "old"),
+                 "new": _int(r.get("new"), "new"), "time": float(r.get("time", now))} for r in rows]
         with self.transaction():
             if data:
                 self.db["applied"].insert_all(data)
@@ -417,8 +458,8 @@ class Store:
 
     def event(self, kind: str, message: str = "", round_id: int | None = None, job_id: int | None = None,
               account: str | None = None, data: Any = None) -> int:
-        row = {"time": time.time(), "kind": kind, "round_id": round_id, "job_id": job_id, "account": account,
-               "message": message, "data": None if data is None else json.dumps(data, sort_keys=True)}
+        row = {"time": time.time(), "kind": kind, "round_id": _int(round_id, "round_id"), "job_id": _int(job_id, "job_id"),
+               "account": account, "message": message, "data": _dumps(data)}
         with self.transaction():
             return self.db["events"].insert(row).last_pk
 

@@ -308,3 +308,62 @@ def test_events(store):
     assert [e["message"] for e in store.events(kind="round")] == ["finished", "started"]
     assert len(store.events(limit=1)) == 1
     assert evs[0]["data"] is None
+
+
+def test_inner_savepoint_failure_caught_keeps_the_outer_work(store):
+    with store.transaction():
+        store.set_profile("outer", "v100", 1.0)
+        with pytest.raises(InputError):
+            with store.transaction():
+                store.set_profile("inner", "v100", 1.0)
+                store.set_profile("inner", "v100", -1.0)  # fails: the inner block is undone
+    assert [p["class"] for p in store.profiles()] == ["outer"]
+
+
+def test_second_process_waits_for_the_write_lock_instead_of_failing(path):
+    """A read-then-write transaction and a concurrent writer (as the daemon and the CLI): both succeed."""
+    import threading
+
+    Store(path).close()
+    b_done = threading.Event()
+    errors = []
+
+    def writer_b():  # its own connection, as another process would have
+        try:
+            with Store(path) as b:
+                b.set_profile("from-b", "k80", 2.0)
+        except Exception as e:  # reported by the assertion below
+            errors.append(e)
+        b_done.set()
+
+    with Store(path) as a:
+        with a.transaction():
+            assert a.profiles() == []  # read first
+            t = threading.Thread(target=writer_b)
+            t.start()
+            assert not b_done.wait(0.5)  # b waits for a's write lock
+            a.set_profile("from-a", "v100", 1.0)  # then write, in the same transaction
+        t.join(timeout=15)
+        assert errors == [] and b_done.is_set()
+        assert {p["class"] for p in a.profiles()} == {"from-a", "from-b"}
+
+
+def test_numpy_values_are_stored_as_plain_numbers(store):
+    np = pytest.importorskip("numpy")
+    r = store.begin_round("oef-noncoop")
+    store.record_shares(r, [{"account": "a", "class": "c", "gpu_type": "v100", "ideal": np.float64(0.5),
+                             "real": np.int64(1)}])
+    store.record_placements(r, [{"account": "a", "gpu_type": "v100", "ideal": np.float64(0.5),
+                                 "deviation_before": np.float64(0.1), "real": np.int64(1), "limit": np.int64(2)}])
+    store.record_applied(r, [{"account": "a", "key": "v100", "old": np.int64(1), "new": np.int64(2)}])
+    store.finish_round(r, "ok", details={"x": np.array([1.5, 2.0]), "n": np.int64(3)})
+    store.event("round", job_id=np.int64(5), data={"y": np.float64(0.25)})
+    assert store.shares(r)[0]["real"] == 1 and type(store.shares(r)[0]["real"]) is int
+    assert store.placements(r)[0]["limit"] == 2
+    assert store.applied(r)[0]["new"] == 2
+    assert store.round(r)["details"] == {"x": [1.5, 2.0], "n": 3}
+    assert store.events()[0]["data"] == {"y": 0.25} and store.events()[0]["job_id"] == 5
+    with pytest.raises(InputError) as e:
+        store.record_applied(r, [{"account": "a", "key": "v100", "old": 1, "new": 2.5}])
+    assert e.value.field == "new"
+    assert len(store.applied(r)) == 1
