@@ -89,7 +89,15 @@ mountpoints() {
 mounts_under() {  # mount points equal to or below $1, innermost (last mounted) first
   mountpoints | awk -v p="$1" '$0 == p || index($0, p "/") == 1' | tac
 }
-is_mountpoint() { mountpoints | grep -qxF -- "$1"; }
+mounts_under_ids() {  # "ID MOUNTPOINT" for mounts at or below $1, innermost (last mounted) first
+  local id _b _c _d mp _rest p=$1
+  while read -r id _b _c _d mp _rest; do
+    mp=$(printf '%b' "$mp")
+    [[ $mp == "$p" || $mp == "$p"/* ]] && echo "$id $mp"
+  done </proc/self/mountinfo | tac
+}
+mount_id_exists() { awk -v id="$1" '$1 == id {f = 1} END {exit !f}' /proc/self/mountinfo; }
+is_mountpoint() { mountpoints | grep -xF -- "$1" >/dev/null; }
 
 comm_of() { cat "/proc/$1/comm" 2>/dev/null || true; }
 # pid_alive NAME: prints the recorded PID if that process still runs the expected program
@@ -185,12 +193,12 @@ add_unix_user() {  # add_unix_user NAME [UID] (retries: parallel testbeds may ho
 # packages
 HOST_PKGS=(munge slurmctld slurmd slurmdbd slurm-client mariadb-server)
 CHROOT_PKGS=(munge slurmctld slurmd slurmdbd slurm-client mariadb-server python3 python3-venv
-  procps util-linux passwd ca-certificates lua5.1)
+  procps util-linux passwd ca-certificates lua5.1 gcc libc6-dev python3-dev)
 
 apt_install() {  # apt_install PKG... (in the current root; update only if a package is unknown)
   local missing=() p
   for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep 'install ok installed' >/dev/null || missing+=("$p")
   done
   ((${#missing[@]})) || return 0
   log "installing ${missing[*]}"
@@ -258,14 +266,16 @@ chroot_umount() {  # unmount exactly what is mounted below the rootfs, innermost
     # shellcheck disable=SC2086
     stop_pids $pids
   fi
-  while read -r mp; do
+  local id
+  while read -r id mp; do
     [[ -n $mp ]] || continue
     for ((i = 0; i < 20; i++)); do
-      umount -- "$mp" 2>/dev/null && break
+      mount_id_exists "$id" || break
+      umount -- "$mp" 2>/dev/null && break   # never -l, never -R
       sleep 0.5
     done
-    is_mountpoint "$mp" && die "could not unmount $mp (busy?); left it mounted, nothing deleted"
-  done < <(mounts_under "$ROOT")
+    mount_id_exists "$id" && die "could not unmount $mp (busy?); left it mounted, nothing deleted"
+  done < <(mounts_under_ids "$ROOT")
   return 0
 }
 
@@ -638,6 +648,12 @@ cmd_status() {
   if [[ -n $ROOT ]]; then
     local mp
     while read -r mp; do [[ -n $mp ]] && echo "  mounted: $mp"; done < <(mounts_under "$ROOT" | tac)
+    local procs
+    procs=$(chroot_procs | tr '\n' ' ')
+    if [[ -n ${procs// /} ]]; then
+      echo "  processes inside the chroot: $procs"
+      ((up == 0)) && up=-1   # not "all stopped"
+    fi
   fi
   if pid_alive slurmctld >/dev/null; then
     in_env sinfo -N -o '  %N %t %G' 2>/dev/null || true
