@@ -19,7 +19,7 @@ SUMMARIES=()
 say() { echo "== test-all +$((SECONDS - T0))s: $*"; }
 PHASE_NAME="" PHASE_T=0
 phase() {  # phase NAME: ends the previous phase (records its time), starts a new one
-  [[ -n $PHASE_NAME ]] && TIMES+=("$(printf '%-28s %5ss' "$PHASE_NAME" $((SECONDS - PHASE_T)))")
+  [[ -n $PHASE_NAME ]] && TIMES+=("$(printf '%-34s %5ss' "$PHASE_NAME" $((SECONDS - PHASE_T)))")
   PHASE_NAME=$1 PHASE_T=$SECONDS
   [[ -n $1 ]] && say "$1"
   return 0
@@ -65,7 +65,7 @@ teardown() {
   echo
   echo "== test-all: phase times"
   printf '   %s\n' "${TIMES[@]}"
-  printf '   %-28s %5ss\n' total $((SECONDS - T0))
+  printf '   %-34s %5ss\n' total $((SECONDS - T0))
   ((${#SUMMARIES[@]})) && printf '== %s\n' "${SUMMARIES[@]}"
   if ((${#FAILED[@]})); then
     echo "== test-all: FAILED: ${FAILED[*]}"
