@@ -404,7 +404,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 GresTypes=gpu
 SchedulerType=sched/backfill
-SchedulerParameters=sched_interval=2,bf_interval=2,sched_min_interval=100000
+SchedulerParameters=sched_interval=1,bf_interval=1,sched_min_interval=100000
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$DBD_PORT

@@ -167,12 +167,18 @@ class Testbed:
         return self.run(["sacctmgr", "-i", *args], check=check)
 
     def reset_limits(self) -> None:
-        """Clear every GPU GrpTRES limit and restore the fairshares on acct_a/b/c."""
+        """Clear GPU GrpTRES limits and restore the fairshares on acct_a/b/c (only where changed)."""
+        out = self.run(["sacctmgr", "-n", "-P", "show", "assoc", "where", "account=" + ",".join(ACCOUNTS),
+                        "format=account,user,fairshare,grptres"]).stdout
         clear = ",".join(f"{t}=-1" for t in GPU_TRES)
-        self.sacctmgr("modify", "account", "where", "name=" + ",".join(ACCOUNTS), "set", f"GrpTRES={clear}",
-                      check=False)
-        for acct, share in ACCOUNTS.items():
-            self.sacctmgr("modify", "account", "where", f"name={acct}", "set", f"fairshare={share}", check=False)
+        for line in out.splitlines():
+            acct, user, share, grptres = (line.split("|") + ["", "", "", ""])[:4]
+            if user or acct not in ACCOUNTS:
+                continue
+            if any(t.split("=")[0] in GPU_TRES for t in grptres.split(",") if t):
+                self.sacctmgr("modify", "account", "where", f"name={acct}", "set", f"GrpTRES={clear}")
+            if share != str(ACCOUNTS[acct]):
+                self.sacctmgr("modify", "account", "where", f"name={acct}", "set", f"fairshare={ACCOUNTS[acct]}")
 
 
 def _start_testbed() -> Testbed:
