@@ -128,15 +128,17 @@ def envy_free(alloc: Allocation) -> PropertyResult:
     """Weighted envy-freeness: u_l(x_l)/pi_l >= u_l(x_i)/pi_i for every pair of virtual users."""
     vu, x = alloc.vu, np.asarray(alloc.x, dtype=float)
     u = (x * vu.speed).sum(axis=1)
+    # value[l, i]: what l's throughput would be with i's allocation scaled by pi_l / pi_i
+    value = (vu.speed @ x.T) * (vu.weight[:, None] / vu.weight[None, :])
+    for l in np.flatnonzero(np.isfinite(vu.demand)):
+        value[l] = [bundle_value(vu.speed[l], x[i] * (vu.weight[l] / vu.weight[i]), vu.demand[l]) for i in range(vu.n)]
+    np.fill_diagonal(value, -np.inf)
+    gap = value - u[:, None]
+    gap[gap <= TOL * np.maximum(1.0, np.abs(value))] = 0.0
     worst, who = 0.0, None
-    for l in range(vu.n):
-        for i in range(vu.n):
-            if i == l:
-                continue
-            other = bundle_value(vu.speed[l], x[i] * (vu.weight[l] / vu.weight[i]), vu.demand[l])
-            gap = other - u[l]
-            if gap > _tol(other) and gap > worst:
-                worst, who = gap, (l, i, other)
+    if vu.n > 1 and gap.max() > 0:
+        l, i = np.unravel_index(int(np.argmax(gap)), gap.shape)
+        worst, who = float(gap[l, i]), (int(l), int(i), float(value[l, i]))
     if who is None:
         return PropertyResult("envy_free", True, "no class prefers another's weight-scaled allocation", 0.0)
     l, i, other = who

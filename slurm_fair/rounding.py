@@ -133,47 +133,53 @@ def place(
     target = {t: {g: want[t][g] + dev[t][g] for g in types} for t in tenants}
     real = {t: {g: max(0, min(cap[g], _round_half_up(target[t][g]))) for g in types} for t in tenants}
 
+    tot = {t: sum(real[t].values()) for t in tenants}  # kept up to date by take()/give()
+
     def resid(t: str, g: str) -> float:
         return target[t][g] - real[t][g]
 
+    def take(t: str, g: str) -> None:
+        real[t][g] -= 1
+        tot[t] -= 1
+
     # 1. demand
     for t in tenants:
-        while sum(real[t].values()) > dem[t] + _EPS:
-            g = min((g for g in types if real[t][g] > 0), key=lambda g: (resid(t, g), types.index(g)))
-            real[t][g] -= 1
+        while tot[t] > dem[t] + _EPS:
+            take(t, min((g for g in types if real[t][g] > 0), key=lambda g: (resid(t, g), types.index(g))))
     # 2. capacity
     for g in types:
-        while sum(real[t][g] for t in tenants) > cap[g]:
+        used = sum(real[t][g] for t in tenants)
+        while used > cap[g]:
             # a tenant that would fall below its min_gpus (and so lose all its GPUs) gives back last; then the
             # smallest claim first; on a tie the name sorting last gives one back (deterministic)
-            t = max(
-                (t for t in tenants if real[t][g] > 0),
-                key=lambda t: (not 0 < sum(real[t].values()) - 1 < mins[t], -resid(t, g), t),
+            take(
+                max(
+                    (t for t in tenants if real[t][g] > 0),
+                    key=lambda t: (not 0 < tot[t] - 1 < mins[t], -resid(t, g), t),
+                ),
+                g,
             )
-            real[t][g] -= 1
+            used -= 1
     # 3. minimum job size
     blocked = set()
     for t in tenants:
-        tot = sum(real[t].values())
-        if 0 < tot < mins[t]:
+        if 0 < tot[t] < mins[t]:
             blocked.add(t)
             real[t] = {g: 0 for g in types}
+            tot[t] = 0
     # 4. hand out GPUs left free to tenants still owed some
     for g in types:
         free = cap[g] - sum(real[t][g] for t in tenants)
+        if free <= 0:
+            continue
+        owed = [t for t in tenants if t not in blocked and resid(t, g) > _EPS]
         while free > 0:
-            cands = [
-                t
-                for t in tenants
-                if t not in blocked
-                and resid(t, g) > _EPS
-                and sum(real[t].values()) + 1 <= dem[t] + _EPS
-                and sum(real[t].values()) + 1 >= mins[t]
-            ]
+            cands = [t for t in owed if resid(t, g) > _EPS and mins[t] <= tot[t] + 1 <= dem[t] + _EPS]
             if not cands:
                 break
             t = min(cands, key=lambda t: (-resid(t, g), t))
             real[t][g] += 1
+            tot[t] += 1
             free -= 1
 
     new_dev = {t: {g: target[t][g] - real[t][g] for g in types} for t in tenants}
