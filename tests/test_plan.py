@@ -286,3 +286,18 @@ def test_real_policy_noncoop_gives_only_v100_to_the_account_with_the_big_speedup
     assert ia["k80"] == pytest.approx(0, abs=1e-6) and ib["k80"] == pytest.approx(4, abs=1e-6)
     assert p.limits["acct_a"] == {"k80": 0, "v100": 1, ANY_GPU: 1}
     assert p.limits["acct_b"] == {"k80": 4, "v100": 3, ANY_GPU: 7}
+
+
+def test_limit_batches_pick_the_fewer_sacctmgr_calls():
+    same = {f"a{i}": {"v100": i % 2, "k80": 1} for i in range(10)}
+    b = P.limit_batches(same)
+    assert b == [same]  # 2 distinct settings: 2 calls either way, keep one batch
+    varied = {f"a{i}": {"v100": i % 2, "k80": (i // 2) % 2, ANY_GPU: (i // 4) % 3} for i in range(12)}
+    b = P.limit_batches(varied)
+    assert len(b) == 3  # 12 distinct settings, but per key only 2 + 2 + 3 = 7 (key, value) pairs
+    merged = {}
+    for batch in b:
+        for a, ch in batch.items():
+            merged.setdefault(a, {}).update(ch)
+    assert merged == varied
+    assert P.limit_batches({}) == []

@@ -474,3 +474,23 @@ def managed_accounts(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassD
     if cfg.limits.accounts:
         return sorted(cfg.limits.accounts)
     return sorted(({a.name for a in snapshot.accounts} | {a for (a, _c) in demand}) - NEVER_MANAGED)
+
+
+def limit_batches(changes: Mapping[str, Mapping[str, int]]) -> list[dict[str, dict[str, int]]]:
+    """Split limit changes into calls of ``Cluster.set_accounts_gpu_limits`` so that the backend (which
+    writes accounts with identical settings in one sacctmgr call) needs as few calls as possible.
+
+    Either one call with everything (one sacctmgr per distinct per-account settings), or one call per
+    limit key (one sacctmgr per distinct (key, value)), whichever needs fewer sacctmgr runs.
+    """
+    if not changes:
+        return []
+    whole = len({tuple(sorted(ch.items())) for ch in changes.values() if ch})
+    keys: dict[str, dict[str, dict[str, int]]] = {}
+    for a, ch in changes.items():
+        for k, v in ch.items():
+            keys.setdefault(k, {})[a] = {k: v}
+    per_key = sum(len({tuple(x.items()) for x in batch.values()}) for batch in keys.values())
+    if whole <= per_key:
+        return [{a: dict(ch) for a, ch in changes.items() if ch}]
+    return [keys[k] for k in sorted(keys)]
