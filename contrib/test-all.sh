@@ -7,7 +7,7 @@
 #   4. both testbeds down (always, also on error/interrupt), host /dev checked intact
 # Exits non-zero if any phase or pytest run failed.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 REPO=$(pwd -P)
 TB=(bash "$REPO/contrib/testbed/testbed.sh")
 LOGDIR=$REPO/.testbed/logs
