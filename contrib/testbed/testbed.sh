@@ -533,7 +533,7 @@ cmd_up() {
   [[ -n $ROOT ]] && { ROOT=$STATE/rootfs; LAB=$ROOT$LABIN; }
   [[ -z $ROOT ]] && { LABIN=$STATE; LAB=$STATE; }
   RUN=$LAB/run
-  check_searchable "$STATE"
+  [[ -n $ROOT ]] || check_searchable "$STATE"   # the chroot has its own /testbed
   log "state $STATE, ports slurmctld $CTLD_PORT slurmdbd $DBD_PORT slurmd $((BASE + 4))-$((BASE + 7)) mysql $MYSQL_PORT"
   if [[ -n $ROOT ]]; then
     chroot_setup
