@@ -27,9 +27,12 @@ from ._common import TOL, allocation_variable, capacity_constraint, capped_note,
 from .equal_share import share_arrays
 
 NAME = "gavel"
+TEST_SOLVER = "HIGHS"  # for the bottleneck tests (see solve)
 
 
-def _program(speed, capacity, demand, ref, active, frozen, lift=None, level=None):
+def _program(speed, capacity, demand, ref, active, frozen, level=None, lift=()):
+    """max t (``level`` None), or the bottleneck test: max Σ z_i with u_i >= e_i (level + z_i) for i in
+    ``lift`` (0 <= z_i <= max(level, 1)) while the other active users keep e_l·level."""
     x, cons = allocation_variable(speed)
     cons.append(capacity_constraint(x, capacity))
     fin = np.flatnonzero(np.isfinite(demand))
@@ -40,14 +43,21 @@ def _program(speed, capacity, demand, ref, active, frozen, lift=None, level=None
     if fz:
         cons.append(u[fz] >= np.array([frozen[i] for i in fz]))
     act = [i for i in range(len(ref)) if active[i]]
-    if lift is None:
+    if level is None:
         t = cp.Variable(nonneg=True)
         cons.append(u[act] >= ref[act] * t)
         return cp.Problem(cp.Maximize(t), cons), x, t
-    others = [i for i in act if i != lift]
+    lift = list(lift)
+    z = cp.Variable(len(lift), nonneg=True)
+    cons += [z <= max(level, 1.0), u[lift] >= cp.multiply(ref[lift], level + z)]
+    others = [i for i in act if i not in set(lift)]
     if others:
         cons.append(u[others] >= ref[others] * level)
-    return cp.Problem(cp.Maximize(u[lift]), cons), x, None
+    return cp.Problem(cp.Maximize(cp.sum(z)), cons), x, z
+
+
+def _rises(z_value, level) -> np.ndarray:
+    return np.asarray(z_value, dtype=float).reshape(-1) > 1e-6 * max(1.0, level)
 
 
 def solve(problem: Problem, solver: str | None = None) -> Allocation:
@@ -65,19 +75,32 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
         with timer.measure():
             lp.solve(prob, solver, what="gavel max-min level")
         level = float(t.value)
-        x_val = x.value
+        x_val = np.asarray(x.value)
+        u_val = (x_val * vu.speed).sum(axis=1)
+        # a user above the level in this solution is no bottleneck; one joint LP weeds out most others
+        cand = [int(i) for i in np.flatnonzero(active) if u_val[i] <= ref[i] * level * (1 + 1e-6) + 1e-9]
         blocked = []
-        for i in np.flatnonzero(active):
-            p, _, _ = _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen, lift=i, level=level)
+        if cand:
+            # bottleneck tests have feasible sets without interior: HiGHS against its own level value
+            p, _, t = _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen)
             with timer.measure():
-                best = lp.solve(p, solver, what="gavel bottleneck test")
-            if best <= ref[i] * level * (1 + 1e-6) + 1e-9:
-                blocked.append(int(i))
+                lp.solve(p, TEST_SOLVER, what="gavel max-min level (HiGHS)")
+            lv = float(t.value)
+            p, _, z = _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen, level=lv, lift=cand)
+            with timer.measure():
+                lp.solve(p, TEST_SOLVER, what="gavel bottleneck test")
+            cand = [i for i, up in zip(cand, _rises(z.value, lv)) if not up]
+        for i in cand:  # exact single-user tests for the rest
+            p, _, z = _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen, level=lv, lift=[i])
+            with timer.measure():
+                lp.solve(p, TEST_SOLVER, what="gavel bottleneck test")
+            if not _rises(z.value, lv)[0]:
+                blocked.append(i)
         if not blocked:  # numerical corner: cannot identify a bottleneck, keep the max-min solution
             break
         for i in blocked:
             active[i] = False
-            frozen[i] = ref[i] * level
+            frozen[i] = ref[i] * level * (1 - 1e-8)  # a hair of slack for the next solves
     x_val = clean(x_val, vu.speed, vu.capacity, vu.demand)
     capped = [i for i in range(n) if np.isfinite(vu.demand[i]) and x_val[i].sum() >= vu.demand[i] - 1e-6]
     return finish(problem, NAME, x_val, timer, solver, capped_note(vu, capped))
