@@ -275,16 +275,18 @@ def _lie(problem: Problem, tenant: str, cls: str, factors: dict[str, float]) -> 
 
 
 def lies(problem: Problem, factors: Sequence[float] = (1.25, 1.5, 2.0)):
-    """Yield (tenant, class, description, lying problem): each class inflating its throughput on one usable
-    type, and on all types but its slowest, by each factor (reported values never below the truth)."""
+    """Yield (tenant, class, description, lying problem) for over-reported *speedups* (OEF §2.3.1: every
+    element of the reported speedup vector >= the truth): each class inflates its throughput on one usable
+    type other than its slowest, and on all of those at once, by each factor. (Inflating the slowest type
+    would lower the normalized speedups of the others, an under-report the property does not cover.)"""
     for t in problem.tenants:
         for c in t.classes:
             usable = [g for g in problem.gpu_types if (c.throughput.get(g) or 0) > 0]
             slowest = min(usable, key=lambda g: (c.throughput[g], list(problem.gpu_types).index(g)))
+            rest = [g for g in usable if g != slowest]
             for f in factors:
-                for g in usable:
+                for g in rest:
                     yield t.name, c.name, f"x{f:g} on {g}", _lie(problem, t.name, c.name, {g: f})
-                rest = [g for g in usable if g != slowest]
                 if len(rest) > 1:
                     yield t.name, c.name, f"x{f:g} on all but {slowest}", _lie(problem, t.name, c.name, {g: f for g in rest})
 

@@ -216,3 +216,20 @@ def test_render_explicit_right_and_short_rows():
     s = render(["k", "v"], [["x", "1"], ["y"]], right=())
     assert s.splitlines() == ["k  v", "-  -", "x  1", "y"]
     assert render(["a", "b"], [], right=[1]).splitlines() == ["a  b", "-  -"]
+
+
+def test_unknown_solver_is_an_input_error():
+    r = invoke("solve", "-p", "oef-noncoop", "-i", PAPER, "--solver", "BOGUS")
+    assert r.exit_code == 2
+    assert r.output.startswith("error: solver: ") and "(got 'BOGUS')" in r.output
+
+
+def test_solver_choice_gives_the_same_allocation():
+    outs = []
+    for solver in ("ECOS", "HIGHS"):
+        r = invoke("solve", "-p", "oef-noncoop", "-i", PAPER, "--solver", solver, "--json")
+        assert r.exit_code == 0, r.output
+        outs.append(json.loads(r.output))
+    assert outs[0]["total_throughput"] == pytest.approx(outs[1]["total_throughput"], abs=1e-5)
+    # eq. 9 on eq. 6: u1 = 1 + 2a = u2 = 5(1 - a) -> a = 4/7, both 15/7
+    assert outs[1]["throughput"]["u1"] == pytest.approx(15 / 7, abs=1e-5)

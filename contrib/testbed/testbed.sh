@@ -118,12 +118,17 @@ for n in "${NODES[@]}"; do DAEMONS+=("slurmd-$n"); done
 
 start_daemon() {  # start_daemon NAME CMD... (foreground daemon, PID recorded)
   local name=$1; shift
-  if [[ -n $ROOT ]]; then
-    setsid chroot "$ROOT" /usr/bin/env -i PATH="$SYS_PATH" HOME=/root LANG=C.UTF-8 \
-      SLURM_CONF="$LABIN/etc/slurm.conf" "$@" </dev/null >>"$LAB/log/$name.out" 2>&1 &
-  else
-    SLURM_CONF="$LABIN/etc/slurm.conf" setsid "$@" </dev/null >>"$LAB/log/$name.out" 2>&1 &
-  fi
+  local -a pre=(env SLURM_CONF="$LABIN/etc/slurm.conf")
+  [[ -n $ROOT ]] && pre=(chroot "$ROOT" /usr/bin/env -i PATH="$SYS_PATH" HOME=/root LANG=C.UTF-8
+    SLURM_CONF="$LABIN/etc/slurm.conf")
+  (
+    # close every inherited descriptor above 2 (e.g. a CI runner's pipes) so no daemon holds them
+    for fd in /proc/self/fd/*; do
+      fd=${fd##*/}
+      if ((fd > 2)); then eval "exec $fd>&-"; fi
+    done 2>/dev/null
+    exec setsid "${pre[@]}" "$@" </dev/null >>"$LAB/log/$name.out" 2>&1
+  ) &
   echo $! >"$RUN/$name.pid"
 }
 
@@ -155,7 +160,7 @@ stop_daemons() {  # stop_daemons NAME...
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 wait_until() {  # wait_until SECONDS WHAT CMD...
-  local secs=$1 what=$2 i; shift 2
+  local secs=$1 i; shift 2   # $2 only documents what is awaited
   for ((i = 0; i < secs * 5; i++)); do
     if "$@" >/dev/null 2>&1; then return 0; fi
     sleep 0.2
@@ -203,7 +208,7 @@ apt_install() {  # apt_install PKG... (in the current root; update only if a pac
   ((${#missing[@]})) || return 0
   log "installing ${missing[*]}"
   [[ -e /usr/sbin/policy-rc.d ]] || { printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; }
-  if ! apt-cache show "${missing[@]}" >/dev/null 2>&1 || [[ -z $(ls -A /var/lib/apt/lists 2>/dev/null | grep -v lock) ]]; then
+  if ! apt-cache show "${missing[@]}" >/dev/null 2>&1 || ! compgen -G "/var/lib/apt/lists/*_Packages" >/dev/null; then
     apt-get update -q >/dev/null
   fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null ||
@@ -344,10 +349,10 @@ chroot_venv() {  # <state>/venv inside the chroot with the project installed in 
   stamp=$ROOT$venv/.testbed-installed
   if [[ ! -e $stamp || $(<"$stamp") != "$want" ]]; then
     log "pip install -e '.[test]' in the chroot venv"
-    local -a pipenv=(PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=${PIP_DEFAULT_TIMEOUT:-120})
+    local -a pipenv=(PIP_DISABLE_PIP_VERSION_CHECK=1 "PIP_DEFAULT_TIMEOUT=${PIP_DEFAULT_TIMEOUT:-120}")
     [[ -f $ROOT/etc/ssl/host-ca-bundle.crt ]] && pipenv+=(PIP_CERT=/etc/ssl/host-ca-bundle.crt)
     [[ -n ${PIP_INDEX_URL:-} ]] && pipenv+=(PIP_INDEX_URL="$PIP_INDEX_URL")
-    if ! in_env env "${pipenv[@]}" "$venv/bin/pip" install -q -e "$REPO[test]" >"$STATE/chroot-pip.log" 2>&1; then
+    if ! in_env env "${pipenv[@]}" "$venv/bin/pip" install -q -e "${REPO}[test]" >"$STATE/chroot-pip.log" 2>&1; then
       die "pip install in the chroot venv failed, see $STATE/chroot-pip.log"
     fi
     echo "$want" >"$stamp"
@@ -528,7 +533,7 @@ cmd_up() {
   [[ -n $ROOT ]] && { ROOT=$STATE/rootfs; LAB=$ROOT$LABIN; }
   [[ -z $ROOT ]] && { LABIN=$STATE; LAB=$STATE; }
   RUN=$LAB/run
-  check_searchable "$STATE"
+  [[ -n $ROOT ]] || check_searchable "$STATE"   # the chroot has its own /testbed
   log "state $STATE, ports slurmctld $CTLD_PORT slurmdbd $DBD_PORT slurmd $((BASE + 4))-$((BASE + 7)) mysql $MYSQL_PORT"
   if [[ -n $ROOT ]]; then
     chroot_setup

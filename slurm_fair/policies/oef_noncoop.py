@@ -36,32 +36,46 @@ from ..model import Allocation, Problem
 from ._common import TOL, allocation_variable, capacity_constraint, capped_note, clean, finish, throughput_expr
 
 NAME = "oef-noncoop"
+TEST_SOLVER = "HIGHS"  # for the cap tests (see solve_arrays)
 
 
-def _program(speed, weight, capacity, demand, active, frozen, *, free_demand_of=None, lift=None, level=None):
+def _program(speed, weight, capacity, demand, active, frozen, *, level=None, lift=(), free_demand_of=None):
     """Build one LP of the progressive filling.
 
-    Default: max t with u_l = π_l t (active l) and u_l = f_l (frozen).  With ``lift=i`` and ``level``:
-    max u_i with u_l >= π_l level for the other active users (the capped-user test); ``free_demand_of``
-    drops that user's demand constraint.
+    ``level`` None: max t with u_l = π_l t (active l), u_l = f_l (frozen l).  Otherwise the lift test:
+    max Σ z_i with u_i >= π_i (level + z_i), 0 <= z_i <= max(level, 1) for i in ``lift``, and
+    u_l >= π_l level for the other active users; ``free_demand_of`` drops that user's demand constraint.
+    A user with z_i > 0 in a solution can rise above the level (with the constraints in force).
     """
+    n = len(weight)
     x, cons = allocation_variable(speed)
     cons.append(capacity_constraint(x, capacity))
     u = throughput_expr(x, speed)
-    for i in range(len(weight)):
-        if np.isfinite(demand[i]) and i != free_demand_of:
-            cons.append(cp.sum(x[i]) <= demand[i])
-    for i, f in frozen.items():
-        cons.append(u[i] == f)
-    act = [i for i in range(len(weight)) if active[i]]
-    if lift is None:
+    fin = [i for i in range(n) if np.isfinite(demand[i]) and i != free_demand_of]
+    if fin:
+        cons.append(cp.sum(x[fin], axis=1) <= demand[fin])
+    fz = sorted(frozen)
+    if fz:  # frozen at f, within a band of solver precision (an exact equality to a solver's own
+        # earlier output can be infeasible by 1e-9 and makes interior-point solvers report "inaccurate")
+        f = np.array([frozen[i] for i in fz])
+        band = 1e-7 * np.maximum(f, 1.0)
+        cons += [u[fz] >= f - band, u[fz] <= f + band]
+    act = [i for i in range(n) if active[i]]
+    if level is None:
         t = cp.Variable(nonneg=True)
         cons.append(u[act] == weight[act] * t)
         return cp.Problem(cp.Maximize(t), cons), x, t
-    others = [i for i in act if i != lift]
+    lift = list(lift)
+    z = cp.Variable(len(lift), nonneg=True)
+    cons += [z <= max(level, 1.0), u[lift] >= cp.multiply(weight[lift], level + z)]
+    others = [i for i in act if i not in set(lift)]
     if others:
         cons.append(u[others] >= weight[others] * level)
-    return cp.Problem(cp.Maximize(u[lift]), cons), x, None
+    return cp.Problem(cp.Maximize(cp.sum(z)), cons), x, z
+
+
+def _rises(z_value, level) -> np.ndarray:
+    return np.asarray(z_value, dtype=float).reshape(-1) > 1e-6 * max(1.0, level)
 
 
 def solve_arrays(
@@ -85,34 +99,46 @@ def solve_arrays(
             frozen[i] = 0.0
             capped.append(i)
     x_val = np.zeros_like(speed)
-    while True:
-        if not active.any():
-            break  # x_val (zeros, or the last solve) already meets every frozen level
-        prob, x, t = _program(speed, weight, capacity, demand, active, frozen)
+
+    def run(prob, what, use=None):
         with timer.measure():
-            lp.solve(prob, solver, what="oef-noncoop level")
+            lp.solve(prob, use or solver, what=what)
+
+    while active.any():
+        prob, x, t = _program(speed, weight, capacity, demand, active, frozen)
+        run(prob, "oef-noncoop level")
         level = float(t.value)
-        x_val = x.value
+        x_val = np.asarray(x.value)
+        # Only a user whose demand is tight in this solution can be capped: if it has slack, mixing this
+        # solution with one where it rises (demand dropped) lifts it while keeping its demand.
+        cand = [int(i) for i in np.flatnonzero(active & np.isfinite(demand)) if x_val[i].sum() >= demand[i] - 1e-6]
         newly = []
-        for i in np.flatnonzero(active & np.isfinite(demand)):
-            mine = weight[i] * level
-            slack = 1e-6 * max(1.0, mine)
-            p_with, _, _ = _program(speed, weight, capacity, demand, active, frozen, lift=i, level=level)
-            with timer.measure():
-                best_with = lp.solve(p_with, solver, what="oef-noncoop cap test")
-            if best_with > mine + slack:
+        if cand:
+            # The tests ask "can i rise while the others keep the *maximal* level?": their feasible sets
+            # have no interior, which interior-point solvers (ECOS) cannot solve accurately. They run on
+            # HiGHS (simplex), against HiGHS's own value of the level so that both agree to its tolerance.
+            prob, _, t = _program(speed, weight, capacity, demand, active, frozen)
+            run(prob, "oef-noncoop level (HiGHS)", TEST_SOLVER)
+            lv = float(t.value)
+            # one joint LP weeds out the candidates that can still rise with their demand in force
+            prob, _, z = _program(speed, weight, capacity, demand, active, frozen, level=lv, lift=cand)
+            run(prob, "oef-noncoop cap test", TEST_SOLVER)
+            cand = [i for i, up in zip(cand, _rises(z.value, lv)) if not up]
+        for i in cand:  # exact single-user tests for the rest
+            prob, _, z = _program(speed, weight, capacity, demand, active, frozen, level=lv, lift=[i])
+            run(prob, "oef-noncoop cap test", TEST_SOLVER)
+            if _rises(z.value, lv)[0]:
                 continue  # its demand leaves room above the level: not capped yet
-            p_free, _, _ = _program(speed, weight, capacity, demand, active, frozen, lift=i, level=level, free_demand_of=i)
-            with timer.measure():
-                best_free = lp.solve(p_free, solver, what="oef-noncoop cap test")
-            if best_free > mine + slack:
+            prob, _, z = _program(speed, weight, capacity, demand, active, frozen, level=lv, lift=[i], free_demand_of=i)
+            run(prob, "oef-noncoop cap test", TEST_SOLVER)
+            if _rises(z.value, lv)[0]:
                 newly.append(i)  # blocked by its own demand, not by the others
         if not newly:
             break
         for i in newly:
             active[i] = False
             frozen[i] = weight[i] * level
-            capped.append(int(i))
+            capped.append(i)
     return clean(x_val, speed, capacity, demand), sorted(capped)
 
 

@@ -93,3 +93,27 @@ def test_site_factor_shows_in_sprio(testbed):
     assert site == 4321
     testbed.wait_for(lambda: int(testbed.job(job).get("Priority", "0")) >= 4321, 120, interval=1,
                      what="job priority to include the site factor")
+
+
+def test_gpus_option_and_account_enforcement(testbed):
+    job = testbed.sbatch(account="acct_c", gpus=1, gpu_type="a100", via="gpus", name="gpus-a100",
+                         command="echo $SLURM_JOB_ACCOUNT")
+    info = testbed.wait_state(job, "COMPLETED", timeout=60)
+    assert info["NodeList"] == "a100-1"
+    assert info["UserId"].startswith("carol(")
+    # associations are enforced: alice has no association with acct_b
+    with pytest.raises(AssertionError, match="Invalid account"):
+        testbed.sbatch(account="acct_b", user="alice", gpus=1, gpu_type="k80", name="wrong-acct")
+
+
+def test_env_file_and_slurm_fair_config(testbed):
+    import tomllib
+
+    env = testbed.env
+    assert env["SLURM_FAIR_TESTBED_RELEASE"] == testbed.release
+    cfg = tomllib.loads(open(env["SLURM_FAIR_CONFIG"]).read())
+    assert cfg["cluster"]["backend"] == "cli"
+    assert cfg["daemon"]["database"].startswith(env["SLURM_FAIR_TESTBED"])
+    assert cfg["daemon"]["period"] > 0
+    version = testbed.run(["sinfo", "--version"]).stdout.split()[1]
+    assert version.startswith({"bookworm": "22.05.", "trixie": "24.11."}[testbed.release])
