@@ -103,14 +103,21 @@ def setup(accounts: list[str], n_jobs: int, workdir: str) -> None:
 
 
 def cleanup(accounts: list[str]) -> None:
-    run(["scancel", "-A", ",".join(accounts)])
+    ids = run(["squeue", "-h", "-A", ",".join(accounts), "-o", "%i"]).split()  # scancel -A takes one account
+    for i in range(0, len(ids), 500):
+        subprocess.run(["scancel", *ids[i:i + 500]], capture_output=True, text=True, timeout=120)
     for _ in range(60):
         if not run(["squeue", "-h", "-A", ",".join(accounts), "-o", "%i"]).split():
             break
         time.sleep(1)
-    for i in range(0, len(accounts), 50):
-        subprocess.run(["sacctmgr", "-i", "delete", "account", ",".join(accounts[i:i + 50])],
-                       capture_output=True, text=True, timeout=120)
+    for _ in range(5):  # accounts whose jobs are still completing cannot be deleted yet: retry
+        left = sorted(set(accounts) & set(run(["sacctmgr", "-n", "-P", "show", "account", "format=account"]).split()))
+        if not left:
+            break
+        for i in range(0, len(left), 50):
+            subprocess.run(["sacctmgr", "-i", "delete", "account", ",".join(left[i:i + 50])],
+                           capture_output=True, text=True, timeout=120)
+        time.sleep(2)
 
 
 def main() -> None:
