@@ -670,10 +670,10 @@ cmd_status() {
 }
 
 cmd_env() {
-  echo "export SLURM_CONF=$LABIN/etc/slurm.conf"
-  echo "export SLURM_FAIR_CONFIG=$LABIN/slurm-fair.toml"
-  echo "export SLURM_FAIR_TESTBED=$LABIN"
-  echo "export SLURM_FAIR_TESTBED_RELEASE=$RELEASE"
+  printf 'export SLURM_CONF=%q\n' "$LABIN/etc/slurm.conf"
+  printf 'export SLURM_FAIR_CONFIG=%q\n' "$LABIN/slurm-fair.toml"
+  printf 'export SLURM_FAIR_TESTBED=%q\n' "$LABIN"
+  printf 'export SLURM_FAIR_TESTBED_RELEASE=%q\n' "$RELEASE"
   [[ -n $ROOT ]] && echo "# paths inside the chroot $ROOT: run clients with: $0 --release trixie exec -- CMD"
   return 0
 }
