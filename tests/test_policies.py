@@ -157,3 +157,26 @@ def test_gandiva_trade_respects_buyer_demand():
     assert a.x[0].sum() <= 0.7 + 1e-9
     eq = equal_share.solve(matrix_problem([[1, 2], [1, 3], [1, 4]], demands=[0.7, None, None]))
     assert (a.user_throughput() >= eq.user_throughput() - 1e-9).all()
+
+
+def test_noncoop_class_without_usable_gpu_does_not_zero_everyone():
+    p = Problem(
+        {"g1": 2, "g2": 0},
+        (
+            Tenant("a", (JobClass("x", {"g1": 1.0}),), 1.0),
+            Tenant("b", (JobClass("only-g2", {"g2": 3.0}),), 1.0),
+            Tenant("c", (JobClass("y", {"g1": 2.0}),), 1.0),
+        ),
+    )
+    a = oef_noncoop.solve(p)
+    np.testing.assert_allclose(a.x, [[1, 0], [0, 0], [1, 0]], atol=1e-7)
+    assert any("no GPU type present can run: b/only-g2" in n for n in a.notes)
+
+
+def test_noncoop_notes_idle_gpus_left_by_equality():
+    """u1 runs only on g1 (1 GPU): eq. 9 holds u2 to u1's throughput and leaves g2 GPUs idle."""
+    p = matrix_problem([[1, 0], [1, 2]], capacity=(1, 4))
+    a = oef_noncoop.solve(p)
+    u = a.user_throughput()
+    assert u[0] == pytest.approx(u[1], rel=1e-6)
+    assert any("g2 GPU(s) left idle" in n for n in a.notes)

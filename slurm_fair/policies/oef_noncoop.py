@@ -146,5 +146,20 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     lp.pick_solver(solver)
     vu = problem.virtual_users()
     timer = lp.Timer()
-    x, capped = solve_arrays(vu.speed, vu.weight, vu.capacity, vu.demand, solver, timer)
-    return finish(problem, NAME, x, timer, solver, capped_note(vu, capped))
+    # A class that can run on no GPU type present would hold everybody's equal level at 0: it gets
+    # nothing and is left out of the equality (as if its demand were 0), with a note.
+    stranded = [i for i in range(vu.n) if not ((vu.speed[i] > 0) & (vu.capacity > 0)).any()]
+    demand = vu.demand.copy()
+    demand[stranded] = 0.0
+    x, capped = solve_arrays(vu.speed, vu.weight, vu.capacity, demand, solver, timer)
+    capped = [i for i in capped if i not in stranded]
+    notes = list(capped_note(vu, capped))
+    if stranded:
+        names = ", ".join(f"{vu.tenant[i]}/{vu.cls[i]}" for i in stranded)
+        notes.append(f"no GPU type present can run: {names} (left out of the equal-throughput constraint)")
+    idle = vu.capacity - x.sum(axis=0)
+    free = [i for i in range(vu.n) if i not in capped and i not in stranded]
+    for j, g in enumerate(vu.gpu_types):
+        if idle[j] > 1e-6 and any(vu.speed[i, j] > 0 for i in free):
+            notes.append(f"{idle[j]:.3g} {g} GPU(s) left idle: equal weighted throughput (eq. 9) binds")
+    return finish(problem, NAME, x, timer, solver, notes)
