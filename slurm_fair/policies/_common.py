@@ -151,3 +151,32 @@ def finish(
         solver=pick_solver(solver) if uses_lp else "",
         notes=tuple(notes),
     )
+
+
+# --------------------------------------------------------------------------- progressive filling tests
+
+# "Can user i rise above the maximal level while the others keep it?" has a feasible set without interior,
+# which interior-point solvers (ECOS) report as "optimal_inaccurate": these tests run on HiGHS (simplex),
+# against HiGHS's own value of the level so that both agree to its tolerance.
+TEST_SOLVER = "HIGHS"
+
+
+def _rises(z_value, level) -> np.ndarray:
+    return np.asarray(z_value, dtype=float).reshape(-1) > 1e-6 * max(1.0, level)
+
+
+def _blocked(build, cand, level, run):
+    """The users of ``cand`` that cannot rise above the level (the others keeping theirs).
+
+    Joint lift LPs: whoever gets z > 0 can rise and leaves the set; when an LP over the remaining set has
+    no z > 0, none of them can rise even alone (a lone rise would be a feasible point with Σz > 0).
+    """
+    cand = list(cand)
+    while cand:
+        prob, _, z = build(cand)
+        run(prob, "lift test", TEST_SOLVER)
+        up = _rises(z.value, level)
+        if not up.any():
+            return cand
+        cand = [i for i, u in zip(cand, up) if not u]
+    return cand

@@ -19,6 +19,10 @@ Demand caps, by *progressive filling* of the level t, not by freezing a solver v
    are frozen at throughput f_l = π_l·t*; the others go on to a higher level (back to 1).
 3. Stop when no active user is capped: the rest share the final level exactly.
 
+The tests of step 2 are LPs too: only users whose demand is tight in the level solution are candidates;
+joint "lift" LPs (``_common._blocked``) drop those that can still rise; each remaining one gets one LP
+without its own demand. They run on HiGHS (``_common.TEST_SOLVER``), see there why.
+
 The outcome depends only on the throughput levels, never on which optimal vertex a solver returns.
 Guarantees under caps: no user gets more GPUs than its demand; all uncapped users have exactly equal
 weighted throughput, and a capped user's weighted throughput is at most theirs (it froze at a lower
@@ -33,10 +37,9 @@ import numpy as np
 
 from .. import lp
 from ..model import Allocation, Problem
-from ._common import TOL, allocation_variable, capacity_constraint, capped_note, clean, finish, throughput_expr
+from ._common import TEST_SOLVER, TOL, _blocked, _rises, allocation_variable, capacity_constraint, capped_note, clean, finish, throughput_expr
 
 NAME = "oef-noncoop"
-TEST_SOLVER = "HIGHS"  # for the cap tests (see solve_arrays)
 
 
 def _program(speed, weight, capacity, demand, active, frozen, *, level=None, lift=(), free_demand_of=None):
@@ -72,10 +75,6 @@ def _program(speed, weight, capacity, demand, active, frozen, *, level=None, lif
     if others:
         cons.append(u[others] >= weight[others] * level)
     return cp.Problem(cp.Maximize(cp.sum(z)), cons), x, z
-
-
-def _rises(z_value, level) -> np.ndarray:
-    return np.asarray(z_value, dtype=float).reshape(-1) > 1e-6 * max(1.0, level)
 
 
 def solve_arrays(
@@ -120,15 +119,9 @@ def solve_arrays(
             prob, _, t = _program(speed, weight, capacity, demand, active, frozen)
             run(prob, "oef-noncoop level (HiGHS)", TEST_SOLVER)
             lv = float(t.value)
-            # one joint LP weeds out the candidates that can still rise with their demand in force
-            prob, _, z = _program(speed, weight, capacity, demand, active, frozen, level=lv, lift=cand)
-            run(prob, "oef-noncoop cap test", TEST_SOLVER)
-            cand = [i for i, up in zip(cand, _rises(z.value, lv)) if not up]
-        for i in cand:  # exact single-user tests for the rest
-            prob, _, z = _program(speed, weight, capacity, demand, active, frozen, level=lv, lift=[i])
-            run(prob, "oef-noncoop cap test", TEST_SOLVER)
-            if _rises(z.value, lv)[0]:
-                continue  # its demand leaves room above the level: not capped yet
+            cand = _blocked(lambda c: _program(speed, weight, capacity, demand, active, frozen, level=lv, lift=c),
+                            cand, lv, run)
+        for i in cand:  # blocked with its demand in force: is it its own demand that blocks it?
             prob, _, z = _program(speed, weight, capacity, demand, active, frozen, level=lv, lift=[i], free_demand_of=i)
             run(prob, "oef-noncoop cap test", TEST_SOLVER)
             if _rises(z.value, lv)[0]:
