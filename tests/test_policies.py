@@ -180,3 +180,19 @@ def test_noncoop_notes_idle_gpus_left_by_equality():
     u = a.user_throughput()
     assert u[0] == pytest.approx(u[1], rel=1e-6)
     assert any("g2 GPU(s) left idle" in n for n in a.notes)
+
+
+def test_noncoop_caps_lift_test_survives_solver_tolerance():
+    """Regression (found by hypothesis): HiGHS called the lift LP at its own level infeasible by ~1e-9."""
+    p = Problem(
+        {"g0": 2, "g1": 6},
+        (
+            Tenant("t0", (JobClass("c0", {"g0": 0.0, "g1": 1.0}, 2.0),), 1.0),
+            Tenant("t1", (JobClass("c0", {"g0": 1.0, "g1": 1.5}),), 2.0),
+            Tenant("t2", (JobClass("c0", {"g0": 1.5, "g1": 1.0}, 2.0),), 1.0),
+        ),
+    )
+    a = oef_noncoop.solve(p)
+    level = a.user_throughput() / p.virtual_users().weight
+    np.testing.assert_allclose(level, [2, 3, 3], rtol=1e-6)  # t0 capped at 2 GPUs of its only type
+    assert a.notes == ("demand capped 1 class(es): t0/c0 (demand 2)",)

@@ -87,7 +87,7 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
                     lp.solve(prob, use, what=f"gavel {what}")
 
             blocked = _blocked(
-                lambda c: _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen, level=lv, lift=c), cand, lv, run
+                lambda c, v: _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen, level=v, lift=c), cand, lv, run
             )
         if not blocked:  # numerical corner: cannot identify a bottleneck, keep the max-min solution
             break

@@ -37,7 +37,7 @@ import numpy as np
 
 from .. import lp
 from ..model import Allocation, Problem
-from ._common import TEST_SOLVER, TOL, _blocked, _rises, allocation_variable, capacity_constraint, capped_note, clean, finish, throughput_expr
+from ._common import TEST_SOLVER, TOL, _blocked, lift_test, allocation_variable, capacity_constraint, capped_note, clean, finish, throughput_expr
 
 NAME = "oef-noncoop"
 
@@ -119,12 +119,14 @@ def solve_arrays(
             prob, _, t = _program(speed, weight, capacity, demand, active, frozen)
             run(prob, "oef-noncoop level (HiGHS)", TEST_SOLVER)
             lv = float(t.value)
-            cand = _blocked(lambda c: _program(speed, weight, capacity, demand, active, frozen, level=lv, lift=c),
+            cand = _blocked(lambda c, v: _program(speed, weight, capacity, demand, active, frozen, level=v, lift=c),
                             cand, lv, run)
         for i in cand:  # blocked with its demand in force: is it its own demand that blocks it?
-            prob, _, z = _program(speed, weight, capacity, demand, active, frozen, level=lv, lift=[i], free_demand_of=i)
-            run(prob, "oef-noncoop cap test", TEST_SOLVER)
-            if _rises(z.value, lv)[0]:
+            free = lift_test(
+                lambda c, v: _program(speed, weight, capacity, demand, active, frozen, level=v, lift=c, free_demand_of=i),
+                [i], lv, run,
+            )
+            if free[0]:
                 newly.append(i)  # blocked by its own demand, not by the others
         if not newly:
             break
