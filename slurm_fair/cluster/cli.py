@@ -24,19 +24,7 @@ from . import parse
 from .base import ANY_GPU, CLEAR, Cluster, Snapshot, supports_pending_retype, version_tuple
 from .errors import ClusterUnreachable, CommandFailed, ParseError, Unsupported
 
-_UNREACHABLE = (
-    "unable to contact slurm controller",
-    "connection refused",
-    "socket timed out",
-    "unable to establish a connection",
-    "unable to connect to database",
-    "problem talking to the database",
-    "persistent connection",
-    "could not establish a configuration source",
-    "zero bytes were transmitted",
-    "communication connection failure",
-    "connection timed out",
-)
+_UNREACHABLE = parse.UNREACHABLE_PHRASES
 _NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 _SIGNAL_RE = re.compile(r"(SIG)?[A-Z0-9]+|\d+")
 # scontrol accepts long job lists, but keep argv short and each call quick

@@ -24,12 +24,27 @@ import re
 from typing import Any, Iterable, Mapping
 
 from .base import ANY_GPU, Account, Job, Node
-from .errors import ParseError
+from .errors import ClusterUnreachable, ParseError
 
 # Untyped GPUs on a node whose gres.conf gives no type are counted under this name.
 UNTYPED = "gpu"
 
 _ACTIVE_STATES = ("PENDING", "RUNNING")
+
+# stderr / JSON error texts that mean "slurmctld or slurmdbd did not answer"
+UNREACHABLE_PHRASES = (
+    "unable to contact slurm controller",
+    "connection refused",
+    "socket timed out",
+    "unable to establish a connection",
+    "unable to connect to database",
+    "problem talking to the database",
+    "persistent connection",
+    "could not establish a configuration source",
+    "zero bytes were transmitted",
+    "communication connection failure",
+    "connection timed out",
+)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -47,6 +62,8 @@ def load_json(text: str | bytes | Mapping[str, Any], what: str) -> dict[str, Any
         raise ParseError(f"{what}: expected a JSON object at the top, got {type(data).__name__}")
     errors = data.get("errors") or []
     if errors:
+        if any(p in json.dumps(errors).lower() for p in UNREACHABLE_PHRASES):
+            raise ClusterUnreachable(f"{what}: {errors!r}"[:500])
         raise ParseError(f"{what}: Slurm reported errors: {errors!r}"[:500])
     return data
 
