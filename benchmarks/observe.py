@@ -80,10 +80,16 @@ def cleanup(accounts: list[str]) -> None:
     if accounts:
         subprocess.run(["sacctmgr", "-i", "delete", "user", "root", "where", "account=" + ",".join(accounts)],
                        capture_output=True, timeout=300)
-        r = subprocess.run(["sacctmgr", "-i", "delete", "account", ",".join(accounts)], capture_output=True,
-                           text=True, timeout=300)
+        # slurmdbd learns about the cancellations a little later: retry while it says "Job(s) active"
+        deadline = time.monotonic() + 120
+        while True:
+            r = subprocess.run(["sacctmgr", "-i", "delete", "account", ",".join(accounts)], capture_output=True,
+                               text=True, timeout=300)
+            if r.returncode == 0 or "active" not in (r.stdout + r.stderr) or time.monotonic() > deadline:
+                break
+            time.sleep(2)
         if r.returncode != 0:
-            print(f"warning: deleting bench accounts: {r.stderr.strip()[:300]}", file=sys.stderr)
+            print(f"warning: deleting bench accounts: {(r.stdout + r.stderr).strip()[:300]}", file=sys.stderr)
 
 
 def timed(f, runs: int) -> list[float]:

@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import time
+from dataclasses import replace
 from typing import Mapping, Sequence
 
 from ..errors import InputError
@@ -94,26 +95,36 @@ class CliCluster(Cluster):
         procs = [(a, self._start(a)) for a in (jobs_argv, nodes_argv, assoc_argv, sprio_argv)]
         outs: list[str] = []
         errors: list[Exception] = []
+        jobs: list = []
         for argv, proc in procs:
             try:
                 outs.append(self._finish(argv, proc, deadline))
             except CommandFailed as e:
+                outs.append("")
                 # sprio fails when the priority plugin is not multifactor: then no SiteFactor exists
-                if argv is sprio_argv and "priority plugin" in e.stderr.lower():
-                    outs.append("")
-                else:
-                    outs.append("")
+                if not (argv is sprio_argv and "priority plugin" in e.stderr.lower()):
                     errors.append(e)
             except ClusterUnreachable as e:
                 outs.append("")
                 errors.append(e)
+            if argv is jobs_argv and not errors:
+                # parse the big one while sacctmgr/sprio are still running
+                try:
+                    jobs = parse.parse_jobs(outs[0], what=" ".join(jobs_argv))
+                except (ParseError, ClusterUnreachable) as e:
+                    errors.append(e)
         if errors:
+            for _, proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
             raise next((e for e in errors if isinstance(e, ClusterUnreachable)), errors[0])
-        jobs_out, nodes_out, assoc_out, sprio_out = outs
+        _, nodes_out, assoc_out, sprio_out = outs
         site = parse.parse_sprio(sprio_out)
-        jobs = parse.parse_jobs(jobs_out, site_factors=site, what=" ".join(jobs_argv))
+        if site:
+            jobs = [j if not site.get(j.job_id) else replace(j, site_factor=site[j.job_id]) for j in jobs]
         nodes = parse.parse_nodes(nodes_out, what=" ".join(nodes_argv))
-        accounts = parse.parse_assoc(assoc_out, cluster=self._cluster_name(nodes_out, jobs_out))
+        accounts = parse.parse_assoc(assoc_out, cluster=self._cluster_name(nodes_out, outs[0]))
         return Snapshot(slurm_version=self.version(), taken_at=time.time(), nodes=tuple(nodes),
                         jobs=tuple(jobs), accounts=tuple(accounts), partitions=parse.partitions_of(nodes))
 

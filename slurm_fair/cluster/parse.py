@@ -289,11 +289,20 @@ def _job_gpu_request(rec: Mapping[str, Any], nodes: int, where: str) -> tuple[in
     total = 0
     types: list[str] = []
     any_entry = False
-    tasks = max(_int(rec.get("tasks"), f"{where}.tasks", 1), 1)
     per_socket_seen = False
-    for key, mult in (("tres_per_node", nodes), ("tres_per_job", 1), ("tres_per_task", tasks),
-                      ("tres_per_socket", None)):
-        for gtype, count in gpu_requests(_str(rec, key, where), f"{where}.{key}"):
+    for key in ("tres_per_node", "tres_per_job", "tres_per_task", "tres_per_socket"):
+        spec = _str(rec, key, where)
+        if not spec:
+            continue
+        if key == "tres_per_node":
+            mult: int | None = nodes
+        elif key == "tres_per_job":
+            mult = 1
+        elif key == "tres_per_task":
+            mult = max(_int(rec.get("tasks"), f"{where}.tasks", 1), 1)
+        else:
+            mult = None
+        for gtype, count in gpu_requests(spec, f"{where}.{key}"):
             any_entry = True
             if gtype:
                 types.append(gtype)
@@ -301,8 +310,8 @@ def _job_gpu_request(rec: Mapping[str, Any], nodes: int, where: str) -> tuple[in
                 per_socket_seen = True
             else:
                 total += count * mult
-    req_total, req_typed = tres_gpus(_str(rec, "tres_req_str", where), f"{where}.tres_req_str")
     if not any_entry or per_socket_seen:
+        req_total, req_typed = tres_gpus(_str(rec, "tres_req_str", where), f"{where}.tres_req_str")
         # --gpus-per-socket (and anything we did not see above): trust Slurm's computed request
         total = max(total, req_total, sum(req_typed.values()))
         if not types:
@@ -385,6 +394,11 @@ def parse_jobs(data: str | bytes | Mapping[str, Any], site_factors: Mapping[int,
         raise ParseError(f"{what}: no 'jobs' list (keys: {sorted(doc)})")
     out = []
     for i, rec in enumerate(jobs):
+        st = rec.get("job_state") if isinstance(rec, dict) else None
+        if isinstance(st, str) and st not in _ACTIVE_STATES:  # 22.05: finished jobs; cheap skip
+            continue
+        if isinstance(st, list) and st and st[0] not in _ACTIVE_STATES:
+            continue
         job = parse_job(rec, i)
         if job.state not in _ACTIVE_STATES or job.gpus <= 0:
             continue
