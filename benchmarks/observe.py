@@ -40,11 +40,24 @@ def run(argv: list[str], timeout: float = 120) -> str:
     return r.stdout
 
 
-def cluster_name() -> str:
+def config() -> dict[str, str]:
+    out = {}
     for line in run(["scontrol", "show", "config"]).splitlines():
-        if line.startswith("ClusterName"):
-            return line.split("=", 1)[1].strip()
-    raise SystemExit("scontrol show config: no ClusterName")
+        k, eq, v = line.partition("=")
+        if eq:
+            out[k.strip()] = v.strip()
+    return out
+
+
+def check_room(cfg: dict[str, str], jobs: int) -> None:
+    """slurmctld keeps finished jobs for MinJobAge seconds and refuses new ones past MaxJobCount (sbatch then
+    retries forever): stop early with the reason instead."""
+    in_memory = len(run(["squeue", "-h", "-t", "all", "-o", "%i"]).split())
+    max_jobs = int(cfg.get("MaxJobCount", "10000"))
+    if in_memory + jobs > max_jobs:
+        raise SystemExit(f"slurmctld holds {in_memory} job records (finished ones stay MinJobAge="
+                         f"{cfg.get('MinJobAge', '?')}); {jobs} more would pass MaxJobCount={max_jobs}. "
+                         "Wait for them to be purged, or use fewer --jobs.")
 
 
 def setup_accounts(n: int, cluster: str) -> list[str]:
@@ -120,7 +133,9 @@ def main() -> None:
 
     accounts: list[str] = []
     try:
-        name = cluster_name()
+        cfg = config()
+        name = cfg["ClusterName"]
+        check_room(cfg, args.jobs)
         t0 = time.monotonic()
         accounts = setup_accounts(args.accounts, name)
         print(f"created {len(accounts)} accounts in {time.monotonic() - t0:.1f} s", file=sys.stderr)
