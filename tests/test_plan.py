@@ -286,3 +286,38 @@ def test_real_policy_noncoop_gives_only_v100_to_the_account_with_the_big_speedup
     assert ia["k80"] == pytest.approx(0, abs=1e-6) and ib["k80"] == pytest.approx(4, abs=1e-6)
     assert p.limits["acct_a"] == {"k80": 0, "v100": 1, ANY_GPU: 1}
     assert p.limits["acct_b"] == {"k80": 4, "v100": 3, ANY_GPU: 7}
+
+
+def test_limit_batches_pick_the_fewer_sacctmgr_calls():
+    same = {f"a{i}": {"v100": i % 2, "k80": 1} for i in range(10)}
+    b = P.limit_batches(same)
+    assert b == [same]  # 2 distinct settings: 2 calls either way, keep one batch
+    varied = {f"a{i}": {"v100": i % 2, "k80": (i // 2) % 2, ANY_GPU: (i // 4) % 3} for i in range(12)}
+    b = P.limit_batches(varied)
+    assert len(b) == 3  # 12 distinct settings, but per key only 2 + 2 + 3 = 7 (key, value) pairs
+    merged = {}
+    for batch in b:
+        for a, ch in batch.items():
+            merged.setdefault(a, {}).update(ch)
+    assert merged == varied
+    assert P.limit_batches({}) == []
+
+
+def test_limit_per_type_capped_by_what_the_jobs_can_use_rest_goes_to_others():
+    nodes = (Node("a100-1", ("IDLE",), ("gpu",), {"a100": 4}, {}),) + NODES
+    jobs = [job(i, "acct_c", 1, "a100", name="x") for i in range(2)]  # only 2 A100 jobs
+    jobs += [job(10 + i, "acct_c", 1, "v100", name="x") for i in range(4)]
+    jobs += [job(20 + i, "acct_a", 1, "a100", name="r") for i in range(3)]
+    jobs += [job(30 + i, "acct_b", 1, None, name="s") for i in range(2)]
+    s = snap(jobs, nodes=nodes)
+    d = P.observe_demand(s, CFG)
+    assert d[("acct_c", "x")].by_type == {"a100": 2, "v100": 4}
+    b = P.build_problem(s, d, PROFILES, SHIPPED, CFG)
+    alloc = fixed_alloc(b, {("acct_c", "x"): {"a100": 4.0, "v100": 2.0}})
+    p = P.make_plan(b, alloc, d, {}, ["acct_a", "acct_b", "acct_c"])
+    assert p.real["acct_c"]["a100"] == 4  # the rounding (and the deviation) keep the policy's share...
+    assert p.limits["acct_c"]["a100"] == 2  # ...but the limit stops at what its jobs can use
+    # the 2 A100s go to the accounts with pending jobs that can run there: one each (fewest extras first)
+    assert p.extra["acct_a"]["a100"] == 1 and p.extra["acct_b"]["a100"] == 1
+    assert p.extra["acct_b"]["v100"] + p.limits["acct_c"]["v100"] <= 6
+    assert p.limits["acct_b"][ANY_GPU] == 2  # its demand

@@ -22,7 +22,8 @@ Rules (each documented where it is implemented):
   gates an account (``min_gpus``) only while it has no running GPU job. **Work conservation:** GPUs no
   account was given go, one at a time, to accounts with pending jobs that can use that type and whose
   limit is below their demand (fewest extra GPUs first, then name). These extras are not owed back: they
-  do not enter the deviations. Accounts without GPU jobs get limit 0 (an early round lifts it when they
+  do not enter the deviations. Per type, no limit exceeds what the account's jobs could use there (GPUs
+  of its jobs that request that type, plus its untyped jobs); the rest goes back to the pool first. Accounts without GPU jobs get limit 0 (an early round lifts it when they
   submit). Limits are per type plus the untyped total ``ANY_GPU`` (= sum), because Slurm does not enforce
   typed limits on untyped requests.
 * **Priorities** (:func:`site_factors`, :func:`update_deficit`): see those functions.
@@ -99,14 +100,19 @@ class ClassDemand:
     running_jobs: int = 0
     min_pending: int | None = None  # smallest pending job (GPUs), None = nothing pending
     types: set[str] | None = field(default_factory=set)  # requested types; None = some job is untyped
+    by_type: dict[str, int] = field(default_factory=dict)  # GPUs of pending+running jobs per requested type ("" = untyped)
+    pending_by_type: dict[str, int] = field(default_factory=dict)  # same, pending jobs only
 
     def add(self, job: Job) -> None:
         g = job.gpus
         self.gpus += g
+        t = job.gpu_type or ""
+        self.by_type[t] = self.by_type.get(t, 0) + g
         if job.pending:
             self.pending_gpus += g
             self.pending_jobs += 1
             self.min_pending = g if self.min_pending is None else min(self.min_pending, g)
+            self.pending_by_type[t] = self.pending_by_type.get(t, 0) + g
         else:
             self.running_gpus += g
             self.running_jobs += 1
@@ -333,25 +339,23 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
     placement = place(ideal, cap, deviations=dev_before, min_gpus=min_gpus, demand=acct_demand)
     real = {a: dict(placement.real[a]) for a in accounts}
 
-    # work conservation: hand out GPUs nobody holds a limit for
-    usable_by: dict[str, set[str] | None] = {a: set() for a in accounts}
-    pending = {a: 0 for a in accounts}
+    # per type, the most GPUs the account's jobs could use there (typed requests for that type + untyped)
+    usable = {a: {g: 0 for g in types} for a in accounts}
+    pending = {a: {g: 0 for g in types} for a in accounts}
     for (a, _c), d in demand.items():
-        if d.pending_gpus <= 0:
-            continue
-        pending[a] += d.pending_gpus
-        if d.types is None or usable_by[a] is None:
-            usable_by[a] = None
-        else:
-            usable_by[a] |= d.types  # type: ignore[operator]
+        for g in types:
+            usable[a][g] += d.by_type.get(g, 0) + d.by_type.get("", 0)
+            pending[a][g] += d.pending_by_type.get(g, 0) + d.pending_by_type.get("", 0)
+    # a limit above that is of no use to the account: the GPUs go back to the pool
+    base = {a: {g: min(real[a][g], usable[a][g]) for g in types} for a in accounts}
+    # work conservation: hand out GPUs nobody holds a limit for
     extra = {a: {g: 0 for g in types} for a in accounts}
-    total = {a: sum(real[a].values()) for a in accounts}
+    total = {a: sum(base[a].values()) for a in accounts}
     for g in types:
-        free = cap[g] - sum(real[a][g] for a in accounts)
+        free = cap[g] - sum(base[a][g] for a in accounts)
         while free > 0:
             cands = [a for a in accounts
-                     if pending[a] > 0 and (usable_by[a] is None or g in usable_by[a])
-                     and total[a] < acct_demand[a]]
+                     if pending[a][g] > 0 and base[a][g] + extra[a][g] < usable[a][g] and total[a] < acct_demand[a]]
             if not cands:
                 break
             a = min(cands, key=lambda a: (sum(extra[a].values()), a))
@@ -360,7 +364,7 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
             free -= 1
     limits = {}
     for a in accounts:
-        row = {g: real[a][g] + extra[a][g] for g in types}
+        row = {g: base[a][g] + extra[a][g] for g in types}
         row[ANY_GPU] = sum(row.values())
         limits[a] = row
     return Plan(
@@ -474,3 +478,23 @@ def managed_accounts(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassD
     if cfg.limits.accounts:
         return sorted(cfg.limits.accounts)
     return sorted(({a.name for a in snapshot.accounts} | {a for (a, _c) in demand}) - NEVER_MANAGED)
+
+
+def limit_batches(changes: Mapping[str, Mapping[str, int]]) -> list[dict[str, dict[str, int]]]:
+    """Split limit changes into calls of ``Cluster.set_accounts_gpu_limits`` so that the backend (which
+    writes accounts with identical settings in one sacctmgr call) needs as few calls as possible.
+
+    Either one call with everything (one sacctmgr per distinct per-account settings), or one call per
+    limit key (one sacctmgr per distinct (key, value)), whichever needs fewer sacctmgr runs.
+    """
+    if not changes:
+        return []
+    whole = len({tuple(sorted(ch.items())) for ch in changes.values() if ch})
+    keys: dict[str, dict[str, dict[str, int]]] = {}
+    for a, ch in changes.items():
+        for k, v in ch.items():
+            keys.setdefault(k, {})[a] = {k: v}
+    per_key = sum(len({tuple(x.items()) for x in batch.values()}) for batch in keys.values())
+    if whole <= per_key:
+        return [{a: dict(ch) for a, ch in changes.items() if ch}]
+    return [keys[k] for k in sorted(keys)]
