@@ -48,29 +48,19 @@ def pick_solver(name: str | None) -> str:
     return key
 
 
-def solve(problem: cp.Problem, solver: str | None = None, what: str = "LP", fallback: str | None = None) -> float:
-    """Solve ``problem`` with the chosen solver; return the optimal value or raise SolverError.
-
-    ``fallback`` (e.g. "HIGHS") is tried when the chosen solver does not reach OPTIMAL; policies use it
-    only for auxiliary tests whose feasible sets have no interior by construction ("can this user rise
-    above the maximal level?"), where interior-point solvers such as ECOS report "optimal_inaccurate".
-    """
+def solve(problem: cp.Problem, solver: str | None = None, what: str = "LP") -> float:
+    """Solve ``problem`` with the chosen solver; return the optimal value or raise SolverError naming the
+    status. OPTIMAL_INACCURATE is refused too: a policy must not hand out GPUs from a wrong answer."""
     key = pick_solver(solver)
-    tries = [key] + ([fallback] if fallback and fallback != key and fallback in available_solvers() else [])
-    status = "not solved"
-    for k in tries:
-        try:
-            with warnings.catch_warnings():  # cvxpy warns on inaccurate solutions; the status is checked below
-                warnings.simplefilter("ignore", UserWarning)
-                value = problem.solve(solver=KNOWN_SOLVERS[k])
-        except cp.error.SolverError as exc:  # the solver crashed or gave up
-            status = f"failed: {exc}"
-            continue
-        status = problem.status
-        if status == cp.OPTIMAL:
-            return float(value)
-    # OPTIMAL_INACCURATE is refused too: a policy must not hand out GPUs from a wrong answer.
-    raise SolverError(f"{what}: solver {'/'.join(tries)} returned status {status!r}")
+    try:
+        with warnings.catch_warnings():  # cvxpy warns on inaccurate solutions; the status is checked below
+            warnings.simplefilter("ignore", UserWarning)
+            value = problem.solve(solver=KNOWN_SOLVERS[key])
+    except cp.error.SolverError as exc:  # the solver crashed or gave up
+        raise SolverError(f"{what}: solver {key} failed: {exc}") from exc
+    if problem.status != cp.OPTIMAL:
+        raise SolverError(f"{what}: solver {key} returned status {problem.status!r}")
+    return float(value)
 
 
 @dataclass

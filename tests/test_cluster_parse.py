@@ -85,9 +85,13 @@ def test_24_11_squeue_all_filters_finished():
     assert {j.state for j in kept} == {"PENDING", "RUNNING"} and len(kept) == 9
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_gpu_request_forms(version):
-    jobs = by_name(version, "squeue_requests.json", "requests.txt")
+REQUEST_LAYOUTS = [("22.05", "squeue_requests.json"), ("24.11", "squeue_requests.json"),
+                   ("24.11", "squeue_requests_complex.json")]  # the last: --json=v0.0.42+complex
+
+
+@pytest.mark.parametrize("version,jobs_file", REQUEST_LAYOUTS)
+def test_gpu_request_forms(version, jobs_file):
+    jobs = by_name(version, jobs_file, "requests.txt")
 
     def shape(name):
         j = jobs[name]
@@ -105,9 +109,9 @@ def test_gpu_request_forms(version):
     assert jobs["held_cpu_only"] is None  # no GPUs -> not listed
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_running_allocations_and_other_fields(version):
-    jobs = by_name(version, "squeue_requests.json", "requests.txt")
+@pytest.mark.parametrize("version,jobs_file", REQUEST_LAYOUTS)
+def test_running_allocations_and_other_fields(version, jobs_file):
+    jobs = by_name(version, jobs_file, "requests.txt")
     multi = jobs["run_gres_untyped_2node"]  # -N2 --gres=gpu:1, landed on two node types
     assert (multi.state, multi.nodes, multi.gpus, multi.gpu_type) == ("RUNNING", 2, 2, None)
     assert sum(multi.gpus_allocated.values()) == 2 and len(multi.gpus_allocated) == 2
@@ -117,6 +121,17 @@ def test_running_allocations_and_other_fields(version):
     assert jobs["pend_assoc_v100"].comment == "fair:class=bert"
     assert jobs["pend_assoc_v100"].reason == "AssocGrpGRES"
     assert jobs["held_gres_typed_2"].wckey == ""  # Slurm shows "*" for the default wckey
+    p = jobs["pend_assoc_v100"]
+    assert p.priority > 0 and p.submit_time > 1.7e9 and p.start_time is None and p.user == "root"
+
+
+def test_complex_layout_equals_default_layout():
+    plain = P.parse_jobs(text("24.11", "squeue_requests.json"))
+    complex_ = P.parse_jobs(text("24.11", "squeue_requests_complex.json"))
+    assert [(j.job_id, j.gpus, j.gpu_type, j.state, j.nodes, dict(j.gpus_allocated), j.comment, j.wckey)
+            for j in plain] == [(j.job_id, j.gpus, j.gpu_type, j.state, j.nodes, dict(j.gpus_allocated), j.comment,
+                                 j.wckey) for j in complex_]
+    assert [j.priority for j in plain] == [j.priority for j in complex_]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -183,6 +198,7 @@ def test_versions_and_envelopes():
 @pytest.mark.parametrize("value,expected", [
     (None, None), (7, 7), ({"set": True, "infinite": False, "number": 30}, 30),
     ({"set": False, "infinite": False, "number": 0}, None), ({"set": False, "infinite": True, "number": 0}, math.inf),
+    ("Infinity", math.inf),
 ])
 def test_num_both_layouts(value, expected):
     assert P.num(value) == expected

@@ -157,3 +157,42 @@ def test_gandiva_trade_respects_buyer_demand():
     assert a.x[0].sum() <= 0.7 + 1e-9
     eq = equal_share.solve(matrix_problem([[1, 2], [1, 3], [1, 4]], demands=[0.7, None, None]))
     assert (a.user_throughput() >= eq.user_throughput() - 1e-9).all()
+
+
+def test_noncoop_class_without_usable_gpu_does_not_zero_everyone():
+    p = Problem(
+        {"g1": 2, "g2": 0},
+        (
+            Tenant("a", (JobClass("x", {"g1": 1.0}),), 1.0),
+            Tenant("b", (JobClass("only-g2", {"g2": 3.0}),), 1.0),
+            Tenant("c", (JobClass("y", {"g1": 2.0}),), 1.0),
+        ),
+    )
+    a = oef_noncoop.solve(p)
+    np.testing.assert_allclose(a.x, [[1, 0], [0, 0], [1, 0]], atol=1e-7)
+    assert any("no GPU type present can run: b/only-g2" in n for n in a.notes)
+
+
+def test_noncoop_notes_idle_gpus_left_by_equality():
+    """u1 runs only on g1 (1 GPU): eq. 9 holds u2 to u1's throughput and leaves g2 GPUs idle."""
+    p = matrix_problem([[1, 0], [1, 2]], capacity=(1, 4))
+    a = oef_noncoop.solve(p)
+    u = a.user_throughput()
+    assert u[0] == pytest.approx(u[1], rel=1e-6)
+    assert any("g2 GPU(s) left idle" in n for n in a.notes)
+
+
+def test_noncoop_caps_lift_test_survives_solver_tolerance():
+    """Regression (found by hypothesis): HiGHS called the lift LP at its own level infeasible by ~1e-9."""
+    p = Problem(
+        {"g0": 2, "g1": 6},
+        (
+            Tenant("t0", (JobClass("c0", {"g0": 0.0, "g1": 1.0}, 2.0),), 1.0),
+            Tenant("t1", (JobClass("c0", {"g0": 1.0, "g1": 1.5}),), 2.0),
+            Tenant("t2", (JobClass("c0", {"g0": 1.5, "g1": 1.0}, 2.0),), 1.0),
+        ),
+    )
+    a = oef_noncoop.solve(p)
+    level = a.user_throughput() / p.virtual_users().weight
+    np.testing.assert_allclose(level, [2, 3, 3], rtol=1e-6)  # t0 capped at 2 GPUs of its only type
+    assert a.notes == ("demand capped 1 class(es): t0/c0 (demand 2)",)

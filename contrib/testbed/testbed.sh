@@ -287,6 +287,8 @@ chroot_umount() {  # unmount exactly what is mounted below the rootfs, innermost
 safe_rm_state() {  # rm -rf the state dir, only if nothing below it is mounted
   [[ -d $STATE ]] || return 0
   case $STATE in /|/usr|/usr/*|/etc|/etc/*|/dev|/dev/*|/proc|/proc/*|/sys|/sys/*|"$REPO") die "refusing to delete $STATE" ;; esac
+  [[ $REPO/ == "$STATE"/* ]] && die "refusing to delete $STATE: it contains the repository"
+  [[ -e $STATE/.slurm-fair-testbed ]] || die "refusing to delete $STATE: no .slurm-fair-testbed marker (not made by 'up')"
   if [[ -n $(mounts_under "$STATE") ]]; then
     die "refusing to delete $STATE: still mounted below it: $(mounts_under "$STATE" | tr '\n' ' ')"
   fi
@@ -530,6 +532,7 @@ nodes_idle() {
 cmd_up() {
   mkdir -p "$STATE"
   STATE=$(cd "$STATE" && pwd -P)
+  echo "slurm-fair testbed state ($RELEASE); 'testbed.sh down --purge' deletes this folder" >"$STATE/.slurm-fair-testbed"
   [[ -n $ROOT ]] && { ROOT=$STATE/rootfs; LAB=$ROOT$LABIN; }
   [[ -z $ROOT ]] && { LABIN=$STATE; LAB=$STATE; }
   RUN=$LAB/run
@@ -670,10 +673,10 @@ cmd_status() {
 }
 
 cmd_env() {
-  echo "export SLURM_CONF=$LABIN/etc/slurm.conf"
-  echo "export SLURM_FAIR_CONFIG=$LABIN/slurm-fair.toml"
-  echo "export SLURM_FAIR_TESTBED=$LABIN"
-  echo "export SLURM_FAIR_TESTBED_RELEASE=$RELEASE"
+  printf 'export SLURM_CONF=%q\n' "$LABIN/etc/slurm.conf"
+  printf 'export SLURM_FAIR_CONFIG=%q\n' "$LABIN/slurm-fair.toml"
+  printf 'export SLURM_FAIR_TESTBED=%q\n' "$LABIN"
+  printf 'export SLURM_FAIR_TESTBED_RELEASE=%q\n' "$RELEASE"
   [[ -n $ROOT ]] && echo "# paths inside the chroot $ROOT: run clients with: $0 --release trixie exec -- CMD"
   return 0
 }

@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import time
+from dataclasses import replace
 from typing import Mapping, Sequence
 
 from ..errors import InputError
@@ -24,19 +25,7 @@ from . import parse
 from .base import ANY_GPU, CLEAR, Cluster, Snapshot, supports_pending_retype, version_tuple
 from .errors import ClusterUnreachable, CommandFailed, ParseError, Unsupported
 
-_UNREACHABLE = (
-    "unable to contact slurm controller",
-    "connection refused",
-    "socket timed out",
-    "unable to establish a connection",
-    "unable to connect to database",
-    "problem talking to the database",
-    "persistent connection",
-    "could not establish a configuration source",
-    "zero bytes were transmitted",
-    "communication connection failure",
-    "connection timed out",
-)
+_UNREACHABLE = parse.UNREACHABLE_PHRASES
 _NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 _SIGNAL_RE = re.compile(r"(SIG)?[A-Z0-9]+|\d+")
 # scontrol accepts long job lists, but keep argv short and each call quick
@@ -55,6 +44,7 @@ class CliCluster(Cluster):
         self.timeout = float(timeout)
         self.env = dict(os.environ if env is None else env)
         self._version: str | None = None
+        self._json: str | None = None
         self.calls: list[list[str]] = []  # every argv run, for tests and debugging
 
     # -- running commands ----------------------------------------------------------------------
@@ -97,35 +87,58 @@ class CliCluster(Cluster):
             return ["scontrol", "show", "node", "--json"]
         return ["sinfo", "--json"]
 
+    def _json_flag(self) -> str:
+        """``--json`` on 22.05; on >= 23.02 ``--json=<newest data_parser>+complex``: plain numbers instead of
+        {set,infinite,number} objects, which halves the output and makes squeue 2-4x faster (24.11, 400 jobs:
+        0.39 s -> 0.16 s).  Decided once per CliCluster."""
+        if self._json is None:
+            self._json = "--json"
+            if version_tuple(self.version()) >= (23, 2):
+                parsers = re.findall(r"data_parser/(v\d+\.\d+\.\d+)", self._run(["squeue", "--json=list"]))
+                if parsers:
+                    newest = max(parsers, key=version_tuple)
+                    self._json = f"--json={newest}+complex"
+        return self._json
+
     def snapshot(self) -> Snapshot:
         nodes_argv = self._nodes_argv()
-        jobs_argv = ["squeue", "--json", "--states=PENDING,RUNNING"]
+        jobs_argv = ["squeue", self._json_flag(), "--states=PENDING,RUNNING"]
         assoc_argv = ["sacctmgr", "-P", "-n", "show", "assoc", f"format={parse.ASSOC_FORMAT}"]
         sprio_argv = ["sprio", "-h", "-o", "%i|%S"]
         deadline = time.monotonic() + self.timeout
         procs = [(a, self._start(a)) for a in (jobs_argv, nodes_argv, assoc_argv, sprio_argv)]
         outs: list[str] = []
         errors: list[Exception] = []
+        jobs: list = []
         for argv, proc in procs:
             try:
                 outs.append(self._finish(argv, proc, deadline))
             except CommandFailed as e:
+                outs.append("")
                 # sprio fails when the priority plugin is not multifactor: then no SiteFactor exists
-                if argv is sprio_argv and "priority plugin" in e.stderr.lower():
-                    outs.append("")
-                else:
-                    outs.append("")
+                if not (argv is sprio_argv and "priority plugin" in e.stderr.lower()):
                     errors.append(e)
             except ClusterUnreachable as e:
                 outs.append("")
                 errors.append(e)
+            if argv is jobs_argv and not errors:
+                # parse the big one while sacctmgr/sprio are still running
+                try:
+                    jobs = parse.parse_jobs(outs[0], what=" ".join(jobs_argv))
+                except (ParseError, ClusterUnreachable) as e:
+                    errors.append(e)
         if errors:
+            for _, proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
             raise next((e for e in errors if isinstance(e, ClusterUnreachable)), errors[0])
-        jobs_out, nodes_out, assoc_out, sprio_out = outs
+        _, nodes_out, assoc_out, sprio_out = outs
         site = parse.parse_sprio(sprio_out)
-        jobs = parse.parse_jobs(jobs_out, site_factors=site, what=" ".join(jobs_argv))
+        if site:
+            jobs = [j if not site.get(j.job_id) else replace(j, site_factor=site[j.job_id]) for j in jobs]
         nodes = parse.parse_nodes(nodes_out, what=" ".join(nodes_argv))
-        accounts = parse.parse_assoc(assoc_out, cluster=self._cluster_name(nodes_out, jobs_out))
+        accounts = parse.parse_assoc(assoc_out, cluster=self._cluster_name(nodes_out, outs[0]))
         return Snapshot(slurm_version=self.version(), taken_at=time.time(), nodes=tuple(nodes),
                         jobs=tuple(jobs), accounts=tuple(accounts), partitions=parse.partitions_of(nodes))
 

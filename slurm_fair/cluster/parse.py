@@ -24,12 +24,27 @@ import re
 from typing import Any, Iterable, Mapping
 
 from .base import ANY_GPU, Account, Job, Node
-from .errors import ParseError
+from .errors import ClusterUnreachable, ParseError
 
 # Untyped GPUs on a node whose gres.conf gives no type are counted under this name.
 UNTYPED = "gpu"
 
 _ACTIVE_STATES = ("PENDING", "RUNNING")
+
+# stderr / JSON error texts that mean "slurmctld or slurmdbd did not answer"
+UNREACHABLE_PHRASES = (
+    "unable to contact slurm controller",
+    "connection refused",
+    "socket timed out",
+    "unable to establish a connection",
+    "unable to connect to database",
+    "problem talking to the database",
+    "persistent connection",
+    "could not establish a configuration source",
+    "zero bytes were transmitted",
+    "communication connection failure",
+    "connection timed out",
+)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -47,6 +62,8 @@ def load_json(text: str | bytes | Mapping[str, Any], what: str) -> dict[str, Any
         raise ParseError(f"{what}: expected a JSON object at the top, got {type(data).__name__}")
     errors = data.get("errors") or []
     if errors:
+        if any(p in json.dumps(errors).lower() for p in UNREACHABLE_PHRASES):
+            raise ClusterUnreachable(f"{what}: {errors!r}"[:500])
         raise ParseError(f"{what}: Slurm reported errors: {errors!r}"[:500])
     return data
 
@@ -54,7 +71,8 @@ def load_json(text: str | bytes | Mapping[str, Any], what: str) -> dict[str, Any
 def num(value: Any, field: str = "number") -> int | float | None:
     """A Slurm number in either layout: int, null, or ``{"set","infinite","number"}``.
 
-    Returns an int, ``math.inf`` for infinite, or None for unset/null."""
+    With the ``+complex`` data_parser flag (24.11) numbers are plain, infinite is ``"Infinity"`` and
+    unset is null.  Returns an int, ``math.inf`` for infinite, or None for unset/null."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -63,6 +81,8 @@ def num(value: Any, field: str = "number") -> int | float | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
+    if isinstance(value, str) and value.lower() in ("infinity", "infinite", "unlimited"):
+        return math.inf  # 24.11 with the data_parser "+complex" flag
     if isinstance(value, dict) and "number" in value:
         if value.get("infinite"):
             return math.inf
@@ -272,11 +292,20 @@ def _job_gpu_request(rec: Mapping[str, Any], nodes: int, where: str) -> tuple[in
     total = 0
     types: list[str] = []
     any_entry = False
-    tasks = max(_int(rec.get("tasks"), f"{where}.tasks", 1), 1)
     per_socket_seen = False
-    for key, mult in (("tres_per_node", nodes), ("tres_per_job", 1), ("tres_per_task", tasks),
-                      ("tres_per_socket", None)):
-        for gtype, count in gpu_requests(_str(rec, key, where), f"{where}.{key}"):
+    for key in ("tres_per_node", "tres_per_job", "tres_per_task", "tres_per_socket"):
+        spec = _str(rec, key, where)
+        if not spec:
+            continue
+        if key == "tres_per_node":
+            mult: int | None = nodes
+        elif key == "tres_per_job":
+            mult = 1
+        elif key == "tres_per_task":
+            mult = max(_int(rec.get("tasks"), f"{where}.tasks", 1), 1)
+        else:
+            mult = None
+        for gtype, count in gpu_requests(spec, f"{where}.{key}"):
             any_entry = True
             if gtype:
                 types.append(gtype)
@@ -284,8 +313,8 @@ def _job_gpu_request(rec: Mapping[str, Any], nodes: int, where: str) -> tuple[in
                 per_socket_seen = True
             else:
                 total += count * mult
-    req_total, req_typed = tres_gpus(_str(rec, "tres_req_str", where), f"{where}.tres_req_str")
     if not any_entry or per_socket_seen:
+        req_total, req_typed = tres_gpus(_str(rec, "tres_req_str", where), f"{where}.tres_req_str")
         # --gpus-per-socket (and anything we did not see above): trust Slurm's computed request
         total = max(total, req_total, sum(req_typed.values()))
         if not types:
@@ -368,6 +397,11 @@ def parse_jobs(data: str | bytes | Mapping[str, Any], site_factors: Mapping[int,
         raise ParseError(f"{what}: no 'jobs' list (keys: {sorted(doc)})")
     out = []
     for i, rec in enumerate(jobs):
+        st = rec.get("job_state") if isinstance(rec, dict) else None
+        if isinstance(st, str) and st not in _ACTIVE_STATES:  # 22.05: finished jobs; cheap skip
+            continue
+        if isinstance(st, list) and st and st[0] not in _ACTIVE_STATES:
+            continue
         job = parse_job(rec, i)
         if job.state not in _ACTIVE_STATES or job.gpus <= 0:
             continue

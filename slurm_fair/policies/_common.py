@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 import cvxpy as cp
 import numpy as np
 
+from ..errors import SolverError
 from ..lp import Timer, pick_solver
 from ..model import Allocation, Problem, VirtualUsers
 
@@ -151,3 +152,53 @@ def finish(
         solver=pick_solver(solver) if uses_lp else "",
         notes=tuple(notes),
     )
+
+
+# --------------------------------------------------------------------------- progressive filling tests
+
+# "Can user i rise above the maximal level while the others keep it?" has a feasible set without interior,
+# which interior-point solvers (ECOS) report as "optimal_inaccurate": these tests run on HiGHS (simplex),
+# against HiGHS's own value of the level so that both agree to its tolerance.
+TEST_SOLVER = "HIGHS"
+
+
+def _rises(z_value, level) -> np.ndarray:
+    return np.asarray(z_value, dtype=float).reshape(-1) > 1e-6 * max(1.0, level)
+
+
+def lift_test(build, lift, level, run) -> np.ndarray:
+    """Solve the lift LP ``build(lift, level)``; returns which users of ``lift`` can rise above ``level``.
+
+    The level comes from an LP solved to HiGHS's tolerance, so the lift LP at exactly that level can be
+    infeasible by ~1e-9; it is then retried a hair lower (1e-9, then 1e-8 relative), far below the 1e-6
+    that counts as rising.
+    """
+    err: Exception | None = None
+    for shave in (0.0, 1e-9, 1e-8):
+        lv = level * (1 - shave)
+        prob, _, z = build(list(lift), lv)
+        try:
+            run(prob, "lift test", TEST_SOLVER)
+        except SolverError as exc:
+            if "infeasible" not in str(exc):
+                raise
+            err = exc
+            continue
+        return _rises(z.value, level)
+    assert err is not None
+    raise err
+
+
+def _blocked(build, cand, level, run):
+    """The users of ``cand`` that cannot rise above the level (the others keeping theirs).
+
+    Joint lift LPs: whoever gets z > 0 can rise and leaves the set; when an LP over the remaining set has
+    no z > 0, none of them can rise even alone (a lone rise would be a feasible point with Σz > 0).
+    """
+    cand = list(cand)
+    while cand:
+        up = lift_test(build, cand, level, run)
+        if not up.any():
+            return cand
+        cand = [i for i, u in zip(cand, up) if not u]
+    return cand

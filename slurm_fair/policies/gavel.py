@@ -23,11 +23,10 @@ import numpy as np
 
 from .. import lp
 from ..model import Allocation, Problem
-from ._common import TOL, allocation_variable, capacity_constraint, capped_note, clean, finish, throughput_expr
+from ._common import TEST_SOLVER, TOL, _blocked, allocation_variable, capacity_constraint, capped_note, clean, finish, throughput_expr
 from .equal_share import share_arrays
 
 NAME = "gavel"
-TEST_SOLVER = "HIGHS"  # for the bottleneck tests (see solve)
 
 
 def _program(speed, capacity, demand, ref, active, frozen, level=None, lift=()):
@@ -56,10 +55,6 @@ def _program(speed, capacity, demand, ref, active, frozen, level=None, lift=()):
     return cp.Problem(cp.Maximize(cp.sum(z)), cons), x, z
 
 
-def _rises(z_value, level) -> np.ndarray:
-    return np.asarray(z_value, dtype=float).reshape(-1) > 1e-6 * max(1.0, level)
-
-
 def solve(problem: Problem, solver: str | None = None) -> Allocation:
     lp.pick_solver(solver)
     vu = problem.virtual_users()
@@ -86,16 +81,14 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
             with timer.measure():
                 lp.solve(p, TEST_SOLVER, what="gavel max-min level (HiGHS)")
             lv = float(t.value)
-            p, _, z = _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen, level=lv, lift=cand)
-            with timer.measure():
-                lp.solve(p, TEST_SOLVER, what="gavel bottleneck test")
-            cand = [i for i, up in zip(cand, _rises(z.value, lv)) if not up]
-        for i in cand:  # exact single-user tests for the rest
-            p, _, z = _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen, level=lv, lift=[i])
-            with timer.measure():
-                lp.solve(p, TEST_SOLVER, what="gavel bottleneck test")
-            if not _rises(z.value, lv)[0]:
-                blocked.append(i)
+
+            def run(prob, what, use):
+                with timer.measure():
+                    lp.solve(prob, use, what=f"gavel {what}")
+
+            blocked = _blocked(
+                lambda c, v: _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen, level=v, lift=c), cand, lv, run
+            )
         if not blocked:  # numerical corner: cannot identify a bottleneck, keep the max-min solution
             break
         for i in blocked:

@@ -19,6 +19,10 @@ Demand caps, by *progressive filling* of the level t, not by freezing a solver v
    are frozen at throughput f_l = π_l·t*; the others go on to a higher level (back to 1).
 3. Stop when no active user is capped: the rest share the final level exactly.
 
+The tests of step 2 are LPs too: only users whose demand is tight in the level solution are candidates;
+joint "lift" LPs (``_common._blocked``) drop those that can still rise; each remaining one gets one LP
+without its own demand. They run on HiGHS (``_common.TEST_SOLVER``), see there why.
+
 The outcome depends only on the throughput levels, never on which optimal vertex a solver returns.
 Guarantees under caps: no user gets more GPUs than its demand; all uncapped users have exactly equal
 weighted throughput, and a capped user's weighted throughput is at most theirs (it froze at a lower
@@ -33,10 +37,9 @@ import numpy as np
 
 from .. import lp
 from ..model import Allocation, Problem
-from ._common import TOL, allocation_variable, capacity_constraint, capped_note, clean, finish, throughput_expr
+from ._common import TEST_SOLVER, TOL, _blocked, lift_test, allocation_variable, capacity_constraint, capped_note, clean, finish, throughput_expr
 
 NAME = "oef-noncoop"
-TEST_SOLVER = "HIGHS"  # for the cap tests (see solve_arrays)
 
 
 def _program(speed, weight, capacity, demand, active, frozen, *, level=None, lift=(), free_demand_of=None):
@@ -72,10 +75,6 @@ def _program(speed, weight, capacity, demand, active, frozen, *, level=None, lif
     if others:
         cons.append(u[others] >= weight[others] * level)
     return cp.Problem(cp.Maximize(cp.sum(z)), cons), x, z
-
-
-def _rises(z_value, level) -> np.ndarray:
-    return np.asarray(z_value, dtype=float).reshape(-1) > 1e-6 * max(1.0, level)
 
 
 def solve_arrays(
@@ -120,18 +119,14 @@ def solve_arrays(
             prob, _, t = _program(speed, weight, capacity, demand, active, frozen)
             run(prob, "oef-noncoop level (HiGHS)", TEST_SOLVER)
             lv = float(t.value)
-            # one joint LP weeds out the candidates that can still rise with their demand in force
-            prob, _, z = _program(speed, weight, capacity, demand, active, frozen, level=lv, lift=cand)
-            run(prob, "oef-noncoop cap test", TEST_SOLVER)
-            cand = [i for i, up in zip(cand, _rises(z.value, lv)) if not up]
-        for i in cand:  # exact single-user tests for the rest
-            prob, _, z = _program(speed, weight, capacity, demand, active, frozen, level=lv, lift=[i])
-            run(prob, "oef-noncoop cap test", TEST_SOLVER)
-            if _rises(z.value, lv)[0]:
-                continue  # its demand leaves room above the level: not capped yet
-            prob, _, z = _program(speed, weight, capacity, demand, active, frozen, level=lv, lift=[i], free_demand_of=i)
-            run(prob, "oef-noncoop cap test", TEST_SOLVER)
-            if _rises(z.value, lv)[0]:
+            cand = _blocked(lambda c, v: _program(speed, weight, capacity, demand, active, frozen, level=v, lift=c),
+                            cand, lv, run)
+        for i in cand:  # blocked with its demand in force: is it its own demand that blocks it?
+            free = lift_test(
+                lambda c, v: _program(speed, weight, capacity, demand, active, frozen, level=v, lift=c, free_demand_of=i),
+                [i], lv, run,
+            )
+            if free[0]:
                 newly.append(i)  # blocked by its own demand, not by the others
         if not newly:
             break
@@ -146,5 +141,20 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     lp.pick_solver(solver)
     vu = problem.virtual_users()
     timer = lp.Timer()
-    x, capped = solve_arrays(vu.speed, vu.weight, vu.capacity, vu.demand, solver, timer)
-    return finish(problem, NAME, x, timer, solver, capped_note(vu, capped))
+    # A class that can run on no GPU type present would hold everybody's equal level at 0: it gets
+    # nothing and is left out of the equality (as if its demand were 0), with a note.
+    stranded = [i for i in range(vu.n) if not ((vu.speed[i] > 0) & (vu.capacity > 0)).any()]
+    demand = vu.demand.copy()
+    demand[stranded] = 0.0
+    x, capped = solve_arrays(vu.speed, vu.weight, vu.capacity, demand, solver, timer)
+    capped = [i for i in capped if i not in stranded]
+    notes = list(capped_note(vu, capped))
+    if stranded:
+        names = ", ".join(f"{vu.tenant[i]}/{vu.cls[i]}" for i in stranded)
+        notes.append(f"no GPU type present can run: {names} (left out of the equal-throughput constraint)")
+    idle = vu.capacity - x.sum(axis=0)
+    free = [i for i in range(vu.n) if i not in capped and i not in stranded]
+    for j, g in enumerate(vu.gpu_types):
+        if idle[j] > 1e-6 and any(vu.speed[i, j] > 0 for i in free):
+            notes.append(f"{idle[j]:.3g} {g} GPU(s) left idle: equal weighted throughput (eq. 9) binds")
+    return finish(problem, NAME, x, timer, solver, notes)

@@ -16,6 +16,7 @@ the venv at ``<state>/venv`` has it installed in editable mode from the same rep
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -65,6 +66,12 @@ class Testbed:
     jobdir: Path
     started_here: bool = False
     _log: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def slurm_version(self) -> tuple[int, ...]:
+        """Version of the Slurm clients, e.g. (22, 5, 8) or (24, 11, 5)."""
+        text = self.run(["sinfo", "--version"]).stdout.split()[-1]
+        return tuple(int(x) for x in re.findall(r"\d+", text)[:3])
 
     # -- plain commands -----------------------------------------------------------------------
     def run(self, argv: Sequence[str], *, timeout: float = 60, check: bool = True,
@@ -187,6 +194,9 @@ def _start_testbed() -> Testbed:
         state = Path(explicit)
         env_file = state / "testbed.env"
         if not env_file.exists():
+            if (state / "rootfs" / "testbed" / "testbed.env").exists():
+                pytest.fail(f"SLURM_FAIR_TESTBED={explicit} is a trixie (Slurm 24.11) testbed: run the tests inside "
+                            "its chroot: contrib/testbed/testbed.sh --release trixie exec -- python -m pytest ...")
             pytest.fail(f"SLURM_FAIR_TESTBED={explicit}: no testbed.env there; run contrib/testbed/testbed.sh up")
         started = False
     else:

@@ -1,0 +1,265 @@
+"""Fast exact solver for cooperative OEF (paper eq. 10, weighted form).
+
+Problem, on arrays (no demands; the caller does any water-filling)::
+
+    maximize    sum_l S_l . x_l
+    subject to  sum_l x_lj <= c_j                          for every GPU type j
+                x >= 0
+                S_l . x_l / w_l >= S_l . x_i / w_i          for every ordered pair (l, i)   (envy-freeness)
+
+``S`` (n x k) is the normalized throughput (0 = the user cannot run on that type), ``w`` (n,) the weights,
+``c`` (k,) the GPU counts. The plain form has n(n-1) envy rows; at an optimum only a few of them bind
+(OEF Thm 5.2: a user holds adjacent types and only envies its "neighbours"). So we solve it by
+**constraint generation on one live HiGHS model**:
+
+1. Reductions that keep the optimum (proofs in the comments below): a user gets nothing on a type it
+   cannot use (no column for S_lj = 0); every envy row is implied at the optimum only together with
+   full use of capacity, from which follows the weighted sharing-incentive row
+   ``S_l . x_l >= (w_l / W) S_l . c`` (Thm 5.1) -- a valid row with k non-zeros that we add from the
+   start instead of the n-1 dense envy rows it summarizes.
+2. Solve; compute all n^2 values S_l . x_i with one matrix product; for each user add the few most
+   violated envy rows; re-solve the SAME model with dual simplex from the previous basis (no rebuild).
+   Stop when no envy row is violated by more than ``tol``. The result is then feasible for the full
+   problem and optimal for a relaxation of it, hence optimal for the full problem.
+
+HiGHS runs with primal feasibility tolerance 1e-9 on the scaled problem (capacities and weights scaled to
+<= 1), so envy rows hold to ~1e-9 relative (a checker with tolerance 1e-6 never sees a violation). No
+margin is added: identical users must get exactly equal value, and a margin would make that infeasible.
+
+``solver``: ``None`` or ``"HIGHS"`` use the method above. The name of another cvxpy solver (``"ECOS"``,
+``"CLARABEL"``, ``"SCS"``, ...) solves the plain form with all n(n-1) rows through cvxpy instead (slow;
+for comparison and reporting only).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError, SolverError
+
+#: cvxpy solvers accepted by name (plain form); HIGHS means the fast method of this module.
+CVXPY_SOLVERS = ("ECOS", "CLARABEL", "SCS", "SCIPY", "OSQP", "GLPK", "CBC", "MOSEK", "GUROBI", "CPLEX")
+
+_TOL = 1e-12  # envy violation (in units of S.x/w on the scaled problem) still accepted as satisfied
+_INMODEL_TOL = 1e-8  # violation of a row already in the model accepted as the solver's tolerance
+
+
+@dataclass(frozen=True)
+class SolveInfo:
+    solver: str  # "HIGHS" (constraint generation) or the cvxpy solver name (plain form)
+    method: str
+    rounds: int  # LP solves
+    envy_rows: int  # envy rows in the final model (plain form: n(n-1))
+    seconds: float
+    objective: float
+    max_envy: float  # largest S_l.x_i/w_i - S_l.x_l/w_l over l != i (<= 0: envy-free)
+
+
+def _check(speed, weight, capacity) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    try:
+        S = np.asarray(speed, dtype=float)
+    except (TypeError, ValueError):
+        raise InputError("speed", speed, "must be an n x k array of numbers") from None
+    if S.ndim != 2:
+        raise InputError("speed", getattr(S, "shape", speed), "must be a 2-D array (users x GPU types)")
+    n, k = S.shape
+    if not np.all(np.isfinite(S)) or np.any(S < 0):
+        raise InputError("speed", S[~(np.isfinite(S) & (S >= 0))][:3].tolist(), "entries must be finite and >= 0")
+    try:
+        w = np.asarray(weight, dtype=float).reshape(-1)
+        c = np.asarray(capacity, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise InputError("weight/capacity", (weight, capacity), "must be arrays of numbers") from None
+    if w.shape != (n,):
+        raise InputError("weight", w.shape, f"must have one entry per user (n = {n})")
+    if not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise InputError("weight", w[~(np.isfinite(w) & (w > 0))][:3].tolist(), "weights must be finite and > 0")
+    if c.shape != (k,):
+        raise InputError("capacity", c.shape, f"must have one entry per GPU type (k = {k})")
+    if not np.all(np.isfinite(c)) or np.any(c < 0):
+        raise InputError("capacity", c[~(np.isfinite(c) & (c >= 0))][:3].tolist(), "must be finite and >= 0")
+    return S, w, c
+
+
+def envy_matrix(speed: np.ndarray, weight: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """V[l, i] = S_l.x_i / w_i - S_l.x_l / w_l (diagonal set to -inf); envy-free iff V <= 0."""
+    U = speed @ x.T
+    V = U / weight[None, :] - (np.diag(U) / weight)[:, None]
+    np.fill_diagonal(V, -np.inf)
+    return V
+
+
+def solve(speed, weight, capacity, solver: str | None = None) -> np.ndarray:
+    """Optimal cooperative-OEF allocation x (n x k fractional GPUs)."""
+    return solve_with_info(speed, weight, capacity, solver)[0]
+
+
+def solve_with_info(
+    speed, weight, capacity, solver: str | None = None, *, cuts_per_user: int = 2, max_rounds: int = 10_000
+) -> tuple[np.ndarray, SolveInfo]:
+    S, w, c = _check(speed, weight, capacity)
+    name = "HIGHS" if solver is None else str(solver).upper()
+    t0 = time.perf_counter()
+    if name == "HIGHS":
+        x, rounds, rows = _highs_generation(S, w, c, cuts_per_user, max_rounds)
+        method = "constraint generation, live HiGHS model, dual simplex warm start"
+    elif name in CVXPY_SOLVERS:
+        x = _cvxpy_plain(S, w, c, name)
+        rounds, rows = 1, S.shape[0] * (S.shape[0] - 1)
+        method = "plain form, all n(n-1) envy rows, cvxpy"
+    else:
+        raise InputError("solver", solver, f"unknown solver (use HIGHS or one of {', '.join(CVXPY_SOLVERS)})")
+    seconds = time.perf_counter() - t0
+    n = S.shape[0]
+    viol = float(envy_matrix(S, w, x).max()) if n > 1 else 0.0
+    info = SolveInfo(name, method, rounds, rows, seconds, float(np.sum(S * x)), viol)
+    return x, info
+
+
+# --------------------------------------------------------------------------------------------------
+# Constraint generation on a live HiGHS model
+# --------------------------------------------------------------------------------------------------
+
+
+def _highs_generation(S, w, c, cuts_per_user, max_rounds):
+    import highspy
+
+    n, k = S.shape
+    x_out = np.zeros((n, k))
+    cmax = float(c.max()) if k else 0.0
+    if n == 0 or k == 0 or cmax <= 0:
+        return x_out, 0, 0
+    # Scale: capacities to <= 1, weights to <= 1 (only ratios matter for envy).
+    cs = c / cmax
+    ws = w / w.max()
+    # Columns only where the user can use the type and the type exists. Dropping x_lj with S_lj = 0 keeps
+    # the optimum: it gives l nothing and can only make others envy l.
+    usable = (S > 0) & (cs > 0)[None, :]
+    vl, vj = np.nonzero(usable)  # row-major: grouped by user
+    nv = int(vl.size)
+    if nv == 0:
+        return x_out, 0, 0
+    var = np.full((n, k), -1, dtype=np.int32)
+    var[vl, vj] = np.arange(nv, dtype=np.int32)
+    has = usable.any(axis=1)
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("primal_feasibility_tolerance", 1e-9)
+    h.setOptionValue("dual_feasibility_tolerance", 1e-9)
+    inf = highspy.kHighsInf
+    h.addCols(
+        nv, S[vl, vj].astype(float), np.zeros(nv), np.full(nv, inf), 0,
+        np.zeros(nv, dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0),
+    )
+    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+
+    # Capacity rows.
+    order = np.argsort(vj, kind="stable").astype(np.int32)
+    starts = np.searchsorted(vj[order], np.arange(k)).astype(np.int32)
+    h.addRows(k, np.full(k, -inf), cs.astype(float), nv, starts, order, np.ones(nv))
+
+    # Weighted sharing-incentive rows S_l.x_l >= (w_l/W) S_l.c. Valid at an optimum: leftover capacity of a
+    # type can be handed to the users able to use it in proportion to their weights without creating envy
+    # (both sides of every envy row involving two such users rise by the same amount), so some optimum
+    # uses all capacity of every usable type; summing l's envy rows over all i (weighted by w_i/w_l) then
+    # gives this row. Relaxed by 1e-9 relative so rounding never makes it bind harder than it should.
+    W = float(ws.sum())
+    users = np.nonzero(has)[0]
+    si_rhs = (ws[users] / W) * (S[users] @ cs) * (1.0 - 1e-9)
+    ustarts = np.searchsorted(vl, users).astype(np.int32)
+    h.addRows(users.size, si_rhs, np.full(users.size, inf), nv, ustarts, np.arange(nv, dtype=np.int32), S[vl, vj])
+
+    rowof = np.full((n, n), -1, dtype=np.int32)  # model row of the envy row (l, i), -1 = not in the model
+    first_envy_row = k + users.size
+    X = np.zeros((n, k))
+    rows = 0
+    rounds = 0
+    m = max(1, min(int(cuts_per_user), n - 1))
+    while True:
+        rounds += 1
+        h.run()
+        status = h.getModelStatus()
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise SolverError(f"cooperative OEF: HiGHS ended with {h.modelStatusToString(status)} in round {rounds}")
+        X[vl, vj] = np.asarray(h.getSolution().col_value)
+        np.maximum(X, 0.0, out=X)
+        if n == 1:
+            break
+        V = envy_matrix(S, ws, X)
+        # candidates: the m most violated envy rows of every user
+        if m == 1:
+            li = np.arange(n)
+            ii = V.argmax(axis=1)
+        else:
+            top = np.argpartition(-V, m - 1, axis=1)[:, :m]
+            li = np.repeat(np.arange(n), m)
+            ii = top.ravel()
+        viol = V[li, ii] > _TOL
+        li, ii = li[viol], ii[viol]
+        new = rowof[li, ii] < 0
+        li, ii = li[new], ii[new]
+        if li.size == 0:
+            li, ii = np.nonzero((V > _TOL) & (rowof < 0))  # violated rows outside the top m of their user
+            if li.size == 0:
+                # only rows of the model can be violated, within the solver's feasibility tolerance
+                if V.max() > _INMODEL_TOL:
+                    raise SolverError(f"cooperative OEF: HiGHS left an envy row violated by {V.max():.3g}")
+                break
+        if rounds >= max_rounds:
+            raise SolverError(f"cooperative OEF: no convergence after {rounds} rounds")
+        if li.size:
+            rowof[li, ii] = first_envy_row + rows + np.arange(li.size, dtype=np.int32)
+            _add_envy_rows(h, S, ws, var, li, ii, inf)
+            rows += li.size
+        if rounds == 1:
+            h.setOptionValue("presolve", "off")
+    x_out = X * cmax
+    return x_out, rounds, rows
+
+
+def _add_envy_rows(h, S, ws, var, li, ii, inf):
+    """Rows S_l.x_l - (w_l/w_i) S_l.x_i >= 0 for the pairs (li, ii)."""
+    p = li.size
+    k = S.shape[1]
+    ratio = ws[li] / ws[ii]
+    idx = np.concatenate([var[li], var[ii]], axis=1)  # p x 2k
+    val = np.concatenate([S[li], -ratio[:, None] * S[li]], axis=1)
+    ok = (idx >= 0) & (val != 0)
+    counts = ok.sum(axis=1)
+    starts = np.zeros(p, dtype=np.int32)
+    np.cumsum(counts[:-1], out=starts[1:])
+    h.addRows(
+        p, np.zeros(p), np.full(p, inf), int(counts.sum()), starts,
+        idx[ok].astype(np.int32), val[ok].astype(float),
+    )
+    del k
+
+
+# --------------------------------------------------------------------------------------------------
+# Plain form through cvxpy (for comparison / reporting)
+# --------------------------------------------------------------------------------------------------
+
+
+def _cvxpy_plain(S, w, c, solver_name):
+    import cvxpy as cp
+
+    n, k = S.shape
+    x = cp.Variable((n, k), nonneg=True)
+    cons = [cp.sum(x, axis=0) <= c]
+    if n > 1:
+        U = S @ x.T
+        li, ii = np.nonzero(~np.eye(n, dtype=bool))
+        own = cp.diag(U)
+        cons.append(cp.multiply(own[li], 1.0 / w[li]) >= cp.multiply(U[li, ii], 1.0 / w[ii]))
+    prob = cp.Problem(cp.Maximize(cp.sum(cp.multiply(S, x))), cons)
+    try:
+        prob.solve(solver=solver_name)
+    except cp.error.SolverError as e:
+        raise SolverError(f"cooperative OEF: cvxpy solver {solver_name} failed: {e}") from e
+    if prob.status not in ("optimal", "optimal_inaccurate"):
+        raise SolverError(f"cooperative OEF: cvxpy solver {solver_name} ended with status {prob.status}")
+    return np.maximum(np.asarray(x.value, dtype=float), 0.0)
