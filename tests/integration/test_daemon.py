@@ -250,3 +250,28 @@ def test_slurmctld_down_round_unreachable_daemon_survives_and_recovers(testbed, 
         rc = proc.wait(timeout=60)
     assert rc == 0  # SIGTERM: the round finishes, exit 0
     assert "round" in proc.stderr.read()
+
+
+def test_single_instance_sighup_reload_and_sigterm(testbed, sf):
+    proc = sf.popen("daemon")
+    try:
+        testbed.wait_for(lambda: len(sf.db.rounds(limit=10)) >= 1, timeout=30, what="a first round")
+        second = sf.cli("daemon", "--once", check=False)
+        assert second.returncode == 1 and "another slurm-fair daemon holds" in second.stderr
+        good = sf.path.read_text()
+        sf.path.write_text(good + "\n[bogus]\nx = 1\n")  # invalid: kept the old config
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1.5)
+        sf.path.write_text(good.replace('name = "oef-coop"', 'name = "equal-share"'))
+        proc.send_signal(signal.SIGHUP)
+        testbed.wait_for(lambda: last_round(sf.db)["policy"] == "equal-share", timeout=30,
+                         what="a round with the reloaded policy")
+        assert proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+    err = proc.stderr.read()
+    assert rc == 0
+    assert "config reload failed, keeping the old one: bogus" in err
+    assert "config reloaded" in err and "stopping" in err
+    assert all(r["status"] != "running" for r in sf.db.rounds(limit=100))  # the last round was finished
