@@ -54,19 +54,20 @@ def _store(cfg: Any) -> Any:
     return Store(cfg.database_path)
 
 
-def _cluster(cfg: Any) -> tuple[Any, str]:
-    from ..daemon.service import connect_cluster
+def _cluster(cfg: Any, timeout: float | None = None) -> tuple[Any, str]:
+    from ..cluster import connect
 
     try:
-        return connect_cluster(cfg), ""
+        return connect(backend=cfg.cluster.backend, timeout=float(timeout or cfg.cluster.timeout)), ""
     except ClusterError as e:
         return None, str(e)
 
 
 def _snapshot(cfg: Any) -> tuple[Any, str]:
+    """What Slurm shows now, for status/explain (at most 10 s: they fall back to the last round)."""
     from ..daemon.report import live_snapshot
 
-    cluster, why = _cluster(cfg)
+    cluster, why = _cluster(cfg, timeout=min(float(cfg.cluster.timeout), 10.0))
     if cluster is None:
         return None, why
     return live_snapshot(cluster)
