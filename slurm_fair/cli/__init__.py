@@ -14,9 +14,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from . import admin, cluster, solve
+    from . import admin, cluster, profiles, solve
 
-    for mod in (solve, cluster, admin):
+    for mod in (solve, cluster, admin, profiles):
         mod.register(main)
 
 

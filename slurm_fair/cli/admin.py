@@ -1,7 +1,290 @@
-"""slurm-fair admin commands."""
+"""Admin commands: ``daemon``, ``status``, ``shares``, ``history``, ``apply``, ``explain``.
+
+They only parse options and print; the work is in :mod:`slurm_fair.daemon` (round, service, report).
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import json
+import sqlite3
+import sys
+from typing import Any, Callable
 
 import click
 
+from .. import config as config_mod
+from ..cluster.base import ANY_GPU
+from ..cluster.errors import ClusterError
+from ..errors import InputError, SlurmFairError
+from .table import render
+
+CONFIG_HELP = "Config file (default: $SLURM_FAIR_CONFIG, else /etc/slurm-fair/slurm-fair.toml)."
+
+
+def _config_option(f: Callable) -> Callable:
+    return click.option("--config", "config_path", metavar="PATH", default=None, help=CONFIG_HELP)(f)
+
+
+def _json_option(f: Callable) -> Callable:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(f)
+
+
+def _errors(f: Callable) -> Callable:
+    """Bad input -> one line on stderr, exit 2; other slurm-fair/database errors -> exit 1."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return f(*args, **kwargs)
+        except InputError as e:
+            click.echo(f"slurm-fair: error: {e}", err=True)
+            sys.exit(2)
+        except (SlurmFairError, sqlite3.OperationalError) as e:
+            click.echo(f"slurm-fair: error: {e}", err=True)
+            sys.exit(1)
+
+    return wrapper
+
+
+def _store(cfg: Any) -> Any:
+    from ..store import Store
+
+    return Store(cfg.database_path)
+
+
+def _cluster(cfg: Any) -> tuple[Any, str]:
+    from ..daemon.service import connect_cluster
+
+    try:
+        return connect_cluster(cfg), ""
+    except ClusterError as e:
+        return None, str(e)
+
+
+def _snapshot(cfg: Any) -> tuple[Any, str]:
+    from ..daemon.report import live_snapshot
+
+    cluster, why = _cluster(cfg)
+    if cluster is None:
+        return None, why
+    return live_snapshot(cluster)
+
+
+def _types(d: dict) -> str:
+    return " ".join(f"{'any' if k == ANY_GPU else k}={_num(v)}" for k, v in sorted(d.items(), key=lambda kv: kv[0] == ANY_GPU)
+                    if v not in (None, 0, 0.0) or k == ANY_GPU) or "-"
+
+
+def _num(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return str(v)
+
+
+def _time(t: float | None) -> str:
+    return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S") if t else "-"
+
+
+def _dump(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=True, default=str))
+
+
+# ------------------------------------------------------------------------------------------- daemon
+
+
+@click.command("daemon")
+@_config_option
+@click.option("--once", is_flag=True, help="Run one round and exit.")
+@click.option("--dry-run", is_flag=True, help="Compute and record rounds (status dry-run) but change nothing in Slurm.")
+@_errors
+def daemon_cmd(config_path: str | None, once: bool, dry_run: bool) -> None:
+    """Run the slurm-fair daemon: every daemon.period seconds, turn the cluster's GPU jobs and profiled
+    speedups into per-account per-GPU-type GrpTRES limits and job SiteFactors, and record why.
+
+    One instance per database (lock file <database>.lock). SIGTERM finishes the current round and exits 0;
+    SIGHUP reloads the config. One log line per round on stderr.
+    """
+    from ..daemon.service import serve
+
+    sys.exit(serve(config_path, once=once, dry_run=dry_run))
+
+
+# ------------------------------------------------------------------------------------------- status
+
+
+@click.command("status")
+@_config_option
+@_json_option
+@_errors
+def status_cmd(config_path: str | None, as_json: bool) -> None:
+    """Last round per account: weight, ideal share per GPU type, rounded share, deviation, limit in Slurm
+    now (if Slurm answers), GPUs in use and pending GPUs."""
+    from ..daemon.report import status
+
+    cfg = config_mod.load(config_path)
+    snap, why = _snapshot(cfg)
+    with _store(cfg) as store:
+        st = status(store, cfg, snap, why)
+    if as_json:
+        _dump(st)
+        return
+    if st["round"] is None:
+        click.echo("no completed round yet (start the daemon: slurm-fair daemon)")
+    else:
+        click.echo(f"round {st['round']} ({st['round_status']}, {_time(st['finished'])}), policy {st['policy']}")
+    lr = st["latest_round"]
+    if lr and lr["id"] != st["round"]:
+        click.echo(f"latest round {lr['id']}: {lr['status']} {lr['message'] or ''}".rstrip())
+    if not st["reachable"]:
+        click.echo(f"Slurm not reachable ({st['unreachable']}): limits, usage and pending are from the last round")
+    rows = [[a, _num(v["weight"]) if v["weight"] is not None else "-", _types(v["ideal"]), _types(v["real"]),
+             _types(v["deviation"]), _types(v["limits"]), _types(v["in_use"]), v["pending_gpus"]]
+            for a, v in st["accounts"].items()]
+    click.echo(render(["ACCOUNT", "WEIGHT", "IDEAL", "REAL", "DEVIATION",
+                       "LIMIT (SLURM)" if st["reachable"] else "LIMIT (PLANNED)", "IN USE", "PENDING"], rows))
+
+
+# ------------------------------------------------------------------------------------------- shares
+
+
+@click.command("shares")
+@_config_option
+@click.option("--round", "round_id", type=int, default=None, help="Round id (default: the last ok/dry-run round).")
+@_json_option
+@_errors
+def shares_cmd(config_path: str | None, round_id: int | None, as_json: bool) -> None:
+    """Ideal (fractional) GPUs per account, class and GPU type of a round, and the account placements
+    (rounded, deviation before, limit after work conservation)."""
+    cfg = config_mod.load(config_path)
+    with _store(cfg) as store:
+        r = store.round(round_id)
+        if r is None:
+            raise InputError("--round", round_id, "no such round" if round_id else "no completed round yet")
+        shares, places = store.shares(r["id"]), store.placements(r["id"])
+    if as_json:
+        _dump({"round": r["id"], "policy": r["policy"], "status": r["status"], "shares": shares,
+               "placements": places})
+        return
+    click.echo(f"round {r['id']} ({r['status']}), policy {r['policy']}")
+    click.echo(render(["ACCOUNT", "CLASS", "GPU_TYPE", "IDEAL"],
+                      [[s["account"], s["class"], s["gpu_type"], f"{s['ideal']:.3f}"] for s in shares if s["ideal"] > 1e-9]))
+    click.echo("")
+    click.echo(render(["ACCOUNT", "GPU_TYPE", "IDEAL", "DEV_BEFORE", "REAL", "LIMIT"],
+                      [[p["account"], p["gpu_type"], f"{p['ideal']:.3f}", f"{p['deviation_before'] or 0:.3f}",
+                        p["real"], p["limit"]] for p in places]))
+
+
+# ------------------------------------------------------------------------------------------- history
+
+
+@click.command("history")
+@_config_option
+@click.option("-n", "limit", type=click.IntRange(1, 100000), default=20, show_default=True, help="Rounds to show.")
+@_json_option
+@_errors
+def history_cmd(config_path: str | None, limit: int, as_json: bool) -> None:
+    """The newest rounds: time, status, policy, accounts, changes, solve and total seconds, message."""
+    cfg = config_mod.load(config_path)
+    with _store(cfg) as store:
+        rows = store.rounds(limit=limit)
+    if as_json:
+        _dump([{k: v for k, v in r.items() if k != "details"} for r in rows])
+        return
+    click.echo(render(["ROUND", "STARTED", "STATUS", "POLICY", "ACCOUNTS", "CHANGES", "SOLVE_S", "ROUND_S", "MESSAGE"],
+                      [[r["id"], _time(r["started"]), r["status"], r["policy"], r["n_accounts"] or 0,
+                        r["n_changes"] or 0, f"{r['solve_seconds'] or 0:.2f}",
+                        f"{(r['finished'] or r['started']) - r['started']:.2f}", (r["message"] or "")[:60]]
+                       for r in rows]))
+
+
+# ------------------------------------------------------------------------------------------- apply
+
+
+@click.command("apply")
+@_config_option
+@click.option("--dry-run", is_flag=True, help="Only print what the next round would change (changes nothing).")
+@_json_option
+@_errors
+def apply_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
+    """Compute the next round now. With --dry-run: print the limit and SiteFactor changes it would make,
+    without changing Slurm or slurm-fair's database. Without: run one real round (like `daemon --once`)."""
+    if not dry_run:
+        from ..daemon.service import serve
+
+        sys.exit(serve(config_path, once=True))
+    from ..daemon.round import run_round
+
+    cfg = config_mod.load(config_path)
+    cluster, why = _cluster(cfg)
+    if cluster is None:
+        raise SlurmFairError(f"cannot reach the cluster: {why}")
+    with _store(cfg) as store:
+        res = run_round(cluster, store, cfg, record=False)
+    if res.status not in ("ok", "dry-run"):
+        raise SlurmFairError(f"round would fail: {res.status}: {res.message}")
+    plan = res.plan
+    if as_json:
+        _dump({"policy": res.policy, "limit_changes": res.limit_changes,
+               "site_factor_changes": {str(k): v for k, v in res.factor_changes.items()},
+               "limits": plan.limits, "ideal": plan.ideal, "real": plan.real, "deviations": plan.deviations})
+        return
+    before = res.details.get("limits_before", {})
+    click.echo(f"dry run (policy {res.policy}): nothing was changed")
+    if res.limit_changes:
+        click.echo(render(["ACCOUNT", "LIMIT", "NOW", "WOULD_BE"],
+                          [[a, "gres/gpu" if k == ANY_GPU else f"gres/gpu:{k}",
+                            before.get(a, {}).get(k, "-"), "clear" if v == -1 else v]
+                           for a, ch in res.limit_changes.items() for k, v in ch.items()]))
+    else:
+        click.echo("no limit changes")
+    click.echo(f"{len(res.factor_changes)} SiteFactor change(s)")
+
+
+# ------------------------------------------------------------------------------------------- explain
+
+
+@click.command("explain")
+@click.argument("account")
+@_config_option
+@_json_option
+@_errors
+def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
+    """Why ACCOUNT gets what it gets: weight, job classes with their speedups and where they come from,
+    demand, ideal share, deviation, limit, and why each of its pending jobs waits (Slurm's reason and
+    slurm-fair's view)."""
+    from ..daemon.report import explain
+
+    cfg = config_mod.load(config_path)
+    snap, why = _snapshot(cfg)
+    with _store(cfg) as store:
+        ex = explain(store, cfg, account, snap, why)
+    if as_json:
+        _dump(ex)
+        return
+    click.echo(f"account {ex['account']} (tenant {ex['tenant']}, weight {_num(ex['weight']) if ex['weight'] is not None else '-'}"
+               f"), round {ex['round']}, policy {ex['policy']}")
+    if ex["classes"]:
+        click.echo(render(["CLASS", "JOB GPUS", "PENDING", "RUNNING", "THROUGHPUT (SOURCE)", "IDEAL"],
+                          [[c, v["gpus"], v["pending_gpus"], v["running_gpus"],
+                            " ".join(f"{g}={t:.3g}({v['source'].get(g, '?')})" for g, t in v["throughput"].items()),
+                            _types(v["ideal"])] for c, v in ex["classes"].items()]))
+    click.echo(f"demand:        {ex['demand_gpus']} GPUs")
+    click.echo(f"ideal share:   {_types(ex['ideal'])}")
+    click.echo(f"rounded:       {_types(ex['real'])}  (+ work conservation: {_types(ex['extra'])})")
+    click.echo(f"deviation:     {_types(ex['deviation_before'])} -> {_types(ex['deviation'])}")
+    click.echo(f"limit planned: {_types(ex['planned_limits'])}")
+    click.echo("limit in Slurm: " + (_types(ex["limits_in_slurm"]) if ex["reachable"] else f"? ({ex['unreachable']})"))
+    click.echo(f"in use:        {_types(ex['in_use'])}")
+    if ex["pending_jobs"]:
+        click.echo("")
+        click.echo(render(["JOB", "CLASS", "GPUS", "TYPE", "WAITED_S", "SITEFACTOR", "SLURM REASON", "SLURM-FAIR"],
+                          [[j["job_id"], j["class"], j["gpus"], j["gpu_type"] or "any", j["waited_s"],
+                            j["site_factor"], j["slurm_reason"], j["slurm_fair"]] for j in ex["pending_jobs"]]))
+
 
 def register(group: click.Group) -> None:
-    """Add this module's commands to ``group``."""
+    """Add the admin commands to ``group``."""
+    for cmd in (daemon_cmd, status_cmd, shares_cmd, history_cmd, apply_cmd, explain_cmd):
+        group.add_command(cmd)

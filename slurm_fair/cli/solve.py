@@ -1,7 +1,144 @@
-"""slurm-fair solve commands."""
+"""``slurm-fair solve``: compute one policy's allocation for a problem file and print it (no cluster needed)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
 
 import click
+
+from .. import fairness, policies
+from ..errors import InputError, SlurmFairError
+from ..model import Allocation, problem_from_dict
+from .table import render
+
+_PROPS = ("sharing_incentive", "envy_free", "pareto_efficient", "equal_throughput", "strategy_proof_probe", "adjacent_types", "capacity", "demand")
+
+
+def _read_problem(path: str) -> Any:
+    where = "<stdin>" if path == "-" else path
+    try:
+        with click.open_file(path, encoding="utf-8") as fh:  # "-" = standard input
+            text = fh.read()
+    except OSError as e:
+        raise InputError("--input", path, f"cannot read file: {e.strerror or e}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError("--input", f"{where} line {e.lineno} column {e.colno}", f"invalid JSON: {e.msg}") from None
+
+
+def _num(v: float, digits: int = 3) -> str:
+    s = f"{v:.{digits}f}"
+    return "0" if s in (f"{0:.{digits}f}", f"-{0:.{digits}f}") else s
+
+
+def _allocation_table(alloc: Allocation) -> str:
+    vu = alloc.vu
+    types = list(vu.gpu_types)
+    multi = any(len(t.classes) > 1 for t in alloc.problem.tenants)
+    u = alloc.user_throughput()
+    per_tenant = alloc.per_tenant()
+    thr = alloc.tenant_throughput()
+    header = ["tenant"] + (["class"] if multi else []) + types + ["GPUs", "throughput"]
+    rows: list[list[str]] = []
+    for t in alloc.problem.tenants:
+        g = per_tenant[t.name]
+        rows.append([t.name] + (["(all)" if len(t.classes) > 1 else t.classes[0].name] if multi else [])
+                    + [_num(g[x]) for x in types] + [_num(sum(g.values())), _num(thr[t.name])])
+        if multi and len(t.classes) > 1:
+            for i in range(vu.n):
+                if vu.tenant[i] == t.name:
+                    rows.append(["", vu.cls[i]] + [_num(alloc.x[i, j]) for j in range(len(types))]
+                                + [_num(float(alloc.x[i].sum())), _num(float(u[i]))])
+    col = alloc.x.sum(axis=0)
+    rows.append(["total"] + ([""] if multi else []) + [_num(float(c)) for c in col]
+                + [_num(float(col.sum())), _num(alloc.total_throughput())])
+    rows.append(["capacity"] + ([""] if multi else []) + [str(alloc.problem.gpu_types[x]) for x in types]
+                + [str(sum(alloc.problem.gpu_types.values())), ""])
+    return render(header, rows)
+
+
+def _yes_no(v: bool | None) -> str:
+    return {True: "yes", False: "NO", None: "n/a"}[v]
+
+
+def _check_table(props: dict[str, fairness.PropertyResult]) -> str:
+    return render(["property", "holds", "detail"], [[k, _yes_no(props[k].value), props[k].detail] for k in _PROPS], right=())
+
+
+@click.command("solve")
+@click.option(
+    "--policy",
+    "-p",
+    "policy_name",
+    default="oef-noncoop",
+    show_default=True,
+    metavar="NAME",
+    help="Allocation policy: " + ", ".join(policies.names()) + ".",
+)
+@click.option(
+    "--input",
+    "-i",
+    "input_path",
+    required=True,
+    metavar="FILE",
+    help="Problem JSON: {\"gpu_types\": {type: count}, \"tenants\": [{\"name\", \"weight\", \"classes\": "
+    "[{\"name\", \"throughput\": {type: value}, \"demand\"}]}]}. '-' reads standard input.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of tables.")
+@click.option("--solver", default=None, metavar="NAME", help="LP solver for the policy (default: the policy's own choice).")
+@click.option(
+    "--check",
+    "do_check",
+    is_flag=True,
+    help="Also check the fairness properties (sharing incentive, envy-freeness, Pareto-efficiency, equal "
+    "throughput, a strategy-proofness probe that re-solves with inflated speedups, adjacent GPU types).",
+)
+def solve_cmd(policy_name: str, input_path: str, as_json: bool, solver: str | None, do_check: bool) -> None:
+    """Compute the fractional GPU allocation of one policy for a problem file.
+
+    Throughput is normalized per job class to its slowest usable GPU type ("equivalent slowest GPUs", OEF
+    §2.3). Example (the OEF paper's §3.1 example, cooperative OEF gives [[1, 0.25], [0, 0.75]]):
+
+        slurm-fair solve --policy oef-coop --input etc/examples/paper-3.1.json --check
+    """
+    try:
+        problem = problem_from_dict(_read_problem(input_path))
+        try:
+            policy = policies.get(policy_name)
+        except ModuleNotFoundError as e:
+            if not (e.name or "").startswith("slurm_fair.policies"):
+                raise
+            raise InputError("--policy", policy_name, "policy is not available in this installation") from None
+        alloc = policy(problem, solver=solver)
+        props = fairness.check(alloc, solve=lambda p: policy(p, solver=solver)) if do_check else None
+    except InputError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except SlurmFairError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+
+    if as_json:
+        out = alloc.as_dict()
+        if props is not None:
+            out["properties"] = {k: props[k].value for k in _PROPS}
+            out["property_details"] = {k: props[k].as_dict() for k in _PROPS}
+        click.echo(json.dumps(out, indent=2))
+        return
+    solver_txt = f"   solver: {alloc.solver}" if alloc.solver else ""
+    click.echo(f"policy: {alloc.policy}{solver_txt}   solve time: {alloc.solve_seconds:.3f} s")
+    click.echo()
+    click.echo(_allocation_table(alloc))
+    for note in alloc.notes:
+        click.echo(f"note: {note}")
+    if props is not None:
+        click.echo()
+        click.echo(_check_table(props))
 
 
 def register(group: click.Group) -> None:
     """Add this module's commands to ``group``."""
+    group.add_command(solve_cmd)

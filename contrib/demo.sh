@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# slurm-fair demo on the local Slurm testbed (root; Debian 12 host, Slurm 22.05).
+#
+#   contrib/demo.sh            # testbed up, profiles, a mixed workload, a few daemon rounds, status
+#
+# Three accounts share 4 A100 + 6 V100 + 6 K80 GPUs with the cooperative OEF policy:
+#   acct_a (alice, class "cnn"): big V100 speedup (10x a K80)
+#   acct_b (bob,   class "rl") : almost none (1.1x)
+#   acct_c (carol, class "lm") : in between (3x), fair-share weight 2
+# Every account submits typed 1-GPU jobs on all three GPU types; slurm-fair turns the profiles into
+# per-account per-type GrpTRES limits, so acct_a ends up holding the V100 limits.
+# Environment: TESTBED_DIR / TESTBED_PORT_BASE / TESTBED_MYSQL_PORT as for testbed.sh; SLURM_FAIR
+# (default: `slurm-fair` on PATH, else .venv/bin/slurm-fair); DEMO_ROUNDS (default 3); DEMO_PERIOD (5 s).
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+TB="$REPO/contrib/testbed/testbed.sh"
+ROUNDS=${DEMO_ROUNDS:-3}
+PERIOD=${DEMO_PERIOD:-5}
+if [[ -n ${SLURM_FAIR:-} ]]; then SF=("$SLURM_FAIR")
+elif command -v slurm-fair >/dev/null; then SF=(slurm-fair)
+elif [[ -x $REPO/.venv/bin/slurm-fair ]]; then SF=("$REPO/.venv/bin/slurm-fair")
+else echo "demo: slurm-fair not found (pip install -e . or set SLURM_FAIR)" >&2; exit 1; fi
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+say "testbed up"
+bash "$TB" up
+eval "$(bash "$TB" env)"
+DEMO="$SLURM_FAIR_TESTBED/demo"
+rm -rf "$DEMO"; mkdir -p "$DEMO"; chmod 755 "$DEMO"
+CFG="$DEMO/slurm-fair.toml"
+cat >"$CFG" <<EOF
+[daemon]
+period = $PERIOD
+early_round_after = 2
+database = "demo.sqlite"
+
+[policy]
+name = "oef-coop"
+
+[cluster]
+backend = "cli"
+EOF
+export SLURM_FAIR_CONFIG=$CFG
+# start from a clean cluster: no jobs of the demo users
+for u in alice bob carol; do scancel -u "$u" 2>/dev/null || true; done
+
+say "profiles (steps/s per GPU type)"
+for spec in cnn:a100:12 cnn:v100:10 cnn:k80:1  rl:a100:1.2 rl:v100:1.1 rl:k80:1  lm:a100:4 lm:v100:3 lm:k80:1; do
+  IFS=: read -r cls gpu thr <<<"$spec"
+  "${SF[@]}" profiles set "$cls" "$gpu" "$thr" >/dev/null
+done
+"${SF[@]}" profiles list
+
+say "round 0: no jobs yet, every account starts at limit 0"
+"${SF[@]}" daemon --once
+
+say "workload: per account 2 x a100, 4 x v100, 4 x k80 jobs (1 GPU each)"
+submit() {  # user account class type count
+  local i
+  for ((i = 0; i < $5; i++)); do
+    runuser -u "$1" -- sbatch -Q --parsable -A "$2" -J "$3" --gres="gpu:$4:1" --chdir="$SLURM_FAIR_TESTBED/jobs" \
+      --output=/dev/null --wrap "sleep 300" >/dev/null
+  done
+}
+for t in a100:2 v100:4 k80:4; do
+  submit alice acct_a cnn "${t%%:*}" "${t##*:}"
+  submit bob acct_b rl "${t%%:*}" "${t##*:}"
+  submit carol acct_c lm "${t%%:*}" "${t##*:}"
+done
+squeue -h -t PD -o "%a" | sort | uniq -c | sed 's/^/  pending: /'
+
+say "slurm-fair daemon: $ROUNDS rounds, period $PERIOD s"
+"${SF[@]}" daemon &
+DPID=$!
+sleep $((ROUNDS * PERIOD - PERIOD / 2))
+kill -TERM "$DPID"
+wait "$DPID"
+sleep 3  # one scheduling pass
+
+say "slurm-fair status"
+"${SF[@]}" status
+say "slurm-fair explain acct_b"
+"${SF[@]}" explain acct_b
+say "sacctmgr show assoc (GPU limits)"
+sacctmgr show assoc where account=acct_a,acct_b,acct_c user= format=account,fairshare,grptres%70
+say "running jobs per account and GPU type"
+squeue -h -t R -o "%a %b" | sort | uniq -c
+echo
+echo "history: ${SF[*]} history --config $CFG    clean up: scancel -u alice -u bob -u carol; bash $TB down"

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The full test run (README's test command; CI runs it via .ci/run). As root:
+#   1. .venv (created if absent) with `pip install -e '.[test]'`
+#   2. Slurm 22.05 testbed up (contrib/testbed/testbed.sh), `pytest -q tests` against it
+#   3. unless SLURM_FAIR_SKIP_TRIXIE=1: Slurm 24.11 testbed (trixie chroot) up,
+#      `pytest -q tests/integration` inside the chroot
+#   4. both testbeds down (always, also on error/interrupt), host /dev checked intact
+# Exits non-zero if any phase or pytest run failed.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+REPO=$(pwd -P)
+TB=(bash "$REPO/contrib/testbed/testbed.sh")
+# The Slurm 22.05 testbed's test users (alice, bob, carol) must reach its state dir: every folder
+# above it needs o+x.  If this checkout is somewhere private (e.g. under /root), keep the bookworm
+# state in /var/tmp instead (the trixie chroot does not care: its lab dir is /testbed inside it).
+searchable() {
+  local d=$1
+  while [[ $d != / ]]; do
+    if [[ -e $d ]] && (((8#$(stat -c %a "$d") & 1) == 0)); then return 1; fi
+    d=$(dirname "$d")
+  done
+}
+BW=(env)
+if [[ -z ${TESTBED_DIR:-} ]] && ! searchable "$REPO/.testbed/bookworm"; then
+  BW=(env TESTBED_DIR="/var/tmp/slurm-fair-testbed-$(echo "$REPO" | cksum | cut -d' ' -f1)/bookworm")
+  echo "== test-all: $REPO is not world-searchable; bookworm testbed state in ${BW[1]#TESTBED_DIR=}"
+fi
+LOGDIR=$REPO/.testbed/logs
+mkdir -p "$LOGDIR"
+T0=$SECONDS
+FAILED=()
+TIMES=()
+SUMMARIES=()
+say() { echo "== test-all +$((SECONDS - T0))s: $*"; }
+PHASE_NAME="" PHASE_T=0
+phase() {  # phase NAME: ends the previous phase (records its time), starts a new one
+  [[ -n $PHASE_NAME ]] && TIMES+=("$(printf '%-34s %5ss' "$PHASE_NAME" $((SECONDS - PHASE_T)))")
+  PHASE_NAME=$1 PHASE_T=$SECONDS
+  [[ -n $1 ]] && say "$1"
+  return 0
+}
+
+dev_state() {  # what the host /dev looks like (compared before and after)
+  local p
+  for p in /dev/pts /dev/shm /dev/mqueue /dev/hugepages; do mountpoint -q "$p" && echo "mountpoint $p"; done
+  awk '$5 ~ "^/dev(/|$)" {print $5, $9}' /proc/self/mountinfo | sort
+}
+DEV_BEFORE=$(dev_state)
+
+check_host_dev() {
+  local ok=1 f
+  [[ -c /dev/null ]] || { echo "host /dev/null is not a character device!" >&2; ok=0; }
+  echo test >/dev/null || ok=0
+  if mountpoint -q /dev/shm; then
+    f=$(mktemp -p /dev/shm test-all.XXXXXX) && rm -f "$f" || { echo "host /dev/shm not writable" >&2; ok=0; }
+  fi
+  if [[ $(dev_state) != "$DEV_BEFORE" ]]; then
+    echo "host /dev mounts changed!" >&2
+    diff <(echo "$DEV_BEFORE") <(dev_state) >&2
+    ok=0
+  fi
+  ((ok))
+}
+
+teardown() {
+  local rc=$? r
+  trap - EXIT INT TERM
+  phase "testbeds down"
+  for r in bookworm trixie; do
+    local -a pre=(env)
+    [[ $r == bookworm ]] && pre=("${BW[@]}")
+    if ! "${pre[@]}" "${TB[@]}" --release "$r" down; then FAILED+=("down $r"); fi
+    "${pre[@]}" "${TB[@]}" --release "$r" status >"$LOGDIR/status-$r.txt" 2>&1
+    if [[ $? != 3 ]]; then
+      FAILED+=("$r testbed processes left")
+      cat "$LOGDIR/status-$r.txt" >&2
+    fi
+  done
+  if check_host_dev; then say "host /dev intact"; else FAILED+=("host /dev check"); fi
+  phase ""
+  echo
+  echo "== test-all: phase times"
+  printf '   %s\n' "${TIMES[@]}"
+  printf '   %-34s %5ss\n' total $((SECONDS - T0))
+  ((${#SUMMARIES[@]})) && printf '== %s\n' "${SUMMARIES[@]}"
+  if ((${#FAILED[@]})); then
+    echo "== test-all: FAILED: ${FAILED[*]}"
+    exit 1
+  fi
+  ((rc == 0)) || { echo "== test-all: FAILED (exit $rc)"; exit "$rc"; }
+  echo "== test-all: OK"
+  exit 0
+}
+trap teardown EXIT
+trap 'FAILED+=(interrupted); exit 130' INT TERM
+
+run_pytest() {  # run_pytest LABEL CMD... (output teed to a log; summary line kept)
+  local label=$1 rc; shift
+  "$@" 2>&1 | tee "$LOGDIR/pytest-$label.log"
+  rc=${PIPESTATUS[0]}
+  SUMMARIES+=("$label: $(grep -E '^=*.*( passed| failed| error| skipped| no tests ran)' "$LOGDIR/pytest-$label.log" | tail -1 | sed 's/^=* *//; s/ *=*$//') (exit $rc)")
+  ((rc == 0)) || FAILED+=("pytest $label")
+}
+
+phase "python venv"
+PY=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then "$PY" -m venv .venv || exit 1; fi
+.venv/bin/pip install -q -e '.[test]' || { FAILED+=("pip install"); exit 1; }
+
+phase "bookworm testbed up"
+if "${BW[@]}" "${TB[@]}" up; then
+  eval "$("${BW[@]}" "${TB[@]}" env)"
+  export SLURM_CONF SLURM_FAIR_CONFIG SLURM_FAIR_TESTBED SLURM_FAIR_TESTBED_RELEASE
+  phase "pytest tests (Slurm 22.05)"
+  run_pytest "bookworm (unit + integration, Slurm 22.05)" .venv/bin/python -m pytest -q tests
+else
+  FAILED+=("bookworm testbed up")
+  phase "pytest tests (no testbed)"
+  run_pytest "unit only (no testbed)" .venv/bin/python -m pytest -q -m "not integration" tests
+fi
+
+if [[ ${SLURM_FAIR_SKIP_TRIXIE:-0} != 1 ]]; then
+  phase "trixie testbed up"
+  if "${TB[@]}" --release trixie up; then
+    phase "pytest integration (Slurm 24.11)"
+    run_pytest "trixie (integration, Slurm 24.11)" \
+      "${TB[@]}" --release trixie exec -- python -m pytest -q -p no:cacheprovider tests/integration
+  else
+    FAILED+=("trixie testbed up")
+  fi
+else
+  say "SLURM_FAIR_SKIP_TRIXIE=1: skipping the Slurm 24.11 run"
+fi
+exit 0

@@ -1,0 +1,431 @@
+"""slurm-fair configuration: one TOML file, parsed with :mod:`tomllib` into frozen dataclasses.
+
+Every key is described once, in :data:`SPEC` (default, comment, validator); the dataclasses, the
+validation and the commented default file (:func:`render_default`, shipped as ``etc/slurm-fair.toml``)
+are all derived from or checked against it. Errors are :class:`~slurm_fair.errors.InputError` naming the
+key, e.g. ``daemon.period``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from types import MappingProxyType
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .errors import InputError
+
+DEFAULT_PATH = Path("/etc/slurm-fair/slurm-fair.toml")
+ENV_VAR = "SLURM_FAIR_CONFIG"
+
+SOLVERS = ("ECOS", "HIGHS", "CLARABEL")
+BACKENDS = ("auto", "cli", "pyslurm")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+CLASS_SOURCES = ("comment", "wckey", "name")
+
+
+# --------------------------------------------------------------------------------------------
+# validators: (key, value) -> normalised value, or InputError(key, value, problem)
+
+
+def _number(key: str, v: Any, *, positive: bool = False, nonneg: bool = False) -> float | int:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise InputError(key, v, "must be a finite number")
+    if positive and v <= 0:
+        raise InputError(key, v, "must be > 0")
+    if nonneg and v < 0:
+        raise InputError(key, v, "must be >= 0")
+    return v
+
+
+def _positive(key: str, v: Any) -> float | int:
+    return _number(key, v, positive=True)
+
+
+def _nonneg(key: str, v: Any) -> float | int:
+    return _number(key, v, nonneg=True)
+
+
+def _int(key: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise InputError(key, v, "must be an integer")
+    return v
+
+
+def _pos_int(key: str, v: Any) -> int:
+    v = _int(key, v)
+    if v < 1:
+        raise InputError(key, v, "must be >= 1")
+    return v
+
+
+def _bool(key: str, v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise InputError(key, v, "must be true or false")
+    return v
+
+
+def _nonempty_str(key: str, v: Any) -> str:
+    if not isinstance(v, str) or not v.strip():
+        raise InputError(key, v, "must be a non-empty string")
+    return v
+
+
+def _choice(choices: tuple[str, ...], *, lower: bool = True) -> Callable[[str, Any], str]:
+    def check(key: str, v: Any) -> str:
+        if not isinstance(v, str) or (v.lower() if lower else v) not in choices:
+            raise InputError(key, v, f"must be one of {', '.join(choices)}")
+        return v.lower() if lower else v
+
+    return check
+
+
+def _policy(key: str, v: Any) -> str:
+    from . import policies
+
+    names = policies.names()
+    if not isinstance(v, str) or v not in names:
+        raise InputError(key, v, f"unknown policy (known: {', '.join(names)})")
+    return v
+
+
+def _solver(key: str, v: Any) -> str:
+    if not isinstance(v, str) or (v and v.upper() not in SOLVERS):
+        raise InputError(key, v, f'must be "" (default) or one of {", ".join(SOLVERS)}')
+    return v.upper()
+
+
+def _str_list(key: str, v: Any) -> tuple[str, ...]:
+    if not isinstance(v, list):
+        raise InputError(key, v, "must be a list of strings")
+    for i, item in enumerate(v):
+        if not isinstance(item, str) or not item.strip():
+            raise InputError(f"{key}[{i}]", item, "must be a non-empty string")
+    if len(set(v)) != len(v):
+        raise InputError(key, v, "has duplicate entries")
+    return tuple(v)
+
+
+def _class_order(key: str, v: Any) -> tuple[str, ...]:
+    order = _str_list(key, v)
+    if not order:
+        raise InputError(key, v, "must name at least one source")
+    for i, item in enumerate(order):
+        if item not in CLASS_SOURCES:
+            raise InputError(f"{key}[{i}]", item, f"must be one of {', '.join(CLASS_SOURCES)}")
+    return order
+
+
+def _tenant_map(key: str, v: Any) -> dict[str, str]:
+    if not isinstance(v, dict):
+        raise InputError(key, v, "must be a table of account = \"tenant\"")
+    for acct, tenant in v.items():
+        if not acct.strip():
+            raise InputError(key, acct, "account name must not be empty")
+        if not isinstance(tenant, str) or not tenant.strip():
+            raise InputError(f"{key}.{acct}", tenant, "must be a non-empty tenant name")
+    return MappingProxyType(dict(v))
+
+
+def _weights(key: str, v: Any) -> dict[str, float]:
+    if not isinstance(v, dict):
+        raise InputError(key, v, "must be a table of tenant = weight")
+    out = {}
+    for tenant, w in v.items():
+        if not tenant.strip():
+            raise InputError(key, tenant, "tenant name must not be empty")
+        out[tenant] = float(_positive(f"{key}.{tenant}", w))
+    return MappingProxyType(out)
+
+
+# --------------------------------------------------------------------------------------------
+# the specification: section -> key -> (default, validator, comment lines)
+
+
+@dataclass(frozen=True)
+class Key:
+    default: Any
+    check: Callable[[str, Any], Any]
+    doc: str
+
+
+SECTION_DOCS = {
+    "daemon": "The slurm-fair daemon (slurm-fair-daemon / `slurm-fair daemon run`).",
+    "policy": "Which allocation policy computes each tenant's ideal (fractional) share of every GPU type.",
+    "cluster": "How slurm-fair talks to Slurm.",
+    "classes": "Job classes: a job's class selects its throughput profile (`slurm-fair profiles`).",
+    "tenants": "Tenants: who is treated as one party by the fairness policy.",
+    "priority": "Priority: slurm-fair steers scheduling order through each job's SiteFactor.",
+    "limits": "Limits: slurm-fair caps each account's GPUs per type with GrpTRES.",
+}
+
+SPEC: dict[str, dict[str, Key]] = {
+    "daemon": {
+        "period": Key(300, _positive, "Seconds between two allocation rounds (> 0)."),
+        "early_round_after": Key(
+            30, _nonneg,
+            "Debounce, in seconds, for early rounds triggered by job submissions/completions (>= 0).",
+        ),
+        "database": Key(
+            "/var/lib/slurm-fair/slurm-fair.sqlite", _nonempty_str,
+            "SQLite database (profiles, rounds, deviations). A relative path is relative to this file's folder.",
+        ),
+        "dry_run": Key(False, _bool, "true = compute and record rounds but never change anything in Slurm."),
+        "log_level": Key("info", _choice(LOG_LEVELS), "One of: " + ", ".join(LOG_LEVELS) + "."),
+    },
+    "policy": {
+        "name": Key(
+            "oef-noncoop", _policy,
+            "oef-noncoop | oef-coop | max-throughput | equal-share | gavel | gandiva-fair.",
+        ),
+        "solver": Key("", _solver, 'LP solver: "" = default (ECOS), or ECOS | HIGHS | CLARABEL.'),
+    },
+    "cluster": {
+        "backend": Key("auto", _choice(BACKENDS), "auto | cli (Slurm commands) | pyslurm."),
+        "timeout": Key(30, _positive, "Seconds before a Slurm command/call is abandoned (> 0)."),
+        "partitions": Key([], _str_list, "Partitions to manage; empty = all partitions."),
+    },
+    "classes": {
+        "order": Key(
+            ["comment", "wckey", "name"], _class_order,
+            "Where a job's class is read from, first match wins: a `class=NAME` token in --comment,\n"
+            "the job's --wckey, the job name. Any non-empty subset of comment, wckey, name.",
+        ),
+    },
+    "tenants": {
+        "map": Key(
+            {}, _tenant_map,
+            'Account -> tenant name; several accounts may map to one tenant, e.g. {acct_a = "physics"}.\n'
+            "Accounts not listed are their own tenant.",
+        ),
+        "weights": Key(
+            {}, _weights,
+            "Tenant -> weight (> 0); overrides the weight taken from the account's fair-share Shares,\n"
+            "e.g. {physics = 2.0}.",
+        ),
+    },
+    "priority": {
+        "site_factor_min": Key(0, _int, "Lowest SiteFactor slurm-fair sets (integer)."),
+        "site_factor_max": Key(100000, _int, "Highest SiteFactor slurm-fair sets (integer, > site_factor_min)."),
+        "levels": Key(100, _pos_int, "Number of distinct SiteFactor values used (priority bands, >= 1)."),
+    },
+    "limits": {
+        "manage": Key(True, _bool, "true = write per-account GrpTRES gres/gpu limits; false = priorities only."),
+        "accounts": Key(
+            [], _str_list,
+            "Accounts to manage; empty = every account with GPU jobs or a fair-share share.",
+        ),
+    },
+}
+
+
+# --------------------------------------------------------------------------------------------
+# the dataclasses (field names and defaults must match SPEC; a test checks it)
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    period: float = 300
+    early_round_after: float = 30
+    database: str = "/var/lib/slurm-fair/slurm-fair.sqlite"
+    dry_run: bool = False
+    log_level: str = "info"
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    name: str = "oef-noncoop"
+    solver: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    backend: str = "auto"
+    timeout: float = 30
+    partitions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClassesConfig:
+    order: tuple[str, ...] = ("comment", "wckey", "name")
+
+
+@dataclass(frozen=True)
+class TenantsConfig:
+    map: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    weights: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class PriorityConfig:
+    site_factor_min: int = 0
+    site_factor_max: int = 100000
+    levels: int = 100
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    manage: bool = True
+    accounts: tuple[str, ...] = ()
+
+
+_SECTION_TYPES = {
+    "daemon": DaemonConfig,
+    "policy": PolicyConfig,
+    "cluster": ClusterConfig,
+    "classes": ClassesConfig,
+    "tenants": TenantsConfig,
+    "priority": PriorityConfig,
+    "limits": LimitsConfig,
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    daemon: DaemonConfig = field(default_factory=DaemonConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    classes: ClassesConfig = field(default_factory=ClassesConfig)
+    tenants: TenantsConfig = field(default_factory=TenantsConfig)
+    priority: PriorityConfig = field(default_factory=PriorityConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    source: str = "defaults"  # the config file's path, or "defaults" (no file read)
+    database_path: Path = Path("/var/lib/slurm-fair/slurm-fair.sqlite")  # daemon.database, resolved
+
+    def as_dict(self) -> dict[str, dict[str, Any]]:
+        """Section -> key -> value, TOML/JSON friendly (tuples become lists)."""
+        out: dict[str, dict[str, Any]] = {}
+        for section in _SECTION_TYPES:
+            sec = getattr(self, section)
+            out[section] = {
+                f.name: (list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v)
+                for f in fields(sec)
+                for v in [getattr(sec, f.name)]
+            }
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def resolve_path(explicit: str | os.PathLike | None) -> Path:
+    """``--config`` value, else ``$SLURM_FAIR_CONFIG``, else ``/etc/slurm-fair/slurm-fair.toml``."""
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env)
+    return DEFAULT_PATH
+
+
+def from_dict(data: Mapping[str, Any], source: str = "defaults", base: Path | None = None) -> Config:
+    """Validate a parsed TOML document. ``base`` is the folder relative database paths start from."""
+    if not isinstance(data, Mapping):
+        raise InputError("config", data, "must be a table")
+    for section in data:
+        if section not in SPEC:
+            raise InputError(section, data[section], f"unknown section (known: {', '.join(SPEC)})")
+    sections = {}
+    for section, keys in SPEC.items():
+        raw = data.get(section, {})
+        if not isinstance(raw, Mapping):
+            raise InputError(section, raw, "must be a table")
+        for key in raw:
+            if key not in keys:
+                raise InputError(f"{section}.{key}", raw[key], f"unknown key (known: {', '.join(keys)})")
+        values = {}
+        for key, spec in keys.items():
+            v = raw.get(key, spec.default)
+            values[key] = spec.check(f"{section}.{key}", v)
+        sections[section] = _SECTION_TYPES[section](**values)
+    pr = sections["priority"]
+    if pr.site_factor_min >= pr.site_factor_max:
+        raise InputError(
+            "priority.site_factor_max", pr.site_factor_max,
+            f"must be greater than priority.site_factor_min ({pr.site_factor_min})",
+        )
+    if pr.levels > pr.site_factor_max - pr.site_factor_min + 1:
+        raise InputError(
+            "priority.levels", pr.levels,
+            f"more levels than distinct values in [{pr.site_factor_min}, {pr.site_factor_max}]",
+        )
+    db = Path(sections["daemon"].database).expanduser()
+    if not db.is_absolute():
+        db = Path(os.path.normpath((base or Path.cwd()) / db))
+    return Config(**sections, source=source, database_path=db)
+
+
+def load(path: str | os.PathLike | None = None) -> Config:
+    """Read and validate the config file.
+
+    ``path`` None means :func:`resolve_path` (``$SLURM_FAIR_CONFIG`` or the default path). Only a missing
+    file at the built-in default path falls back to defaults (``Config.source == "defaults"``); a missing
+    file that was asked for (``path`` or ``$SLURM_FAIR_CONFIG``) is an error.
+    """
+    p = resolve_path(path)
+    if not p.exists():
+        if path is None and p == DEFAULT_PATH and not os.environ.get(ENV_VAR):
+            return from_dict({}, source="defaults")
+        raise InputError("config", str(p), "file not found")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise InputError("config", str(p), f"cannot read: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise InputError("config", str(p), f"not UTF-8 text: {e}") from e
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InputError("config", str(p), f"invalid TOML: {e}") from e
+    return from_dict(data, source=str(p), base=p.resolve().parent)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, Mapping):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    raise TypeError(f"cannot render {v!r} as TOML")
+
+
+def _toml_key(k: str) -> str:
+    if k and all(c.isalnum() or c in "_-" for c in k):
+        return k
+    return _toml_value(k)
+
+
+def render(cfg_dict: Mapping[str, Mapping[str, Any]], header: bool = True) -> str:
+    """A commented TOML file with the given values (section -> key -> value)."""
+    lines: list[str] = []
+    if header:
+        lines += [
+            "# slurm-fair configuration (TOML).",
+            "#",
+            "# Looked up at: --config PATH, else $SLURM_FAIR_CONFIG, else /etc/slurm-fair/slurm-fair.toml.",
+            "# Every key is optional; the values below are the defaults. Unknown keys are errors.",
+            "# Check a file with: slurm-fair config check --config PATH",
+        ]
+    for section, keys in SPEC.items():
+        lines += ["", f"# {SECTION_DOCS[section]}", f"[{section}]"]
+        for key, spec in keys.items():
+            for doc_line in spec.doc.splitlines():
+                lines.append(f"# {doc_line}")
+            lines.append(f"{key} = {_toml_value(cfg_dict[section][key])}")
+    return "\n".join(lines) + "\n"
+
+
+def render_default() -> str:
+    """The fully commented default configuration file (``etc/slurm-fair.toml`` equals this)."""
+    return render({s: {k: spec.default for k, spec in keys.items()} for s, keys in SPEC.items()})

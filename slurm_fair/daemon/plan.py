@@ -1,0 +1,500 @@
+"""Round planning: from a cluster snapshot and profiles to per-account GPU limits and job priorities.
+
+Pure functions of data (no I/O): the daemon's round (``daemon/round.py``) observes Slurm, calls these,
+then applies and records the result.
+
+Rules (each documented where it is implemented):
+
+* **Class of a job** (:func:`job_class`): the first of ``classes.order`` that gives a name: a
+  ``class=NAME`` token in ``--comment``, the ``--wckey``, the job name.
+* **Demand** (:func:`observe_demand`): per (account, class), the GPUs of its pending and running jobs,
+  the smallest pending job, and the GPU types its jobs asked for (None = some job is untyped, any type).
+  A class whose jobs all ask for specific types can only use those types (its throughput elsewhere is 0).
+* **Throughput** (:func:`lookup_throughput`), per GPU type: the account's own profile of the class, else the
+  site-wide profile (empty account), else the shipped defaults; a type still unknown for a class that has
+  some profile gets the class's *slowest* known throughput (``assumed``: never overstates a speedup); a
+  class with no profile at all runs at 1.0 everywhere (``unprofiled``: homogeneous GPUs).
+* **Problem** (:func:`build_problem`): tenant = the account (or ``tenants.map``), weight =
+  ``tenants.weights`` or the sum of the tenant's accounts' fair-share Shares (0 counts as 1); one virtual
+  user per (account, class) with demand; GPU types = usable GPUs per type on nodes in managed partitions.
+* **Plan** (:func:`make_plan`): the policy's fractional shares are summed per account and rounded with
+  :func:`slurm_fair.rounding.place` using the deviations carried per account; the smallest pending job
+  gates an account (``min_gpus``) only while it has no running GPU job. **Work conservation:** GPUs no
+  account was given go, one at a time, to accounts with pending jobs that can use that type and whose
+  limit is below their demand (fewest extra GPUs first, then name). These extras are not owed back: they
+  do not enter the deviations. Per type, no limit exceeds what the account's jobs could use there (GPUs
+  of its jobs that request that type, plus its untyped jobs); the rest goes back to the pool first. Accounts without GPU jobs get limit 0 (an early round lifts it when they
+  submit). Limits are per type plus the untyped total ``ANY_GPU`` (= sum), because Slurm does not enforce
+  typed limits on untyped requests.
+* **Priorities** (:func:`site_factors`, :func:`update_deficit`): see those functions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from ..cluster.base import ANY_GPU, CLEAR, Job, Snapshot
+from ..model import Allocation, JobClass, Problem, Tenant
+from ..rounding import place
+
+# sources of a throughput value, from most to least specific
+SRC_ACCOUNT = "account"
+SRC_SITE = "site"
+SRC_SHIPPED = "shipped"
+SRC_ASSUMED = "assumed"
+SRC_UNPROFILED = "unprofiled"
+
+_CLASS_TOKEN = re.compile(r"(?:^|[\s,;])class=([^\s,;]+)")
+DEFAULT_CLASS = "default"
+# Slurm's root account is the parent of every account: a GrpTRES there caps the whole cluster.
+NEVER_MANAGED = frozenset({"root"})
+
+
+# ------------------------------------------------------------------------------------------- jobs
+
+
+def job_class(job: Job, order: Iterable[str] = ("comment", "wckey", "name")) -> str:
+    """The job's class: the first source in ``order`` that names one (see the module docstring)."""
+    for src in order:
+        if src == "comment":
+            m = _CLASS_TOKEN.search(job.comment or "")
+            if m:
+                return m.group(1)
+        elif src == "wckey":
+            wk = (job.wckey or "").lstrip("*")  # Slurm shows a default wckey as "*name"
+            if wk:
+                return wk
+        elif src == "name":
+            if job.name:
+                return job.name
+    return DEFAULT_CLASS
+
+
+def _in_partitions(partition: str, partitions: Iterable[str]) -> bool:
+    parts = tuple(partitions)
+    if not parts:
+        return True
+    return any(p in parts for p in (partition or "").split(","))
+
+
+def gpu_jobs(snapshot: Snapshot, partitions: Iterable[str] = (), accounts: Iterable[str] = ()) -> list[Job]:
+    """Pending and running GPU jobs in the managed partitions (and accounts, if any are named)."""
+    accts = set(accounts)
+    return [
+        j for j in snapshot.jobs
+        if j.gpus > 0 and (j.pending or j.running) and _in_partitions(j.partition, partitions)
+        and (not accts or j.account in accts)
+    ]
+
+
+@dataclass
+class ClassDemand:
+    """What one (account, class) asks for now."""
+
+    gpus: int = 0  # GPUs of pending + running jobs
+    pending_gpus: int = 0
+    running_gpus: int = 0
+    pending_jobs: int = 0
+    running_jobs: int = 0
+    min_pending: int | None = None  # smallest pending job (GPUs), None = nothing pending
+    types: set[str] | None = field(default_factory=set)  # requested types; None = some job is untyped
+    by_type: dict[str, int] = field(default_factory=dict)  # GPUs of pending+running jobs per requested type ("" = untyped)
+    pending_by_type: dict[str, int] = field(default_factory=dict)  # same, pending jobs only
+
+    def add(self, job: Job) -> None:
+        g = job.gpus
+        self.gpus += g
+        t = job.gpu_type or ""
+        self.by_type[t] = self.by_type.get(t, 0) + g
+        if job.pending:
+            self.pending_gpus += g
+            self.pending_jobs += 1
+            self.min_pending = g if self.min_pending is None else min(self.min_pending, g)
+            self.pending_by_type[t] = self.pending_by_type.get(t, 0) + g
+        else:
+            self.running_gpus += g
+            self.running_jobs += 1
+        if job.gpu_type is None:
+            self.types = None
+        elif self.types is not None:
+            self.types.add(job.gpu_type)
+
+
+def observe_demand(snapshot: Snapshot, cfg: Any) -> dict[tuple[str, str], ClassDemand]:
+    """(account, class) -> ClassDemand over the pending and running GPU jobs of ``snapshot``."""
+    out: dict[tuple[str, str], ClassDemand] = {}
+    for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts):
+        if j.account in NEVER_MANAGED:
+            continue
+        out.setdefault((j.account, job_class(j, cfg.classes.order)), ClassDemand()).add(j)
+    return dict(sorted(out.items()))
+
+
+def usable_capacity(snapshot: Snapshot, partitions: Iterable[str] = ()) -> dict[str, int]:
+    """Usable GPUs per type on nodes of the managed partitions (every type of the cluster is listed)."""
+    parts = tuple(partitions)
+    if not parts:
+        return snapshot.capacity()
+    cap = {t: 0 for t in snapshot.gpu_types()}
+    for n in snapshot.nodes:
+        if n.usable and any(p in parts for p in n.partitions):
+            for t, c in n.gpus.items():
+                cap[t] = cap.get(t, 0) + c
+    return cap
+
+
+# ------------------------------------------------------------------------------------------- profiles
+
+
+def _index(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], float]:
+    return {(r.get("account", "") or "", r["class"], r["gpu_type"]): float(r["throughput"]) for r in rows}
+
+
+class ProfileIndex:
+    """Fast lookup over the store's profile rows and the shipped rows."""
+
+    def __init__(self, profiles_rows: Iterable[Mapping[str, Any]], shipped_rows: Iterable[Mapping[str, Any]]):
+        self.profiles = _index(profiles_rows)
+        self.shipped = {(c, g): v for (_a, c, g), v in _index(shipped_rows).items()}
+
+    def lookup(self, account: str, cls: str, gpu_types: Iterable[str]) -> tuple[dict[str, float], dict[str, str]]:
+        thr: dict[str, float] = {}
+        src: dict[str, str] = {}
+        missing = []
+        for g in gpu_types:
+            if (account, cls, g) in self.profiles and account:
+                thr[g], src[g] = self.profiles[(account, cls, g)], SRC_ACCOUNT
+            elif ("", cls, g) in self.profiles:
+                thr[g], src[g] = self.profiles[("", cls, g)], SRC_SITE
+            elif (cls, g) in self.shipped:
+                thr[g], src[g] = self.shipped[(cls, g)], SRC_SHIPPED
+            else:
+                missing.append(g)
+        if missing:
+            if thr:
+                slowest = min(thr.values())
+                for g in missing:
+                    thr[g], src[g] = slowest, SRC_ASSUMED
+            else:
+                for g in missing:
+                    thr[g], src[g] = 1.0, SRC_UNPROFILED
+        return thr, src
+
+
+def lookup_throughput(profiles_rows: Iterable[Mapping[str, Any]], shipped_rows: Iterable[Mapping[str, Any]],
+                      account: str, cls: str, gpu_types: Iterable[str]) -> tuple[dict[str, float], dict[str, str]]:
+    """(throughput per type, source per type) of ``cls`` for ``account`` (chain in the module docstring)."""
+    return ProfileIndex(profiles_rows, shipped_rows).lookup(account, cls, list(gpu_types))
+
+
+# ------------------------------------------------------------------------------------------- problem
+
+
+@dataclass(frozen=True)
+class Built:
+    """A Problem plus the bookkeeping to map its virtual users back to (account, class)."""
+
+    problem: Problem
+    rows: dict[tuple[str, str], tuple[str, str]]  # (account, class) -> (tenant, class name in the problem)
+    tenant_of: dict[str, str]  # account -> tenant
+    weights: dict[str, float]  # tenant -> weight
+    throughput: dict[str, dict[str, dict[str, float]]]  # account -> class -> type -> raw throughput used
+    sources: dict[str, dict[str, dict[str, str]]]  # account -> class -> type -> source
+    capacity: dict[str, int]
+
+
+def tenant_weights(snapshot: Snapshot, accounts: Iterable[str], cfg: Any) -> tuple[dict[str, str], dict[str, float]]:
+    """(account -> tenant, tenant -> weight) for ``accounts``."""
+    tmap = dict(cfg.tenants.map)
+    tenant_of = {a: tmap.get(a, a) for a in accounts}
+    weights: dict[str, float] = {}
+    for a, t in sorted(tenant_of.items()):
+        acct = snapshot.account(a)
+        shares = acct.shares if acct is not None and acct.shares > 0 else 1
+        weights[t] = weights.get(t, 0.0) + float(shares)
+    for t in weights:
+        if t in cfg.tenants.weights:
+            weights[t] = float(cfg.tenants.weights[t])
+    return tenant_of, weights
+
+
+def build_problem(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassDemand],
+                  profiles_rows: Iterable[Mapping[str, Any]], shipped_rows: Iterable[Mapping[str, Any]],
+                  cfg: Any) -> Built:
+    """The sharing problem of this round (see the module docstring)."""
+    capacity = usable_capacity(snapshot, cfg.cluster.partitions)
+    types = list(capacity)
+    index = ProfileIndex(profiles_rows, shipped_rows)
+    accounts = sorted({a for (a, _c), d in demand.items() if d.gpus > 0})
+    tenant_of, weights = tenant_weights(snapshot, accounts, cfg)
+    accounts_of: dict[str, list[str]] = {}
+    for a in accounts:
+        accounts_of.setdefault(tenant_of[a], []).append(a)
+    rows: dict[tuple[str, str], tuple[str, str]] = {}
+    thr_all: dict[str, dict[str, dict[str, float]]] = {}
+    src_all: dict[str, dict[str, dict[str, str]]] = {}
+    tenants = []
+    for t in sorted(accounts_of):
+        classes = []
+        for a in accounts_of[t]:
+            for (acct, cls), d in demand.items():
+                if acct != a or d.gpus <= 0:
+                    continue
+                thr, src = index.lookup(a, cls, types)
+                if d.types is not None:  # only the requested types are usable by this class
+                    thr = {g: (v if g in d.types else 0.0) for g, v in thr.items()}
+                if not any(thr.get(g, 0) > 0 and capacity[g] > 0 for g in types):
+                    # asks only for types with no usable GPUs: it cannot get a share this round
+                    thr_all.setdefault(a, {})[cls] = thr
+                    src_all.setdefault(a, {})[cls] = src
+                    continue
+                name = cls if len(accounts_of[t]) == 1 else f"{a}/{cls}"
+                rows[(a, cls)] = (t, name)
+                thr_all.setdefault(a, {})[cls] = thr
+                src_all.setdefault(a, {})[cls] = src
+                classes.append(JobClass(name=name, throughput=thr, demand=float(d.gpus)))
+        if classes:
+            tenants.append(Tenant(name=t, classes=tuple(classes), weight=weights[t]))
+    problem = Problem(gpu_types=dict(capacity), tenants=tuple(tenants))
+    return Built(problem=problem, rows=rows, tenant_of=tenant_of, weights=weights, throughput=thr_all,
+                 sources=src_all, capacity=dict(capacity))
+
+
+# ------------------------------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything one round decided (JSON-able through :meth:`as_dict`)."""
+
+    capacity: dict[str, int]
+    accounts: tuple[str, ...]  # managed accounts this round (limits set for each)
+    ideal_class: dict[str, dict[str, dict[str, float]]]  # account -> class -> type -> GPUs
+    ideal: dict[str, dict[str, float]]  # account -> type -> GPUs (fractional)
+    deviation_before: dict[str, dict[str, float]]
+    real: dict[str, dict[str, int]]  # rounded (placement)
+    deviations: dict[str, dict[str, float]]  # to carry into the next round
+    extra: dict[str, dict[str, int]]  # work conservation on top of real
+    limits: dict[str, dict[str, int]]  # account -> {type: n, ANY_GPU: total}
+    min_gpus: dict[str, int]
+    demand: dict[str, int]  # account -> GPUs of pending + running jobs
+    total_throughput: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+def _account_class_ideal(built: Built, alloc: Allocation) -> dict[str, dict[str, dict[str, float]]]:
+    per_class = alloc.per_class()
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for (a, cls), (t, name) in built.rows.items():
+        x = per_class.get(t, {}).get(name)
+        if x is None:
+            continue
+        out.setdefault(a, {})[cls] = {g: max(0.0, float(v)) for g, v in x.items()}
+    return out
+
+
+def _fit_capacity(ideal: dict[str, dict[str, float]], capacity: Mapping[str, int]) -> None:
+    """Scale a type's shares down if the solver's float noise put them a hair above its capacity."""
+    for g, cap in capacity.items():
+        tot = sum(row.get(g, 0.0) for row in ideal.values())
+        if tot > cap > 0 or (cap == 0 and tot > 0):
+            f = cap / tot if tot else 0.0
+            for row in ideal.values():
+                if g in row:
+                    row[g] *= f
+
+
+def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], ClassDemand],
+              deviations: Mapping[str, Mapping[str, float]], managed_accounts: Iterable[str]) -> Plan:
+    """Round the allocation to per-account limits (see the module docstring).
+
+    ``managed_accounts``: every account slurm-fair sets limits for this round (those without GPU jobs get
+    0). ``deviations``: carried from the previous applied round (unknown accounts/types are ignored).
+    """
+    cap = dict(built.capacity)
+    types = list(cap)
+    ideal_class = _account_class_ideal(built, alloc)
+    accounts = sorted(set(managed_accounts) | {a for (a, _c) in demand})
+    ideal: dict[str, dict[str, float]] = {a: {g: 0.0 for g in types} for a in accounts}
+    for a, classes in ideal_class.items():
+        for x in classes.values():
+            for g, v in x.items():
+                if g in ideal[a]:
+                    ideal[a][g] += v
+    _fit_capacity(ideal, cap)
+    acct_demand = {a: 0 for a in accounts}
+    running = {a: 0 for a in accounts}
+    min_pending: dict[str, int] = {}
+    for (a, _c), d in demand.items():
+        acct_demand[a] += d.gpus
+        running[a] += d.running_gpus
+        if d.min_pending is not None:
+            min_pending[a] = min(min_pending.get(a, d.min_pending), d.min_pending)
+    min_gpus = {a: (min_pending.get(a, 0) if running[a] == 0 else 0) for a in accounts}
+    dev_before = {a: {g: float(deviations.get(a, {}).get(g, 0.0)) for g in types} for a in accounts}
+    placement = place(ideal, cap, deviations=dev_before, min_gpus=min_gpus, demand=acct_demand)
+    real = {a: dict(placement.real[a]) for a in accounts}
+
+    # per type, the most GPUs the account's jobs could use there (typed requests for that type + untyped)
+    usable = {a: {g: 0 for g in types} for a in accounts}
+    pending = {a: {g: 0 for g in types} for a in accounts}
+    for (a, _c), d in demand.items():
+        for g in types:
+            usable[a][g] += d.by_type.get(g, 0) + d.by_type.get("", 0)
+            pending[a][g] += d.pending_by_type.get(g, 0) + d.pending_by_type.get("", 0)
+    # a limit above that is of no use to the account: the GPUs go back to the pool
+    base = {a: {g: min(real[a][g], usable[a][g]) for g in types} for a in accounts}
+    # work conservation: hand out GPUs nobody holds a limit for
+    extra = {a: {g: 0 for g in types} for a in accounts}
+    total = {a: sum(base[a].values()) for a in accounts}
+    for g in types:
+        free = cap[g] - sum(base[a][g] for a in accounts)
+        while free > 0:
+            cands = [a for a in accounts
+                     if pending[a][g] > 0 and base[a][g] + extra[a][g] < usable[a][g] and total[a] < acct_demand[a]]
+            if not cands:
+                break
+            a = min(cands, key=lambda a: (sum(extra[a].values()), a))
+            extra[a][g] += 1
+            total[a] += 1
+            free -= 1
+    limits = {}
+    for a in accounts:
+        row = {g: base[a][g] + extra[a][g] for g in types}
+        row[ANY_GPU] = sum(row.values())
+        limits[a] = row
+    return Plan(
+        capacity=cap, accounts=tuple(accounts), ideal_class=ideal_class, ideal=ideal,
+        deviation_before=dev_before, real=real,
+        deviations={a: dict(placement.deviations[a]) for a in accounts}, extra=extra, limits=limits,
+        min_gpus=min_gpus, demand=acct_demand, total_throughput=float(alloc.total_throughput()),
+    )
+
+
+def limit_changes(current: Mapping[str, Mapping[str, int]], planned: Mapping[str, Mapping[str, int]],
+                  managed_accounts: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Only the limit values that differ from what Slurm has now; CLEAR for every limit of an account
+    slurm-fair managed before that is not planned any more."""
+    out: dict[str, dict[str, int]] = {}
+    for a in sorted(planned):
+        now = current.get(a, {})
+        diff = {k: int(v) for k, v in planned[a].items() if now.get(k) != int(v)}
+        if diff:
+            out[a] = diff
+    for a in sorted(set(managed_accounts) - set(planned)):
+        now = current.get(a, {})
+        gone = {k: CLEAR for k in now}
+        if gone:
+            out[a] = gone
+    return out
+
+
+# ------------------------------------------------------------------------------------------- priorities
+
+
+def update_deficit(deficits: Mapping[str, float], ideal: Mapping[str, float], received: Mapping[str, float],
+                   dt: float) -> dict[str, float]:
+    """Accumulate GPU-seconds owed: ``d[a] += (ideal[a] - received[a]) * dt``.
+
+    Only accounts present in ``ideal`` or ``received`` (i.e. with GPU jobs now) are kept: an account whose
+    jobs are all gone starts again from 0 (no banking of credit while idle). ``dt`` is clamped at >= 0.
+    """
+    dt = max(0.0, float(dt))
+    out = {}
+    for a in sorted(set(ideal) | set(received)):
+        out[a] = float(deficits.get(a, 0.0)) + (float(ideal.get(a, 0.0)) - float(received.get(a, 0.0))) * dt
+    return out
+
+
+def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Any) -> dict[int, int]:
+    """SiteFactor for every pending GPU job (job id -> int in [site_factor_min, site_factor_max]).
+
+    Accounts with pending GPU jobs are ranked by deficit (largest first, then name); within an account,
+    jobs are ranked longest-waiting first (submit time, then job id): OEF's round robin by starvation.
+    The ``L = priority.levels`` levels are split into one band per account, the higher ranked account's band
+    above the lower ones' (``band(r) = [floor((m-1-r)·L/m), floor((m-r)·L/m))`` for ``m`` accounts, at least
+    one level wide); inside its band the account's oldest job gets the top level, the next one the level
+    below, and so on, and the rest share the band's bottom. Level ``l`` maps to
+    ``min + l·(max-min) // (L-1)`` (all ``min`` when L = 1).
+    """
+    pr = cfg.priority
+    levels = int(pr.levels)
+    jobs = [j for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts) if j.pending]
+    by_acct: dict[str, list[Job]] = {}
+    for j in jobs:
+        by_acct.setdefault(j.account, []).append(j)
+    ranked = sorted(by_acct, key=lambda a: (-float(deficits.get(a, 0.0)), a))
+    m = len(ranked)
+    out: dict[int, int] = {}
+    for r, a in enumerate(ranked):
+        lo = ((m - 1 - r) * levels) // m
+        hi = max(((m - r) * levels) // m, lo + 1)
+        width = hi - lo
+        for i, j in enumerate(sorted(by_acct[a], key=lambda j: (j.submit_time, j.job_id))):
+            level = min(lo + max(width - 1 - i, 0), levels - 1)
+            out[j.job_id] = level_value(level, pr.site_factor_min, pr.site_factor_max, levels)
+    return out
+
+
+def level_value(level: int, lo: int, hi: int, levels: int) -> int:
+    if levels <= 1:
+        return int(lo)
+    return int(lo + (level * (hi - lo)) // (levels - 1))
+
+
+def received_gpus(snapshot: Snapshot, cfg: Any) -> dict[str, float]:
+    """GPUs each account's running GPU jobs hold now."""
+    out: dict[str, float] = {}
+    for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts):
+        if j.running:
+            n = sum(j.gpus_allocated.values()) if j.gpus_allocated else j.gpus
+            out[j.account] = out.get(j.account, 0.0) + n
+    return out
+
+
+def gpus_in_use(snapshot: Snapshot) -> dict[str, dict[str, int]]:
+    """account -> type -> GPUs held by running jobs ("?" for a running job whose type is unknown)."""
+    out: dict[str, dict[str, int]] = {}
+    for j in snapshot.jobs:
+        if not j.running or j.gpus <= 0:
+            continue
+        row = out.setdefault(j.account, {})
+        if j.gpus_allocated:
+            for g, n in j.gpus_allocated.items():
+                row[g] = row.get(g, 0) + int(n)
+        else:
+            g = j.gpu_type or "?"
+            row[g] = row.get(g, 0) + j.gpus
+    return out
+
+
+def managed_accounts(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassDemand], cfg: Any) -> list[str]:
+    """Accounts whose limits slurm-fair sets: ``limits.accounts``, else every account with GPU jobs or a
+    fair-share share (every account association the snapshot lists)."""
+    if cfg.limits.accounts:
+        return sorted(cfg.limits.accounts)
+    return sorted(({a.name for a in snapshot.accounts} | {a for (a, _c) in demand}) - NEVER_MANAGED)
+
+
+def limit_batches(changes: Mapping[str, Mapping[str, int]]) -> list[dict[str, dict[str, int]]]:
+    """Split limit changes into calls of ``Cluster.set_accounts_gpu_limits`` so that the backend (which
+    writes accounts with identical settings in one sacctmgr call) needs as few calls as possible.
+
+    Either one call with everything (one sacctmgr per distinct per-account settings), or one call per
+    limit key (one sacctmgr per distinct (key, value)), whichever needs fewer sacctmgr runs.
+    """
+    if not changes:
+        return []
+    whole = len({tuple(sorted(ch.items())) for ch in changes.values() if ch})
+    keys: dict[str, dict[str, dict[str, int]]] = {}
+    for a, ch in changes.items():
+        for k, v in ch.items():
+            keys.setdefault(k, {})[a] = {k: v}
+    per_key = sum(len({tuple(x.items()) for x in batch.values()}) for batch in keys.values())
+    if whole <= per_key:
+        return [{a: dict(ch) for a, ch in changes.items() if ch}]
+    return [keys[k] for k in sorted(keys)]

@@ -1,0 +1,143 @@
+"""Data behind ``slurm-fair status`` and ``slurm-fair explain``: the last recorded round, joined with what
+Slurm shows now when it answers. Returns plain JSON-able dicts; the CLI only prints them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..cluster.base import ANY_GPU, Snapshot
+from ..cluster.errors import ClusterError
+from ..errors import InputError
+from ..store import Store
+from . import plan as P
+
+
+def live_snapshot(cluster: Any) -> tuple[Snapshot | None, str]:
+    if cluster is None:
+        return None, "no cluster"
+    try:
+        return cluster.snapshot(), ""
+    except ClusterError as e:
+        return None, str(e)
+
+
+def _pending(snapshot: Snapshot, cfg: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for j in P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts):
+        if j.pending:
+            out[j.account] = out.get(j.account, 0) + j.gpus
+    return out
+
+
+def status(store: Store, cfg: Any, snapshot: Snapshot | None, unreachable: str = "") -> dict[str, Any]:
+    """Last good round (ok or dry-run) per account, with Slurm's limits and usage now if reachable."""
+    last = store.round()
+    latest = store.rounds(limit=1)
+    out: dict[str, Any] = {
+        "round": last["id"] if last else None,
+        "policy": last["policy"] if last else cfg.policy.name,
+        "round_status": last["status"] if last else None,
+        "finished": last["finished"] if last else None,
+        "latest_round": ({k: latest[0][k] for k in ("id", "status", "message", "finished")} if latest else None),
+        "reachable": snapshot is not None,
+        "unreachable": unreachable,
+        "accounts": {},
+    }
+    d = (last or {}).get("details") or {}
+    live_limits = {a.name: dict(a.limits) for a in snapshot.accounts} if snapshot else {}
+    in_use_now = P.gpus_in_use(snapshot) if snapshot else {}
+    pending_now = _pending(snapshot, cfg) if snapshot else {}
+    accounts = sorted(set(d.get("accounts", [])) | (set(pending_now) | set(in_use_now)) - P.NEVER_MANAGED)
+    for a in accounts:
+        out["accounts"][a] = {
+            "weight": d.get("weights", {}).get(d.get("tenants", {}).get(a, a)),
+            "ideal": d.get("ideal", {}).get(a, {}),
+            "real": d.get("real", {}).get(a, {}),
+            "deviation": d.get("deviations", {}).get(a, {}),
+            "planned_limits": d.get("limits", {}).get(a, {}),
+            "limits": live_limits.get(a, {}) if snapshot else d.get("limits", {}).get(a, {}),
+            "limits_from": "slurm" if snapshot else "last round",
+            "in_use": in_use_now.get(a, {}) if snapshot else d.get("in_use", {}).get(a, {}),
+            "pending_gpus": pending_now.get(a, 0) if snapshot else d.get("pending_gpus", {}).get(a, 0),
+        }
+    return out
+
+
+def _why(job: Any, cls: str, types: list[str], acct: dict[str, Any], limits_now: dict[str, int],
+         in_use: dict[str, int]) -> str:
+    """slurm-fair's view of why a pending job waits."""
+    held = sum(v for k, v in in_use.items())
+    total_limit = limits_now.get(ANY_GPU)
+    usable = types if job.gpu_type is None else [job.gpu_type]
+    typed_room = {g: limits_now.get(g, None) for g in usable}
+    if job.reason in ("AssocGrpGRES", "AssocGrpGRESRunMinutes") or (
+            total_limit is not None and held + job.gpus > total_limit):
+        lim = ", ".join(f"{g}={v}" for g, v in typed_room.items() if v is not None)
+        dev = acct.get("deviation", {})
+        owed = sum(v for v in dev.values() if v > 0)
+        return (f"the account is at its slurm-fair limit (holds {held} GPUs, limit {total_limit}; {lim}); "
+                f"its fair share is {sum(acct.get('ideal', {}).values()):.2f} GPUs"
+                + (f" and it is owed {owed:.2f} GPUs (deviation), which later rounds pay back" if owed > 0.01 else ""))
+    if all((v or 0) == 0 for v in typed_room.values()) and typed_room:
+        ideal = acct.get("ideal", {})
+        shown = ", ".join(f"{g}={ideal.get(g, 0):.2f}" for g in usable)
+        return f"no {'/'.join(usable)} GPUs in the account's limit this round (ideal {shown})"
+    if job.reason in ("Resources", "Priority"):
+        return (f"within the account's limit; waits for free GPUs ({job.reason}); SiteFactor {job.site_factor} "
+                "orders it among the pending jobs")
+    return f"within the account's limit; Slurm reason {job.reason or 'None'}"
+
+
+def explain(store: Store, cfg: Any, account: str, snapshot: Snapshot | None, unreachable: str = "") -> dict[str, Any]:
+    last = store.round()
+    d = (last or {}).get("details") or {}
+    known = set(d.get("accounts", []))
+    if snapshot is not None:
+        known |= {a.name for a in snapshot.accounts}
+    if account not in known:
+        raise InputError("account", account, f"unknown account (known: {', '.join(sorted(known)) or 'none'})")
+    tenant = d.get("tenants", {}).get(account, dict(cfg.tenants.map).get(account, account))
+    live_acct = snapshot.account(account) if snapshot else None
+    limits_now = dict(live_acct.limits) if live_acct else {}
+    in_use = (P.gpus_in_use(snapshot).get(account, {}) if snapshot else d.get("in_use", {}).get(account, {}))
+    acct_view = {
+        "ideal": d.get("ideal", {}).get(account, {}),
+        "deviation": d.get("deviations", {}).get(account, {}),
+    }
+    out: dict[str, Any] = {
+        "account": account,
+        "round": last["id"] if last else None,
+        "policy": last["policy"] if last else cfg.policy.name,
+        "tenant": tenant,
+        "weight": d.get("weights", {}).get(tenant),
+        "shares": live_acct.shares if live_acct else None,
+        "classes": d.get("classes", {}).get(account, {}),
+        "demand_gpus": d.get("demand", {}).get(account, 0),
+        "ideal": acct_view["ideal"],
+        "real": d.get("real", {}).get(account, {}),
+        "extra": d.get("extra", {}).get(account, {}),
+        "deviation_before": d.get("deviation_before", {}).get(account, {}),
+        "deviation": acct_view["deviation"],
+        "min_gpus": d.get("min_gpus", {}).get(account),
+        "planned_limits": d.get("limits", {}).get(account, {}),
+        "limits_in_slurm": limits_now if snapshot else None,
+        "in_use": in_use,
+        "deficit": d.get("deficits", {}).get(account),
+        "reachable": snapshot is not None,
+        "unreachable": unreachable,
+        "pending_jobs": [],
+    }
+    if snapshot is not None:
+        types = list(P.usable_capacity(snapshot, cfg.cluster.partitions))
+        for j in sorted(P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts),
+                        key=lambda j: (j.submit_time, j.job_id)):
+            if j.account != account or not j.pending:
+                continue
+            cls = P.job_class(j, cfg.classes.order)
+            out["pending_jobs"].append({
+                "job_id": j.job_id, "class": cls, "gpus": j.gpus, "gpu_type": j.gpu_type,
+                "slurm_reason": j.reason, "site_factor": j.site_factor, "priority": j.priority,
+                "waited_s": max(0, int(snapshot.taken_at - j.submit_time)),
+                "slurm_fair": _why(j, cls, types, acct_view, limits_now, in_use),
+            })
+    return out

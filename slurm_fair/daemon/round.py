@@ -1,0 +1,261 @@
+"""One allocation round: observe Slurm, solve, round, apply, record.
+
+Crash safety (a daemon killed at any point converges on restart without double effects):
+
+* The round row is created first with status ``running`` (its own tiny transaction); everything else the
+  round decides (shares, placements, the carried deviations and deficits, what was applied, the managed
+  accounts, events) is written in ONE transaction after Slurm was changed. A round that was interrupted
+  stays ``running`` until the next round marks it ``error`` ("interrupted").
+* Applying is idempotent: limits and SiteFactors are absolute values and only those that differ from what
+  the snapshot of *this* round shows are written. A round repeated after a crash (same carried deviations,
+  since they are committed only with the round that applied them) computes the same plan and writes only
+  what is still missing.
+* Fault injection for the crash test: ``SLURM_FAIR_PAUSE_BEFORE_APPLY=<seconds>`` makes the round sleep
+  between solving and applying (it prints ``pausing N s before apply`` on stderr first). Never set it in
+  production.
+
+Failure handling: an unreachable cluster gives a round with status ``unreachable`` and changes nothing; a
+failed solve gives ``solver-failed`` and leaves the last applied limits in Slurm; another Slurm error
+while applying gives ``error`` (the carried state is not advanced, so the next round retries). No
+exception leaves :func:`run_round` for these.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from .. import policies
+from .. import profiles as shipped_profiles
+from ..cluster.base import ANY_GPU, Cluster, Snapshot
+from ..cluster.errors import ClusterError, ClusterUnreachable
+from ..model import Allocation
+from ..store import Store
+from . import plan as P
+
+PAUSE_ENV = "SLURM_FAIR_PAUSE_BEFORE_APPLY"
+
+
+@dataclass
+class RoundResult:
+    round_id: int | None
+    status: str  # ok | dry-run | unreachable | solver-failed | error
+    policy: str
+    seconds: float = 0.0
+    solve_seconds: float = 0.0
+    n_accounts: int = 0
+    limit_changes: dict[str, dict[str, int]] = field(default_factory=dict)
+    factor_changes: dict[int, int] = field(default_factory=dict)
+    message: str = ""
+    plan: P.Plan | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_changes(self) -> int:
+        return sum(len(v) for v in self.limit_changes.values()) + len(self.factor_changes)
+
+    def log_line(self) -> str:
+        return (f"round {self.round_id if self.round_id is not None else '-'}: status={self.status} "
+                f"policy={self.policy} accounts={self.n_accounts} limit_changes="
+                f"{sum(len(v) for v in self.limit_changes.values())} site_factor_changes={len(self.factor_changes)} "
+                f"seconds={self.seconds:.2f}" + (f" message={self.message!r}" if self.message else ""))
+
+
+def _empty_alloc(built: P.Built, policy: str) -> Allocation:
+    vu = built.problem.virtual_users()
+    return Allocation(built.problem, policy, np.zeros((vu.n, vu.k)))
+
+
+def _last_ok_started(store: Store, exclude: int | None) -> float | None:
+    for r in store.rounds(limit=50):
+        if r["status"] == "ok" and r["id"] != exclude:
+            return r["started"]
+    return None
+
+
+def mark_interrupted(store: Store) -> int:
+    """Mark rounds left ``running`` by a killed daemon as ``error``; returns how many."""
+    n = 0
+    for r in store.rounds(limit=50):
+        if r["status"] == "running":
+            store.finish_round(r["id"], "error", message="interrupted (the daemon stopped during this round)")
+            n += 1
+    return n
+
+
+def compute(snapshot: Snapshot, store: Store, cfg: Any, policy: str, now: float) -> dict[str, Any]:
+    """Everything a round decides, without side effects. Raises SolverError (or the policy's error)."""
+    demand = P.observe_demand(snapshot, cfg)
+    built = P.build_problem(snapshot, demand, store.profiles(), shipped_profiles.load_shipped(), cfg)
+    managed = P.managed_accounts(snapshot, demand, cfg)
+    known = {a.name for a in snapshot.accounts}
+    managed = [a for a in managed if a in known or any(d == a for (d, _c) in demand)]
+    if built.problem.tenants:
+        alloc = policies.get(policy)(built.problem, solver=cfg.policy.solver or None)
+    else:
+        alloc = _empty_alloc(built, policy)
+    plan = P.make_plan(built, alloc, demand, store.deviations(), managed)
+    received = P.received_gpus(snapshot, cfg)
+    ideal_tot = {a: sum(v.values()) for a, v in plan.ideal.items() if plan.demand.get(a, 0) > 0}
+    last = _last_ok_started(store, None)
+    dt = 0.0 if last is None else min(max(now - last, 0.0), 2 * float(cfg.daemon.period))
+    deficits = P.update_deficit(store.deficits(), ideal_tot, received, dt)
+    factors = P.site_factors(snapshot, deficits, cfg)
+    current_sf = {j.job_id: j.site_factor for j in snapshot.jobs}
+    factor_changes = {jid: v for jid, v in factors.items() if current_sf.get(jid) != v}
+    current = {a.name: dict(a.limits) for a in snapshot.accounts}
+    planned = {a: lim for a, lim in plan.limits.items() if a in known}
+    changes = P.limit_changes(current, planned, store.managed() & known) if cfg.limits.manage else {}
+    return {
+        "demand": demand, "built": built, "alloc": alloc, "plan": plan, "deficits": deficits,
+        "factors": factors, "factor_changes": factor_changes, "current": current, "changes": changes,
+        "planned": planned, "received": received, "dt": dt,
+    }
+
+
+def _details(snapshot: Snapshot, c: dict[str, Any], policy: str) -> dict[str, Any]:
+    plan: P.Plan = c["plan"]
+    built: P.Built = c["built"]
+    pending: dict[str, int] = {}
+    pending_jobs: dict[str, int] = {}
+    classes: dict[str, dict[str, Any]] = {}
+    for (a, cls), d in c["demand"].items():
+        pending[a] = pending.get(a, 0) + d.pending_gpus
+        pending_jobs[a] = pending_jobs.get(a, 0) + d.pending_jobs
+        classes.setdefault(a, {})[cls] = {
+            "gpus": d.gpus, "pending_gpus": d.pending_gpus, "running_gpus": d.running_gpus,
+            "min_pending": d.min_pending, "types": None if d.types is None else sorted(d.types),
+            "throughput": built.throughput.get(a, {}).get(cls, {}),
+            "source": built.sources.get(a, {}).get(cls, {}),
+            "ideal": plan.ideal_class.get(a, {}).get(cls, {}),
+        }
+    return {
+        "policy": policy,
+        "slurm_version": snapshot.slurm_version,
+        "capacity": plan.capacity,
+        "accounts": list(plan.accounts),
+        "tenants": built.tenant_of,
+        "weights": built.weights,
+        "ideal": plan.ideal,
+        "real": plan.real,
+        "extra": plan.extra,
+        "limits": plan.limits,
+        "deviation_before": plan.deviation_before,
+        "deviations": plan.deviations,
+        "min_gpus": plan.min_gpus,
+        "demand": plan.demand,
+        "pending_gpus": pending,
+        "pending_jobs": pending_jobs,
+        "in_use": P.gpus_in_use(snapshot),
+        "classes": classes,
+        "deficits": c["deficits"],
+        "limits_before": {a: c["current"].get(a, {}) for a in plan.accounts},
+        "limit_changes": c["changes"],
+        "site_factor_changes": len(c["factor_changes"]),
+        "site_factors_set": len(c["factors"]),
+        "dt": c["dt"],
+    }
+
+
+def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = None, dry_run: bool = False,
+              now: float | None = None, record: bool = True) -> RoundResult:
+    """Run one round (see the module docstring). ``record=False`` (``apply --dry-run``) writes nothing to
+    the store and nothing to Slurm."""
+    t0 = time.monotonic()
+    policy = policy or cfg.policy.name
+    dry_run = dry_run or bool(cfg.daemon.dry_run) or not record
+    now = time.time() if now is None else now
+    round_id = None
+    if record:
+        mark_interrupted(store)
+        round_id = store.begin_round(policy, cfg.policy.solver)
+
+    def finish(res: RoundResult, **fields: Any) -> RoundResult:
+        res.seconds = time.monotonic() - t0
+        if record:
+            store.finish_round(round_id, res.status, solve_seconds=res.solve_seconds, n_accounts=res.n_accounts,
+                               n_changes=res.n_changes, message=res.message, **fields)
+        return res
+
+    try:
+        snapshot = cluster.snapshot()
+    except ClusterError as e:
+        status = "unreachable" if isinstance(e, ClusterUnreachable) else "error"
+        return finish(RoundResult(round_id, status, policy, message=f"observe: {e}"))
+    try:
+        c = compute(snapshot, store, cfg, policy, now)
+    except Exception as e:  # noqa: BLE001 - a solver/policy failure must not take the daemon down
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        return finish(RoundResult(round_id, "solver-failed", policy,
+                                  message=f"{type(e).__name__}: {e} ({os.path.basename(where.filename)}:{where.lineno})"))
+    plan: P.Plan = c["plan"]
+    alloc: Allocation = c["alloc"]
+    res = RoundResult(round_id, "dry-run" if dry_run else "ok", policy, solve_seconds=float(alloc.solve_seconds),
+                      n_accounts=len(plan.accounts), limit_changes=c["changes"], factor_changes=c["factor_changes"],
+                      plan=plan)
+    res.details = _details(snapshot, c, policy)
+
+    applied_rows = []
+    if not dry_run:
+        pause = os.environ.get(PAUSE_ENV)
+        if pause:
+            print(f"slurm-fair: pausing {float(pause):g} s before apply (round {round_id})", file=sys.stderr, flush=True)
+            time.sleep(float(pause))
+        try:
+            for batch in P.limit_batches(c["changes"]):
+                cluster.set_accounts_gpu_limits(batch)
+            if c["factor_changes"]:
+                cluster.set_site_factors(c["factor_changes"])
+        except ClusterError as e:
+            res.status = "unreachable" if isinstance(e, ClusterUnreachable) else "error"
+            res.message = f"apply: {e}"
+            res.details["apply_error"] = str(e)
+            return finish(res, details=res.details, total_throughput=plan.total_throughput)
+        t = time.time()
+        for a, ch in c["changes"].items():
+            for k, v in ch.items():
+                applied_rows.append({"round_id": round_id, "account": a, "key": k,
+                                     "old": c["current"].get(a, {}).get(k), "new": v, "time": t})
+
+    if not record:
+        res.seconds = time.monotonic() - t0
+        return res
+    share_rows = [
+        {"account": a, "class": cls, "gpu_type": g, "ideal": v, "real": None}
+        for a, classes in plan.ideal_class.items() for cls, x in classes.items() for g, v in x.items()
+    ]
+    place_rows = [
+        {"account": a, "gpu_type": g, "ideal": plan.ideal[a][g], "deviation_before": plan.deviation_before[a][g],
+         "real": plan.real[a][g], "limit": plan.limits[a][g]}
+        for a in plan.accounts for g in plan.capacity
+    ]
+    res.seconds = time.monotonic() - t0
+    with store.transaction():
+        store.record_shares(round_id, share_rows)
+        store.record_placements(round_id, place_rows)
+        if not dry_run:
+            store.save_deviations(round_id, plan.deviations)
+            store.save_deficits(c["deficits"])
+            if applied_rows:
+                store.record_applied(round_id, applied_rows)
+            if cfg.limits.manage:
+                store.set_managed(c["planned"])
+            for a, ch in c["changes"].items():
+                store.event("limits", ", ".join(f"{'gres/gpu' if k == ANY_GPU else 'gres/gpu:' + k}={v}"
+                                                for k, v in ch.items()), round_id=round_id, account=a, data=ch)
+        store.finish_round(round_id, res.status, solve_seconds=res.solve_seconds, n_accounts=res.n_accounts,
+                           n_changes=res.n_changes, message=res.message, details=res.details,
+                           total_throughput=plan.total_throughput)
+    return res
+
+
+def summary(result: RoundResult) -> Mapping[str, Any]:
+    return {"round": result.round_id, "status": result.status, "policy": result.policy,
+            "seconds": result.seconds, "limit_changes": result.limit_changes,
+            "site_factor_changes": len(result.factor_changes), "message": result.message}

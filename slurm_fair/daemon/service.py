@@ -1,0 +1,150 @@
+"""The slurm-fair daemon loop (``slurm-fair daemon``).
+
+* One instance per database: an exclusive ``fcntl.flock`` on ``<database>.lock`` (a second daemon exits 1
+  with a message naming the lock file).
+* A round every ``daemon.period`` seconds; one log line per round on stderr (status, policy, accounts,
+  changes, seconds).
+* SIGTERM/SIGINT: the current round finishes, then the daemon exits 0. SIGHUP: the config file is read again
+  at the next wake-up; an invalid file is logged and the old config kept. (The database path and the
+  cluster backend are read once at start.)
+* Early rounds: every few seconds the daemon looks at the cluster (one snapshot, or less often when
+  snapshots are slow: at most a third of the time is spent polling); when an account that got no GPUs in the
+  last round (no GPU jobs then) has pending GPU jobs, a round runs ``daemon.early_round_after`` seconds
+  after that was first seen (debounce) unless the periodic round comes first.
+* Cluster errors never stop the daemon: rounds are recorded as ``unreachable``/``error`` and retried.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import config as config_mod
+from ..cluster.errors import ClusterError
+from ..errors import SlurmFairError
+from ..store import Store
+from . import plan as P
+from .round import RoundResult, run_round
+
+MIN_POLL = 5.0
+
+
+class AlreadyRunning(SlurmFairError):
+    pass
+
+
+def log(msg: str) -> None:
+    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} slurm-fair: {msg}", file=sys.stderr, flush=True)
+
+
+def lock(db_path: Path) -> Any:
+    """Take the single-instance lock; returns the open lock file (keep it open)."""
+    path = Path(str(db_path) + ".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        raise AlreadyRunning(f"another slurm-fair daemon holds {path}") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
+
+
+def connect_cluster(cfg: Any) -> Any:
+    from ..cluster import connect  # the backend factory
+
+    return connect(backend=cfg.cluster.backend, timeout=float(cfg.cluster.timeout))
+
+
+def unshared_pending(snapshot: Any, last_demand: dict[str, int], cfg: Any) -> set[str]:
+    """Accounts with pending GPU jobs that had no GPU demand (hence no GPUs) in the last round."""
+    out = set()
+    for j in P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts):
+        if j.pending and j.account not in P.NEVER_MANAGED and last_demand.get(j.account, 0) <= 0:
+            out.add(j.account)
+    return out
+
+
+def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
+          cluster_factory: Callable[[Any], Any] = connect_cluster) -> int:
+    """Run the daemon; returns the exit status."""
+    cfg = config_mod.load(cfg_path)
+    lockf = lock(cfg.database_path)
+    store = Store(cfg.database_path)
+    state = {"stop": False, "reload": False}
+
+    def on_term(signum: int, _frame: Any) -> None:
+        state["stop"] = True
+
+    def on_hup(signum: int, _frame: Any) -> None:
+        state["reload"] = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    signal.signal(signal.SIGHUP, on_hup)
+    log(f"started (pid {os.getpid()}, config {cfg.source}, database {cfg.database_path}, policy {cfg.policy.name}, "
+        f"period {cfg.daemon.period:g} s{', dry run' if dry_run or cfg.daemon.dry_run else ''})")
+    cluster = None
+    last_demand: dict[str, int] = {}
+    try:
+        while True:
+            if cluster is None:
+                try:
+                    cluster = cluster_factory(cfg)
+                except ClusterError as e:
+                    log(f"cannot connect to the cluster: {e}")
+            if cluster is not None:
+                res: RoundResult = run_round(cluster, store, cfg, dry_run=dry_run)
+                if res.plan is not None:
+                    last_demand = dict(res.plan.demand)
+                log(res.log_line())
+            else:
+                store.finish_round(store.begin_round(cfg.policy.name, cfg.policy.solver), "unreachable",
+                                   message="cannot connect to the cluster")
+            if once or state["stop"]:
+                break
+            next_round = time.monotonic() + float(cfg.daemon.period)
+            early_at: float | None = None
+            poll_every = MIN_POLL
+            last_poll = 0.0
+            while time.monotonic() < min(next_round, early_at or next_round) and not state["stop"]:
+                if state["reload"]:
+                    state["reload"] = False
+                    try:
+                        new = config_mod.load(cfg_path)
+                        cfg = new
+                        next_round = min(next_round, time.monotonic() + float(cfg.daemon.period))
+                        log(f"config reloaded from {cfg.source} (policy {cfg.policy.name}, period {cfg.daemon.period:g} s)")
+                    except SlurmFairError as e:
+                        log(f"config reload failed, keeping the old one: {e}")
+                if cluster is not None and early_at is None and time.monotonic() - last_poll >= poll_every:
+                    t = time.monotonic()
+                    try:
+                        snap = cluster.snapshot()
+                        newcomers = unshared_pending(snap, last_demand, cfg)
+                        if newcomers:
+                            early_at = time.monotonic() + float(cfg.daemon.early_round_after)
+                            log(f"pending GPU jobs of {', '.join(sorted(newcomers))} (no share yet): early round in "
+                                f"{cfg.daemon.early_round_after:g} s")
+                    except ClusterError:
+                        pass  # the next round records it
+                    took = time.monotonic() - t
+                    last_poll = time.monotonic()
+                    poll_every = max(MIN_POLL, 3 * took)
+                time.sleep(0.2)
+            if state["stop"]:
+                break
+    finally:
+        log("stopping")
+        store.close()
+        lockf.close()
+    return 0

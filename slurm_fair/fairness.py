@@ -1,0 +1,351 @@
+"""Fairness properties of an allocation (OEF §2.3.1, §5), checked numerically. Pure: no I/O.
+
+Every check works on the *virtual users* of the allocation's problem (one per tenant class, carrying an
+equal part of its tenant's weight, OEF §4.2.4) and on normalized throughput ``u_l(x) = sum_j speed_l^j x^j``.
+A virtual user with a demand can use at most that many GPUs, so the value of a bundle of GPUs to it is the
+throughput of its best ``demand`` GPUs in the bundle.
+
+Each check returns a :class:`PropertyResult`: ``value`` True (holds), False (violated) or None (not
+applicable, the detail says why), a short ``detail`` and ``worst``, the largest violation found (0 when none).
+Tolerance: 1e-6, relative to the size of the compared numbers when they exceed 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .model import Allocation, JobClass, Problem, Tenant, VirtualUsers
+
+TOL = 1e-6
+
+Solve = Callable[[Problem], Allocation]
+
+
+@dataclass(frozen=True)
+class PropertyResult:
+    name: str
+    value: bool | None
+    detail: str
+    worst: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.worst is not None:
+            object.__setattr__(self, "worst", float(self.worst))
+        if self.value is not None:
+            object.__setattr__(self, "value", bool(self.value))
+
+    def as_dict(self) -> dict:
+        return {"value": self.value, "detail": self.detail, "worst": self.worst}
+
+
+def _tol(*scale: float) -> float:
+    return TOL * max([1.0, *[abs(float(s)) for s in scale]])
+
+
+def _label(vu: VirtualUsers, i: int) -> str:
+    # a tenant with one class is named by the tenant alone
+    if vu.tenant.count(vu.tenant[i]) == 1:
+        return vu.tenant[i]
+    return f"{vu.tenant[i]}/{vu.cls[i]}"
+
+
+def bundle_value(speed: np.ndarray, bundle: np.ndarray, demand: float = np.inf) -> float:
+    """Throughput a user with ``speed`` gets from ``bundle`` (GPUs per type) using at most ``demand`` GPUs."""
+    if not np.isfinite(demand):
+        return float(np.dot(speed, bundle))
+    left, value = float(demand), 0.0
+    for j in np.argsort(-speed, kind="stable"):
+        if left <= 0 or speed[j] <= 0:
+            break
+        take = min(float(bundle[j]), left)
+        if take > 0:
+            value += take * float(speed[j])
+            left -= take
+    return value
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.6g}"
+
+
+# --------------------------------------------------------------------------- feasibility
+
+
+def capacity(alloc: Allocation) -> PropertyResult:
+    """No GPU type is over-allocated and no share is negative."""
+    vu, x = alloc.vu, np.asarray(alloc.x, dtype=float)
+    over = x.sum(axis=0) - vu.capacity
+    neg = -x.min() if x.size else 0.0
+    j = int(np.argmax(over))
+    worst = max(float(over[j]), float(neg), 0.0)
+    if over[j] > _tol(vu.capacity[j]):
+        return PropertyResult("capacity", False, f"{vu.gpu_types[j]}: {_fmt(x[:, j].sum())} allocated > capacity {_fmt(vu.capacity[j])}", worst)
+    if neg > TOL:
+        i, jj = np.unravel_index(int(np.argmin(x)), x.shape)
+        return PropertyResult("capacity", False, f"negative share {_fmt(x[i, jj])} for {_label(vu, i)} on {vu.gpu_types[jj]}", worst)
+    return PropertyResult("capacity", True, "every type within capacity", worst)
+
+
+def demand(alloc: Allocation) -> PropertyResult:
+    """No virtual user gets more GPUs than its demand."""
+    vu, x = alloc.vu, np.asarray(alloc.x, dtype=float)
+    finite = np.isfinite(vu.demand)
+    if not finite.any():
+        return PropertyResult("demand", True, "no demand limits in the problem", 0.0)
+    over = np.where(finite, x.sum(axis=1) - np.where(finite, vu.demand, 0.0), -np.inf)
+    i = int(np.argmax(over))
+    worst = max(float(over[i]), 0.0)
+    if over[i] > _tol(vu.demand[i]):
+        return PropertyResult("demand", False, f"{_label(vu, i)}: {_fmt(x[i].sum())} GPUs > demand {_fmt(vu.demand[i])}", worst)
+    return PropertyResult("demand", True, "every class within its demand", worst)
+
+
+# --------------------------------------------------------------------------- fairness
+
+
+def sharing_incentive(alloc: Allocation) -> PropertyResult:
+    """Each virtual user gets at least the throughput of its weight share w_l/sum(w) of every GPU type."""
+    vu, x = alloc.vu, np.asarray(alloc.x, dtype=float)
+    u = (x * vu.speed).sum(axis=1)
+    share = vu.weight[:, None] / vu.weight.sum() * vu.capacity[None, :]
+    worst, who = 0.0, None
+    for i in range(vu.n):
+        base = bundle_value(vu.speed[i], share[i], vu.demand[i])
+        gap = base - u[i]
+        if gap > _tol(base) and gap > worst:
+            worst, who = gap, (i, base)
+    if who is None:
+        return PropertyResult("sharing_incentive", True, "every class gets at least its weight share's throughput", 0.0)
+    i, base = who
+    return PropertyResult("sharing_incentive", False, f"{_label(vu, i)}: throughput {_fmt(u[i])} < {_fmt(base)} from its weight share", worst)
+
+
+def envy_free(alloc: Allocation) -> PropertyResult:
+    """Weighted envy-freeness: u_l(x_l)/pi_l >= u_l(x_i)/pi_i for every pair of virtual users."""
+    vu, x = alloc.vu, np.asarray(alloc.x, dtype=float)
+    u = (x * vu.speed).sum(axis=1)
+    # value[l, i]: what l's throughput would be with i's allocation scaled by pi_l / pi_i
+    value = (vu.speed @ x.T) * (vu.weight[:, None] / vu.weight[None, :])
+    for l in np.flatnonzero(np.isfinite(vu.demand)):
+        value[l] = [bundle_value(vu.speed[l], x[i] * (vu.weight[l] / vu.weight[i]), vu.demand[l]) for i in range(vu.n)]
+    np.fill_diagonal(value, -np.inf)
+    gap = value - u[:, None]
+    gap[gap <= TOL * np.maximum(1.0, np.abs(value))] = 0.0
+    worst, who = 0.0, None
+    if vu.n > 1 and gap.max() > 0:
+        l, i = np.unravel_index(int(np.argmax(gap)), gap.shape)
+        worst, who = float(gap[l, i]), (int(l), int(i), float(value[l, i]))
+    if who is None:
+        return PropertyResult("envy_free", True, "no class prefers another's weight-scaled allocation", 0.0)
+    l, i, other = who
+    return PropertyResult(
+        "envy_free", False, f"{_label(vu, l)} envies {_label(vu, i)}: {_fmt(other)} from its share > own {_fmt(u[l])}", worst
+    )
+
+
+def pareto_efficient(alloc: Allocation) -> PropertyResult:
+    """No feasible allocation makes a virtual user better off while nobody is worse off (an LP, HiGHS).
+
+    max sum_l u_l(y_l)  s.t.  u_l(y_l) >= u_l(x_l), sum_l y_l^j <= m_j, sum_j y_l^j <= d_l, y >= 0;
+    Pareto-efficient iff the optimum does not exceed the current total throughput.
+    """
+    from scipy.optimize import linprog
+    from scipy.sparse import lil_matrix
+
+    cap_r = capacity(alloc)
+    if cap_r.value is False:
+        return PropertyResult("pareto_efficient", None, f"allocation is infeasible ({cap_r.detail})")
+    vu, x = alloc.vu, np.asarray(alloc.x, dtype=float)
+    n, k = vu.n, vu.k
+    s = vu.speed
+    u = (x * s).sum(axis=1)
+    finite = [i for i in range(n) if np.isfinite(vu.demand[i])]
+    a = lil_matrix((k + len(finite) + n, n * k))
+    b = np.zeros(k + len(finite) + n)
+    for j in range(k):
+        for i in range(n):
+            a[j, i * k + j] = 1.0
+        b[j] = max(vu.capacity[j], x[:, j].sum())
+    for r, i in enumerate(finite):
+        for j in range(k):
+            a[k + r, i * k + j] = 1.0
+        b[k + r] = max(vu.demand[i], x[i].sum()) + _tol(vu.demand[i])
+    for i in range(n):
+        row = k + len(finite) + i
+        for j in range(k):
+            a[row, i * k + j] = -s[i, j]
+        b[row] = -(u[i] - _tol(u[i]))
+    bounds = [(0.0, None if s[i, j] > 0 else 0.0) for i in range(n) for j in range(k)]
+    res = linprog(-s.reshape(-1), A_ub=a.tocsr(), b_ub=b, bounds=bounds, method="highs")
+    if res.status != 0:
+        return PropertyResult("pareto_efficient", None, f"LP not solved: {res.message}")
+    y = res.x.reshape(n, k)
+    gains = (y * s).sum(axis=1) - u
+    gain = float(-res.fun - u.sum())
+    # each user's floor was relaxed by its tolerance; what that frees can be worth up to the fastest speed
+    slack = sum(_tol(v) for v in u) * float(s.max(initial=1.0)) + _tol(u.sum())
+    if gain > slack:
+        i = int(np.argmax(gains))
+        return PropertyResult(
+            "pareto_efficient", False, f"throughput can rise by {_fmt(gain)} without anyone losing (e.g. {_label(vu, i)} +{_fmt(gains[i])})", gain
+        )
+    return PropertyResult("pareto_efficient", True, "no user can gain without another losing", max(gain, 0.0))
+
+
+def equal_throughput(alloc: Allocation) -> PropertyResult:
+    """Every virtual user not limited by its demand has the same weighted throughput u_l/pi_l (OEF eq. 9c)."""
+    vu, x = alloc.vu, np.asarray(alloc.x, dtype=float)
+    r = (x * vu.speed).sum(axis=1) / vu.weight
+    free = [i for i in range(vu.n) if not (np.isfinite(vu.demand[i]) and x[i].sum() >= vu.demand[i] - _tol(vu.demand[i]))]
+    skipped = vu.n - len(free)
+    note = f" ({skipped} class(es) at their demand not compared)" if skipped else ""
+    if len(free) < 2:
+        return PropertyResult("equal_throughput", True, "fewer than two classes to compare" + note, 0.0)
+    hi = max(free, key=lambda i: r[i])
+    lo = min(free, key=lambda i: r[i])
+    spread = float(r[hi] - r[lo])
+    if spread > _tol(r[hi]):
+        return PropertyResult(
+            "equal_throughput", False, f"throughput/weight ranges from {_fmt(r[lo])} ({_label(vu, lo)}) to {_fmt(r[hi])} ({_label(vu, hi)})" + note, spread
+        )
+    return PropertyResult("equal_throughput", True, f"every class gets {_fmt(r[hi])} per unit of weight" + note, spread)
+
+
+def _common_order(vu: VirtualUsers) -> list[int] | None:
+    """GPU types from slowest to fastest if every class ranks them the same way (ties allowed), else None."""
+    s = vu.speed
+    for a in range(vu.k):
+        for b in range(a + 1, vu.k):
+            d = s[:, a] - s[:, b]
+            if (d > TOL).any() and (d < -TOL).any():
+                return None
+    return sorted(range(vu.k), key=lambda j: (float(s[:, j].mean()), j))
+
+
+def adjacent_types(alloc: Allocation) -> PropertyResult:
+    """Theorem 5.2: each virtual user gets GPU types that are adjacent in the common speed order.
+
+    Only meaningful when every class ranks the GPU types in the same order of speedup (types a class cannot
+    use rank lowest); otherwise the value is None. Checked per virtual user (the users of OEF's LP): two
+    classes of one tenant may legitimately sit on distant types.
+    """
+    vu, x = alloc.vu, np.asarray(alloc.x, dtype=float)
+    order = _common_order(vu)
+    if order is None:
+        return PropertyResult("adjacent_types", None, "classes rank the GPU types in different speed orders (Thm 5.2 does not apply)")
+    worst, bad = 0, None
+    for i in range(vu.n):
+        used = [p for p, j in enumerate(order) if x[i, j] > _tol(vu.capacity[j])]
+        if not used:
+            continue
+        gaps = [order[p] for p in range(used[0], used[-1] + 1) if p not in used]
+        if len(gaps) > worst:
+            worst, bad = len(gaps), (i, used, gaps)
+    names = " < ".join(vu.gpu_types[j] for j in order)
+    if bad is None:
+        return PropertyResult("adjacent_types", True, f"every class uses adjacent types of {names}", 0.0)
+    i, used, gaps = bad
+    return PropertyResult(
+        "adjacent_types",
+        False,
+        f"{_label(vu, i)} uses {', '.join(vu.gpu_types[order[p]] for p in used)} but not {', '.join(vu.gpu_types[j] for j in gaps)} in between ({names})",
+        float(worst),
+    )
+
+
+# --------------------------------------------------------------------------- strategy-proofness
+
+
+def _lie(problem: Problem, tenant: str, cls: str, factors: dict[str, float]) -> Problem:
+    """``problem`` with the raw throughput of one class multiplied by ``factors`` per GPU type."""
+    tenants = []
+    for t in problem.tenants:
+        if t.name == tenant:
+            classes = tuple(
+                JobClass(c.name, {g: v * factors.get(g, 1.0) for g, v in c.throughput.items()}, c.demand) if c.name == cls else c
+                for c in t.classes
+            )
+            t = Tenant(t.name, classes, t.weight)
+        tenants.append(t)
+    return dataclasses.replace(problem, tenants=tuple(tenants))
+
+
+def lies(problem: Problem, factors: Sequence[float] = (1.25, 1.5, 2.0)):
+    """Yield (tenant, class, description, lying problem) for over-reported *speedups* (OEF §2.3.1: every
+    element of the reported speedup vector >= the truth): each class inflates its throughput on one usable
+    type other than its slowest, and on all of those at once, by each factor. (Inflating the slowest type
+    would lower the normalized speedups of the others, an under-report the property does not cover.)"""
+    for t in problem.tenants:
+        for c in t.classes:
+            usable = [g for g in problem.gpu_types if (c.throughput.get(g) or 0) > 0]
+            slowest = min(usable, key=lambda g: (c.throughput[g], list(problem.gpu_types).index(g)))
+            rest = [g for g in usable if g != slowest]
+            for f in factors:
+                for g in rest:
+                    yield t.name, c.name, f"x{f:g} on {g}", _lie(problem, t.name, c.name, {g: f})
+                if len(rest) > 1:
+                    yield t.name, c.name, f"x{f:g} on all but {slowest}", _lie(problem, t.name, c.name, {g: f for g in rest})
+
+
+def strategy_proof_probe(alloc: Allocation, solve: Solve | None, factors: Sequence[float] = (1.25, 1.5, 2.0)) -> PropertyResult:
+    """Re-solve with each tenant over-reporting its speedups; its TRUE throughput must not rise.
+
+    ``solve(problem) -> Allocation`` is the mechanism under test (e.g. ``lambda p: policies.solve(name, p)``).
+    The honest baseline is ``solve(problem)`` itself, so the comparison uses one code path. A probe, not a
+    proof: it tries ``lies()`` only.
+    """
+    if solve is None:
+        return PropertyResult("strategy_proof_probe", None, "no solver given to re-solve with false reports")
+    problem = alloc.problem
+    speed = problem.virtual_users().speed  # true normalized speeds
+    vu = problem.virtual_users()
+
+    def tenant_true(a: Allocation) -> dict[str, float]:
+        u = (np.asarray(a.x, dtype=float) * speed).sum(axis=1)
+        out: dict[str, float] = {}
+        for i, t in enumerate(vu.tenant):
+            out[t] = out.get(t, 0.0) + float(u[i])
+        return out
+
+    honest = tenant_true(solve(problem))
+    worst, bad, tried = 0.0, None, 0
+    for tname, cname, what, lying in lies(problem, factors):
+        tried += 1
+        got = tenant_true(solve(lying))[tname]
+        gain = got - honest[tname]
+        if gain > _tol(honest[tname]) and gain > worst:
+            worst, bad = gain, (tname, cname, what, got)
+    if bad is None:
+        return PropertyResult("strategy_proof_probe", True, f"no gain from {tried} false reports", 0.0)
+    tname, cname, what, got = bad
+    cls = f" class {cname}" if len(problem.tenant(tname).classes) > 1 else ""
+    return PropertyResult(
+        "strategy_proof_probe",
+        False,
+        f"{tname} gains by reporting{cls} {what}: true throughput {_fmt(honest[tname])} -> {_fmt(got)}",
+        worst,
+    )
+
+
+# --------------------------------------------------------------------------- all
+
+
+KEYS = ("sharing_incentive", "envy_free", "pareto_efficient", "equal_throughput", "strategy_proof_probe", "adjacent_types", "capacity", "demand")
+
+
+def check(alloc: Allocation, solve: Solve | None = None) -> dict[str, PropertyResult]:
+    """All properties of ``alloc``; ``solve`` (the policy that produced it) enables the strategy-proofness probe."""
+    return {
+        "sharing_incentive": sharing_incentive(alloc),
+        "envy_free": envy_free(alloc),
+        "pareto_efficient": pareto_efficient(alloc),
+        "equal_throughput": equal_throughput(alloc),
+        "strategy_proof_probe": strategy_proof_probe(alloc, solve),
+        "adjacent_types": adjacent_types(alloc),
+        "capacity": capacity(alloc),
+        "demand": demand(alloc),
+    }

@@ -1,0 +1,81 @@
+"""Small helpers over cvxpy: solver choice, solving with a clear error, timing.
+
+The OEF paper (§4.5) solves its programs with cvxpy and ECOS, so ECOS is the default. Every policy in
+``slurm_fair.policies`` goes through :func:`solve` so that a failed or non-optimal solve always surfaces
+as :class:`~slurm_fair.errors.SolverError` naming the status, never as a silently wrong allocation.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import cvxpy as cp
+
+from .errors import InputError, SolverError
+
+DEFAULT_SOLVER = "ECOS"
+
+# Public names accepted by ``--solver`` and the policies, mapped to cvxpy's solver constants.
+KNOWN_SOLVERS = {
+    "ECOS": cp.ECOS,
+    "HIGHS": getattr(cp, "HIGHS", "HIGHS"),
+    "CLARABEL": getattr(cp, "CLARABEL", "CLARABEL"),
+    "SCIPY": getattr(cp, "SCIPY", "SCIPY"),
+}
+
+
+def available_solvers() -> list[str]:
+    """Known solvers that cvxpy can actually use on this machine, default first."""
+    installed = set(cp.installed_solvers())
+    return [name for name, const in KNOWN_SOLVERS.items() if const in installed]
+
+
+def pick_solver(name: str | None) -> str:
+    """Normalize a user-given solver name (``None``/"" = ECOS); raise InputError if unknown or missing."""
+    if name is None or not str(name).strip():
+        name = DEFAULT_SOLVER
+    key = str(name).strip().upper()
+    if key not in KNOWN_SOLVERS:
+        raise InputError("solver", name, f"unknown LP solver (known: {', '.join(KNOWN_SOLVERS)})")
+    if KNOWN_SOLVERS[key] not in cp.installed_solvers():
+        raise InputError(
+            "solver", name, f"solver is not installed (installed: {', '.join(available_solvers()) or 'none'})"
+        )
+    return key
+
+
+def solve(problem: cp.Problem, solver: str | None = None, what: str = "LP") -> float:
+    """Solve ``problem`` with the chosen solver; return the optimal value or raise SolverError naming the
+    status. OPTIMAL_INACCURATE is refused too: a policy must not hand out GPUs from a wrong answer."""
+    key = pick_solver(solver)
+    try:
+        with warnings.catch_warnings():  # cvxpy warns on inaccurate solutions; the status is checked below
+            warnings.simplefilter("ignore", UserWarning)
+            value = problem.solve(solver=KNOWN_SOLVERS[key])
+    except cp.error.SolverError as exc:  # the solver crashed or gave up
+        raise SolverError(f"{what}: solver {key} failed: {exc}") from exc
+    if problem.status != cp.OPTIMAL:
+        raise SolverError(f"{what}: solver {key} returned status {problem.status!r}")
+    return float(value)
+
+
+@dataclass
+class Timer:
+    """Wall-clock seconds spent inside :meth:`measure` blocks (several LPs of one policy add up)."""
+
+    seconds: float = 0.0
+    laps: list[float] = field(default_factory=list)
+
+    @contextmanager
+    def measure(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            lap = time.perf_counter() - start
+            self.laps.append(lap)
+            self.seconds += lap

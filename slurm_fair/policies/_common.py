@@ -1,0 +1,204 @@
+"""Helpers shared by the policies: LP variables over virtual users, demand caps, finishing an Allocation.
+
+Every policy works on ``problem.virtual_users()``: one row per (tenant, job class) with the *normalized*
+speed matrix (throughput relative to the class's slowest usable GPU type, "equivalent slowest GPUs"),
+the virtual-user weight (tenant weight split equally over its classes, OEF §4.2.4), the demand (most GPUs
+the class can use now, ``inf`` = unlimited) and the GPU capacity per type.
+
+Demand caps (shared vocabulary, see each policy's module docstring for what it guarantees):
+
+* A virtual user is *capped* when its demand, not the fairness rule, decides its share.
+* :func:`waterfill` is the generic water-filling used by the policies whose per-step program has no
+  demand constraint (cooperative OEF): solve for the active users, freeze every active user whose
+  allocation exceeds its demand at its demand (keeping its own fastest GPUs of that solve), remove those
+  GPUs from the capacity, and solve again for the others, until no active user exceeds its demand.
+  Guarantees: no user ever gets more GPUs than its demand; capped users get exactly their demand (from the
+  GPU types the policy would have given them, fastest first); the uncapped users get the policy's own
+  allocation of the GPUs left over, so the policy's properties hold *among the uncapped users with respect
+  to the remaining capacity*. A capped user is compared to nobody (it already gets all it can use).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import cvxpy as cp
+import numpy as np
+
+from ..errors import SolverError
+from ..lp import Timer, pick_solver
+from ..model import Allocation, Problem, VirtualUsers
+
+TOL = 1e-7  # GPUs; below this an LP value is noise
+
+
+def allocation_variable(speed: np.ndarray) -> tuple[cp.Variable, list[cp.Constraint]]:
+    """A non-negative (n, k) variable, pinned to 0 where the class cannot run (speed 0)."""
+    n, k = speed.shape
+    x = cp.Variable((n, k), nonneg=True)
+    cons: list[cp.Constraint] = []
+    unusable = (speed <= 0).astype(float)
+    if unusable.any():
+        cons.append(cp.multiply(unusable, x) == 0)
+    return x, cons
+
+
+def capacity_constraint(x: cp.Variable, capacity: np.ndarray) -> cp.Constraint:
+    return cp.sum(x, axis=0) <= capacity
+
+
+def throughput_expr(x: cp.Variable, speed: np.ndarray) -> cp.Expression:
+    """(n,) normalized throughput of every row."""
+    return cp.sum(cp.multiply(speed, x), axis=1)
+
+
+def clean(x: np.ndarray | None, speed: np.ndarray, capacity: np.ndarray, demand: np.ndarray | None = None) -> np.ndarray:
+    """Remove solver noise so that the result respects the constraints *exactly*.
+
+    Values below TOL become 0, unusable cells 0, and a column (row) whose sum exceeds the capacity (demand)
+    by solver tolerance is scaled down onto it.
+    """
+    n, k = speed.shape
+    if x is None:
+        return np.zeros((n, k))
+    x = np.array(x, dtype=float).reshape(n, k)
+    x[(x < TOL) | (speed <= 0)] = 0.0
+    col = x.sum(axis=0)
+    over = col > capacity
+    if over.any():
+        x[:, over] *= capacity[over] / col[over]  # col > capacity >= 0 there
+    if demand is not None:
+        row = x.sum(axis=1)
+        fin = np.isfinite(demand) & (row > demand)
+        if fin.any():
+            x[fin] *= (demand[fin] / row[fin])[:, None]
+    return x
+
+
+def best_gpus(speed_row: np.ndarray, x_row: np.ndarray, demand: float) -> np.ndarray:
+    """The part of ``x_row`` made of the user's own fastest GPUs, ``demand`` GPUs in all (or all of x_row)."""
+    out = np.zeros_like(x_row)
+    left = float(demand)
+    for j in sorted(range(len(x_row)), key=lambda j: (-speed_row[j], j)):
+        if left <= 0:
+            break
+        take = min(float(x_row[j]), left)
+        out[j] = take
+        left -= take
+    return out
+
+
+def weight_share(vu: VirtualUsers, capacity: np.ndarray | None = None, rows: Sequence[int] | None = None) -> np.ndarray:
+    """(n, k) weight share: every row gets weight/Σweight of every type (rows outside ``rows`` get 0)."""
+    cap = vu.capacity if capacity is None else capacity
+    idx = list(range(vu.n)) if rows is None else list(rows)
+    out = np.zeros((vu.n, vu.k))
+    if not idx:
+        return out
+    w = vu.weight[idx]
+    out[idx] = (w / w.sum())[:, None] * cap[None, :]
+    return out
+
+
+Step = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+def waterfill(vu: VirtualUsers, step: Step) -> tuple[np.ndarray, list[int]]:
+    """Demand caps by water-filling around ``step(speed, weight, capacity) -> x`` (see module docstring).
+
+    Returns the (n, k) allocation and the indices of the capped virtual users (demand 0 users included).
+    """
+    x = np.zeros((vu.n, vu.k))
+    capped = [i for i in range(vu.n) if vu.demand[i] <= TOL]
+    active = [i for i in range(vu.n) if vu.demand[i] > TOL]
+    cap = vu.capacity.astype(float).copy()
+    while active:
+        xa = step(vu.speed[active], vu.weight[active], cap)
+        over = [pos for pos, i in enumerate(active) if xa[pos].sum() > vu.demand[i] + 1e-6]
+        if not over:
+            x[active] = xa
+            break
+        for pos in over:
+            i = active[pos]
+            x[i] = best_gpus(vu.speed[i], xa[pos], vu.demand[i])
+            cap = np.maximum(cap - x[i], 0.0)
+        capped.extend(active[pos] for pos in over)
+        active = [i for pos, i in enumerate(active) if pos not in set(over)]
+    return x, sorted(capped)
+
+
+def capped_note(vu: VirtualUsers, capped: Sequence[int]) -> tuple[str, ...]:
+    """Allocation.notes entry naming the virtual users whose demand capped them (empty if none)."""
+    if not capped:
+        return ()
+    names = ", ".join(f"{vu.tenant[i]}/{vu.cls[i]} (demand {vu.demand[i]:g})" for i in capped)
+    return (f"demand capped {len(capped)} class(es): {names}",)
+
+
+def finish(
+    problem: Problem,
+    policy: str,
+    x: np.ndarray,
+    timer: Timer,
+    solver: str | None,
+    notes: Sequence[str] = (),
+    uses_lp: bool = True,
+) -> Allocation:
+    return Allocation(
+        problem=problem,
+        policy=policy,
+        x=x,
+        solve_seconds=timer.seconds,
+        solver=pick_solver(solver) if uses_lp else "",
+        notes=tuple(notes),
+    )
+
+
+# --------------------------------------------------------------------------- progressive filling tests
+
+# "Can user i rise above the maximal level while the others keep it?" has a feasible set without interior,
+# which interior-point solvers (ECOS) report as "optimal_inaccurate": these tests run on HiGHS (simplex),
+# against HiGHS's own value of the level so that both agree to its tolerance.
+TEST_SOLVER = "HIGHS"
+
+
+def _rises(z_value, level) -> np.ndarray:
+    return np.asarray(z_value, dtype=float).reshape(-1) > 1e-6 * max(1.0, level)
+
+
+def lift_test(build, lift, level, run) -> np.ndarray:
+    """Solve the lift LP ``build(lift, level)``; returns which users of ``lift`` can rise above ``level``.
+
+    The level comes from an LP solved to HiGHS's tolerance, so the lift LP at exactly that level can be
+    infeasible by ~1e-9; it is then retried a hair lower (1e-9, then 1e-8 relative), far below the 1e-6
+    that counts as rising.
+    """
+    err: Exception | None = None
+    for shave in (0.0, 1e-9, 1e-8):
+        lv = level * (1 - shave)
+        prob, _, z = build(list(lift), lv)
+        try:
+            run(prob, "lift test", TEST_SOLVER)
+        except SolverError as exc:
+            if "infeasible" not in str(exc):
+                raise
+            err = exc
+            continue
+        return _rises(z.value, level)
+    assert err is not None
+    raise err
+
+
+def _blocked(build, cand, level, run):
+    """The users of ``cand`` that cannot rise above the level (the others keeping theirs).
+
+    Joint lift LPs: whoever gets z > 0 can rise and leaves the set; when an LP over the remaining set has
+    no z > 0, none of them can rise even alone (a lone rise would be a feasible point with Σz > 0).
+    """
+    cand = list(cand)
+    while cand:
+        up = lift_test(build, cand, level, run)
+        if not up.any():
+            return cand
+        cand = [i for i, u in zip(cand, up) if not u]
+    return cand

@@ -1,0 +1,78 @@
+"""Cooperative OEF (OEF paper §4.2.2, eq. 10), weighted (§4.2.3) over virtual users (§4.2.4).
+
+    maximize   Σ_l Σ_j w_l^j x_l^j                                  (total normalized throughput)
+    subject to Σ_l x_l^j <= m_j                         ∀ j          (capacity)
+               u_l(x_l) / π_l >= u_l(x_i) / π_i         ∀ l, i       (weighted envy-freeness)
+               x >= 0
+
+Thm 5.1: the optimum is envy-free and sharing-incentive (u_l(x_l) >= u_l(π_l/Σπ · m)): summing the
+envy-freeness constraints of l over i gives Σπ·u_l(x_l)/π_l >= u_l(Σ_i x_i) = u_l(m), as the optimum leaves
+no GPU that some user could use idle. For integer weights it equals the replication of §4.2.3.
+
+Demand caps by water-filling (``_common.waterfill``): solve eq. 10 for the active users; users given more
+GPUs than their demand are frozen at their demand (their own fastest GPUs of that solve); their GPUs leave
+the capacity; solve again for the others; repeat. Guarantees under caps: no user exceeds its demand;
+capped users get exactly their demand; among the uncapped users the allocation is eq. 10 on the GPUs left
+over, so envy-freeness holds among uncapped users and sharing incentive holds for them relative to their
+weight share of the *remaining* GPUs (capped users are not envied-checked: they cannot use more).
+
+The per-step LP is :func:`_solve_step` (numpy in, numpy out), so that a faster exact solver with the same
+signature can replace it; :func:`solve_plain` keeps the plain cvxpy formulation reachable.
+"""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+
+from .. import lp
+from ..model import Allocation, Problem
+from ._common import allocation_variable, capacity_constraint, capped_note, clean, finish, throughput_expr, waterfill
+
+NAME = "oef-coop"
+
+
+def plain_step(speed: np.ndarray, weight: np.ndarray, capacity: np.ndarray, solver: str | None = None) -> np.ndarray:
+    """Eq. 10 (no demands) as one cvxpy LP with the n² envy-freeness constraints; returns x (n, k)."""
+    speed = np.asarray(speed, dtype=float)
+    weight = np.asarray(weight, dtype=float)
+    capacity = np.asarray(capacity, dtype=float)
+    n, _ = speed.shape
+    x, cons = allocation_variable(speed)
+    cons.append(capacity_constraint(x, capacity))
+    if n > 1:
+        # M[l, i] = u_l(x_i); envy-freeness: M[l, l] / π_l >= M[l, i] / π_i for all i
+        m = speed @ x.T
+        own = cp.reshape(cp.diag(m) / weight, (n, 1), order="C")
+        cons.append(m @ np.diag(1.0 / weight) <= own @ np.ones((1, n)))
+    prob = cp.Problem(cp.Maximize(cp.sum(throughput_expr(x, speed))), cons)
+    lp.solve(prob, solver, what="oef-coop (eq. 10)")
+    return clean(x.value, speed, capacity)
+
+
+def _solve_step(speed: np.ndarray, weight: np.ndarray, capacity: np.ndarray, solver: str | None = None) -> np.ndarray:
+    """One water-filling step: eq. 10 for these rows and this capacity."""
+    return plain_step(speed, weight, capacity, solver)
+
+
+def _solve(problem: Problem, solver: str | None, step) -> Allocation:
+    lp.pick_solver(solver)
+    vu = problem.virtual_users()
+    timer = lp.Timer()
+
+    def timed_step(speed, weight, capacity):
+        with timer.measure():
+            return step(speed, weight, capacity, solver)
+
+    x, capped = waterfill(vu, timed_step)
+    x = clean(x, vu.speed, vu.capacity, vu.demand)
+    return finish(problem, NAME, x, timer, solver, capped_note(vu, capped))
+
+
+def solve_plain(problem: Problem, solver: str | None = None) -> Allocation:
+    """Cooperative OEF with the plain cvxpy LP at every step (reference for faster solvers)."""
+    return _solve(problem, solver, plain_step)
+
+
+def solve(problem: Problem, solver: str | None = None) -> Allocation:
+    return _solve(problem, solver, _solve_step)

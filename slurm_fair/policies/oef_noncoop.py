@@ -1,0 +1,160 @@
+"""Non-cooperative OEF (OEF paper §4.2.1, eq. 9), weighted (§4.2.3) over virtual users (§4.2.4).
+
+    maximize   Σ_l Σ_j w_l^j x_l^j                      (total normalized throughput)
+    subject to Σ_l x_l^j <= m_j                 ∀ j      (capacity)
+               u_l(x_l) / π_l  equal for every l         (u_l(x) = Σ_j w_l^j x^j, π_l = weight)
+               x >= 0
+
+Because every user's throughput is π_l·t for a common level t, maximizing the total is maximizing t. The
+per-user throughputs are unique even when the LP has several optimal vertices, and this gives
+strategy-proofness (Thm 5.4): a user who reports larger speedups can only move the level t, and its true
+throughput never exceeds π_l·t* of the honest solve (checked by tests/test_properties.py).
+
+Demand caps, by *progressive filling* of the level t, not by freezing a solver vertex:
+
+1. Solve ``max t`` with u_l = π_l·t for the active users, u_l = f_l for the frozen ones, every finite
+   demand as a constraint Σ_j x_l^j <= d_l, and capacity.
+2. An active user l with a finite demand is *capped* at this level when it cannot go above π_l·t* with
+   its demand in force, while it could without it (the others keeping at least their level). Capped users
+   are frozen at throughput f_l = π_l·t*; the others go on to a higher level (back to 1).
+3. Stop when no active user is capped: the rest share the final level exactly.
+
+The tests of step 2 are LPs too: only users whose demand is tight in the level solution are candidates;
+joint "lift" LPs (``_common._blocked``) drop those that can still rise; each remaining one gets one LP
+without its own demand. They run on HiGHS (``_common.TEST_SOLVER``), see there why.
+
+The outcome depends only on the throughput levels, never on which optimal vertex a solver returns.
+Guarantees under caps: no user gets more GPUs than its demand; all uncapped users have exactly equal
+weighted throughput, and a capped user's weighted throughput is at most theirs (it froze at a lower
+level); capacity is respected; with no finite demand the result is exactly eq. 9 (and strategy-proof).
+Strategy-proofness is *not* claimed when demands bind (a capped user's level depends on its speedups).
+"""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+
+from .. import lp
+from ..model import Allocation, Problem
+from ._common import TEST_SOLVER, TOL, _blocked, lift_test, allocation_variable, capacity_constraint, capped_note, clean, finish, throughput_expr
+
+NAME = "oef-noncoop"
+
+
+def _program(speed, weight, capacity, demand, active, frozen, *, level=None, lift=(), free_demand_of=None):
+    """Build one LP of the progressive filling.
+
+    ``level`` None: max t with u_l = π_l t (active l), u_l = f_l (frozen l).  Otherwise the lift test:
+    max Σ z_i with u_i >= π_i (level + z_i), 0 <= z_i <= max(level, 1) for i in ``lift``, and
+    u_l >= π_l level for the other active users; ``free_demand_of`` drops that user's demand constraint.
+    A user with z_i > 0 in a solution can rise above the level (with the constraints in force).
+    """
+    n = len(weight)
+    x, cons = allocation_variable(speed)
+    cons.append(capacity_constraint(x, capacity))
+    u = throughput_expr(x, speed)
+    fin = [i for i in range(n) if np.isfinite(demand[i]) and i != free_demand_of]
+    if fin:
+        cons.append(cp.sum(x[fin], axis=1) <= demand[fin])
+    fz = sorted(frozen)
+    if fz:  # frozen at f, within a band of solver precision (an exact equality to a solver's own
+        # earlier output can be infeasible by 1e-9 and makes interior-point solvers report "inaccurate")
+        f = np.array([frozen[i] for i in fz])
+        band = 1e-7 * np.maximum(f, 1.0)
+        cons += [u[fz] >= f - band, u[fz] <= f + band]
+    act = [i for i in range(n) if active[i]]
+    if level is None:
+        t = cp.Variable(nonneg=True)
+        cons.append(u[act] == weight[act] * t)
+        return cp.Problem(cp.Maximize(t), cons), x, t
+    lift = list(lift)
+    z = cp.Variable(len(lift), nonneg=True)
+    cons += [z <= max(level, 1.0), u[lift] >= cp.multiply(weight[lift], level + z)]
+    others = [i for i in act if i not in set(lift)]
+    if others:
+        cons.append(u[others] >= weight[others] * level)
+    return cp.Problem(cp.Maximize(cp.sum(z)), cons), x, z
+
+
+def solve_arrays(
+    speed: np.ndarray,
+    weight: np.ndarray,
+    capacity: np.ndarray,
+    demand: np.ndarray | None = None,
+    solver: str | None = None,
+    timer: lp.Timer | None = None,
+) -> tuple[np.ndarray, list[int]]:
+    """Eq. 9 with demand caps by progressive filling; returns (x, indices of capped rows)."""
+    n, _ = speed.shape
+    demand = np.full(n, np.inf) if demand is None else np.asarray(demand, dtype=float)
+    timer = timer or lp.Timer()
+    active = np.ones(n, dtype=bool)
+    frozen: dict[int, float] = {}
+    capped: list[int] = []
+    for i in range(n):  # zero demand: nothing to fill
+        if demand[i] <= TOL:
+            active[i] = False
+            frozen[i] = 0.0
+            capped.append(i)
+    x_val = np.zeros_like(speed)
+
+    def run(prob, what, use=None):
+        with timer.measure():
+            lp.solve(prob, use or solver, what=what)
+
+    while active.any():
+        prob, x, t = _program(speed, weight, capacity, demand, active, frozen)
+        run(prob, "oef-noncoop level")
+        level = float(t.value)
+        x_val = np.asarray(x.value)
+        # Only a user whose demand is tight in this solution can be capped: if it has slack, mixing this
+        # solution with one where it rises (demand dropped) lifts it while keeping its demand.
+        cand = [int(i) for i in np.flatnonzero(active & np.isfinite(demand)) if x_val[i].sum() >= demand[i] - 1e-6]
+        newly = []
+        if cand:
+            # The tests ask "can i rise while the others keep the *maximal* level?": their feasible sets
+            # have no interior, which interior-point solvers (ECOS) cannot solve accurately. They run on
+            # HiGHS (simplex), against HiGHS's own value of the level so that both agree to its tolerance.
+            prob, _, t = _program(speed, weight, capacity, demand, active, frozen)
+            run(prob, "oef-noncoop level (HiGHS)", TEST_SOLVER)
+            lv = float(t.value)
+            cand = _blocked(lambda c, v: _program(speed, weight, capacity, demand, active, frozen, level=v, lift=c),
+                            cand, lv, run)
+        for i in cand:  # blocked with its demand in force: is it its own demand that blocks it?
+            free = lift_test(
+                lambda c, v: _program(speed, weight, capacity, demand, active, frozen, level=v, lift=c, free_demand_of=i),
+                [i], lv, run,
+            )
+            if free[0]:
+                newly.append(i)  # blocked by its own demand, not by the others
+        if not newly:
+            break
+        for i in newly:
+            active[i] = False
+            frozen[i] = weight[i] * level
+            capped.append(i)
+    return clean(x_val, speed, capacity, demand), sorted(capped)
+
+
+def solve(problem: Problem, solver: str | None = None) -> Allocation:
+    lp.pick_solver(solver)
+    vu = problem.virtual_users()
+    timer = lp.Timer()
+    # A class that can run on no GPU type present would hold everybody's equal level at 0: it gets
+    # nothing and is left out of the equality (as if its demand were 0), with a note.
+    stranded = [i for i in range(vu.n) if not ((vu.speed[i] > 0) & (vu.capacity > 0)).any()]
+    demand = vu.demand.copy()
+    demand[stranded] = 0.0
+    x, capped = solve_arrays(vu.speed, vu.weight, vu.capacity, demand, solver, timer)
+    capped = [i for i in capped if i not in stranded]
+    notes = list(capped_note(vu, capped))
+    if stranded:
+        names = ", ".join(f"{vu.tenant[i]}/{vu.cls[i]}" for i in stranded)
+        notes.append(f"no GPU type present can run: {names} (left out of the equal-throughput constraint)")
+    idle = vu.capacity - x.sum(axis=0)
+    free = [i for i in range(vu.n) if i not in capped and i not in stranded]
+    for j, g in enumerate(vu.gpu_types):
+        if idle[j] > 1e-6 and any(vu.speed[i, j] > 0 for i in free):
+            notes.append(f"{idle[j]:.3g} {g} GPU(s) left idle: equal weighted throughput (eq. 9) binds")
+    return finish(problem, NAME, x, timer, solver, notes)

@@ -1,0 +1,186 @@
+"""Deviation-carrying rounding of fractional GPU shares to whole GPUs (OEF §4.3). Pure: no I/O.
+
+A policy gives every tenant a fractional *ideal* number of GPUs of each type. Slurm hands out whole GPUs, so
+every scheduling round the placer turns ideal shares into integers and remembers what it still owes (or was
+overpaid) in a per (tenant, type) *deviation*:
+
+    real = round(ideal + dev)        dev <- dev + ideal - real
+
+so that, with a constant ideal, every tenant's average allocation tends to its ideal (the deviation stays
+bounded, hence ``|mean(real) - ideal| <= bound / rounds``).
+
+Refinements, applied in this order, each deterministic (ties broken by tenant name, then GPU type order):
+
+1. **Demand.** A tenant never gets more GPUs in total than its ``demand``. An ideal above the demand is not
+   owed (it is scaled down to the demand before the deviation is carried) so the deviation cannot grow
+   without bound for a tenant that cannot use its share. Excess rounding is taken back from the type with
+   the smallest residual claim ``ideal + dev - real``.
+2. **Capacity.** When rounding up overshoots a type's capacity, GPUs are taken back one at a time from the
+   tenant with the smallest residual claim on that type (the largest would-be negative deviation); tenants
+   that would then fall below their ``min_gpus`` give back last, so a starved tenant whose claim has finally
+   grown large enough is not cut again.
+3. **Minimum job size** (OEF §4.3). A tenant whose rounded total is below ``min_gpus`` (the fewest GPUs any of
+   its jobs needs) gets 0 GPUs of every type this round and keeps accumulating its deviation, so its claim
+   grows until it is large enough to start a job.
+4. **Work conservation.** GPUs still free after 1-3 go, one at a time, to the tenant with the largest positive
+   residual claim on that type (it is owed GPUs), as long as demand and ``min_gpus`` allow it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+from .errors import InputError
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Whole GPUs per tenant and type for this round, and the deviations to carry into the next one."""
+
+    real: dict[str, dict[str, int]]
+    deviations: dict[str, dict[str, float]]
+
+    def total(self, tenant: str) -> int:
+        return sum(self.real[tenant].values())
+
+
+def _finite(field: str, value: object, *, nonneg: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(field, value, "must be a finite number")
+    if nonneg and value < 0:
+        raise InputError(field, value, "must be >= 0")
+    return float(value)
+
+
+def _whole(field: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(field, value, "must be a whole number >= 0")
+    if value < 0 or value != int(value):
+        raise InputError(field, value, "must be a whole number >= 0")
+    return int(value)
+
+
+def _round_half_up(v: float) -> int:
+    # Python's round() rounds half to even; the placer rounds half up (with a tolerance for float noise).
+    return int(math.floor(v + 0.5 + _EPS))
+
+
+def _check_keys(field: str, given: Mapping, known: Mapping | list, what: str) -> None:
+    unknown = [k for k in given if k not in known]
+    if unknown:
+        raise InputError(field, sorted(map(str, unknown)), f"unknown {what} (known: {', '.join(map(str, known))})")
+
+
+def place(
+    ideal: Mapping[str, Mapping[str, float]],
+    capacity: Mapping[str, int],
+    deviations: Mapping[str, Mapping[str, float]] | None = None,
+    min_gpus: Mapping[str, int] | None = None,
+    demand: Mapping[str, int] | None = None,
+) -> Placement:
+    """Round ``ideal`` {tenant: {type: fractional GPUs}} to whole GPUs; see the module docstring.
+
+    ``capacity`` {type: GPUs} lists every GPU type (a type missing from a tenant's ideal counts as 0).
+    ``deviations`` are the ones returned by the previous round (missing = 0). ``min_gpus`` and ``demand`` are
+    per tenant (missing = no constraint). Raises InputError for unknown tenants/types, negative or
+    non-finite numbers, and a type whose ideal shares add up to more than its capacity.
+    """
+    deviations = deviations or {}
+    min_gpus = min_gpus or {}
+    demand = demand or {}
+    if not isinstance(ideal, Mapping):
+        raise InputError("ideal", ideal, "must be a mapping {tenant: {gpu_type: gpus}}")
+    if not isinstance(capacity, Mapping):
+        raise InputError("capacity", capacity, "must be a mapping {gpu_type: gpus}")
+    types = list(capacity)
+    cap = {g: _whole(f"capacity.{g}", capacity[g]) for g in types}
+    tenants = list(ideal)
+    _check_keys("deviations", deviations, ideal, "tenant")
+    _check_keys("min_gpus", min_gpus, ideal, "tenant")
+    _check_keys("demand", demand, ideal, "tenant")
+
+    want: dict[str, dict[str, float]] = {}
+    dev: dict[str, dict[str, float]] = {}
+    for t in tenants:
+        row = ideal[t]
+        if not isinstance(row, Mapping):
+            raise InputError(f"ideal.{t}", row, "must be a mapping {gpu_type: gpus}")
+        _check_keys(f"ideal.{t}", row, cap, "GPU type")
+        want[t] = {g: _finite(f"ideal.{t}.{g}", row.get(g, 0.0), nonneg=True) for g in types}
+        drow = deviations.get(t, {})
+        if not isinstance(drow, Mapping):
+            raise InputError(f"deviations.{t}", drow, "must be a mapping {gpu_type: deviation}")
+        _check_keys(f"deviations.{t}", drow, cap, "GPU type")
+        dev[t] = {g: _finite(f"deviations.{t}.{g}", drow.get(g, 0.0)) for g in types}
+    mins = {t: _whole(f"min_gpus.{t}", min_gpus.get(t, 0)) for t in tenants}
+    dem = {t: (math.inf if demand.get(t) is None else _finite(f"demand.{t}", demand[t], nonneg=True)) for t in tenants}
+    for g in types:
+        total = sum(want[t][g] for t in tenants)
+        if total > cap[g] + 1e-6 * max(1.0, cap[g]):
+            raise InputError(f"ideal.*.{g}", round(total, 9), f"ideal shares exceed the capacity of {cap[g]} GPUs")
+
+    # An ideal above the demand is not owed: scale it down so the deviation stays bounded.
+    for t in tenants:
+        tot = sum(want[t].values())
+        if tot > dem[t] + _EPS:
+            f = dem[t] / tot
+            want[t] = {g: v * f for g, v in want[t].items()}
+
+    target = {t: {g: want[t][g] + dev[t][g] for g in types} for t in tenants}
+    real = {t: {g: max(0, min(cap[g], _round_half_up(target[t][g]))) for g in types} for t in tenants}
+
+    tot = {t: sum(real[t].values()) for t in tenants}  # kept up to date by take()/give()
+
+    def resid(t: str, g: str) -> float:
+        return target[t][g] - real[t][g]
+
+    def take(t: str, g: str) -> None:
+        real[t][g] -= 1
+        tot[t] -= 1
+
+    # 1. demand
+    for t in tenants:
+        while tot[t] > dem[t] + _EPS:
+            take(t, min((g for g in types if real[t][g] > 0), key=lambda g: (resid(t, g), types.index(g))))
+    # 2. capacity
+    for g in types:
+        used = sum(real[t][g] for t in tenants)
+        while used > cap[g]:
+            # a tenant that would fall below its min_gpus (and so lose all its GPUs) gives back last; then the
+            # smallest claim first; on a tie the name sorting last gives one back (deterministic)
+            take(
+                max(
+                    (t for t in tenants if real[t][g] > 0),
+                    key=lambda t: (not 0 < tot[t] - 1 < mins[t], -resid(t, g), t),
+                ),
+                g,
+            )
+            used -= 1
+    # 3. minimum job size
+    blocked = set()
+    for t in tenants:
+        if 0 < tot[t] < mins[t]:
+            blocked.add(t)
+            real[t] = {g: 0 for g in types}
+            tot[t] = 0
+    # 4. hand out GPUs left free to tenants still owed some
+    for g in types:
+        free = cap[g] - sum(real[t][g] for t in tenants)
+        if free <= 0:
+            continue
+        owed = [t for t in tenants if t not in blocked and resid(t, g) > _EPS]
+        while free > 0:
+            cands = [t for t in owed if resid(t, g) > _EPS and mins[t] <= tot[t] + 1 <= dem[t] + _EPS]
+            if not cands:
+                break
+            t = min(cands, key=lambda t: (-resid(t, g), t))
+            real[t][g] += 1
+            tot[t] += 1
+            free -= 1
+
+    new_dev = {t: {g: target[t][g] - real[t][g] for g in types} for t in tenants}
+    return Placement(real=real, deviations=new_dev)

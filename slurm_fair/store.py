@@ -1,0 +1,473 @@
+"""slurm-fair's state: one SQLite database, accessed through sqlite-utils.
+
+Tables: profiles (throughput per account/class/GPU type), rounds (one row per allocation round), shares,
+placements, applied (what a round computed and changed), deviations and deficits (state carried from round to
+round), managed (accounts whose limits slurm-fair has set) and events. The schema is created by numbered
+migrations recorded in ``schema_version``; opening a database applies the missing ones.
+
+Every write method runs in one transaction; ``with store.transaction():`` groups several (a round writes
+everything inside one) and nests (inner blocks are savepoints of the outer transaction).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import sqlite_utils
+
+from .errors import InputError, SlurmFairError
+
+CSV_HEADER = ("account", "class", "gpu_type", "throughput")
+ROUND_STATUSES = ("ok", "dry-run", "unreachable", "solver-failed", "error", "running")
+_ROUND_FIELDS = ("finished", "solve_seconds", "total_throughput", "n_accounts", "n_changes", "message", "details")
+BUSY_TIMEOUT_MS = 10_000
+
+
+class StoreError(SlurmFairError):
+    """The database cannot be used (newer schema than this slurm-fair knows, unwritable, corrupt)."""
+
+
+# ------------------------------------------------------------------------------------------------
+# migrations: index i (1-based) brings the schema from version i-1 to version i. Append only; never edit.
+
+
+def _m1_initial(db: sqlite_utils.Database) -> None:
+    db["profiles"].create(
+        {"account": str, "class": str, "gpu_type": str, "throughput": float, "samples": int,
+         "source": str, "updated": float},
+        pk=("account", "class", "gpu_type"), not_null={"account", "class", "gpu_type", "throughput"},
+    )
+    db["rounds"].create(
+        {"id": int, "started": float, "finished": float, "policy": str, "solver": str, "status": str,
+         "solve_seconds": float, "total_throughput": float, "n_accounts": int, "n_changes": int,
+         "message": str, "details": str},
+        pk="id", not_null={"started", "policy", "status"},
+    )
+    db["shares"].create(
+        {"round_id": int, "account": str, "class": str, "gpu_type": str, "ideal": float, "real": int},
+        foreign_keys=[("round_id", "rounds", "id")], not_null={"round_id", "account", "class", "gpu_type"},
+    )
+    db["placements"].create(
+        {"round_id": int, "account": str, "gpu_type": str, "ideal": float, "deviation_before": float,
+         "real": int, "limit": int},
+        foreign_keys=[("round_id", "rounds", "id")], not_null={"round_id", "account", "gpu_type"},
+    )
+    db["deviations"].create(
+        {"account": str, "gpu_type": str, "value": float, "round_id": int},
+        pk=("account", "gpu_type"), not_null={"account", "gpu_type", "value"},
+    )
+    db["deficits"].create({"account": str, "value": float, "updated": float}, pk="account",
+                          not_null={"account", "value"})
+    db["applied"].create(
+        {"round_id": int, "account": str, "key": str, "old": int, "new": int, "time": float},
+        foreign_keys=[("round_id", "rounds", "id")], not_null={"round_id", "account", "key", "time"},
+    )
+    db["managed"].create({"account": str}, pk="account")
+    db["events"].create(
+        {"id": int, "time": float, "kind": str, "round_id": int, "job_id": int, "account": str,
+         "message": str, "data": str},
+        pk="id", not_null={"time", "kind"},
+    )
+
+
+def _m2_indexes(db: sqlite_utils.Database) -> None:
+    db["shares"].create_index(["round_id"])
+    db["placements"].create_index(["round_id"])
+    db["applied"].create_index(["round_id"])
+    db["rounds"].create_index(["status", "id"])
+    db["events"].create_index(["kind", "id"])
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1_initial, _m2_indexes)
+
+
+def schema_version(db: sqlite_utils.Database) -> int:
+    if "schema_version" not in db.table_names():
+        return 0
+    row = db.execute("select max(version) from schema_version").fetchone()
+    return row[0] or 0
+
+
+def migrate(db: sqlite_utils.Database, upto: int | None = None) -> int:
+    """Apply the missing migrations (up to ``upto``, default all), each in its own transaction."""
+    target = len(MIGRATIONS) if upto is None else upto
+    with db.atomic():
+        if "schema_version" not in db.table_names():
+            db["schema_version"].create({"version": int, "name": str, "applied": float}, pk="version")
+    current = schema_version(db)
+    if current > len(MIGRATIONS):
+        raise StoreError(
+            f"database schema version {current} is newer than this slurm-fair knows ({len(MIGRATIONS)})"
+        )
+    for version in range(current + 1, target + 1):
+        fn = MIGRATIONS[version - 1]
+        with db.atomic():
+            fn(db)
+            db["schema_version"].insert({"version": version, "name": fn.__name__, "applied": time.time()})
+    return schema_version(db)
+
+
+# ------------------------------------------------------------------------------------------------
+# validation helpers for profiles
+
+
+def _check_name(field: str, value: Any, *, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise InputError(field, value, "must be a string")
+    if value == "" and allow_empty:
+        return value
+    if not value or value != value.strip() or any(c in value for c in ",\n\r\t") or not value.isprintable():
+        raise InputError(
+            field, value, "must be non-empty, without surrounding spaces, commas, tabs or line breaks"
+        )
+    return value
+
+
+def _check_gpu_type(field: str, value: Any) -> str:
+    value = _check_name(field, value)
+    if any(c.isspace() or c in ":=" for c in value):
+        raise InputError(field, value, "a GPU type has no spaces, ':' or '='")
+    return value
+
+
+def _check_throughput(field: str, value: Any) -> float:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InputError(field, value, "must be a number") from None
+    if not math.isfinite(v) or v <= 0:
+        raise InputError(field, value, "must be a finite number > 0")
+    return v
+
+
+def _loads(value: str | None) -> Any:
+    return None if value is None else json.loads(value)
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "tolist"):  # numpy arrays and scalars
+        return o.tolist()
+    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, default=_json_default)
+
+
+def _int(value: Any, field: str = "value") -> int | None:
+    """None, or an int (numpy integers, and floats with an integral value, are accepted)."""
+    if value is None:
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        raise InputError(field, value, "must be an integer")
+    return int(value)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+class Store:
+    """The slurm-fair database. ``Store(":memory:")`` for tests."""
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        if self.path != ":memory:":
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"cannot create the database folder of {self.path}: {e}") from e
+        try:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            self.db = sqlite_utils.Database(conn)
+            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self.db.execute("PRAGMA foreign_keys = ON")
+            if self.path != ":memory:":
+                self.db.enable_wal()
+            self.version = migrate(self.db)
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"cannot open database {self.path}: {e}") from e
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator["Store"]:
+        """One SQLite transaction: everything inside is stored, or (on an exception) nothing is.
+
+        Nested use joins the outer transaction (as a savepoint: an inner failure that is caught undoes
+        only the inner block). The outer transaction starts with BEGIN IMMEDIATE: it takes the write lock at
+        once (waiting up to the busy timeout for another process's write to finish), so a transaction that
+        reads and then writes never fails half-way because another process wrote in between.
+        """
+        conn = self.db.conn
+        if conn.in_transaction:
+            with self.db.atomic():  # a savepoint inside the open transaction
+                yield self
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    # -------------------------------------------------------------------------------- profiles
+
+    def set_profile(self, cls: str, gpu_type: str, throughput: float, account: str = "",
+                    samples: int = 1, source: str = "manual") -> None:
+        row = {
+            "account": _check_name("account", account, allow_empty=True),
+            "class": _check_name("class", cls),
+            "gpu_type": _check_gpu_type("gpu_type", gpu_type),
+            "throughput": _check_throughput("throughput", throughput),
+            "samples": int(samples),
+            "source": source,
+            "updated": time.time(),
+        }
+        if row["samples"] < 1:
+            raise InputError("samples", samples, "must be >= 1")
+        with self.transaction():
+            self.db["profiles"].upsert(row, pk=("account", "class", "gpu_type"))
+
+    def delete_profiles(self, cls: str, account: str = "", gpu_type: str | None = None) -> int:
+        """Delete the profiles of ``cls`` for ``account`` (all GPU types, or only ``gpu_type``); count deleted."""
+        where = "account = ? and class = ?"
+        args: list[Any] = [account, cls]
+        if gpu_type is not None:
+            where += " and gpu_type = ?"
+            args.append(gpu_type)
+        with self.transaction():
+            cur = self.db.execute(f"delete from profiles where {where}", args)
+            return cur.rowcount
+
+    def profiles(self) -> list[dict]:
+        return list(self.db["profiles"].rows_where(order_by="account, class, gpu_type"))
+
+    def import_csv(self, text: str, source: str = "import") -> int:
+        """Upsert profiles from CSV text with header ``account,class,gpu_type,throughput``.
+
+        Every row is checked first; any bad row raises InputError naming ``line N <column>`` and the value,
+        and then nothing is written. Returns the number of rows imported.
+        """
+        reader = csv.reader(io.StringIO(text, newline=""))
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise InputError("line 1", "", f"empty file; the header must be {','.join(CSV_HEADER)}") from None
+        except csv.Error as e:
+            raise InputError("line 1", text[:80], f"not CSV: {e}") from None
+        if tuple(h.strip() for h in header) != CSV_HEADER:
+            raise InputError("line 1", ",".join(header), f"the header must be exactly {','.join(CSV_HEADER)}")
+        now = time.time()
+        rows: dict[tuple[str, str, str], dict] = {}
+        first_seen: dict[tuple[str, str, str], int] = {}
+        try:
+            for record in reader:
+                n = reader.line_num
+                if not record or all(not c.strip() for c in record):
+                    continue  # blank line
+                if len(record) != len(CSV_HEADER):
+                    raise InputError(
+                        f"line {n}", ",".join(record), f"has {len(record)} columns, expected {len(CSV_HEADER)}"
+                    )
+                account, cls, gpu_type, thr = (c.strip() for c in record)
+                row = {
+                    "account": _check_name(f"line {n} account", account, allow_empty=True),
+                    "class": _check_name(f"line {n} class", cls),
+                    "gpu_type": _check_gpu_type(f"line {n} gpu_type", gpu_type),
+                    "throughput": _check_throughput(f"line {n} throughput", thr),
+                    "samples": 1,
+                    "source": source,
+                    "updated": now,
+                }
+                key = (row["account"], row["class"], row["gpu_type"])
+                if key in rows:
+                    raise InputError(
+                        f"line {n} gpu_type", gpu_type,
+                        f"duplicate of line {first_seen[key]} (account {account!r}, class {cls!r})",
+                    )
+                rows[key] = row
+                first_seen[key] = n
+        except csv.Error as e:
+            raise InputError(f"line {reader.line_num}", "", f"not valid CSV: {e}") from None
+        with self.transaction():
+            if rows:
+                self.db["profiles"].upsert_all(rows.values(), pk=("account", "class", "gpu_type"))
+        return len(rows)
+
+    def export_csv(self) -> str:
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(CSV_HEADER)
+        for r in self.profiles():
+            w.writerow([r["account"], r["class"], r["gpu_type"], repr(float(r["throughput"]))])
+        return out.getvalue()
+
+    # -------------------------------------------------------------------------------- rounds
+
+    def begin_round(self, policy: str, solver: str = "") -> int:
+        with self.transaction():
+            return self.db["rounds"].insert(
+                {"started": time.time(), "policy": policy, "solver": solver or "", "status": "running"}
+            ).last_pk
+
+    def finish_round(self, round_id: int, status: str, **fields: Any) -> None:
+        """Set ``status`` and any of finished (default now), solve_seconds, total_throughput, n_accounts,
+        n_changes, message, details (JSON-able)."""
+        if status not in ROUND_STATUSES:
+            raise InputError("status", status, f"must be one of {', '.join(ROUND_STATUSES)}")
+        for k in fields:
+            if k not in _ROUND_FIELDS:
+                raise InputError(k, fields[k], f"not a round field (known: {', '.join(_ROUND_FIELDS)})")
+        update = {"status": status, "finished": time.time(), **fields}
+        if "details" in update:
+            update["details"] = _dumps(update["details"])
+        with self.transaction():
+            if self.db.execute("select 1 from rounds where id = ?", [round_id]).fetchone() is None:
+                raise InputError("round_id", round_id, "no such round")
+            self.db["rounds"].update(round_id, update)
+
+    @staticmethod
+    def _round_row(r: dict) -> dict:
+        r = dict(r)
+        r["details"] = _loads(r["details"])
+        return r
+
+    def rounds(self, limit: int = 20) -> list[dict]:
+        """The newest ``limit`` rounds, newest first."""
+        return [self._round_row(r) for r in self.db["rounds"].rows_where(order_by="id desc", limit=limit)]
+
+    def round(self, round_id: int | None = None) -> dict | None:
+        """Round ``round_id``, or (None) the last finished round whose status is ok or dry-run."""
+        if round_id is None:
+            rows = list(self.db["rounds"].rows_where(
+                "status in ('ok', 'dry-run') and finished is not null", order_by="id desc", limit=1))
+        else:
+            rows = list(self.db["rounds"].rows_where("id = ?", [round_id]))
+        return self._round_row(rows[0]) if rows else None
+
+    # -------------------------------------------------------------------------------- shares/placements
+
+    def record_shares(self, round_id: int, rows: Iterable[Mapping]) -> None:
+        data = [{"round_id": round_id, "account": r["account"], "class": r["class"], "gpu_type": r["gpu_type"],
+                 "ideal": float(r["ideal"]), "real": _int(r.get("real"), "real")} for r in rows]
+        with self.transaction():
+            if data:
+                self.db["shares"].insert_all(data)
+
+    def shares(self, round_id: int) -> list[dict]:
+        return list(self.db["shares"].rows_where(
+            "round_id = ?", [round_id], order_by="account, class, gpu_type",
+            select="round_id, account, class, gpu_type, ideal, real"))
+
+    def record_placements(self, round_id: int, rows: Iterable[Mapping]) -> None:
+        data = [{"round_id": round_id, "account": r["account"], "gpu_type": r["gpu_type"],
+                 "ideal": float(r["ideal"]), "deviation_before": _float(r.get("deviation_before")),
+                 "real": _int(r.get("real"), "real"), "limit": _int(r.get("limit"), "limit")} for r in rows]
+        with self.transaction():
+            if data:
+                self.db["placements"].insert_all(data)
+
+    def placements(self, round_id: int) -> list[dict]:
+        return list(self.db["placements"].rows_where(
+            "round_id = ?", [round_id], order_by="account, gpu_type",
+            select='round_id, account, gpu_type, ideal, deviation_before, real, "limit"'))
+
+    # -------------------------------------------------------------------------------- carried state
+
+    def deviations(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for r in self.db["deviations"].rows_where(order_by="account, gpu_type"):
+            out.setdefault(r["account"], {})[r["gpu_type"]] = r["value"]
+        return out
+
+    def save_deviations(self, round_id: int | None, devs: Mapping[str, Mapping[str, float]]) -> None:
+        """Replace the whole carried deviation state."""
+        data = [{"account": a, "gpu_type": t, "value": float(v), "round_id": round_id}
+                for a, per in devs.items() for t, v in per.items()]
+        with self.transaction():
+            self.db.execute("delete from deviations")
+            if data:
+                self.db["deviations"].insert_all(data)
+
+    def deficits(self) -> dict[str, float]:
+        return {r["account"]: r["value"] for r in self.db["deficits"].rows_where(order_by="account")}
+
+    def save_deficits(self, d: Mapping[str, float]) -> None:
+        """Replace the whole deficit state."""
+        now = time.time()
+        data = [{"account": a, "value": float(v), "updated": now} for a, v in d.items()]
+        with self.transaction():
+            self.db.execute("delete from deficits")
+            if data:
+                self.db["deficits"].insert_all(data)
+
+    # -------------------------------------------------------------------------------- applied/managed
+
+    def record_applied(self, round_id: int, rows: Iterable[Mapping]) -> None:
+        now = time.time()
+        data = [{"round_id": round_id, "account": r["account"], "key": r["key"], "old": _int(r.get("old"), "old"),
+                 "new": _int(r.get("new"), "new"), "time": float(r.get("time", now))} for r in rows]
+        with self.transaction():
+            if data:
+                self.db["applied"].insert_all(data)
+
+    def applied(self, round_id: int) -> list[dict]:
+        return list(self.db["applied"].rows_where(
+            "round_id = ?", [round_id], order_by="rowid", select="round_id, account, key, old, new, time"))
+
+    def managed(self) -> set[str]:
+        return {r["account"] for r in self.db["managed"].rows}
+
+    def set_managed(self, accounts: Iterable[str]) -> None:
+        """Replace the set of accounts whose limits slurm-fair has set."""
+        data = [{"account": a} for a in sorted(set(accounts))]
+        with self.transaction():
+            self.db.execute("delete from managed")
+            if data:
+                self.db["managed"].insert_all(data)
+
+    # -------------------------------------------------------------------------------- events
+
+    def event(self, kind: str, message: str = "", round_id: int | None = None, job_id: int | None = None,
+              account: str | None = None, data: Any = None) -> int:
+        row = {"time": time.time(), "kind": kind, "round_id": _int(round_id, "round_id"), "job_id": _int(job_id, "job_id"),
+               "account": account, "message": message, "data": _dumps(data)}
+        with self.transaction():
+            return self.db["events"].insert(row).last_pk
+
+    def events(self, limit: int = 100, kind: str | None = None) -> list[dict]:
+        """The newest ``limit`` events (of ``kind``), newest first."""
+        where, args = ("kind = ?", [kind]) if kind else (None, [])
+        out = []
+        for r in self.db["events"].rows_where(where, args, order_by="id desc", limit=limit):
+            r["data"] = _loads(r["data"])
+            out.append(r)
+        return out

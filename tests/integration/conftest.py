@@ -1,0 +1,272 @@
+"""Fixtures for integration tests against the real local Slurm testbed (contrib/testbed/testbed.sh).
+
+* ``testbed`` (session): reuses the testbed named by ``SLURM_FAIR_TESTBED=<state dir>`` (it must be up;
+  this is what contrib/test-all.sh and ``testbed.sh exec`` set), or otherwise runs
+  ``contrib/testbed/testbed.sh up`` (bookworm, Slurm 22.05) and stops it again at the end of the session
+  if it started it (``SLURM_FAIR_TESTBED_KEEP=1`` keeps it).  If no testbed can be started (not root,
+  no Debian packages, ...), the tests are skipped with the reason.
+* After every test that used ``testbed``, all jobs are cancelled and the accounts' GPU limits cleared.
+* Every test under tests/integration is marked ``integration``.
+
+Tests import the project normally; inside the trixie chroot (``testbed.sh --release trixie exec``)
+the venv at ``<state>/venv`` has it installed in editable mode from the same repository path, and
+``REPO_ROOT`` is put on ``sys.path`` so ``tests.integration...`` helpers import too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence, TypeVar
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TESTBED_SH = REPO_ROOT / "contrib" / "testbed" / "testbed.sh"
+if str(REPO_ROOT) not in sys.path:  # make tests.* importable from any cwd (e.g. chroot runs)
+    sys.path.insert(0, str(REPO_ROOT))
+
+NODES = ("a100-1", "v100-1", "k80-1", "mixed-1")
+GPUS = {"a100-1": {"a100": 4}, "v100-1": {"v100": 4}, "k80-1": {"k80": 4}, "mixed-1": {"v100": 2, "k80": 2}}
+ACCOUNTS = {"acct_a": 1, "acct_b": 1, "acct_c": 2}  # account -> fairshare
+USER_ACCOUNT = {"alice": "acct_a", "bob": "acct_b", "carol": "acct_c"}
+ACCOUNT_USER = {a: u for u, a in USER_ACCOUNT.items()}
+GPU_TRES = ("gres/gpu", "gres/gpu:a100", "gres/gpu:v100", "gres/gpu:k80")
+
+T = TypeVar("T")
+
+
+def in_chroot() -> bool:
+    """True when running inside the trixie testbed chroot (``testbed.sh --release trixie exec``)."""
+    return os.environ.get("SLURM_FAIR_TESTBED_RELEASE") == "trixie" and Path("/testbed/testbed.env").exists()
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            key, value = line.split("=", 1)
+            env[key.strip()] = value.strip()
+    return env
+
+
+@dataclass
+class Testbed:
+    """A running testbed.  ``env`` is a full environment for subprocesses (includes SLURM_CONF)."""
+
+    state_dir: Path
+    release: str
+    env: dict[str, str]
+    jobdir: Path
+    started_here: bool = False
+    _log: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def slurm_version(self) -> tuple[int, ...]:
+        """Version of the Slurm clients, e.g. (22, 5, 8) or (24, 11, 5)."""
+        text = self.run(["sinfo", "--version"]).stdout.split()[-1]
+        return tuple(int(x) for x in re.findall(r"\d+", text)[:3])
+
+    # -- plain commands -----------------------------------------------------------------------
+    def run(self, argv: Sequence[str], *, timeout: float = 60, check: bool = True,
+            env: Mapping[str, str] | None = None, **kw: Any) -> subprocess.CompletedProcess[str]:
+        """subprocess.run(argv) with the testbed env, text output captured, a timeout and check."""
+        full_env = dict(self.env)
+        if env:
+            full_env.update(env)
+        kw.setdefault("capture_output", True)
+        try:
+            return subprocess.run(list(argv), env=full_env, timeout=timeout, check=check, text=True, **kw)
+        except subprocess.CalledProcessError as e:
+            raise AssertionError(
+                f"{shlex.join(map(str, argv))} exited {e.returncode}\nstdout: {e.stdout}\nstderr: {e.stderr}"
+            ) from None
+
+    # -- jobs ---------------------------------------------------------------------------------
+    def sbatch(self, account: str = "acct_a", user: str | None = None, gpus: int = 1,
+               gpu_type: str | None = None, name: str = "tb-job", comment: str | None = None,
+               wckey: str | None = None, time: str | None = None, extra: Sequence[str] = (),
+               command: str = "sleep 600", via: str = "gres") -> int:
+        """Submit a batch job and return its id.
+
+        The job runs ``command`` (a shell snippet written by the test, via ``--wrap``) as ``user``
+        (default: the account's user, alice for acct_a ...; ``"root"`` submits as root) in the
+        testbed's job dir.  GPUs: ``--gres=gpu[:type]:N`` (``via="gres"``) or ``--gpus=[type:]N``
+        (``via="gpus"``); ``gpus=0`` requests none.
+        """
+        user = user or ACCOUNT_USER.get(account, "root")
+        argv = ["sbatch", "--parsable", f"--account={account}", f"--job-name={name}",
+                f"--chdir={self.jobdir}", f"--output={self.jobdir}/slurm-%j.out"]
+        if gpus:
+            spec = f"{gpu_type}:{gpus}" if gpu_type else str(gpus)
+            if via == "gres":
+                argv.append(f"--gres=gpu:{spec}")
+            elif via == "gpus":
+                argv.append(f"--gpus={spec}")
+            else:
+                raise ValueError(f"via must be 'gres' or 'gpus', not {via!r}")
+        if comment is not None:
+            argv.append(f"--comment={comment}")
+        if wckey is not None:
+            argv.append(f"--wckey={wckey}")
+        if time is not None:
+            argv.append(f"--time={time}")
+        argv += list(extra)
+        argv += ["--wrap", command]
+        if user != "root":
+            argv = ["runuser", "-u", user, "--", *argv]
+        out = self.run(argv, cwd=str(self.jobdir), timeout=30).stdout.strip()
+        return int(out.split(";")[0])
+
+    def job(self, job_id: int) -> dict[str, str]:
+        """``scontrol show job -o`` as a dict (empty if the job is unknown)."""
+        r = self.run(["scontrol", "show", "job", "-o", str(job_id)], check=False)
+        if r.returncode != 0:
+            return {}
+        fields: dict[str, str] = {}
+        for tok in shlex.split(r.stdout.strip().splitlines()[0]) if r.stdout.strip() else []:
+            if "=" in tok:
+                k, v = tok.split("=", 1)
+                fields[k] = v
+        return fields
+
+    def job_state(self, job_id: int) -> tuple[str, str]:
+        """(JobState, Reason) of a job, ("", "") if unknown."""
+        j = self.job(job_id)
+        return j.get("JobState", ""), j.get("Reason", "")
+
+    def wait_state(self, job_id: int, states: str | Sequence[str], timeout: float = 60) -> dict[str, str]:
+        wanted = {states} if isinstance(states, str) else set(states)
+        return self.wait_for(lambda: (j := self.job(job_id)).get("JobState") in wanted and j, timeout,
+                             what=f"job {job_id} in {sorted(wanted)}")
+
+    def job_ids(self) -> list[int]:
+        out = self.run(["squeue", "-h", "-o", "%i"]).stdout
+        return [int(x) for x in out.split() if x.isdigit()]
+
+    def cancel_all(self, timeout: float = 60) -> None:
+        """Cancel every job and wait until squeue shows none (completing ones included)."""
+        ids = self.job_ids()
+        if ids:
+            self.run(["scancel", *map(str, ids)], check=False)
+            self.wait_for(lambda: not self.job_ids(), timeout, what="all jobs gone")
+
+    def wait_for(self, pred: Callable[[], T], timeout: float = 60, interval: float = 0.5,
+                 what: str = "condition") -> T:
+        """Poll ``pred`` until it returns something truthy; return it, or fail after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = pred()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            time.sleep(interval)
+
+    # -- accounting ---------------------------------------------------------------------------
+    def sacctmgr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return self.run(["sacctmgr", "-i", *args], check=check)
+
+    def reset_limits(self) -> None:
+        """Clear GPU GrpTRES limits and restore the fairshares on acct_a/b/c (only where changed)."""
+        out = self.run(["sacctmgr", "-n", "-P", "show", "assoc", "where", "account=" + ",".join(ACCOUNTS),
+                        "format=account,user,fairshare,grptres"]).stdout
+        clear = ",".join(f"{t}=-1" for t in GPU_TRES)
+        for line in out.splitlines():
+            acct, user, share, grptres = (line.split("|") + ["", "", "", ""])[:4]
+            if user or acct not in ACCOUNTS:
+                continue
+            if any(t.split("=")[0] in GPU_TRES for t in grptres.split(",") if t):
+                self.sacctmgr("modify", "account", "where", f"name={acct}", "set", f"GrpTRES={clear}")
+            if share != str(ACCOUNTS[acct]):
+                self.sacctmgr("modify", "account", "where", f"name={acct}", "set", f"fairshare={ACCOUNTS[acct]}")
+
+
+def _start_testbed() -> Testbed:
+    explicit = os.environ.get("SLURM_FAIR_TESTBED")
+    if explicit:
+        state = Path(explicit)
+        env_file = state / "testbed.env"
+        if not env_file.exists():
+            if (state / "rootfs" / "testbed" / "testbed.env").exists():
+                pytest.fail(f"SLURM_FAIR_TESTBED={explicit} is a trixie (Slurm 24.11) testbed: run the tests inside "
+                            "its chroot: contrib/testbed/testbed.sh --release trixie exec -- python -m pytest ...")
+            pytest.fail(f"SLURM_FAIR_TESTBED={explicit}: no testbed.env there; run contrib/testbed/testbed.sh up")
+        started = False
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("Slurm testbed: needs root to start (or set SLURM_FAIR_TESTBED to a running one)")
+        if not TESTBED_SH.exists():
+            pytest.skip(f"Slurm testbed: {TESTBED_SH} missing")
+        status = subprocess.run(["bash", str(TESTBED_SH), "status"], capture_output=True, text=True, timeout=60)
+        try:
+            r = subprocess.run(["bash", str(TESTBED_SH), "up"], capture_output=True, text=True, timeout=900,
+                               stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            pytest.skip("Slurm testbed: 'testbed.sh up' timed out")
+        if r.returncode != 0:
+            tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-5:])
+            pytest.skip(f"Slurm testbed could not be started:\n{tail}")
+        env_out = subprocess.run(["bash", str(TESTBED_SH), "env"], capture_output=True, text=True, timeout=60,
+                                 check=True).stdout
+        values = dict(line.removeprefix("export ").split("=", 1) for line in env_out.splitlines()
+                      if line.startswith("export "))
+        state = Path(values["SLURM_FAIR_TESTBED"])
+        env_file = state / "testbed.env"
+        started = status.returncode != 0  # it was not (fully) running before
+    values = read_env_file(env_file)
+    env = dict(os.environ)
+    env.update(values)
+    tb = Testbed(state_dir=state, release=values.get("SLURM_FAIR_TESTBED_RELEASE", "bookworm"), env=env,
+                 jobdir=Path(values.get("TESTBED_JOBDIR", str(state / "jobs"))), started_here=started)
+    try:
+        r = tb.run(["sinfo", "-h", "-o", "%D"], check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        pytest.fail(f"testbed at {state} does not answer: {e}")
+    if r.returncode != 0:
+        pytest.fail(f"testbed at {state} does not answer: sinfo: {r.stderr.strip()}")
+    return tb
+
+
+_session_testbed: Testbed | None = None
+_session_skip: str | None = None
+
+
+@pytest.fixture(scope="session")
+def testbed() -> Any:
+    """The running Slurm testbed (see the module docstring)."""
+    global _session_testbed, _session_skip
+    if _session_skip:
+        pytest.skip(_session_skip)
+    try:
+        tb = _start_testbed()
+    except pytest.skip.Exception as e:
+        _session_skip = str(e)
+        raise
+    _session_testbed = tb
+    tb.cancel_all()
+    yield tb
+    if tb.started_here and not os.environ.get("SLURM_FAIR_TESTBED_KEEP"):
+        subprocess.run(["bash", str(TESTBED_SH), "down"], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(autouse=True)
+def _testbed_cleanup(request: pytest.FixtureRequest) -> Any:
+    """After each test that used the testbed: cancel its jobs and clear the account limits."""
+    yield
+    if "testbed" in request.fixturenames and _session_testbed is not None:
+        _session_testbed.cancel_all()
+        _session_testbed.reset_limits()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)

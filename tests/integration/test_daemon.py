@@ -1,0 +1,252 @@
+"""The slurm-fair daemon against the real testbed: limits written = the rounded plan, the right jobs start,
+deviations carried by formula, crash between solve and apply, slurmctld down, apply --dry-run, explain."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from slurm_fair.cluster.base import ANY_GPU
+from slurm_fair.store import Store
+
+PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]
+TYPES = ("a100", "k80", "v100")
+CAPACITY = {"a100": 4, "k80": 6, "v100": 6}
+# one class per account: a big V100 speedup, almost none, in between (k80 = 1)
+PROFILES = {
+    "fast": {"v100": 10.0, "k80": 1.0, "a100": 12.0},
+    "flat": {"v100": 1.1, "k80": 1.0, "a100": 1.2},
+    "mid": {"v100": 3.0, "k80": 1.0, "a100": 4.0},
+}
+CLASS_OF = {"acct_a": "fast", "acct_b": "flat", "acct_c": "mid"}
+
+
+@pytest.fixture
+def sf(testbed, tmp_path):
+    """A config file + database for this test, profiles set, and a runner for the CLI."""
+    cfg = tmp_path / "slurm-fair.toml"
+    cfg.write_text(
+        '[daemon]\nperiod = 3\nearly_round_after = 1\ndatabase = "sf.sqlite"\n'
+        '[policy]\nname = "oef-coop"\n[cluster]\nbackend = "cli"\ntimeout = 15\n'
+    )
+    store = Store(tmp_path / "sf.sqlite")
+    for cls, thr in PROFILES.items():
+        for g, v in thr.items():
+            store.set_profile(cls, g, v)
+
+    class SF:
+        path = cfg
+        db = store
+
+        @staticmethod
+        def cli(*args, check=True, env=None, timeout=120):
+            e = dict(testbed.env)
+            e.update(env or {})
+            r = subprocess.run([*PY, *args, "--config", str(cfg)], env=e, capture_output=True, text=True,
+                               timeout=timeout)
+            if check and r.returncode != 0:
+                raise AssertionError(f"slurm-fair {' '.join(args)} exited {r.returncode}\n{r.stdout}\n{r.stderr}")
+            return r
+
+        @staticmethod
+        def popen(*args, env=None):
+            e = dict(testbed.env)
+            e.update(env or {})
+            return subprocess.Popen([*PY, *args, "--config", str(cfg)], env=e, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+
+    yield SF
+    store.close()
+
+
+def slurm_limits(testbed) -> dict[str, dict[str, int]]:
+    out = testbed.run(["sacctmgr", "-n", "-P", "show", "assoc", "format=account,user,grptres"]).stdout
+    limits: dict[str, dict[str, int]] = {}
+    for line in out.splitlines():
+        acct, user, tres = (line.split("|") + ["", ""])[:3]
+        if user or acct not in CLASS_OF:
+            continue
+        row = limits.setdefault(acct, {})
+        for item in filter(None, tres.split(",")):
+            k, v = item.split("=")
+            if k == "gres/gpu":
+                row[ANY_GPU] = int(v)
+            elif k.startswith("gres/gpu:"):
+                row[k.split(":", 1)[1]] = int(v)
+    return limits
+
+
+def submit_mix(testbed, per_type: dict[str, int], accounts=tuple(CLASS_OF)) -> dict[tuple[str, str], list[int]]:
+    """Typed 1-GPU jobs per account; class = the account's class (job name)."""
+    jobs: dict[tuple[str, str], list[int]] = {}
+    for a in accounts:
+        for g, n in per_type.items():
+            for _ in range(n):
+                jobs.setdefault((a, g), []).append(
+                    testbed.sbatch(account=a, gpus=1, gpu_type=g, name=CLASS_OF[a]))
+    return jobs
+
+
+def running_by(testbed) -> dict[tuple[str, str], int]:
+    out = testbed.run(["squeue", "-h", "-t", "RUNNING", "-o", "%a|%b"]).stdout
+    counts: dict[tuple[str, str], int] = {}
+    for line in out.splitlines():
+        acct, gres = line.split("|")
+        g = gres.split(":")[-2] if gres.count(":") >= 2 else "?"
+        counts[(acct, g)] = counts.get((acct, g), 0) + 1
+    return counts
+
+
+def plan_limits(store: Store, round_id: int) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for p in store.placements(round_id):
+        out.setdefault(p["account"], {})[p["gpu_type"]] = p["limit"]
+    for row in out.values():
+        row[ANY_GPU] = sum(row.values())
+    return out
+
+
+def last_round(store: Store) -> dict:
+    return store.rounds(limit=1)[0]
+
+
+def test_rounds_set_the_rounded_plan_start_the_right_jobs_and_carry_deviations(testbed, sf):
+    # round with no jobs: every account is managed and gets 0 (an early round lifts it when it submits)
+    sf.cli("daemon", "--once")
+    assert slurm_limits(testbed) == {a: {g: 0 for g in (*TYPES, ANY_GPU)} for a in CLASS_OF}
+
+    jobs = submit_mix(testbed, {"a100": 2, "v100": 3, "k80": 3})
+    r = sf.cli("daemon", "--once")
+    assert "status=ok" in r.stderr
+    rnd = last_round(sf.db)
+    assert rnd["status"] == "ok" and rnd["policy"] == "oef-coop"
+    planned = plan_limits(sf.db, rnd["id"])
+    assert slurm_limits(testbed) == planned  # Slurm holds exactly the rounded plan
+    for g in TYPES:  # work conservation: every GPU has an owner (demand 24 > 16 GPUs)
+        assert sum(planned[a][g] for a in CLASS_OF) == CAPACITY[g]
+    # cooperative OEF gives the V100s to the account whose jobs gain most from them
+    assert planned["acct_a"]["v100"] == max(planned[a]["v100"] for a in CLASS_OF)
+    assert planned["acct_a"]["v100"] >= 3
+
+    # the right jobs start: per account and type, min(limit, submitted) of them
+    want = {(a, g): min(planned[a][g], len(jobs[(a, g)])) for a in CLASS_OF for g in TYPES}
+    testbed.wait_for(lambda: all(running_by(testbed).get(k, 0) == n for k, n in want.items()), timeout=40,
+                     what=f"running jobs per (account, type) = {want}")
+    time.sleep(1)
+    assert {k: v for k, v in running_by(testbed).items() if v} == {k: v for k, v in want.items() if v}
+
+    # second round after more submissions: deviations carried by the formula
+    dev1 = sf.db.deviations()
+    p1 = {(p["account"], p["gpu_type"]): p for p in sf.db.placements(rnd["id"])}
+    for (a, g), p in p1.items():
+        assert dev1[a][g] == pytest.approx(p["deviation_before"] + p["ideal"] - p["real"], abs=1e-6)
+    submit_mix(testbed, {"v100": 2}, accounts=("acct_b",))
+    sf.cli("daemon", "--once")
+    rnd2 = last_round(sf.db)
+    assert rnd2["status"] == "ok" and rnd2["id"] == rnd["id"] + 1
+    dev2 = sf.db.deviations()
+    for p in sf.db.placements(rnd2["id"]):
+        a, g = p["account"], p["gpu_type"]
+        assert p["deviation_before"] == pytest.approx(dev1[a][g], abs=1e-9)  # carried
+        assert dev2[a][g] == pytest.approx(p["deviation_before"] + p["ideal"] - p["real"], abs=1e-6)
+    assert slurm_limits(testbed) == plan_limits(sf.db, rnd2["id"])
+
+    # explain shows the account's numbers
+    ex = json.loads(sf.cli("explain", "acct_a", "--json").stdout)
+    assert ex["round"] == rnd2["id"] and ex["weight"] == 1.0
+    assert ex["classes"]["fast"]["throughput"]["v100"] == 10.0 and ex["classes"]["fast"]["source"]["v100"] == "site"
+    assert ex["limits_in_slurm"] == {k: v for k, v in plan_limits(sf.db, rnd2["id"])["acct_a"].items()}
+    assert sum(ex["ideal"].values()) == pytest.approx(
+        sum(p["ideal"] for p in sf.db.placements(rnd2["id"]) if p["account"] == "acct_a"))
+    assert all(j["slurm_fair"] and j["slurm_reason"] for j in ex["pending_jobs"])
+    txt = sf.cli("explain", "acct_a").stdout
+    assert "fast" in txt and "v100=10(site)" in txt
+    st = json.loads(sf.cli("status", "--json").stdout)
+    assert st["round"] == rnd2["id"] and st["accounts"]["acct_a"]["limits"] == ex["limits_in_slurm"]
+    assert st["accounts"]["acct_b"]["pending_gpus"] >= 2
+
+    # apply --dry-run changes nothing in Slurm nor in the store's carried state
+    submit_mix(testbed, {"k80": 2}, accounts=("acct_c",))
+    before = (slurm_limits(testbed), sf.db.deviations(), len(sf.db.rounds(limit=100)))
+    r = sf.cli("apply", "--dry-run", "--json")
+    out = json.loads(r.stdout)
+    assert "limit_changes" in out and out["limits"]
+    assert (slurm_limits(testbed), sf.db.deviations(), len(sf.db.rounds(limit=100))) == before
+
+
+def test_sigkill_between_solve_and_apply_then_restart_converges(testbed, sf):
+    sf.cli("daemon", "--once")  # every account at 0
+    base = slurm_limits(testbed)
+    submit_mix(testbed, {"a100": 1, "v100": 2, "k80": 2})
+    proc = sf.popen("daemon", "--once", env={"SLURM_FAIR_PAUSE_BEFORE_APPLY": "60"})
+    deadline = time.monotonic() + 60
+    line = ""
+    while "pausing" not in line:
+        line = proc.stderr.readline()
+        assert line or proc.poll() is None, "daemon exited before pausing"
+        assert time.monotonic() < deadline, "daemon did not reach the pause"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert slurm_limits(testbed) == base  # nothing applied
+    killed = last_round(sf.db)
+    assert killed["status"] == "running"
+    devs_before = sf.db.deviations()
+    assert not sf.db.applied(killed["id"])
+
+    sf.cli("daemon", "--once")  # restart: converges
+    rnd = last_round(sf.db)
+    assert rnd["status"] == "ok"
+    assert sf.db.round(killed["id"])["status"] == "error"  # marked interrupted
+    assert slurm_limits(testbed) == plan_limits(sf.db, rnd["id"])
+    applied = sf.db.applied(rnd["id"])
+    planned = plan_limits(sf.db, rnd["id"])
+    # each needed change written exactly once, from the value Slurm had before the crash
+    keys = [(a["account"], a["key"]) for a in applied]
+    assert len(keys) == len(set(keys))
+    assert set(keys) == {(a, k) for a, row in planned.items() for k, v in row.items() if base[a].get(k) != v}
+    assert all(a["old"] == base[a["account"]][a["key"]] for a in applied)
+    # the killed round left no trace in the carried state: the recovery round started from the same deviations
+    for p in sf.db.placements(rnd["id"]):
+        assert p["deviation_before"] == pytest.approx(devs_before.get(p["account"], {}).get(p["gpu_type"], 0.0))
+
+
+def _slurmctld_pid(testbed) -> int:
+    return int((testbed.state_dir / "run" / "slurmctld.pid").read_text().strip())
+
+
+def test_slurmctld_down_round_unreachable_daemon_survives_and_recovers(testbed, sf):
+    if testbed.release != "bookworm":
+        pytest.skip("stops and restarts the host's slurmctld: only on the bookworm (22.05, host) testbed")
+    sf.cli("daemon", "--once")
+    proc = sf.popen("daemon")  # period 3 s
+    run_dir = testbed.state_dir / "run"
+    try:
+        testbed.wait_for(lambda: len(sf.db.rounds(limit=100)) >= 2, timeout=30, what="a daemon round")
+        os.kill(_slurmctld_pid(testbed), signal.SIGTERM)
+        testbed.wait_for(lambda: last_round(sf.db)["status"] == "unreachable", timeout=60,
+                         what="a round recorded as unreachable")
+        assert proc.poll() is None  # the daemon survives
+        log = open(testbed.state_dir / "log" / "slurmctld.out", "ab")
+        ctld = subprocess.Popen(["slurmctld", "-D", "-i"], env=testbed.env, stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=log, start_new_session=True)
+        (run_dir / "slurmctld.pid").write_text(f"{ctld.pid}\n")
+        testbed.wait_for(lambda: testbed.run(["sinfo", "-h"], check=False).returncode == 0, timeout=60,
+                         what="slurmctld back")
+        n = len(sf.db.rounds(limit=1000))
+        submit_mix(testbed, {"v100": 1}, accounts=("acct_a",))
+        testbed.wait_for(lambda: len(sf.db.rounds(limit=1000)) > n and last_round(sf.db)["status"] == "ok",
+                         timeout=60, what="an ok round after slurmctld is back")
+        # the new job's account had no share: it gets one in a following round
+        testbed.wait_for(lambda: slurm_limits(testbed)["acct_a"].get("v100", 0) >= 1, timeout=30,
+                         what="acct_a's V100 limit raised")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+    assert rc == 0  # SIGTERM: the round finishes, exit 0
+    assert "round" in proc.stderr.read()

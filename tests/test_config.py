@@ -1,0 +1,227 @@
+"""Configuration loading and validation."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from slurm_fair import config, policies
+from slurm_fair.errors import InputError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def write(tmp_path, text: str) -> Path:
+    p = tmp_path / "slurm-fair.toml"
+    p.write_text(text)
+    return p
+
+
+def test_defaults(tmp_path):
+    cfg = config.load(write(tmp_path, ""))
+    assert cfg.daemon.period == 300
+    assert cfg.daemon.early_round_after == 30
+    assert cfg.daemon.dry_run is False
+    assert cfg.daemon.log_level == "info"
+    assert cfg.policy.name == "oef-noncoop" and cfg.policy.solver == ""
+    assert (cfg.cluster.backend, cfg.cluster.timeout, cfg.cluster.partitions) == ("auto", 30, ())
+    assert cfg.classes.order == ("comment", "wckey", "name")
+    assert dict(cfg.tenants.map) == {} and dict(cfg.tenants.weights) == {}
+    assert (cfg.priority.site_factor_min, cfg.priority.site_factor_max, cfg.priority.levels) == (0, 100000, 100)
+    assert cfg.limits.manage is True and cfg.limits.accounts == ()
+    assert cfg.database_path == Path("/var/lib/slurm-fair/slurm-fair.sqlite")
+    assert cfg.source == str(tmp_path / "slurm-fair.toml")
+
+
+def test_spec_and_dataclasses_agree():
+    """Each section's dataclass has exactly the SPEC keys, with the SPEC defaults."""
+    cfg = config.Config()
+    assert cfg.as_dict() == config.from_dict({}).as_dict()
+    for section, keys in config.SPEC.items():
+        names = [f.name for f in dataclasses.fields(getattr(cfg, section))]
+        assert names == list(keys), section
+        for key, spec in keys.items():
+            got = cfg.as_dict()[section][key]
+            assert got == spec.default, f"{section}.{key}"
+
+
+def test_repo_file_is_render_default_and_parses_to_defaults():
+    assert (REPO / "etc" / "slurm-fair.toml").read_text() == config.render_default()
+    parsed = tomllib.loads(config.render_default())
+    assert config.from_dict(parsed).as_dict() == config.Config().as_dict()
+    # fully commented: every key has a comment line right above it
+    lines = config.render_default().splitlines()
+    for i, line in enumerate(lines):
+        if " = " in line and not line.startswith("#"):
+            assert lines[i - 1].startswith("# "), line
+
+
+def test_full_file(tmp_path):
+    cfg = config.load(write(tmp_path, """
+[daemon]
+period = 60.5
+early_round_after = 0
+database = "state/db.sqlite"
+dry_run = true
+log_level = "DEBUG"
+[policy]
+name = "gavel"
+solver = "highs"
+[cluster]
+backend = "cli"
+timeout = 5
+partitions = ["gpu", "debug"]
+[classes]
+order = ["wckey"]
+[tenants]
+map = {acct_a = "physics", acct_b = "physics"}
+weights = {physics = 2}
+[priority]
+site_factor_min = -10
+site_factor_max = 10
+levels = 21
+[limits]
+manage = false
+accounts = ["acct_a"]
+"""))
+    assert cfg.daemon.period == 60.5 and cfg.daemon.dry_run and cfg.daemon.log_level == "debug"
+    assert cfg.database_path == tmp_path / "state" / "db.sqlite"
+    assert (cfg.policy.name, cfg.policy.solver) == ("gavel", "HIGHS")
+    assert cfg.cluster.partitions == ("gpu", "debug") and cfg.cluster.backend == "cli"
+    assert cfg.classes.order == ("wckey",)
+    assert dict(cfg.tenants.map) == {"acct_a": "physics", "acct_b": "physics"}
+    assert dict(cfg.tenants.weights) == {"physics": 2.0}
+    assert cfg.limits.accounts == ("acct_a",) and cfg.limits.manage is False
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.daemon.period = 1
+    with pytest.raises(TypeError):
+        cfg.tenants.map["x"] = "y"
+
+
+def test_relative_database_is_relative_to_the_config_file_not_cwd(tmp_path, monkeypatch):
+    sub = tmp_path / "conf"
+    sub.mkdir()
+    p = sub / "c.toml"
+    p.write_text('[daemon]\ndatabase = "../var/fair.sqlite"\n')
+    monkeypatch.chdir(tmp_path)
+    cfg = config.load("conf/c.toml")
+    assert cfg.database_path == (tmp_path / "var" / "fair.sqlite")
+    p.write_text('[daemon]\ndatabase = "/abs/fair.sqlite"\n')
+    assert config.load(p).database_path == Path("/abs/fair.sqlite")
+
+
+BAD = [
+    ("daemon", "period", "0"),
+    ("daemon", "period", '"300"'),
+    ("daemon", "period", "true"),
+    ("daemon", "period", "nan"),
+    ("daemon", "early_round_after", "-1"),
+    ("daemon", "database", '""'),
+    ("daemon", "database", "3"),
+    ("daemon", "dry_run", '"yes"'),
+    ("daemon", "log_level", '"loud"'),
+    ("policy", "name", '"oef"'),
+    ("policy", "solver", '"GUROBI"'),
+    ("cluster", "backend", '"rest"'),
+    ("cluster", "timeout", "0"),
+    ("cluster", "partitions", '"gpu"'),
+    ("cluster", "partitions", '["gpu", "gpu"]'),
+    ("classes", "order", "[]"),
+    ("classes", "order", '"comment"'),
+    ("tenants", "map", '"acct_a"'),
+    ("tenants", "weights", "[1]"),
+    ("priority", "site_factor_min", "0.5"),
+    ("priority", "site_factor_max", '"1"'),
+    ("priority", "levels", "0"),
+    ("limits", "manage", "1"),
+    ("limits", "accounts", "[1]"),
+]
+
+
+def test_every_key_has_a_bad_value_case():
+    assert {(s, k) for s, k, _ in BAD} == {(s, k) for s, keys in config.SPEC.items() for k in keys}
+
+
+@pytest.mark.parametrize("section, key, value", BAD)
+def test_bad_value_names_the_key(tmp_path, section, key, value):
+    with pytest.raises(InputError) as e:
+        config.load(write(tmp_path, f"[{section}]\n{key} = {value}\n"))
+    assert e.value.field.startswith(f"{section}.{key}")
+    assert f"{section}.{key}" in str(e.value)
+
+
+@pytest.mark.parametrize("text, field", [
+    ('[classes]\norder = ["comment", "jobid"]\n', "classes.order[1]"),
+    ('[cluster]\npartitions = ["gpu", ""]\n', "cluster.partitions[1]"),
+    ('[tenants]\nmap = {acct_a = ""}\n', "tenants.map.acct_a"),
+    ("[tenants]\nweights = {physics = 0}\n", "tenants.weights.physics"),
+    ("[tenants]\nweights = {physics = \"2\"}\n", "tenants.weights.physics"),
+    ("[priority]\nsite_factor_min = 5\nsite_factor_max = 5\n", "priority.site_factor_max"),
+    ("[priority]\nsite_factor_min = 0\nsite_factor_max = 9\nlevels = 11\n", "priority.levels"),
+])
+def test_nested_and_cross_key_errors(tmp_path, text, field):
+    with pytest.raises(InputError) as e:
+        config.load(write(tmp_path, text))
+    assert e.value.field == field
+
+
+def test_every_policy_name_is_accepted(tmp_path):
+    for name in policies.names():
+        assert config.load(write(tmp_path, f'[policy]\nname = "{name}"\n')).policy.name == name
+
+
+@pytest.mark.parametrize("text, field", [
+    ("[daemon]\nperiode = 3\n", "daemon.periode"),
+    ("[deamon]\nperiod = 3\n", "deamon"),
+    ("period = 3\n", "period"),
+    ("daemon = 3\n", "daemon"),
+])
+def test_unknown_keys_and_sections_are_rejected(tmp_path, text, field):
+    with pytest.raises(InputError) as e:
+        config.load(write(tmp_path, text))
+    assert e.value.field == field
+    assert "unknown" in e.value.problem or "table" in e.value.problem
+
+
+def test_invalid_toml(tmp_path):
+    p = write(tmp_path, "[daemon\nperiod = \n")
+    with pytest.raises(InputError) as e:
+        config.load(p)
+    assert e.value.field == "config" and e.value.value == str(p) and "invalid TOML" in e.value.problem
+
+
+def test_resolution_order(tmp_path, monkeypatch):
+    monkeypatch.delenv("SLURM_FAIR_CONFIG", raising=False)
+    assert config.resolve_path(None) == Path("/etc/slurm-fair/slurm-fair.toml")
+    monkeypatch.setenv("SLURM_FAIR_CONFIG", str(tmp_path / "env.toml"))
+    assert config.resolve_path(None) == tmp_path / "env.toml"
+    assert config.resolve_path(str(tmp_path / "x.toml")) == tmp_path / "x.toml"
+    (tmp_path / "env.toml").write_text("[daemon]\nperiod = 7\n")
+    cfg = config.load()
+    assert cfg.daemon.period == 7 and cfg.source == str(tmp_path / "env.toml")
+
+
+def test_missing_files(tmp_path, monkeypatch):
+    monkeypatch.delenv("SLURM_FAIR_CONFIG", raising=False)
+    with pytest.raises(InputError) as e:
+        config.load(tmp_path / "nope.toml")
+    assert (e.value.field, e.value.problem) == ("config", "file not found")
+    monkeypatch.setenv("SLURM_FAIR_CONFIG", str(tmp_path / "nope.toml"))
+    with pytest.raises(InputError, match="file not found"):
+        config.load()
+    monkeypatch.delenv("SLURM_FAIR_CONFIG")
+    if config.DEFAULT_PATH.exists():
+        pytest.skip("this machine has a real /etc/slurm-fair/slurm-fair.toml")
+    cfg = config.load()
+    assert cfg.source == "defaults"
+    assert cfg.as_dict() == config.Config().as_dict()
+
+
+def test_render_round_trips_non_default_values(tmp_path):
+    text = '[tenants]\nmap = {acct_a = "phys \\"x\\""}\nweights = {"phys \\"x\\"" = 1.5}\n'
+    cfg = config.load(write(tmp_path, text))
+    again = config.load(write(tmp_path, config.render(cfg.as_dict())))
+    assert again.as_dict() == cfg.as_dict()

@@ -1,0 +1,323 @@
+"""Unit tests of the pure round planning (slurm_fair/daemon/plan.py) on hand-built snapshots."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from slurm_fair import config
+from slurm_fair.cluster.base import ANY_GPU, CLEAR, Account, Job, Node, Snapshot
+from slurm_fair.daemon import plan as P
+from slurm_fair.model import Allocation
+from slurm_fair.policies import get as get_policy
+
+CFG = config.from_dict({})
+
+
+def job(jid, account, gpus=1, gpu_type=None, state="PENDING", name="j", comment="", wckey="", submit=1000,
+        partition="gpu", alloc=None, site_factor=0):
+    return Job(job_id=jid, name=name, account=account, user="u", partition=partition, state=state, reason="",
+               priority=1, submit_time=submit, start_time=None if state == "PENDING" else submit + 1,
+               gpus_per_node=gpus, nodes=1, gpu_type=gpu_type, gpus_allocated=alloc or {}, comment=comment,
+               wckey=wckey, site_factor=site_factor)
+
+
+NODES = (
+    Node("v100-1", ("IDLE",), ("gpu",), {"v100": 4}, {}),
+    Node("k80-1", ("IDLE",), ("gpu",), {"k80": 4}, {}),
+)
+
+
+def snap(jobs=(), nodes=NODES, accounts=None, limits=None):
+    accounts = accounts or {"acct_a": 1, "acct_b": 1, "acct_c": 2}
+    limits = limits or {}
+    accts = tuple(Account(a, s, limits.get(a, {})) for a, s in accounts.items())
+    return Snapshot("22.05.8", 0.0, tuple(nodes), tuple(jobs), accts, ("gpu",))
+
+
+def cfg(**sections):
+    return config.from_dict(sections)
+
+
+# ------------------------------------------------------------------------------------------- classes
+
+
+def test_job_class_order_and_sources():
+    j = job(1, "a", name="nm", comment="foo class=resnet bar", wckey="wk")
+    assert P.job_class(j) == "resnet"
+    assert P.job_class(j, ("wckey", "comment")) == "wk"
+    assert P.job_class(j, ("name",)) == "nm"
+    assert P.job_class(job(2, "a", name="nm", wckey="*wk")) == "wk"  # Slurm's default-wckey marker
+    assert P.job_class(job(3, "a", name="nm", comment="no token here")) == "nm"
+    assert P.job_class(job(4, "a", name="", comment="x"), ("comment", "name")) == P.DEFAULT_CLASS
+    # the token must be a whole word: "subclass=x" is not a class token
+    assert P.job_class(job(5, "a", name="nm", comment="subclass=x")) == "nm"
+
+
+def test_observe_demand_sums_pending_and_running_and_types():
+    jobs = [
+        job(1, "acct_a", 2, "v100", name="r"),
+        job(2, "acct_a", 1, "k80", name="r"),
+        job(3, "acct_a", 3, "v100", state="RUNNING", name="r", alloc={"v100": 3}),
+        job(4, "acct_b", 4, None, name="t"),
+        job(5, "acct_b", 0, None, name="t"),  # no GPUs: ignored
+        job(6, "root", 1, None, name="t"),  # the root account is never managed
+        job(7, "acct_c", 1, "k80", name="x", partition="cpu"),
+        job(8, "acct_c", 1, "k80", name="x", state="COMPLETING"),
+    ]
+    d = P.observe_demand(snap(jobs), CFG)
+    assert set(d) == {("acct_a", "r"), ("acct_b", "t"), ("acct_c", "x")}
+    a = d[("acct_a", "r")]
+    assert (a.gpus, a.pending_gpus, a.running_gpus, a.min_pending, a.types) == (6, 3, 3, 1, {"v100", "k80"})
+    assert d[("acct_b", "t")].types is None  # an untyped job can use any type
+    d2 = P.observe_demand(snap(jobs), cfg(cluster={"partitions": ["gpu"]}))
+    assert ("acct_c", "x") not in d2
+
+
+# ------------------------------------------------------------------------------------------- profiles
+
+PROFILES = [
+    {"account": "acct_a", "class": "r", "gpu_type": "v100", "throughput": 10.0},
+    {"account": "", "class": "r", "gpu_type": "v100", "throughput": 7.0},
+    {"account": "", "class": "r", "gpu_type": "k80", "throughput": 2.0},
+]
+SHIPPED = [
+    {"account": "", "class": "r", "gpu_type": "a100", "throughput": 20.0},
+    {"account": "", "class": "s", "gpu_type": "v100", "throughput": 3.0},
+    {"account": "", "class": "s", "gpu_type": "k80", "throughput": 1.5},
+]
+
+
+def test_lookup_chain_per_type():
+    thr, src = P.lookup_throughput(PROFILES, SHIPPED, "acct_a", "r", ["a100", "v100", "k80", "p100"])
+    assert thr == {"a100": 20.0, "v100": 10.0, "k80": 2.0, "p100": 2.0}
+    assert src == {"a100": "shipped", "v100": "account", "k80": "site", "p100": "assumed"}
+    thr, src = P.lookup_throughput(PROFILES, SHIPPED, "acct_b", "r", ["v100"])
+    assert (thr, src) == ({"v100": 7.0}, {"v100": "site"})
+    thr, src = P.lookup_throughput(PROFILES, SHIPPED, "acct_b", "s", ["v100", "k80", "a100"])
+    assert thr == {"v100": 3.0, "k80": 1.5, "a100": 1.5}  # slowest known for the unknown type
+    assert src["a100"] == "assumed" and src["v100"] == "shipped"
+    thr, src = P.lookup_throughput(PROFILES, SHIPPED, "acct_b", "nope", ["v100", "k80"])
+    assert thr == {"v100": 1.0, "k80": 1.0} and set(src.values()) == {"unprofiled"}
+
+
+# ------------------------------------------------------------------------------------------- problem
+
+
+def test_build_problem_weights_tenants_types_capacity():
+    nodes = NODES + (Node("v100-2", ("IDLE", "DRAIN"), ("gpu",), {"v100": 4}, {}),)
+    jobs = [job(1, "acct_a", 1, "v100", name="r"), job(2, "acct_b", 1, None, name="s"),
+            job(3, "acct_c", 1, None, name="s"), job(4, "acct_c", 1, None, name="r")]
+    s = snap(jobs, nodes=nodes)
+    d = P.observe_demand(s, CFG)
+    b = P.build_problem(s, d, PROFILES, SHIPPED, CFG)
+    assert b.capacity == {"k80": 4, "v100": 4}  # the drained node does not count
+    pr = b.problem
+    assert [t.name for t in pr.tenants] == ["acct_a", "acct_b", "acct_c"]
+    assert [t.weight for t in pr.tenants] == [1.0, 1.0, 2.0]  # fair-share Shares
+    a_r = pr.tenant("acct_a").classes[0]
+    assert a_r.throughput == {"k80": 0.0, "v100": 10.0}  # asked only for v100
+    assert a_r.demand == 1.0
+    assert b.sources["acct_a"]["r"]["v100"] == "account"
+    assert {c.name for c in pr.tenant("acct_c").classes} == {"r", "s"}
+
+    c2 = cfg(tenants={"map": {"acct_a": "phys", "acct_b": "phys"}, "weights": {"acct_c": 5.0}})
+    b2 = P.build_problem(s, d, PROFILES, SHIPPED, c2)
+    assert [(t.name, t.weight) for t in b2.problem.tenants] == [("acct_c", 5.0), ("phys", 2.0)]
+    assert {c.name for c in b2.problem.tenant("phys").classes} == {"acct_a/r", "acct_b/s"}
+    assert b2.rows[("acct_b", "s")] == ("phys", "acct_b/s")
+
+
+# ------------------------------------------------------------------------------------------- plan
+
+
+def fixed_alloc(built, x_by_row):
+    """An Allocation with given GPUs per (account, class) row (solver-independent tests)."""
+    vu = built.problem.virtual_users()
+    x = np.zeros((vu.n, vu.k))
+    for i, (t, c) in enumerate(zip(vu.tenant, vu.cls)):
+        acct_cls = next(k for k, v in built.rows.items() if v == (t, c))
+        for j, g in enumerate(vu.gpu_types):
+            x[i, j] = x_by_row.get(acct_cls, {}).get(g, 0.0)
+    return Allocation(built.problem, "fixed", x)
+
+
+def two_account_case(extra_jobs=()):
+    jobs = [job(i, "acct_a", 1, "v100", name="r") for i in range(1, 7)]
+    jobs += [job(10 + i, "acct_b", 1, None, name="s") for i in range(8)]
+    jobs += list(extra_jobs)
+    s = snap(jobs)
+    d = P.observe_demand(s, CFG)
+    return s, d, P.build_problem(s, d, PROFILES, SHIPPED, CFG)
+
+
+def test_make_plan_rounds_and_carries_deviations():
+    s, d, b = two_account_case()
+    alloc = fixed_alloc(b, {("acct_a", "r"): {"v100": 2.6}, ("acct_b", "s"): {"v100": 1.4, "k80": 4.0}})
+    managed = P.managed_accounts(s, d, CFG)
+    assert managed == ["acct_a", "acct_b", "acct_c"]
+    p1 = P.make_plan(b, alloc, d, {}, managed)
+    assert p1.ideal["acct_a"] == pytest.approx({"k80": 0.0, "v100": 2.6})
+    assert p1.real == {"acct_a": {"k80": 0, "v100": 3}, "acct_b": {"k80": 4, "v100": 1},
+                       "acct_c": {"k80": 0, "v100": 0}}
+    assert p1.deviations["acct_a"]["v100"] == pytest.approx(-0.4)
+    assert p1.deviations["acct_b"]["v100"] == pytest.approx(0.4)
+    assert p1.limits["acct_a"] == {"k80": 0, "v100": 3, ANY_GPU: 3}
+    assert p1.limits["acct_c"] == {"k80": 0, "v100": 0, ANY_GPU: 0}  # no GPU jobs: nothing
+    # next round, same ideal: real = round(ideal + dev), dev += ideal - real
+    p2 = P.make_plan(b, alloc, d, p1.deviations, managed)
+    assert p2.deviation_before["acct_a"]["v100"] == pytest.approx(-0.4)
+    assert p2.real["acct_a"]["v100"] == 2 and p2.real["acct_b"]["v100"] == 2  # round(2.2), round(1.8)
+    assert p2.deviations["acct_a"]["v100"] == pytest.approx(-0.4 + 2.6 - 2)
+    assert p2.deviations["acct_b"]["v100"] == pytest.approx(0.4 + 1.4 - 2)
+    # averaged over the two rounds each account got its ideal to within the carried deviation
+    assert (p1.real["acct_a"]["v100"] + p2.real["acct_a"]["v100"]) / 2 == pytest.approx(2.5)
+
+
+def test_work_conservation_gives_unowned_gpus_to_pending_jobs_that_can_use_them():
+    # acct_c has pending k80-only jobs but (say) the policy gave it nothing: the 2 k80s nobody holds go to it;
+    # acct_a asks only for v100, so it gets no k80 even though it has pending jobs
+    extra_jobs = [job(30 + i, "acct_c", 1, "k80", name="x") for i in range(3)]
+    s, d, b = two_account_case(extra_jobs)
+    alloc = fixed_alloc(b, {("acct_a", "r"): {"v100": 2.0}, ("acct_b", "s"): {"v100": 2.0, "k80": 2.0}})
+    p = P.make_plan(b, alloc, d, {}, P.managed_accounts(s, d, CFG))
+    assert p.real["acct_c"] == {"k80": 0, "v100": 0}
+    assert p.extra["acct_c"]["k80"] + p.extra["acct_b"]["k80"] == 2
+    assert p.extra["acct_a"]["k80"] == 0
+    for g, cap in p.capacity.items():
+        assert sum(lim[g] for lim in p.limits.values()) == cap  # every GPU has a limit owner
+    for a, lim in p.limits.items():
+        assert lim[ANY_GPU] == sum(v for k, v in lim.items() if k != ANY_GPU)
+        assert lim[ANY_GPU] <= p.demand[a]
+    # extras are a gift, not owed back: deviations only come from the rounding
+    assert p.deviations["acct_c"]["k80"] == 0.0
+
+
+def test_work_conservation_leaves_gpus_nobody_can_use():
+    jobs = [job(1, "acct_a", 1, "v100", name="r")]
+    s = snap(jobs)
+    d = P.observe_demand(s, CFG)
+    b = P.build_problem(s, d, PROFILES, SHIPPED, CFG)
+    p = P.make_plan(b, fixed_alloc(b, {("acct_a", "r"): {"v100": 1.0}}), d, {}, P.managed_accounts(s, d, CFG))
+    assert p.limits["acct_a"] == {"k80": 0, "v100": 1, ANY_GPU: 1}  # demand 1: no more
+    assert sum(lim["k80"] for lim in p.limits.values()) == 0
+
+
+def test_min_gpus_blocks_small_share_until_the_deviation_grows():
+    jobs = [job(1, "acct_a", 4, "v100", name="r")] + [job(10 + i, "acct_b", 1, "v100", name="s") for i in range(8)]
+    s = snap(jobs, nodes=(NODES[0],))
+    d = P.observe_demand(s, CFG)
+    b = P.build_problem(s, d, PROFILES, SHIPPED, CFG)
+    alloc = fixed_alloc(b, {("acct_a", "r"): {"v100": 1.5}, ("acct_b", "s"): {"v100": 2.5}})
+    managed = ["acct_a", "acct_b"]
+    devs: dict = {}
+    got = []
+    for _ in range(3):
+        p = P.make_plan(b, alloc, d, devs, managed)
+        got.append(p.real["acct_a"]["v100"])
+        devs = p.deviations
+    assert p.min_gpus["acct_a"] == 4
+    assert got == [0, 0, 4]  # 1.5, 3.0 < 4: wait; 4.5 -> 4 GPUs, a whole job
+    assert devs["acct_a"]["v100"] == pytest.approx(0.5)
+
+
+def test_limit_changes_only_changed_and_clear_for_leavers():
+    current = {"acct_a": {"v100": 3, ANY_GPU: 3}, "acct_b": {"v100": 1}, "old": {"k80": 2, ANY_GPU: 2}}
+    planned = {"acct_a": {"v100": 3, "k80": 0, ANY_GPU: 3}, "acct_b": {"v100": 2, ANY_GPU: 2}}
+    ch = P.limit_changes(current, planned, {"acct_a", "old", "gone"})
+    assert ch == {"acct_a": {"k80": 0}, "acct_b": {"v100": 2, ANY_GPU: 2}, "old": {"k80": CLEAR, ANY_GPU: CLEAR}}
+    assert P.limit_changes(planned, planned, set(planned)) == {}
+
+
+# ------------------------------------------------------------------------------------------- priorities
+
+
+def test_update_deficit_accumulates_and_forgets_idle_accounts():
+    d = P.update_deficit({"a": 10.0, "gone": 99.0}, {"a": 2.0, "b": 1.5}, {"a": 1.0, "c": 2.0}, 60)
+    assert d == {"a": 10.0 + 60.0, "b": 90.0, "c": -120.0}
+    assert P.update_deficit({"a": 1.0}, {"a": 5.0}, {}, -3) == {"a": 1.0}
+
+
+def test_site_factors_rank_accounts_by_deficit_and_jobs_by_wait():
+    jobs = [job(1, "acct_a", submit=50), job(2, "acct_a", submit=10), job(3, "acct_b", submit=5),
+            job(4, "acct_c", submit=1, state="RUNNING"), job(5, "acct_c", submit=70), job(6, "acct_a", 0)]
+    s = snap(jobs)
+    c = cfg(priority={"site_factor_min": 100, "site_factor_max": 1000, "levels": 10})
+    f = P.site_factors(s, {"acct_a": 5.0, "acct_b": 50.0, "acct_c": -1.0}, c)
+    assert set(f) == {1, 2, 3, 5}  # pending GPU jobs only
+    assert f[3] > f[2] > f[1] > f[5]  # b (largest deficit), then a oldest first, then c
+    assert all(isinstance(v, int) and 100 <= v <= 1000 for v in f.values())
+    assert f[3] == 1000  # the top band's oldest job gets the top level
+    assert len(set(f.values())) == 4
+    one = P.site_factors(s, {}, cfg(priority={"site_factor_min": 7, "site_factor_max": 9, "levels": 1}))
+    assert set(one.values()) == {7}
+
+
+def test_site_factors_more_accounts_than_levels_stay_in_range_and_ordered():
+    jobs = [job(i, f"acct{i:02d}", submit=i) for i in range(30)]
+    s = snap(jobs, accounts={f"acct{i:02d}": 1 for i in range(30)})
+    deficits = {f"acct{i:02d}": float(i) for i in range(30)}
+    f = P.site_factors(s, deficits, cfg(priority={"levels": 4, "site_factor_max": 30}))
+    vals = [f[i] for i in range(30)]
+    assert vals == sorted(vals) and min(vals) >= 0 and max(vals) <= 30 and vals[-1] == 30
+
+
+# ------------------------------------------------------------------------------------------- with a policy
+
+
+def test_real_policy_noncoop_gives_only_v100_to_the_account_with_the_big_speedup():
+    profiles = [
+        {"account": "", "class": "fast", "gpu_type": "v100", "throughput": 10.0},
+        {"account": "", "class": "fast", "gpu_type": "k80", "throughput": 1.0},
+        {"account": "", "class": "flat", "gpu_type": "v100", "throughput": 1.1},
+        {"account": "", "class": "flat", "gpu_type": "k80", "throughput": 1.0},
+    ]
+    jobs = [job(i, "acct_a", 1, None, name="fast") for i in range(8)]
+    jobs += [job(20 + i, "acct_b", 1, None, name="flat") for i in range(8)]
+    s = snap(jobs, accounts={"acct_a": 1, "acct_b": 1})
+    d = P.observe_demand(s, CFG)
+    b = P.build_problem(s, d, profiles, [], CFG)
+    alloc = get_policy("oef-noncoop")(b.problem)
+    p = P.make_plan(b, alloc, d, {}, P.managed_accounts(s, d, CFG))
+    # non-cooperative OEF equalises normalized throughput: 10·a_v100 = 1.1·b_v100 + b_k80, so the account
+    # with the big speedup gets only V100s (about 0.76 of them) and the other one every K80
+    ia, ib = p.ideal["acct_a"], p.ideal["acct_b"]
+    assert 10 * ia["v100"] + ia["k80"] == pytest.approx(1.1 * ib["v100"] + ib["k80"], rel=1e-4)
+    assert ia["k80"] == pytest.approx(0, abs=1e-6) and ib["k80"] == pytest.approx(4, abs=1e-6)
+    assert p.limits["acct_a"] == {"k80": 0, "v100": 1, ANY_GPU: 1}
+    assert p.limits["acct_b"] == {"k80": 4, "v100": 3, ANY_GPU: 7}
+
+
+def test_limit_batches_pick_the_fewer_sacctmgr_calls():
+    same = {f"a{i}": {"v100": i % 2, "k80": 1} for i in range(10)}
+    b = P.limit_batches(same)
+    assert b == [same]  # 2 distinct settings: 2 calls either way, keep one batch
+    varied = {f"a{i}": {"v100": i % 2, "k80": (i // 2) % 2, ANY_GPU: (i // 4) % 3} for i in range(12)}
+    b = P.limit_batches(varied)
+    assert len(b) == 3  # 12 distinct settings, but per key only 2 + 2 + 3 = 7 (key, value) pairs
+    merged = {}
+    for batch in b:
+        for a, ch in batch.items():
+            merged.setdefault(a, {}).update(ch)
+    assert merged == varied
+    assert P.limit_batches({}) == []
+
+
+def test_limit_per_type_capped_by_what_the_jobs_can_use_rest_goes_to_others():
+    nodes = (Node("a100-1", ("IDLE",), ("gpu",), {"a100": 4}, {}),) + NODES
+    jobs = [job(i, "acct_c", 1, "a100", name="x") for i in range(2)]  # only 2 A100 jobs
+    jobs += [job(10 + i, "acct_c", 1, "v100", name="x") for i in range(4)]
+    jobs += [job(20 + i, "acct_a", 1, "a100", name="r") for i in range(3)]
+    jobs += [job(30 + i, "acct_b", 1, None, name="s") for i in range(2)]
+    s = snap(jobs, nodes=nodes)
+    d = P.observe_demand(s, CFG)
+    assert d[("acct_c", "x")].by_type == {"a100": 2, "v100": 4}
+    b = P.build_problem(s, d, PROFILES, SHIPPED, CFG)
+    alloc = fixed_alloc(b, {("acct_c", "x"): {"a100": 4.0, "v100": 2.0}})
+    p = P.make_plan(b, alloc, d, {}, ["acct_a", "acct_b", "acct_c"])
+    assert p.real["acct_c"]["a100"] == 4  # the rounding (and the deviation) keep the policy's share...
+    assert p.limits["acct_c"]["a100"] == 2  # ...but the limit stops at what its jobs can use
+    # the 2 A100s go to the accounts with pending jobs that can run there: one each (fewest extras first)
+    assert p.extra["acct_a"]["a100"] == 1 and p.extra["acct_b"]["a100"] == 1
+    assert p.extra["acct_b"]["v100"] + p.limits["acct_c"]["v100"] <= 6
+    assert p.limits["acct_b"][ANY_GPU] == 2  # its demand

@@ -1,0 +1,186 @@
+"""Tests of the deviation-carrying rounding placer (OEF §4.3)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from slurm_fair.errors import InputError
+from slurm_fair.rounding import Placement, place
+
+
+def run_rounds(ideal, capacity, rounds, min_gpus=None, demand=None):
+    """Run ``rounds`` rounds with a constant ideal; return (sum of real per tenant/type, placements)."""
+    dev = None
+    total = {t: {g: 0 for g in capacity} for t in ideal}
+    seen = []
+    for _ in range(rounds):
+        p = place(ideal, capacity, dev, min_gpus, demand)
+        dev = p.deviations
+        seen.append(p)
+        for t in ideal:
+            for g in capacity:
+                total[t][g] += p.real[t][g]
+    return total, seen
+
+
+def test_single_round_rounds_half_up_and_carries_deviation():
+    p = place({"a": {"v100": 1.5, "k80": 0.25}, "b": {"v100": 0.5, "k80": 0.75}}, {"v100": 2, "k80": 1})
+    assert isinstance(p, Placement)
+    # v100: a 1.5 -> 2 and b 0.5 -> 1 overshoot capacity 2; both claims are -0.5, the name decides: b gives back
+    assert p.real["a"]["v100"] == 2 and p.real["b"]["v100"] == 0
+    assert p.real["b"]["k80"] == 1 and p.real["a"]["k80"] == 0
+    for t, row in {"a": {"v100": 1.5, "k80": 0.25}, "b": {"v100": 0.5, "k80": 0.75}}.items():
+        for g, v in row.items():
+            assert p.deviations[t][g] == pytest.approx(v - p.real[t][g])
+
+
+def test_capacity_takeback_prefers_smallest_claim_then_name():
+    # Both round 0.6 -> 1 and 0.4 + 0 -> 0; capacity 1: the one with the larger claim keeps it.
+    p = place({"x": {"g": 0.45}, "y": {"g": 0.55}}, {"g": 1})
+    assert p.real == {"x": {"g": 0}, "y": {"g": 1}}
+    # exact tie: both 0.5 -> 1, one GPU: the name decides (deterministic), the other is owed 0.5
+    p = place({"b": {"g": 0.5}, "a": {"g": 0.5}}, {"g": 1})
+    assert p.real == {"b": {"g": 0}, "a": {"g": 1}}
+    assert p.deviations["b"]["g"] == pytest.approx(0.5)
+    assert p.deviations["a"]["g"] == pytest.approx(-0.5)
+
+
+def test_free_gpus_go_to_tenants_still_owed():
+    # three tenants with a third of one GPU each: plain rounding gives 0 to all; the GPU is not left idle
+    p = place({"a": {"g": 1 / 3}, "b": {"g": 1 / 3}, "c": {"g": 1 / 3}}, {"g": 1})
+    assert sum(p.real[t]["g"] for t in "abc") == 1
+    total, _ = run_rounds({"a": {"g": 1 / 3}, "b": {"g": 1 / 3}, "c": {"g": 1 / 3}}, {"g": 1}, 300)
+    assert [total[t]["g"] for t in "abc"] == [100, 100, 100]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_long_run_average_converges_to_ideal(seed):
+    rng = random.Random(seed)
+    types = ["a100", "v100", "k80"][: rng.randint(1, 3)]
+    cap = {g: rng.randint(1, 8) for g in types}
+    tenants = [f"t{i}" for i in range(rng.randint(1, 6))]
+    ideal = {t: {} for t in tenants}
+    for g in types:
+        w = [rng.random() for _ in tenants]
+        used = rng.choice([1.0, 0.8])  # a policy may leave GPUs idle (e.g. demand-limited)
+        for t, wi in zip(tenants, w):
+            ideal[t][g] = cap[g] * used * wi / sum(w)
+    mins = {t: rng.choice([0, 1]) for t in tenants}
+    for rounds in (50, 400):
+        total, seen = run_rounds(ideal, cap, rounds, min_gpus=mins)
+        for t in tenants:
+            for g in types:
+                # |avg - ideal| = |dev_R| / R and the deviation stays within 1 GPU
+                assert abs(total[t][g] / rounds - ideal[t][g]) <= 1.0 / rounds + 1e-9
+        for p in seen:
+            for g in types:
+                assert sum(p.real[t][g] for t in tenants) <= cap[g]
+            assert all(abs(v) < 1.0 + 1e-9 for d in p.deviations.values() for v in d.values())
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_capacity_demand_and_min_gpus_never_violated(seed):
+    rng = random.Random(1000 + seed)
+    types = ["a100", "v100", "k80"]
+    cap = {g: rng.randint(0, 6) for g in types}
+    tenants = [f"t{i}" for i in range(rng.randint(2, 6))]
+    ideal = {t: {g: 0.0 for g in types} for t in tenants}
+    for g in types:
+        w = [rng.random() for _ in tenants]
+        for t, wi in zip(tenants, w):
+            ideal[t][g] = cap[g] * wi / sum(w)
+    mins = {t: rng.choice([1, 2, 4]) for t in tenants}
+    dem = {t: rng.randint(1, 8) for t in tenants}
+    dev = {t: {g: rng.uniform(-3, 3) for g in types} for t in tenants}  # arbitrary carried state
+    for _ in range(100):
+        p = place(ideal, cap, dev, mins, dem)
+        dev = p.deviations
+        for g in types:
+            assert sum(p.real[t][g] for t in tenants) <= cap[g]
+        for t in tenants:
+            tot = p.total(t)
+            assert all(v >= 0 for v in p.real[t].values())
+            assert tot <= dem[t]
+            assert tot == 0 or tot >= mins[t]
+
+
+def test_min_gpus_tenant_is_not_starved_and_keeps_its_average():
+    # b is owed half a GPU per round but its smallest job needs 4: it gets 0 until its claim reaches 4
+    ideal = {"a": {"a100": 3.5}, "b": {"a100": 0.5}}
+    total, seen = run_rounds(ideal, {"a100": 4}, 80, min_gpus={"a": 1, "b": 4})
+    b_rounds = [p.real["b"]["a100"] for p in seen]
+    assert set(b_rounds) == {0, 4}  # never a useless 1..3 GPUs
+    assert b_rounds[:6] == [0] * 6  # accumulating its deviation first
+    assert 4 in b_rounds[:8]  # ... and guaranteed to run once the claim is big enough
+    assert total["b"]["a100"] == pytest.approx(0.5 * 80, abs=4)
+    assert total["a"]["a100"] == pytest.approx(3.5 * 80, abs=4)
+    # while b waits, its deviation grows by its ideal every round
+    assert seen[0].deviations["b"]["a100"] == pytest.approx(0.5)
+    assert seen[1].deviations["b"]["a100"] == pytest.approx(1.0)
+
+
+def test_min_gpus_across_types_counts_the_total():
+    ideal = {"a": {"v100": 0.3, "k80": 0.3}, "b": {"v100": 3.7, "k80": 3.7}}
+    total, seen = run_rounds(ideal, {"v100": 4, "k80": 4}, 60, min_gpus={"a": 2})
+    for p in seen:
+        assert p.total("a") in (0, 2, 3, 4) and (p.total("a") == 0 or p.total("a") >= 2)
+    assert sum(total["a"].values()) == pytest.approx(0.6 * 60, abs=3)
+
+
+def test_demand_is_never_exceeded_and_excess_ideal_is_not_owed():
+    ideal = {"a": {"g": 6.0}, "b": {"g": 2.0}}
+    total, seen = run_rounds(ideal, {"g": 8}, 50, demand={"a": 3})
+    assert all(p.real["a"]["g"] <= 3 for p in seen)
+    # the unusable part is dropped, not accumulated forever
+    assert all(abs(p.deviations["a"]["g"]) < 1 for p in seen)
+    assert total["b"]["g"] == 100
+    # b is owed nothing more, so the GPUs a cannot use stay free (no over-allocation beyond the ideal)
+    assert all(p.real["b"]["g"] == 2 for p in seen)
+
+
+def test_deterministic_and_independent_of_input_order():
+    ideal = {"c": {"g": 0.5, "h": 1.5}, "a": {"g": 0.5, "h": 0.5}, "b": {"g": 1.0, "h": 0.0}}
+    rev = dict(reversed(list(ideal.items())))
+    for _ in range(3):
+        assert place(ideal, {"g": 2, "h": 2}).real == place(rev, {"g": 2, "h": 2}).real
+    p1 = place(ideal, {"g": 2, "h": 2}, min_gpus={"a": 2})
+    p2 = place(ideal, {"g": 2, "h": 2}, min_gpus={"a": 2})
+    assert p1 == p2
+
+
+def test_missing_types_in_ideal_count_as_zero():
+    p = place({"a": {"g": 1.0}}, {"g": 1, "h": 3})
+    assert p.real == {"a": {"g": 1, "h": 0}}
+    assert p.deviations == {"a": {"g": 0.0, "h": 0.0}}
+
+
+@pytest.mark.parametrize(
+    "kwargs, field, fragment",
+    [
+        (dict(ideal={"a": {"zz": 1.0}}, capacity={"g": 1}), "ideal.a", "unknown GPU type"),
+        (dict(ideal={"a": {"g": 1.0}}, capacity={"g": 1}, deviations={"ghost": {"g": 0.1}}), "deviations", "unknown tenant"),
+        (dict(ideal={"a": {"g": 1.0}}, capacity={"g": 1}, deviations={"a": {"zz": 0.1}}), "deviations.a", "unknown GPU type"),
+        (dict(ideal={"a": {"g": 1.0}}, capacity={"g": 1}, min_gpus={"ghost": 1}), "min_gpus", "unknown tenant"),
+        (dict(ideal={"a": {"g": 1.0}}, capacity={"g": 1}, demand={"ghost": 1}), "demand", "unknown tenant"),
+        (dict(ideal={"a": {"g": -1.0}}, capacity={"g": 1}), "ideal.a.g", ">= 0"),
+        (dict(ideal={"a": {"g": float("nan")}}, capacity={"g": 1}), "ideal.a.g", "finite"),
+        (dict(ideal={"a": {"g": 1.0}}, capacity={"g": 1.5}), "capacity.g", "whole number"),
+        (dict(ideal={"a": {"g": 1.0}}, capacity={"g": 1}, min_gpus={"a": -2}), "min_gpus.a", "whole number"),
+        (dict(ideal={"a": {"g": 1.0}, "b": {"g": 0.5}}, capacity={"g": 1}), "ideal.*.g", "exceed the capacity"),
+    ],
+)
+def test_errors_name_the_field_and_value(kwargs, field, fragment):
+    with pytest.raises(InputError) as ei:
+        place(**kwargs)
+    assert ei.value.field == field
+    assert fragment in ei.value.problem
+    assert field in str(ei.value)
+
+
+def test_unknown_keys_are_named_in_the_error():
+    with pytest.raises(InputError) as ei:
+        place({"a": {"g": 1.0}}, {"g": 1}, deviations={"ghost": {"g": 0.0}, "a": {}})
+    assert ei.value.value == ["ghost"]
+    assert "ghost" in str(ei.value)
