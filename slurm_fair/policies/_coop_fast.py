@@ -22,8 +22,8 @@ Problem, on arrays (no demands; the caller does any water-filling)::
    Stop when no envy row is violated by more than ``tol``. The result is then feasible for the full
    problem and optimal for a relaxation of it, hence optimal for the full problem.
 
-HiGHS runs with primal feasibility tolerance 1e-9 on the scaled problem (capacities and weights scaled to
-<= 1), so envy rows hold to ~1e-9 relative (a checker with tolerance 1e-6 never sees a violation). No
+HiGHS runs with primal feasibility tolerance 1e-9 (weights scaled to <= 1, capacities as given), so envy
+rows hold to ~1e-9 / w_l in the caller's units (a checker with tolerance 1e-6 never sees a violation). No
 margin is added: identical users must get exactly equal value, and a margin would make that infeasible.
 
 ``solver``: ``None`` or ``"HIGHS"`` use the method above. The name of another cvxpy solver (``"ECOS"``,
@@ -134,8 +134,10 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     cmax = float(c.max()) if k else 0.0
     if n == 0 or k == 0 or cmax <= 0:
         return x_out, 0, 0
-    # Scale: capacities to <= 1, weights to <= 1 (only ratios matter for envy).
-    cs = c / cmax
+    # Weights scaled to <= 1 (only ratios matter for envy). Capacities are NOT scaled: HiGHS' feasibility
+    # tolerance then bounds the envy violation in the caller's units (scaling c down to 1 multiplied the
+    # final violation by max c, ~1e-6 at 2000 GPUs).
+    cs = c
     ws = w / w.max()
     # Columns only where the user can use the type and the type exists. Dropping x_lj with S_lj = 0 keeps
     # the optimum: it gives l nothing and can only make others envy l.
@@ -254,7 +256,7 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
             h.setOptionValue("presolve", "off")
             h.setOptionValue("solver", "simplex")
     rows = int(pl.size)
-    x_out = X * cmax
+    x_out = X.copy()
     return x_out, rounds, rows
 
 
