@@ -15,8 +15,8 @@ CFG = config.from_dict({})
 
 
 def job(jid, account, gpus=1, gpu_type=None, state="PENDING", name="j", comment="", wckey="", submit=1000,
-        partition="gpu", alloc=None, site_factor=0):
-    return Job(job_id=jid, name=name, account=account, user="u", partition=partition, state=state, reason="",
+        partition="gpu", alloc=None, site_factor=0, reason=""):
+    return Job(job_id=jid, name=name, account=account, user="u", partition=partition, state=state, reason=reason,
                priority=1, submit_time=submit, start_time=None if state == "PENDING" else submit + 1,
                gpus_per_node=gpus, nodes=1, gpu_type=gpu_type, gpus_allocated=alloc or {}, comment=comment,
                wckey=wckey, site_factor=site_factor)
@@ -240,11 +240,12 @@ def test_update_deficit_accumulates_and_forgets_idle_accounts():
 
 def test_site_factors_rank_accounts_by_deficit_and_jobs_by_wait():
     jobs = [job(1, "acct_a", submit=50), job(2, "acct_a", submit=10), job(3, "acct_b", submit=5),
-            job(4, "acct_c", submit=1, state="RUNNING"), job(5, "acct_c", submit=70), job(6, "acct_a", 0)]
+            job(4, "acct_c", submit=1, state="RUNNING"), job(5, "acct_c", submit=70), job(6, "acct_a", 0),
+            job(7, "acct_b", submit=1, reason="JobHeldUser")]
     s = snap(jobs)
     c = cfg(priority={"site_factor_min": 100, "site_factor_max": 1000, "levels": 10})
     f = P.site_factors(s, {"acct_a": 5.0, "acct_b": 50.0, "acct_c": -1.0}, c)
-    assert set(f) == {1, 2, 3, 5}  # pending GPU jobs only
+    assert set(f) == {1, 2, 3, 5}  # pending GPU jobs only, not held ones
     assert f[3] > f[2] > f[1] > f[5]  # b (largest deficit), then a oldest first, then c
     assert all(isinstance(v, int) and 100 <= v <= 1000 for v in f.values())
     assert f[3] == 1000  # the top band's oldest job gets the top level
