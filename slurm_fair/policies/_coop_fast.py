@@ -22,8 +22,8 @@ Problem, on arrays (no demands; the caller does any water-filling)::
    Stop when no envy row is violated by more than ``tol``. The result is then feasible for the full
    problem and optimal for a relaxation of it, hence optimal for the full problem.
 
-HiGHS runs with primal feasibility tolerance 1e-9 on the scaled problem (capacities and weights scaled to
-<= 1), so envy rows hold to ~1e-9 relative (a checker with tolerance 1e-6 never sees a violation). No
+HiGHS runs with primal feasibility tolerance 1e-9 (weights scaled to <= 1, capacities as given), so envy
+rows hold to ~1e-9 / w_l in the caller's units (a checker with tolerance 1e-6 never sees a violation). No
 margin is added: identical users must get exactly equal value, and a margin would make that infeasible.
 
 ``solver``: ``None`` or ``"HIGHS"`` use the method above. The name of another cvxpy solver (``"ECOS"``,
@@ -44,6 +44,7 @@ from ..errors import InputError, SolverError
 CVXPY_SOLVERS = ("ECOS", "CLARABEL", "SCS", "SCIPY", "OSQP", "GLPK", "CBC", "MOSEK", "GUROBI", "CPLEX")
 
 _TOL = 1e-12  # envy violation (in units of S.x/w on the scaled problem) still accepted as satisfied
+_SLACK = 1e-6  # an envy row this slack (times w_l) may be taken out of the model
 _INMODEL_TOL = 1e-8  # violation of a row already in the model accepted as the solver's tolerance
 
 
@@ -98,13 +99,14 @@ def solve(speed, weight, capacity, solver: str | None = None) -> np.ndarray:
 
 
 def solve_with_info(
-    speed, weight, capacity, solver: str | None = None, *, cuts_per_user: int = 2, max_rounds: int = 10_000
+    speed, weight, capacity, solver: str | None = None, *, cuts_per_user: int = 2, max_rounds: int = 10_000, drop_slack: bool = True, neighbours: int = 12,
+    first: str = "simplex"
 ) -> tuple[np.ndarray, SolveInfo]:
     S, w, c = _check(speed, weight, capacity)
     name = "HIGHS" if solver is None else str(solver).upper()
     t0 = time.perf_counter()
     if name == "HIGHS":
-        x, rounds, rows = _highs_generation(S, w, c, cuts_per_user, max_rounds)
+        x, rounds, rows = _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first)
         method = "constraint generation, live HiGHS model, dual simplex warm start"
     elif name in CVXPY_SOLVERS:
         x = _cvxpy_plain(S, w, c, name)
@@ -124,7 +126,7 @@ def solve_with_info(
 # --------------------------------------------------------------------------------------------------
 
 
-def _highs_generation(S, w, c, cuts_per_user, max_rounds):
+def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first):
     import highspy
 
     n, k = S.shape
@@ -132,8 +134,10 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds):
     cmax = float(c.max()) if k else 0.0
     if n == 0 or k == 0 or cmax <= 0:
         return x_out, 0, 0
-    # Scale: capacities to <= 1, weights to <= 1 (only ratios matter for envy).
-    cs = c / cmax
+    # Weights scaled to <= 1 (only ratios matter for envy). Capacities are NOT scaled: HiGHS' feasibility
+    # tolerance then bounds the envy violation in the caller's units (scaling c down to 1 multiplied the
+    # final violation by max c, ~1e-6 at 2000 GPUs).
+    cs = c
     ws = w / w.max()
     # Columns only where the user can use the type and the type exists. Dropping x_lj with S_lj = 0 keeps
     # the optimum: it gives l nothing and can only make others envy l.
@@ -173,11 +177,30 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds):
     ustarts = np.searchsorted(vl, users).astype(np.int32)
     h.addRows(users.size, si_rhs, np.full(users.size, inf), nv, ustarts, np.arange(nv, dtype=np.int32), S[vl, vj])
 
-    rowof = np.full((n, n), -1, dtype=np.int32)  # model row of the envy row (l, i), -1 = not in the model
     first_envy_row = k + users.size
+    rowof = np.full((n, n), -1, dtype=np.int32)  # model row of the envy row (l, i), -1 = not in the model
+    dropped = np.zeros((n, n), dtype=np.uint8)  # times the row (l, i) was taken out again
+    pl = np.zeros(0, dtype=np.int64)  # pairs of the envy rows in model order
+    pi = np.zeros(0, dtype=np.int64)
+    q = min(int(neighbours), n - 1)
+    if q > 0:
+        # Seed: envy rows between users with similar speed profiles (they compete for the same types, and
+        # at the optimum they are the ones left indifferent between their bundles).
+        P = S / np.maximum(np.linalg.norm(S, axis=1, keepdims=True), 1e-300)
+        sim = P @ P.T
+        np.fill_diagonal(sim, -np.inf)
+        nb = np.argpartition(-sim, q - 1, axis=1)[:, :q]
+        li = np.repeat(np.arange(n), q)
+        ii = nb.ravel()
+        ok = has[li] & has[ii]
+        li, ii = li[ok], ii[ok]
+        rowof[li, ii] = first_envy_row + np.arange(li.size, dtype=np.int32)
+        pl, pi = li.astype(np.int64), ii.astype(np.int64)
+        _add_envy_rows(h, S, ws, var, li, ii, inf)
     X = np.zeros((n, k))
     rows = 0
     rounds = 0
+    h.setOptionValue("solver", first)  # "ipm" (with crossover, so a basis exists) or "simplex"
     m = max(1, min(int(cuts_per_user), n - 1))
     while True:
         rounds += 1
@@ -185,7 +208,8 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds):
         status = h.getModelStatus()
         if status != highspy.HighsModelStatus.kOptimal:
             raise SolverError(f"cooperative OEF: HiGHS ended with {h.modelStatusToString(status)} in round {rounds}")
-        X[vl, vj] = np.asarray(h.getSolution().col_value)
+        sol = h.getSolution()
+        X[vl, vj] = np.asarray(sol.col_value)
         np.maximum(X, 0.0, out=X)
         if n == 1:
             break
@@ -211,13 +235,28 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds):
                 break
         if rounds >= max_rounds:
             raise SolverError(f"cooperative OEF: no convergence after {rounds} rounds")
-        if li.size:
-            rowof[li, ii] = first_envy_row + rows + np.arange(li.size, dtype=np.int32)
-            _add_envy_rows(h, S, ws, var, li, ii, inf)
-            rows += li.size
+        if drop_slack and pl.size:
+            # Take out envy rows that are clearly slack (hence basic: deleting them keeps the basis valid),
+            # so that the model stays near the few rows that bind. A row comes out at most twice, which
+            # rules out cycling.
+            act = np.asarray(sol.row_value)[first_envy_row:]
+            out = (act > _SLACK * ws[pl]) & (dropped[pl, pi] < 2)
+            if out.any():
+                idx = (first_envy_row + np.nonzero(out)[0]).astype(np.int32)
+                h.deleteRows(idx.size, idx)
+                dropped[pl[out], pi[out]] += 1
+                rowof[pl[out], pi[out]] = -1
+                pl, pi = pl[~out], pi[~out]
+                rowof[pl, pi] = first_envy_row + np.arange(pl.size, dtype=np.int32)
+        rowof[li, ii] = first_envy_row + pl.size + np.arange(li.size, dtype=np.int32)
+        pl, pi = np.concatenate([pl, li]), np.concatenate([pi, ii])
+        _add_envy_rows(h, S, ws, var, li, ii, inf)
+        rows += li.size
         if rounds == 1:
             h.setOptionValue("presolve", "off")
-    x_out = X * cmax
+            h.setOptionValue("solver", "simplex")
+    rows = int(pl.size)
+    x_out = X.copy()
     return x_out, rounds, rows
 
 
