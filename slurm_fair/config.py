@@ -153,7 +153,7 @@ class Key:
 
 
 SECTION_DOCS = {
-    "daemon": "The slurm-fair daemon (slurm-fair-daemon / `slurm-fair daemon run`).",
+    "daemon": "The slurm-fair daemon (`slurm-fair daemon`).",
     "policy": "Which allocation policy computes each tenant's ideal (fractional) share of every GPU type.",
     "cluster": "How slurm-fair talks to Slurm.",
     "classes": "Job classes: a job's class selects its throughput profile (`slurm-fair profiles`).",
