@@ -167,18 +167,21 @@ def main() -> None:
         # where the time goes (CLI backend): each command alone, and the parse
         c = connect(backend="cli", timeout=120)
         nodes_argv = c._nodes_argv()
-        cmds = {
-            "squeue --json": ["squeue", "--json", "--states=PENDING,RUNNING"],
+        flag = c._json_flag()
+        cmds = {} if flag == "--json" else {
+            "squeue --json (not used)": ["squeue", "--json", "--states=PENDING,RUNNING"]}
+        cmds |= {
+            f"squeue {flag}": ["squeue", flag, "--states=PENDING,RUNNING"],
             " ".join(nodes_argv): nodes_argv,
             "sacctmgr show assoc": ["sacctmgr", "-P", "-n", "show", "assoc", f"format={parse.ASSOC_FORMAT}"],
             "sprio": ["sprio", "-h", "-o", "%i|%S"],
         }
         rows = []
-        outs = {}
+        outs: dict[str, str] = {}
         for label, argv in cmds.items():
             t = timed(lambda argv=argv, label=label: outs.__setitem__(label, run(argv)), args.runs)
             rows.append([label, f"{statistics.median(t):.3f}", f"{len(outs[label]) / 1e6:.1f}"])
-        t = timed(lambda: parse.parse_jobs(outs["squeue --json"]), args.runs)
+        t = timed(lambda: parse.parse_jobs(outs[f"squeue {flag}"]), args.runs)
         rows.append(["parse_jobs (Python)", f"{statistics.median(t):.3f}", ""])
         print()
         print(table(["step (run alone)", "median s", "output MB"], rows))
