@@ -55,6 +55,7 @@ CVXPY_SOLVERS = ("ECOS", "CLARABEL", "SCS", "SCIPY", "OSQP", "GLPK", "CBC", "MOS
 
 _TOL = 1e-12  # envy violation (in units of S.x/w on the scaled problem) still accepted as satisfied
 _SLACK = 1e-6  # an envy row this slack (times w_l) may be taken out of the model
+_MAX_DROPS = 2  # times an envy row may be taken out of the model (finite loop)
 _INMODEL_TOL = 1e-8  # violation of a row already in the model accepted as the solver's tolerance
 
 
@@ -277,7 +278,7 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
             else:
                 act = np.asarray(sol.row_value)[first_envy_row:]
                 out = act > _SLACK * ws[pl]
-            out &= dropped[pl, pi] < 2
+            out &= dropped[pl, pi] < _MAX_DROPS
             if out.any():
                 idx = (first_envy_row + np.nonzero(out)[0]).astype(np.int32)
                 h.deleteRows(idx.size, idx)
