@@ -16,6 +16,7 @@ sparse LP of all constraints in scipy/HiGHS). "—" = not run (too slow: the pla
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 from pathlib import Path
@@ -64,8 +65,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     ns = [int(v) for v in a.n.split(",")]
     ks = [int(v) for v in a.k.split(",")]
-    import cvxpy  # noqa: F401  (import cost is not solve time)
-    import highspy  # noqa: F401
+    for mod in ("cvxpy", "highspy"):  # import cost is not solve time
+        importlib.import_module(mod)
 
     if oef_noncoop is None:
         print("note: slurm_fair.policies.oef_noncoop not present (not merged yet): non-coop column skipped\n")

@@ -8,19 +8,29 @@ Problem, on arrays (no demands; the caller does any water-filling)::
                 S_l . x_l / w_l >= S_l . x_i / w_i          for every ordered pair (l, i)   (envy-freeness)
 
 ``S`` (n x k) is the normalized throughput (0 = the user cannot run on that type), ``w`` (n,) the weights,
-``c`` (k,) the GPU counts. The plain form has n(n-1) envy rows; at an optimum only a few of them bind
-(OEF Thm 5.2: a user holds adjacent types and only envies its "neighbours"). So we solve it by
+``c`` (k,) the GPU counts. The plain form has n(n-1) envy rows; only a few per user are needed to pin the
+optimum down (OEF Thm 5.2: a user holds adjacent types, and envy is between "neighbours"). So we solve it by
 **constraint generation on one live HiGHS model**:
 
 1. Reductions that keep the optimum (proofs in the comments below): a user gets nothing on a type it
-   cannot use (no column for S_lj = 0); every envy row is implied at the optimum only together with
-   full use of capacity, from which follows the weighted sharing-incentive row
-   ``S_l . x_l >= (w_l / W) S_l . c`` (Thm 5.1) -- a valid row with k non-zeros that we add from the
-   start instead of the n-1 dense envy rows it summarizes.
-2. Solve; compute all n^2 values S_l . x_i with one matrix product; for each user add the few most
-   violated envy rows; re-solve the SAME model with dual simplex from the previous basis (no rebuild).
-   Stop when no envy row is violated by more than ``tol``. The result is then feasible for the full
-   problem and optimal for a relaxation of it, hence optimal for the full problem.
+   cannot use (no column for S_lj = 0); some optimum uses all capacity of every usable type, and there
+   the sum of l's envy rows is the weighted sharing-incentive row ``S_l . x_l >= (w_l / W) S_l . c``
+   (Thm 5.1): a valid row with k non-zeros that we add from the start.
+2. Seed the model with the envy rows between each user and its 12 most similar users (cosine of the
+   speed vectors): they compete for the same types and are the ones left indifferent at the optimum.
+3. Solve; compute all n^2 values S_l . x_i with one matrix product; for each user add the 2 most violated
+   envy rows not yet in the model, plus a *cycle* of envy rows through every group of users that hold
+   one and the same single type (such rows imply all g(g-1) rows of the group: they value each other's
+   bundles through that type only); take out rows whose slack is basic (the basis stays valid; a row
+   comes out at most twice, so the loop is finite); re-solve the SAME model with dual simplex from the
+   previous basis (no rebuild, presolve off after the first solve). Stop when no envy row is violated
+   (> 1e-12). The result is then feasible for the full problem and optimal for a relaxation of it, hence
+   optimal for the full problem.
+
+Why it is still not instant at n = 1000: the optimum is very degenerate. Most users hold one type, and
+the users holding the same type get equal shares per weight, so every envy row inside such a group is
+tight (tens of thousands of tight rows at n = 500); the cycles and the deletion of basic rows keep the
+model at a few rows per user, but dual simplex still needs tens of rounds of a few hundred pivots.
 
 HiGHS runs with primal feasibility tolerance 1e-9 (weights scaled to <= 1, capacities as given), so envy
 rows hold to ~1e-9 / w_l in the caller's units (a checker with tolerance 1e-6 never sees a violation). No
@@ -45,6 +55,7 @@ CVXPY_SOLVERS = ("ECOS", "CLARABEL", "SCS", "SCIPY", "OSQP", "GLPK", "CBC", "MOS
 
 _TOL = 1e-12  # envy violation (in units of S.x/w on the scaled problem) still accepted as satisfied
 _SLACK = 1e-6  # an envy row this slack (times w_l) may be taken out of the model
+_MAX_DROPS = 2  # times an envy row may be taken out of the model (finite loop)
 _INMODEL_TOL = 1e-8  # violation of a row already in the model accepted as the solver's tolerance
 
 
@@ -100,13 +111,13 @@ def solve(speed, weight, capacity, solver: str | None = None) -> np.ndarray:
 
 def solve_with_info(
     speed, weight, capacity, solver: str | None = None, *, cuts_per_user: int = 2, max_rounds: int = 10_000, drop_slack: bool = True, neighbours: int = 12,
-    first: str = "simplex"
+    first: str = "simplex", cycles: bool = True, drop_basic: bool = True
 ) -> tuple[np.ndarray, SolveInfo]:
     S, w, c = _check(speed, weight, capacity)
     name = "HIGHS" if solver is None else str(solver).upper()
     t0 = time.perf_counter()
     if name == "HIGHS":
-        x, rounds, rows = _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first)
+        x, rounds, rows = _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic)
         method = "constraint generation, live HiGHS model, dual simplex warm start"
     elif name in CVXPY_SOLVERS:
         x = _cvxpy_plain(S, w, c, name)
@@ -126,9 +137,10 @@ def solve_with_info(
 # --------------------------------------------------------------------------------------------------
 
 
-def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first):
+def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic):
     import highspy
 
+    basic = highspy.HighsBasisStatus.kBasic
     n, k = S.shape
     x_out = np.zeros((n, k))
     cmax = float(c.max()) if k else 0.0
@@ -224,6 +236,27 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
             ii = top.ravel()
         viol = V[li, ii] > _TOL
         li, ii = li[viol], ii[viol]
+        if cycles and li.size:
+            # Users holding one and the same single type envy each other only through that type, so a
+            # cycle of g envy rows through such a group implies all g(g-1) of its rows (and at the optimum
+            # they are all tight: the group shares the type equally per weight). Add the cycle rows.
+            held = X > 0
+            single = held.sum(axis=1) == 1
+            su = np.nonzero(single)[0]
+            if su.size > 1:
+                st = held[su].argmax(axis=1)
+                o = np.lexsort((su, st))
+                su, st = su[o], st[o]
+                nxt = np.empty_like(su)
+                nxt[:-1] = su[1:]
+                first = np.r_[0, np.nonzero(np.diff(st))[0] + 1]
+                last = np.r_[first[1:] - 1, su.size - 1]
+                nxt[last] = su[first]  # close each group's cycle
+                cyc = nxt != su
+                li = np.concatenate([li, su[cyc]])
+                ii = np.concatenate([ii, nxt[cyc]])
+                pair = np.unique(li * n + ii)
+                li, ii = pair // n, pair % n
         new = rowof[li, ii] < 0
         li, ii = li[new], ii[new]
         if li.size == 0:
@@ -236,11 +269,16 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
         if rounds >= max_rounds:
             raise SolverError(f"cooperative OEF: no convergence after {rounds} rounds")
         if drop_slack and pl.size:
-            # Take out envy rows that are clearly slack (hence basic: deleting them keeps the basis valid),
-            # so that the model stays near the few rows that bind. A row comes out at most twice, which
-            # rules out cycling.
-            act = np.asarray(sol.row_value)[first_envy_row:]
-            out = (act > _SLACK * ws[pl]) & (dropped[pl, pi] < 2)
+            # Take out envy rows whose slack is basic (tight but redundant ones included: deleting them keeps
+            # the basis valid and optimal), so that the model stays near the rows that bind. A row comes out
+            # at most twice, which rules out cycling.
+            if drop_basic:
+                st = h.getBasis().row_status
+                out = np.fromiter((b == basic for b in st[first_envy_row:]), dtype=bool, count=pl.size)
+            else:
+                act = np.asarray(sol.row_value)[first_envy_row:]
+                out = act > _SLACK * ws[pl]
+            out &= dropped[pl, pi] < _MAX_DROPS
             if out.any():
                 idx = (first_envy_row + np.nonzero(out)[0]).astype(np.int32)
                 h.deleteRows(idx.size, idx)
