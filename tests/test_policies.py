@@ -67,7 +67,8 @@ def test_default_solver_is_ecos_and_names_are_case_insensitive():
     assert lp.pick_solver(None) == "ECOS"
     assert lp.pick_solver("") == "ECOS"
     assert lp.pick_solver("highs") == "HIGHS"
-    assert oef_coop.solve(SMALL).solver == "ECOS"
+    assert oef_coop.solve(SMALL).solver == oef_coop.FAST_SOLVER  # exact constraint generation on HiGHS
+    assert oef_coop.solve(SMALL, solver="ECOS").solver == "ECOS"  # a named solver: the plain form
     assert equal_share.solve(SMALL).solver == ""  # no LP
 
 

@@ -22,11 +22,14 @@ signature can replace it; :func:`solve_plain` keeps the plain cvxpy formulation 
 
 from __future__ import annotations
 
+import dataclasses
+
 import cvxpy as cp
 import numpy as np
 
 from .. import lp
 from ..model import Allocation, Problem
+from . import _coop_fast
 from ._common import allocation_variable, capacity_constraint, capped_note, clean, finish, throughput_expr, waterfill
 
 NAME = "oef-coop"
@@ -50,8 +53,17 @@ def plain_step(speed: np.ndarray, weight: np.ndarray, capacity: np.ndarray, solv
     return clean(x.value, speed, capacity)
 
 
+FAST_SOLVER = "HIGHS (constraint generation)"
+
+
 def _solve_step(speed: np.ndarray, weight: np.ndarray, capacity: np.ndarray, solver: str | None = None) -> np.ndarray:
-    """One water-filling step: eq. 10 for these rows and this capacity."""
+    """One water-filling step: eq. 10 for these rows and this capacity.
+
+    With no solver named, the exact constraint-generation solver on a live HiGHS model
+    (:mod:`._coop_fast`, same optimum, tested against this module's plain form); a named cvxpy solver
+    (ECOS, CLARABEL, ...) solves the plain form with all n(n-1) envy constraints."""
+    if solver is None or not str(solver).strip():
+        return _coop_fast.solve(speed, weight, capacity)
     return plain_step(speed, weight, capacity, solver)
 
 
@@ -66,7 +78,10 @@ def _solve(problem: Problem, solver: str | None, step) -> Allocation:
 
     x, capped = waterfill(vu, timed_step)
     x = clean(x, vu.speed, vu.capacity, vu.demand)
-    return finish(problem, NAME, x, timer, solver, capped_note(vu, capped))
+    alloc = finish(problem, NAME, x, timer, solver, capped_note(vu, capped))
+    if step is _solve_step and (solver is None or not str(solver).strip()):
+        alloc = dataclasses.replace(alloc, solver=FAST_SOLVER)
+    return alloc
 
 
 def solve_plain(problem: Problem, solver: str | None = None) -> Allocation:
