@@ -197,3 +197,20 @@ def test_noncoop_caps_lift_test_survives_solver_tolerance():
     level = a.user_throughput() / p.virtual_users().weight
     np.testing.assert_allclose(level, [2, 3, 3], rtol=1e-6)  # t0 capped at 2 GPUs of its only type
     assert a.notes == ("demand capped 1 class(es): t0/c0 (demand 2)",)
+
+
+def test_noncoop_caps_level_off_by_highs_tolerance():
+    """Regression (hypothesis): HiGHS's level was 3e-8 above the true one; t0 is capped by its demand
+    (0.5 idle g0 it may not take), t2 by capacity (g1 is full), so only t0 is reported capped."""
+    p = Problem(
+        {"g0": 4, "g1": 4},
+        (
+            Tenant("t0", (JobClass("c0", {"g0": 1.0, "g1": 1.5}, 3.5),), 2.0),
+            Tenant("t1", (JobClass("c0", {"g0": 0.0, "g1": 1.0}, 0.0),), 0.5),
+            Tenant("t2", (JobClass("c0", {"g0": 0.0, "g1": 1.0}, 3.5),), 2.0),
+            Tenant("t3", (JobClass("c0", {"g0": 0.0, "g1": 1.0}, 0.5),), 0.5),
+        ),
+    )
+    a = oef_noncoop.solve(p)
+    np.testing.assert_allclose(a.x, [[3.5, 0], [0, 0], [0, 3.5], [0, 0.5]], atol=1e-6)
+    assert "t0/c0" in a.notes[0] and "t3/c0" in a.notes[0] and "t2/c0" not in a.notes[0]
