@@ -137,7 +137,7 @@ def test_config_check_errors_name_the_key_and_exit_2(tmp_path, text, key):
     p.write_text(text)
     r = CliRunner().invoke(main, ["config", "check", "--config", str(p)])
     assert r.exit_code == 2
-    assert r.stderr.startswith(f"slurm-fair: error: {key}:")
+    assert r.stderr.startswith(f"error: {key}:")
 
 
 def test_missing_config_file_exits_2(tmp_path):

@@ -6,11 +6,9 @@ They only parse options and print; the work is in :mod:`slurm_fair.daemon` (roun
 from __future__ import annotations
 
 import datetime
-import functools
 import json
-import sqlite3
 import sys
-from typing import Any, Callable
+from typing import Any
 
 import click
 
@@ -18,34 +16,12 @@ from .. import config as config_mod
 from ..cluster.base import ANY_GPU
 from ..cluster.errors import ClusterError
 from ..errors import InputError, SlurmFairError
+from .common import config_option, handle_errors, json_option
 from .table import render
 
-CONFIG_HELP = "Config file (default: $SLURM_FAIR_CONFIG, else /etc/slurm-fair/slurm-fair.toml)."
 
 
-def _config_option(f: Callable) -> Callable:
-    return click.option("--config", "config_path", metavar="PATH", default=None, help=CONFIG_HELP)(f)
 
-
-def _json_option(f: Callable) -> Callable:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(f)
-
-
-def _errors(f: Callable) -> Callable:
-    """Bad input -> one line on stderr, exit 2; other slurm-fair/database errors -> exit 1."""
-
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return f(*args, **kwargs)
-        except InputError as e:
-            click.echo(f"slurm-fair: error: {e}", err=True)
-            sys.exit(2)
-        except (SlurmFairError, sqlite3.OperationalError) as e:
-            click.echo(f"slurm-fair: error: {e}", err=True)
-            sys.exit(1)
-
-    return wrapper
 
 
 def _store(cfg: Any) -> Any:
@@ -96,10 +72,10 @@ def _dump(obj: Any) -> None:
 
 
 @click.command("daemon")
-@_config_option
+@config_option
 @click.option("--once", is_flag=True, help="Run one round and exit.")
 @click.option("--dry-run", is_flag=True, help="Compute and record rounds (status dry-run) but change nothing in Slurm.")
-@_errors
+@handle_errors
 def daemon_cmd(config_path: str | None, once: bool, dry_run: bool) -> None:
     """Run the slurm-fair daemon: every daemon.period seconds, turn the cluster's GPU jobs and profiled
     speedups into per-account per-GPU-type GrpTRES limits and job SiteFactors, and record why.
@@ -116,9 +92,9 @@ def daemon_cmd(config_path: str | None, once: bool, dry_run: bool) -> None:
 
 
 @click.command("status")
-@_config_option
-@_json_option
-@_errors
+@config_option
+@json_option
+@handle_errors
 def status_cmd(config_path: str | None, as_json: bool) -> None:
     """Last round per account: weight, ideal share per GPU type, rounded share, deviation, limit in Slurm
     now (if Slurm answers), GPUs in use and pending GPUs."""
@@ -151,10 +127,10 @@ def status_cmd(config_path: str | None, as_json: bool) -> None:
 
 
 @click.command("shares")
-@_config_option
+@config_option
 @click.option("--round", "round_id", type=int, default=None, help="Round id (default: the last ok/dry-run round).")
-@_json_option
-@_errors
+@json_option
+@handle_errors
 def shares_cmd(config_path: str | None, round_id: int | None, as_json: bool) -> None:
     """Ideal (fractional) GPUs per account, class and GPU type of a round, and the account placements
     (rounded, deviation before, limit after work conservation)."""
@@ -181,10 +157,10 @@ def shares_cmd(config_path: str | None, round_id: int | None, as_json: bool) -> 
 
 
 @click.command("history")
-@_config_option
+@config_option
 @click.option("-n", "limit", type=click.IntRange(1, 100000), default=20, show_default=True, help="Rounds to show.")
-@_json_option
-@_errors
+@json_option
+@handle_errors
 def history_cmd(config_path: str | None, limit: int, as_json: bool) -> None:
     """The newest rounds: time, status, policy, accounts, changes, solve and total seconds, message."""
     cfg = config_mod.load(config_path)
@@ -204,10 +180,10 @@ def history_cmd(config_path: str | None, limit: int, as_json: bool) -> None:
 
 
 @click.command("apply")
-@_config_option
+@config_option
 @click.option("--dry-run", is_flag=True, help="Only print what the next round would change (changes nothing).")
-@_json_option
-@_errors
+@json_option
+@handle_errors
 def apply_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
     """Compute the next round now. With --dry-run: print the limit and SiteFactor changes it would make,
     without changing Slurm or slurm-fair's database. Without: run one real round (like `daemon --once`)."""
@@ -248,9 +224,9 @@ def apply_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
 
 @click.command("explain")
 @click.argument("account")
-@_config_option
-@_json_option
-@_errors
+@config_option
+@json_option
+@handle_errors
 def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
     """Why ACCOUNT gets what it gets: weight, job classes with their speedups and where they come from,
     demand, ideal share, deviation, limit, and why each of its pending jobs waits (Slurm's reason and

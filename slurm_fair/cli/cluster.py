@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import Callable
 
 import click
@@ -11,7 +10,8 @@ import click
 from ..cluster import Snapshot, connect
 from ..cluster.connect import BACKENDS
 from ..cluster.summary import UNTYPED_KEY, account_usage, cluster_dict, job_dict
-from ..errors import InputError, SlurmFairError
+from ..errors import SlurmFairError
+from .common import fail
 from .table import render
 
 
@@ -27,12 +27,8 @@ def _cluster_options(f: Callable) -> Callable:
 def _snapshot(backend: str, timeout: float) -> Snapshot:
     try:
         return connect(backend=backend, timeout=timeout).snapshot()
-    except InputError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(2)
     except SlurmFairError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(1)
+        fail(e)
 
 
 def _counts(d: dict[str, int]) -> str:

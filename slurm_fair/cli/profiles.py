@@ -2,45 +2,18 @@
 
 from __future__ import annotations
 
-import functools
 import json
-import sqlite3
 import sys
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import click
 
 from .. import config as config_mod
 from .. import profiles as shipped_profiles
-from ..errors import InputError, SlurmFairError
+from ..errors import InputError
+from .common import config_option, handle_errors
 from ..store import Store
 
-CONFIG_HELP = ("Config file (default: $SLURM_FAIR_CONFIG, else /etc/slurm-fair/slurm-fair.toml). "
-               "Its daemon.database is the database used.")
-
-
-def _config_option(f: Callable) -> Callable:
-    return click.option("--config", "config_path", metavar="PATH", default=None, help=CONFIG_HELP)(f)
-
-
-def _errors(f: Callable) -> Callable:
-    """Bad input -> one line on stderr and exit 2; other slurm-fair and database errors -> exit 1."""
-
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return f(*args, **kwargs)
-        except InputError as e:
-            click.echo(f"slurm-fair: error: {e}", err=True)
-            sys.exit(2)
-        except SlurmFairError as e:
-            click.echo(f"slurm-fair: error: {e}", err=True)
-            sys.exit(1)
-        except sqlite3.OperationalError as e:  # e.g. "database is locked" after the 10 s busy timeout
-            click.echo(f"slurm-fair: error: database: {e}", err=True)
-            sys.exit(1)
-
-    return wrapper
 
 
 def _open_store(config_path: str | None) -> Store:
@@ -68,11 +41,11 @@ def profiles_group() -> None:
 
 
 @profiles_group.command("list")
-@_config_option
+@config_option
 @click.option("--account", default=None, help="Only this account ('' = the every-account profiles).")
 @click.option("--class", "cls", default=None, help="Only this job class.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (a list of objects) instead of a table.")
-@_errors
+@handle_errors
 def list_cmd(config_path: str | None, account: str | None, cls: str | None, as_json: bool) -> None:
     """List the stored profiles."""
     with _open_store(config_path) as store:
@@ -92,11 +65,11 @@ def list_cmd(config_path: str | None, account: str | None, cls: str | None, as_j
 
 
 @profiles_group.command("import")
-@_config_option
+@config_option
 @click.argument("file", type=click.File("r", encoding="utf-8"), required=False)
 @click.option("--shipped", is_flag=True,
               help="Import the profiles shipped with slurm-fair (Gavel's K80/P100/V100 measurements).")
-@_errors
+@handle_errors
 def import_cmd(config_path: str | None, file: Any, shipped: bool) -> None:
     """Add or replace profiles from a CSV FILE ('-' = stdin), or the shipped ones (--shipped).
 
@@ -115,9 +88,9 @@ def import_cmd(config_path: str | None, file: Any, shipped: bool) -> None:
 
 
 @profiles_group.command("export")
-@_config_option
+@config_option
 @click.argument("file", type=click.File("w", encoding="utf-8", lazy=True), default="-", required=False)
-@_errors
+@handle_errors
 def export_cmd(config_path: str | None, file: Any) -> None:
     """Write all profiles as CSV to FILE (default: stdout); `profiles import` reads it back."""
     with _open_store(config_path) as store:
@@ -126,12 +99,12 @@ def export_cmd(config_path: str | None, file: Any) -> None:
 
 
 @profiles_group.command("set")
-@_config_option
+@config_option
 @click.argument("cls", metavar="CLASS")
 @click.argument("gpu_type")
 @click.argument("throughput")
 @click.option("--account", default="", help="Account this profile is for (default: every account).")
-@_errors
+@handle_errors
 def set_cmd(config_path: str | None, cls: str, gpu_type: str, throughput: str, account: str) -> None:
     """Set the THROUGHPUT (steps/s, > 0) of job class CLASS on GPU_TYPE."""
     with _open_store(config_path) as store:
@@ -140,11 +113,11 @@ def set_cmd(config_path: str | None, cls: str, gpu_type: str, throughput: str, a
 
 
 @profiles_group.command("delete")
-@_config_option
+@config_option
 @click.argument("cls", metavar="CLASS")
 @click.option("--account", default="", help="Account whose profile to delete (default: the every-account one).")
 @click.option("--gpu-type", default=None, help="Only this GPU type (default: all GPU types of CLASS).")
-@_errors
+@handle_errors
 def delete_cmd(config_path: str | None, cls: str, account: str, gpu_type: str | None) -> None:
     """Delete the profiles of job class CLASS. Exits 1 if there was none."""
     with _open_store(config_path) as store:
@@ -160,9 +133,9 @@ def config_group() -> None:
 
 
 @config_group.command("check")
-@_config_option
+@config_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of TOML.")
-@_errors
+@handle_errors
 def check_cmd(config_path: str | None, as_json: bool) -> None:
     """Validate the config file and print the effective configuration and where it came from.
 

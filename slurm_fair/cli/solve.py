@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import click
 
 from .. import fairness, policies
 from ..errors import InputError, SlurmFairError
+from .common import fail
 from ..model import Allocation, problem_from_dict
 from .table import render
 
@@ -114,12 +114,8 @@ def solve_cmd(policy_name: str, input_path: str, as_json: bool, solver: str | No
             raise InputError("--policy", policy_name, "policy is not available in this installation") from None
         alloc = policy(problem, solver=solver)
         props = fairness.check(alloc, solve=lambda p: policy(p, solver=solver)) if do_check else None
-    except InputError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(2)
     except SlurmFairError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(1)
+        fail(e)
 
     if as_json:
         out = alloc.as_dict()
