@@ -18,33 +18,22 @@ import numpy as np
 
 from .. import lp
 from ..model import Allocation, Problem, VirtualUsers
-from ._common import TOL, best_gpus, capped_note, clean, finish
+from ._common import capped_note, clean, finish, waterfill
 
 NAME = "equal-share"
 
 
+def _weight_share(speed: np.ndarray, weight: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Each user's weight share of every type it can use (the sum runs over the users that can use it)."""
+    w = weight[:, None] * (speed > 0)
+    tot = w.sum(axis=0)
+    return np.where(tot > 0, w / np.where(tot > 0, tot, 1.0), 0.0) * capacity[None, :]
+
+
 def share_arrays(vu: VirtualUsers) -> tuple[np.ndarray, list[int]]:
-    """(x, capped rows) of the demand-capped equal share."""
-    x = np.zeros((vu.n, vu.k))
-    capped = [i for i in range(vu.n) if vu.demand[i] <= TOL]
-    active = [i for i in range(vu.n) if vu.demand[i] > TOL]
-    cap = vu.capacity.astype(float).copy()
-    while active:
-        w = vu.weight[active][:, None] * (vu.speed[active] > 0)
-        tot = w.sum(axis=0)
-        share = np.where(tot > 0, w / np.where(tot > 0, tot, 1.0), 0.0) * cap[None, :]
-        over = [pos for pos, i in enumerate(active) if share[pos].sum() > vu.demand[i] + 1e-9]
-        if not over:
-            x[active] = share
-            break
-        for pos in over:
-            i = active[pos]
-            x[i] = best_gpus(vu.speed[i], share[pos], vu.demand[i])
-            cap = np.maximum(cap - x[i], 0.0)
-        capped.extend(active[pos] for pos in over)
-        drop = set(over)
-        active = [i for pos, i in enumerate(active) if pos not in drop]
-    return clean(x, vu.speed, vu.capacity, vu.demand), sorted(capped)
+    """(x, capped rows) of the demand-capped equal share: the shared water-filling around the weight share."""
+    x, capped = waterfill(vu, _weight_share)
+    return clean(x, vu.speed, vu.capacity, vu.demand), capped
 
 
 def solve(problem: Problem, solver: str | None = None) -> Allocation:
