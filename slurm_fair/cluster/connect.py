@@ -6,7 +6,7 @@ from typing import Mapping
 
 from ..errors import InputError
 from .base import Cluster
-from .errors import Unsupported
+from .errors import ClusterError
 
 BACKENDS = ("auto", "cli", "pyslurm")
 
@@ -15,24 +15,34 @@ def connect(backend: str = "auto", timeout: float = 30.0, env: Mapping[str, str]
     """A Cluster for the Slurm cluster that ``env`` (default: this process's environment, i.e. its
     SLURM_CONF) points at.
 
-    ``cli`` runs the Slurm clients (always available).  ``pyslurm`` is the in-process backend; it is not
-    shipped yet, so asking for it raises Unsupported with the reason.  ``auto`` = the CLI backend.
+    ``cli`` runs the Slurm clients (always available).  ``pyslurm`` reads jobs and nodes in-process
+    (optional; raises Unsupported with the reason when pyslurm is missing or built for another Slurm
+    release).  ``auto`` = pyslurm when it can serve this cluster, else cli (also when probing fails).
     ``timeout`` bounds every Slurm call in seconds."""
     if backend not in BACKENDS:
         raise InputError("backend", backend, f"must be one of {', '.join(BACKENDS)}")
-    if backend == "pyslurm":
-        raise Unsupported(pyslurm_unavailable_reason())
     from .cli import CliCluster
 
-    return CliCluster(timeout=timeout, env=env)
+    if backend == "cli":
+        return CliCluster(timeout=timeout, env=env)
+    import importlib.util
 
+    if backend == "auto" and importlib.util.find_spec("pyslurm") is None:
+        return CliCluster(timeout=timeout, env=env)  # the usual case: skip the version probe
+    from .pyslurm_backend import PyslurmCluster
 
-def pyslurm_unavailable_reason() -> str:
-    """Why the pyslurm backend cannot be used here."""
     try:
-        import pyslurm  # noqa: F401
-    except ImportError as e:
-        why = f"'import pyslurm' fails ({e}); PyPI only has pyslurm 25.11, which builds only against Slurm 25.11"
-    else:
-        why = f"pyslurm {getattr(pyslurm, '__version__', '?')} is importable, but slurm-fair has no pyslurm backend yet"
-    return f"pyslurm backend unavailable: {why}; use backend='cli'"
+        return PyslurmCluster(timeout=timeout, env=env)
+    except ClusterError:  # Unsupported, or the version probe failed: auto falls back to the CLI
+        if backend == "pyslurm":
+            raise
+        return CliCluster(timeout=timeout, env=env)
+
+
+def pyslurm_unavailable_reason(timeout: float = 30.0, env: Mapping[str, str] | None = None) -> str | None:
+    """Why the pyslurm backend cannot be used for this cluster, or None if it can (runs
+    ``scontrol --version`` when pyslurm is installed; does not import it)."""
+    from .cli import CliCluster
+    from .pyslurm_backend import unavailable_reason
+
+    return unavailable_reason(CliCluster(timeout=timeout, env=env))
