@@ -45,6 +45,8 @@ export SLURM_FAIR_CONFIG=$CFG
 for u in alice bob carol; do scancel -u "$u" 2>/dev/null || true; done
 
 say "profiles (steps/s per GPU type)"
+# Illustrative demo numbers, not measurements: a class with a large V100 speedup (cnn, 10x a K80), one with
+# almost none (rl, 1.1x) and one in between (lm, 3x). Real sites import measured profiles (profiles import).
 for spec in cnn:a100:12 cnn:v100:10 cnn:k80:1  rl:a100:1.2 rl:v100:1.1 rl:k80:1  lm:a100:4 lm:v100:3 lm:k80:1; do
   IFS=: read -r cls gpu thr <<<"$spec"
   "${SF[@]}" profiles set "$cls" "$gpu" "$thr" >/dev/null
