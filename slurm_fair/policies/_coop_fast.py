@@ -16,7 +16,7 @@ optimum down (OEF Thm 5.2: a user holds adjacent types, and envy is between "nei
    cannot use (no column for S_lj = 0); some optimum uses all capacity of every usable type, and there
    the sum of l's envy rows is the weighted sharing-incentive row ``S_l . x_l >= (w_l / W) S_l . c``
    (Thm 5.1): a valid row with k non-zeros that we add from the start.
-2. Seed the model with the envy rows between each user and its 12 most similar users (cosine of the
+2. Seed the model with the envy rows between each user and its 8 most similar users (cosine of the
    speed vectors): they compete for the same types and are the ones left indifferent at the optimum.
 3. Solve; compute all n^2 values S_l . x_i with one matrix product; for each user add the 2 most violated
    envy rows not yet in the model, plus a *cycle* of envy rows through every group of users that hold
@@ -110,7 +110,7 @@ def solve(speed, weight, capacity, solver: str | None = None) -> np.ndarray:
 
 
 def solve_with_info(
-    speed, weight, capacity, solver: str | None = None, *, cuts_per_user: int = 2, max_rounds: int = 10_000, drop_slack: bool = True, neighbours: int = 12,
+    speed, weight, capacity, solver: str | None = None, *, cuts_per_user: int = 2, max_rounds: int = 10_000, drop_slack: bool = True, neighbours: int = 8,
     first: str = "simplex", cycles: bool = True, drop_basic: bool = True
 ) -> tuple[np.ndarray, SolveInfo]:
     S, w, c = _check(speed, weight, capacity)
