@@ -10,7 +10,7 @@
 # Every account submits typed 1-GPU jobs on all three GPU types; slurm-fair turns the profiles into
 # per-account per-type GrpTRES limits, so acct_a ends up holding the V100 limits.
 # Environment: TESTBED_DIR / TESTBED_PORT_BASE / TESTBED_MYSQL_PORT as for testbed.sh; SLURM_FAIR
-# (default: `slurm-fair` on PATH, else .venv/bin/slurm-fair); DEMO_ROUNDS (default 3); DEMO_PERIOD (5 s).
+# (default: `slurm-fair` on PATH, else .venv/bin/slurm-fair, installed there if missing); DEMO_ROUNDS (default 3); DEMO_PERIOD (5 s).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 TB="$REPO/contrib/testbed/testbed.sh"
@@ -18,8 +18,15 @@ ROUNDS=${DEMO_ROUNDS:-3}
 PERIOD=${DEMO_PERIOD:-5}
 if [[ -n ${SLURM_FAIR:-} ]]; then SF=("$SLURM_FAIR")
 elif command -v slurm-fair >/dev/null; then SF=(slurm-fair)
-elif [[ -x $REPO/.venv/bin/slurm-fair ]]; then SF=("$REPO/.venv/bin/slurm-fair")
-else echo "demo: slurm-fair not found (pip install -e . or set SLURM_FAIR)" >&2; exit 1; fi
+else
+  # a fresh clone: install the project into .venv (as contrib/test-all.sh does)
+  if [[ ! -x $REPO/.venv/bin/slurm-fair ]]; then
+    echo "demo: installing slurm-fair into $REPO/.venv"
+    [[ -x $REPO/.venv/bin/python ]] || python3 -m venv "$REPO/.venv"
+    "$REPO/.venv/bin/pip" install -q -e "$REPO"
+  fi
+  SF=("$REPO/.venv/bin/slurm-fair")
+fi
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 say "testbed up"
