@@ -88,18 +88,6 @@ def best_gpus(speed_row: np.ndarray, x_row: np.ndarray, demand: float) -> np.nda
     return out
 
 
-def weight_share(vu: VirtualUsers, capacity: np.ndarray | None = None, rows: Sequence[int] | None = None) -> np.ndarray:
-    """(n, k) weight share: every row gets weight/Σweight of every type (rows outside ``rows`` get 0)."""
-    cap = vu.capacity if capacity is None else capacity
-    idx = list(range(vu.n)) if rows is None else list(rows)
-    out = np.zeros((vu.n, vu.k))
-    if not idx:
-        return out
-    w = vu.weight[idx]
-    out[idx] = (w / w.sum())[:, None] * cap[None, :]
-    return out
-
-
 Step = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
@@ -160,6 +148,27 @@ def finish(
 # which interior-point solvers (ECOS) report as "optimal_inaccurate": these tests run on HiGHS (simplex),
 # against HiGHS's own value of the level so that both agree to its tolerance.
 TEST_SOLVER = "HIGHS"
+
+
+def level_program(u, ref, active, cons, level=None, lift=(), equal=False):
+    """The two LPs of progressive filling over throughputs ``u`` (used by oef-noncoop and gavel).
+
+    ``level`` None: max t with u_l = ref_l t (``equal``) or u_l >= ref_l t for the active users l.
+    Otherwise the lift test: max Σ z_i with u_i >= ref_i (level + z_i), 0 <= z_i <= max(level, 1) for i in
+    ``lift``, while the other active users keep u_l >= ref_l level. Returns (problem, t or z).
+    """
+    act = [i for i in range(len(ref)) if active[i]]
+    if level is None:
+        t = cp.Variable(nonneg=True)
+        cons.append(u[act] == ref[act] * t if equal else u[act] >= ref[act] * t)
+        return cp.Problem(cp.Maximize(t), cons), t
+    lift = list(lift)
+    z = cp.Variable(len(lift), nonneg=True)
+    cons += [z <= max(level, 1.0), u[lift] >= cp.multiply(ref[lift], level + z)]
+    others = [i for i in act if i not in set(lift)]
+    if others:
+        cons.append(u[others] >= ref[others] * level)
+    return cp.Problem(cp.Maximize(cp.sum(z)), cons), z
 
 
 def _rises(z_value, level) -> np.ndarray:

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import lp
 from ..model import Allocation, Problem
-from ._common import TEST_SOLVER, TOL, _blocked, allocation_variable, capacity_constraint, capped_note, clean, finish, throughput_expr
+from ._common import TEST_SOLVER, TOL, _blocked, allocation_variable, level_program, capacity_constraint, capped_note, clean, finish, throughput_expr
 from .equal_share import share_arrays
 
 NAME = "gavel"
@@ -41,18 +41,8 @@ def _program(speed, capacity, demand, ref, active, frozen, level=None, lift=()):
     fz = sorted(frozen)
     if fz:
         cons.append(u[fz] >= np.array([frozen[i] for i in fz]))
-    act = [i for i in range(len(ref)) if active[i]]
-    if level is None:
-        t = cp.Variable(nonneg=True)
-        cons.append(u[act] >= ref[act] * t)
-        return cp.Problem(cp.Maximize(t), cons), x, t
-    lift = list(lift)
-    z = cp.Variable(len(lift), nonneg=True)
-    cons += [z <= max(level, 1.0), u[lift] >= cp.multiply(ref[lift], level + z)]
-    others = [i for i in act if i not in set(lift)]
-    if others:
-        cons.append(u[others] >= ref[others] * level)
-    return cp.Problem(cp.Maximize(cp.sum(z)), cons), x, z
+    prob, var = level_program(u, ref, active, cons, level, lift)
+    return prob, x, var
 
 
 def solve(problem: Problem, solver: str | None = None) -> Allocation:

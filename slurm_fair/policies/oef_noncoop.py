@@ -37,7 +37,7 @@ import numpy as np
 
 from .. import lp
 from ..model import Allocation, Problem
-from ._common import TEST_SOLVER, TOL, _blocked, lift_test, allocation_variable, capacity_constraint, capped_note, clean, finish, throughput_expr
+from ._common import TEST_SOLVER, TOL, _blocked, lift_test, allocation_variable, level_program, capacity_constraint, capped_note, clean, finish, throughput_expr
 
 NAME = "oef-noncoop"
 
@@ -63,18 +63,8 @@ def _program(speed, weight, capacity, demand, active, frozen, *, level=None, lif
         f = np.array([frozen[i] for i in fz])
         band = 1e-7 * np.maximum(f, 1.0)
         cons += [u[fz] >= f - band, u[fz] <= f + band]
-    act = [i for i in range(n) if active[i]]
-    if level is None:
-        t = cp.Variable(nonneg=True)
-        cons.append(u[act] == weight[act] * t)
-        return cp.Problem(cp.Maximize(t), cons), x, t
-    lift = list(lift)
-    z = cp.Variable(len(lift), nonneg=True)
-    cons += [z <= max(level, 1.0), u[lift] >= cp.multiply(weight[lift], level + z)]
-    others = [i for i in act if i not in set(lift)]
-    if others:
-        cons.append(u[others] >= weight[others] * level)
-    return cp.Problem(cp.Maximize(cp.sum(z)), cons), x, z
+    prob, var = level_program(u, weight, active, cons, level, lift, equal=True)
+    return prob, x, var
 
 
 def solve_arrays(
