@@ -23,7 +23,8 @@ else
   if [[ ! -x $REPO/.venv/bin/slurm-fair ]]; then
     echo "demo: installing slurm-fair into $REPO/.venv"
     [[ -x $REPO/.venv/bin/python ]] || python3 -m venv "$REPO/.venv"
-    "$REPO/.venv/bin/pip" install -q -e "$REPO"
+    PIN=(-c "$REPO/constraints.txt"); [[ -n ${SLURM_FAIR_UNPINNED:-} ]] && PIN=()
+    "$REPO/.venv/bin/pip" install -q "${PIN[@]}" -e "$REPO"
   fi
   SF=("$REPO/.venv/bin/slurm-fair")
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The full test run (README's test command; CI runs it via .ci/run). As root:
-#   1. .venv (created if absent) with `pip install -e '.[test]'`
+#   1. .venv (created if absent) with `pip install -c constraints.txt -e '.[test]'` (SLURM_FAIR_UNPINNED=1: no -c)
 #   2. Slurm 22.05 testbed up (contrib/testbed/testbed.sh), `pytest -q tests` against it
 #   3. unless SLURM_FAIR_SKIP_TRIXIE=1: Slurm 24.11 testbed (trixie chroot) up,
 #      `pytest -q tests/integration` inside the chroot
@@ -105,7 +105,9 @@ run_pytest() {  # run_pytest LABEL CMD... (output teed to a log; summary line ke
 phase "python venv"
 PY=${PYTHON:-python3}
 if [[ ! -x .venv/bin/python ]]; then "$PY" -m venv .venv || exit 1; fi
-.venv/bin/pip install -q -e '.[test]' || { FAILED+=("pip install"); exit 1; }
+PIN=(-c constraints.txt)  # the versions last tested; SLURM_FAIR_UNPINNED=1 tests the newest releases
+[[ -n ${SLURM_FAIR_UNPINNED:-} ]] && PIN=() && say "unpinned: installing the newest releases"
+.venv/bin/pip install -q "${PIN[@]}" -e '.[test]' || { FAILED+=("pip install"); exit 1; }
 
 phase "bookworm testbed up"
 if "${BW[@]}" "${TB[@]}" up; then

@@ -16,6 +16,7 @@ from typing import Iterator
 import cvxpy as cp
 
 from .errors import InputError, SolverError
+from .stdio import prime_highs
 
 DEFAULT_SOLVER = "ECOS"
 
@@ -52,6 +53,8 @@ def solve(problem: cp.Problem, solver: str | None = None, what: str = "LP") -> f
     """Solve ``problem`` with the chosen solver; return the optimal value or raise SolverError naming the
     status. OPTIMAL_INACCURATE is refused too: a policy must not hand out GPUs from a wrong answer."""
     key = pick_solver(solver)
+    if key == "HIGHS":
+        prime_highs()  # cvxpy builds highspy.Highs() itself: keep its C banner off stdout
     try:
         with warnings.catch_warnings():  # cvxpy warns on inaccurate solutions; the status is checked below
             warnings.simplefilter("ignore", UserWarning)

@@ -198,6 +198,38 @@ def test_installed_console_script_subprocess():
     assert "Traceback" not in p.stderr
 
 
+
+@pytest.mark.parametrize("solver", [None, "HIGHS"])
+def test_every_policy_json_through_the_console_script_is_pure_json(solver):
+    """stdout of the installed script is exactly the JSON document: solver libraries that print from C
+    (highspy's "Running HiGHS …" banner on fd 1) must not reach it."""
+    from slurm_fair import policies
+
+    exe = _console_script()
+    for name in policies.names():
+        args = [exe, "solve", "--policy", name, "--input", PAPER, "--json"] + (["--solver", solver] if solver else [])
+        p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, (name, p.stderr)
+        out = json.loads(p.stdout)  # raises if anything but the document is on stdout
+        assert out["policy"] == name
+        assert "Running HiGHS" not in p.stderr  # silenced at the source, not just moved
+
+
+def test_c_level_prints_go_to_stderr_under_the_console_script():
+    """protect_stdout(): what C code writes to fd 1 lands on stderr, sys.stdout still reaches stdout."""
+    code = (
+        "import os, sys\n"
+        "from slurm_fair.stdio import protect_stdout\n"
+        "protect_stdout()\n"
+        "os.write(1, b'from-c\\n')\n"
+        "print('from-python')\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "from-python\n"
+    assert p.stderr == "from-c\n"
+
+
 # --------------------------------------------------------------------------- table renderer
 
 

@@ -347,14 +347,16 @@ chroot_venv() {  # <state>/venv inside the chroot with the project installed in 
     log "creating the chroot venv $venv"
     in_env python3 -m venv "$venv" >/dev/null
   fi
-  want="$REPO $(sha256sum "$REPO/pyproject.toml" | cut -c1-16)"
+  local -a pin=(-c "$REPO/constraints.txt")
+  [[ -n ${SLURM_FAIR_UNPINNED:-} ]] && pin=()
+  want="$REPO $(cat "$REPO/pyproject.toml" "$REPO/constraints.txt" | sha256sum | cut -c1-16) ${#pin[@]}"
   stamp=$ROOT$venv/.testbed-installed
   if [[ ! -e $stamp || $(<"$stamp") != "$want" ]]; then
     log "pip install -e '.[test]' in the chroot venv"
     local -a pipenv=(PIP_DISABLE_PIP_VERSION_CHECK=1 "PIP_DEFAULT_TIMEOUT=${PIP_DEFAULT_TIMEOUT:-120}")
     [[ -f $ROOT/etc/ssl/host-ca-bundle.crt ]] && pipenv+=(PIP_CERT=/etc/ssl/host-ca-bundle.crt)
     [[ -n ${PIP_INDEX_URL:-} ]] && pipenv+=(PIP_INDEX_URL="$PIP_INDEX_URL")
-    if ! in_env env "${pipenv[@]}" "$venv/bin/pip" install -q -e "${REPO}[test]" >"$STATE/chroot-pip.log" 2>&1; then
+    if ! in_env env "${pipenv[@]}" "$venv/bin/pip" install -q "${pin[@]}" -e "${REPO}[test]" >"$STATE/chroot-pip.log" 2>&1; then
       die "pip install in the chroot venv failed, see $STATE/chroot-pip.log"
     fi
     echo "$want" >"$stamp"

@@ -13,6 +13,15 @@ def main() -> None:
     """slurm-fair: heterogeneity-aware, provably fair GPU sharing for Slurm clusters."""
 
 
+def console_main() -> None:
+    """The ``slurm-fair`` console script: stdout carries only the command's output (C-level prints of the
+    solver libraries go to stderr, see :mod:`slurm_fair.stdio`)."""
+    from ..stdio import protect_stdout
+
+    protect_stdout()
+    main()
+
+
 def _register() -> None:
     from . import admin, cluster, profiles, solve
 

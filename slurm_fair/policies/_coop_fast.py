@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError, SolverError
+from ..stdio import new_highs
 
 #: cvxpy solvers accepted by name (plain form); HIGHS means the fast method of this module.
 CVXPY_SOLVERS = ("ECOS", "CLARABEL", "SCS", "SCIPY", "OSQP", "GLPK", "CBC", "MOSEK", "GUROBI", "CPLEX")
@@ -162,8 +163,7 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     var[vl, vj] = np.arange(nv, dtype=np.int32)
     has = usable.any(axis=1)
 
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     h.setOptionValue("primal_feasibility_tolerance", 1e-9)
     h.setOptionValue("dual_feasibility_tolerance", 1e-9)
     inf = highspy.kHighsInf
