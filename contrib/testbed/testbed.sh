@@ -586,8 +586,11 @@ cmd_up() {
       --innodb-buffer-pool-size=256M --innodb-log-file-size=64M --innodb-lock-wait-timeout=900
     wait_until 60 mysql in_env mariadb-admin --no-defaults --socket="$LABIN/run/mysqld.sock" -u root ping ||
       die "MariaDB did not come up, see $LAB/log/mysqld.err"
+    # The database is created here, not by slurmdbd: slurmdbd 24.11.5 with trixie's libmariadb 11.8.9 fails its
+    # first query ("Number of columns in result (=1) set exceeds maximum allowed number of columns (=0)",
+    # fatal in _check_mysql_concat_is_sane) when it connects while slurm_acct_db does not exist yet.
     in_env mariadb --no-defaults --socket="$LABIN/run/mysqld.sock" -u root -e \
-      "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurmtestbed'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" ||
+      "CREATE DATABASE IF NOT EXISTS slurm_acct_db; CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurmtestbed'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" ||
       die "could not create the MariaDB user for slurmdbd"
 
     log "starting slurmdbd"
