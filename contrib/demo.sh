@@ -9,9 +9,14 @@
 #   acct_c (carol, class "lm") : in between (3x), fair-share weight 2
 # Every account submits typed 1-GPU jobs on all three GPU types; slurm-fair turns the profiles into
 # per-account per-type GrpTRES limits, so acct_a ends up holding the V100 limits.
-# Environment: TESTBED_DIR / TESTBED_PORT_BASE / TESTBED_MYSQL_PORT as for testbed.sh; SLURM_FAIR
+# Environment: TESTBED_NAME (default demo) / TESTBED_DIR / TESTBED_PORT_BASE (15817) / TESTBED_MYSQL_PORT (32306)
+# as for testbed.sh; SLURM_FAIR
 # (default: `slurm-fair` on PATH, else .venv/bin/slurm-fair, installed there if missing); DEMO_ROUNDS (default 3); DEMO_PERIOD (5 s).
 set -euo pipefail
+# The demo runs on a testbed of its own (state .testbed/demo, ports 15817.../32306), so it never disturbs the
+# test suite's testbed and the tests never see its jobs or limits: both README commands work in either order.
+export TESTBED_NAME=${TESTBED_NAME:-demo} TESTBED_PORT_BASE=${TESTBED_PORT_BASE:-15817} \
+  TESTBED_MYSQL_PORT=${TESTBED_MYSQL_PORT:-32306}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 TB="$REPO/contrib/testbed/testbed.sh"
 ROUNDS=${DEMO_ROUNDS:-3}
@@ -96,4 +101,7 @@ sacctmgr show assoc where account=acct_a,acct_b,acct_c user= format=account,fair
 say "running jobs per account and GPU type"
 squeue -h -t R -o "%a %b" | sort | uniq -c
 echo
-echo "history: ${SF[*]} history --config $CFG    clean up: scancel -u alice -u bob -u carol; bash $TB down"
+echo "The demo's testbed keeps running (its jobs too) so you can look around:"
+echo "  eval \"\$(TESTBED_NAME=$TESTBED_NAME bash $TB env)\"; export SLURM_FAIR_CONFIG=$CFG"
+echo "  ${SF[*]} status; ${SF[*]} history; squeue"
+echo "Stop it: TESTBED_NAME=$TESTBED_NAME bash $TB down   (add --purge to delete its state)"

@@ -10,21 +10,6 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 REPO=$(pwd -P)
 TB=(bash "$REPO/contrib/testbed/testbed.sh")
-# The Slurm 22.05 testbed's test users (alice, bob, carol) must reach its state dir: every folder
-# above it needs o+x.  If this checkout is somewhere private (e.g. under /root), keep the bookworm
-# state in /var/tmp instead (the trixie chroot does not care: its lab dir is /testbed inside it).
-searchable() {
-  local d=$1
-  while [[ $d != / ]]; do
-    if [[ -e $d ]] && (((8#$(stat -c %a "$d") & 1) == 0)); then return 1; fi
-    d=$(dirname "$d")
-  done
-}
-BW=(env)
-if [[ -z ${TESTBED_DIR:-} ]] && ! searchable "$REPO/.testbed/bookworm"; then
-  BW=(env TESTBED_DIR="/var/tmp/slurm-fair-testbed-$(echo "$REPO" | cksum | cut -d' ' -f1)/bookworm")
-  echo "== test-all: $REPO is not world-searchable; bookworm testbed state in ${BW[1]#TESTBED_DIR=}"
-fi
 LOGDIR=$REPO/.testbed/logs
 mkdir -p "$LOGDIR"
 T0=$SECONDS
@@ -67,10 +52,8 @@ teardown() {
   trap - EXIT INT TERM
   phase "testbeds down"
   for r in bookworm trixie; do
-    local -a pre=(env)
-    [[ $r == bookworm ]] && pre=("${BW[@]}")
-    if ! "${pre[@]}" "${TB[@]}" --release "$r" down; then FAILED+=("down $r"); fi
-    "${pre[@]}" "${TB[@]}" --release "$r" status >"$LOGDIR/status-$r.txt" 2>&1
+    if ! "${TB[@]}" --release "$r" down; then FAILED+=("down $r"); fi
+    "${TB[@]}" --release "$r" status >"$LOGDIR/status-$r.txt" 2>&1
     if [[ $? != 3 ]]; then
       FAILED+=("$r testbed processes left")
       cat "$LOGDIR/status-$r.txt" >&2
@@ -110,8 +93,8 @@ PIN=(-c constraints.txt)  # the versions last tested; SLURM_FAIR_UNPINNED=1 test
 .venv/bin/pip install -q "${PIN[@]}" -e '.[test]' || { FAILED+=("pip install"); exit 1; }
 
 phase "bookworm testbed up"
-if "${BW[@]}" "${TB[@]}" up; then
-  eval "$("${BW[@]}" "${TB[@]}" env)"
+if "${TB[@]}" up; then
+  eval "$("${TB[@]}" env)"
   export SLURM_CONF SLURM_FAIR_CONFIG SLURM_FAIR_TESTBED SLURM_FAIR_TESTBED_RELEASE
   phase "pytest tests (Slurm 22.05)"
   run_pytest "bookworm (unit + integration, Slurm 22.05)" .venv/bin/python -m pytest -q tests

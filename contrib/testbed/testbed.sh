@@ -5,7 +5,7 @@
 #
 # bookworm: Debian 12's Slurm 22.05 on this host.  trixie: Debian 13's Slurm 24.11 in a debootstrap
 # chroot under the state dir.  Everything (munge key+socket, MariaDB, slurmdbd, slurmctld, 4 slurmd)
-# lives under the state dir: <repo>/.testbed/<release>, or $TESTBED_DIR.  Ports: TESTBED_PORT_BASE
+# lives under the state dir: <repo>/.testbed/<TESTBED_NAME or release>, or $TESTBED_DIR.  Ports: TESTBED_PORT_BASE
 # (slurmctld; slurmdbd = +2, slurmd = +4..+7) and TESTBED_MYSQL_PORT.  Must run as root.
 # Daemons are stopped only by their recorded PIDs.  See CI.md and the README for details.
 set -euo pipefail
@@ -43,9 +43,32 @@ esac
 [[ $(id -u) == 0 ]] || die "must run as root (it starts munged, MariaDB and Slurm daemons)"
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
-STATE=${TESTBED_DIR:-$REPO/.testbed/$RELEASE}
+searchable() {  # every existing folder from $1 up is o+x
+  local d=$1
+  while [[ $d != / && -n $d ]]; do
+    if [[ -e $d ]] && (((8#$(stat -c %a "$d") & 1) == 0)); then return 1; fi
+    d=$(dirname "$d")
+  done
+}
+# State dir: $TESTBED_DIR, else <repo>/.testbed/<TESTBED_NAME, default the release>.  The bookworm testbed's
+# test users (alice, bob, carol) and munged must reach it: if the checkout is somewhere private (e.g. under
+# /root), its state goes to /var/tmp instead (the trixie chroot does not care: its lab dir is /testbed inside).
+NAME=${TESTBED_NAME:-$RELEASE}
+[[ $NAME =~ ^[A-Za-z0-9._-]+$ ]] || die "TESTBED_NAME must be letters, digits, '.', '_' or '-', not '$NAME'"
+if [[ -n ${TESTBED_DIR:-} ]]; then
+  STATE=$TESTBED_DIR
+elif [[ $RELEASE == bookworm ]] && ! searchable "$REPO"; then
+  STATE=/var/tmp/slurm-fair-testbed-$(echo "$REPO" | cksum | cut -d' ' -f1)/$NAME
+else
+  STATE=$REPO/.testbed/$NAME
+fi
 [[ $STATE == /* ]] || STATE=$PWD/$STATE
 STATE=${STATE%/}
+# Ports: the environment, else what the last 'up' of this state dir used (so 'down', 'status' and 'env' of a
+# testbed started with other ports need only its name), else the release's defaults.
+if [[ -f $STATE/ports && -z ${TESTBED_PORT_BASE:-}${TESTBED_MYSQL_PORT:-} ]]; then
+  read -r DEF_BASE DEF_MYSQL <"$STATE/ports" || true
+fi
 BASE=${TESTBED_PORT_BASE:-$DEF_BASE}
 MYSQL_PORT=${TESTBED_MYSQL_PORT:-$DEF_MYSQL}
 [[ $BASE =~ ^[0-9]+$ && $MYSQL_PORT =~ ^[0-9]+$ ]] || die "TESTBED_PORT_BASE/TESTBED_MYSQL_PORT must be numbers"
@@ -523,10 +546,10 @@ setup_accounts() {
 munge_ok() { in_env munge -n -S "$LABIN/run/munge.socket" | in_env unmunge -S "$LABIN/run/munge.socket"; }
 no_jobs() { local out; out=$(in_env squeue -h -o %i) && [[ -z $out ]]; }
 
-nodes_idle() {
+nodes_ready() {  # every node registered and usable: idle, or running jobs (a reused testbed may be busy)
   local out
   out=$(in_env sinfo -h -N -o '%N %t' 2>/dev/null) || return 1
-  [[ $(awk '$2 == "idle"' <<<"$out" | sort -u | wc -l) -eq ${#NODES[@]} ]]
+  [[ $(awk '$2 ~ /^(idle|mix|alloc|comp)$/ {print $1}' <<<"$out" | sort -u | wc -l) -eq ${#NODES[@]} ]]
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -535,6 +558,7 @@ cmd_up() {
   mkdir -p "$STATE"
   STATE=$(cd "$STATE" && pwd -P)
   echo "slurm-fair testbed state ($RELEASE); 'testbed.sh down --purge' deletes this folder" >"$STATE/.slurm-fair-testbed"
+  echo "$BASE $MYSQL_PORT" >"$STATE/ports"
   [[ -n $ROOT ]] && { ROOT=$STATE/rootfs; LAB=$ROOT$LABIN; }
   [[ -z $ROOT ]] && { LABIN=$STATE; LAB=$STATE; }
   RUN=$LAB/run
@@ -604,15 +628,15 @@ cmd_up() {
     for name in "${NODES[@]}"; do start_daemon "slurmd-$name" slurmd -D -N "$name"; done
   fi
 
-  if ! wait_until 90 "nodes idle" nodes_idle; then
+  if ! wait_until 90 "nodes ready" nodes_ready; then
     in_env sinfo -N -l >&2 || true
     in_env sinfo -R >&2 || true
-    die "nodes not idle after 90 s; logs in $LAB/log"
+    die "nodes not ready (idle or busy) after 90 s; logs in $LAB/log"
   fi
   wait_until 30 sacctmgr in_env sacctmgr -n show assoc format=account || die "sacctmgr does not answer"
   for name in "${DAEMONS[@]}"; do pid_alive "$name" >/dev/null || die "$name died, see $LAB/log/$name.out"; done
   [[ -n $ROOT ]] && chroot_venv
-  log "up: ${#NODES[@]} nodes idle; SLURM_CONF=$LABIN/etc/slurm.conf"
+  log "up: ${#NODES[@]} nodes ready; SLURM_CONF=$LABIN/etc/slurm.conf"
 }
 
 cancel_jobs() {

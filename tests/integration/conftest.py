@@ -250,7 +250,9 @@ def testbed() -> Any:
         _session_skip = str(e)
         raise
     _session_testbed = tb
+    # a test owns its state: never trust a pristine cluster (a demo or an aborted run may have left jobs/limits)
     tb.cancel_all()
+    tb.reset_limits()
     yield tb
     if tb.started_here and not os.environ.get("SLURM_FAIR_TESTBED_KEEP"):
         subprocess.run(["bash", str(TESTBED_SH), "down"], capture_output=True, text=True, timeout=300)
