@@ -184,3 +184,44 @@ def test_unknown_keys_are_named_in_the_error():
         place({"a": {"g": 1.0}}, {"g": 1}, deviations={"ghost": {"g": 0.0}, "a": {}})
     assert ei.value.value == ["ghost"]
     assert "ghost" in str(ei.value)
+
+
+# --------------------------------------------------------------------------- the rounding rule, pinned
+# OEF §4.3: real = round_half_up(ideal + dev), dev <- dev + ideal - real. Each case below is worked out by hand
+# from that rule and the documented refinements, and fails if the rule changes (floor, ceil, half-to-even).
+
+
+def test_half_up_at_exactly_one_half_rounds_up():
+    # ideal 1 + carried 0.5 = 1.5 -> 2 GPUs of b; a: 0.25 -> 0. (floor would give b=1 and hand the free GPU of a
+    # to the same tenant as work conservation: a=1, b=1.)
+    p = place({"x": {"a": 0.25, "b": 1.0}}, {"a": 2, "b": 4}, deviations={"x": {"b": 0.5}}, demand={"x": 2})
+    assert p.real == {"x": {"a": 0, "b": 2}}
+    assert p.deviations["x"] == pytest.approx({"a": 0.25, "b": -0.5})
+
+
+def test_half_up_not_half_to_even():
+    # 2.5 -> 3 and 1.5 -> 2 overshoot capacity 4 by one; both residual claims are -0.5, so the tie rule (the name
+    # sorting last gives back) takes one from y: x=3, y=1. Half-to-even would give 2.5 -> 2, 1.5 -> 2.
+    p = place({"x": {"a": 2.5}, "y": {"a": 1.5}}, {"a": 4})
+    assert p.real == {"x": {"a": 3}, "y": {"a": 1}}
+    assert p.deviations == {"x": {"a": pytest.approx(-0.5)}, "y": {"a": pytest.approx(0.5)}}
+
+
+def test_below_one_half_rounds_down_then_min_gpus_blocks():
+    # a: 0.75 -> 1, b: 0.25 -> 0; total 1 is below the smallest job (2 GPUs): nothing this round, the whole
+    # ideal is carried. (ceil would give a=1, b=1 and start the job.)
+    p = place({"x": {"a": 0.75, "b": 0.25}}, {"a": 4, "b": 2}, min_gpus={"x": 2}, demand={"x": 3})
+    assert p.real == {"x": {"a": 0, "b": 0}}
+    assert p.deviations["x"] == pytest.approx({"a": 0.75, "b": 0.25})
+
+
+def test_carried_deviation_alternates_a_shared_gpu():
+    # two tenants each owed half of one GPU: it alternates x, y, x, y and every deviation is exactly +-0.5 or 0
+    dev = None
+    got = []
+    for _ in range(4):
+        p = place({"x": {"a": 0.5}, "y": {"a": 0.5}}, {"a": 1}, deviations=dev)
+        got.append((p.real["x"]["a"], p.real["y"]["a"]))
+        dev = p.deviations
+    assert got == [(1, 0), (0, 1), (1, 0), (0, 1)]
+    assert dev == {"x": {"a": pytest.approx(0.0)}, "y": {"a": pytest.approx(0.0)}}
