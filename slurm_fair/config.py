@@ -98,6 +98,12 @@ def _solver(key: str, v: Any) -> str:
     return v.upper()
 
 
+def _path_or_empty(key: str, v: Any) -> str:
+    if not isinstance(v, str) or v != v.strip() or any(c in v for c in "\n\r\0"):
+        raise InputError(key, v, "must be a path without surrounding spaces or line breaks, or \"\"")
+    return v
+
+
 def _str_list(key: str, v: Any) -> tuple[str, ...]:
     if not isinstance(v, list):
         raise InputError(key, v, "must be a list of strings")
@@ -160,6 +166,7 @@ SECTION_DOCS = {
     "tenants": "Tenants: who is treated as one party by the fairness policy.",
     "priority": "Priority: slurm-fair steers scheduling order through each job's SiteFactor.",
     "limits": "Limits: slurm-fair caps each account's GPUs per type with GrpTRES.",
+    "hooks": "Job records from the Slurm hooks (`slurm-fair hooks install`, etc/slurm.conf.hooks).",
 }
 
 SPEC: dict[str, dict[str, Key]] = {
@@ -219,6 +226,14 @@ SPEC: dict[str, dict[str, Key]] = {
             "Accounts to manage; empty = every account with GPU jobs or a fair-share share.",
         ),
     },
+    "hooks": {
+        "spool": Key(
+            "", _path_or_empty,
+            "Spool folder the hooks write job start/end records to (the spool= of their hooks.conf);\n"
+            'each round reads them into the database first. "" = no ingestion. A relative path is\n'
+            "relative to this file's folder.",
+        ),
+    },
 }
 
 
@@ -272,6 +287,11 @@ class LimitsConfig:
     accounts: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class HooksConfig:
+    spool: str = ""
+
+
 _SECTION_TYPES = {
     "daemon": DaemonConfig,
     "policy": PolicyConfig,
@@ -280,6 +300,7 @@ _SECTION_TYPES = {
     "tenants": TenantsConfig,
     "priority": PriorityConfig,
     "limits": LimitsConfig,
+    "hooks": HooksConfig,
 }
 
 
@@ -292,8 +313,10 @@ class Config:
     tenants: TenantsConfig = field(default_factory=TenantsConfig)
     priority: PriorityConfig = field(default_factory=PriorityConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    hooks: HooksConfig = field(default_factory=HooksConfig)
     source: str = "defaults"  # the config file's path, or "defaults" (no file read)
     database_path: Path = Path("/var/lib/slurm-fair/slurm-fair.sqlite")  # daemon.database, resolved
+    spool_path: Path | None = None  # hooks.spool, resolved; None = no ingestion
 
     def as_dict(self) -> dict[str, dict[str, Any]]:
         """Section -> key -> value, TOML/JSON friendly (tuples become lists)."""
@@ -355,7 +378,12 @@ def from_dict(data: Mapping[str, Any], source: str = "defaults", base: Path | No
     db = Path(sections["daemon"].database).expanduser()
     if not db.is_absolute():
         db = Path(os.path.normpath((base or Path.cwd()) / db))
-    return Config(**sections, source=source, database_path=db)
+    spool = None
+    if sections["hooks"].spool:
+        spool = Path(sections["hooks"].spool).expanduser()
+        if not spool.is_absolute():
+            spool = Path(os.path.normpath((base or Path.cwd()) / spool))
+    return Config(**sections, source=source, database_path=db, spool_path=spool)
 
 
 def load(path: str | os.PathLike | None = None) -> Config:

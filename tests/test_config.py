@@ -113,6 +113,14 @@ def test_relative_database_is_relative_to_the_config_file_not_cwd(tmp_path, monk
     assert config.load(p).database_path == Path("/abs/fair.sqlite")
 
 
+def test_hooks_spool_empty_means_no_ingestion_and_relative_is_relative_to_the_file(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text("")
+    assert config.load(p).spool_path is None
+    p.write_text('[hooks]\nspool = "spool/records"\n')
+    assert config.load(p).spool_path == tmp_path / "spool" / "records"
+
+
 BAD = [
     ("daemon", "period", "0"),
     ("daemon", "period", '"300"'),
@@ -138,6 +146,8 @@ BAD = [
     ("priority", "levels", "0"),
     ("limits", "manage", "1"),
     ("limits", "accounts", "[1]"),
+    ("hooks", "spool", "1"),
+    ("hooks", "spool", '" /var/spool "'),
 ]
 
 

@@ -451,6 +451,10 @@ PriorityWeightFairshare=10000
 PriorityWeightQOS=10000
 PriorityWeightJobSize=0
 PriorityWeightPartition=0
+PrologSlurmctld=$LABIN/hooks/slurm-fair-hook
+EpilogSlurmctld=$LABIN/hooks/slurm-fair-hook
+Prolog=$LABIN/hooks/slurm-fair-hook
+Epilog=$LABIN/hooks/slurm-fair-hook
 EOF
     [[ $RELEASE == bookworm ]] && echo "SwitchType=switch/none"
     [[ -n $comm ]] && echo "CommunicationParameters=NoInAddrAny,NoCtldInAddrAny"
@@ -506,6 +510,12 @@ EOF
   } >"$LAB/etc/slurmdbd.conf"
   chmod 600 "$LAB/etc/slurmdbd.conf"
 
+  # slurm-fair's job start/end hooks (same code path as `slurm-fair hooks install`, with the python3 that
+  # slurmctld runs them with: the host's, or the chroot's for trixie)
+  in_env python3 -I -S "$REPO/slurm_fair/jobrecord.py" install "$LABIN/hooks" --spool "$LABIN/hooks-spool" \
+    --slurm-conf "$LABIN/etc/slurm.conf" --log "$LABIN/log/hooks.log" >/dev/null ||
+    die "installing the slurm-fair hooks into $LAB/hooks failed"
+
   cat >"$LAB/slurm-fair.toml" <<EOF
 # written by contrib/testbed/testbed.sh for the $RELEASE testbed
 [daemon]
@@ -514,6 +524,9 @@ period = 20
 
 [cluster]
 backend = "cli"
+
+[hooks]
+spool = "$LABIN/hooks-spool"
 EOF
   cat >"$LAB/testbed.env" <<EOF
 SLURM_CONF=$LABIN/etc/slurm.conf

@@ -121,6 +121,12 @@ def status_cmd(config_path: str | None, as_json: bool) -> None:
             for a, v in st["accounts"].items()]
     click.echo(render(["ACCOUNT", "WEIGHT", "IDEAL", "REAL", "DEVIATION",
                        "LIMIT (SLURM)" if st["reachable"] else "LIMIT (PLANNED)", "IN USE", "PENDING"], rows))
+    received = st["received_gpu_seconds"]
+    if received:
+        click.echo("\nreceived GPU-hours (from the hooks' job records)")
+        click.echo(render(["ACCOUNT", "GPU-HOURS BY TYPE", "TOTAL"],
+                          [[a, " ".join(f"{t}={v / 3600:.3f}" for t, v in sorted(per.items())),
+                            f"{sum(per.values()) / 3600:.3f}"] for a, per in sorted(received.items())]))
 
 
 # ------------------------------------------------------------------------------------------- shares

@@ -42,6 +42,8 @@ def status(store: Store, cfg: Any, snapshot: Snapshot | None, unreachable: str =
         "reachable": snapshot is not None,
         "unreachable": unreachable,
         "accounts": {},
+        # GPU-seconds per account and type from the hooks' job records, all recorded time up to now
+        "received_gpu_seconds": store.received_gpu_seconds(),
     }
     d = (last or {}).get("details") or {}
     live_limits = {a.name: dict(a.limits) for a in snapshot.accounts} if snapshot else {}

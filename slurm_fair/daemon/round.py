@@ -38,6 +38,7 @@ from ..cluster.errors import ClusterError, ClusterUnreachable
 from ..model import Allocation
 from ..store import Store
 from . import plan as P
+from .ingest import ingest_round
 
 PAUSE_ENV = "SLURM_FAIR_PAUSE_BEFORE_APPLY"
 # At most this many SiteFactor updates per round (slurmctld spends ~4 ms per job update on the testbed):
@@ -182,9 +183,11 @@ def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = Non
     dry_run = dry_run or bool(cfg.daemon.dry_run) or not record
     now = time.time() if now is None else now
     round_id = None
+    ingested = None
     if record:
         mark_interrupted(store)
         round_id = store.begin_round(policy, cfg.policy.solver)
+        ingested = ingest_round(store, cfg, round_id)  # hook records first; never raises (errors are events)
 
     def finish(res: RoundResult, **fields: Any) -> RoundResult:
         res.seconds = time.monotonic() - t0
@@ -210,6 +213,8 @@ def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = Non
                       n_accounts=len(plan.accounts), limit_changes=c["changes"], factor_changes=c["factor_changes"],
                       plan=plan)
     res.details = _details(snapshot, c, policy)
+    if ingested is not None:
+        res.details["hook_records"] = ingested.as_dict()
 
     applied_rows = []
     if not dry_run:

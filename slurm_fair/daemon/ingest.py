@@ -1,0 +1,165 @@
+"""Read the hooks' job start/end records (``slurm_fair/jobrecord.py``) from the spool into the store.
+
+Called once per round, before planning (:func:`ingest_round`). Rules:
+
+* Only ``*.json`` files whose name does not start with ``.`` are read (the hooks write hidden temp files
+  and rename them, so a listed file is complete). Hidden ``*.tmp`` files older than an hour (a hook killed
+  mid-write) are deleted.
+* A file that is not a valid record (not JSON, wrong format version, a missing or mistyped field) is moved
+  to ``<spool>/bad/`` and reported as a ``hook-record-bad`` event; it never stops the round.
+* Good records are upserted in one transaction (key: job id, restart count, event, context, node), and
+  their files removed only after the commit: a crash in between re-reads them next round, which changes
+  nothing (idempotent).
+* Nothing here raises: an unreadable spool becomes a ``hook-ingest-error`` event and the round goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import jobrecord
+from ..store import Store
+
+BAD_DIR = "bad"
+STALE_TMP_SECONDS = 3600
+# field -> accepted types (None allowed where listed); anything else makes the record bad
+_FIELDS: dict[str, tuple[type, ...]] = {
+    "v": (int,), "event": (str,), "context": (str,), "job_id": (int,), "restart_count": (int,),
+    "time": (int, float), "account": (str,), "gpus": (dict,),
+}
+_OPTIONAL: dict[str, tuple[type, ...]] = {
+    "start_time": (int, float, type(None)), "end_time": (int, float, type(None)),
+    "gpu_count": (int, type(None)), "exit_code": (int, type(None)), "exit_signal": (int, type(None)),
+    "exit_status": (int, type(None)), "user": (str,), "partition": (str,), "class": (str,), "job_name": (str,),
+    "node": (str,), "gpu_info": (str,), "derived_exit_code": (str, type(None)),
+}
+
+
+@dataclass
+class IngestResult:
+    read: int = 0
+    bad: list[str] = field(default_factory=list)
+    error: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"read": self.read, "bad": self.bad, "error": self.error}
+
+
+def check_record(rec: Any) -> str:
+    """"" if ``rec`` is a valid hook record, else why not (naming the field and value)."""
+    if not isinstance(rec, dict):
+        return f"record: must be a JSON object (got {type(rec).__name__})"
+    for spec, required in ((_FIELDS, True), (_OPTIONAL, False)):
+        for k, types in spec.items():
+            if k not in rec:
+                if required:
+                    return f"{k}: missing"
+                continue
+            v = rec[k]
+            if isinstance(v, bool) or not isinstance(v, types):
+                return f"{k}: wrong type (got {v!r})"
+    if rec["v"] != jobrecord.FORMAT_VERSION:
+        return f"v: unknown format version (got {rec['v']!r})"
+    if rec["context"] not in jobrecord.CONTEXTS:
+        return f"context: unknown hook context (got {rec['context']!r})"
+    if rec["event"] != jobrecord.CONTEXTS[rec["context"]]:
+        return f"event: {rec['event']!r} does not match context {rec['context']!r}"
+    if rec["job_id"] < 1 or rec["restart_count"] < 0:
+        return f"job_id/restart_count: out of range (got {rec['job_id']!r}/{rec['restart_count']!r})"
+    for t, n in rec["gpus"].items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            return f"gpus.{t}: must be a count >= 0 (got {n!r})"
+    return ""
+
+
+def _move_bad(spool: Path, name: str) -> None:
+    bad = spool / BAD_DIR
+    bad.mkdir(exist_ok=True)
+    dest = bad / name
+    if dest.exists():
+        dest = bad / f"{name}.{time.time_ns()}"
+    os.replace(spool / name, dest)
+
+
+def ingest(store: Store, spool: Path, round_id: int | None = None, now: float | None = None) -> IngestResult:
+    """Read every record file in ``spool`` into ``store`` (see the module docstring). Never raises."""
+    res = IngestResult()
+    now = time.time() if now is None else now
+    try:
+        names = sorted(os.listdir(spool))
+    except FileNotFoundError:
+        return res  # no hook has written yet
+    except OSError as e:
+        res.error = f"cannot list the spool {spool}: {e}"
+        _event(store, "hook-ingest-error", res.error, round_id)
+        return res
+    good: list[dict] = []
+    good_names: list[str] = []
+    for name in names:
+        path = spool / name
+        try:
+            if name.startswith("."):
+                if name.endswith(".tmp") and now - path.stat().st_mtime > STALE_TMP_SECONDS:
+                    path.unlink()
+                continue
+            if not name.endswith(".json") or not path.is_file():
+                continue
+            text = path.read_text(encoding="utf-8")
+            try:
+                rec = json.loads(text)
+                why = check_record(rec)
+            except (ValueError, RecursionError) as e:
+                why = f"not JSON: {e}"
+            if why:
+                _move_bad(spool, name)
+                res.bad.append(name)
+                _event(store, "hook-record-bad", f"{name}: {why}; moved to {spool / BAD_DIR}", round_id,
+                       data={"file": name, "why": why, "text": text[:2000]})
+                continue
+            good.append(rec)
+            good_names.append(name)
+        except OSError as e:
+            res.error = f"{name}: {e}"
+            _event(store, "hook-ingest-error", res.error, round_id)
+    try:
+        store.upsert_job_records(good, good_names)
+    except Exception as e:  # noqa: BLE001 - a record the store rejects must not stop the round
+        res.error = f"storing {len(good)} records: {type(e).__name__}: {e}"
+        _event(store, "hook-ingest-error", res.error, round_id)
+        return res
+    res.read = len(good)
+    for name in good_names:
+        try:
+            (spool / name).unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            res.error = f"cannot remove ingested {name}: {e}"
+    if res.error:
+        _event(store, "hook-ingest-error", res.error, round_id)
+    return res
+
+
+def _event(store: Store, kind: str, message: str, round_id: int | None, data: Any = None) -> None:
+    try:
+        store.event(kind, message, round_id=round_id, data=data)
+    except Exception:  # noqa: BLE001 - the store itself failing is reported by the round
+        pass
+
+
+def ingest_round(store: Store, cfg: Any, round_id: int | None) -> IngestResult | None:
+    """The round's one call: ingest ``cfg.spool_path`` (None when ``hooks.spool`` is empty). Never raises."""
+    spool = getattr(cfg, "spool_path", None)
+    if spool is None:
+        return None
+    try:
+        return ingest(store, Path(spool), round_id)
+    except Exception as e:  # noqa: BLE001 - ingestion never stops a round
+        res = IngestResult(error=f"{type(e).__name__}: {e}")
+        _event(store, "hook-ingest-error", res.error, round_id)
+        return res

@@ -1,0 +1,120 @@
+"""The slurm-fair hooks on the real testbed: Slurm runs the shipped shim (installed by testbed.sh up) as
+PrologSlurmctld/EpilogSlurmctld/Prolog/Epilog; records land in the spool; a daemon round ingests them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm_fair import config, jobrecord
+from slurm_fair.store import Store
+
+from .conftest import GPUS
+
+PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]
+
+
+@pytest.fixture
+def spool(testbed) -> Path:
+    p = config.load(testbed.env["SLURM_FAIR_CONFIG"]).spool_path
+    if p is None:
+        pytest.skip("this testbed's slurm-fair.toml has no [hooks] spool (started by an older testbed.sh?)")
+    return p
+
+
+def records(spool: Path, job: int) -> dict[tuple[int, str, str], dict]:
+    out = {}
+    for f in spool.glob(f"{job}.*.json"):
+        r = json.loads(f.read_text())
+        out[(r["restart_count"], r["event"], r["context"] + (f"@{r['node']}" if r["node"] else ""))] = r
+    return out
+
+
+def wait_records(testbed, spool: Path, job: int, want: set[tuple[int, str]], timeout: float = 60) -> dict:
+    """Wait until the controller records (restart, event) in ``want`` exist for ``job``."""
+    def have():
+        rs = records(spool, job)
+        got = {(k[0], k[1]) for k in rs if k[2] in jobrecord.CONTEXTS and k[2].endswith("slurmctld")}
+        return rs if want <= got else None
+    return testbed.wait_for(have, timeout, what=f"hook records {sorted(want)} of job {job}")
+
+
+def ctld(rs: dict, restart: int, event: str) -> dict:
+    return rs[(restart, event, "prolog_slurmctld" if event == "start" else "epilog_slurmctld")]
+
+
+def test_typed_and_untyped_jobs_recorded_with_account_type_count_class_exit_code(testbed, spool):
+    typed = testbed.sbatch("acct_a", gpus=2, gpu_type="v100", comment="run class=cnn", command="sleep 2; exit 3")
+    untyped = testbed.sbatch("acct_b", gpus=1, name="rljob", command="sleep 2")
+    rt = wait_records(testbed, spool, typed, {(0, "start"), (0, "end")})
+    ru = wait_records(testbed, spool, untyped, {(0, "start"), (0, "end")})
+    s, e = ctld(rt, 0, "start"), ctld(rt, 0, "end")
+    for r in (s, e):
+        assert (r["account"], r["user"], r["partition"], r["class"]) == ("acct_a", "alice", "gpu", "cnn")
+        assert r["gpus"] == {"v100": 2} and r["gpu_count"] == 2 and r["gpu_info"].startswith("scontrol")
+    assert (e["exit_code"], e["exit_signal"]) == (3, 0) and s["exit_code"] is None
+    assert s["start_time"] is not None and e["end_time"] is not None and e["end_time"] >= s["start_time"]
+    us = ctld(ru, 0, "start")
+    assert us["account"] == "acct_b" and us["class"] == "rljob" and us["gpu_count"] == 1
+    (gtype, n), = us["gpus"].items()  # the untyped request records the type it really got
+    assert n == 1 and gtype in GPUS[us["nodelist"]]
+    assert ctld(ru, 0, "end")["exit_code"] == 0
+    # the node hooks ran too, on the job's node, with the device indices
+    node = [r for k, r in rt.items() if k[2] == f"prolog_slurmd@{s['nodelist']}"]
+    assert node and node[0]["gpu_count"] == 2
+
+
+def test_requeue_gives_one_record_pair_per_run(testbed, spool):
+    job = testbed.sbatch("acct_c", gpus=1, gpu_type="k80", command="sleep 600", extra=["--requeue"])
+    testbed.wait_state(job, "RUNNING")
+    wait_records(testbed, spool, job, {(0, "start")})
+    testbed.run(["scontrol", "requeue", str(job)])
+    testbed.wait_for(lambda: testbed.job(job).get("JobState") == "RUNNING" and testbed.job(job).get("Restarts") == "1",
+                     60, what="job running again after requeue")
+    testbed.run(["scancel", str(job)])
+    rs = wait_records(testbed, spool, job, {(0, "start"), (0, "end"), (1, "start"), (1, "end")})
+    assert ctld(rs, 0, "end")["requeued"] is True and ctld(rs, 1, "end")["requeued"] is False
+    assert ctld(rs, 0, "end")["time"] <= ctld(rs, 1, "start")["time"]
+    assert all(ctld(rs, r, ev)["gpus"] == {"k80": 1} for r in (0, 1) for ev in ("start", "end"))
+
+
+def test_broken_env_or_unwritable_spool_exits_0_fast(testbed, tmp_path):
+    dest = tmp_path / "hooks"
+    jobrecord.install(str(dest), str(tmp_path / "spool"), slurm_conf=testbed.env["SLURM_CONF"])
+    (dest / "hooks.conf").write_text(f"spool=/proc/slurm-fair-no-spool\nslurm_conf={testbed.env['SLURM_CONF']}\n")
+    shim = str(dest / jobrecord.SHIM_NAME)
+    for env in ({}, {"SLURM_SCRIPT_CONTEXT": "prolog_slurmctld"},
+                {"SLURM_SCRIPT_CONTEXT": "prolog_slurmctld", "SLURM_JOB_ID": "999999"},
+                {"SLURM_SCRIPT_CONTEXT": "epilog_slurmd", "SLURM_JOB_ID": "1", "SLURMD_NODENAME": "x"}):
+        t0 = time.monotonic()
+        r = subprocess.run([shim], env=env, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0 and time.monotonic() - t0 < 5, (env, r.stderr)
+
+
+def test_daemon_round_ingests_records_and_gpu_time_matches(testbed, spool, tmp_path):
+    job = testbed.sbatch("acct_c", gpus=2, gpu_type="a100", command="sleep 6")
+    rs = wait_records(testbed, spool, job, {(0, "start"), (0, "end")}, timeout=90)
+    s, e = ctld(rs, 0, "start"), ctld(rs, 0, "end")
+    cfg = tmp_path / "sf.toml"
+    cfg.write_text(f'[daemon]\ndatabase = "sf.sqlite"\n[cluster]\nbackend = "cli"\n[hooks]\nspool = "{spool}"\n')
+    r = subprocess.run([*PY, "daemon", "--once", "--config", str(cfg)], env=testbed.env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert not list(spool.glob(f"{job}.*.json"))  # ingested files are removed
+    with Store(tmp_path / "sf.sqlite") as store:
+        run, = [x for x in store.job_runs() if x["job_id"] == job]
+        start = s["start_time"] if s["start_time"] is not None else s["time"]
+        end = e["end_time"] if e["end_time"] is not None else e["time"]
+        assert (run["start"], run["end"], run["gpus"]) == (start, end, {"a100": 2})
+        got = store.received_gpu_seconds(since=start - 1, until=end + 1)["acct_c"]["a100"]
+    assert got == pytest.approx(2 * (end - start))
+    assert 2 * 5 <= got <= 2 * 10  # the job slept 6 s on 2 GPUs (Slurm times have 1 s resolution)
+    st = subprocess.run([*PY, "status", "--json", "--config", str(cfg)], env=testbed.env, capture_output=True,
+                        text=True, timeout=60)
+    assert st.returncode == 0, st.stderr
+    assert json.loads(st.stdout)["received_gpu_seconds"]["acct_c"]["a100"] >= got

@@ -1,0 +1,138 @@
+"""Ingesting hook records into the store, and the GPU-seconds they add up to."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm_fair import jobrecord
+from slurm_fair.daemon.ingest import check_record, ingest, ingest_round
+from slurm_fair.store import Store, gpu_seconds, job_runs
+
+
+def rec(job: int, event: str, t: float, restart: int = 0, account: str = "acct_a", gpus=None, count=None,
+        context: str | None = None, **kw) -> dict:
+    context = context or ("prolog_slurmctld" if event == "start" else "epilog_slurmctld")
+    gpus = {"a100": 1} if gpus is None else gpus
+    r = {"v": 1, "event": event, "context": context, "job_id": job, "restart_count": restart, "time": t,
+         "account": account, "user": "alice", "partition": "gpu", "class": "cnn", "job_name": "j", "node": "",
+         "gpus": gpus, "gpu_count": sum(gpus.values()) if count is None else count, "gpu_info": "scontrol TRES",
+         "start_time": None, "end_time": None, "exit_code": None if event == "start" else 0}
+    r.update(kw)
+    return r
+
+
+def spool_with(tmp_path: Path, *records: dict) -> Path:
+    spool = tmp_path / "spool"
+    for r in records:
+        jobrecord.write_record(str(spool), r)
+    return spool
+
+
+def test_ingest_reads_removes_and_is_idempotent(tmp_path):
+    store = Store(":memory:")
+    records = [rec(1, "start", 100.0, start_time=99.0), rec(1, "end", 160.0, end_time=159.0, exit_code=3)]
+    spool = spool_with(tmp_path, *records)
+    res = ingest(store, spool)
+    assert (res.read, res.bad, res.error) == (2, [], "")
+    assert os.listdir(spool) == []
+    stored = store.job_records(1)
+    assert [(r["event"], r["exit_code"], r["gpus"]) for r in stored] == [("start", None, {"a100": 1}),
+                                                                         ("end", 3, {"a100": 1})]
+    spool_with(tmp_path, *records)  # the same files again (e.g. a crash between commit and unlink)
+    assert ingest(store, spool).read == 2
+    assert len(store.job_records()) == 2
+    assert store.received_gpu_seconds(until=1000) == {"acct_a": {"a100": 60.0}}
+
+
+def test_malformed_files_move_to_bad_and_become_events_without_stopping(tmp_path):
+    store = Store(":memory:")
+    spool = spool_with(tmp_path, rec(2, "start", 10.0))
+    (spool / "junk.json").write_text("{not json")
+    (spool / "3.0.start.prolog_slurmctld.json").write_text(json.dumps(rec(3, "start", 1.0, gpus={"a100": -1})))
+    (spool / "4.0.end.prolog_slurmctld.json").write_text(json.dumps(rec(4, "end", 1.0, context="prolog_slurmctld")))
+    (spool / ".5.0.start.prolog_slurmctld.json.123.tmp").write_text("{")  # a hook writing right now
+    res = ingest(store, spool)
+    assert res.read == 1 and sorted(res.bad) == ["3.0.start.prolog_slurmctld.json",
+                                                 "4.0.end.prolog_slurmctld.json", "junk.json"]
+    assert sorted(os.listdir(spool / "bad")) == sorted(res.bad)
+    assert sorted(os.listdir(spool)) == [".5.0.start.prolog_slurmctld.json.123.tmp", "bad"]
+    whys = {e["data"]["file"]: e["data"]["why"] for e in store.events(kind="hook-record-bad")}
+    assert whys["junk.json"].startswith("not JSON")
+    assert whys["3.0.start.prolog_slurmctld.json"] == "gpus.a100: must be a count >= 0 (got -1)"
+    assert whys["4.0.end.prolog_slurmctld.json"] == "event: 'end' does not match context 'prolog_slurmctld'"
+    old = time.time() - 7200
+    os.utime(spool / ".5.0.start.prolog_slurmctld.json.123.tmp", (old, old))
+    ingest(store, spool)
+    assert os.listdir(spool) == ["bad"]  # stale temp file of a killed hook removed
+
+
+@pytest.mark.parametrize("mutate, why", [
+    (lambda r: r.pop("job_id"), "job_id: missing"),
+    (lambda r: r.update(v=2), "v: unknown format version (got 2)"),
+    (lambda r: r.update(time="x"), "time: wrong type (got 'x')"),
+    (lambda r: r.update(restart_count=True), "restart_count: wrong type (got True)"),
+    (lambda r: r.update(context="task_prolog"), "context: unknown hook context (got 'task_prolog')"),
+])
+def test_check_record_names_the_field(mutate, why):
+    r = rec(1, "start", 1.0)
+    assert check_record(r) == ""
+    mutate(r)
+    assert check_record(r) == why
+
+
+def test_unreadable_spool_is_an_event_not_an_exception(tmp_path):
+    store = Store(":memory:")
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    res = ingest(store, not_a_dir)
+    assert res.read == 0 and "cannot list the spool" in res.error
+    assert store.events(kind="hook-ingest-error")[0]["message"] == res.error
+    assert ingest(store, tmp_path / "missing").error == ""  # no hook has written yet
+
+
+def test_ingest_round_off_without_spool_and_never_raises(tmp_path):
+    from slurm_fair.config import from_dict
+
+    store = Store(":memory:")
+    assert ingest_round(store, from_dict({}), None) is None
+    cfg = from_dict({"hooks": {"spool": str(spool_with(tmp_path, rec(1, "start", 5.0)))}})
+    assert ingest_round(store, cfg, None).read == 1
+    store.close()
+    res = ingest_round(store, cfg, None)  # a closed database: reported, not raised
+    assert res is not None and res.error
+
+
+def test_gpu_seconds_windows_open_runs_requeues_and_untyped():
+    records = [
+        rec(1, "start", 100.0, gpus={"a100": 2}, start_time=100.0),
+        rec(1, "end", 200.0, gpus={"a100": 2}),                              # 2 × 100 s
+        rec(2, "start", 150.0, account="acct_b", gpus={"v100": 1}, count=2),  # open, 1 v100 + 1 untyped
+        rec(3, "start", 0.0, account="acct_b", gpus={"k80": 1}),              # run 0, requeued ...
+        rec(3, "end", 50.0, account="acct_b", gpus={"k80": 1}, requeued=True),
+        rec(3, "start", 60.0, restart=1, account="acct_b", gpus={"k80": 4}),  # ... run 1 on 4 GPUs, open
+        rec(4, "start", 10.0, restart=0, gpus={"a100": 1}),                    # lost end record:
+        rec(4, "start", 30.0, restart=1, gpus={"a100": 1}),                    # closed by the next run
+        rec(4, "end", 40.0, restart=1, gpus={"a100": 1}),
+    ]
+    runs = job_runs(records)
+    assert [(r["job_id"], r["restart_count"], r["start"], r["end"]) for r in runs] == [
+        (1, 0, 100.0, 200.0), (2, 0, 150.0, None), (3, 0, 0.0, 50.0), (3, 1, 60.0, None),
+        (4, 0, 10.0, 30.0), (4, 1, 30.0, 40.0)]
+    got = gpu_seconds(runs, None, 250.0)
+    assert got == {"acct_a": {"a100": 200.0 + 20.0 + 10.0},
+                   "acct_b": {"v100": 100.0, "untyped": 100.0, "k80": 50.0 + 4 * 190.0}}
+    # a window cuts every run
+    assert gpu_seconds(runs, 120.0, 180.0) == {"acct_a": {"a100": 120.0},
+                                               "acct_b": {"v100": 30.0, "untyped": 30.0, "k80": 240.0}}
+
+
+def test_runs_without_gpu_info_and_slurmd_records_add_nothing():
+    records = [rec(1, "start", 0.0, gpus={}, count=None, gpu_info="none: scontrol timed out after 2 s"),
+               rec(2, "start", 0.0, context="prolog_slurmd", node="n1", gpu_info="slurmd")]
+    assert gpu_seconds(job_runs(records), None, 100.0) == {}
+    assert [r["job_id"] for r in job_runs(records)] == [1]

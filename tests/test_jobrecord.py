@@ -1,0 +1,210 @@
+"""The hook recorder (slurm_fair/jobrecord.py): record format, atomic writes, never failing a job."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm_fair import jobrecord
+
+REPO = Path(__file__).resolve().parent.parent
+SHIM = REPO / "hooks" / "slurm-fair-hook"
+
+SCONTROL_2205 = """JobId=42 JobName=my job
+   UserId=alice(1001) GroupId=alice(1001) MCS_label=N/A
+   Priority=10000 Nice=0 Account=acct_a QOS=normal WCKey=*wk
+   JobState=RUNNING Reason=None Dependency=(null)
+   Requeue=1 Restarts=1 BatchFlag=1 Reboot=0 ExitCode=0:0
+   RunTime=00:00:06 TimeLimit=365-00:00:00 TimeMin=N/A
+   StartTime=2026-11-23T20:45:01 EndTime=2027-11-23T20:45:01 Deadline=N/A
+   TRES=cpu=1,node=1,billing=1,gres/gpu=3,gres/gpu:a100=1,gres/gpu:v100=1
+   Comment=x class=cnn 
+   StdErr=/dev/null
+"""
+
+
+def _install(tmp_path: Path, scontrol: str = "", extra: str = "") -> Path:
+    dest = tmp_path / "hooks"
+    jobrecord.install(str(dest), str(tmp_path / "spool"))
+    if scontrol or extra:
+        with open(dest / "hooks.conf", "a") as f:
+            f.write((f"scontrol={scontrol}\n" if scontrol else "") + extra)
+    return dest
+
+
+def _fake_scontrol(tmp_path: Path, body: str) -> Path:
+    exe = tmp_path / "scontrol"
+    exe.write_text("#!/bin/sh\n" + body)
+    exe.chmod(0o755)
+    return exe
+
+
+def test_parse_scontrol_keeps_spaces_in_name_and_comment():
+    f = jobrecord.parse_scontrol(SCONTROL_2205)
+    assert f["JobName"] == "my job" and f["Comment"] == "x class=cnn" and f["Account"] == "acct_a"
+    assert f["Restarts"] == "1" and f["WCKey"] == "*wk"
+
+
+def test_gpus_from_tres_typed_untyped_and_none():
+    assert jobrecord.gpus_from_tres("cpu=1,gres/gpu=3,gres/gpu:a100=1,gres/gpu:v100=1") == ({"a100": 1, "v100": 1}, 3)
+    assert jobrecord.gpus_from_tres("cpu=1,gres/gpu:k80=2") == ({"k80": 2}, 2)
+    assert jobrecord.gpus_from_tres("cpu=1,node=1") == ({}, 0)
+
+
+@pytest.mark.parametrize("comment, wckey, name, want", [
+    ("x class=cnn y", "wk", "n", "cnn"), ("myclass=a", "*wk", "n", "wk"), ("", "", "n", "n"),
+    (",class=q;r", "", "", "q"), ("", "", "", ""),
+])
+def test_job_class_matches_plan_default_order(comment, wckey, name, want):
+    from types import SimpleNamespace
+
+    from slurm_fair.daemon.plan import DEFAULT_CLASS, job_class
+
+    assert jobrecord.job_class(comment, wckey, name) == want
+    # the daemon's rule gives the same answer (DEFAULT_CLASS where the hook leaves it empty)
+    assert job_class(SimpleNamespace(comment=comment, wckey=wckey, name=name)) == (want or DEFAULT_CLASS)
+
+
+def test_to_json_round_trips_through_json():
+    v = {"a": 'x"\\\n\x01é\udcff', "b": None, "c": 1.5, "d": True, "e": {"z": [1, 2]}, "f": float("nan")}
+    back = json.loads(jobrecord.to_json(v))
+    assert back == {**v, "f": None}
+
+
+def test_controller_start_record_from_env_and_scontrol(tmp_path):
+    exe = _fake_scontrol(tmp_path, f"cat <<'EOF'\n{SCONTROL_2205}EOF\n")
+    env = {"SLURM_SCRIPT_CONTEXT": "prolog_slurmctld", "SLURM_JOB_ID": "42", "SLURM_JOB_ACCOUNT": "acct_a",
+           "SLURM_JOB_USER": "alice", "SLURM_JOB_UID": "1001", "SLURM_JOB_PARTITION": "gpu",
+           "SLURM_JOB_RESTART_COUNT": "1", "SLURM_JOB_NAME": "my job", "SLURM_JOB_NODELIST": "a100-1"}
+    now = time.mktime((2026, 11, 23, 20, 45, 2, 0, 0, -1))
+    rec = jobrecord.build_record(env, {"scontrol": str(exe)}, now=now)
+    assert rec["event"] == "start" and rec["job_id"] == 42 and rec["restart_count"] == 1
+    assert rec["account"] == "acct_a" and rec["user"] == "alice" and rec["uid"] == 1001
+    assert rec["gpus"] == {"a100": 1, "v100": 1} and rec["gpu_count"] == 3 and rec["gpu_info"] == "scontrol TRES"
+    assert rec["class"] == "cnn"
+    assert rec["start_time"] == now - 1 and rec["end_time"] is None  # EndTime in the future: not an end
+
+
+def test_controller_epilog_of_a_requeued_run_is_filed_under_the_previous_restart(tmp_path):
+    out = SCONTROL_2205.replace("RunTime=00:00:06", "RunTime=00:00:00").replace(
+        "EndTime=2027-11-23T20:45:01", "EndTime=Unknown").replace("JobState=RUNNING", "JobState=COMPLETING")
+    exe = _fake_scontrol(tmp_path, f"cat <<'EOF'\n{out}EOF\n")
+    env = {"SLURM_SCRIPT_CONTEXT": "epilog_slurmctld", "SLURM_JOB_ID": "42", "SLURM_JOB_RESTART_COUNT": "1",
+           "SLURM_JOB_EXIT_CODE2": "0:15", "SLURM_JOB_EXIT_CODE": "15"}
+    rec = jobrecord.build_record(env, {"scontrol": str(exe)})
+    assert rec["restart_count"] == 0 and rec["requeued"] is True
+    assert rec["start_time"] is None and rec["end_time"] is None  # Slurm's times are of the next run
+    assert (rec["exit_code"], rec["exit_signal"], rec["exit_status"]) == (0, 15, 15)
+
+
+def test_scontrol_failure_records_without_gpus_and_says_why(tmp_path):
+    exe = _fake_scontrol(tmp_path, "echo 'slurm_load_jobs error: Invalid job id' >&2; exit 1\n")
+    env = {"SLURM_SCRIPT_CONTEXT": "epilog_slurmctld", "SLURM_JOB_ID": "7", "SLURM_JOB_EXIT_CODE2": "3:0"}
+    rec = jobrecord.build_record(env, {"scontrol": str(exe)})
+    assert rec["gpus"] == {} and rec["gpu_count"] is None
+    assert rec["gpu_info"].startswith("none: scontrol exited 1: slurm_load_jobs error")
+    assert rec["exit_code"] == 3 and rec["event"] == "end"
+
+
+def test_scontrol_timeout_is_enforced(tmp_path):
+    exe = _fake_scontrol(tmp_path, "exec sleep 10\n")
+    t0 = time.monotonic()
+    rec = jobrecord.build_record({"SLURM_SCRIPT_CONTEXT": "prolog_slurmctld", "SLURM_JOB_ID": "7"},
+                                 {"scontrol": str(exe), "scontrol_timeout": "0.3"})
+    assert time.monotonic() - t0 < 3
+    assert rec["gpu_info"] == "none: scontrol timed out after 0.3 s"
+
+
+def test_slurmd_record_has_node_and_device_indices_and_no_scontrol(tmp_path):
+    env = {"SLURM_SCRIPT_CONTEXT": "prolog_slurmd", "SLURM_JOB_ID": "5", "SLURMD_NODENAME": "mixed-1",
+           "SLURM_JOB_GPUS": "2,3", "CUDA_VISIBLE_DEVICES": "0,1"}
+    rec = jobrecord.build_record(env, {"scontrol": "/nonexistent/scontrol"})
+    assert rec["node"] == "mixed-1" and rec["gpu_indices"] == "2,3" and rec["gpu_count"] == 2
+    assert jobrecord.record_name(rec) == "5.0.start.prolog_slurmd.mixed-1.json"
+
+
+@pytest.mark.parametrize("env", [{}, {"SLURM_SCRIPT_CONTEXT": "task_prolog", "SLURM_JOB_ID": "1"},
+                                 {"SLURM_SCRIPT_CONTEXT": "prolog_slurmd", "SLURM_JOB_ID": "x"}])
+def test_broken_environment_raises_in_build_but_hook_returns_0_and_logs(tmp_path, env):
+    with pytest.raises(ValueError):
+        jobrecord.build_record(env, {})
+    dest = _install(tmp_path)
+    assert jobrecord.hook(str(dest / "hooks.conf"), env=env) == 0
+    assert not list((tmp_path / "spool").iterdir())
+    assert "record not written: ValueError" in (tmp_path / "spool.log").read_text()
+
+
+def test_write_record_is_atomic_and_leaves_no_temp_file(tmp_path):
+    rec = {"job_id": 1, "restart_count": 0, "event": "end", "context": "epilog_slurmctld", "node": "", "x": "é"}
+    path = jobrecord.write_record(str(tmp_path / "sp"), rec)
+    assert os.listdir(tmp_path / "sp") == ["1.0.end.epilog_slurmctld.json"]
+    assert json.loads(Path(path).read_text()) == rec
+    rec["x"] = "second"
+    jobrecord.write_record(str(tmp_path / "sp"), rec)  # a rerun replaces, never appends
+    assert json.loads(Path(path).read_text())["x"] == "second"
+
+
+def test_shim_exits_0_fast_with_unwritable_spool_and_broken_env(tmp_path):
+    dest = _install(tmp_path)
+    (dest / "hooks.conf").write_text("spool=/proc/slurm-fair-cannot-write\n")
+    env = {"SLURM_SCRIPT_CONTEXT": "prolog_slurmd", "SLURM_JOB_ID": "9"}  # no PATH, as Slurm runs hooks
+    for e in (env, {}, {"SLURM_SCRIPT_CONTEXT": "prolog_slurmctld", "SLURM_JOB_ID": "9"}):
+        t0 = time.monotonic()
+        r = subprocess.run([str(dest / jobrecord.SHIM_NAME)], env=e, capture_output=True, text=True, timeout=20)
+        assert r.returncode == 0, r.stderr
+        assert time.monotonic() - t0 < 5
+
+
+def test_shim_writes_a_record_and_install_writes_conf(tmp_path):
+    dest = tmp_path / "h"
+    lines = jobrecord.install(str(dest), str(tmp_path / "spool"), slurm_conf="/etc/x/slurm.conf")
+    assert lines.splitlines() == [f"{k}={dest}/slurm-fair-hook" for k in
+                                  ("PrologSlurmctld", "EpilogSlurmctld", "Prolog", "Epilog")]
+    assert stat.S_IMODE((dest / "slurm-fair-hook").stat().st_mode) == 0o755
+    assert jobrecord.read_conf(str(dest / "hooks.conf")) == {"spool": str(tmp_path / "spool"),
+                                                             "slurm_conf": "/etc/x/slurm.conf"}
+    env = {"SLURM_SCRIPT_CONTEXT": "epilog_slurmd", "SLURM_JOB_ID": "11", "SLURMD_NODENAME": "n1",
+           "SLURM_JOB_EXIT_CODE2": "1:0", "SLURM_JOB_RESTART_COUNT": "2"}
+    r = subprocess.run([str(dest / "slurm-fair-hook")], env=env, capture_output=True, timeout=20)
+    assert r.returncode == 0
+    rec = json.loads((tmp_path / "spool" / "11.2.end.epilog_slurmd.n1.json").read_text())
+    assert rec["exit_code"] == 1 and rec["v"] == jobrecord.FORMAT_VERSION
+
+
+def test_install_rejects_relative_paths(tmp_path):
+    with pytest.raises(ValueError, match="DEST: must be an absolute path"):
+        jobrecord.install("rel", str(tmp_path))
+    with pytest.raises(ValueError, match="--spool: must be an absolute path"):
+        jobrecord.install(str(tmp_path / "h"), "spool")
+
+
+def test_runs_by_path_with_isolated_python_and_imports_no_package():
+    code = ("import sys, runpy; sys.argv = ['jobrecord.py']; "
+            "runpy.run_path(%r); "
+            "print(sorted(k for k in sys.modules if k.startswith(('slurm_fair', 'numpy', 'json', 'subprocess'))))"
+            % str(REPO / "slurm_fair" / "jobrecord.py"))
+    r = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+    r = subprocess.run([sys.executable, "-I", "-S", str(REPO / "slurm_fair" / "jobrecord.py")],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "usage: jobrecord.py hook CONF" in r.stderr
+
+
+def test_cli_hooks_install(tmp_path):
+    from click.testing import CliRunner
+
+    from slurm_fair.cli import main
+
+    r = CliRunner().invoke(main, ["hooks", "install", str(tmp_path / "h"), "--spool", str(tmp_path / "s")])
+    assert r.exit_code == 0, r.output
+    assert f"PrologSlurmctld={tmp_path}/h/slurm-fair-hook" in r.output
+    r = CliRunner().invoke(main, ["hooks", "install", "relative/dir"])
+    assert r.exit_code == 2 and "error: DEST: must be an absolute path (got 'relative/dir')" in r.output
