@@ -98,6 +98,12 @@ def _solver(key: str, v: Any) -> str:
     return v.upper()
 
 
+def _path_or_empty(key: str, v: Any) -> str:
+    if not isinstance(v, str) or (v and not v.strip()) or "\0" in v:
+        raise InputError(key, v, 'must be "" (off) or a file path')
+    return v
+
+
 def _str_list(key: str, v: Any) -> tuple[str, ...]:
     if not isinstance(v, list):
         raise InputError(key, v, "must be a list of strings")
@@ -160,6 +166,7 @@ SECTION_DOCS = {
     "tenants": "Tenants: who is treated as one party by the fairness policy.",
     "priority": "Priority: slurm-fair steers scheduling order through each job's SiteFactor.",
     "limits": "Limits: slurm-fair caps each account's GPUs per type with GrpTRES.",
+    "submit": "Submission: the GPU type map read by etc/job_submit.lua to type untyped GPU requests.",
 }
 
 SPEC: dict[str, dict[str, Key]] = {
@@ -219,6 +226,13 @@ SPEC: dict[str, dict[str, Key]] = {
             "Accounts to manage; empty = every account with GPU jobs or a fair-share share.",
         ),
     },
+    "submit": {
+        "type_map": Key(
+            "", _path_or_empty,
+            'Type map published each round for job_submit.lua (`gpu_type_map.txt` next to the script);\n'
+            '"" = do not publish. A relative path is relative to this file\'s folder.',
+        ),
+    },
 }
 
 
@@ -272,6 +286,11 @@ class LimitsConfig:
     accounts: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class SubmitConfig:
+    type_map: str = ""
+
+
 _SECTION_TYPES = {
     "daemon": DaemonConfig,
     "policy": PolicyConfig,
@@ -280,6 +299,7 @@ _SECTION_TYPES = {
     "tenants": TenantsConfig,
     "priority": PriorityConfig,
     "limits": LimitsConfig,
+    "submit": SubmitConfig,
 }
 
 
@@ -292,8 +312,10 @@ class Config:
     tenants: TenantsConfig = field(default_factory=TenantsConfig)
     priority: PriorityConfig = field(default_factory=PriorityConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    submit: SubmitConfig = field(default_factory=SubmitConfig)
     source: str = "defaults"  # the config file's path, or "defaults" (no file read)
     database_path: Path = Path("/var/lib/slurm-fair/slurm-fair.sqlite")  # daemon.database, resolved
+    type_map_path: Path | None = None  # submit.type_map, resolved; None = do not publish
 
     def as_dict(self) -> dict[str, dict[str, Any]]:
         """Section -> key -> value, TOML/JSON friendly (tuples become lists)."""
@@ -355,7 +377,12 @@ def from_dict(data: Mapping[str, Any], source: str = "defaults", base: Path | No
     db = Path(sections["daemon"].database).expanduser()
     if not db.is_absolute():
         db = Path(os.path.normpath((base or Path.cwd()) / db))
-    return Config(**sections, source=source, database_path=db)
+    tm: Path | None = None
+    if sections["submit"].type_map:
+        tm = Path(sections["submit"].type_map).expanduser()
+        if not tm.is_absolute():
+            tm = Path(os.path.normpath((base or Path.cwd()) / tm))
+    return Config(**sections, source=source, database_path=db, type_map_path=tm)
 
 
 def load(path: str | os.PathLike | None = None) -> Config:
