@@ -113,6 +113,14 @@ def test_relative_database_is_relative_to_the_config_file_not_cwd(tmp_path, monk
     assert config.load(p).database_path == Path("/abs/fair.sqlite")
 
 
+def test_type_map_path_resolved_relative_to_the_config_file(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text('[submit]\ntype_map = "etc/gpu_type_map.txt"\n')
+    assert config.load(p).type_map_path == tmp_path / "etc" / "gpu_type_map.txt"
+    p.write_text('[submit]\ntype_map = ""\n')
+    assert config.load(p).type_map_path is None
+
+
 BAD = [
     ("daemon", "period", "0"),
     ("daemon", "period", '"300"'),
@@ -138,6 +146,8 @@ BAD = [
     ("priority", "levels", "0"),
     ("limits", "manage", "1"),
     ("limits", "accounts", "[1]"),
+    ("submit", "type_map", "3"),
+    ("submit", "type_map", '"  "'),
 ]
 
 

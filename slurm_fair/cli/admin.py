@@ -235,8 +235,11 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
 
     cfg = config_mod.load(config_path)
     snap, why = _snapshot(cfg)
+    from ..daemon.plan import flexible_note
+
     with _store(cfg) as store:
         ex = explain(store, cfg, account, snap, why)
+    ex["flexible_note"] = flexible_note(snap, account)
     if as_json:
         _dump(ex)
         return
@@ -259,6 +262,8 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
         click.echo(render(["JOB", "CLASS", "GPUS", "TYPE", "WAITED_S", "SITEFACTOR", "SLURM REASON", "SLURM-FAIR"],
                           [[j["job_id"], j["class"], j["gpus"], j["gpu_type"] or "any", j["waited_s"],
                             j["site_factor"], j["slurm_reason"], j["slurm_fair"]] for j in ex["pending_jobs"]]))
+    if ex["flexible_note"]:
+        click.echo(f"note: {ex['flexible_note']}")
 
 
 def register(group: click.Group) -> None:
