@@ -196,7 +196,7 @@ add_unix_user() {  # add_unix_user NAME [UID] (retries: parallel testbeds may ho
 
 # ---------------------------------------------------------------------------------------------
 # packages
-HOST_PKGS=(munge slurmctld slurmd slurmdbd slurm-client mariadb-server)
+HOST_PKGS=(munge slurmctld slurmd slurmdbd slurm-client mariadb-server lua5.1)
 CHROOT_PKGS=(munge slurmctld slurmd slurmdbd slurm-client mariadb-server python3 python3-venv
   procps util-linux passwd ca-certificates lua5.1 gcc libc6-dev python3-dev)
 
@@ -365,6 +365,18 @@ chroot_venv() {  # <state>/venv inside the chroot with the project installed in 
 
 # ---------------------------------------------------------------------------------------------
 # configuration
+install_job_submit() {  # etc/job_submit.lua next to slurm.conf: checked with luac5.1 -p first, tmp + mv
+  local tmp="$LAB/etc/.job_submit.lua.tmp"
+  cp "$REPO/etc/job_submit.lua" "$tmp"
+  if ! in_env luac5.1 -p "$LABIN/etc/.job_submit.lua.tmp"; then
+    rm -f "$tmp"
+    die "etc/job_submit.lua does not compile (luac5.1 -p); slurmctld would not start with it"
+  fi
+  chmod 644 "$tmp"
+  touch "$tmp"  # slurmctld reloads the script when its mtime grows
+  mv -f "$tmp" "$LAB/etc/job_submit.lua"
+}
+
 write_configs() {
   local comm="" hostip
   hostip=$(getent ahostsv4 "$(hostname)" 2>/dev/null | awk 'NR==1{print $1}')
@@ -428,6 +440,7 @@ PriorityWeightFairshare=10000
 PriorityWeightQOS=10000
 PriorityWeightJobSize=0
 PriorityWeightPartition=0
+JobSubmitPlugins=lua
 EOF
     [[ $RELEASE == bookworm ]] && echo "SwitchType=switch/none"
     [[ -n $comm ]] && echo "CommunicationParameters=NoInAddrAny,NoCtldInAddrAny"
@@ -441,6 +454,7 @@ EOF
     done
     echo "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
   } >"$LAB/etc/slurm.conf"
+  install_job_submit
 
   {
     echo "AutoDetect=off"
@@ -491,6 +505,9 @@ period = 20
 
 [cluster]
 backend = "cli"
+
+[submit]
+type_map = "$LABIN/etc/gpu_type_map.txt"
 EOF
   cat >"$LAB/testbed.env" <<EOF
 SLURM_CONF=$LABIN/etc/slurm.conf
