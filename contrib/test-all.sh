@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The full test run (README's test command; CI runs it via .ci/run). As root:
 #   1. .venv (created if absent) with `pip install -c constraints.txt -e '.[test]'` (SLURM_FAIR_UNPINNED=1: no -c)
+#   1b. etc/job_submit.lua: `luac5.1 -p` + the offline Lua tests (tests/lua/; lua5.1 installed with apt if missing)
 #   2. Slurm 22.05 testbed up (contrib/testbed/testbed.sh), `pytest -q tests` against it
 #   3. unless SLURM_FAIR_SKIP_TRIXIE=1: Slurm 24.11 testbed (trixie chroot) up,
 #      `pytest -q tests/integration` inside the chroot
@@ -91,6 +92,19 @@ if [[ ! -x .venv/bin/python ]]; then "$PY" -m venv .venv || exit 1; fi
 PIN=(-c constraints.txt)  # the versions last tested; SLURM_FAIR_UNPINNED=1 tests the newest releases
 [[ -n ${SLURM_FAIR_UNPINNED:-} ]] && PIN=() && say "unpinned: installing the newest releases"
 .venv/bin/pip install -q "${PIN[@]}" -e '.[test]' || { FAILED+=("pip install"); exit 1; }
+
+phase "job_submit.lua (luac5.1 -p, offline Lua tests)"
+if ! command -v lua5.1 >/dev/null || ! command -v luac5.1 >/dev/null; then
+  { apt-get install -y -q --no-install-recommends lua5.1 >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends lua5.1 >/dev/null; }; } ||
+    FAILED+=("apt-get install lua5.1")
+fi
+if luac5.1 -p etc/job_submit.lua; then
+  lua5.1 tests/lua/test_job_submit.lua etc/job_submit.lua | tail -1 | tee "$LOGDIR/lua.log" | grep -qx '[0-9]* passed, 0 failed' ||
+    FAILED+=("lua tests ($(cat "$LOGDIR/lua.log"))")
+else
+  FAILED+=("luac5.1 -p etc/job_submit.lua")
+fi
 
 phase "bookworm testbed up"
 if "${TB[@]}" up; then

@@ -167,6 +167,7 @@ SECTION_DOCS = {
     "priority": "Priority: slurm-fair steers scheduling order through each job's SiteFactor.",
     "limits": "Limits: slurm-fair caps each account's GPUs per type with GrpTRES.",
     "hooks": "Job records from the Slurm hooks (`slurm-fair hooks install`, etc/slurm.conf.hooks).",
+    "submit": "Submission: the GPU type map read by etc/job_submit.lua to type untyped GPU requests.",
 }
 
 SPEC: dict[str, dict[str, Key]] = {
@@ -234,6 +235,13 @@ SPEC: dict[str, dict[str, Key]] = {
             "relative to this file's folder.",
         ),
     },
+    "submit": {
+        "type_map": Key(
+            "", _path_or_empty,
+            'Type map published each round for job_submit.lua (`gpu_type_map.txt` next to the script);\n'
+            '"" = do not publish. A relative path is relative to this file\'s folder.',
+        ),
+    },
 }
 
 
@@ -292,6 +300,11 @@ class HooksConfig:
     spool: str = ""
 
 
+@dataclass(frozen=True)
+class SubmitConfig:
+    type_map: str = ""
+
+
 _SECTION_TYPES = {
     "daemon": DaemonConfig,
     "policy": PolicyConfig,
@@ -301,6 +314,7 @@ _SECTION_TYPES = {
     "priority": PriorityConfig,
     "limits": LimitsConfig,
     "hooks": HooksConfig,
+    "submit": SubmitConfig,
 }
 
 
@@ -314,9 +328,11 @@ class Config:
     priority: PriorityConfig = field(default_factory=PriorityConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     hooks: HooksConfig = field(default_factory=HooksConfig)
+    submit: SubmitConfig = field(default_factory=SubmitConfig)
     source: str = "defaults"  # the config file's path, or "defaults" (no file read)
     database_path: Path = Path("/var/lib/slurm-fair/slurm-fair.sqlite")  # daemon.database, resolved
     spool_path: Path | None = None  # hooks.spool, resolved; None = no ingestion
+    type_map_path: Path | None = None  # submit.type_map, resolved; None = do not publish
 
     def as_dict(self) -> dict[str, dict[str, Any]]:
         """Section -> key -> value, TOML/JSON friendly (tuples become lists)."""
@@ -378,12 +394,17 @@ def from_dict(data: Mapping[str, Any], source: str = "defaults", base: Path | No
     db = Path(sections["daemon"].database).expanduser()
     if not db.is_absolute():
         db = Path(os.path.normpath((base or Path.cwd()) / db))
-    spool = None
-    if sections["hooks"].spool:
-        spool = Path(sections["hooks"].spool).expanduser()
-        if not spool.is_absolute():
-            spool = Path(os.path.normpath((base or Path.cwd()) / spool))
-    return Config(**sections, source=source, database_path=db, spool_path=spool)
+    return Config(**sections, source=source, database_path=db,
+                  spool_path=_optional_path(sections["hooks"].spool, base),
+                  type_map_path=_optional_path(sections["submit"].type_map, base))
+
+
+def _optional_path(value: str, base: Path | None) -> Path | None:
+    """A path key that may be "" (off), resolved like daemon.database: relative to the config file's folder."""
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else Path(os.path.normpath((base or Path.cwd()) / path))
 
 
 def load(path: str | os.PathLike | None = None) -> Config:

@@ -119,6 +119,12 @@ def test_hooks_spool_empty_means_no_ingestion_and_relative_is_relative_to_the_fi
     assert config.load(p).spool_path is None
     p.write_text('[hooks]\nspool = "spool/records"\n')
     assert config.load(p).spool_path == tmp_path / "spool" / "records"
+def test_type_map_path_resolved_relative_to_the_config_file(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text('[submit]\ntype_map = "etc/gpu_type_map.txt"\n')
+    assert config.load(p).type_map_path == tmp_path / "etc" / "gpu_type_map.txt"
+    p.write_text('[submit]\ntype_map = ""\n')
+    assert config.load(p).type_map_path is None
 
 
 BAD = [
@@ -148,6 +154,8 @@ BAD = [
     ("limits", "accounts", "[1]"),
     ("hooks", "spool", "1"),
     ("hooks", "spool", '" /var/spool "'),
+    ("submit", "type_map", "3"),
+    ("submit", "type_map", '"  "'),
 ]
 
 

@@ -219,7 +219,7 @@ add_unix_user() {  # add_unix_user NAME [UID] (retries: parallel testbeds may ho
 
 # ---------------------------------------------------------------------------------------------
 # packages
-HOST_PKGS=(munge slurmctld slurmd slurmdbd slurm-client mariadb-server)
+HOST_PKGS=(munge slurmctld slurmd slurmdbd slurm-client mariadb-server lua5.1)
 CHROOT_PKGS=(munge slurmctld slurmd slurmdbd slurm-client mariadb-server python3 python3-venv
   procps util-linux passwd ca-certificates lua5.1 gcc libc6-dev python3-dev)
 
@@ -388,6 +388,18 @@ chroot_venv() {  # <state>/venv inside the chroot with the project installed in 
 
 # ---------------------------------------------------------------------------------------------
 # configuration
+install_job_submit() {  # etc/job_submit.lua next to slurm.conf: checked with luac5.1 -p first, tmp + mv
+  local tmp="$LAB/etc/.job_submit.lua.tmp"
+  cp "$REPO/etc/job_submit.lua" "$tmp"
+  if ! in_env luac5.1 -p "$LABIN/etc/.job_submit.lua.tmp"; then
+    rm -f "$tmp"
+    die "etc/job_submit.lua does not compile (luac5.1 -p); slurmctld would not start with it"
+  fi
+  chmod 644 "$tmp"
+  touch "$tmp"  # slurmctld reloads the script when its mtime grows
+  mv -f "$tmp" "$LAB/etc/job_submit.lua"
+}
+
 write_configs() {
   local comm="" hostip
   hostip=$(getent ahostsv4 "$(hostname)" 2>/dev/null | awk 'NR==1{print $1}')
@@ -455,6 +467,7 @@ PrologSlurmctld=$LABIN/hooks/slurm-fair-hook
 EpilogSlurmctld=$LABIN/hooks/slurm-fair-hook
 Prolog=$LABIN/hooks/slurm-fair-hook
 Epilog=$LABIN/hooks/slurm-fair-hook
+JobSubmitPlugins=lua
 EOF
     [[ $RELEASE == bookworm ]] && echo "SwitchType=switch/none"
     [[ -n $comm ]] && echo "CommunicationParameters=NoInAddrAny,NoCtldInAddrAny"
@@ -468,6 +481,7 @@ EOF
     done
     echo "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
   } >"$LAB/etc/slurm.conf"
+  install_job_submit
 
   {
     echo "AutoDetect=off"
@@ -527,6 +541,9 @@ backend = "cli"
 
 [hooks]
 spool = "$LABIN/hooks-spool"
+
+[submit]
+type_map = "$LABIN/etc/gpu_type_map.txt"
 EOF
   cat >"$LAB/testbed.env" <<EOF
 SLURM_CONF=$LABIN/etc/slurm.conf

@@ -78,7 +78,8 @@ def _dump(obj: Any) -> None:
 @handle_errors
 def daemon_cmd(config_path: str | None, once: bool, dry_run: bool) -> None:
     """Run the slurm-fair daemon: every daemon.period seconds, turn the cluster's GPU jobs and profiled
-    speedups into per-account per-GPU-type GrpTRES limits and job SiteFactors, and record why.
+    speedups into per-account per-GPU-type GrpTRES limits and job SiteFactors, and record why. With
+    submit.type_map set, also publish the GPU type map that etc/job_submit.lua uses to type untyped requests.
 
     One instance per database (lock file <database>.lock). SIGTERM finishes the current round and exits 0;
     SIGHUP reloads the config. One log line per round on stderr.
@@ -236,13 +237,16 @@ def apply_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
 def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
     """Why ACCOUNT gets what it gets: weight, job classes with their speedups and where they come from,
     demand, ideal share, deviation, limit, and why each of its pending jobs waits (Slurm's reason and
-    slurm-fair's view)."""
+    slurm-fair's view), and whether its pending fair:flex jobs can still be moved to another GPU type."""
     from ..daemon.report import explain
 
     cfg = config_mod.load(config_path)
     snap, why = _snapshot(cfg)
+    from ..daemon.plan import flexible_note
+
     with _store(cfg) as store:
         ex = explain(store, cfg, account, snap, why)
+    ex["flexible_note"] = flexible_note(snap, account)
     if as_json:
         _dump(ex)
         return
@@ -265,6 +269,8 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
         click.echo(render(["JOB", "CLASS", "GPUS", "TYPE", "WAITED_S", "SITEFACTOR", "SLURM REASON", "SLURM-FAIR"],
                           [[j["job_id"], j["class"], j["gpus"], j["gpu_type"] or "any", j["waited_s"],
                             j["site_factor"], j["slurm_reason"], j["slurm_fair"]] for j in ex["pending_jobs"]]))
+    if ex["flexible_note"]:
+        click.echo(f"note: {ex['flexible_note']}")
 
 
 def register(group: click.Group) -> None:

@@ -15,6 +15,9 @@ from typing import Mapping
 ANY_GPU = "*"
 # Value that clears a limit (sacctmgr's -1).
 CLEAR = -1
+# Comment token etc/job_submit.lua adds to a job whose untyped GPU request it typed: slurm-fair may move
+# the job to another GPU type while it is pending (where Slurm supports that, see supports_pending_retype).
+FLEX_TOKEN = "fair:flex"
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,13 @@ class Job:
     @property
     def pending(self) -> bool:
         return self.state == "PENDING"
+
+    @property
+    def flexible(self) -> bool:
+        """The comment carries the token ``fair:flex`` (separated by whitespace, ``,`` or ``;``): the
+        job's GPU type was chosen by slurm-fair at submission, not by the user."""
+        c = self.comment or ""
+        return FLEX_TOKEN in c and FLEX_TOKEN in c.replace(",", " ").replace(";", " ").split()
 
     @property
     def running(self) -> bool:

@@ -32,10 +32,10 @@ Rules (each documented where it is implemented):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
-from ..cluster.base import ANY_GPU, CLEAR, Job, Snapshot
+from ..cluster.base import ANY_GPU, CLEAR, Job, Snapshot, supports_pending_retype
 from ..model import Allocation, JobClass, Problem, Tenant
 from ..rounding import place
 
@@ -499,3 +499,162 @@ def limit_batches(changes: Mapping[str, Mapping[str, int]]) -> list[dict[str, di
     if whole <= per_key:
         return [{a: dict(ch) for a, ch in changes.items() if ch}]
     return [keys[k] for k in sorted(keys)]
+
+
+# ------------------------------------------------------------------------------------------- untyped requests
+# etc/job_submit.lua types untyped GPU requests from a map the daemon publishes each round
+# (daemon/publish.py); jobs it typed carry ``fair:flex`` in their comment (Job.flexible).
+
+DEFAULT_TARGET = "*"  # key of the map's default line (accounts without a line of their own)
+
+
+def flexible_as_untyped(snapshot: Snapshot) -> Snapshot:
+    """The snapshot with every *pending* flexible job shown untyped: its demand counts as untyped (usable on
+    any type) because the daemon can still move it. Use it only where Slurm can retype pending jobs
+    (:func:`slurm_fair.cluster.base.supports_pending_retype`); elsewhere a flexible job stays typed."""
+    jobs = tuple(replace(j, gpu_type=None) if j.pending and j.flexible and j.gpu_type else j
+                 for j in snapshot.jobs)
+    return replace(snapshot, jobs=jobs)
+
+
+def pending_typed(snapshot: Snapshot) -> dict[str, dict[str, int]]:
+    """account -> type -> GPUs of its pending jobs that request that type (held jobs included)."""
+    out: dict[str, dict[str, int]] = {}
+    for j in snapshot.jobs:
+        if j.pending and j.gpu_type and j.gpus > 0:
+            row = out.setdefault(j.account, {})
+            row[j.gpu_type] = row.get(j.gpu_type, 0) + j.gpus
+    return out
+
+
+def share_room(plan: Plan, in_use: Mapping[str, Mapping[str, int]],
+               pending: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """account -> type -> room in its share: limit − GPUs in use − GPUs of pending jobs typed for it."""
+    return {a: {g: int(plan.limits[a].get(g, 0)) - int(in_use.get(a, {}).get(g, 0)) - int(pending.get(a, {}).get(g, 0))
+                for g in plan.capacity}
+            for a in plan.accounts}
+
+
+def _speed(throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None, account: str, g: str) -> float:
+    """Sum over the account's classes of their throughput on ``g`` (0 when unknown)."""
+    classes = (throughput or {}).get(account, {})
+    return float(sum(float(x.get(g, 0.0)) for x in classes.values()))
+
+
+def default_target(plan: Plan, idle: Mapping[str, int] | None = None) -> tuple[str, str] | None:
+    """The map's ``*`` line: the type with the most capacity no account's limit holds (capacity − Σ limits);
+    ties: the most idle GPUs now (``idle``), then the name. None when the cluster has no GPU type."""
+    if not plan.capacity:
+        return None
+    free = {g: int(c) - sum(int(plan.limits[a].get(g, 0)) for a in plan.accounts) for g, c in plan.capacity.items()}
+    idle = idle or {}
+    g = min(plan.capacity, key=lambda g: (-free[g], -int(idle.get(g, 0)), g))
+    return g, (f"most GPUs not held by any account's limit ({max(free[g], 0)} of {plan.capacity[g]})"
+               if free[g] > 0 else f"most idle GPUs now ({int(idle.get(g, 0))} of {plan.capacity[g]})")
+
+
+def untyped_targets(plan: Plan, snapshot: Snapshot,
+                    throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None
+                    ) -> dict[str, tuple[str, str]]:
+    """account -> (GPU type, reason) for untyped GPU requests, plus ``"*"`` (:func:`default_target`).
+
+    Rules: an account gets the type where its share has the most room (:func:`share_room`: limit minus GPUs
+    in use minus GPUs of its pending jobs already typed for that type); ties go to the type its classes run
+    fastest on (sum of ``throughput[account][class][type]``, when known), then to the name. An account with
+    no room on any type gets the ``*`` type (its jobs wait for the next round's limits there). Accounts of
+    the plan only; others use ``*``. Pure: the map file is written by ``daemon/publish.py``.
+    """
+    in_use = gpus_in_use(snapshot)
+    room = share_room(plan, in_use, pending_typed(snapshot))
+    usage = snapshot.gpu_types()
+    idle = {g: max(u.total - u.unusable - u.allocated, 0) for g, u in usage.items()}
+    dflt = default_target(plan, idle)
+    out: dict[str, tuple[str, str]] = {}
+    if dflt is None:
+        return out
+    types = sorted(t for t in plan.capacity if plan.capacity[t] > 0) or sorted(plan.capacity)
+    for a in plan.accounts:
+        g = min(types, key=lambda g: (-room[a][g], -_speed(throughput, a, g), g))
+        if room[a][g] > 0:
+            lim = int(plan.limits[a].get(g, 0))
+            used = int(in_use.get(a, {}).get(g, 0))
+            out[a] = (g, f"most room in its share: limit {lim}, in use {used}, pending {lim - used - room[a][g]}")
+        else:
+            out[a] = (dflt[0], f"no room in its share now; {dflt[1]}")
+    out[DEFAULT_TARGET] = dflt
+    return out
+
+
+@dataclass(frozen=True)
+class Retype:
+    """Move one pending flexible job to another GPU type."""
+
+    job_id: int
+    account: str
+    old_type: str
+    new_type: str
+    gpus_per_node: int
+
+
+def with_retypes(snapshot: Snapshot, moves: Iterable[Retype]) -> Snapshot:
+    """The snapshot as it will be once ``moves`` are applied (their jobs request the new type)."""
+
+    moved = {m.job_id: m.new_type for m in moves}
+    if not moved:
+        return snapshot
+    return replace(snapshot, jobs=tuple(replace(j, gpu_type=moved[j.job_id]) if j.job_id in moved else j
+                                        for j in snapshot.jobs))
+
+
+def retype_moves(plan: Plan, snapshot: Snapshot, max_moves: int = 10,
+                 throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None) -> list[Retype]:
+    """Pending flexible jobs to move to a type with room (apply only where Slurm supports retyping).
+
+    Per account and type, the room left after running jobs (limit − in use) is handed to its pending jobs
+    of that type oldest first (held jobs skipped); a flexible job that no longer fits moves to the type with
+    the most room left that fits it whole (ties: faster for the account's classes, then name), which
+    then holds those GPUs. At most ``max_moves`` jobs, oldest first.
+    """
+    in_use = gpus_in_use(snapshot)
+    free = {a: {g: int(plan.limits[a].get(g, 0)) - int(in_use.get(a, {}).get(g, 0)) for g in plan.capacity}
+            for a in plan.accounts}
+    waiting = sorted((j for j in snapshot.jobs
+                      if j.pending and j.gpu_type and j.gpus > 0 and j.account in free
+                      and not j.reason.startswith("JobHeld")),
+                     key=lambda j: (j.submit_time, j.job_id))
+    misfits: list[Job] = []
+    for j in waiting:
+        row = free[j.account]
+        if row.get(j.gpu_type, 0) >= j.gpus:
+            row[j.gpu_type] -= j.gpus
+        elif j.flexible:
+            misfits.append(j)
+    moves: list[Retype] = []
+    for j in misfits:
+        if len(moves) >= max_moves:
+            break
+        row = free[j.account]
+        fits = [g for g in row if g != j.gpu_type and row[g] >= j.gpus]
+        if not fits:
+            continue
+        g = min(fits, key=lambda g: (-row[g], -_speed(throughput, j.account, g), g))
+        row[g] -= j.gpus
+        moves.append(Retype(j.job_id, j.account, j.gpu_type, g, j.gpus_per_node))
+    return moves
+
+
+def flexible_note(snapshot: Snapshot | None, account: str) -> str | None:
+    """What ``slurm-fair explain`` says about the account's pending flexible (``fair:flex``) jobs: on a
+    Slurm that cannot retype pending jobs (< 23.02.6) they keep the type they were given at submission."""
+    if snapshot is None:
+        return None
+    ids = sorted(j.job_id for j in snapshot.jobs if j.account == account and j.pending and j.flexible)
+    if not ids:
+        return None
+    shown = ", ".join(map(str, ids[:10])) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+    if supports_pending_retype(snapshot.slurm_version):
+        return (f"pending flexible jobs (fair:flex) {shown}: typed at submission; slurm-fair moves them to "
+                "another GPU type when theirs has no room left in the account's share and another has")
+    return (f"pending flexible jobs (fair:flex) {shown}: typed at submission; Slurm {snapshot.slurm_version} "
+            "cannot change a pending job's GPU type (needs >= 23.02.6, SchedMD bug 17184), so they wait for "
+            "the type they were given")

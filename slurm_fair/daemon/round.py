@@ -33,18 +33,21 @@ import numpy as np
 
 from .. import policies
 from .. import profiles as shipped_profiles
-from ..cluster.base import ANY_GPU, Cluster, Snapshot
+from ..cluster.base import ANY_GPU, Cluster, Snapshot, supports_pending_retype
 from ..cluster.errors import ClusterError, ClusterUnreachable
 from ..model import Allocation
 from ..store import Store
 from . import plan as P
 from .ingest import ingest_round
+from . import publish
 
 PAUSE_ENV = "SLURM_FAIR_PAUSE_BEFORE_APPLY"
 # At most this many SiteFactor updates per round (slurmctld spends ~4 ms per job update on the testbed):
 # the jobs whose factor moves most go first, the rest follow in the next rounds. Bounds a round's time
 # when thousands of pending jobs need new factors at once (first round, big reordering).
 MAX_SITE_FACTOR_UPDATES = 1000
+# At most this many pending flexible (fair:flex) jobs are moved to another GPU type per round.
+MAX_RETYPES = 10
 
 
 @dataclass
@@ -96,7 +99,9 @@ def mark_interrupted(store: Store) -> int:
 
 def compute(snapshot: Snapshot, store: Store, cfg: Any, policy: str, now: float) -> dict[str, Any]:
     """Everything a round decides, without side effects. Raises SolverError (or the policy's error)."""
-    demand = P.observe_demand(snapshot, cfg)
+    retype_ok = supports_pending_retype(snapshot.slurm_version)
+    # a pending fair:flex job can still be moved where Slurm retypes pending jobs: its demand is untyped
+    demand = P.observe_demand(P.flexible_as_untyped(snapshot) if retype_ok else snapshot, cfg)
     built = P.build_problem(snapshot, demand, store.profiles(), shipped_profiles.load_shipped(), cfg)
     managed = P.managed_accounts(snapshot, demand, cfg)
     known = {a.name for a in snapshot.accounts}
@@ -122,11 +127,28 @@ def compute(snapshot: Snapshot, store: Store, cfg: Any, policy: str, now: float)
     current = {a.name: dict(a.limits) for a in snapshot.accounts}
     planned = {a: lim for a, lim in plan.limits.items() if a in known}
     changes = P.limit_changes(current, planned, store.managed() & known) if cfg.limits.manage else {}
+    retypes = P.retype_moves(plan, snapshot, MAX_RETYPES, built.throughput) if retype_ok else []
+    targets = P.untyped_targets(plan, P.with_retypes(snapshot, retypes), built.throughput)
     return {
+        "retypes": retypes, "targets": targets,
         "demand": demand, "built": built, "alloc": alloc, "plan": plan, "deficits": deficits,
         "factors": factors, "factor_changes": factor_changes, "factors_deferred": deferred, "current": current, "changes": changes,
         "planned": planned, "received": received, "dt": dt,
     }
+
+
+def _retype(cluster: Cluster, moves: list[P.Retype]) -> list[dict[str, Any]]:
+    """Apply the planned retypes; a failed one is reported (``error``) and the others still go."""
+    out = []
+    for m in moves:
+        row: dict[str, Any] = {"job_id": m.job_id, "account": m.account, "old_type": m.old_type,
+                               "new_type": m.new_type, "gpus_per_node": m.gpus_per_node}
+        try:
+            cluster.set_job_gpu_type(m.job_id, m.new_type, m.gpus_per_node)
+        except ClusterError as e:
+            row["error"] = str(e)
+        out.append(row)
+    return out
 
 
 def _details(snapshot: Snapshot, c: dict[str, Any], policy: str) -> dict[str, Any]:
@@ -171,6 +193,8 @@ def _details(snapshot: Snapshot, c: dict[str, Any], policy: str) -> dict[str, An
         "site_factors_set": len(c["factors"]),
         "site_factor_changes_deferred": c["factors_deferred"],
         "dt": c["dt"],
+        "untyped_targets": {a: list(v) for a, v in c["targets"].items()},
+        "retype_supported": supports_pending_retype(snapshot.slurm_version),
     }
 
 
@@ -232,6 +256,12 @@ def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = Non
             res.message = f"apply: {e}"
             res.details["apply_error"] = str(e)
             return finish(res, details=res.details, total_throughput=plan.total_throughput)
+        res.details["retyped"] = _retype(cluster, c["retypes"])
+        if cfg.type_map_path is not None:
+            try:
+                res.details["type_map_written"] = publish.publish(cfg.type_map_path, c["targets"])
+            except OSError as e:  # recorded on the round; never stops it
+                res.details["type_map_error"] = f"{cfg.type_map_path}: {e.strerror or e}"
         t = time.time()
         for a, ch in c["changes"].items():
             for k, v in ch.items():
@@ -261,6 +291,13 @@ def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = Non
                 store.record_applied(round_id, applied_rows)
             if cfg.limits.manage:
                 store.set_managed(c["planned"])
+            for r in res.details.get("retyped", []):
+                store.event("retype", f"gres/gpu:{r['old_type']} -> gres/gpu:{r['new_type']}"
+                            + (f" failed: {r['error']}" if r.get("error") else ""),
+                            round_id=round_id, job_id=r["job_id"], account=r["account"], data=r)
+            if "type_map_error" in res.details:
+                store.event("type-map", f"publishing the GPU type map failed: {res.details['type_map_error']}",
+                            round_id=round_id)
             for a, ch in c["changes"].items():
                 store.event("limits", ", ".join(f"{'gres/gpu' if k == ANY_GPU else 'gres/gpu:' + k}={v}"
                                                 for k, v in ch.items()), round_id=round_id, account=a, data=ch)

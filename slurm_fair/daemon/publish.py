@@ -1,0 +1,80 @@
+"""Publish the GPU type map that ``etc/job_submit.lua`` reads to type untyped GPU requests.
+
+The decision is :func:`slurm_fair.daemon.plan.untyped_targets` (pure); this module only renders and writes.
+
+Rules:
+
+* Format (what the Lua script parses): ``#`` comment lines, then one ``ACCOUNT TYPE REASON...`` line per
+  account (sorted) and a last ``* TYPE REASON`` line (the default). Accounts and types that the script
+  would refuse (anything but ``[A-Za-z0-9_.-]``) are left out, so a published map is never "broken";
+  reasons are flattened to one line of printable text.
+* Writing is atomic: a temporary file in the same folder, ``fsync``, mode 0644, mtime set explicitly to
+  now, then ``os.replace`` over the map. A submission reads either the old or the new map, never half.
+* The file is rewritten only when its content would change (no timestamp in it), so an unchanged plan
+  does not touch the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Mapping
+
+from .plan import DEFAULT_TARGET
+
+_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+HEADER = (
+    "# slurm-fair GPU type map, rewritten by the daemon each round: do not edit.\n"
+    "# Read by job_submit.lua on every submission: ACCOUNT TYPE REASON; '*' = accounts without a line.\n"
+)
+
+
+def render_map(targets: Mapping[str, tuple[str, str]]) -> str:
+    """The map file's text for ``{account: (type, reason)}`` (``"*"`` = default line, written last)."""
+    lines = [HEADER.rstrip("\n")]
+    keys = sorted(k for k in targets if k != DEFAULT_TARGET)
+    if DEFAULT_TARGET in targets:
+        keys.append(DEFAULT_TARGET)
+    for k in keys:
+        gtype, reason = targets[k]
+        if (k != DEFAULT_TARGET and not _NAME.fullmatch(k)) or not _NAME.fullmatch(gtype) or gtype.isdigit():
+            continue
+        why = " ".join("".join(ch if ch.isprintable() else " " for ch in (reason or "")).split())
+        lines.append(f"{k} {gtype} {why}".rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def write_map(path: str | os.PathLike, text: str, now: float | None = None) -> bool:
+    """Write ``text`` to ``path`` atomically (module docstring); False if the file already holds it.
+    Raises OSError when the folder is missing or not writable."""
+    p = Path(path)
+    try:
+        if p.read_text(encoding="utf-8") == text:
+            return False
+    except (FileNotFoundError, UnicodeDecodeError, IsADirectoryError):
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        t = time.time() if now is None else now
+        os.utime(tmp, (t, t))
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return True
+
+
+def publish(path: str | os.PathLike, targets: Mapping[str, tuple[str, str]]) -> bool:
+    """Render and write the map; True if the file changed."""
+    return write_map(path, render_map(targets))

@@ -1,0 +1,169 @@
+"""etc/job_submit.lua on the real testbed (installed next to slurm.conf by testbed.sh, JobSubmitPlugins=lua):
+untyped GPU requests get the mapped type and count against typed GrpTRES limits; typed and non-GPU jobs are
+untouched; a broken map rejects only untyped GPU jobs; `fair:flex` jobs are seen as flexible; a daemon round
+publishes the map. Works on Slurm 22.05 (`gres:gpu:`) and 24.11 (`gres/gpu:`). Each test restores the map."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurm_fair.cluster import connect
+from slurm_fair.store import Store
+
+from .conftest import ACCOUNT_USER
+
+PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]
+
+
+@pytest.fixture
+def type_map(testbed):
+    """The map file next to the testbed's job_submit.lua; its content (or absence) is restored afterwards."""
+    etc = Path(testbed.env["SLURM_CONF"]).parent
+    if not (etc / "job_submit.lua").exists():
+        pytest.skip(f"no job_submit.lua in {etc} (testbed set up before the plugin was added: down + up)")
+    path = etc / "gpu_type_map.txt"
+    before = path.read_text() if path.exists() else None
+    yield path
+    if before is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_text(before)
+
+
+def submit(testbed, *opts: str, account: str | None = "acct_a", user: str = "alice",
+           check: bool = True) -> tuple[int | None, subprocess.CompletedProcess[str]]:
+    """sbatch as ``user`` (argument list); returns (job id or None, the completed process)."""
+    argv = ["sbatch", "--parsable", f"--chdir={testbed.jobdir}", "--output=/dev/null", *opts]
+    if account:
+        argv.append(f"--account={account}")
+    argv += ["--wrap", "sleep 600"]
+    r = testbed.run(["runuser", "-u", user, "--", *argv], cwd=str(testbed.jobdir), check=False, timeout=30)
+    if check:
+        assert r.returncode == 0, r.stderr
+    jid = int(r.stdout.strip().split(";")[0]) if r.returncode == 0 and r.stdout.strip() else None
+    return jid, r
+
+
+def gpu_request(job: dict[str, str]) -> str:
+    """The job's GPU request fields as scontrol shows them (TresPerNode/TresPerJob), joined."""
+    return " ".join(job.get(k, "") for k in ("TresPerNode", "TresPerJob", "TresPerTask") if job.get(k))
+
+
+def comment(testbed, jid: int) -> str:
+    """The job's comment (``scontrol show job -o`` splits a comment with spaces, squeue does not)."""
+    out = testbed.run(["squeue", "-h", "-j", str(jid), "-O", "Comment:500"]).stdout.strip()
+    return "" if out == "(null)" else out
+
+
+def typed(t: str) -> re.Pattern[str]:
+    return re.compile(rf"gres[:/]gpu:{t}\b")  # 22.05 gres:gpu:v100:1, 24.11 gres/gpu:v100:1
+
+
+def test_untyped_requests_get_the_mapped_type_and_count_against_its_limit(testbed, type_map):
+    type_map.write_text("acct_a v100 most room in its share (test)\n* k80\n")
+    testbed.sacctmgr("modify", "account", "where", "name=acct_a", "set", "GrpTRES=gres/gpu:v100=2")
+    j1, r1 = submit(testbed, "--gres=gpu:1", "--comment=class=cnn")
+    j2, _ = submit(testbed, "--gpus=1")
+    j3, _ = submit(testbed, "--gres=gpu:1")
+    assert "slurm-fair: untyped GPU request given type 'v100' (account acct_a: most room in its share (test))" \
+        in r1.stderr
+    for jid in (j1, j2):
+        job = testbed.wait_state(jid, "RUNNING", timeout=60)
+        assert typed("v100").search(gpu_request(job)), job
+        assert "gres/gpu:v100=1" in job.get("AllocTRES", "") or "gres/gpu:v100=1" in job.get("TRES", ""), job
+    assert comment(testbed, j1) == "class=cnn fair:flex" and comment(testbed, j2) == "fair:flex"
+    # the third one is held back by the typed limit (untyped jobs used to escape it)
+    testbed.wait_for(lambda: testbed.job_state(j3) == ("PENDING", "AssocGrpGRES"), 30,
+                     what=f"job {j3} PENDING AssocGrpGRES")
+    assert typed("v100").search(gpu_request(testbed.job(j3)))
+
+
+def test_default_line_for_an_account_without_entry_and_the_default_account(testbed, type_map):
+    type_map.write_text("acct_a v100\n* k80 most GPUs free\n")
+    jid, r = submit(testbed, "--gres=gpu:1", account=None, user=ACCOUNT_USER["acct_b"])  # bob: default acct_b
+    job = testbed.job(jid)
+    assert job["Account"] == "acct_b" and typed("k80").search(gpu_request(job)), job
+    assert "given type 'k80' (account acct_b: no entry for the account; default: most GPUs free)" in r.stderr
+
+
+def test_typed_and_non_gpu_jobs_are_untouched(testbed, type_map):
+    type_map.write_text("acct_a v100\n")
+    jt, rt = submit(testbed, "--gres=gpu:k80:1", "--comment=class=rl")
+    job = testbed.job(jt)
+    assert typed("k80").search(gpu_request(job)) and comment(testbed, jt) == "class=rl", job
+    jn, rn = submit(testbed)
+    assert "gpu" not in gpu_request(testbed.job(jn)) and comment(testbed, jn) == ""
+    assert "slurm-fair" not in rt.stderr + rn.stderr
+
+
+def test_broken_map_rejects_only_untyped_gpu_jobs_with_a_clear_message(testbed, type_map):
+    type_map.write_text("acct_a\n")
+    jid, r = submit(testbed, "--gres=gpu:1", check=False)
+    assert jid is None and r.returncode != 0
+    assert "slurm-fair: GPU request without a type, and the GPU type map is broken" in r.stderr
+    assert "line 1: expected 'ACCOUNT TYPE [REASON]'" in r.stderr and "Request a type explicitly" in r.stderr
+    submit(testbed)  # a non-GPU job passes
+    submit(testbed, "--gpus=v100:1")  # so does a typed one
+    type_map.write_text("acct_b k80\n")  # no entry for acct_a and no '*'
+    jid, r = submit(testbed, "--gpus=1", check=False)
+    assert jid is None and "no GPU type is known for account 'acct_a'" in r.stderr
+
+
+def test_missing_map_lets_the_job_through_unchanged(testbed, type_map):
+    type_map.unlink(missing_ok=True)
+    jid, r = submit(testbed, "--gres=gpu:1")
+    assert "no GPU type map yet" in r.stderr
+    assert not re.search(r"gpu:(a100|v100|k80)", gpu_request(testbed.job(jid)))
+
+
+def test_flexible_job_seen_by_the_daemon_and_explained(testbed, type_map, tmp_path):
+    type_map.write_text("acct_a v100\n")
+    testbed.sacctmgr("modify", "account", "where", "name=acct_a", "set", "GrpTRES=gres/gpu:v100=0")
+    jid, _ = submit(testbed, "--gres=gpu:1", "--comment=class=cnn")
+    testbed.wait_for(lambda: testbed.job_state(jid)[0] == "PENDING", 20, what="pending")
+    snap = connect("cli", env=testbed.env).snapshot()
+    (job,) = [j for j in snap.jobs if j.job_id == jid]
+    assert job.flexible and job.gpu_type == "v100" and job.comment == "class=cnn fair:flex"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[daemon]\ndatabase = "sf.sqlite"\n[cluster]\nbackend = "cli"\n[limits]\nmanage = false\n')
+    r = subprocess.run([*PY, "explain", "acct_a", "--config", str(cfg)], env=testbed.env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    if testbed.slurm_version >= (23, 2, 6):
+        assert f"pending flexible jobs (fair:flex) {jid}: typed at submission; slurm-fair moves them" in r.stdout
+    else:
+        assert f"pending flexible jobs (fair:flex) {jid}: typed at submission; Slurm 22.05" in r.stdout
+        assert "cannot change a pending job's GPU type" in r.stdout
+
+
+def test_daemon_round_publishes_the_planned_types(testbed, type_map, tmp_path):
+    type_map.unlink(missing_ok=True)
+    submit(testbed, "--gres=gpu:v100:1", "--job-name=cnn")
+    submit(testbed, "--gres=gpu:k80:1", account="acct_b", user=ACCOUNT_USER["acct_b"])
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[daemon]\ndatabase = "sf.sqlite"\n[cluster]\nbackend = "cli"\n'
+                   f'[submit]\ntype_map = {json.dumps(str(type_map))}\n')
+    r = subprocess.run([*PY, "daemon", "--once", "--config", str(cfg)], env=testbed.env, capture_output=True,
+                       text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert type_map.exists() and (type_map.stat().st_mode & 0o777) == 0o644
+    lines = [ln for ln in type_map.read_text().splitlines() if not ln.startswith("#")]
+    published = {ln.split()[0]: ln.split()[1] for ln in lines}
+    with Store(tmp_path / "sf.sqlite") as store:
+        details = store.round()["details"]
+    planned = {a: t for a, (t, _why) in details["untyped_targets"].items()}
+    assert published == planned and "*" in published and {"acct_a", "acct_b", "acct_c"} <= set(published)
+    # each account's jobs fill its limits exactly (limits never exceed what the jobs can use): no room
+    # left anywhere, so new untyped jobs go to the type with the most capacity nobody's limit holds
+    assert all(re.fullmatch(r"acct_[abc] \S+ no room in its share now; .+", ln) for ln in lines[:-1]), lines
+    assert lines[-1].startswith("* ")
+    # the next untyped submission of acct_a is typed from the published map
+    jid, rr = submit(testbed, "--gpus=1")
+    assert typed(published["acct_a"]).search(gpu_request(testbed.job(jid)))
+    assert f"given type '{published['acct_a']}' (account acct_a: no room in its share now; " in rr.stderr

@@ -1,0 +1,303 @@
+-- Offline tests of etc/job_submit.lua with a mocked `slurm` table (no cluster needed).
+-- Run: lua5.1 tests/lua/test_job_submit.lua [path/to/job_submit.lua]   (from the repository root)
+-- Each case copies the script into a fresh folder, writes (or not) gpu_type_map.txt next to it, loads it
+-- and calls slurm_job_submit with a plain table as job_desc. Prints "N passed, N failed"; exit 1 on failure.
+
+local SCRIPT = arg[1] or "etc/job_submit.lua"
+
+local function read(path)
+	local f = assert(io.open(path, "r"))
+	local s = f:read("*a")
+	f:close()
+	return s
+end
+
+local function write(path, text)
+	local f = assert(io.open(path, "w"))
+	f:write(text)
+	f:close()
+end
+
+local SOURCE = read(SCRIPT)
+local tmp_dirs = {}
+
+local function new_dir()
+	local d = os.tmpname()
+	os.remove(d)
+	assert(os.execute("mkdir -m 700 '" .. d .. "'") == 0, "mkdir " .. d)
+	tmp_dirs[#tmp_dirs + 1] = d
+	return d
+end
+
+-- the mocked slurm table: collects what the script tells the user and logs
+local function mock_slurm()
+	local m = { SUCCESS = 0, ERROR = -1, user = {}, info = {}, err = {} }
+	m.log_user = function(fmt, ...) m.user[#m.user + 1] = string.format(fmt, ...) end
+	m.log_info = function(fmt, ...) m.info[#m.info + 1] = string.format(fmt, ...) end
+	m.log_error = function(fmt, ...) m.err[#m.err + 1] = string.format(fmt, ...) end
+	m.log_debug = m.log_info
+	return m
+end
+
+-- load the script from a fresh folder; map_text nil = no map file
+local function load(map_text)
+	local dir = new_dir()
+	write(dir .. "/job_submit.lua", SOURCE)
+	if map_text then
+		write(dir .. "/gpu_type_map.txt", map_text)
+	end
+	slurm = mock_slurm()
+	slurm_job_submit, slurm_job_modify, slurm_fair_submit = nil, nil, nil
+	local chunk = assert(loadfile(dir .. "/job_submit.lua"))
+	assert(chunk() == slurm.SUCCESS, "top level returns slurm.SUCCESS")
+	return dir
+end
+
+local MAP = table.concat({
+	"# written by slurm-fair",
+	"acct_a v100 most room in its share (limit 4, in use 1, pending 0)",
+	"acct_b k80",
+	"",
+	"* a100 most unallocated GPUs",
+}, "\n") .. "\n"
+
+local passed, failed = 0, 0
+local function case(name, fn)
+	local ok, err = pcall(fn)
+	if ok then
+		passed = passed + 1
+		print("ok   " .. name)
+	else
+		failed = failed + 1
+		print("FAIL " .. name .. ": " .. tostring(err))
+	end
+end
+
+local function eq(got, want, what)
+	if got ~= want then
+		error(string.format("%s: got %s, want %s", what or "value", tostring(got), tostring(want)), 2)
+	end
+end
+
+local function has(list, needle, what)
+	for _, s in ipairs(list) do
+		if s:find(needle, 1, true) then
+			return s
+		end
+	end
+	error(string.format("%s: no message contains %q (got: %s)", what or "messages", needle,
+		table.concat(list, " | ")), 2)
+end
+
+local function submit(job)
+	return slurm_job_submit(job, {}, 1000)
+end
+
+-- every request form of 22.05 and 24.11 (notes A1): field, value given, value expected for type v100
+local FORMS = {
+	{ "tres_per_node", "gres:gpu:2", "gres:gpu:v100:2" }, -- 22.05 --gres=gpu:2 / --gpus-per-node=2
+	{ "tres_per_node", "gres:gpu", "gres:gpu:v100" }, -- 22.05 --gres=gpu
+	{ "tres_per_job", "gres:gpu:2", "gres:gpu:v100:2" }, -- 22.05 --gpus=2
+	{ "tres_per_task", "gres:gpu:1", "gres:gpu:v100:1" }, -- 22.05 --gpus-per-task=1
+	{ "tres_per_socket", "gres:gpu:1", "gres:gpu:v100:1" }, -- 22.05 --gpus-per-socket=1
+	{ "tres_per_node", "gres/gpu:2", "gres/gpu:v100:2" }, -- 24.11 --gres=gpu:2
+	{ "tres_per_node", "gres/gpu", "gres/gpu:v100" }, -- 24.11 --gres=gpu
+	{ "tres_per_job", "gres/gpu:2", "gres/gpu:v100:2" }, -- 24.11 --gpus=2
+	{ "tres_per_task", "gres/gpu=1", "gres/gpu:v100:1" }, -- 24.11 --gpus-per-task=1
+	{ "tres_per_task", "cpu=4,gres/gpu=1", "cpu=4,gres/gpu:v100:1" }, -- 24.11 -c 4 --gpus-per-task=1
+	{ "tres_per_socket", "gres/gpu:1", "gres/gpu:v100:1" }, -- 24.11 --gpus-per-socket=1
+	{ "tres_per_node", "gres:mps:10,gres:gpu:1", "gres:mps:10,gres:gpu:v100:1" }, -- other GRES kept
+}
+
+for _, f in ipairs(FORMS) do
+	case("types " .. f[1] .. "=" .. f[2], function()
+		load(MAP)
+		local job = { account = "acct_a", [f[1]] = f[2] }
+		eq(submit(job), slurm.SUCCESS, "rc")
+		eq(job[f[1]], f[3], f[1])
+		eq(job.comment, "fair:flex", "comment")
+		has(slurm.info, f[2] .. " -> " .. f[3], "ctld log")
+	end)
+end
+
+case("two fields of one job are both typed", function()
+	load(MAP)
+	local job = { account = "acct_a", tres_per_job = "gres:gpu:2", tres_per_task = "gres:gpu:1" }
+	eq(submit(job), slurm.SUCCESS, "rc")
+	eq(job.tres_per_job, "gres:gpu:v100:2")
+	eq(job.tres_per_task, "gres:gpu:v100:1")
+end)
+
+local TYPED = {
+	{ "tres_per_node", "gres:gpu:k80:1" }, { "tres_per_node", "gres:gpu:k80" }, { "tres_per_job", "gres:gpu:k80:2" },
+	{ "tres_per_node", "gres/gpu:k80:1" }, { "tres_per_job", "gres/gpu:k80:2" }, { "tres_per_task", "gres/gpu:k80=1" },
+}
+for _, f in ipairs(TYPED) do
+	case("typed " .. f[1] .. "=" .. f[2] .. " untouched", function()
+		load(MAP)
+		local job = { account = "acct_a", [f[1]] = f[2], comment = "class=cnn" }
+		eq(submit(job), slurm.SUCCESS, "rc")
+		eq(job[f[1]], f[2], f[1])
+		eq(job.comment, "class=cnn", "comment")
+		eq(#slurm.user, 0, "messages to the user")
+	end)
+end
+
+case("non-GPU job untouched (cpu only, mps, 0 GPUs)", function()
+	load(MAP)
+	for _, job in ipairs({
+		{ account = "acct_a" },
+		{ account = "acct_a", tres_per_task = "cpu=4" },
+		{ account = "acct_a", tres_per_node = "gres:mps:10" },
+		{ account = "acct_a", tres_per_node = "gres:gpu:0" },
+	}) do
+		local before = job.tres_per_node
+		eq(submit(job), slurm.SUCCESS, "rc")
+		eq(job.tres_per_node, before, "tres_per_node")
+		eq(job.comment, nil, "comment")
+	end
+	eq(#slurm.user, 0, "messages to the user")
+end)
+
+case("user's comment kept, fair:flex appended once", function()
+	load(MAP)
+	local job = { account = "acct_a", tres_per_node = "gres:gpu:1", comment = "class=cnn" }
+	eq(submit(job), slurm.SUCCESS, "rc")
+	eq(job.comment, "class=cnn fair:flex", "comment")
+	local again = { account = "acct_a", tres_per_node = "gres:gpu:1", comment = "class=cnn fair:flex" }
+	submit(again)
+	eq(again.comment, "class=cnn fair:flex", "comment already marked")
+end)
+
+case("reason text from the map reaches the user", function()
+	load(MAP)
+	local job = { account = "acct_a", tres_per_job = "gres:gpu:1" }
+	submit(job)
+	has(slurm.user, "slurm-fair: untyped GPU request given type 'v100' (account acct_a: most room in its share "
+		.. "(limit 4, in use 1, pending 0))")
+end)
+
+case("no reason in the map: type and account only", function()
+	load(MAP)
+	local job = { account = "acct_b", tres_per_job = "gres:gpu:1" }
+	submit(job)
+	eq(job.tres_per_job, "gres:gpu:k80:1")
+	has(slurm.user, "given type 'k80' (account acct_b)")
+end)
+
+case("default account used when -A is not given", function()
+	load(MAP)
+	local job = { default_account = "acct_b", tres_per_node = "gres:gpu:1" }
+	submit(job)
+	eq(job.tres_per_node, "gres:gpu:k80:1")
+	local both = { account = "acct_a", default_account = "acct_b", tres_per_node = "gres:gpu:1" }
+	submit(both)
+	eq(both.tres_per_node, "gres:gpu:v100:1", "-A wins over the default account")
+end)
+
+case("'*' default for an account without a line", function()
+	load(MAP)
+	local job = { account = "acct_c", tres_per_node = "gres/gpu:1" }
+	eq(submit(job), slurm.SUCCESS, "rc")
+	eq(job.tres_per_node, "gres/gpu:a100:1")
+	has(slurm.user, "given type 'a100' (account acct_c: no entry for the account; default: most unallocated GPUs)")
+end)
+
+case("no entry and no '*': untyped GPU job rejected, others pass", function()
+	load("acct_a v100\n")
+	local job = { account = "acct_c", tres_per_node = "gres:gpu:1" }
+	eq(submit(job), slurm.ERROR, "rc")
+	eq(job.tres_per_node, "gres:gpu:1", "unchanged")
+	has(slurm.user, "no GPU type is known for account 'acct_c'")
+	has(slurm.user, "Request a type explicitly, e.g. --gres=gpu:v100:1 or --gpus=v100:1")
+	eq(submit({ account = "acct_c" }), slurm.SUCCESS, "non-GPU job")
+	eq(submit({ account = "acct_c", tres_per_node = "gres:gpu:k80:1" }), slurm.SUCCESS, "typed job")
+end)
+
+case("missing map: job passes unchanged with a note", function()
+	local dir = load(nil)
+	local job = { account = "acct_a", tres_per_node = "gres:gpu:1", comment = "x" }
+	eq(submit(job), slurm.SUCCESS, "rc")
+	eq(job.tres_per_node, "gres:gpu:1", "unchanged")
+	eq(job.comment, "x", "comment unchanged")
+	has(slurm.user, "no GPU type map yet (" .. dir .. "/gpu_type_map.txt does not exist)")
+end)
+
+local BROKEN = {
+	{ "acct_a\n", "line 1: expected 'ACCOUNT TYPE [REASON]'" },
+	{ "# ok\nacct_a v100\nacct_a k80\n", "line 3: second line for account 'acct_a'" },
+	{ "acct_a gpu:v100\n", "line 1: bad GPU type 'gpu:v100'" },
+	{ "acct_a 2\n", "line 1: bad GPU type '2'" },
+	{ "* v100\n* k80\n", "line 2: second '*' line" },
+	{ "acct,a v100\n", "line 1: bad account name 'acct,a'" },
+}
+for _, b in ipairs(BROKEN) do
+	case("broken map rejects untyped GPU job: " .. b[2], function()
+		load(b[1])
+		local job = { account = "acct_a", tres_per_job = "gres:gpu:1" }
+		eq(submit(job), slurm.ERROR, "rc")
+		eq(job.tres_per_job, "gres:gpu:1", "unchanged")
+		has(slurm.user, "the GPU type map is broken")
+		has(slurm.user, b[2])
+		has(slurm.user, "Request a type explicitly")
+		eq(submit({ account = "acct_a" }), slurm.SUCCESS, "non-GPU job passes")
+		eq(submit({ account = "acct_a", tres_per_job = "gres:gpu:k80:1" }), slurm.SUCCESS, "typed job passes")
+	end)
+end
+
+case("unreadable map (a folder) counts as broken", function()
+	local dir = load(nil)
+	assert(os.execute("mkdir '" .. dir .. "/gpu_type_map.txt'") == 0)
+	local job = { account = "acct_a", tres_per_job = "gres:gpu:1" }
+	eq(submit(job), slurm.ERROR, "rc")
+	has(slurm.user, "the GPU type map is broken")
+	eq(submit({ account = "acct_a" }), slurm.SUCCESS, "non-GPU job passes")
+end)
+
+case("map re-read on every submission", function()
+	local dir = load("acct_a v100\n")
+	local j1 = { account = "acct_a", tres_per_job = "gres:gpu:1" }
+	submit(j1)
+	eq(j1.tres_per_job, "gres:gpu:v100:1")
+	write(dir .. "/gpu_type_map.txt", "acct_a k80\n")
+	local j2 = { account = "acct_a", tres_per_job = "gres:gpu:1" }
+	submit(j2)
+	eq(j2.tres_per_job, "gres:gpu:k80:1")
+end)
+
+case("internal error under pcall: untyped GPU job rejected, others pass", function()
+	load(MAP)
+	slurm_fair_submit.read_map = function() error("injected bug") end
+	local job = { account = "acct_a", tres_per_job = "gres:gpu:1" }
+	eq(submit(job), slurm.ERROR, "rc")
+	has(slurm.user, "job_submit.lua internal error")
+	has(slurm.err, "injected bug", "ctld log")
+	eq(submit({ account = "acct_a" }), slurm.SUCCESS, "non-GPU job passes")
+	eq(submit({ account = "acct_a", tres_per_job = "gres:gpu:k80:1" }), slurm.SUCCESS, "typed job passes")
+end)
+
+case("internal error while reading the request: GPU-looking job rejected, non-GPU passes", function()
+	load(MAP)
+	slurm_fair_submit.untyped_fields = function() error("injected bug") end
+	eq(submit({ account = "acct_a", tres_per_job = "gres:gpu:1" }), slurm.ERROR, "GPU job")
+	eq(submit({ account = "acct_a", tres_per_task = "cpu=2" }), slurm.SUCCESS, "non-GPU job")
+end)
+
+case("slurm_job_modify passes everything unchanged", function()
+	load(MAP)
+	local desc = { tres_per_node = "gres:gpu:2" }
+	eq(slurm_job_modify(desc, { account = "acct_a" }, {}, 0), slurm.SUCCESS, "rc")
+	eq(desc.tres_per_node, "gres:gpu:2")
+	eq(desc.comment, nil)
+end)
+
+case("script folder found from the loaded file", function()
+	local dir = load(MAP)
+	eq(slurm_fair_submit.map_path(), dir .. "/gpu_type_map.txt")
+end)
+
+for _, d in ipairs(tmp_dirs) do
+	os.execute("rm -rf '" .. d .. "'")
+end
+print(string.format("%d passed, %d failed", passed, failed))
+os.exit(failed == 0 and 0 or 1)
