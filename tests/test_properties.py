@@ -334,20 +334,21 @@ def test_noncoop_type_caps_progressive_filling_level(p):
 @SETTINGS
 @given(problems(max_n=4, demands=True, type_caps=True))
 def test_coop_type_caps_envy_free_among_uncapped_and_optimal_on_the_rest(p):
-    """Capped classes get the usable part of their eq. 10 share; the uncapped ones get eq. 10 on the GPUs left
-    over: envy-free among themselves and as efficient as the independent linprog eq. 10 there."""
+    """The water-filling's last round is eq. 10 (checked against the independent linprog) for the users
+    still active, on the GPUs left; the uncapped classes are envy-free among themselves."""
     vu = p.virtual_users()
     a = oef_coop.solve(p)
     check_caps(a)
     check_work_conserving(a)
-    _, capped = waterfill(vu, lambda s, w, c: oef_coop._solve_step(s, w, c))
+    trace: dict = {}
+    x, capped = waterfill(vu, lambda s, w, c: oef_coop._solve_step(s, w, c), trace=trace)
+    assert np.allclose(x, a.x, atol=1e-9)
     free = [i for i in range(vu.n) if i not in capped]
-    x = a.x
-    m = vu.speed @ x.T
+    m = vu.speed @ a.x.T
     for l in free:
         for i in free:
             assert m[l, i] / vu.weight[i] <= m[l, l] / vu.weight[l] * (1 + REL) + 1e-7
-    if free:
-        rest = np.maximum(vu.capacity - x[capped].sum(axis=0), 0.0)
-        ref = linprog_eq10(vu.speed[free], vu.weight[free], rest)
-        rel_close(float(m[free, free].sum()), ref, rel=1e-5)
+    if trace:
+        s_last, x_last = trace["speed"], trace["x"]
+        ref = linprog_eq10(s_last, trace["weight"], trace["capacity"])
+        rel_close(float((s_last * x_last).sum()), ref, rel=1e-5)
