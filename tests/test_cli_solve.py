@@ -279,7 +279,7 @@ def test_type_demand_example_check_table_and_json():
     out = json.loads(r.output)
     assert set(out["properties"]) == PROPS | {"capacity", "demand"}  # the JSON keys stay the same
     assert out["properties"]["demand"] is True and out["properties"]["equal_throughput"] is True
-    assert "among the 3 uncapped class(es)" in out["property_details"]["equal_throughput"]["detail"]
+    assert "at their demand or type caps not compared" in out["property_details"]["equal_throughput"]["detail"]
     assert out["classes"]["acct_b"]["lm-bs5"]["a100"] == 0 and out["classes"]["acct_b"]["lm-bs5"]["v100"] <= 3 + 1e-9
 
 
