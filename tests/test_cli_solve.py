@@ -274,12 +274,12 @@ def test_type_demand_example_check_table_and_json():
     assert "demand capped" in r.output and "a100<=3" in r.output  # the note names the class and its caps
     assert "every class within its demand and its per-type caps" in r.output
     assert "uncapped class(es)" in r.output
-    r = invoke("solve", "-p", "oef-noncoop", "-i", path, "--check", "--json")
+    r = invoke("solve", "-p", "oef-coop", "-i", path, "--check", "--json")
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
     assert set(out["properties"]) == PROPS | {"capacity", "demand"}  # the JSON keys stay the same
-    assert out["properties"]["demand"] is True and out["properties"]["equal_throughput"] is True
-    assert "at their demand or type caps not compared" in out["property_details"]["equal_throughput"]["detail"]
+    assert out["properties"]["demand"] is True and out["properties"]["envy_free"] is True
+    assert "at their demand or type caps not compared" in out["property_details"]["envy_free"]["detail"]
     assert out["classes"]["acct_b"]["lm-bs5"]["a100"] == 0 and out["classes"]["acct_b"]["lm-bs5"]["v100"] <= 3 + 1e-9
 
 

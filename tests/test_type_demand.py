@@ -199,6 +199,8 @@ def test_example_file_every_policy_within_caps():
         assert "per-type caps" in r["demand"].detail
     r = fairness.check(oef_coop.solve(p))
     assert r["envy_free"].value is True and "uncapped class(es)" in r["envy_free"].detail
+    eq = fairness.equal_throughput(oef_noncoop.solve(p))
+    assert eq.value is True and "at their demand or type caps not compared" in eq.detail
 
 
 def test_demand_check_names_a_broken_type_cap():
