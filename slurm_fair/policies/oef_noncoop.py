@@ -136,7 +136,7 @@ def solve_arrays(
             break
         for i in newly:
             active[i] = False
-            frozen[i] = weight[i] * level
+            frozen[i] = weight[i] * min(level, lv)  # HiGHS (simplex) level: ECOS may overshoot a cap by its tolerance
             capped.append(i)
     return clean(x_val, speed, capacity, demand, type_cap), sorted(capped)
 
