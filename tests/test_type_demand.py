@@ -212,3 +212,28 @@ def test_demand_check_names_a_broken_type_cap():
     q = paper_31({"gpu2": 1})
     bad = fairness.demand(Allocation(q, "hand-built", np.array([[0.5, 0.5], [0.5, 0.5]])))
     assert bad.value is False and "cannot use" in bad.detail
+
+
+def test_plain_cooperative_form_honours_type_caps_too():
+    # the plain cvxpy form (all envy rows, ECOS) runs inside the same water-filling
+    p = paper_31({"gpu1": 1, "gpu2": 0.25})
+    a = oef_coop.solve_plain(p)
+    caps_respected(a)
+    work_conserving(a)
+    assert a.x[1, 1] == pytest.approx(0.25, abs=1e-6) and a.x[1, 0] >= 0.5 - 1e-6
+
+
+@pytest.mark.parametrize("policy", ALL, ids=lambda m: m.NAME)
+def test_a_class_whose_caps_leave_no_usable_type_gets_nothing(policy):
+    # u2's jobs request only gpu3, which this problem does not have... as a type present with 0 GPUs
+    p = problem_from_dict({
+        "gpu_types": {"gpu1": 1, "gpu2": 1, "gpu3": 0},
+        "tenants": [{"name": "u1", "classes": [{"name": "job", "throughput": {"gpu1": 1, "gpu2": 2}}]},
+                    {"name": "u2", "classes": [{"name": "job", "throughput": {"gpu1": 1, "gpu2": 5, "gpu3": 9},
+                                                "type_demand": {"gpu3": 2}}]}],
+    })
+    a = policy.solve(p)
+    caps_respected(a)
+    assert a.x[1].sum() == 0
+    if policy is not oef_noncoop:
+        assert a.x[0].sum() == pytest.approx(2)  # u1 gets everything it can use
