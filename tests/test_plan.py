@@ -385,3 +385,7 @@ def test_demo_case_no_ideal_share_beyond_what_the_jobs_request_per_type(policy):
     # while A100s are idle), except under non-cooperative OEF, whose equal-throughput rule may leave GPUs idle
     if policy != "oef-noncoop":
         assert sum(p.ideal[a]["a100"] for a in p.ideal) == pytest.approx(4, abs=1e-6)
+    if policy == "oef-coop":
+        # rl (acct_b, 1.1x) is capped at its 4 k80 jobs; that must not hand it a full share of the V100s on
+        # top: the 10x-speedup cnn account (acct_a, same weight) holds more V100 than acct_b
+        assert p.ideal["acct_a"]["v100"] > p.ideal["acct_b"]["v100"] + 1

@@ -15,17 +15,17 @@ Demand caps (shared vocabulary, see each policy's module docstring for what it g
   policies, when the policy's uncapped allocation would give it more than a cap allows.
 * :func:`waterfill` is the generic water-filling used by the policies whose per-step program has no
   caps (cooperative OEF; the per-type weight share honours type caps itself): solve for the active users;
-  a user given more than its total demand is frozen at its *usable part* of that allocation
-  (:func:`best_gpus`: its own fastest GPUs of that solve, at most ``c_l^j`` per type and ``d_l`` in all); a
-  user given more of a type than its cap there keeps that cap of the type for good, can use no more of it,
-  and stays active for its other types and the rest of its demand; the GPUs so assigned leave the
-  capacity; solve again; repeat until no active user breaks a cap. Then :func:`fill_idle` hands GPUs still
-  idle to the users that can use them (below their caps), by weight.
+  freeze every active user whose allocation breaks one of its caps (more GPUs than its demand, or more of a
+  type than its cap there) at its *usable part* of that allocation (:func:`best_gpus`: its own fastest GPUs
+  of that solve, at most ``c_l^j`` per type and ``d_l`` in all), remove those GPUs from the capacity, and
+  solve again for the others, until no active user breaks a cap. A class stopped by a per-type cap is
+  frozen exactly like one stopped by its total demand. Then :func:`fill_idle` hands GPUs still idle to the
+  users that can use them (below their caps), by weight.
   Guarantees: no user ever exceeds a cap; a user capped by its total demand gets exactly its demand; a user
-  capped on a type holds its cap of that type and takes part in the later rounds for the rest; the users
-  never capped get the policy's own allocation (with the users still active) of the GPUs left over, so
-  the policy's properties hold *among the uncapped users with respect to the remaining capacity*. A capped
-  user is compared to nobody (its own caps limit it).
+  capped on a type gets the usable part of what the policy would have given it (which can be worth less
+  to it than its weight share: it is compared with nobody), plus idle GPUs nobody uncapped can use; the
+  uncapped users get the policy's own allocation of the GPUs left over, so the policy's properties hold
+  *among the uncapped users with respect to the remaining capacity*.
 """
 
 from __future__ import annotations
@@ -124,61 +124,40 @@ def waterfill(vu: VirtualUsers, step: Step, *, step_takes_type_caps: bool = Fals
               trace: dict | None = None) -> tuple[np.ndarray, list[int]]:
     """Caps by water-filling around ``step(speed, weight, capacity) -> x`` (see module docstring).
 
-    Each round solves the step for the active users on the capacity left, then:
-
-    * a user given more GPUs than its (remaining) total demand is frozen whole at the usable part of its
-      step allocation (:func:`best_gpus`: fastest GPUs first, within its type caps and its demand);
-    * a user given more of a type than its cap there (but not more than its demand) keeps its cap of that
-      type for good (those GPUs leave the capacity), can use no more of that type (speed 0 there in later
-      rounds) and stays active with its other types and the rest of its demand; it is frozen once nothing
-      usable is left to it;
-    * when nobody breaks a cap, the active users keep their step allocation (plus any fixed cells).
+    Each round solves the step for the active users on the capacity left; every active user given more
+    GPUs than its demand, or more of a type than its cap there, is frozen at the usable part of its step
+    allocation (:func:`best_gpus`: fastest GPUs first, within its type caps and its demand) and those GPUs
+    leave the capacity; when nobody breaks a cap, the active users keep their step allocation.
 
     ``step_takes_type_caps``: the step honours per-type caps itself and is called with a fourth argument,
-    the active users' remaining ``type_cap`` rows (then only the total demand freezes a user). ``fill``:
-    hand idle GPUs to users below their caps at the end (:func:`fill_idle`). ``trace`` (a dict, for tests)
-    receives the last round: ``active`` rows, their ``speed`` rows, ``weight``, the ``capacity`` left and
-    the step's ``x``. Returns the (n, k) allocation and the indices of the capped virtual users (demand 0
-    users and users with a cell fixed at its type cap included).
+    the active users' ``type_cap`` rows (then only the total demand freezes a user). ``fill``: hand idle
+    GPUs to users below their caps at the end (:func:`fill_idle`). ``trace`` (a dict, for tests) receives
+    the last round: ``active`` rows, their ``speed`` rows, ``weight``, the ``capacity`` left and the step's
+    ``x``. Returns the (n, k) allocation and the indices of the capped virtual users (demand 0 included).
     """
     x = np.zeros((vu.n, vu.k))
-    fixed = np.zeros((vu.n, vu.k))  # cells held at their type cap for good
-    spd = vu.speed.astype(float).copy()
-    capped = {i for i in range(vu.n) if vu.demand[i] <= TOL}
+    capped = [i for i in range(vu.n) if vu.demand[i] <= TOL]
     active = [i for i in range(vu.n) if vu.demand[i] > TOL]
     cap = vu.capacity.astype(float).copy()
     while active:
-        dem_left = vu.demand[active] - fixed[active].sum(axis=1)
-        tcap_left = vu.type_cap[active] - fixed[active]
         if step_takes_type_caps:
-            xa = step(spd[active], vu.weight[active], cap, tcap_left)
+            xa = step(vu.speed[active], vu.weight[active], cap, vu.type_cap[active])
         else:
-            xa = step(spd[active], vu.weight[active], cap)
-        over_total = {pos for pos in range(len(active)) if xa[pos].sum() > dem_left[pos] + 1e-6}
-        over_type = {pos for pos in range(len(active)) if pos not in over_total and (xa[pos] > tcap_left[pos] + 1e-6).any()}
-        if not over_total and not over_type:
-            x[active] = fixed[active] + xa
+            xa = step(vu.speed[active], vu.weight[active], cap)
+        over = [pos for pos, i in enumerate(active)
+                if xa[pos].sum() > vu.demand[i] + 1e-6 or (xa[pos] > vu.type_cap[i] + 1e-6).any()]
+        if not over:
+            x[active] = xa
             if trace is not None:
-                trace.update(active=list(active), speed=spd[active].copy(), weight=vu.weight[active].copy(), capacity=cap.copy(), x=np.array(xa))
+                trace.update(active=list(active), speed=vu.speed[active].copy(), weight=vu.weight[active].copy(),
+                             capacity=cap.copy(), x=np.array(xa))
             break
-        done = set()
-        for pos in sorted(over_total):
+        for pos in over:
             i = active[pos]
-            part = best_gpus(spd[i], xa[pos], dem_left[pos], tcap_left[pos])
-            x[i] = fixed[i] + part
-            cap = np.maximum(cap - part, 0.0)
-            done.add(pos)
-        for pos in sorted(over_type):
-            i = active[pos]
-            cells = np.flatnonzero(xa[pos] > tcap_left[pos] + 1e-6)
-            fixed[i, cells] += tcap_left[pos][cells]
-            cap[cells] = np.maximum(cap[cells] - tcap_left[pos][cells], 0.0)
-            spd[i, cells] = 0.0
-            if not (spd[i] > 0).any() or vu.demand[i] - fixed[i].sum() <= TOL:
-                x[i] = fixed[i]
-                done.add(pos)
-        capped.update(active[pos] for pos in over_total | over_type)
-        active = [i for pos, i in enumerate(active) if pos not in done]
+            x[i] = best_gpus(vu.speed[i], xa[pos], vu.demand[i], vu.type_cap[i])
+            cap = np.maximum(cap - x[i], 0.0)
+        capped.extend(active[pos] for pos in over)
+        active = [i for pos, i in enumerate(active) if pos not in set(over)]
     if fill:
         x = fill_idle(vu, x)
     return x, sorted(capped)
