@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .model import Allocation, JobClass, Problem, Tenant, VirtualUsers
+from .model import Allocation, Problem, Tenant, VirtualUsers
 
 TOL = 1e-6
 

@@ -13,7 +13,7 @@ from scipy.optimize import linprog
 
 from slurm_fair import fairness
 from slurm_fair.errors import InputError
-from slurm_fair.model import problem_from_dict, problem_to_dict
+from slurm_fair.model import Allocation, problem_from_dict, problem_to_dict
 from slurm_fair.policies import equal_share, gandiva_fair, gavel, max_throughput, oef_coop, oef_noncoop
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,7 +200,6 @@ def test_example_file_every_policy_within_caps():
 
 def test_demand_check_names_a_broken_type_cap():
     p = paper_31({"gpu1": 1, "gpu2": 0.25})
-    from slurm_fair.model import Allocation
     bad = fairness.demand(Allocation(p, "hand-built", np.array([[1, 0.5], [0, 0.5]])))
     assert bad.value is False and "u2" in bad.detail and "gpu2" in bad.detail and bad.worst == pytest.approx(0.25)
     # a type the class cannot use (absent from type_demand) must get nothing
