@@ -2,8 +2,15 @@
 
 Every check works on the *virtual users* of the allocation's problem (one per tenant class, carrying an
 equal part of its tenant's weight, OEF §4.2.4) and on normalized throughput ``u_l(x) = sum_j speed_l^j x^j``.
-A virtual user with a demand can use at most that many GPUs, so the value of a bundle of GPUs to it is the
-throughput of its best ``demand`` GPUs in the bundle.
+A virtual user with a demand can use at most that many GPUs in all, and at most its per-type cap of each
+type (``type_demand``), so the value of a bundle of GPUs to it is the throughput of its best GPUs in the
+bundle within those caps.
+
+*Capped* classes: a class whose allocation reaches its total demand or one of its per-type caps. Its own
+caps, not the fairness rule, decide its share, so the properties that the policies promise only among
+uncapped classes (sharing incentive, envy-freeness, equal throughput) are evaluated on the uncapped classes
+when some class is capped, and the detail says so ("among the 3 uncapped class(es); 1 at their demand or
+type caps not compared").
 
 Each check returns a :class:`PropertyResult`: ``value`` True (holds), False (violated) or None (not
 applicable, the detail says why), a short ``detail`` and ``worst``, the largest violation found (0 when none).
@@ -18,7 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .model import Allocation, JobClass, Problem, Tenant, VirtualUsers
+from .model import Allocation, Problem, Tenant, VirtualUsers
 
 TOL = 1e-6
 
@@ -53,10 +60,13 @@ def _label(vu: VirtualUsers, i: int) -> str:
     return f"{vu.tenant[i]}/{vu.cls[i]}"
 
 
-def bundle_value(speed: np.ndarray, bundle: np.ndarray, demand: float = np.inf) -> float:
-    """Throughput a user with ``speed`` gets from ``bundle`` (GPUs per type) using at most ``demand`` GPUs."""
+def bundle_value(speed: np.ndarray, bundle: np.ndarray, demand: float = np.inf, type_cap: np.ndarray | None = None) -> float:
+    """Throughput a user with ``speed`` gets from ``bundle`` (GPUs per type) using at most ``demand`` GPUs in
+    all and at most ``type_cap[j]`` of type j (greedy fastest first, optimal for these caps)."""
+    if type_cap is not None:
+        bundle = np.minimum(bundle, type_cap)
     if not np.isfinite(demand):
-        return float(np.dot(speed, bundle))
+        return float(np.dot(speed, np.where(speed > 0, bundle, 0.0)))
     left, value = float(demand), 0.0
     for j in np.argsort(-speed, kind="stable"):
         if left <= 0 or speed[j] <= 0:
@@ -70,6 +80,28 @@ def bundle_value(speed: np.ndarray, bundle: np.ndarray, demand: float = np.inf) 
 
 def _fmt(v: float) -> str:
     return f"{v:.6g}"
+
+
+def capped_classes(alloc: Allocation) -> list[int]:
+    """Virtual users whose allocation reaches their total demand or one of their finite per-type caps."""
+    vu, x = alloc.vu, np.asarray(alloc.x, dtype=float)
+    out = []
+    for i in range(vu.n):
+        fin = np.isfinite(vu.type_cap[i]) & (vu.speed[i] > 0)
+        at_total = np.isfinite(vu.demand[i]) and x[i].sum() >= vu.demand[i] - _tol(vu.demand[i])
+        at_type = bool((x[i][fin] >= vu.type_cap[i][fin] - np.array([_tol(c) for c in vu.type_cap[i][fin]])).any())
+        if at_total or at_type:
+            out.append(i)
+    return out
+
+
+def _among(alloc: Allocation) -> tuple[list[int], str]:
+    """(uncapped virtual users, detail suffix saying the comparison is restricted to them, "" if nobody is capped)."""
+    capped = set(capped_classes(alloc))
+    free = [i for i in range(alloc.vu.n) if i not in capped]
+    if not capped:
+        return free, ""
+    return free, f" (among the {len(free)} uncapped class(es); {len(capped)} at their demand or type caps not compared)"
 
 
 # --------------------------------------------------------------------------- feasibility
@@ -91,16 +123,29 @@ def capacity(alloc: Allocation) -> PropertyResult:
 
 
 def demand(alloc: Allocation) -> PropertyResult:
-    """No virtual user gets more GPUs than its demand."""
+    """No virtual user gets more GPUs than its demand, nor more of a type than its per-type cap there."""
     vu, x = alloc.vu, np.asarray(alloc.x, dtype=float)
     finite = np.isfinite(vu.demand)
-    if not finite.any():
-        return PropertyResult("demand", True, "no demand limits in the problem", 0.0)
+    typed = np.isfinite(vu.type_cap) & (vu.speed > 0)
+    # a type a class cannot use (no throughput, or type_demand 0) must get nothing: its cap there is 0
+    zero = (vu.speed <= 0)
     over = np.where(finite, x.sum(axis=1) - np.where(finite, vu.demand, 0.0), -np.inf)
-    i = int(np.argmax(over))
-    worst = max(float(over[i]), 0.0)
-    if over[i] > _tol(vu.demand[i]):
+    i = int(np.argmax(over)) if vu.n else 0
+    worst = max(float(over[i]), 0.0) if vu.n else 0.0
+    if vu.n and over[i] > _tol(vu.demand[i]):
         return PropertyResult("demand", False, f"{_label(vu, i)}: {_fmt(x[i].sum())} GPUs > demand {_fmt(vu.demand[i])}", worst)
+    cap = np.where(typed, vu.type_cap, np.where(zero, 0.0, np.inf))
+    tover = np.where(np.isfinite(cap), x - np.where(np.isfinite(cap), cap, 0.0), -np.inf)
+    if tover.size:
+        l, j = np.unravel_index(int(np.argmax(tover)), tover.shape)
+        worst = max(worst, float(tover[l, j]), 0.0)
+        if tover[l, j] > _tol(cap[l, j]):
+            what = f"cap {_fmt(cap[l, j])}" if typed[l, j] else "a type it cannot use"
+            return PropertyResult("demand", False, f"{_label(vu, l)}: {_fmt(x[l, j])} {vu.gpu_types[j]} GPUs > {what}", worst)
+    if typed.any():
+        return PropertyResult("demand", True, "every class within its demand and its per-type caps", worst)
+    if not finite.any():
+        return PropertyResult("demand", True, "no demand limits in the problem", worst)
     return PropertyResult("demand", True, "every class within its demand", worst)
 
 
@@ -112,45 +157,53 @@ def sharing_incentive(alloc: Allocation) -> PropertyResult:
     vu, x = alloc.vu, np.asarray(alloc.x, dtype=float)
     u = (x * vu.speed).sum(axis=1)
     share = vu.weight[:, None] / vu.weight.sum() * vu.capacity[None, :]
+    free, note = _among(alloc)
     worst, who = 0.0, None
-    for i in range(vu.n):
-        base = bundle_value(vu.speed[i], share[i], vu.demand[i])
+    for i in free:
+        base = bundle_value(vu.speed[i], share[i], vu.demand[i], vu.type_cap[i])
         gap = base - u[i]
         if gap > _tol(base) and gap > worst:
             worst, who = gap, (i, base)
     if who is None:
-        return PropertyResult("sharing_incentive", True, "every class gets at least its weight share's throughput", 0.0)
+        return PropertyResult("sharing_incentive", True, "every class gets at least its weight share's throughput" + note, 0.0)
     i, base = who
-    return PropertyResult("sharing_incentive", False, f"{_label(vu, i)}: throughput {_fmt(u[i])} < {_fmt(base)} from its weight share", worst)
+    return PropertyResult("sharing_incentive", False, f"{_label(vu, i)}: throughput {_fmt(u[i])} < {_fmt(base)} from its weight share" + note, worst)
 
 
 def envy_free(alloc: Allocation) -> PropertyResult:
-    """Weighted envy-freeness: u_l(x_l)/pi_l >= u_l(x_i)/pi_i for every pair of virtual users."""
+    """Weighted envy-freeness: u_l(x_l)/pi_l >= u_l(x_i)/pi_i for every pair of uncapped virtual users."""
     vu, x = alloc.vu, np.asarray(alloc.x, dtype=float)
     u = (x * vu.speed).sum(axis=1)
     # value[l, i]: what l's throughput would be with i's allocation scaled by pi_l / pi_i
     value = (vu.speed @ x.T) * (vu.weight[:, None] / vu.weight[None, :])
-    for l in np.flatnonzero(np.isfinite(vu.demand)):
-        value[l] = [bundle_value(vu.speed[l], x[i] * (vu.weight[l] / vu.weight[i]), vu.demand[l]) for i in range(vu.n)]
+    limited = np.isfinite(vu.demand) | (np.isfinite(vu.type_cap) & (vu.speed > 0)).any(axis=1)
+    for l in np.flatnonzero(limited):
+        value[l] = [bundle_value(vu.speed[l], x[i] * (vu.weight[l] / vu.weight[i]), vu.demand[l], vu.type_cap[l]) for i in range(vu.n)]
     np.fill_diagonal(value, -np.inf)
-    gap = value - u[:, None]
-    gap[gap <= TOL * np.maximum(1.0, np.abs(value))] = 0.0
+    free, note = _among(alloc)
+    out = np.ones(vu.n, dtype=bool)
+    out[free] = False
+    value[out, :] = -np.inf  # capped classes are compared with nobody, and nobody with them
+    value[:, out] = -np.inf
+    with np.errstate(invalid="ignore"):
+        gap = value - u[:, None]
+        gap[~(gap > TOL * np.maximum(1.0, np.abs(value)))] = 0.0
     worst, who = 0.0, None
     if vu.n > 1 and gap.max() > 0:
         l, i = np.unravel_index(int(np.argmax(gap)), gap.shape)
         worst, who = float(gap[l, i]), (int(l), int(i), float(value[l, i]))
     if who is None:
-        return PropertyResult("envy_free", True, "no class prefers another's weight-scaled allocation", 0.0)
+        return PropertyResult("envy_free", True, "no class prefers another's weight-scaled allocation" + note, 0.0)
     l, i, other = who
     return PropertyResult(
-        "envy_free", False, f"{_label(vu, l)} envies {_label(vu, i)}: {_fmt(other)} from its share > own {_fmt(u[l])}", worst
+        "envy_free", False, f"{_label(vu, l)} envies {_label(vu, i)}: {_fmt(other)} from its share > own {_fmt(u[l])}" + note, worst
     )
 
 
 def pareto_efficient(alloc: Allocation) -> PropertyResult:
     """No feasible allocation makes a virtual user better off while nobody is worse off (an LP, HiGHS).
 
-    max sum_l u_l(y_l)  s.t.  u_l(y_l) >= u_l(x_l), sum_l y_l^j <= m_j, sum_j y_l^j <= d_l, y >= 0;
+    max sum_l u_l(y_l)  s.t.  u_l(y_l) >= u_l(x_l), sum_l y_l^j <= m_j, sum_j y_l^j <= d_l, 0 <= y_l^j <= c_l^j;
     Pareto-efficient iff the optimum does not exceed the current total throughput.
     """
     from scipy.optimize import linprog
@@ -179,7 +232,13 @@ def pareto_efficient(alloc: Allocation) -> PropertyResult:
         for j in range(k):
             a[row, i * k + j] = -s[i, j]
         b[row] = -(u[i] - _tol(u[i]))
-    bounds = [(0.0, None if s[i, j] > 0 else 0.0) for i in range(n) for j in range(k)]
+    def upper(i: int, j: int) -> float | None:
+        if s[i, j] <= 0:
+            return 0.0
+        c = vu.type_cap[i, j]
+        return None if not np.isfinite(c) else max(float(c), float(x[i, j])) + _tol(c)
+
+    bounds = [(0.0, upper(i, j)) for i in range(n) for j in range(k)]
     res = linprog(-s.reshape(-1), A_ub=a.tocsr(), b_ub=b, bounds=bounds, method="highs")
     if res.status != 0:
         return PropertyResult("pareto_efficient", None, f"LP not solved: {res.message}")
@@ -197,12 +256,11 @@ def pareto_efficient(alloc: Allocation) -> PropertyResult:
 
 
 def equal_throughput(alloc: Allocation) -> PropertyResult:
-    """Every virtual user not limited by its demand has the same weighted throughput u_l/pi_l (OEF eq. 9c)."""
+    """Every uncapped virtual user (not at its demand nor at a per-type cap) has the same weighted
+    throughput u_l/pi_l (OEF eq. 9c)."""
     vu, x = alloc.vu, np.asarray(alloc.x, dtype=float)
     r = (x * vu.speed).sum(axis=1) / vu.weight
-    free = [i for i in range(vu.n) if not (np.isfinite(vu.demand[i]) and x[i].sum() >= vu.demand[i] - _tol(vu.demand[i]))]
-    skipped = vu.n - len(free)
-    note = f" ({skipped} class(es) at their demand not compared)" if skipped else ""
+    free, note = _among(alloc)
     if len(free) < 2:
         return PropertyResult("equal_throughput", True, "fewer than two classes to compare" + note, 0.0)
     hi = max(free, key=lambda i: r[i])
@@ -266,7 +324,7 @@ def _lie(problem: Problem, tenant: str, cls: str, factors: dict[str, float]) -> 
     for t in problem.tenants:
         if t.name == tenant:
             classes = tuple(
-                JobClass(c.name, {g: v * factors.get(g, 1.0) for g, v in c.throughput.items()}, c.demand) if c.name == cls else c
+                dataclasses.replace(c, throughput={g: v * factors.get(g, 1.0) for g, v in c.throughput.items()}) if c.name == cls else c
                 for c in t.classes
             )
             t = Tenant(t.name, classes, t.weight)
@@ -281,7 +339,9 @@ def lies(problem: Problem, factors: Sequence[float] = (1.25, 1.5, 2.0)):
     would lower the normalized speedups of the others, an under-report the property does not cover.)"""
     for t in problem.tenants:
         for c in t.classes:
-            usable = [g for g in problem.gpu_types if (c.throughput.get(g) or 0) > 0]
+            usable = [g for g in problem.gpu_types if (c.throughput.get(g) or 0) > 0 and c.type_cap(g) > 0]
+            if not usable:
+                continue
             slowest = min(usable, key=lambda g: (c.throughput[g], list(problem.gpu_types).index(g)))
             rest = [g for g in usable if g != slowest]
             for f in factors:

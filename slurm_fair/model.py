@@ -2,11 +2,18 @@
 
 A *problem* is a set of GPU types with counts and a set of tenants (Slurm accounts). Each tenant has a
 weight and one or more job classes; a class has a raw throughput per GPU type (any positive unit, missing
-or 0 = cannot run there) and an optional demand (most GPUs its jobs can use now).
+or 0 = cannot run there), an optional demand (most GPUs its jobs can use now, in all) and an optional
+``type_demand`` {type: GPUs} (most GPUs *of that type* its jobs can use now).
+
+Per-type demand rules: when ``type_demand`` is given, a type absent from it means 0 GPUs of that type; a
+type with 0 (or no throughput) is *unusable* for the class. A class's effective total demand is the
+smaller of ``demand`` and the sum of its per-type caps over its usable types (when ``demand`` is absent,
+that sum alone). So every allocation obeys ``x[l][t] <= type_cap[l][t]`` and ``sum_t x[l][t] <= demand[l]``.
 
 OEF works on *virtual users*: every class of every tenant is one, carrying an equal part of its tenant's
 weight (OEF §4.2.4). Its *normalized throughput* on a type is the raw throughput divided by the raw
-throughput on its own slowest usable type ("equivalent slowest GPUs", OEF §2.3).
+throughput on its own slowest usable type ("equivalent slowest GPUs", OEF §2.3); a type whose per-type cap
+is 0 is not usable, so it neither counts as the slowest type nor gets any speed.
 """
 
 from __future__ import annotations
@@ -25,6 +32,21 @@ class JobClass:
     name: str
     throughput: Mapping[str, float]
     demand: float | None = None  # GPUs; None = unlimited
+    type_demand: Mapping[str, float] | None = None  # GPUs per type; None = no per-type caps, absent type = 0
+
+    def type_cap(self, gpu_type: str) -> float:
+        """Most GPUs of ``gpu_type`` the class can use (``inf`` when it has no per-type caps)."""
+        if self.type_demand is None:
+            return math.inf
+        return float(self.type_demand.get(gpu_type, 0.0))
+
+    def effective_demand(self) -> float | None:
+        """``demand``, or the sum of ``type_demand`` when only that is given (None = unlimited)."""
+        if self.demand is not None:
+            return self.demand
+        if self.type_demand is not None:
+            return float(sum(self.type_demand.values()))
+        return None
 
 
 @dataclass(frozen=True)
@@ -43,7 +65,8 @@ class VirtualUsers:
     weight: np.ndarray  # (n,) tenant weight / number of the tenant's classes
     raw: np.ndarray  # (n, k) raw throughput, 0 where the class cannot run
     speed: np.ndarray  # (n, k) normalized throughput (raw / raw on slowest usable type), 0 = unusable
-    demand: np.ndarray  # (n,) GPUs, np.inf = unlimited
+    demand: np.ndarray  # (n,) GPUs, np.inf = unlimited; already <= the sum of the usable type caps
+    type_cap: np.ndarray  # (n, k) most GPUs of each type, np.inf = uncapped; 0 wherever speed is 0
     capacity: np.ndarray  # (k,) GPUs per type
     gpu_types: tuple[str, ...]
 
@@ -63,27 +86,36 @@ class Problem:
 
     def virtual_users(self) -> VirtualUsers:
         types = tuple(self.gpu_types)
-        rows_t, rows_c, w, raw, dem = [], [], [], [], []
+        rows_t, rows_c, w, raw, dem, tcap = [], [], [], [], [], []
         for t in self.tenants:
             for c in t.classes:
                 rows_t.append(t.name)
                 rows_c.append(c.name)
                 w.append(t.weight / len(t.classes))
-                raw.append([float(c.throughput.get(g, 0.0) or 0.0) for g in types])
-                dem.append(math.inf if c.demand is None else float(c.demand))
-        raw_a = np.array(raw, dtype=float).reshape(len(rows_t), len(types))
+                caps = [c.type_cap(g) for g in types]
+                # a type capped at 0 is unusable: no throughput there (and not the slowest type)
+                raw.append([float(c.throughput.get(g, 0.0) or 0.0) if cap > 0 else 0.0 for g, cap in zip(types, caps)])
+                tcap.append(caps)
+                d = c.effective_demand()
+                dem.append(math.inf if d is None else float(d))
+        n, k = len(rows_t), len(types)
+        raw_a = np.array(raw, dtype=float).reshape(n, k)
+        tcap_a = np.array(tcap, dtype=float).reshape(n, k)
         speed = np.zeros_like(raw_a)
         for i in range(raw_a.shape[0]):
             pos = raw_a[i][raw_a[i] > 0]
             if pos.size:
                 speed[i] = raw_a[i] / pos.min()
+        tcap_a[speed <= 0] = 0.0
+        dem_a = np.minimum(np.array(dem, dtype=float), tcap_a.sum(axis=1)) if n else np.array(dem, dtype=float)
         return VirtualUsers(
             tenant=tuple(rows_t),
             cls=tuple(rows_c),
             weight=np.array(w, dtype=float),
             raw=raw_a,
             speed=speed,
-            demand=np.array(dem, dtype=float),
+            demand=dem_a,
+            type_cap=tcap_a,
             capacity=np.array([float(self.gpu_types[g]) for g in types], dtype=float),
             gpu_types=types,
         )
@@ -222,7 +254,17 @@ def problem_from_dict(data: Any) -> Problem:
             demand = c.get("demand")
             if demand is not None:
                 demand = _number(f"{cp}.demand", demand)
-            classes.append(JobClass(name=c["name"], throughput=thr, demand=demand))
+            td = c.get("type_demand")
+            type_demand = None
+            if td is not None:
+                if not isinstance(td, dict):
+                    raise InputError(f"{cp}.type_demand", td, "must be an object {gpu_type: GPUs}")
+                type_demand = {}
+                for g, v in td.items():
+                    if g not in gpu_types:
+                        raise InputError(f"{cp}.type_demand.{g}", g, f"unknown GPU type (known: {', '.join(gpu_types)})")
+                    type_demand[g] = _number(f"{cp}.type_demand.{g}", v)
+            classes.append(JobClass(name=c["name"], throughput=thr, demand=demand, type_demand=type_demand))
         tenants.append(Tenant(name=t["name"], classes=tuple(classes), weight=weight))
     return Problem(gpu_types=gpu_types, tenants=tuple(tenants))
 
@@ -235,7 +277,12 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
                 "name": t.name,
                 "weight": t.weight,
                 "classes": [
-                    {"name": c.name, "throughput": dict(c.throughput), **({} if c.demand is None else {"demand": c.demand})}
+                    {
+                        "name": c.name,
+                        "throughput": dict(c.throughput),
+                        **({} if c.demand is None else {"demand": c.demand}),
+                        **({} if c.type_demand is None else {"type_demand": dict(c.type_demand)}),
+                    }
                     for c in t.classes
                 ],
             }

@@ -265,3 +265,28 @@ def test_solver_choice_gives_the_same_allocation():
     assert outs[0]["total_throughput"] == pytest.approx(outs[1]["total_throughput"], abs=1e-5)
     # eq. 9 on eq. 6: u1 = 1 + 2a = u2 = 5(1 - a) -> a = 4/7, both 15/7
     assert outs[1]["throughput"]["u1"] == pytest.approx(15 / 7, abs=1e-5)
+
+
+def test_type_demand_example_check_table_and_json():
+    path = str(EXAMPLES / "type-demand.json")
+    r = invoke("solve", "-p", "oef-coop", "-i", path, "--check")
+    assert r.exit_code == 0, r.output
+    assert "demand capped" in r.output and "a100<=3" in r.output  # the note names the class and its caps
+    assert "every class within its demand and its per-type caps" in r.output
+    assert "uncapped class(es)" in r.output
+    r = invoke("solve", "-p", "oef-coop", "-i", path, "--check", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert set(out["properties"]) == PROPS | {"capacity", "demand"}  # the JSON keys stay the same
+    assert out["properties"]["demand"] is True and out["properties"]["envy_free"] is True
+    assert "at their demand or type caps not compared" in out["property_details"]["envy_free"]["detail"]
+    assert out["classes"]["acct_b"]["lm-bs5"]["a100"] == 0 and out["classes"]["acct_b"]["lm-bs5"]["v100"] <= 3 + 1e-9
+
+
+def test_bad_type_demand_is_a_clear_input_error():
+    bad = {"gpu_types": {"v100": 1}, "tenants": [{"name": "a", "classes": [
+        {"name": "c", "throughput": {"v100": 1}, "type_demand": {"v100": -2}}]}]}
+    r = invoke("solve", "-i", "-", input=json.dumps(bad))
+    assert r.exit_code == 2
+    assert "error: tenants[0].classes[0].type_demand.v100: must be >= 0 (got -2)" in r.output
+    assert "Traceback" not in r.output

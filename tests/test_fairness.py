@@ -156,7 +156,12 @@ def test_sharing_incentive_respects_demand():
     # u1 can use 0.5 GPU: its fair baseline is its best 0.5 GPU of the half share = 0.5 * 2 on gpu2
     p = problem(EQ6, demands=[0.5, None])
     assert fairness.sharing_incentive(alloc(p, [[0, 0.5], [1, 0.5]])).value is True
-    assert fairness.sharing_incentive(alloc(p, [[0.5, 0], [0.5, 1]])).value is False
+    # below its demand, u1 is compared with its capped baseline 1.0
+    r = fairness.sharing_incentive(alloc(p, [[0.25, 0], [0.75, 1]]))
+    assert r.value is False and "u1" in r.detail and r.worst == pytest.approx(0.75)
+    # at its demand, u1's cap decides its share: it is not compared, and the detail says so
+    r = fairness.sharing_incentive(alloc(p, [[0.5, 0], [0.5, 1]]))
+    assert r.value is True and "among the 1 uncapped class(es)" in r.detail
     # equal throughput skips the class that sits at its demand
     r = fairness.equal_throughput(alloc(p, [[0, 0.5], [1, 0.5]]))
     assert r.value is True and "at their demand" in r.detail

@@ -116,8 +116,15 @@ def test_build_problem_weights_tenants_types_capacity():
     assert [t.name for t in pr.tenants] == ["acct_a", "acct_b", "acct_c"]
     assert [t.weight for t in pr.tenants] == [1.0, 1.0, 2.0]  # fair-share Shares
     a_r = pr.tenant("acct_a").classes[0]
-    assert a_r.throughput == {"k80": 0.0, "v100": 10.0}  # asked only for v100
+    assert a_r.throughput == {"k80": 2.0, "v100": 10.0}  # the profiles (account v100, site k80)...
+    assert a_r.type_demand == {"k80": 0.0, "v100": 1.0}  # ...but its jobs ask only for v100
     assert a_r.demand == 1.0
+    vu = pr.virtual_users()
+    row = vu.tenant.index("acct_a")
+    assert list(vu.speed[row]) == [0.0, 1.0]  # k80 unusable: v100 is its slowest (and only) usable type
+    # untyped jobs may run on any type: acct_c's class "s" (one untyped job) can use 1 of each
+    c_s = next(c for c in pr.tenant("acct_c").classes if c.name == "s")
+    assert c_s.type_demand == {"k80": 1.0, "v100": 1.0}
     assert b.sources["acct_a"]["r"]["v100"] == "account"
     assert {c.name for c in pr.tenant("acct_c").classes} == {"r", "s"}
 
@@ -322,3 +329,63 @@ def test_limit_per_type_capped_by_what_the_jobs_can_use_rest_goes_to_others():
     assert p.extra["acct_a"]["a100"] == 1 and p.extra["acct_b"]["a100"] == 1
     assert p.extra["acct_b"]["v100"] + p.limits["acct_c"]["v100"] <= 6
     assert p.limits["acct_b"][ANY_GPU] == 2  # its demand
+
+
+# ------------------------------------------------------------------------------------------- per-type demand
+
+
+def test_type_demand_is_typed_plus_untyped_gpus_capped_at_the_total():
+    jobs = [job(1, "acct_a", 2, "v100", name="m"), job(2, "acct_a", 1, "v100", name="m", state="RUNNING"),
+            job(3, "acct_a", 1, None, name="m"), job(4, "acct_b", 3, "k80", name="t")]
+    d = P.observe_demand(snap(jobs), CFG)
+    # 3 GPUs of v100 jobs + 1 untyped GPU (any type); the untyped GPU alone for k80; a100 not in the jobs
+    assert d[("acct_a", "m")].type_demand(["v100", "k80", "a100"]) == {"v100": 4.0, "k80": 1.0, "a100": 1.0}
+    # only typed jobs: nothing elsewhere
+    assert d[("acct_b", "t")].type_demand(["v100", "k80"]) == {"v100": 0.0, "k80": 3.0}
+    many_untyped = P.ClassDemand()
+    for i in range(3):
+        many_untyped.add(job(10 + i, "acct_c", 2, None))
+    many_untyped.add(job(20, "acct_c", 1, "v100"))
+    assert many_untyped.type_demand(["v100", "k80"]) == {"v100": 7.0, "k80": 6.0}  # capped at the total 7
+
+
+DEMO_NODES = (
+    Node("a100-1", ("IDLE",), ("gpu",), {"a100": 4}, {}),
+    Node("v100-1", ("IDLE",), ("gpu",), {"v100": 4}, {}),
+    Node("k80-1", ("IDLE",), ("gpu",), {"k80": 4}, {}),
+    Node("mixed-1", ("IDLE",), ("gpu",), {"v100": 2, "k80": 2}, {}),
+)
+DEMO_PROFILES = [
+    {"account": "", "class": c, "gpu_type": g, "throughput": v}
+    for c, g, v in [("cnn", "a100", 12), ("cnn", "v100", 10), ("cnn", "k80", 1), ("rl", "a100", 1.2), ("rl", "v100", 1.1),
+                    ("rl", "k80", 1), ("lm", "a100", 4), ("lm", "v100", 3), ("lm", "k80", 1)]
+]
+
+
+@pytest.mark.parametrize("policy", ["oef-coop", "oef-noncoop", "max-throughput", "equal-share", "gavel", "gandiva-fair"])
+def test_demo_case_no_ideal_share_beyond_what_the_jobs_request_per_type(policy):
+    # contrib/demo.sh: per account 2 a100, 4 v100, 4 k80 one-GPU jobs; acct_c has weight 2. Before per-type
+    # demand, cooperative OEF gave acct_c an ideal a100=4 although its jobs request only 2 A100s.
+    jobs, jid = [], 0
+    for acct, cls in (("acct_a", "cnn"), ("acct_b", "rl"), ("acct_c", "lm")):
+        for g, cnt in (("a100", 2), ("v100", 4), ("k80", 4)):
+            for _ in range(cnt):
+                jid += 1
+                jobs.append(job(jid, acct, 1, g, name=cls))
+    s = snap(jobs, nodes=DEMO_NODES)
+    d = P.observe_demand(s, CFG)
+    b = P.build_problem(s, d, DEMO_PROFILES, [], CFG)
+    alloc = get_policy(policy)(b.problem)
+    p = P.make_plan(b, alloc, d, {}, P.managed_accounts(s, d, CFG))
+    for (a, cls), dem in d.items():
+        for g, v in p.ideal_class[a][cls].items():
+            assert v <= dem.by_type.get(g, 0) + 1e-6, (a, cls, g, v)
+    assert p.ideal["acct_c"]["a100"] <= 2 + 1e-6
+    # the A100s acct_c cannot use went to accounts that can use them (nobody's a100 jobs are left unserved
+    # while A100s are idle), except under non-cooperative OEF, whose equal-throughput rule may leave GPUs idle
+    if policy != "oef-noncoop":
+        assert sum(p.ideal[a]["a100"] for a in p.ideal) == pytest.approx(4, abs=1e-6)
+    if policy == "oef-coop":
+        # rl (acct_b, 1.1x) is capped at its 4 k80 jobs; that must not hand it a full share of the V100s on
+        # top: the 10x-speedup cnn account (acct_a, same weight) holds more V100 than acct_b
+        assert p.ideal["acct_a"]["v100"] > p.ideal["acct_b"]["v100"] + 1

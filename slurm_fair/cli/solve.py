@@ -85,7 +85,8 @@ def _check_table(props: dict[str, fairness.PropertyResult]) -> str:
     required=True,
     metavar="FILE",
     help="Problem JSON: {\"gpu_types\": {type: count}, \"tenants\": [{\"name\", \"weight\", \"classes\": "
-    "[{\"name\", \"throughput\": {type: value}, \"demand\"}]}]}. '-' reads standard input.",
+    "[{\"name\", \"throughput\": {type: value}, \"demand\", \"type_demand\": {type: GPUs}}]}]}; demand = most "
+    "GPUs in all, type_demand = most GPUs per type (a type left out = 0). '-' reads standard input.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of tables.")
 @click.option("--solver", default=None, metavar="NAME", help="LP solver for the policy (default: the policy's own choice).")
@@ -94,7 +95,8 @@ def _check_table(props: dict[str, fairness.PropertyResult]) -> str:
     "do_check",
     is_flag=True,
     help="Also check the fairness properties (sharing incentive, envy-freeness, Pareto-efficiency, equal "
-    "throughput, a strategy-proofness probe that re-solves with inflated speedups, adjacent GPU types).",
+    "throughput, a strategy-proofness probe that re-solves with inflated speedups, adjacent GPU types, "
+    "demand and per-type caps). When caps bind, the fairness properties are checked among the uncapped classes.",
 )
 def solve_cmd(policy_name: str, input_path: str, as_json: bool, solver: str | None, do_check: bool) -> None:
     """Compute the fractional GPU allocation of one policy for a problem file.

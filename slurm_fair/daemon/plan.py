@@ -9,14 +9,19 @@ Rules (each documented where it is implemented):
   ``class=NAME`` token in ``--comment``, the ``--wckey``, the job name.
 * **Demand** (:func:`observe_demand`): per (account, class), the GPUs of its pending and running jobs,
   the smallest pending job, and the GPU types its jobs asked for (None = some job is untyped, any type).
-  A class whose jobs all ask for specific types can only use those types (its throughput elsewhere is 0).
+  Per type (:meth:`ClassDemand.type_demand`): the GPUs of its jobs that request that type plus its untyped
+  jobs' GPUs (an untyped job can run on any type of its partition), at most the class's total; a class
+  with only typed jobs can use 0 GPUs of any other type (``type_demand`` of the problem, which also makes
+  such a type unusable for the class: no throughput there, not its slowest type).
 * **Throughput** (:func:`lookup_throughput`), per GPU type: the account's own profile of the class, else the
   site-wide profile (empty account), else the shipped defaults; a type still unknown for a class that has
   some profile gets the class's *slowest* known throughput (``assumed``: never overstates a speedup); a
   class with no profile at all runs at 1.0 everywhere (``unprofiled``: homogeneous GPUs).
 * **Problem** (:func:`build_problem`): tenant = the account (or ``tenants.map``), weight =
   ``tenants.weights`` or the sum of the tenant's accounts' fair-share Shares (0 counts as 1); one virtual
-  user per (account, class) with demand; GPU types = usable GPUs per type on nodes in managed partitions.
+  user per (account, class) with demand (total GPUs and ``type_demand`` per GPU type, so no policy gives a
+  class a share of a type beyond what its jobs request there); GPU types = usable GPUs per type on nodes in
+  managed partitions.
 * **Plan** (:func:`make_plan`): the policy's fractional shares are summed per account and rounded with
   :func:`slurm_fair.rounding.place` using the deviations carried per account; the smallest pending job
   gates an account (``min_gpus``) only while it has no running GPU job. **Work conservation:** GPUs no
@@ -120,6 +125,12 @@ class ClassDemand:
             self.types = None
         elif self.types is not None:
             self.types.add(job.gpu_type)
+
+    def type_demand(self, gpu_types: Iterable[str]) -> dict[str, float]:
+        """Most GPUs of each type the class's jobs can use: GPUs of jobs requesting that type plus the
+        untyped jobs' GPUs (they run on any type), at most the class's total ``gpus``."""
+        untyped = self.by_type.get("", 0)
+        return {g: float(min(self.by_type.get(g, 0) + untyped, self.gpus)) for g in gpu_types}
 
 
 def observe_demand(snapshot: Snapshot, cfg: Any) -> dict[tuple[str, str], ClassDemand]:
@@ -243,9 +254,10 @@ def build_problem(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassDema
                 if acct != a or d.gpus <= 0:
                     continue
                 thr, src = index.lookup(a, cls, types)
-                if d.types is not None:  # only the requested types are usable by this class
-                    thr = {g: (v if g in d.types else 0.0) for g, v in thr.items()}
-                if not any(thr.get(g, 0) > 0 and capacity[g] > 0 for g in types):
+                # per-type caps: a type none of its jobs requests (all typed otherwise) gets cap 0, which
+                # also makes it unusable for the class in the problem (no speed there)
+                td = d.type_demand(types)
+                if not any(thr.get(g, 0) > 0 and capacity[g] > 0 and td[g] > 0 for g in types):
                     # asks only for types with no usable GPUs: it cannot get a share this round
                     thr_all.setdefault(a, {})[cls] = thr
                     src_all.setdefault(a, {})[cls] = src
@@ -254,7 +266,7 @@ def build_problem(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassDema
                 rows[(a, cls)] = (t, name)
                 thr_all.setdefault(a, {})[cls] = thr
                 src_all.setdefault(a, {})[cls] = src
-                classes.append(JobClass(name=name, throughput=thr, demand=float(d.gpus)))
+                classes.append(JobClass(name=name, throughput=thr, demand=float(d.gpus), type_demand=td))
         if classes:
             tenants.append(Tenant(name=t, classes=tuple(classes), weight=weights[t]))
     problem = Problem(gpu_types=dict(capacity), tenants=tuple(tenants))

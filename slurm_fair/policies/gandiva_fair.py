@@ -16,9 +16,11 @@ Trades run while some pair has r_seller > r_buyer. Each trade raises both partie
 [r_buyer, r_seller]), so the outcome keeps sharing incentive; it is neither envy-free nor strategy-proof
 (OEF Table 1), and the result depends on the trading order, as in Gandiva_fair itself. No LP is solved.
 
-Demand caps: the equal share is demand-capped (see ``equal_share``), and a trade never takes a user
-above its demand (a trade that would is made smaller, or skipped). Guarantees under caps: no user exceeds
-its demand; every user's throughput is at least its capped equal share's.
+Caps: the equal share is capped (total demand and per-type caps, see ``equal_share``), and a trade never
+takes a user above its demand nor above its cap on the type it receives (a trade that would is made
+smaller, or skipped for that pairing). Guarantees under caps: no user exceeds its demand or a type cap;
+every user's throughput is at least its capped equal share's; the equal share it starts from is
+work-conserving and trades move GPUs between users without idling any.
 """
 
 from __future__ import annotations
@@ -77,13 +79,20 @@ def trade(vu: VirtualUsers, x: np.ndarray, log: list[str] | None = None) -> np.n
                     break
                 p = _price(r, holders_a, seller, buyer)
                 s = min(x[seller, a], x[buyer, b] * p)
-                # GPU counts: seller changes by s/p - s, buyer by s - s/p; keep both within demand
+                # GPU counts: seller changes by s/p - s, buyer by s - s/p; keep both within demand, and the
+                # seller's b (s/p more) and the buyer's a (s more) within their per-type caps
+                limit = {seller: math.inf, buyer: math.inf}
                 for who, delta_per_s in ((seller, 1 / p - 1), (buyer, 1 - 1 / p)):
                     if delta_per_s > 0 and math.isfinite(vu.demand[who]):
-                        s = min(s, max(vu.demand[who] - x[who].sum(), 0.0) / delta_per_s)
+                        limit[who] = min(limit[who], max(vu.demand[who] - x[who].sum(), 0.0) / delta_per_s)
+                if math.isfinite(vu.type_cap[seller, b]):
+                    limit[seller] = min(limit[seller], max(vu.type_cap[seller, b] - x[seller, b], 0.0) * p)
+                if math.isfinite(vu.type_cap[buyer, a]):
+                    limit[buyer] = min(limit[buyer], max(vu.type_cap[buyer, a] - x[buyer, a], 0.0))
+                s = min(s, limit[seller], limit[buyer])
                 if s <= EPS:
-                    # this pairing cannot trade (a demand is full): leave the limiting side out of this pair
-                    blocked.add(buyer if (1 - 1 / p) > 0 else seller)
+                    # this pairing cannot trade (a demand or a type cap is full): leave the limiting side out
+                    blocked.add(buyer if limit[buyer] <= limit[seller] else seller)
                     continue
                 x[seller, a] -= s
                 x[seller, b] += s / p
@@ -106,6 +115,6 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     log: list[str] = []
     with timer.measure():
         x0, capped = share_arrays(vu)
-        x = clean(trade(vu, x0, log), vu.speed, vu.capacity, vu.demand)
+        x = clean(trade(vu, x0, log), vu.speed, vu.capacity, vu.demand, vu.type_cap)
     notes = capped_note(vu, capped) + ((f"{len(log)} trade(s)",) if log else ())
     return finish(problem, NAME, x, timer, solver, notes, uses_lp=False)

@@ -9,11 +9,16 @@ then raises the others:
 2. An active user that cannot get above t*·e_l while the other active users keep t*·e and the frozen
    ones keep f is a bottleneck: freeze it at f_l = t*·e_l.  Repeat until every user is frozen.
 
-Demands are constraints of every LP. In Gavel's own model a single-GPU job gets at most one GPU-time
-(row sum <= 1); the paper's eq. 3 numbers are reproduced with demand 1 per user. Guarantees under caps: no
-user exceeds its demand; every user gets at least its equal share's throughput (t* >= 1, sharing
-incentive, since the equal share is feasible); the smallest ratio is as large as possible. Not envy-free,
-not strategy-proof and not throughput-optimal (OEF §2.4, Table 1).
+Demands and per-type caps (x_l^j <= c_l^j) are constraints of every LP, and the equal share e_l is the
+capped one (``equal_share``). In Gavel's own model a single-GPU job gets at most one GPU-time (row sum <= 1);
+the paper's eq. 3 numbers are reproduced with demand 1 per user. A user that cannot rise, for whatever
+reason (its own caps included), is a bottleneck and is frozen at its level: a class stopped by its per-type
+caps is treated exactly like one stopped by its total demand. After the last level, GPUs still idle go to
+users below their caps that can use them (``_common.fill_idle``; it only adds, so every level still holds).
+Guarantees under caps: no user exceeds its demand or a type cap; every user gets at least its capped equal
+share's throughput (t* >= 1, since the capped equal share is feasible); the smallest ratio is as large as
+possible, then the next, and so on (max-min levels); work-conserving: no GPU is idle while a user below its
+caps could use it. Not envy-free, not strategy-proof and not throughput-optimal (OEF §2.4, Table 1).
 """
 
 from __future__ import annotations
@@ -23,16 +28,16 @@ import numpy as np
 
 from .. import lp
 from ..model import Allocation, Problem
-from ._common import TEST_SOLVER, TOL, _blocked, allocation_variable, level_program, capacity_constraint, capped_note, clean, finish, throughput_expr
+from ._common import TEST_SOLVER, TOL, _blocked, allocation_variable, fill_idle, level_program, capacity_constraint, at_caps, capped_note, clean, finish, throughput_expr
 from .equal_share import share_arrays
 
 NAME = "gavel"
 
 
-def _program(speed, capacity, demand, ref, active, frozen, level=None, lift=()):
+def _program(speed, capacity, demand, ref, active, frozen, level=None, lift=(), type_cap=None):
     """max t (``level`` None), or the bottleneck test: max Σ z_i with u_i >= e_i (level + z_i) for i in
     ``lift`` (0 <= z_i <= max(level, 1)) while the other active users keep e_l·level."""
-    x, cons = allocation_variable(speed)
+    x, cons = allocation_variable(speed, type_cap)
     cons.append(capacity_constraint(x, capacity))
     fin = np.flatnonzero(np.isfinite(demand))
     if fin.size:
@@ -56,7 +61,7 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     frozen: dict[int, float] = {int(i): 0.0 for i in np.flatnonzero(~active)}
     x_val = np.zeros((n, vu.k))
     while active.any():
-        prob, x, t = _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen)
+        prob, x, t = _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen, type_cap=vu.type_cap)
         with timer.measure():
             lp.solve(prob, solver, what="gavel max-min level")
         level = float(t.value)
@@ -67,7 +72,7 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
         blocked = []
         if cand:
             # bottleneck tests have feasible sets without interior: HiGHS against its own level value
-            p, _, t = _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen)
+            p, _, t = _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen, type_cap=vu.type_cap)
             with timer.measure():
                 lp.solve(p, TEST_SOLVER, what="gavel max-min level (HiGHS)")
             lv = float(t.value)
@@ -77,13 +82,13 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
                     lp.solve(prob, use, what=f"gavel {what}")
 
             blocked = _blocked(
-                lambda c, v: _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen, level=v, lift=c), cand, lv, run
+                lambda c, v: _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen, level=v, lift=c, type_cap=vu.type_cap), cand, lv, run
             )
         if not blocked:  # numerical corner: cannot identify a bottleneck, keep the max-min solution
             break
         for i in blocked:
             active[i] = False
             frozen[i] = ref[i] * level * (1 - 1e-8)  # a hair of slack for the next solves
-    x_val = clean(x_val, vu.speed, vu.capacity, vu.demand)
-    capped = [i for i in range(n) if np.isfinite(vu.demand[i]) and x_val[i].sum() >= vu.demand[i] - 1e-6]
+    x_val = fill_idle(vu, clean(x_val, vu.speed, vu.capacity, vu.demand, vu.type_cap))
+    capped = at_caps(vu, x_val)
     return finish(problem, NAME, x_val, timer, solver, capped_note(vu, capped))

@@ -1,10 +1,11 @@
 """Maximum total throughput, no fairness (OEF paper eq. 4): the efficiency upper bound.
 
-    maximize Σ_l Σ_j w_l^j x_l^j   subject to   Σ_l x_l^j <= m_j,   Σ_j x_l^j <= d_l,   x >= 0
+    maximize Σ_l Σ_j w_l^j x_l^j   subject to   Σ_l x_l^j <= m_j,   Σ_j x_l^j <= d_l,   0 <= x_l^j <= c_l^j
 
-Demands are plain constraints of the LP. Guarantees under caps: no user exceeds its demand and the total
-normalized throughput is the largest any allocation meeting capacity and demands can reach (an upper bound
-for every other policy on the same problem). Nothing else: users with slow speedups may get nothing (§3.1.1)
+Demands and per-type caps are plain constraints of the LP. Guarantees under caps: no user exceeds its demand
+or a type cap and the total normalized throughput is the largest any allocation meeting capacity and caps
+can reach (an upper bound for every other policy on the same problem); hence work-conserving (an idle GPU
+some user below its caps could use would raise the total). Nothing else: users with slow speedups may get nothing (§3.1.1)
 and the optimum is often not unique (which user gets the slow GPUs is up to the solver).
 """
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from .. import lp
 from ..model import Allocation, Problem
-from ._common import allocation_variable, capacity_constraint, capped_note, clean, finish, throughput_expr
+from ._common import allocation_variable, capacity_constraint, at_caps, capped_note, clean, finish, throughput_expr
 
 NAME = "max-throughput"
 
@@ -24,7 +25,7 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     lp.pick_solver(solver)
     vu = problem.virtual_users()
     timer = lp.Timer()
-    x, cons = allocation_variable(vu.speed)
+    x, cons = allocation_variable(vu.speed, vu.type_cap)
     cons.append(capacity_constraint(x, vu.capacity))
     fin = np.flatnonzero(np.isfinite(vu.demand))
     if fin.size:
@@ -32,7 +33,7 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     prob = cp.Problem(cp.Maximize(cp.sum(throughput_expr(x, vu.speed))), cons)
     with timer.measure():
         lp.solve(prob, solver, what="max-throughput (eq. 4)")
-    xv = clean(x.value, vu.speed, vu.capacity, vu.demand)
-    # capped: the optimum gives it its whole demand (the demand constraint is tight)
-    capped = [int(i) for i in fin if xv[i].sum() >= vu.demand[i] - 1e-6]
+    xv = clean(x.value, vu.speed, vu.capacity, vu.demand, vu.type_cap)
+    # capped: the optimum gives it its whole demand or a whole type cap (the constraint is tight)
+    capped = at_caps(vu, xv)
     return finish(problem, NAME, xv, timer, solver, capped_note(vu, capped))

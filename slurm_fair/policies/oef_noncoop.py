@@ -10,24 +10,30 @@ per-user throughputs are unique even when the LP has several optimal vertices, a
 strategy-proofness (Thm 5.4): a user who reports larger speedups can only move the level t, and its true
 throughput never exceeds π_l·t* of the honest solve (checked by tests/test_properties.py).
 
-Demand caps, by *progressive filling* of the level t, not by freezing a solver vertex:
+Caps (total demand d_l and per-type caps c_l^j, ``_common``), by *progressive filling* of the level t, not
+by freezing a solver vertex:
 
 1. Solve ``max t`` with u_l = π_l·t for the active users, u_l = f_l for the frozen ones, every finite
-   demand as a constraint Σ_j x_l^j <= d_l, and capacity.
-2. An active user l with a finite demand is *capped* at this level when it cannot go above π_l·t* with
-   its demand in force, while it could without it (the others keeping at least their level). Capped users
-   are frozen at throughput f_l = π_l·t*; the others go on to a higher level (back to 1).
+   demand as a constraint Σ_j x_l^j <= d_l, every finite per-type cap as x_l^j <= c_l^j, and capacity.
+2. An active user l with some finite cap is *capped* at this level when it cannot go above π_l·t* with
+   its caps in force, while it could without its own caps (total and per-type; the others keeping at
+   least their level). Capped users are frozen at throughput f_l = π_l·t*; the others go on to a higher
+   level (back to 1). A user stopped by its per-type caps is frozen exactly like one stopped by its total.
 3. Stop when no active user is capped: the rest share the final level exactly.
 
-The tests of step 2 are LPs too: only users whose demand is tight in the level solution are candidates;
-joint "lift" LPs (``_common._blocked``) drop those that can still rise; each remaining one gets one LP
-without its own demand. They run on HiGHS (``_common.TEST_SOLVER``), see there why.
+The tests of step 2 are LPs too: only users with a cap tight in the level solution are candidates; joint
+"lift" LPs (``_common._blocked``) drop those that can still rise; each remaining one gets one LP without
+its own caps. They run on HiGHS (``_common.TEST_SOLVER``), see there why.
 
 The outcome depends only on the throughput levels, never on which optimal vertex a solver returns.
-Guarantees under caps: no user gets more GPUs than its demand; all uncapped users have exactly equal
-weighted throughput, and a capped user's weighted throughput is at most theirs (it froze at a lower
-level); capacity is respected; with no finite demand the result is exactly eq. 9 (and strategy-proof).
-Strategy-proofness is *not* claimed when demands bind (a capped user's level depends on its speedups).
+Guarantees under caps: no user gets more GPUs than its demand or more of a type than its cap there; all
+uncapped users have exactly equal weighted throughput, and a capped user's weighted throughput is at most
+theirs (it froze at a lower level); the final level is the largest the uncapped users can reach together
+with the capped ones kept at theirs; GPUs a capped user cannot use stay available to the others in every
+later level; capacity is respected; with no finite cap the result is exactly eq. 9 (and strategy-proof).
+Not work-conserving: eq. 9's equality can leave GPUs idle that only some uncapped users could use (they are
+named in ``Allocation.notes``). Strategy-proofness is *not* claimed when caps bind (a capped user's level
+depends on its speedups).
 """
 
 from __future__ import annotations
@@ -37,21 +43,21 @@ import numpy as np
 
 from .. import lp
 from ..model import Allocation, Problem
-from ._common import TEST_SOLVER, TOL, _blocked, lift_test, allocation_variable, level_program, capacity_constraint, capped_note, clean, finish, throughput_expr
+from ._common import TEST_SOLVER, TOL, _blocked, lift_test, allocation_variable, type_caps, level_program, capacity_constraint, capped_note, clean, finish, throughput_expr
 
 NAME = "oef-noncoop"
 
 
-def _program(speed, weight, capacity, demand, active, frozen, *, level=None, lift=(), free_demand_of=None):
+def _program(speed, weight, capacity, demand, active, frozen, *, level=None, lift=(), free_demand_of=None, type_cap=None):
     """Build one LP of the progressive filling.
 
     ``level`` None: max t with u_l = π_l t (active l), u_l = f_l (frozen l).  Otherwise the lift test:
     max Σ z_i with u_i >= π_i (level + z_i), 0 <= z_i <= max(level, 1) for i in ``lift``, and
-    u_l >= π_l level for the other active users; ``free_demand_of`` drops that user's demand constraint.
-    A user with z_i > 0 in a solution can rise above the level (with the constraints in force).
+    u_l >= π_l level for the other active users; ``free_demand_of`` drops that user's own caps (demand and
+    per-type). A user with z_i > 0 in a solution can rise above the level (with the constraints in force).
     """
     n = len(weight)
-    x, cons = allocation_variable(speed)
+    x, cons = allocation_variable(speed, type_caps(speed, type_cap, free_demand_of))
     cons.append(capacity_constraint(x, capacity))
     u = throughput_expr(x, speed)
     fin = [i for i in range(n) if np.isfinite(demand[i]) and i != free_demand_of]
@@ -74,10 +80,12 @@ def solve_arrays(
     demand: np.ndarray | None = None,
     solver: str | None = None,
     timer: lp.Timer | None = None,
+    type_cap: np.ndarray | None = None,
 ) -> tuple[np.ndarray, list[int]]:
-    """Eq. 9 with demand caps by progressive filling; returns (x, indices of capped rows)."""
+    """Eq. 9 with caps by progressive filling; returns (x, indices of capped rows)."""
     n, _ = speed.shape
     demand = np.full(n, np.inf) if demand is None else np.asarray(demand, dtype=float)
+    has_tcap = np.zeros(n, dtype=bool) if type_cap is None else (np.isfinite(type_cap) & (speed > 0)).any(axis=1)
     timer = timer or lp.Timer()
     active = np.ones(n, dtype=bool)
     frozen: dict[int, float] = {}
@@ -94,26 +102,32 @@ def solve_arrays(
             lp.solve(prob, use or solver, what=what)
 
     while active.any():
-        prob, x, t = _program(speed, weight, capacity, demand, active, frozen)
+        prob, x, t = _program(speed, weight, capacity, demand, active, frozen, type_cap=type_cap)
         run(prob, "oef-noncoop level")
         level = float(t.value)
         x_val = np.asarray(x.value)
-        # Only a user whose demand is tight in this solution can be capped: if it has slack, mixing this
-        # solution with one where it rises (demand dropped) lifts it while keeping its demand.
-        cand = [int(i) for i in np.flatnonzero(active & np.isfinite(demand)) if x_val[i].sum() >= demand[i] - 1e-6]
+        # Only a user with one of its caps tight in this solution can be capped: if all have slack, mixing
+        # this solution with one where it rises (caps dropped) lifts it while keeping its caps.
+        def tight(i: int) -> bool:
+            if np.isfinite(demand[i]) and x_val[i].sum() >= demand[i] - 1e-6:
+                return True
+            return bool(has_tcap[i] and (x_val[i] >= type_cap[i] - 1e-6).any())
+
+        cand = [int(i) for i in np.flatnonzero(active & (np.isfinite(demand) | has_tcap)) if tight(int(i))]
         newly = []
         if cand:
             # The tests ask "can i rise while the others keep the *maximal* level?": their feasible sets
             # have no interior, which interior-point solvers (ECOS) cannot solve accurately. They run on
             # HiGHS (simplex), against HiGHS's own value of the level so that both agree to its tolerance.
-            prob, _, t = _program(speed, weight, capacity, demand, active, frozen)
+            prob, _, t = _program(speed, weight, capacity, demand, active, frozen, type_cap=type_cap)
             run(prob, "oef-noncoop level (HiGHS)", TEST_SOLVER)
             lv = float(t.value)
-            cand = _blocked(lambda c, v: _program(speed, weight, capacity, demand, active, frozen, level=v, lift=c),
+            cand = _blocked(lambda c, v: _program(speed, weight, capacity, demand, active, frozen, level=v, lift=c, type_cap=type_cap),
                             cand, lv, run)
         for i in cand:  # blocked with its demand in force: is it its own demand that blocks it?
             free = lift_test(
-                lambda c, v: _program(speed, weight, capacity, demand, active, frozen, level=v, lift=c, free_demand_of=i),
+                lambda c, v: _program(speed, weight, capacity, demand, active, frozen, level=v, lift=c, free_demand_of=i,
+                                  type_cap=type_cap),
                 [i], lv, run,
             )
             if free[0]:
@@ -122,9 +136,9 @@ def solve_arrays(
             break
         for i in newly:
             active[i] = False
-            frozen[i] = weight[i] * level
+            frozen[i] = weight[i] * min(level, lv)  # HiGHS (simplex) level: ECOS may overshoot a cap by its tolerance
             capped.append(i)
-    return clean(x_val, speed, capacity, demand), sorted(capped)
+    return clean(x_val, speed, capacity, demand, type_cap), sorted(capped)
 
 
 def solve(problem: Problem, solver: str | None = None) -> Allocation:
@@ -136,7 +150,7 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     stranded = [i for i in range(vu.n) if not ((vu.speed[i] > 0) & (vu.capacity > 0)).any()]
     demand = vu.demand.copy()
     demand[stranded] = 0.0
-    x, capped = solve_arrays(vu.speed, vu.weight, vu.capacity, demand, solver, timer)
+    x, capped = solve_arrays(vu.speed, vu.weight, vu.capacity, demand, solver, timer, vu.type_cap)
     capped = [i for i in capped if i not in stranded]
     notes = list(capped_note(vu, capped))
     if stranded:
