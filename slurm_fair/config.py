@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from types import MappingProxyType
 from dataclasses import dataclass, field, fields
@@ -81,6 +82,13 @@ def _choice(choices: tuple[str, ...], *, lower: bool = True) -> Callable[[str, A
         return v.lower() if lower else v
 
     return check
+
+
+def _signal(key: str, v: Any) -> str:
+    """A signal name as scancel takes it (USR1, SIGUSR1, TERM) or a number; normalised to upper case."""
+    if not isinstance(v, str) or not re.fullmatch(r"(SIG)?[A-Z][A-Z0-9+]*|\d+", v.strip().upper()):
+        raise InputError(key, v, 'must be a signal name like "USR1" or "SIGTERM", or a signal number')
+    return v.strip().upper()
 
 
 def _policy(key: str, v: Any) -> str:
@@ -160,6 +168,7 @@ SECTION_DOCS = {
     "tenants": "Tenants: who is treated as one party by the fairness policy.",
     "priority": "Priority: slurm-fair steers scheduling order through each job's SiteFactor.",
     "limits": "Limits: slurm-fair caps each account's GPUs per type with GrpTRES.",
+    "preemption": "Preemption: over-share running jobs get a checkpoint signal, then a requeue after the grace.",
 }
 
 SPEC: dict[str, dict[str, Key]] = {
@@ -219,6 +228,20 @@ SPEC: dict[str, dict[str, Key]] = {
             "Accounts to manage; empty = every account with GPU jobs or a fair-share share.",
         ),
     },
+    "preemption": {
+        "enabled": Key(False, _bool, "true = signal and requeue over-share jobs (only requeue-able ones)."),
+        "grace": Key(
+            120, _nonneg,
+            "Seconds between the checkpoint signal and the requeue (>= 0); the daemon wakes up for it.",
+        ),
+        "min_runtime": Key(
+            600, _nonneg,
+            "Lease, in seconds (>= 0): a job is never preempted before it ran this long since its start,\n"
+            "its last requeue or its last checkpoint signal.",
+        ),
+        "signal": Key("USR1", _signal, 'Checkpoint signal sent to the batch shell, e.g. "USR1" (scancel --signal=SIG --batch).'),
+        "max_jobs_per_round": Key(10, _pos_int, "At most this many jobs are signalled per round (>= 1)."),
+    },
 }
 
 
@@ -272,6 +295,15 @@ class LimitsConfig:
     accounts: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class PreemptionConfig:
+    enabled: bool = False
+    grace: float = 120
+    min_runtime: float = 600
+    signal: str = "USR1"
+    max_jobs_per_round: int = 10
+
+
 _SECTION_TYPES = {
     "daemon": DaemonConfig,
     "policy": PolicyConfig,
@@ -280,6 +312,7 @@ _SECTION_TYPES = {
     "tenants": TenantsConfig,
     "priority": PriorityConfig,
     "limits": LimitsConfig,
+    "preemption": PreemptionConfig,
 }
 
 
@@ -292,6 +325,7 @@ class Config:
     tenants: TenantsConfig = field(default_factory=TenantsConfig)
     priority: PriorityConfig = field(default_factory=PriorityConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    preemption: PreemptionConfig = field(default_factory=PreemptionConfig)
     source: str = "defaults"  # the config file's path, or "defaults" (no file read)
     database_path: Path = Path("/var/lib/slurm-fair/slurm-fair.sqlite")  # daemon.database, resolved
 
