@@ -386,6 +386,8 @@ def from_dict(data: Mapping[str, Any], source: str = "defaults", base: Path | No
             "priority.levels", pr.levels,
             f"more levels than distinct values in [{pr.site_factor_min}, {pr.site_factor_max}]",
         )
+    if sections["preemption"].enabled and not sections["limits"].manage:
+        raise InputError("preemption.enabled", True, "needs limits.manage = true (preemption enforces the limits)")
     db = Path(sections["daemon"].database).expanduser()
     if not db.is_absolute():
         db = Path(os.path.normpath((base or Path.cwd()) / db))

@@ -178,3 +178,18 @@ def test_accounts_without_limits_are_left_alone():
     assert decide(LIMITS, jobs, [], NOW, CFG).actions == ()
     jobs = [run(1, "A", ran=4000), run(2, "A"), pend(10, "X")]
     assert decide(LIMITS, jobs, [], NOW, CFG).actions == ()
+
+
+def test_daemon_wakes_up_when_a_grace_ends():
+    from slurm_fair.config import Config
+    from slurm_fair.daemon.service import preemption_wakeup
+    from slurm_fair.store import Store
+
+    on = Config(preemption=PreemptionConfig(enabled=True, grace=120))
+    with Store(":memory:") as store:
+        assert preemption_wakeup(store, on, NOW) is None  # nothing signalled
+        store.add_preemption(job_id=2, account="A", gpu_type="a100", gpus=1, signal="USR1", reason="r", grace=120,
+                             now=NOW)
+        assert preemption_wakeup(store, on, NOW + 20) == 101.0  # 1 s after the grace ends
+        assert preemption_wakeup(store, on, NOW + 500) == 0.0  # overdue: at once
+        assert preemption_wakeup(store, Config(), NOW) is None  # preemption off
