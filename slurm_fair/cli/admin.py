@@ -104,6 +104,7 @@ def status_cmd(config_path: str | None, as_json: bool) -> None:
     snap, why = _snapshot(cfg)
     with _store(cfg) as store:
         st = status(store, cfg, snap, why)
+        st["preemptions"] = store.preemption_counts()
     if as_json:
         _dump(st)
         return
@@ -121,6 +122,8 @@ def status_cmd(config_path: str | None, as_json: bool) -> None:
             for a, v in st["accounts"].items()]
     click.echo(render(["ACCOUNT", "WEIGHT", "IDEAL", "REAL", "DEVIATION",
                        "LIMIT (SLURM)" if st["reachable"] else "LIMIT (PLANNED)", "IN USE", "PENDING"], rows))
+    if st["preemptions"]:
+        click.echo("preemptions: " + ", ".join(f"{n} {state}" for state, n in sorted(st["preemptions"].items())))
 
 
 # ------------------------------------------------------------------------------------------- shares
@@ -230,13 +233,14 @@ def apply_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
 def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
     """Why ACCOUNT gets what it gets: weight, job classes with their speedups and where they come from,
     demand, ideal share, deviation, limit, and why each of its pending jobs waits (Slurm's reason and
-    slurm-fair's view)."""
+    slurm-fair's view), and every preemption of its jobs with its reason and steps."""
     from ..daemon.report import explain
 
     cfg = config_mod.load(config_path)
     snap, why = _snapshot(cfg)
     with _store(cfg) as store:
         ex = explain(store, cfg, account, snap, why)
+        ex["preemptions"] = store.preemptions(account=account, limit=50)
     if as_json:
         _dump(ex)
         return
@@ -259,6 +263,15 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
         click.echo(render(["JOB", "CLASS", "GPUS", "TYPE", "WAITED_S", "SITEFACTOR", "SLURM REASON", "SLURM-FAIR"],
                           [[j["job_id"], j["class"], j["gpus"], j["gpu_type"] or "any", j["waited_s"],
                             j["site_factor"], j["slurm_reason"], j["slurm_fair"]] for j in ex["pending_jobs"]]))
+    if ex["preemptions"]:
+        click.echo("")
+        click.echo(f"preemptions of {account}'s jobs (newest first):")
+        for p in ex["preemptions"]:
+            click.echo(f"  job {p['job_id']} ({p['gpus']} {p['gpu_type']}, {p['signal']}): {p['state']} - {p['reason']}")
+            for st in p["steps"]:
+                click.echo(f"    {_time(st['time'])}  {st['step']}"
+                           + (f" (round {st['round_id']})" if st.get("round_id") else "")
+                           + (f": {st['message']}" if st.get("message") else ""))
 
 
 def register(group: click.Group) -> None:
