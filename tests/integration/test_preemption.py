@@ -9,6 +9,7 @@ testbed) before they can run again.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -26,7 +27,7 @@ TRAIN_SH = Path(__file__).resolve().parents[2] / "contrib" / "checkpoint" / "tra
 
 def write_config(testbed, tmp_path: Path, **preemption) -> Path:
     base = tomllib.loads(Path(testbed.env["SLURM_FAIR_CONFIG"]).read_text())
-    base.setdefault("daemon", {})["database"] = str(tmp_path / "sf.sqlite")
+    base.setdefault("daemon", {}).update(database=str(tmp_path / "sf.sqlite"), period=300)
     base["preemption"] = {"enabled": True, "grace": 5, "min_runtime": 0, "signal": "USR1", **preemption}
     path = tmp_path / "slurm-fair.toml"
     path.write_text(config_mod.render(config_mod.from_dict(base).as_dict()))
@@ -73,15 +74,19 @@ def test_preempted_job_checkpoints_is_requeued_once_and_resumes(testbed, tmp_pat
             lambda: [int(x.split()[-1]) for x in output(testbed, job).splitlines() if x.startswith("checkpoint saved")],
             20, what="checkpoint written after the signal")
         assert len(saved) == 1 and int(ckpt.read_text()) == saved[0]
-        # rounds within the grace change nothing; the first one after it requeues the job
-        deadline = time.monotonic() + 60
-        while True:
-            cli(testbed, cfg, "daemon", "--once")
-            with Store(tmp_path / "sf.sqlite") as store:
-                rows = store.preemptions()
-            if rows[0]["state"] != "signalled" or time.monotonic() > deadline:
-                break
-            time.sleep(1)
+        # the daemon (period 300 s) does not wait a whole period: it wakes up when the grace ends and requeues
+        daemon = subprocess.Popen([*PY, "daemon", "--config", str(cfg)], env=testbed.env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            def requeued():
+                with Store(tmp_path / "sf.sqlite") as store:
+                    rows = store.preemptions()
+                return rows if rows[0]["state"] != "signalled" else None
+            rows = testbed.wait_for(requeued, 60, interval=1, what="the daemon's requeue after the grace")
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            _, log = daemon.communicate(timeout=60)
+        assert daemon.returncode == 0 and "preemption: a grace period ends in" in log, log
         assert [(r["job_id"], r["state"]) for r in rows] == [(job, "requeued")]  # the sleepers were spared
         assert [s["step"] for s in rows[0]["steps"]] == ["signalled", "requeued"]
         assert rows[0]["requeued_at"] - rows[0]["signalled_at"] >= 5
