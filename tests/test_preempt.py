@@ -173,6 +173,14 @@ def test_signalled_job_that_stopped_running_is_gone():
     assert kinds(d)[0] == ("gone", 2) and "requeued itself" in d.actions[0].reason
 
 
+def test_signalled_job_restarted_since_is_not_requeued_again():
+    hist = [signalled(5, 2, "A", ago=300)]
+    again = run(2, "A", ran=100, restarts=1)  # requeued by someone else and running again since the signal
+    d = decide(LIMITS, [run(1, "A"), again, pend(10, "B")], hist, NOW, CFG)
+    assert d.actions[0].kind == "gone" and "restarted since the signal (restarts 1)" in d.actions[0].reason
+    assert kinds(d) == [("gone", 2), ("signal", 1)]  # A is still over: its other job; job 2 is in a new lease
+
+
 def test_accounts_without_limits_are_left_alone():
     jobs = [run(1, "X", ran=4000), run(2, "X"), pend(10, "B")]
     assert decide(LIMITS, jobs, [], NOW, CFG).actions == ()

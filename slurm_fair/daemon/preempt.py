@@ -23,7 +23,8 @@ account name) first, and within it the newest job (latest start, then highest id
 
 A signalled job whose grace has passed is requeued if it still runs and its account is still over its limit
 on that type while someone still waits for the type; otherwise the preemption is *resolved* (recorded, not
-requeued). A signalled job that no longer runs (it ended, or requeued itself after checkpointing) is *gone*.
+requeued). A signalled job that no longer runs (it ended, or requeued itself after checkpointing), or that
+runs again after a restart since the signal, is *gone*.
 """
 
 from __future__ import annotations
@@ -195,6 +196,11 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
                    f"no longer running ({other.state}, restarts {other.restart_count}): it requeued itself or "
                    "was requeued by someone else")
             actions.append(Action("gone", r.job_id, r.account, r.gpu_type, r.gpus, why, record_id=r.id))
+            continue
+        if r.signalled_at is not None and job.start_time is not None and job.start_time > r.signalled_at:
+            actions.append(Action("gone", r.job_id, r.account, r.gpu_type, r.gpus,
+                                  f"restarted since the signal (restarts {job.restart_count}): not requeued again",
+                                  record_id=r.id))
             continue
         g = int(job.gpus_allocated.get(r.gpu_type, r.gpus))
         ex = excess.get(r.account, {}).get(r.gpu_type, 0)

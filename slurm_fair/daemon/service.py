@@ -124,7 +124,8 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
             if once or state["stop"]:
                 break
             next_round = time.monotonic() + float(cfg.daemon.period)
-            due = preemption_wakeup(store, cfg, time.time())
+            # only after a round that could preempt: a failed round retries at the normal pace, not in a loop
+            due = preemption_wakeup(store, cfg, time.time()) if cluster is not None and res.status == "ok" else None
             if due is not None:
                 next_round = min(next_round, time.monotonic() + due)
                 log(f"preemption: a grace period ends in {due:.0f} s; next round then")
