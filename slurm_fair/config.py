@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from types import MappingProxyType
 from dataclasses import dataclass, field, fields
@@ -81,6 +82,13 @@ def _choice(choices: tuple[str, ...], *, lower: bool = True) -> Callable[[str, A
         return v.lower() if lower else v
 
     return check
+
+
+def _signal(key: str, v: Any) -> str:
+    """A signal name as scancel takes it (USR1, SIGUSR1, TERM) or a number; normalised to upper case."""
+    if not isinstance(v, str) or not re.fullmatch(r"(SIG)?[A-Z][A-Z0-9+]*|\d+", v.strip().upper()):
+        raise InputError(key, v, 'must be a signal name like "USR1" or "SIGTERM", or a signal number')
+    return v.strip().upper()
 
 
 def _policy(key: str, v: Any) -> str:
@@ -168,6 +176,7 @@ SECTION_DOCS = {
     "limits": "Limits: slurm-fair caps each account's GPUs per type with GrpTRES.",
     "hooks": "Job records from the Slurm hooks (`slurm-fair hooks install`, etc/slurm.conf.hooks).",
     "submit": "Submission: the GPU type map read by etc/job_submit.lua to type untyped GPU requests.",
+    "preemption": "Preemption: over-share running jobs get a checkpoint signal, then a requeue after the grace.",
 }
 
 SPEC: dict[str, dict[str, Key]] = {
@@ -242,6 +251,20 @@ SPEC: dict[str, dict[str, Key]] = {
             '"" = do not publish. A relative path is relative to this file\'s folder.',
         ),
     },
+    "preemption": {
+        "enabled": Key(False, _bool, "true = signal and requeue over-share jobs (only requeue-able ones)."),
+        "grace": Key(
+            120, _nonneg,
+            "Seconds between the checkpoint signal and the requeue (>= 0); the daemon wakes up for it.",
+        ),
+        "min_runtime": Key(
+            600, _nonneg,
+            "Lease, in seconds (>= 0): a job is never preempted before it ran this long since its start,\n"
+            "its last requeue or its last checkpoint signal.",
+        ),
+        "signal": Key("USR1", _signal, 'Checkpoint signal sent to the batch shell, e.g. "USR1" (scancel --signal=SIG --batch).'),
+        "max_jobs_per_round": Key(10, _pos_int, "At most this many jobs are signalled per round (>= 1)."),
+    },
 }
 
 
@@ -305,6 +328,15 @@ class SubmitConfig:
     type_map: str = ""
 
 
+@dataclass(frozen=True)
+class PreemptionConfig:
+    enabled: bool = False
+    grace: float = 120
+    min_runtime: float = 600
+    signal: str = "USR1"
+    max_jobs_per_round: int = 10
+
+
 _SECTION_TYPES = {
     "daemon": DaemonConfig,
     "policy": PolicyConfig,
@@ -315,6 +347,7 @@ _SECTION_TYPES = {
     "limits": LimitsConfig,
     "hooks": HooksConfig,
     "submit": SubmitConfig,
+    "preemption": PreemptionConfig,
 }
 
 
@@ -329,6 +362,7 @@ class Config:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     hooks: HooksConfig = field(default_factory=HooksConfig)
     submit: SubmitConfig = field(default_factory=SubmitConfig)
+    preemption: PreemptionConfig = field(default_factory=PreemptionConfig)
     source: str = "defaults"  # the config file's path, or "defaults" (no file read)
     database_path: Path = Path("/var/lib/slurm-fair/slurm-fair.sqlite")  # daemon.database, resolved
     spool_path: Path | None = None  # hooks.spool, resolved; None = no ingestion
@@ -391,6 +425,8 @@ def from_dict(data: Mapping[str, Any], source: str = "defaults", base: Path | No
             "priority.levels", pr.levels,
             f"more levels than distinct values in [{pr.site_factor_min}, {pr.site_factor_max}]",
         )
+    if sections["preemption"].enabled and not sections["limits"].manage:
+        raise InputError("preemption.enabled", True, "needs limits.manage = true (preemption enforces the limits)")
     db = Path(sections["daemon"].database).expanduser()
     if not db.is_absolute():
         db = Path(os.path.normpath((base or Path.cwd()) / db))

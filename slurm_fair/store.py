@@ -2,7 +2,8 @@
 
 Tables: profiles (throughput per account/class/GPU type), rounds (one row per allocation round), shares,
 placements, applied (what a round computed and changed), deviations and deficits (state carried from round to
-round), managed (accounts whose limits slurm-fair has set) and events. The schema is created by numbered
+round), managed (accounts whose limits slurm-fair has set), events and preemptions (one row per preempted job
+with every step). The schema is created by numbered
 migrations recorded in ``schema_version``; opening a database applies the missing ones.
 
 Every write method runs in one transaction; ``with store.transaction():`` groups several (a round writes
@@ -99,11 +100,28 @@ def _m3_job_records(db: sqlite_utils.Database) -> None:
     db["job_records"].create_index(["event", "time"])
 
 
-MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1_initial, _m2_indexes, _m3_job_records)
+def _m4_preemptions(db: sqlite_utils.Database) -> None:
+    """One row per preempted job: its checkpoint signal, then requeue / resolved / gone / failed. ``steps`` is
+    a JSON list of ``{time, round_id, step, message}`` (every step, in order)."""
+    db["preemptions"].create(
+        {"id": int, "job_id": int, "account": str, "user": str, "gpu_type": str, "gpus": int, "signal": str,
+         "reason": str, "state": str, "round_id": int, "created": float, "signalled_at": float,
+         "requeue_at": float, "requeued_at": float, "finished_at": float, "steps": str},
+        pk="id", not_null={"job_id", "account", "state", "created"},
+    )
+    db["preemptions"].create_index(["job_id"])
+    db["preemptions"].create_index(["account", "id"])
+    db["preemptions"].create_index(["state"])
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
+    _m1_initial, _m2_indexes, _m3_job_records, _m4_preemptions,
+)
 
 # hook records written by the controller (PrologSlurmctld/EpilogSlurmctld) carry the job's GPU types
 CONTROLLER_CONTEXTS = ("prolog_slurmctld", "epilog_slurmctld")
 UNTYPED_GPU = "untyped"  # GPUs a record counts in gres/gpu but under no gres/gpu:<type>
+PREEMPTION_STATES = ("signalled", "requeued", "resolved", "gone", "failed")
 
 
 def schema_version(db: sqlite_utils.Database) -> int:
@@ -597,3 +615,77 @@ class Store:
         """GPU-seconds per account and GPU type in [since, until] (default: all, up to now), from the hook
         records (see :func:`job_runs`, :func:`gpu_seconds`)."""
         return gpu_seconds(self.job_runs(), since, time.time() if until is None else until)
+
+    # -------------------------------------------------------------------------------- preemptions
+
+    @staticmethod
+    def _preemption_row(r: dict) -> dict:
+        r = dict(r)
+        r["steps"] = _loads(r["steps"]) or []
+        return r
+
+    def add_preemption(self, *, job_id: int, account: str, gpu_type: str, gpus: int, signal: str, reason: str,
+                       grace: float, round_id: int | None = None, user: str = "", ok: bool = True,
+                       message: str = "", now: float | None = None) -> int:
+        """Record a checkpoint signal sent to a job (``ok``) or that failed (state ``failed``, ``message``
+        says why); returns the preemption id. A sent signal opens the preemption (state ``signalled``) until
+        ``now + grace``."""
+        now = time.time() if now is None else now
+        step = {"time": now, "round_id": round_id, "step": "signalled" if ok else "signal-failed",
+                "message": message or (f"sent {signal}" if ok else "")}
+        row = {"job_id": _int(job_id, "job_id"), "account": account, "user": user, "gpu_type": gpu_type,
+               "gpus": _int(gpus, "gpus"), "signal": signal, "reason": reason, "state": "signalled" if ok else "failed",
+               "round_id": _int(round_id, "round_id"), "created": now, "signalled_at": now if ok else None,
+               "requeue_at": now + float(grace) if ok else None, "requeued_at": None,
+               "finished_at": None if ok else now, "steps": _dumps([step])}
+        with self.transaction():
+            return self.db["preemptions"].insert(row).last_pk
+
+    def preemption_step(self, preemption_id: int, step: str, message: str = "", *, state: str | None = None,
+                        round_id: int | None = None, now: float | None = None) -> None:
+        """Append a step; with ``state`` also move the preemption there (``requeued`` sets requeued_at; any
+        state but ``signalled`` sets finished_at)."""
+        now = time.time() if now is None else now
+        if state is not None and state not in PREEMPTION_STATES:
+            raise InputError("state", state, f"must be one of {', '.join(PREEMPTION_STATES)}")
+        with self.transaction():
+            rows = list(self.db["preemptions"].rows_where("id = ?", [preemption_id]))
+            if not rows:
+                raise InputError("preemption_id", preemption_id, "no such preemption")
+            steps = _loads(rows[0]["steps"]) or []
+            steps.append({"time": now, "round_id": _int(round_id, "round_id"), "step": step, "message": message})
+            update: dict[str, Any] = {"steps": _dumps(steps)}
+            if state is not None:
+                update["state"] = state
+                if state == "requeued":
+                    update["requeued_at"] = now
+                if state != "signalled":
+                    update["finished_at"] = now
+            self.db["preemptions"].update(preemption_id, update)
+
+    def preemption_history(self, since: float) -> list[dict]:
+        """What preemption decisions need: open preemptions, and every one signalled or requeued since
+        ``since`` (leases)."""
+        return [self._preemption_row(r) for r in self.db["preemptions"].rows_where(
+            "state = 'signalled' or coalesce(requeued_at, signalled_at, created) >= ?", [since], order_by="id")]
+
+    def preemptions(self, account: str | None = None, job_id: int | None = None, limit: int = 100) -> list[dict]:
+        """The newest ``limit`` preemptions (of ``account``'s jobs, of ``job_id``), newest first, with steps."""
+        where, args = [], []
+        if account is not None:
+            where.append("account = ?")
+            args.append(account)
+        if job_id is not None:
+            where.append("job_id = ?")
+            args.append(job_id)
+        return [self._preemption_row(r) for r in self.db["preemptions"].rows_where(
+            " and ".join(where) or None, args, order_by="id desc", limit=limit)]
+
+    def preemption_counts(self) -> dict[str, int]:
+        """state -> number of preemptions."""
+        return {r[0]: r[1] for r in self.db.execute("select state, count(*) from preemptions group by state")}
+
+    def next_preemption_due(self) -> float | None:
+        """The earliest end of grace of an open preemption (unix seconds), None if none is open."""
+        row = self.db.execute("select min(requeue_at) from preemptions where state = 'signalled'").fetchone()
+        return row[0] if row else None

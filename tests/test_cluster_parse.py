@@ -258,3 +258,15 @@ def test_tres_strings():
 def test_garbage_raises_parse_error_naming_what(call, match):
     with pytest.raises(ParseError, match=match):
         call()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_requeue_flag_both_layouts(version):
+    doc = json.loads(text(version, "squeue.json"))
+    jobs = P.parse_jobs(doc)
+    assert jobs and all(j.requeue is True for j in jobs)  # the testbed runs JobRequeue=1
+    rec = next(r for r in doc["jobs"] if r["name"] == "st_run_typed_gres")
+    assert P.parse_job({**rec, "requeue": False}).requeue is False  # what --no-requeue shows
+    assert P.parse_job({k: v for k, v in rec.items() if k != "requeue"}).requeue is False  # unknown: never assumed
+    with pytest.raises(ParseError, match=r"requeue: expected true or false, got 'maybe'"):
+        P.parse_job({**rec, "requeue": "maybe"})

@@ -156,6 +156,15 @@ BAD = [
     ("hooks", "spool", '" /var/spool "'),
     ("submit", "type_map", "3"),
     ("submit", "type_map", '"  "'),
+    ("preemption", "enabled", '"yes"'),
+    ("preemption", "grace", "-1"),
+    ("preemption", "grace", '"120"'),
+    ("preemption", "min_runtime", "-5"),
+    ("preemption", "signal", '"USR 1"'),
+    ("preemption", "signal", "10"),
+    ("preemption", "signal", '""'),
+    ("preemption", "max_jobs_per_round", "0"),
+    ("preemption", "max_jobs_per_round", "1.5"),
 ]
 
 
@@ -243,3 +252,12 @@ def test_render_round_trips_non_default_values(tmp_path):
     cfg = config.load(write(tmp_path, text))
     again = config.load(write(tmp_path, config.render(cfg.as_dict())))
     assert again.as_dict() == cfg.as_dict()
+
+
+def test_preemption_section_defaults_and_normalised_signal(tmp_path):
+    cfg = config.load(write(tmp_path, "[daemon]\nperiod = 5\n"))
+    assert (cfg.preemption.enabled, cfg.preemption.grace, cfg.preemption.min_runtime, cfg.preemption.signal,
+            cfg.preemption.max_jobs_per_round) == (False, 120, 600, "USR1", 10)
+    cfg = config.load(write(tmp_path, '[preemption]\nenabled = true\ngrace = 0\nsignal = "sigterm"\n'))
+    assert cfg.preemption.enabled and cfg.preemption.grace == 0 and cfg.preemption.signal == "SIGTERM"
+    assert config.load(write(tmp_path, '[preemption]\nsignal = "12"\n')).preemption.signal == "12"

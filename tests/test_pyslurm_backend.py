@@ -46,6 +46,9 @@ def test_legacy_jobs_parse_like_squeue(known_users):
         "PENDING", "JobHeldUser", "bob", 3, None, "fx_wckey", 40)
     assert held.start_time is None and dict(held.gpus_allocated) == {}
     assert run.wckey == ""  # pyslurm gives '*' for no wckey
+    assert all(j.requeue for j in jobs.values())  # pyslurm's bool 'requeue' (JobRequeue=1 on the testbed)
+    flipped = pb._job_record({**FIX["jobs"]["29"], "requeue": False})
+    assert parse.parse_job(flipped).requeue is False
 
 
 def test_legacy_nodes_parse_with_drain_and_used_gres():

@@ -128,6 +128,8 @@ def status_cmd(config_path: str | None, as_json: bool) -> None:
         click.echo(render(["ACCOUNT", "GPU-HOURS BY TYPE", "TOTAL"],
                           [[a, " ".join(f"{t}={v / 3600:.3f}" for t, v in sorted(per.items())),
                             f"{sum(per.values()) / 3600:.3f}"] for a, per in sorted(received.items())]))
+    if st["preemptions"]:
+        click.echo("preemptions: " + ", ".join(f"{n} {state}" for state, n in sorted(st["preemptions"].items())))
 
 
 # ------------------------------------------------------------------------------------------- shares
@@ -237,16 +239,14 @@ def apply_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
 def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
     """Why ACCOUNT gets what it gets: weight, job classes with their speedups and where they come from,
     demand, ideal share, deviation, limit, and why each of its pending jobs waits (Slurm's reason and
-    slurm-fair's view), and whether its pending fair:flex jobs can still be moved to another GPU type."""
+    slurm-fair's view), whether its pending fair:flex jobs can still be moved to another GPU type, and every
+    preemption of its jobs with its reason and steps."""
     from ..daemon.report import explain
 
     cfg = config_mod.load(config_path)
     snap, why = _snapshot(cfg)
-    from ..daemon.plan import flexible_note
-
     with _store(cfg) as store:
         ex = explain(store, cfg, account, snap, why)
-    ex["flexible_note"] = flexible_note(snap, account)
     if as_json:
         _dump(ex)
         return
@@ -271,6 +271,15 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
                             j["site_factor"], j["slurm_reason"], j["slurm_fair"]] for j in ex["pending_jobs"]]))
     if ex["flexible_note"]:
         click.echo(f"note: {ex['flexible_note']}")
+    if ex["preemptions"]:
+        click.echo("")
+        click.echo(f"preemptions of {account}'s jobs (newest first):")
+        for p in ex["preemptions"]:
+            click.echo(f"  job {p['job_id']} ({p['gpus']} {p['gpu_type']}, {p['signal']}): {p['state']} - {p['reason']}")
+            for st in p["steps"]:
+                click.echo(f"    {_time(st['time'])}  {st['step']}"
+                           + (f" (round {st['round_id']})" if st.get("round_id") else "")
+                           + (f": {st['message']}" if st.get("message") else ""))
 
 
 def register(group: click.Group) -> None:

@@ -40,6 +40,7 @@ class Job:
     wckey: str = ""
     restart_count: int = 0
     site_factor: int = 0
+    requeue: bool = False  # Slurm may requeue the job (--requeue, or JobRequeue=1 without --no-requeue)
 
     @property
     def gpus(self) -> int:

@@ -99,6 +99,19 @@ def _int(value: Any, field: str, default: int = 0) -> int:
     return int(v)
 
 
+def _flag(value: Any, field: str, default: bool = False) -> bool:
+    """A boolean field: true/false (both layouts), 0/1 (pyslurm), absent or null = ``default``."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "0", "1"):
+        return value.lower() in ("true", "yes", "1")
+    raise ParseError(f"{field}: expected true or false, got {value!r}")
+
+
 def _str(rec: Mapping[str, Any], key: str, where: str) -> str:
     v = rec.get(key)
     if v is None:
@@ -381,6 +394,7 @@ def parse_job(rec: Mapping[str, Any], index: int = 0) -> Job:
         wckey=wckey,
         restart_count=_int(rec.get("restart_cnt"), f"{where}.restart_cnt", 0),
         site_factor=0,
+        requeue=_flag(rec.get("requeue"), f"{where}.requeue"),
     )
 
 

@@ -44,6 +44,7 @@ def status(store: Store, cfg: Any, snapshot: Snapshot | None, unreachable: str =
         "accounts": {},
         # GPU-seconds per account and type from the hooks' job records, all recorded time up to now
         "received_gpu_seconds": store.received_gpu_seconds(),
+        "preemptions": store.preemption_counts(),  # state -> number of preemptions
     }
     d = (last or {}).get("details") or {}
     live_limits = {a.name: dict(a.limits) for a in snapshot.accounts} if snapshot else {}
@@ -128,6 +129,9 @@ def explain(store: Store, cfg: Any, account: str, snapshot: Snapshot | None, unr
         "reachable": snapshot is not None,
         "unreachable": unreachable,
         "pending_jobs": [],
+        # whether its pending fair:flex jobs can still be moved to another GPU type (None: it has none)
+        "flexible_note": P.flexible_note(snapshot, account),
+        "preemptions": store.preemptions(account=account, limit=50),  # newest first, with their steps
     }
     if snapshot is not None:
         types = list(P.usable_capacity(snapshot, cfg.cluster.partitions))

@@ -35,11 +35,13 @@ from .. import policies
 from .. import profiles as shipped_profiles
 from ..cluster.base import ANY_GPU, Cluster, Snapshot, supports_pending_retype
 from ..cluster.errors import ClusterError, ClusterUnreachable
+from ..errors import InputError
 from ..model import Allocation
 from ..store import Store
 from . import plan as P
-from .ingest import ingest_round
+from . import preempt as PR
 from . import publish
+from .ingest import ingest_round
 
 PAUSE_ENV = "SLURM_FAIR_PAUSE_BEFORE_APPLY"
 # At most this many SiteFactor updates per round (slurmctld spends ~4 ms per job update on the testbed):
@@ -198,6 +200,58 @@ def _details(snapshot: Snapshot, c: dict[str, Any], policy: str) -> dict[str, An
     }
 
 
+def _history(store: Store, now: float, cfg: Any) -> list[PR.Record]:
+    rows = store.preemption_history(since=now - float(cfg.preemption.min_runtime) - 1.0)
+    return [PR.Record(r["id"], r["job_id"], r["account"], r["gpu_type"] or "", r["gpus"] or 0, r["state"],
+                      r["signalled_at"], r["requeue_at"], r["requeued_at"]) for r in rows]
+
+
+def preempt(cluster: Cluster | None, store: Store, cfg: Any, snapshot: Snapshot, limits: Mapping[str, Mapping[str, int]],
+            round_id: int | None, now: float, act: bool = True, stamp: float | None = None) -> dict[str, Any]:
+    """Decide this round's preemption steps (:func:`preempt.decide` on the applied limits) and, with ``act``,
+    perform and record them: every step goes into the store's preemptions table and the events. A failure
+    on one job is recorded (state ``failed``) and never stops the others. Returns the summary kept in the
+    round's details; without ``act`` the steps are only listed under ``would``. Steps are time-stamped with
+    ``stamp`` (None: the wall clock when each happens, so the grace starts when the signal was sent)."""
+    jobs = P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
+    d = PR.decide(limits, jobs, _history(store, now, cfg), now, cfg.preemption)
+    out: dict[str, Any] = {"over": d.over, "waiting": d.waiting,
+                           "skipped": [{"job_id": s.job_id, "account": s.account, "gpu_type": s.gpu_type,
+                                        "reason": s.reason} for s in d.skipped],
+                           "signalled": [], "requeued": [], "resolved": [], "gone": [], "failed": []}
+    if not act or cluster is None:
+        out["would"] = [{"step": a.kind, "job_id": a.job_id, "account": a.account, "gpu_type": a.gpu_type,
+                         "gpus": a.gpus, "reason": a.reason} for a in d.actions]
+        return out
+    users = {j.job_id: j.user for j in jobs}
+    done = {"signal": "signalled", "requeue": "requeued", "resolve": "resolved", "gone": "gone"}
+    for a in d.actions:
+        item = {"job_id": a.job_id, "account": a.account, "gpu_type": a.gpu_type, "gpus": a.gpus, "reason": a.reason}
+        step, state, msg = done[a.kind], done[a.kind], a.reason
+        try:
+            if a.kind == "signal":
+                cluster.signal_job(a.job_id, a.signal)
+            elif a.kind == "requeue":
+                cluster.requeue_job(a.job_id)
+        except (ClusterError, InputError) as e:
+            step, state, msg = f"{a.kind}-failed", "failed", f"{a.kind} failed: {e}"
+            item["error"] = str(e)
+        if a.kind == "signal":
+            pid = store.add_preemption(job_id=a.job_id, account=a.account, user=users.get(a.job_id, ""),
+                                       gpu_type=a.gpu_type, gpus=a.gpus, signal=a.signal, reason=a.reason,
+                                       grace=float(cfg.preemption.grace), round_id=round_id,
+                                       ok=state != "failed", message="" if state != "failed" else msg, now=stamp)
+        else:
+            pid = a.record_id
+            store.preemption_step(pid, step, msg, state=state, round_id=round_id, now=stamp)
+        item["preemption_id"] = pid
+        out[state].append(item)
+        store.event("preemption", f"job {a.job_id} ({a.account}, {a.gpus} {a.gpu_type}): {step}: {msg}",
+                    round_id=round_id, job_id=a.job_id, account=a.account,
+                    data={"step": step, "preemption_id": pid, "gpu_type": a.gpu_type, "gpus": a.gpus})
+    return out
+
+
 def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = None, dry_run: bool = False,
               now: float | None = None, record: bool = True) -> RoundResult:
     """Run one round (see the module docstring). ``record=False`` (``apply --dry-run``) writes nothing to
@@ -205,6 +259,7 @@ def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = Non
     t0 = time.monotonic()
     policy = policy or cfg.policy.name
     dry_run = dry_run or bool(cfg.daemon.dry_run) or not record
+    stamp = now  # preemption steps: the given time, else the wall clock at each step
     now = time.time() if now is None else now
     round_id = None
     ingested = None
@@ -241,6 +296,8 @@ def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = Non
         res.details["hook_records"] = ingested.as_dict()
 
     applied_rows = []
+    if dry_run and cfg.preemption.enabled:
+        res.details["preemption"] = preempt(None, store, cfg, snapshot, c["planned"], round_id, now, act=False)
     if not dry_run:
         pause = os.environ.get(PAUSE_ENV)
         if pause:
@@ -262,6 +319,11 @@ def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = Non
                 res.details["type_map_written"] = publish.publish(cfg.type_map_path, c["targets"])
             except OSError as e:  # recorded on the round; never stops it
                 res.details["type_map_error"] = f"{cfg.type_map_path}: {e.strerror or e}"
+        if cfg.preemption.enabled:
+            res.details["preemption"] = pre = preempt(cluster, store, cfg, snapshot, c["planned"], round_id, now,
+                                                          stamp=stamp)
+            if pre["failed"]:
+                res.message = (res.message + "; " if res.message else "") + f"preemption: {len(pre['failed'])} failed"
         t = time.time()
         for a, ch in c["changes"].items():
             for k, v in ch.items():

@@ -11,6 +11,8 @@
   snapshots are slow: at most a third of the time is spent polling); when an account that got no GPUs in the
   last round (no GPU jobs then) has pending GPU jobs, a round runs ``daemon.early_round_after`` seconds
   after that was first seen (debounce) unless the periodic round comes first.
+* Preemption: when a signalled job's grace ends before the next periodic round, the round runs 1 s after it
+  (so the requeue is not delayed by up to a period).
 * Cluster errors never stop the daemon: rounds are recorded as ``unreachable``/``error`` and retried.
 """
 
@@ -74,6 +76,15 @@ def unshared_pending(snapshot: Any, last_demand: dict[str, int], cfg: Any) -> se
     return out
 
 
+def preemption_wakeup(store: Store, cfg: Any, now: float) -> float | None:
+    """Seconds until the round that requeues the first signalled job whose grace ends (1 s after it), or None
+    (preemption off, or nothing waiting). The loop wakes up then instead of after a whole period."""
+    if not cfg.preemption.enabled:
+        return None
+    due = store.next_preemption_due()
+    return None if due is None else max(due + 1.0 - now, 0.0)
+
+
 def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
           cluster_factory: Callable[[Any], Any] = connect_cluster) -> int:
     """Run the daemon; returns the exit status."""
@@ -113,6 +124,11 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
             if once or state["stop"]:
                 break
             next_round = time.monotonic() + float(cfg.daemon.period)
+            # only after a round that could preempt: a failed round retries at the normal pace, not in a loop
+            due = preemption_wakeup(store, cfg, time.time()) if cluster is not None and res.status == "ok" else None
+            if due is not None:
+                next_round = min(next_round, time.monotonic() + due)
+                log(f"preemption: a grace period ends in {due:.0f} s; next round then")
             early_at: float | None = None
             poll_every = MIN_POLL
             last_poll = 0.0

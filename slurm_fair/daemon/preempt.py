@@ -1,0 +1,283 @@
+"""Fair-share preemption decisions: which running jobs get a checkpoint signal, which are requeued. Pure.
+
+Slurm cannot move a running job to a preemptable QOS, so slurm-fair preempts itself, in two steps across
+rounds: *signal* (the job checkpoints), then, once ``preemption.grace`` seconds have passed, *requeue* (the job
+goes back to pending and resumes from its checkpoint when it runs again). :func:`decide` turns the round's
+plan and the snapshot's jobs into those steps; ``daemon/round.py`` performs and records them.
+
+Rules for a new signal (all must hold):
+
+(a) the job's account runs above its limit on that GPU type: GPUs in use of the type (``gpus_allocated`` of
+    its running jobs, the real type also for untyped requests) > the planned limit;
+(b) another account is under its share on that type (limit > in use) and has pending jobs that can run on it
+    (typed for it, or untyped); the GPUs preempted on a type never exceed what those accounts can use there:
+    their pending GPUs, each bounded by its limit room (an untyped pending GPU counts once, on one type);
+    GPUs already being freed (signalled jobs waiting their grace) count first;
+(c) the job has run at least ``preemption.min_runtime`` seconds;
+(d) Slurm may requeue it (``Job.requeue``);
+(e) its lease is over: ``min_runtime`` after its start, its last requeue and its last signal by slurm-fair
+    (so a job is never preempted twice within a lease and never re-signalled while it waits its grace).
+
+Order: the account with the most GPUs above its limit (on any type, re-evaluated after every pick; ties: the
+account name) first, and within it the newest job (latest start, then highest id). At most ``preemption.max_jobs_per_round`` signals.
+
+A signalled job whose grace has passed is requeued if it still runs and its account is still over its limit
+on that type while someone still waits for the type; otherwise the preemption is *resolved* (recorded, not
+requeued). A signalled job that no longer runs (it ended, or requeued itself after checkpointing), or that
+runs again after a restart since the signal, is *gone*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..cluster.base import Job
+
+OPEN = "signalled"  # state of a preemption waiting for its grace to end
+STATES = ("signalled", "requeued", "resolved", "gone", "failed")
+
+
+@dataclass(frozen=True)
+class Record:
+    """A preemption the store knows (one per signalled job)."""
+
+    id: int
+    job_id: int
+    account: str
+    gpu_type: str
+    gpus: int
+    state: str  # one of STATES
+    signalled_at: float | None  # None when the signal failed
+    requeue_at: float | None  # signalled_at + grace
+    requeued_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: str  # signal | requeue | resolve | gone
+    job_id: int
+    account: str
+    gpu_type: str
+    gpus: int
+    reason: str
+    signal: str = ""  # for kind == "signal"
+    record_id: int | None = None  # the preemption this step belongs to (requeue/resolve/gone)
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A running job of an over-share account that was considered and not signalled, and why."""
+
+    job_id: int
+    account: str
+    gpu_type: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    actions: tuple[Action, ...]
+    skipped: tuple[Skip, ...]
+    over: dict[str, dict[str, int]]  # account -> type -> GPUs in use above the limit (before this decision)
+    waiting: dict[str, int]  # type -> GPUs that waiting accounts could use there (before this decision)
+
+    def of(self, kind: str) -> list[Action]:
+        return [a for a in self.actions if a.kind == kind]
+
+
+def in_use(jobs: Iterable[Job]) -> dict[str, dict[str, int]]:
+    """account -> type -> GPUs held by running jobs (real allocated types)."""
+    out: dict[str, dict[str, int]] = {}
+    for j in jobs:
+        if j.running:
+            row = out.setdefault(j.account, {})
+            for t, n in j.gpus_allocated.items():
+                row[t] = row.get(t, 0) + int(n)
+    return out
+
+
+def _types_of(job: Job) -> set[str] | None:
+    """GPU types a pending job can run on; None = any (untyped request)."""
+    if job.gpu_type is None:
+        return None
+    return {t for t in job.gpu_type.split(",") if t}
+
+
+@dataclass
+class _Waiting:
+    """GPUs that accounts under their share could start on each type: pending GPUs, bounded by limit room.
+    Taking GPUs on a type consumes typed demand first, then the account's untyped demand (shared by types)."""
+
+    room: dict[str, dict[str, int]] = field(default_factory=dict)  # account -> type -> limit - in use (> 0)
+    typed: dict[str, dict[str, int]] = field(default_factory=dict)  # account -> type -> pending GPUs
+    untyped: dict[str, int] = field(default_factory=dict)  # account -> pending GPUs of untyped jobs
+
+    def _usable(self, a: str, t: str) -> int:
+        return min(self.room.get(a, {}).get(t, 0), self.typed.get(a, {}).get(t, 0) + self.untyped.get(a, 0))
+
+    def available(self, t: str) -> int:
+        return sum(self._usable(a, t) for a in self.room)
+
+    def take(self, t: str, n: int) -> None:
+        for a in sorted(self.room, key=lambda a: (-self._usable(a, t), a)):
+            if n <= 0:
+                return
+            k = min(n, self._usable(a, t))
+            if k <= 0:
+                continue
+            n -= k
+            self.room[a][t] -= k
+            from_typed = min(k, self.typed.get(a, {}).get(t, 0))
+            if from_typed:
+                self.typed[a][t] -= from_typed
+            self.untyped[a] = self.untyped.get(a, 0) - (k - from_typed)
+
+
+def _waiting(limits: Mapping[str, Mapping[str, int]], use: Mapping[str, Mapping[str, int]],
+             jobs: Iterable[Job]) -> _Waiting:
+    w = _Waiting()
+    for a, lim in limits.items():
+        room = {t: int(n) - use.get(a, {}).get(t, 0) for t, n in lim.items() if t != "*"}
+        room = {t: r for t, r in room.items() if r > 0}
+        if room:
+            w.room[a] = room
+    for j in jobs:
+        if not j.pending or j.account not in w.room or j.gpus <= 0:
+            continue
+        types = _types_of(j)
+        if types is None:
+            w.untyped[j.account] = w.untyped.get(j.account, 0) + j.gpus
+        else:
+            row = w.typed.setdefault(j.account, {})
+            for t in types:  # a job asking for "a100,v100" can use either
+                row[t] = row.get(t, 0) + j.gpus
+    return w
+
+
+def _lease_end(job: Job, history: Sequence[Record], min_runtime: float) -> tuple[float, str]:
+    """When the job may be preempted again, and what started its current lease."""
+    start, what = float(job.start_time or 0), "start"
+    for r in history:
+        if r.job_id != job.job_id:
+            continue
+        for t, w in ((r.signalled_at, "checkpoint signal"), (r.requeued_at, "requeue")):
+            if t is not None and t > start:
+                start, what = float(t), w
+    return start + float(min_runtime), what
+
+
+def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history: Sequence[Record],
+           now: float, cfg: Any) -> Decision:
+    """The preemption steps of this round (see the module docstring).
+
+    ``limits``: the plan's per-account limits (type -> GPUs; the untyped total ``"*"`` is ignored; accounts
+    without limits are never preempted and never count as waiting). ``jobs``: the managed GPU jobs of the
+    snapshot. ``history``: every preemption the store knows for these jobs (open ones included). ``cfg``: the
+    ``[preemption]`` section (grace, min_runtime, signal, max_jobs_per_round)."""
+    use = in_use(jobs)
+    running = {j.job_id: j for j in jobs if j.running}
+    known = {j.job_id: j for j in jobs}
+    waiting = _waiting(limits, use, jobs)
+    over = {a: {t: n - int(limits[a][t]) for t, n in per.items() if t in limits[a] and n > int(limits[a][t])}
+            for a, per in use.items() if a in limits}
+    over = {a: per for a, per in over.items() if per}
+    waiting_before = {t: waiting.available(t) for t in sorted({t for per in limits.values() for t in per if t != "*"})}
+    excess = {a: dict(per) for a, per in over.items()}
+    actions: list[Action] = []
+    skipped: list[Skip] = []
+
+    # 1. open preemptions: they free GPUs first (in grace), or are requeued / resolved / gone now
+    for r in sorted((r for r in history if r.state == OPEN), key=lambda r: (r.signalled_at or 0, r.id)):
+        job = running.get(r.job_id)
+        if job is None:
+            other = known.get(r.job_id)
+            why = ("no longer running: it ended before its grace was over" if other is None else
+                   f"no longer running ({other.state}, restarts {other.restart_count}): it requeued itself or "
+                   "was requeued by someone else")
+            actions.append(Action("gone", r.job_id, r.account, r.gpu_type, r.gpus, why, record_id=r.id))
+            continue
+        if r.signalled_at is not None and job.start_time is not None and job.start_time > r.signalled_at:
+            actions.append(Action("gone", r.job_id, r.account, r.gpu_type, r.gpus,
+                                  f"restarted since the signal (restarts {job.restart_count}): not requeued again",
+                                  record_id=r.id))
+            continue
+        g = int(job.gpus_allocated.get(r.gpu_type, r.gpus))
+        ex = excess.get(r.account, {}).get(r.gpu_type, 0)
+        avail = waiting.available(r.gpu_type)
+        if r.requeue_at is not None and now < r.requeue_at:  # still in its grace: counts as being freed
+            excess.setdefault(r.account, {})[r.gpu_type] = ex - g
+            waiting.take(r.gpu_type, g)
+            continue
+        if ex > 0 and avail > 0:
+            lim = int(limits[r.account][r.gpu_type])
+            actions.append(Action(
+                "requeue", r.job_id, r.account, r.gpu_type, g,
+                f"grace over; {r.account} still uses {use[r.account][r.gpu_type]} {r.gpu_type} GPUs with a limit of "
+                f"{lim}, and accounts under their share can start {avail} {r.gpu_type} GPUs", record_id=r.id))
+            excess[r.account][r.gpu_type] = ex - g
+            waiting.take(r.gpu_type, g)
+        else:
+            why = (f"{r.account} is no longer above its {r.gpu_type} limit" if ex <= 0 else
+                   f"no account under its share waits for {r.gpu_type} any more")
+            actions.append(Action("resolve", r.job_id, r.account, r.gpu_type, g, f"resolved, not requeued: {why}",
+                                  record_id=r.id))
+
+    # 2. new signals: most over-share account first, its newest job first
+    cap = int(cfg.max_jobs_per_round)
+    taken: set[int] = {r.job_id for r in history if r.state == OPEN}
+    candidates: dict[tuple[str, str], list[Job]] = {}
+    for a, per in over.items():
+        for t in per:
+            js = [j for j in running.values() if j.account == a and j.gpus_allocated.get(t, 0) > 0]
+            candidates[(a, t)] = sorted(js, key=lambda j: (-(j.start_time or 0), -j.job_id))
+    considered: set[tuple[int, str]] = set()
+    n_signals = 0
+    while True:
+        pairs = [(a, t) for (a, t), js in candidates.items()
+                 if excess.get(a, {}).get(t, 0) > 0 and waiting.available(t) > 0 and js]
+        if not pairs:
+            break
+        a, t = min(pairs, key=lambda p: (-sum(max(v, 0) for v in excess[p[0]].values()), -excess[p[0]][p[1]],
+                                         p[0], p[1]))
+        job = candidates[(a, t)].pop(0)
+        if job.job_id in taken:
+            continue
+        g = int(job.gpus_allocated[t])
+        avail = waiting.available(t)
+        why = _ineligible(job, g, avail, t, history, now, cfg)
+        if why is None and n_signals >= cap:  # would be signalled: listed, and its GPUs counted as handled
+            skipped.append(Skip(job.job_id, a, t, f"per-round cap reached (preemption.max_jobs_per_round = {cap})"))
+            excess[a][t] -= g
+            waiting.take(t, g)
+            continue
+        if why is not None:
+            if (job.job_id, t) not in considered:
+                skipped.append(Skip(job.job_id, a, t, why))
+                considered.add((job.job_id, t))
+            continue
+        lim = int(limits[a][t])
+        actions.append(Action(
+            "signal", job.job_id, a, t, g,
+            f"{a} uses {use[a][t]} {t} GPUs with a limit of {lim} ({over[a][t]} over); accounts under their "
+            f"share can start {avail} {t} GPUs; newest job of the most over-share account",
+            signal=cfg.signal))
+        taken.add(job.job_id)
+        n_signals += 1
+        excess[a][t] -= g
+        waiting.take(t, g)
+    return Decision(tuple(actions), tuple(skipped), over, waiting_before)
+
+
+def _ineligible(job: Job, g: int, avail: int, t: str, history: Sequence[Record], now: float, cfg: Any) -> str | None:
+    if not job.requeue:
+        return "not requeue-able (submitted with --no-requeue, or JobRequeue=0)"
+    ran = now - float(job.start_time or now)
+    if ran < float(cfg.min_runtime):
+        return f"ran {ran:.0f} s < preemption.min_runtime {float(cfg.min_runtime):g} s"
+    end, what = _lease_end(job, history, float(cfg.min_runtime))
+    if now < end:
+        return f"lease: its last {what} was {now - (end - float(cfg.min_runtime)):.0f} s ago (< min_runtime)"
+    if g > avail:
+        return f"holds {g} {t} GPUs; accounts under their share can use only {avail} there"
+    return None
