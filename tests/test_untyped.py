@@ -90,6 +90,17 @@ def test_default_when_every_gpu_is_held_uses_idle_gpus_then_name():
     # nothing unallocated: idle now a100 4, k80 4, v100 3 (one allocated) -> a100 by name
     assert P.default_target(p, {"a100": 4, "k80": 4, "v100": 3}) == ("a100", "most idle GPUs now (4 of 4)")
     assert P.default_target(p, {"a100": 1, "k80": 4, "v100": 3})[0] == "k80"
+
+
+def test_default_when_every_gpu_is_held_and_busy_goes_where_typed_jobs_ask_least():
+    # one account's untyped flood holds every GPU (limits cover all, nothing idle): newcomers' untyped jobs
+    # should go where typed demand contends least, not to the first name (a100, the scarcest type here)
+    p = plan({"acct_a": {"a100": 4, "k80": 4, "v100": 4}})
+    none_idle = {"a100": 0, "k80": 0, "v100": 0}
+    assert P.default_target(p, none_idle, {}) == ("a100", "fewest GPUs asked for by typed jobs (0 of 4)")
+    assert P.default_target(p, none_idle, {"a100": 3, "k80": 1})[0] == "v100"
+    jobs = [job(1, "acct_b", 2, "a100"), job(2, "acct_b", 1, "k80", "RUNNING", alloc={"k80": 1})]
+    assert P.typed_claims(snap(jobs)) == {"a100": 2, "k80": 1}
     empty = P.Plan(capacity={}, accounts=(), ideal_class={}, ideal={}, deviation_before={}, real={},
                    deviations={}, extra={}, limits={}, min_gpus={}, demand={})
     assert P.untyped_targets(empty, snap()) == {}

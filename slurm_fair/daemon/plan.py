@@ -553,16 +553,32 @@ def _speed(throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None, a
     return float(sum(float(x.get(g, 0.0)) for x in classes.values()))
 
 
-def default_target(plan: Plan, idle: Mapping[str, int] | None = None) -> tuple[str, str] | None:
+def typed_claims(snapshot: Snapshot) -> dict[str, int]:
+    """type -> GPUs of pending and running jobs (every account) that request exactly that type."""
+    out: dict[str, int] = {}
+    for j in snapshot.jobs:
+        if (j.pending or j.running) and j.gpu_type and j.gpus > 0:
+            out[j.gpu_type] = out.get(j.gpu_type, 0) + j.gpus
+    return out
+
+
+def default_target(plan: Plan, idle: Mapping[str, int] | None = None,
+                   claims: Mapping[str, int] | None = None) -> tuple[str, str] | None:
     """The map's ``*`` line: the type with the most capacity no account's limit holds (capacity − Σ limits);
-    ties: the most idle GPUs now (``idle``), then the name. None when the cluster has no GPU type."""
+    ties: the most idle GPUs now (``idle``), then the most GPUs no typed job asks for (capacity − ``claims``,
+    :func:`typed_claims`: where typed demand contends least, an account's first untyped jobs are most likely
+    to fit its coming share), then the name. None when the cluster has no GPU type."""
     if not plan.capacity:
         return None
     free = {g: int(c) - sum(int(plan.limits[a].get(g, 0)) for a in plan.accounts) for g, c in plan.capacity.items()}
     idle = idle or {}
-    g = min(plan.capacity, key=lambda g: (-free[g], -int(idle.get(g, 0)), g))
-    return g, (f"most GPUs not held by any account's limit ({max(free[g], 0)} of {plan.capacity[g]})"
-               if free[g] > 0 else f"most idle GPUs now ({int(idle.get(g, 0))} of {plan.capacity[g]})")
+    unclaimed = {g: int(c) - int((claims or {}).get(g, 0)) for g, c in plan.capacity.items()}
+    g = min(plan.capacity, key=lambda g: (-free[g], -int(idle.get(g, 0)), -unclaimed[g], g))
+    if free[g] > 0:
+        return g, f"most GPUs not held by any account's limit ({free[g]} of {plan.capacity[g]})"
+    if int(idle.get(g, 0)) > 0:
+        return g, f"most idle GPUs now ({int(idle.get(g, 0))} of {plan.capacity[g]})"
+    return g, f"fewest GPUs asked for by typed jobs ({plan.capacity[g] - unclaimed[g]} of {plan.capacity[g]})"
 
 
 def untyped_targets(plan: Plan, snapshot: Snapshot,
@@ -580,7 +596,7 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
     room = share_room(plan, in_use, pending_typed(snapshot))
     usage = snapshot.gpu_types()
     idle = {g: max(u.total - u.unusable - u.allocated, 0) for g, u in usage.items()}
-    dflt = default_target(plan, idle)
+    dflt = default_target(plan, idle, typed_claims(snapshot))
     out: dict[str, tuple[str, str]] = {}
     if dflt is None:
         return out

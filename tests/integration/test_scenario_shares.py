@@ -133,7 +133,7 @@ def test_flood_then_fair_shares_with_preemption(testbed, tmp_path):
 
         # 3. rounds every 10 s until the shares hold
         held = None
-        for _round in range(ROUNDS):
+        for rounds in range(1, ROUNDS + 1):
             t0 = time.monotonic()
             _sf(testbed, cfg, "daemon", "--once")
             time.sleep(3)  # a scheduling pass after the round's changes
@@ -154,6 +154,8 @@ def test_flood_then_fair_shares_with_preemption(testbed, tmp_path):
         assert pre, "acct_a ran above its share but nothing was preempted"
         requeued = [p for p in pre if p["state"] == "requeued"]
         assert requeued, pre
+        print(f"\nscenario: shares held after {rounds} round(s) past the flood's first; limits {lim}; in use {use}; "
+              f"preemptions {sorted((p['job_id'], p['gpu_type'], p['state']) for p in pre)}")
         for p in requeued:
             steps = [s["step"] for s in p["steps"]]
             assert steps.index("signalled") < steps.index("requeued"), p
