@@ -223,6 +223,19 @@ def _named_items(path: str, items: Any) -> list[tuple[str, dict]]:
     return out
 
 
+def _per_type(path: str, value: Any, gpu_types: Mapping[str, int], what: str,
+              none_is_zero: bool = False) -> dict[str, float]:
+    """An object {gpu_type: number >= 0} over known GPU types (``throughput``, ``type_demand``)."""
+    if not isinstance(value, dict):
+        raise InputError(path, value, f"must be an object {{gpu_type: {what}}}")
+    out = {}
+    for g, v in value.items():
+        if g not in gpu_types:
+            raise InputError(f"{path}.{g}", g, f"unknown GPU type (known: {', '.join(gpu_types)})")
+        out[g] = _number(f"{path}.{g}", 0 if (v is None and none_is_zero) else v)
+    return out
+
+
 def problem_from_dict(data: Any) -> Problem:
     """Parse the documented input JSON shape; errors name the JSON path and the value."""
     if not isinstance(data, dict):
@@ -242,28 +255,14 @@ def problem_from_dict(data: Any) -> Problem:
         classes = []
         for cp, c in _named_items(f"{p}.classes", t.get("classes")):
             tp = c.get("throughput")
-            if not isinstance(tp, dict):
-                raise InputError(f"{cp}.throughput", tp, "must be an object {gpu_type: throughput}")
-            thr = {}
-            for g, v in tp.items():
-                if g not in gpu_types:
-                    raise InputError(f"{cp}.throughput.{g}", g, f"unknown GPU type (known: {', '.join(gpu_types)})")
-                thr[g] = _number(f"{cp}.throughput.{g}", 0 if v is None else v)
+            thr = _per_type(f"{cp}.throughput", tp, gpu_types, "throughput", none_is_zero=True)
             if not any(v > 0 for v in thr.values()):
                 raise InputError(f"{cp}.throughput", tp, "needs a throughput > 0 on at least one GPU type")
             demand = c.get("demand")
             if demand is not None:
                 demand = _number(f"{cp}.demand", demand)
             td = c.get("type_demand")
-            type_demand = None
-            if td is not None:
-                if not isinstance(td, dict):
-                    raise InputError(f"{cp}.type_demand", td, "must be an object {gpu_type: GPUs}")
-                type_demand = {}
-                for g, v in td.items():
-                    if g not in gpu_types:
-                        raise InputError(f"{cp}.type_demand.{g}", g, f"unknown GPU type (known: {', '.join(gpu_types)})")
-                    type_demand[g] = _number(f"{cp}.type_demand.{g}", v)
+            type_demand = None if td is None else _per_type(f"{cp}.type_demand", td, gpu_types, "GPUs")
             classes.append(JobClass(name=c["name"], throughput=thr, demand=demand, type_demand=type_demand))
         tenants.append(Tenant(name=t["name"], classes=tuple(classes), weight=weight))
     return Problem(gpu_types=gpu_types, tenants=tuple(tenants))
