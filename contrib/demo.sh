@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # slurm-fair demo on the local Slurm testbed (root; Debian 12 host, Slurm 22.05).
 #
-#   contrib/demo.sh            # testbed up, profiles, a mixed workload, a few daemon rounds, status
+#   contrib/demo.sh            # testbed up, profiles, a mixed workload, daemon rounds with preemption, status
 #
 # Three accounts share 4 A100 + 6 V100 + 6 K80 GPUs with the cooperative OEF policy:
 #   acct_a (alice, class "cnn"): big V100 speedup (10x a K80)
 #   acct_b (bob,   class "rl") : almost none (1.1x)
 #   acct_c (carol, class "lm") : in between (3x), fair-share weight 2
-# Every account submits typed 1-GPU jobs on all three GPU types; slurm-fair turns the profiles into
-# per-account per-type GrpTRES limits, so acct_a ends up holding the V100 limits.
+# bob comes first with long untyped jobs (job_submit.lua types them from the map slurm-fair publishes; they
+# checkpoint on USR1); then every account submits typed 1-GPU jobs on all three GPU types. slurm-fair turns the
+# profiles into per-account per-type GrpTRES limits (acct_a ends up holding the V100 limits) and preempts bob's
+# over-share jobs: checkpoint signal, 5 s grace, requeue. The testbed's hooks record every job start and end.
 # Environment: TESTBED_NAME (default demo) / TESTBED_DIR / TESTBED_PORT_BASE (15817) / TESTBED_MYSQL_PORT (32306)
 # as for testbed.sh; SLURM_FAIR
 # (default: `slurm-fair` on PATH, else .venv/bin/slurm-fair, installed there if missing); DEMO_ROUNDS (default 3); DEMO_PERIOD (5 s).
@@ -39,7 +41,7 @@ say "testbed up"
 bash "$TB" up
 eval "$(bash "$TB" env)"
 DEMO="$SLURM_FAIR_TESTBED/demo"
-rm -rf "$DEMO"; mkdir -p "$DEMO"; chmod 755 "$DEMO"
+rm -rf "$DEMO"; mkdir -p "$DEMO/out"; chmod 755 "$DEMO"; chmod 1777 "$DEMO/out"  # out/: the users' job files
 CFG="$DEMO/slurm-fair.toml"
 cat >"$CFG" <<EOF
 [daemon]
@@ -52,6 +54,17 @@ name = "oef-coop"
 
 [cluster]
 backend = "cli"
+
+[hooks]
+spool = "$SLURM_FAIR_TESTBED/hooks-spool"
+
+[submit]
+type_map = "$SLURM_FAIR_TESTBED/etc/gpu_type_map.txt"
+
+[preemption]
+enabled = true
+grace = 5
+min_runtime = 0
 EOF
 export SLURM_FAIR_CONFIG=$CFG
 # start from a clean cluster: no jobs of the demo users
@@ -66,10 +79,24 @@ for spec in cnn:a100:12 cnn:v100:10 cnn:k80:1  rl:a100:1.2 rl:v100:1.1 rl:k80:1 
 done
 "${SF[@]}" profiles list
 
-say "round 0: no jobs yet, every account starts at limit 0"
+say "round 0: no jobs yet, every account starts at limit 0; the GPU type map for untyped jobs is published"
 "${SF[@]}" daemon --once
+cat "$SLURM_FAIR_TESTBED/etc/gpu_type_map.txt"
 
-say "workload: per account 2 x a100, 4 x v100, 4 x k80 jobs (1 GPU each)"
+say "bob (acct_b) comes first: 6 long untyped jobs that checkpoint on USR1 (contrib/checkpoint/train.sh)"
+for ((i = 0; i < 6; i++)); do
+  # job_submit.lua gives each untyped request the map's type and says so on stderr (shown once)
+  runuser -u bob -- sbatch --parsable -A acct_b -J rl --gres=gpu:1 --requeue --open-mode=append \
+    --chdir="$SLURM_FAIR_TESTBED/jobs" --output="$DEMO/out/rl-%j.out" \
+    --wrap "export CKPT=$DEMO/out/ckpt-\$SLURM_JOB_ID STEPS=100000 STEP_SECONDS=1; exec bash $REPO/contrib/checkpoint/train.sh" \
+    2>"$DEMO/sbatch.err" >/dev/null
+  ((i == 0)) && sed 's/^/  /' "$DEMO/sbatch.err"
+done
+sleep 2
+"${SF[@]}" daemon --once  # acct_b alone: it may use everything it asked for
+squeue -h -o "  %i %a %T %b %k"
+
+say "then alice and carol (and more from bob): per account 2 x a100, 4 x v100, 4 x k80 jobs (1 GPU each)"
 submit() {  # user account class type count
   local i
   for ((i = 0; i < $5; i++)); do
@@ -94,8 +121,10 @@ sleep 3  # one scheduling pass
 
 say "slurm-fair status"
 "${SF[@]}" status
-say "slurm-fair explain acct_b"
+say "slurm-fair explain acct_b (its over-share untyped jobs were checkpointed and requeued)"
 "${SF[@]}" explain acct_b
+say "a preempted job's output"
+f=$(grep -l "got USR1" "$DEMO"/out/rl-*.out 2>/dev/null | head -1) && sed 's/^/  /' "$f" | head -8 || echo "  (no job was preempted)"
 say "sacctmgr show assoc (GPU limits)"
 sacctmgr show assoc where account=acct_a,acct_b,acct_c user= format=account,fairshare,grptres%70
 say "running jobs per account and GPU type"

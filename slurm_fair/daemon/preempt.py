@@ -29,7 +29,8 @@ runs again after a restart since the signal, is *gone*.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import heapq
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..cluster.base import Job
@@ -104,63 +105,83 @@ def _types_of(job: Job) -> set[str] | None:
     return {t for t in job.gpu_type.split(",") if t}
 
 
-@dataclass
 class _Waiting:
     """GPUs that accounts under their share could start on each type: pending GPUs, bounded by limit room.
-    Taking GPUs on a type consumes typed demand first, then the account's untyped demand (shared by types)."""
+    Taking GPUs on a type consumes typed demand first, then the account's untyped demand (shared by types).
+    Every account's contribution only shrinks, so availability is kept up to date incrementally."""
 
-    room: dict[str, dict[str, int]] = field(default_factory=dict)  # account -> type -> limit - in use (> 0)
-    typed: dict[str, dict[str, int]] = field(default_factory=dict)  # account -> type -> pending GPUs
-    untyped: dict[str, int] = field(default_factory=dict)  # account -> pending GPUs of untyped jobs
+    def __init__(self, room: dict[str, dict[str, int]], typed: dict[str, dict[str, int]], untyped: dict[str, int]):
+        self.room, self.typed, self.untyped = room, typed, untyped
+        self.contrib: dict[str, dict[str, int]] = {a: {t: self._usable(a, t) for t in r} for a, r in room.items()}
+        self.avail: dict[str, int] = {}
+        self.order: dict[str, list[str]] = {}  # type -> accounts that can use it (name order)
+        self.first: dict[str, int] = {}  # type -> index of the first account in order that may still use it
+        for a in sorted(self.contrib):
+            for t, c in self.contrib[a].items():
+                if c > 0:
+                    self.avail[t] = self.avail.get(t, 0) + c
+                    self.order.setdefault(t, []).append(a)
 
     def _usable(self, a: str, t: str) -> int:
-        return min(self.room.get(a, {}).get(t, 0), self.typed.get(a, {}).get(t, 0) + self.untyped.get(a, 0))
+        return min(self.room[a].get(t, 0), self.typed.get(a, {}).get(t, 0) + self.untyped.get(a, 0))
+
+    def _refresh(self, a: str) -> None:
+        for t, old in self.contrib[a].items():
+            new = self._usable(a, t)
+            if new != old:
+                self.avail[t] = self.avail.get(t, 0) + new - old
+                self.contrib[a][t] = new
 
     def available(self, t: str) -> int:
-        return sum(self._usable(a, t) for a in self.room)
+        return self.avail.get(t, 0)
 
     def take(self, t: str, n: int) -> None:
-        for a in sorted(self.room, key=lambda a: (-self._usable(a, t), a)):
-            if n <= 0:
-                return
-            k = min(n, self._usable(a, t))
-            if k <= 0:
+        order = self.order.get(t, [])
+        i = self.first.get(t, 0)
+        while n > 0 and i < len(order):
+            a = order[i]
+            k = min(n, self.contrib[a][t])
+            if k <= 0:  # used up (contributions never grow back)
+                i += 1
                 continue
             n -= k
             self.room[a][t] -= k
             from_typed = min(k, self.typed.get(a, {}).get(t, 0))
             if from_typed:
                 self.typed[a][t] -= from_typed
-            self.untyped[a] = self.untyped.get(a, 0) - (k - from_typed)
+            if k - from_typed:
+                self.untyped[a] = self.untyped.get(a, 0) - (k - from_typed)
+            self._refresh(a)
+        self.first[t] = i
 
 
 def _waiting(limits: Mapping[str, Mapping[str, int]], use: Mapping[str, Mapping[str, int]],
              jobs: Iterable[Job]) -> _Waiting:
-    w = _Waiting()
+    room_all: dict[str, dict[str, int]] = {}
     for a, lim in limits.items():
         room = {t: int(n) - use.get(a, {}).get(t, 0) for t, n in lim.items() if t != "*"}
         room = {t: r for t, r in room.items() if r > 0}
         if room:
-            w.room[a] = room
+            room_all[a] = room
+    typed: dict[str, dict[str, int]] = {}
+    untyped: dict[str, int] = {}
     for j in jobs:
-        if not j.pending or j.account not in w.room or j.gpus <= 0:
+        if not j.pending or j.account not in room_all or j.gpus <= 0:
             continue
         types = _types_of(j)
         if types is None:
-            w.untyped[j.account] = w.untyped.get(j.account, 0) + j.gpus
+            untyped[j.account] = untyped.get(j.account, 0) + j.gpus
         else:
-            row = w.typed.setdefault(j.account, {})
+            row = typed.setdefault(j.account, {})
             for t in types:  # a job asking for "a100,v100" can use either
                 row[t] = row.get(t, 0) + j.gpus
-    return w
+    return _Waiting(room_all, typed, untyped)
 
 
 def _lease_end(job: Job, history: Sequence[Record], min_runtime: float) -> tuple[float, str]:
-    """When the job may be preempted again, and what started its current lease."""
+    """When the job may be preempted again, and what started its current lease (``history``: the job's)."""
     start, what = float(job.start_time or 0), "start"
     for r in history:
-        if r.job_id != job.job_id:
-            continue
         for t, w in ((r.signalled_at, "checkpoint signal"), (r.requeued_at, "requeue")):
             if t is not None and t > start:
                 start, what = float(t), w
@@ -226,26 +247,43 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
     # 2. new signals: most over-share account first, its newest job first
     cap = int(cfg.max_jobs_per_round)
     taken: set[int] = {r.job_id for r in history if r.state == OPEN}
+    by_job: dict[int, list[Record]] = {}
+    for r in history:
+        by_job.setdefault(r.job_id, []).append(r)
+    by_account: dict[str, list[Job]] = {}
+    for j in running.values():
+        if j.account in over:
+            by_account.setdefault(j.account, []).append(j)
     candidates: dict[tuple[str, str], list[Job]] = {}
     for a, per in over.items():
         for t in per:
-            js = [j for j in running.values() if j.account == a and j.gpus_allocated.get(t, 0) > 0]
-            candidates[(a, t)] = sorted(js, key=lambda j: (-(j.start_time or 0), -j.job_id))
+            js = [j for j in by_account.get(a, ()) if j.gpus_allocated.get(t, 0) > 0]
+            candidates[(a, t)] = sorted(js, key=lambda j: (-(j.start_time or 0), -j.job_id), reverse=True)
     considered: set[tuple[int, str]] = set()
     n_signals = 0
-    while True:
-        pairs = [(a, t) for (a, t), js in candidates.items()
-                 if excess.get(a, {}).get(t, 0) > 0 and waiting.available(t) > 0 and js]
-        if not pairs:
-            break
-        a, t = min(pairs, key=lambda p: (-sum(max(v, 0) for v in excess[p[0]].values()), -excess[p[0]][p[1]],
-                                         p[0], p[1]))
-        job = candidates[(a, t)].pop(0)
+
+    def key(a: str, t: str) -> tuple[int, int, str, str]:
+        return (-sum(max(v, 0) for v in excess[a].values()), -excess[a][t], a, t)
+
+    # a lazy heap of (account, type) pairs: priorities only fall (excess and waiting GPUs only shrink), so a
+    # popped entry whose priority changed is pushed back with the current one
+    heap = [key(a, t) for (a, t) in candidates]
+    heapq.heapify(heap)
+    while heap:
+        k = heapq.heappop(heap)
+        a, t = k[2], k[3]
+        if excess[a][t] <= 0 or not candidates[(a, t)] or waiting.available(t) <= 0:
+            continue  # none of these comes back
+        if key(a, t) != k:
+            heapq.heappush(heap, key(a, t))
+            continue
+        heapq.heappush(heap, k)  # stays in play; re-checked when popped next
+        job = candidates[(a, t)].pop()  # newest first (the list is sorted oldest first)
         if job.job_id in taken:
             continue
         g = int(job.gpus_allocated[t])
         avail = waiting.available(t)
-        why = _ineligible(job, g, avail, t, history, now, cfg)
+        why = _ineligible(job, g, avail, t, by_job.get(job.job_id, ()), now, cfg)
         if why is None and n_signals >= cap:  # would be signalled: listed, and its GPUs counted as handled
             skipped.append(Skip(job.job_id, a, t, f"per-round cap reached (preemption.max_jobs_per_round = {cap})"))
             excess[a][t] -= g
