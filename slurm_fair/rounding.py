@@ -7,7 +7,11 @@ overpaid) in a per (tenant, type) *deviation*:
     real = round(ideal + dev)        dev <- dev + ideal - real
 
 so that, with a constant ideal, every tenant's average allocation tends to its ideal (the deviation stays
-bounded, hence ``|mean(real) - ideal| <= bound / rounds``).
+bounded, hence ``|mean(real) - ideal| <= bound / rounds``). ``round`` is half-up. With ``current`` (the GPUs
+each tenant holds now) it is *sticky*: of the two roundings ``floor(ideal + dev)`` and ``ceil(ideal + dev)``,
+the one closest to what the tenant holds, so rounding alone never takes a GPU from a running job only to give
+it back next round (with preemption on, that would requeue jobs for nothing). Either choice keeps the
+deviation in (-1, 1), so the averages still converge.
 
 Refinements, applied in this order, each deterministic (ties broken by tenant name, then GPU type order):
 
@@ -69,6 +73,14 @@ def _round_half_up(v: float) -> int:
     return int(math.floor(v + 0.5 + _EPS))
 
 
+def _round(v: float, held: int | None) -> int:
+    """Half-up; or, given the GPUs held now, the rounding (floor or ceil of ``v``) closest to them."""
+    if held is None:
+        return _round_half_up(v)
+    lo, hi = math.floor(v + _EPS), math.ceil(v - _EPS)
+    return min(max(held, lo), hi)
+
+
 def _check_keys(field: str, given: Mapping, known: Mapping | list, what: str) -> None:
     unknown = [k for k in given if k not in known]
     if unknown:
@@ -81,12 +93,14 @@ def place(
     deviations: Mapping[str, Mapping[str, float]] | None = None,
     min_gpus: Mapping[str, int] | None = None,
     demand: Mapping[str, int] | None = None,
+    current: Mapping[str, Mapping[str, int]] | None = None,
 ) -> Placement:
     """Round ``ideal`` {tenant: {type: fractional GPUs}} to whole GPUs; see the module docstring.
 
     ``capacity`` {type: GPUs} lists every GPU type (a type missing from a tenant's ideal counts as 0).
     ``deviations`` are the ones returned by the previous round (missing = 0). ``min_gpus`` and ``demand`` are
-    per tenant (missing = no constraint). Raises InputError for unknown tenants/types, negative or
+    per tenant (missing = no constraint). ``current`` {tenant: {type: GPUs held now}} makes the rounding sticky
+    (module docstring; missing tenants and types round half-up). Raises InputError for unknown tenants/types, negative or
     non-finite numbers, and a type whose ideal shares add up to more than its capacity.
     """
     deviations = deviations or {}
@@ -130,8 +144,13 @@ def place(
             f = dem[t] / tot
             want[t] = {g: v * f for g, v in want[t].items()}
 
+    current = current or {}
+    _check_keys("current", current, ideal, "tenant")
+    held = {t: {g: _whole(f"current.{t}.{g}", n) for g, n in current.get(t, {}).items()} for t in tenants}
+    for t in tenants:
+        _check_keys(f"current.{t}", held[t], cap, "GPU type")
     target = {t: {g: want[t][g] + dev[t][g] for g in types} for t in tenants}
-    real = {t: {g: max(0, min(cap[g], _round_half_up(target[t][g]))) for g in types} for t in tenants}
+    real = {t: {g: max(0, min(cap[g], _round(target[t][g], held[t].get(g)))) for g in types} for t in tenants}
 
     tot = {t: sum(real[t].values()) for t in tenants}  # kept up to date by take()/give()
 

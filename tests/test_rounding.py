@@ -225,3 +225,51 @@ def test_carried_deviation_alternates_a_shared_gpu():
         dev = p.deviations
     assert got == [(1, 0), (0, 1), (1, 0), (0, 1)]
     assert dev == {"x": {"a": pytest.approx(0.0)}, "y": {"a": pytest.approx(0.0)}}
+
+
+# --------------------------------------------------------------------------- sticky rounding (current holdings)
+
+
+def test_sticky_rounding_keeps_what_a_tenant_holds_within_floor_and_ceil():
+    # x and y are owed 1.5 GPUs each of 3; half-up alternates 2/1, 1/2 (a GPU would move every round)
+    ideal = {"x": {"a": 1.5}, "y": {"a": 1.5}}
+    p = place(ideal, {"a": 3}, current={"x": {"a": 1}, "y": {"a": 2}})
+    assert p.real == {"x": {"a": 1}, "y": {"a": 2}}  # what they hold: 1 is floor(1.5), 2 is ceil(1.5)
+    assert p.deviations == {"x": {"a": pytest.approx(0.5)}, "y": {"a": pytest.approx(-0.5)}}
+    # next round the claims are 2.0 and 1.0: no choice left, the GPU moves (deviations back to 0)
+    p2 = place(ideal, {"a": 3}, deviations=p.deviations, current={"x": {"a": 1}, "y": {"a": 2}})
+    assert p2.real == {"x": {"a": 2}, "y": {"a": 1}}
+    assert p2.deviations == {"x": {"a": pytest.approx(0.0)}, "y": {"a": pytest.approx(0.0)}}
+
+
+def test_sticky_rounding_never_goes_outside_floor_and_ceil():
+    # holding 3 of an ideal 1.2: ceil(1.2) = 2, not 3; holding 0 of 1.7: floor = 1 (no GPU left over)
+    p = place({"x": {"a": 1.2}, "y": {"a": 1.7}}, {"a": 3}, current={"x": {"a": 3}, "y": {"a": 0}})
+    assert p.real == {"x": {"a": 2}, "y": {"a": 1}}
+
+
+def test_sticky_rounding_keeps_deviations_bounded_and_averages_converging():
+    rng = random.Random(7)
+    for _ in range(20):
+        n, cap = rng.randint(2, 5), {"a": rng.randint(2, 9), "b": rng.randint(1, 6)}
+        weights = [rng.random() + 0.1 for _ in range(n)]
+        ideal = {f"t{i}": {g: c * w / sum(weights) for g, c in cap.items()} for i, w in enumerate(weights)}
+        dev, held, total = None, {}, {t: {g: 0 for g in cap} for t in ideal}
+        rounds = 300
+        for _ in range(rounds):
+            p = place(ideal, cap, deviations=dev, current=held)
+            for t in ideal:
+                for g in cap:
+                    assert -1 - 1e-9 < p.deviations[t][g] < 1 + 1e-9
+                    total[t][g] += p.real[t][g]
+            dev, held = p.deviations, p.real
+        for t in ideal:
+            for g in cap:
+                assert abs(total[t][g] / rounds - ideal[t][g]) <= 1.0 / rounds + 1e-9
+
+
+def test_current_names_known_tenants_and_types_only():
+    with pytest.raises(InputError, match="current"):
+        place({"x": {"a": 1.0}}, {"a": 2}, current={"z": {"a": 1}})
+    with pytest.raises(InputError, match="current.x"):
+        place({"x": {"a": 1.0}}, {"a": 2}, current={"x": {"b": 1}})

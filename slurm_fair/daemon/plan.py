@@ -23,7 +23,8 @@ Rules (each documented where it is implemented):
   class a share of a type beyond what its jobs request there); GPU types = usable GPUs per type on nodes in
   managed partitions.
 * **Plan** (:func:`make_plan`): the policy's fractional shares are summed per account and rounded with
-  :func:`slurm_fair.rounding.place` using the deviations carried per account; the smallest pending job
+  :func:`slurm_fair.rounding.place` using the deviations carried per account (sticky: of floor and ceil, the
+  one closest to the GPUs the account holds now); the smallest pending job
   gates an account (``min_gpus``) only while it has no running GPU job. **Work conservation:** GPUs no
   account was given go, one at a time, to accounts with pending jobs that can use that type and whose
   limit is below their demand (fewest extra GPUs first, then name). These extras are not owed back: they
@@ -321,11 +322,14 @@ def _fit_capacity(ideal: dict[str, dict[str, float]], capacity: Mapping[str, int
 
 
 def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], ClassDemand],
-              deviations: Mapping[str, Mapping[str, float]], managed_accounts: Iterable[str]) -> Plan:
+              deviations: Mapping[str, Mapping[str, float]], managed_accounts: Iterable[str],
+              in_use: Mapping[str, Mapping[str, int]] | None = None) -> Plan:
     """Round the allocation to per-account limits (see the module docstring).
 
     ``managed_accounts``: every account slurm-fair sets limits for this round (those without GPU jobs get
     0). ``deviations``: carried from the previous applied round (unknown accounts/types are ignored).
+    ``in_use``: GPUs each account's running jobs hold per type (:func:`gpus_in_use`); the rounding then
+    prefers, of floor and ceil, the value closest to it (sticky rounding, :mod:`slurm_fair.rounding`).
     """
     cap = dict(built.capacity)
     types = list(cap)
@@ -348,7 +352,8 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
             min_pending[a] = min(min_pending.get(a, d.min_pending), d.min_pending)
     min_gpus = {a: (min_pending.get(a, 0) if running[a] == 0 else 0) for a in accounts}
     dev_before = {a: {g: float(deviations.get(a, {}).get(g, 0.0)) for g in types} for a in accounts}
-    placement = place(ideal, cap, deviations=dev_before, min_gpus=min_gpus, demand=acct_demand)
+    held = {a: {g: int(n) for g, n in (in_use or {}).get(a, {}).items() if g in cap} for a in accounts}
+    placement = place(ideal, cap, deviations=dev_before, min_gpus=min_gpus, demand=acct_demand, current=held)
     real = {a: dict(placement.real[a]) for a in accounts}
 
     # per type, the most GPUs the account's jobs could use there (typed requests for that type + untyped)

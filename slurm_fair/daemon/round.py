@@ -112,7 +112,7 @@ def compute(snapshot: Snapshot, store: Store, cfg: Any, policy: str, now: float)
         alloc = policies.get(policy)(built.problem, solver=cfg.policy.solver or None)
     else:
         alloc = _empty_alloc(built, policy)
-    plan = P.make_plan(built, alloc, demand, store.deviations(), managed)
+    plan = P.make_plan(built, alloc, demand, store.deviations(), managed, P.gpus_in_use(snapshot))
     received = P.received_gpus(snapshot, cfg)
     ideal_tot = {a: sum(v.values()) for a, v in plan.ideal.items() if plan.demand.get(a, 0) > 0}
     last = _last_ok_started(store, None)
