@@ -5,7 +5,9 @@
   ``contrib/testbed/testbed.sh up`` (bookworm, Slurm 22.05) and stops it again at the end of the session
   if it started it (``SLURM_FAIR_TESTBED_KEEP=1`` keeps it).  If no testbed can be started (not root,
   no Debian packages, ...), the tests are skipped with the reason.
-* After every test that used ``testbed``, all jobs are cancelled and the accounts' GPU limits cleared.
+* Before the first and after every test that used ``testbed``: all jobs are cancelled, the accounts' GPU limits
+  cleared and the published GPU type map removed (untyped jobs pass job_submit.lua unchanged until a test's
+  own daemon round publishes one).
 * Every test under tests/integration is marked ``integration``.
 
 Tests import the project normally; inside the trixie chroot (``testbed.sh --release trixie exec``)
@@ -173,6 +175,16 @@ class Testbed:
     def sacctmgr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self.run(["sacctmgr", "-i", *args], check=check)
 
+    def reset_type_map(self) -> None:
+        """Remove the GPU type map a daemon round published (job_submit.lua then lets untyped requests through
+        unchanged): tests that submit untyped jobs must not depend on what an earlier test's round planned."""
+        import tomllib
+
+        cfg = tomllib.loads(Path(self.env["SLURM_FAIR_CONFIG"]).read_text())
+        path = cfg.get("submit", {}).get("type_map")
+        if path:
+            Path(path).unlink(missing_ok=True)
+
     def reset_limits(self) -> None:
         """Clear GPU GrpTRES limits and restore the fairshares on acct_a/b/c (only where changed)."""
         out = self.run(["sacctmgr", "-n", "-P", "show", "assoc", "where", "account=" + ",".join(ACCOUNTS),
@@ -253,6 +265,7 @@ def testbed() -> Any:
     # a test owns its state: never trust a pristine cluster (a demo or an aborted run may have left jobs/limits)
     tb.cancel_all()
     tb.reset_limits()
+    tb.reset_type_map()
     yield tb
     if tb.started_here and not os.environ.get("SLURM_FAIR_TESTBED_KEEP"):
         subprocess.run(["bash", str(TESTBED_SH), "down"], capture_output=True, text=True, timeout=300)
@@ -265,6 +278,7 @@ def _testbed_cleanup(request: pytest.FixtureRequest) -> Any:
     if "testbed" in request.fixturenames and _session_testbed is not None:
         _session_testbed.cancel_all()
         _session_testbed.reset_limits()
+        _session_testbed.reset_type_map()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
