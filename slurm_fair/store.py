@@ -275,7 +275,7 @@ def gpu_seconds(runs: Iterable[Mapping], since: float | None, until: float) -> d
 class Store:
     """The slurm-fair database. ``Store(":memory:")`` for tests."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS):
         self.path = str(path)
         if self.path != ":memory:":
             try:
@@ -283,9 +283,9 @@ class Store:
             except OSError as e:
                 raise StoreError(f"cannot create the database folder of {self.path}: {e}") from e
         try:
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=busy_timeout_ms / 1000, isolation_level=None)
             self.db = sqlite_utils.Database(conn)
-            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self.db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             self.db.execute("PRAGMA foreign_keys = ON")
             if self.path != ":memory:":
                 self.db.enable_wal()

@@ -1,0 +1,51 @@
+"""Recording a round survives a database locked past its busy timeout (issue 10, item 4): the write is
+tried again, and a lock that outlasts every attempt raises (the daemon loop logs it and runs the next round)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from slurm_fair.daemon import round as R
+from slurm_fair.store import Store
+
+
+def _hold_lock(path, seconds: float, locked: threading.Event) -> threading.Thread:
+    def hold() -> None:
+        other = sqlite3.connect(str(path), isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("insert into events (time, kind) values (?, 'test')", [time.time()])
+        locked.set()
+        time.sleep(seconds)
+        other.execute("COMMIT")
+        other.close()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    assert locked.wait(10)
+    return t
+
+
+def test_a_write_locked_past_the_busy_timeout_is_retried(tmp_path):
+    store = Store(tmp_path / "db.sqlite", busy_timeout_ms=100)
+    t = _hold_lock(tmp_path / "db.sqlite", 0.4, threading.Event())
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        store.begin_round("oef-noncoop")  # one attempt: the lock outlasts the 100 ms busy timeout
+    rid = R._with_retry(lambda: store.begin_round("oef-noncoop"))
+    t.join()
+    assert store.round(rid)["status"] == "running"
+    store.close()
+
+
+def test_a_lock_that_outlasts_every_attempt_raises(tmp_path, monkeypatch):
+    monkeypatch.setattr(R, "RECORD_BACKOFF_S", 0.05)
+    store = Store(tmp_path / "db.sqlite", busy_timeout_ms=50)
+    t = _hold_lock(tmp_path / "db.sqlite", 1.5, threading.Event())
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        R._with_retry(lambda: store.begin_round("oef-noncoop"), attempts=3)
+    t.join()
+    assert store.rounds() == []
+    store.close()
