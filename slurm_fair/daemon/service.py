@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import config as config_mod
+from .. import statefiles
 from ..cluster.errors import ClusterError
 from ..errors import SlurmFairError
 from ..store import Store
@@ -47,10 +48,11 @@ def log(msg: str) -> None:
 
 
 def lock(db_path: Path) -> Any:
-    """Take the single-instance lock; returns the open lock file (keep it open)."""
+    """Take the single-instance lock; returns the open lock file (keep it open). The lock file is private
+    (0600) and opened without following symlinks (:func:`statefiles.open_lock_file`)."""
     path = Path(str(db_path) + ".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    f = open(path, "a+")
+    statefiles.make_dirs(path.parent)
+    f = statefiles.open_lock_file(path)  # 0600, no symlink followed, nothing truncated before the flock
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
