@@ -126,3 +126,42 @@ def test_bad_account_failing_call_and_locked_store_are_recorded_and_the_rest_app
         store.close()
     finally:
         testbed.sacctmgr("delete", "account", BAD, check=False)
+
+
+def site_factor(testbed, job_id: int) -> int:
+    out = testbed.run(["sprio", "-h", "-j", str(job_id), "-o", "%S"], check=False).stdout.split()
+    return int(out[0]) if out and out[0].isdigit() else -1
+
+
+def test_a_job_gone_before_its_site_factor_is_set_leaves_the_other_jobs_set(testbed, tmp_path):
+    """A pending job cancelled between the round's snapshot and its apply (a job that ends meanwhile, the
+    everyday case): Slurm refuses its SiteFactor update; the other pending jobs still get theirs."""
+    fill = [testbed.sbatch(account="acct_b", gpus=1, gpu_type="k80", name="resnet50-bs64") for _ in range(6)]
+    for j in fill:  # every k80 busy: the next k80 jobs pend (Resources/Priority) and sprio lists them
+        testbed.wait_state(j, ("RUNNING",), timeout=60)
+    gone = testbed.sbatch(account="acct_a", gpus=1, gpu_type="k80", name="resnet50-bs64")
+    time.sleep(1.1)  # a later submit time: a different SiteFactor level than `gone`
+    kept = testbed.sbatch(account="acct_a", gpus=1, gpu_type="k80", name="resnet50-bs64")
+    testbed.wait_for(lambda: site_factor(testbed, kept) == 0 and testbed.job_state(kept)[0] == "PENDING",
+                     30, what="kept pending and listed by sprio")
+
+    class CancelAfterSnapshot(CliCluster):
+        def snapshot(self):
+            snap = super().snapshot()
+            testbed.run(["scancel", str(gone)])
+            testbed.wait_state(gone, ("CANCELLED",), timeout=30)
+            return snap
+
+    cfg_file = tmp_path / "slurm-fair.toml"
+    cfg_file.write_text('[daemon]\ndatabase = "sf.sqlite"\n[cluster]\nbackend = "cli"\ntimeout = 30\n')
+    cfg = config_mod.load(cfg_file)
+    store = Store(cfg.database_path)
+    r = run_round(CancelAfterSnapshot(timeout=30, env=testbed.env), store, cfg)
+    row = store.round(r.round_id)
+    assert r.status == "ok" and row["status"] == "ok", row
+    assert set(row["details"]["site_factor_failures"]) == {str(gone)}, row["details"]["site_factor_failures"]
+    assert kept in r.factor_changes and gone not in r.factor_changes
+    assert site_factor(testbed, kept) == r.factor_changes[kept] > 0
+    assert "SiteFactor failed for 1 job" in row["message"]
+    assert [e["job_id"] for e in store.events(kind="apply-failed")] == [gone]
+    store.close()
