@@ -49,3 +49,26 @@ def test_a_lock_that_outlasts_every_attempt_raises(tmp_path, monkeypatch):
     t.join()
     assert store.rounds() == []
     store.close()
+
+
+class _BrokenCluster:
+    """Stands for a backend with a bug (not Slurm): its snapshot raises something no backend should."""
+
+    def snapshot(self):
+        return 1 / 0
+
+
+def test_an_unexpected_exception_is_recorded_on_its_round_and_the_next_round_runs(tmp_path):
+    from slurm_fair import config as config_mod
+
+    f = tmp_path / "c.toml"
+    f.write_text('[daemon]\ndatabase = "db.sqlite"\n')
+    cfg = config_mod.load(f)
+    store = Store(cfg.database_path)
+    first = R.run_round(_BrokenCluster(), store, cfg)
+    second = R.run_round(_BrokenCluster(), store, cfg)
+    rows = {r["id"]: r for r in store.rounds()}
+    assert [rows[r.round_id]["status"] for r in (first, second)] == ["error", "error"]
+    msg = rows[first.round_id]["message"]
+    assert msg.startswith("round failed: ZeroDivisionError: division by zero (test_round_retry.py:"), msg
+    store.close()
