@@ -75,6 +75,13 @@ def _nonempty_str(key: str, v: Any) -> str:
     return v
 
 
+def _db_path(key: str, v: Any) -> str:
+    v = _nonempty_str(key, v)
+    if any(c in v for c in "\0\n\r"):
+        raise InputError(key, v, "must be a path without NUL characters or line breaks")
+    return v
+
+
 def _choice(choices: tuple[str, ...], *, lower: bool = True) -> Callable[[str, Any], str]:
     def check(key: str, v: Any) -> str:
         if not isinstance(v, str) or (v.lower() if lower else v) not in choices:
@@ -187,7 +194,7 @@ SPEC: dict[str, dict[str, Key]] = {
             "Debounce, in seconds, for early rounds triggered by job submissions/completions (>= 0).",
         ),
         "database": Key(
-            "/var/lib/slurm-fair/slurm-fair.sqlite", _nonempty_str,
+            "/var/lib/slurm-fair/slurm-fair.sqlite", _db_path,
             "SQLite database (profiles, rounds, deviations). A relative path is relative to this file's folder.",
         ),
         "dry_run": Key(False, _bool, "true = compute and record rounds but never change anything in Slurm."),

@@ -187,16 +187,34 @@ class Allocation:
 # --------------------------------------------------------------------------- parsing
 
 
-def _number(path: str, value: Any, *, positive: bool = False, allow_zero: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+# Documented ranges of a problem (beyond them the LPs lose precision or the input is a mistake)
+MAX_GPUS = 1_000_000  # any GPU count: gpu_types, demand, type_demand
+MAX_RATIO = 1e6  # largest/smallest positive throughput within one class, and largest/smallest tenant weight
+# known keys of each object; "comment" (free text, ignored) is allowed in every one
+PROBLEM_KEYS = ("gpu_types", "tenants", "comment")
+TENANT_KEYS = ("name", "weight", "classes", "comment")
+CLASS_KEYS = ("name", "throughput", "demand", "type_demand", "comment")
+
+
+def _number(path: str, value: Any, *, positive: bool = False, allow_zero: bool = True,
+            most: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(path, value, "must be a finite number")
-    if positive and value <= 0:
+    try:
+        v = float(value)  # a huge JSON integer overflows here
+    except OverflowError:
+        raise InputError(path, value, "must be a finite number") from None
+    if not math.isfinite(v):
+        raise InputError(path, value, "must be a finite number")
+    if positive and v <= 0:
         raise InputError(path, value, "must be > 0")
-    if not allow_zero and value == 0:
+    if not allow_zero and v == 0:
         raise InputError(path, value, "must not be 0")
-    if value < 0:
+    if v < 0:
         raise InputError(path, value, "must be >= 0")
-    return float(value)
+    if most is not None and v > most:
+        raise InputError(path, value, f"must be at most {most:g}")
+    return v
 
 
 def _name(path: str, value: Any) -> str:
@@ -205,8 +223,15 @@ def _name(path: str, value: Any) -> str:
     return value
 
 
-def _named_items(path: str, items: Any) -> list[tuple[str, dict]]:
-    """A non-empty list of objects with unique ``name`` keys, returned with their paths checked."""
+def _known_keys(path: str, obj: Mapping[str, Any], known: tuple[str, ...]) -> None:
+    for key in obj:
+        if key not in known:
+            raise InputError(f"{path}.{key}" if path else str(key), key,
+                             f"unknown key (known: {', '.join(known)})")
+
+
+def _named_items(path: str, items: Any, known: tuple[str, ...]) -> list[tuple[str, dict]]:
+    """A non-empty list of objects with unique ``name`` keys and only ``known`` keys, with their paths."""
     if not isinstance(items, list) or not items:
         raise InputError(path, items, "must be a non-empty list")
     seen: set[str] = set()
@@ -215,6 +240,7 @@ def _named_items(path: str, items: Any) -> list[tuple[str, dict]]:
         p = f"{path}[{i}]"
         if not isinstance(item, dict):
             raise InputError(p, item, "must be an object")
+        _known_keys(p, item, known)
         name = _name(f"{p}.name", item.get("name"))
         if name in seen:
             raise InputError(f"{p}.name", name, "duplicate name")
@@ -224,7 +250,7 @@ def _named_items(path: str, items: Any) -> list[tuple[str, dict]]:
 
 
 def _per_type(path: str, value: Any, gpu_types: Mapping[str, int], what: str,
-              none_is_zero: bool = False) -> dict[str, float]:
+              none_is_zero: bool = False, most: float | None = None) -> dict[str, float]:
     """An object {gpu_type: number >= 0} over known GPU types (``throughput``, ``type_demand``)."""
     if not isinstance(value, dict):
         raise InputError(path, value, f"must be an object {{gpu_type: {what}}}")
@@ -232,39 +258,58 @@ def _per_type(path: str, value: Any, gpu_types: Mapping[str, int], what: str,
     for g, v in value.items():
         if g not in gpu_types:
             raise InputError(f"{path}.{g}", g, f"unknown GPU type (known: {', '.join(gpu_types)})")
-        out[g] = _number(f"{path}.{g}", 0 if (v is None and none_is_zero) else v)
+        out[g] = _number(f"{path}.{g}", 0 if (v is None and none_is_zero) else v, most=most)
     return out
 
 
 def problem_from_dict(data: Any) -> Problem:
-    """Parse the documented input JSON shape; errors name the JSON path and the value."""
+    """Parse the documented input JSON shape; errors name the JSON path and the value. Unknown keys are
+    errors; GPU counts are whole numbers <= MAX_GPUS; within a class the largest positive throughput is at
+    most MAX_RATIO times the smallest; weights lie in [1/MAX_RATIO, MAX_RATIO] and the largest is at most
+    MAX_RATIO times the smallest."""
     if not isinstance(data, dict):
         raise InputError("$", data, "must be an object with 'gpu_types' and 'tenants'")
+    _known_keys("", data, PROBLEM_KEYS)
     gt = data.get("gpu_types")
     if not isinstance(gt, dict) or not gt:
         raise InputError("gpu_types", gt, "must be a non-empty object {type: count}")
     gpu_types: dict[str, int] = {}
     for g, cnt in gt.items():
         _name("gpu_types", g)
-        if isinstance(cnt, bool) or not isinstance(cnt, (int, float)) or cnt < 0 or cnt != int(cnt):
+        v = _number(f"gpu_types.{g}", cnt, most=MAX_GPUS)
+        if v != int(v):
             raise InputError(f"gpu_types.{g}", cnt, "must be a whole number >= 0")
-        gpu_types[g] = int(cnt)
+        gpu_types[g] = int(v)
     tenants = []
-    for p, t in _named_items("tenants", data.get("tenants")):
-        weight = _number(f"{p}.weight", t.get("weight", 1), positive=True)
+    weights: list[tuple[str, float]] = []
+    for p, t in _named_items("tenants", data.get("tenants"), TENANT_KEYS):
+        weight = _number(f"{p}.weight", t.get("weight", 1), positive=True, most=MAX_RATIO)
+        if weight < 1 / MAX_RATIO:
+            raise InputError(f"{p}.weight", t.get("weight"), f"must be at least {1 / MAX_RATIO:g}")
+        weights.append((f"{p}.weight", weight))
         classes = []
-        for cp, c in _named_items(f"{p}.classes", t.get("classes")):
+        for cp, c in _named_items(f"{p}.classes", t.get("classes"), CLASS_KEYS):
             tp = c.get("throughput")
             thr = _per_type(f"{cp}.throughput", tp, gpu_types, "throughput", none_is_zero=True)
-            if not any(v > 0 for v in thr.values()):
+            pos = [v for v in thr.values() if v > 0]
+            if not pos:
                 raise InputError(f"{cp}.throughput", tp, "needs a throughput > 0 on at least one GPU type")
+            if max(pos) > MAX_RATIO * min(pos):
+                raise InputError(f"{cp}.throughput", tp, f"the fastest type is more than {MAX_RATIO:g} times "
+                                 "the slowest; at most that ratio within one class")
             demand = c.get("demand")
             if demand is not None:
-                demand = _number(f"{cp}.demand", demand)
+                demand = _number(f"{cp}.demand", demand, most=MAX_GPUS)
             td = c.get("type_demand")
-            type_demand = None if td is None else _per_type(f"{cp}.type_demand", td, gpu_types, "GPUs")
+            type_demand = None if td is None else _per_type(f"{cp}.type_demand", td, gpu_types, "GPUs",
+                                                            most=MAX_GPUS)
             classes.append(JobClass(name=c["name"], throughput=thr, demand=demand, type_demand=type_demand))
         tenants.append(Tenant(name=t["name"], classes=tuple(classes), weight=weight))
+    lo = min(weights, key=lambda w: w[1])
+    hi = max(weights, key=lambda w: w[1])
+    if hi[1] > MAX_RATIO * lo[1]:
+        raise InputError(hi[0], hi[1], f"more than {MAX_RATIO:g} times the smallest weight ({lo[0]} = {lo[1]:g}); "
+                         "weight ratios are at most that")
     return Problem(gpu_types=gpu_types, tenants=tuple(tenants))
 
 

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import sqlite_utils
 
+from . import statefiles
 from .errors import InputError, SlurmFairError
 
 CSV_HEADER = ("account", "class", "gpu_type", "throughput")
@@ -275,17 +276,20 @@ def gpu_seconds(runs: Iterable[Mapping], since: float | None, until: float) -> d
 class Store:
     """The slurm-fair database. ``Store(":memory:")`` for tests."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS):
         self.path = str(path)
         if self.path != ":memory:":
-            try:
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise StoreError(f"cannot create the database folder of {self.path}: {e}") from e
+            try:  # private whatever the umask: folders 0750, the database and SQLite's side files 0600
+                statefiles.make_dirs(Path(self.path).parent)
+                statefiles.create_private(self.path)
+                for p in (self.path, *(self.path + s for s in statefiles.SQLITE_SIDE_FILES)):
+                    statefiles.tighten(p)
+            except (OSError, statefiles.StateFileError) as e:
+                raise StoreError(f"cannot create the database {self.path} or its folder: {e}") from e
         try:
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=busy_timeout_ms / 1000, isolation_level=None)
             self.db = sqlite_utils.Database(conn)
-            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self.db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             self.db.execute("PRAGMA foreign_keys = ON")
             if self.path != ":memory:":
                 self.db.enable_wal()

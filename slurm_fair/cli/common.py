@@ -42,3 +42,14 @@ def handle_errors(f: Callable) -> Callable:
             fail(e)
 
     return wrapper
+
+
+def decode_utf8(data: bytes, where: str) -> str:
+    """``data`` as UTF-8 text, or an InputError naming ``where`` and the line of the first byte that is not
+    UTF-8 (``error: f.csv line 3: not UTF-8 (save the file as UTF-8) (got b'\\xe9,k80,1')``)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise InputError(f"{where} line {line}", data[e.start:e.start + 8],
+                         "not UTF-8 (save the file as UTF-8)") from None

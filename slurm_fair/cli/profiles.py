@@ -11,7 +11,7 @@ import click
 from .. import config as config_mod
 from .. import profiles as shipped_profiles
 from ..errors import InputError
-from .common import config_option, handle_errors
+from .common import config_option, decode_utf8, handle_errors
 from ..store import Store
 
 
@@ -66,7 +66,7 @@ def list_cmd(config_path: str | None, account: str | None, cls: str | None, as_j
 
 @profiles_group.command("import")
 @config_option
-@click.argument("file", type=click.File("r", encoding="utf-8"), required=False)
+@click.argument("file", type=click.File("rb"), required=False)
 @click.option("--shipped", is_flag=True,
               help="Import the profiles shipped with slurm-fair (Gavel's K80/P100/V100 measurements).")
 @handle_errors
@@ -77,11 +77,13 @@ def import_cmd(config_path: str | None, file: Any, shipped: bool) -> None:
     Every row is checked before anything is written: one bad row (named by line and column) imports nothing.
     """
     if shipped == (file is not None):
-        raise InputError("FILE", file.name if file else None, "give either a CSV FILE or --shipped")
+        raise InputError("FILE", getattr(file, "name", "-") if file else None, "give either a CSV FILE or --shipped")
     if shipped:
         text, source = shipped_profiles.shipped_csv(), "gavel"
     else:
-        text, source = file.read(), f"import:{file.name}"
+        name = getattr(file, "name", "-")
+        name = "<stdin>" if name in ("-", "<stdin>") or not isinstance(name, str) else name
+        text, source = decode_utf8(file.read(), name), f"import:{name}"
     with _open_store(config_path) as store:
         n = store.import_csv(text, source=source)
     click.echo(f"imported {n} profile(s)")

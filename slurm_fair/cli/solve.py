@@ -9,7 +9,7 @@ import click
 
 from .. import fairness, policies
 from ..errors import InputError, SlurmFairError
-from .common import fail
+from .common import decode_utf8, fail
 from ..model import Allocation, problem_from_dict
 from .table import render
 
@@ -19,14 +19,19 @@ _PROPS = ("sharing_incentive", "envy_free", "pareto_efficient", "equal_throughpu
 def _read_problem(path: str) -> Any:
     where = "<stdin>" if path == "-" else path
     try:
-        with click.open_file(path, encoding="utf-8") as fh:  # "-" = standard input
-            text = fh.read()
+        with click.open_file(path, "rb") as fh:  # "-" = standard input
+            data = fh.read()
     except OSError as e:
         raise InputError("--input", path, f"cannot read file: {e.strerror or e}") from None
+    text = decode_utf8(data, where)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError("--input", f"{where} line {e.lineno} column {e.colno}", f"invalid JSON: {e.msg}") from None
+    except RecursionError:
+        raise InputError("--input", where, "invalid JSON: nested too deeply") from None
+    except ValueError as e:  # e.g. an integer literal longer than Python's digit limit
+        raise InputError("--input", where, f"invalid JSON: {e}") from None
 
 
 def _num(v: float, digits: int = 3) -> str:

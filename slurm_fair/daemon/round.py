@@ -14,15 +14,22 @@ Crash safety (a daemon killed at any point converges on restart without double e
   between solving and applying (it prints ``pausing N s before apply`` on stderr first). Never set it in
   production.
 
-Failure handling: an unreachable cluster gives a round with status ``unreachable`` and changes nothing; a
-failed solve gives ``solver-failed`` and leaves the last applied limits in Slurm; another Slurm error
-while applying gives ``error`` (the carried state is not advanced, so the next round retries). No
-exception leaves :func:`run_round` for these.
+Failure handling: an unreachable cluster gives a round with status ``unreachable`` and changes nothing
+more (the carried state is not advanced, so the next round retries); a failed solve gives ``solver-failed``
+and leaves the last applied limits in Slurm. One bad record never stops the others: a limit batch that
+fails (a Slurm error, or the backend refusing an account name) is retried account by account, and a
+SiteFactor call that fails value by value, so only the accounts/jobs that really fail are left out; each
+failure is recorded on the round (``details.apply_failures``, an ``apply-failed`` event, the message) and
+the round stays ``ok``; a failed account keeps its carried deviation. Recording the round retries a few
+times when the database is locked by another process. Any other exception is recorded on the round as
+``error`` with its cause (type, message, file:line): no exception leaves :func:`run_round` once the round
+row exists.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 import time
 import traceback
@@ -50,6 +57,11 @@ PAUSE_ENV = "SLURM_FAIR_PAUSE_BEFORE_APPLY"
 MAX_SITE_FACTOR_UPDATES = 1000
 # At most this many pending flexible (fair:flex) jobs are moved to another GPU type per round.
 MAX_RETYPES = 10
+# A failed SiteFactor value group of at most this many jobs is retried job by job (larger ones are reported).
+MAX_FACTOR_RETRIES = 50
+# Recording a round: attempts when the database stays locked past its busy timeout, and the pause between.
+RECORD_ATTEMPTS = 3
+RECORD_BACKOFF_S = 0.5
 
 
 @dataclass
@@ -252,27 +264,152 @@ def preempt(cluster: Cluster | None, store: Store, cfg: Any, snapshot: Snapshot,
     return out
 
 
+def cause(e: BaseException) -> str:
+    """``Type: message (file.py:line)`` of an exception, for the round's message."""
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" ({os.path.basename(tb[-1].filename)}:{tb[-1].lineno})" if tb else ""
+    return f"{type(e).__name__}: {e}{where}"
+
+
+def _locked(e: BaseException) -> bool:
+    return isinstance(e, sqlite3.OperationalError) and "locked" in str(e).lower()
+
+
+def _with_retry(fn: Any, attempts: int = RECORD_ATTEMPTS) -> Any:
+    """``fn()``, tried again (after a short pause) when the database is still locked after its busy timeout."""
+    for i in range(attempts):
+        try:
+            return fn()
+        except sqlite3.OperationalError as e:
+            if not _locked(e) or i == attempts - 1:
+                raise
+            time.sleep(RECORD_BACKOFF_S * (i + 1))
+    raise AssertionError("unreachable")
+
+
+@dataclass
+class Applied:
+    """What applying the limit changes did: per account the keys written, the failures with their cause."""
+
+    ok: dict[str, dict[str, int]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    batch_errors: list[str] = field(default_factory=list)  # batches that failed whole, then retried per account
+
+
+def apply_limits(cluster: Cluster, changes: Mapping[str, Mapping[str, int]]) -> Applied:
+    """Write the limit changes in as few calls as possible (:func:`plan.limit_batches`); a batch that fails is
+    retried account by account, so one bad account (a name the backend refuses, a Slurm error on it) leaves
+    the others applied. ClusterUnreachable is raised at once (the round is then ``unreachable``)."""
+    out = Applied()
+
+    def merge(batch: Mapping[str, Mapping[str, int]]) -> None:
+        for a, ch in batch.items():
+            out.ok.setdefault(a, {}).update(ch)
+
+    for batch in P.limit_batches(changes):
+        try:
+            cluster.set_accounts_gpu_limits(batch)
+            merge(batch)
+            continue
+        except ClusterUnreachable:
+            raise
+        except Exception as e:  # noqa: BLE001 - isolate the bad account(s) below
+            if len(batch) == 1:
+                a = next(iter(batch))
+                out.failed[a] = (out.failed[a] + "; " if a in out.failed else "") + str(e)
+                continue
+            out.batch_errors.append(f"{', '.join(sorted(batch))}: {e}")
+        for a in sorted(batch):
+            try:
+                cluster.set_accounts_gpu_limits({a: batch[a]})
+                merge({a: batch[a]})
+            except ClusterUnreachable:
+                raise
+            except Exception as e:  # noqa: BLE001 - recorded on the round
+                out.failed[a] = (out.failed[a] + "; " if a in out.failed else "") + str(e)
+    for a in out.failed:  # an account is applied whole or counted as failed
+        out.ok.pop(a, None)
+    return out
+
+
+def apply_factors(cluster: Cluster, factors: Mapping[int, int]) -> tuple[dict[int, int], dict[str, str]]:
+    """Set SiteFactors; when the call fails, each value group is retried alone, and a failing group of at most
+    MAX_FACTOR_RETRIES jobs job by job. Returns (factors set, failures {job id or 'value=N': cause})."""
+    if not factors:
+        return {}, {}
+    try:
+        cluster.set_site_factors(factors)
+        return dict(factors), {}
+    except ClusterUnreachable:
+        raise
+    except Exception:  # noqa: BLE001 - narrowed down below
+        pass
+    done: dict[int, int] = {}
+    failed: dict[str, str] = {}
+    groups: dict[int, dict[int, int]] = {}
+    for j, v in factors.items():
+        groups.setdefault(v, {})[j] = v
+    for v, group in sorted(groups.items()):
+        try:
+            cluster.set_site_factors(group)
+            done.update(group)
+            continue
+        except ClusterUnreachable:
+            raise
+        except Exception as e:  # noqa: BLE001
+            if len(group) > MAX_FACTOR_RETRIES:
+                failed[f"value={v}"] = f"{len(group)} jobs: {e}"
+                continue
+        for j in sorted(group):
+            try:
+                cluster.set_site_factors({j: v})
+                done[j] = v
+            except ClusterUnreachable:
+                raise
+            except Exception as e:  # noqa: BLE001
+                failed[str(j)] = str(e)
+    return done, failed
+
+
 def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = None, dry_run: bool = False,
               now: float | None = None, record: bool = True) -> RoundResult:
     """Run one round (see the module docstring). ``record=False`` (``apply --dry-run``) writes nothing to
-    the store and nothing to Slurm."""
+    the store and nothing to Slurm. Once the round row exists no exception escapes: a failure is recorded
+    on the round (status ``error``, its cause in the message)."""
     t0 = time.monotonic()
     policy = policy or cfg.policy.name
+    round_id = None
+    if record:
+        _with_retry(lambda: mark_interrupted(store))
+        round_id = _with_retry(lambda: store.begin_round(policy, cfg.policy.solver))
+    try:
+        return _run_round(cluster, store, cfg, policy, dry_run, now, record, round_id, t0)
+    except Exception as e:  # noqa: BLE001 - one bad round must not stop the daemon: record why
+        res = RoundResult(round_id, "error", policy, message=f"round failed: {cause(e)}")
+        res.seconds = time.monotonic() - t0
+        if record:
+            try:
+                _with_retry(lambda: store.finish_round(round_id, "error", message=res.message))
+            except Exception as e2:  # noqa: BLE001 - the next round marks it interrupted
+                res.message += f"; recording the failure failed too: {cause(e2)}"
+        return res
+
+
+def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: bool, now: float | None,
+               record: bool, round_id: int | None, t0: float) -> RoundResult:
     dry_run = dry_run or bool(cfg.daemon.dry_run) or not record
     stamp = now  # preemption steps: the given time, else the wall clock at each step
     now = time.time() if now is None else now
-    round_id = None
     ingested = None
     if record:
-        mark_interrupted(store)
-        round_id = store.begin_round(policy, cfg.policy.solver)
         ingested = ingest_round(store, cfg, round_id)  # hook records first; never raises (errors are events)
 
     def finish(res: RoundResult, **fields: Any) -> RoundResult:
         res.seconds = time.monotonic() - t0
         if record:
-            store.finish_round(round_id, res.status, solve_seconds=res.solve_seconds, n_accounts=res.n_accounts,
-                               n_changes=res.n_changes, message=res.message, **fields)
+            _with_retry(lambda: store.finish_round(
+                round_id, res.status, solve_seconds=res.solve_seconds, n_accounts=res.n_accounts,
+                n_changes=res.n_changes, message=res.message, **fields))
         return res
 
     try:
@@ -283,9 +420,7 @@ def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = Non
     try:
         c = compute(snapshot, store, cfg, policy, now)
     except Exception as e:  # noqa: BLE001 - a solver/policy failure must not take the daemon down
-        where = traceback.extract_tb(e.__traceback__)[-1]
-        return finish(RoundResult(round_id, "solver-failed", policy,
-                                  message=f"{type(e).__name__}: {e} ({os.path.basename(where.filename)}:{where.lineno})"))
+        return finish(RoundResult(round_id, "solver-failed", policy, message=cause(e)))
     plan: P.Plan = c["plan"]
     alloc: Allocation = c["alloc"]
     res = RoundResult(round_id, "dry-run" if dry_run else "ok", policy, solve_seconds=float(alloc.solve_seconds),
@@ -296,6 +431,8 @@ def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = Non
         res.details["hook_records"] = ingested.as_dict()
 
     applied_rows = []
+    applied = Applied(ok={a: dict(ch) for a, ch in c["changes"].items()})
+    factor_failed: dict[str, str] = {}
     if dry_run and cfg.preemption.enabled:
         res.details["preemption"] = preempt(None, store, cfg, snapshot, c["planned"], round_id, now, act=False)
     if not dry_run:
@@ -304,28 +441,47 @@ def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = Non
             print(f"slurm-fair: pausing {float(pause):g} s before apply (round {round_id})", file=sys.stderr, flush=True)
             time.sleep(float(pause))
         try:
-            for batch in P.limit_batches(c["changes"]):
-                cluster.set_accounts_gpu_limits(batch)
-            if c["factor_changes"]:
-                cluster.set_site_factors(c["factor_changes"])
-        except ClusterError as e:
-            res.status = "unreachable" if isinstance(e, ClusterUnreachable) else "error"
+            applied = apply_limits(cluster, c["changes"])
+            factors_set, factor_failed = apply_factors(cluster, c["factor_changes"])
+        except ClusterUnreachable as e:
+            res.status = "unreachable"
             res.message = f"apply: {e}"
             res.details["apply_error"] = str(e)
             return finish(res, details=res.details, total_throughput=plan.total_throughput)
-        res.details["retyped"] = _retype(cluster, c["retypes"])
+        res.limit_changes = applied.ok
+        res.factor_changes = factors_set
+        problems = []
+        if applied.failed:
+            res.details["apply_failures"] = dict(applied.failed)
+            problems.append(f"{len(applied.failed)} of {len(c['changes'])} account(s) failed: "
+                            + "; ".join(f"{a}: {m}" for a, m in sorted(applied.failed.items())))
+        if applied.batch_errors:
+            res.details["apply_batch_errors"] = list(applied.batch_errors)
+        if factor_failed:
+            res.details["site_factor_failures"] = factor_failed
+            problems.append(f"SiteFactor failed for {len(factor_failed)} job(s)/group(s)")
+        if problems:
+            res.message = "apply: " + "; ".join(problems)
+        try:
+            res.details["retyped"] = _retype(cluster, c["retypes"])
+        except Exception as e:  # noqa: BLE001 - recorded on the round
+            res.details["retype_error"] = cause(e)
         if cfg.type_map_path is not None:
             try:
                 res.details["type_map_written"] = publish.publish(cfg.type_map_path, c["targets"])
             except OSError as e:  # recorded on the round; never stops it
                 res.details["type_map_error"] = f"{cfg.type_map_path}: {e.strerror or e}"
         if cfg.preemption.enabled:
-            res.details["preemption"] = pre = preempt(cluster, store, cfg, snapshot, c["planned"], round_id, now,
-                                                          stamp=stamp)
-            if pre["failed"]:
-                res.message = (res.message + "; " if res.message else "") + f"preemption: {len(pre['failed'])} failed"
+            try:
+                res.details["preemption"] = pre = preempt(cluster, store, cfg, snapshot, c["planned"], round_id,
+                                                          now, stamp=stamp)
+                if pre["failed"]:
+                    res.message = (res.message + "; " if res.message else "") + f"preemption: {len(pre['failed'])} failed"
+            except Exception as e:  # noqa: BLE001 - the limits are applied: record the rest of the round
+                res.details["preemption_error"] = cause(e)
+                res.message = (res.message + "; " if res.message else "") + f"preemption: {cause(e)}"
         t = time.time()
-        for a, ch in c["changes"].items():
+        for a, ch in applied.ok.items():
             for k, v in ch.items():
                 applied_rows.append({"round_id": round_id, "account": a, "key": k,
                                      "old": c["current"].get(a, {}).get(k), "new": v, "time": t})
@@ -342,30 +498,48 @@ def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = Non
          "real": plan.real[a][g], "limit": plan.limits[a][g]}
         for a in plan.accounts for g in plan.capacity
     ]
-    res.seconds = time.monotonic() - t0
-    with store.transaction():
-        store.record_shares(round_id, share_rows)
-        store.record_placements(round_id, place_rows)
-        if not dry_run:
-            store.save_deviations(round_id, plan.deviations)
-            store.save_deficits(c["deficits"])
-            if applied_rows:
-                store.record_applied(round_id, applied_rows)
-            if cfg.limits.manage:
-                store.set_managed(c["planned"])
-            for r in res.details.get("retyped", []):
-                store.event("retype", f"gres/gpu:{r['old_type']} -> gres/gpu:{r['new_type']}"
-                            + (f" failed: {r['error']}" if r.get("error") else ""),
-                            round_id=round_id, job_id=r["job_id"], account=r["account"], data=r)
-            if "type_map_error" in res.details:
-                store.event("type-map", f"publishing the GPU type map failed: {res.details['type_map_error']}",
-                            round_id=round_id)
-            for a, ch in c["changes"].items():
-                store.event("limits", ", ".join(f"{'gres/gpu' if k == ANY_GPU else 'gres/gpu:' + k}={v}"
-                                                for k, v in ch.items()), round_id=round_id, account=a, data=ch)
-        store.finish_round(round_id, res.status, solve_seconds=res.solve_seconds, n_accounts=res.n_accounts,
-                           n_changes=res.n_changes, message=res.message, details=res.details,
-                           total_throughput=plan.total_throughput)
+    deviations = dict(plan.deviations)
+    if applied.failed:  # an account whose limits did not change keeps the deviation it had
+        before = store.deviations()
+        for a in applied.failed:
+            if a in before:
+                deviations[a] = before[a]
+            else:
+                deviations.pop(a, None)
+
+    def write() -> None:
+        with store.transaction():
+            store.record_shares(round_id, share_rows)
+            store.record_placements(round_id, place_rows)
+            if not dry_run:
+                store.save_deviations(round_id, deviations)
+                store.save_deficits(c["deficits"])
+                if applied_rows:
+                    store.record_applied(round_id, applied_rows)
+                if cfg.limits.manage:
+                    store.set_managed(c["planned"])
+                for r in res.details.get("retyped", []):
+                    store.event("retype", f"gres/gpu:{r['old_type']} -> gres/gpu:{r['new_type']}"
+                                + (f" failed: {r['error']}" if r.get("error") else ""),
+                                round_id=round_id, job_id=r["job_id"], account=r["account"], data=r)
+                if "type_map_error" in res.details:
+                    store.event("type-map", f"publishing the GPU type map failed: {res.details['type_map_error']}",
+                                round_id=round_id)
+                for a, ch in applied.ok.items():
+                    store.event("limits", ", ".join(f"{'gres/gpu' if k == ANY_GPU else 'gres/gpu:' + k}={v}"
+                                                    for k, v in ch.items()), round_id=round_id, account=a, data=ch)
+                for a, msg in sorted(applied.failed.items()):
+                    store.event("apply-failed", f"setting the limits failed: {msg}", round_id=round_id,
+                                account=a, data=c["changes"].get(a))
+                for key, msg in sorted(factor_failed.items()):
+                    store.event("apply-failed", f"SiteFactor {key}: {msg}", round_id=round_id,
+                                job_id=int(key) if key.isdigit() else None)
+            res.seconds = time.monotonic() - t0
+            store.finish_round(round_id, res.status, solve_seconds=res.solve_seconds, n_accounts=res.n_accounts,
+                               n_changes=res.n_changes, message=res.message, details=res.details,
+                               total_throughput=plan.total_throughput)
+
+    _with_retry(write)
     return res
 
 

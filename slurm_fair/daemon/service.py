@@ -13,7 +13,9 @@
   after that was first seen (debounce) unless the periodic round comes first.
 * Preemption: when a signalled job's grace ends before the next periodic round, the round runs 1 s after it
   (so the requeue is not delayed by up to a period).
-* Cluster errors never stop the daemon: rounds are recorded as ``unreachable``/``error`` and retried.
+* Cluster errors never stop the daemon: rounds are recorded as ``unreachable``/``error`` and retried. No
+  other failure does either: run_round records any exception on its round; one that happens before the
+  round could be recorded (the database locked past every retry) is logged and the next round runs.
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import config as config_mod
+from .. import statefiles
 from ..cluster.errors import ClusterError
 from ..errors import SlurmFairError
 from ..store import Store
 from . import plan as P
-from .round import RoundResult, run_round
+from .round import RoundResult, cause, run_round
 
 MIN_POLL = 5.0
 
@@ -45,10 +48,11 @@ def log(msg: str) -> None:
 
 
 def lock(db_path: Path) -> Any:
-    """Take the single-instance lock; returns the open lock file (keep it open)."""
+    """Take the single-instance lock; returns the open lock file (keep it open). The lock file is private
+    (0600) and opened without following symlinks (:func:`statefiles.open_lock_file`)."""
     path = Path(str(db_path) + ".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    f = open(path, "a+")
+    statefiles.make_dirs(path.parent)
+    f = statefiles.open_lock_file(path)  # 0600, no symlink followed, nothing truncated before the flock
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -113,19 +117,28 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
                     cluster = cluster_factory(cfg)
                 except ClusterError as e:
                     log(f"cannot connect to the cluster: {e}")
-            if cluster is not None:
-                res: RoundResult = run_round(cluster, store, cfg, dry_run=dry_run)
-                if res.plan is not None:
-                    last_demand = dict(res.plan.demand)
-                log(res.log_line())
-            else:
-                store.finish_round(store.begin_round(cfg.policy.name, cfg.policy.solver), "unreachable",
-                                   message="cannot connect to the cluster")
+            res: RoundResult | None = None
+            try:
+                if cluster is not None:
+                    res = run_round(cluster, store, cfg, dry_run=dry_run)
+                    if res.plan is not None:
+                        last_demand = dict(res.plan.demand)
+                    log(res.log_line())
+                else:
+                    store.finish_round(store.begin_round(cfg.policy.name, cfg.policy.solver), "unreachable",
+                                       message="cannot connect to the cluster")
+            except Exception as e:  # noqa: BLE001 - e.g. the database locked past every retry: next round
+                log(f"round failed before it could be recorded: {cause(e)}")
             if once or state["stop"]:
                 break
             next_round = time.monotonic() + float(cfg.daemon.period)
             # only after a round that could preempt: a failed round retries at the normal pace, not in a loop
-            due = preemption_wakeup(store, cfg, time.time()) if cluster is not None and res.status == "ok" else None
+            try:
+                due = (preemption_wakeup(store, cfg, time.time())
+                       if cluster is not None and res is not None and res.status == "ok" else None)
+            except Exception as e:  # noqa: BLE001
+                log(f"reading the preemption state failed: {cause(e)}")
+                due = None
             if due is not None:
                 next_round = min(next_round, time.monotonic() + due)
                 log(f"preemption: a grace period ends in {due:.0f} s; next round then")
