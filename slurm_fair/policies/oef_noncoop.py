@@ -38,10 +38,13 @@ depends on its speedups).
 
 from __future__ import annotations
 
+import dataclasses
+
 import cvxpy as cp
 import numpy as np
 
 from .. import lp
+from . import _filling
 from ..model import Allocation, Problem
 from ._common import TEST_SOLVER, TOL, _blocked, lift_test, allocation_variable, type_caps, level_program, capacity_constraint, capped_note, clean, finish, throughput_expr
 
@@ -73,6 +76,9 @@ def _program(speed, weight, capacity, demand, active, frozen, *, level=None, lif
     return prob, x, var
 
 
+FAST_SOLVER = "HIGHS (live progressive filling)"
+
+
 def solve_arrays(
     speed: np.ndarray,
     weight: np.ndarray,
@@ -82,7 +88,54 @@ def solve_arrays(
     timer: lp.Timer | None = None,
     type_cap: np.ndarray | None = None,
 ) -> tuple[np.ndarray, list[int]]:
-    """Eq. 9 with caps by progressive filling; returns (x, indices of capped rows)."""
+    """Eq. 9 with caps by progressive filling; returns (x, indices of capped rows).
+
+    With no solver named, the exact filling on one live HiGHS model (``_filling``), verified against the
+    definition before it is returned; a named solver runs the cvxpy form (:func:`solve_arrays_cvxpy`)."""
+    if solver is None or not str(solver).strip():
+        timer = timer or lp.Timer()
+        with timer.measure():
+            return _fast(speed, weight, capacity, demand, type_cap)
+    return solve_arrays_cvxpy(speed, weight, capacity, demand, solver, timer, type_cap)
+
+
+def _fast(speed, weight, capacity, demand, type_cap) -> tuple[np.ndarray, list[int]]:
+    speed = np.asarray(speed, dtype=float)
+    n, k = speed.shape
+    weight = np.asarray(weight, dtype=float)
+    capacity = np.asarray(capacity, dtype=float)
+    demand = np.full(n, np.inf) if demand is None else np.asarray(demand, dtype=float)
+    type_cap = np.full((n, k), np.inf) if type_cap is None else np.asarray(type_cap, dtype=float)
+    type_cap = np.where(speed > 0, type_cap, 0.0)
+    res = _filling.fill(speed, weight, capacity, demand, type_cap, rule="noncoop", what="oef-noncoop")
+    x = res.x
+    zero = demand <= TOL  # nothing to fill: capped at 0, as in the cvxpy form
+    capped = res.frozen & ~zero | zero
+    # eq. 9's equality: every class still rising holds exactly the common level; a frozen class holds its
+    # own (the LP rows are ">=": trim the solver's excess, which only frees GPUs)
+    u = (x * speed).sum(axis=1)
+    lv = res.level
+    live = ~res.frozen
+    target = np.where(live, weight * lv, u)
+    shrink = np.where((u > target) & (u > 0), target / np.where(u > 0, u, 1.0), 1.0)
+    x = clean(x * shrink[:, None], speed, capacity, demand, type_cap)
+    _filling.verify(speed, weight, capacity, demand, type_cap, x, capped & ~zero, equal_level=True,
+                    work_conserving=False, what="oef-noncoop")
+    # a class still at the common level but at its demand or a type cap is reported as capped too
+    capped |= _filling.at_caps(x, speed, demand, type_cap)
+    return x, [int(i) for i in np.flatnonzero(capped)]
+
+
+def solve_arrays_cvxpy(
+    speed: np.ndarray,
+    weight: np.ndarray,
+    capacity: np.ndarray,
+    demand: np.ndarray | None = None,
+    solver: str | None = None,
+    timer: lp.Timer | None = None,
+    type_cap: np.ndarray | None = None,
+) -> tuple[np.ndarray, list[int]]:
+    """Eq. 9 with caps by progressive filling, one cvxpy LP per level and test (the reference form)."""
     n, _ = speed.shape
     demand = np.full(n, np.inf) if demand is None else np.asarray(demand, dtype=float)
     has_tcap = np.zeros(n, dtype=bool) if type_cap is None else (np.isfinite(type_cap) & (speed > 0)).any(axis=1)
@@ -161,4 +214,7 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     for j, g in enumerate(vu.gpu_types):
         if idle[j] > 1e-6 and any(vu.speed[i, j] > 0 for i in free):
             notes.append(f"{idle[j]:.3g} {g} GPU(s) left idle: equal weighted throughput (eq. 9) binds")
-    return finish(problem, NAME, x, timer, solver, notes)
+    alloc = finish(problem, NAME, x, timer, solver, notes)
+    if solver is None or not str(solver).strip():
+        alloc = dataclasses.replace(alloc, solver=FAST_SOLVER)
+    return alloc
