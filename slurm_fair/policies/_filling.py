@@ -27,11 +27,9 @@ Few stages (notes/progressive-filling.md):
   slackness: its row is tight in every optimum), and at least one has (the duals of the active level rows
   sum to 1).
 
-``rule``: ``"leximin"`` (Gavel: every blocked class freezes) or ``"noncoop"`` (eq. 9: a blocked class
-freezes only when it sits at its caps, at its demand or at a per-type cap; when a blocked class is below its
-caps the filling stops and every active class keeps that level exactly, eq. 9's equality; a batch-frozen
-class that is not at its caps in the batch LP is left active). The caller verifies the result against the
-definition (:func:`verify_levels`) before using it.
+The result is the leximin (max-min fair) vector of levels; ``oef-noncoop`` derives eq. 9's common level
+from it, ``gavel`` hands out idle GPUs after it. The callers verify their result against the definition
+(:func:`verify`) before using it.
 """
 
 from __future__ import annotations
@@ -107,7 +105,7 @@ def _price_bounds(a: np.ndarray, p: np.ndarray, budget: float, need: np.ndarray,
 
 
 def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.ndarray, type_cap: np.ndarray,
-         rule: str = "leximin", what: str = "progressive filling") -> Filled:
+         what: str = "progressive filling") -> Filled:
     """Progressive filling of u_l / ref_l (see the module docstring). Rows with ref <= 0 or demand <= 0 get
     nothing and count as frozen."""
     import highspy
@@ -143,7 +141,8 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
     tcol = nv
     inf = highspy.kHighsInf
     h = new_highs()
-    for opt, val in (("primal_feasibility_tolerance", _PTOL), ("dual_feasibility_tolerance", _PTOL)):
+    for opt, val in (("primal_feasibility_tolerance", _PTOL), ("dual_feasibility_tolerance", _PTOL),
+                     ("simplex_strategy", 4)):
         h.setOptionValue(opt, val)
     ub = np.minimum(type_cap[rows, cols], capacity[cols]) / s
     ub = np.where(np.isfinite(ub), ub, inf)
@@ -208,12 +207,6 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         x[rows, cols] = np.maximum(v[:nv], 0.0) * s
         return x
 
-    def at_caps(x: np.ndarray, i: int) -> bool:
-        if np.isfinite(demand[i]) and x[i].sum() >= demand[i] - _CAP_TOL:
-            return True
-        fin_t = usable[i] & np.isfinite(type_cap[i])
-        return bool((x[i][fin_t] >= type_cap[i][fin_t] - _CAP_TOL).any())
-
     def batch() -> None:
         """Freeze every active class the batch lemma pins to its bound (doubling m, bounded tries)."""
         m, tries = 1, 0
@@ -231,16 +224,8 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
             t = float(h.getSolution().col_value[tcol]) if ok else -1.0
             need = float(bound[cand[-1]])
             if ok and (not active.any() or t >= need - 1e-9 * max(1.0, need)):
-                x = x_now()
-                keep = [int(i) for i in cand if rule != "noncoop" or at_caps(x, int(i))]
-                for i in cand:
-                    if int(i) not in keep:
-                        unfreeze(int(i))
-                more = [int(i) for i in np.flatnonzero(active & (bound <= t)) if rule != "noncoop" or at_caps(x, int(i))]
-                for i in more:
-                    freeze(i, float(bound[i]))
-                if len(keep) < cand.size:
-                    return
+                for i in np.flatnonzero(active & (bound <= t)):
+                    freeze(int(i), float(bound[i]))
                 m *= 2
             else:
                 for i in cand:
@@ -251,6 +236,21 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
                 m = max(1, m // 4)
         set_t_bound()
 
+    def solve_exact(where: str) -> None:
+        """Solve; on a non-optimal status a second exact try: from scratch, then with the frozen levels
+        held to 1e-7 / 1e-6 relative (each comes from an earlier solve, feasible only to the solver's
+        tolerance; the caller's verify() checks the result). Otherwise SolverError with the numbers."""
+        status = run()
+        for eps in (0.0, 1e-7, 1e-6):
+            if status == highspy.HighsModelStatus.kOptimal:
+                return
+            for i in np.flatnonzero(~active & act0) if eps else ():
+                h.changeRowBounds(lev_row[int(i)], flevel[i] * (1 - eps) - 2 * _PTOL, inf)
+            h.clearSolver()
+            status = run()
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise SolverError(f"{what}: HiGHS returned status {h.modelStatusToString(status)!r} at {where}")
+
     level = 0.0
     x_last = np.zeros((n, k))
     budget_cap = capacity / s
@@ -260,15 +260,9 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
             if not active.any():
                 break
         set_t_bound()
-        status = run()
         stages += 1
-        if status != highspy.HighsModelStatus.kOptimal:
-            # one second exact try from scratch before giving up
-            h.clearSolver()
-            status = run()
-            if status != highspy.HighsModelStatus.kOptimal:
-                raise SolverError(f"{what}: HiGHS returned status {h.modelStatusToString(status)!r} at stage {stages} "
-                                  f"({int(active.sum())} of {idx.size} classes still rising, last level {level * T0:.6g})")
+        solve_exact(f"stage {stages} ({int(active.sum())} of {idx.size} classes still rising, "
+                    f"last level {level * T0:.6g})")
         sol = h.getSolution()
         t = float(sol.col_value[tcol])
         level = t
@@ -278,8 +272,6 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         blocked = ai[(y > 1e-7 * max(float(y.max()), 1e-300)) | (bound[ai] <= t * (1 + 1e-9) + 1e-12)]
         if blocked.size == 0:  # cannot happen (the duals sum to 1); refuse rather than loop
             raise SolverError(f"{what}: no blocked class at level {t * T0:.6g} (duals {y.max():.3g})")
-        if rule == "noncoop" and not all(at_caps(x_last, int(i)) for i in blocked):
-            break  # a class below its caps cannot rise: everybody still active keeps this level (eq. 9)
         for i in blocked:
             freeze(int(i), t)
         if not active.any():
@@ -296,9 +288,7 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         bound = np.where(active, np.minimum(bound, nb), bound)
     if not active.any():  # everybody froze: the final point is the last solve with all frozen rows
         set_t_bound()
-        status = run()
-        if status != highspy.HighsModelStatus.kOptimal:
-            raise SolverError(f"{what}: HiGHS returned status {h.modelStatusToString(status)!r} on the final solve")
+        solve_exact("the final solve")
         x_last = x_now()
         level = float(flevel[act0].max())
     x_out = x_last
@@ -341,13 +331,14 @@ def verify(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.
         bad.append(f"class {i}: {x[i].sum():.9g} GPUs > demand {demand[i]:g}")
     finite_tc = np.isfinite(type_cap) & (speed > 0)
     at = (np.isfinite(demand) & (x.sum(axis=1) >= demand - tol)) | (finite_tc & (x >= type_cap - tol)).any(axis=1)
-    for i in np.flatnonzero(capped & ~at & (demand > 0) & (ref > 0)):
+    live = (demand > 0) & (ref > 0) & ((speed > 0) & (type_cap > 0) & (capacity[None, :] > 0)).any(axis=1)
+    for i in np.flatnonzero(capped & ~at & live):
         bad.append(f"class {i} counted as capped but below its caps ({x[i].sum():.9g} GPUs, demand {demand[i]:g})")
         break
     u = (x * speed).sum(axis=1)
     lv = np.where(ref > 0, u / np.where(ref > 0, ref, 1.0), 0.0)
     if equal_level:
-        free = np.flatnonzero(~capped)
+        free = np.flatnonzero(~capped & live)
         if free.size:
             hi, lo = float(lv[free].max()), float(lv[free].min())
             if hi - lo > rel * max(1.0, hi):

@@ -68,7 +68,7 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
         ref = (eq * vu.speed).sum(axis=1)
         active = ref > TOL
         res = _filling.fill(vu.speed, np.where(active, ref, 0.0), vu.capacity, vu.demand, vu.type_cap,
-                            rule="leximin", what="gavel")
+                            what="gavel")
         x_val = fill_idle(vu, clean(res.x, vu.speed, vu.capacity, vu.demand, vu.type_cap))
         x_val = clean(x_val, vu.speed, vu.capacity, vu.demand, vu.type_cap)
         _filling.verify(vu.speed, ref, vu.capacity, vu.demand, vu.type_cap, x_val, np.zeros(vu.n, dtype=bool),

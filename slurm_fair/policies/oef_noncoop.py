@@ -107,19 +107,22 @@ def _fast(speed, weight, capacity, demand, type_cap) -> tuple[np.ndarray, list[i
     demand = np.full(n, np.inf) if demand is None else np.asarray(demand, dtype=float)
     type_cap = np.full((n, k), np.inf) if type_cap is None else np.asarray(type_cap, dtype=float)
     type_cap = np.where(speed > 0, type_cap, 0.0)
-    res = _filling.fill(speed, weight, capacity, demand, type_cap, rule="noncoop", what="oef-noncoop")
-    x = res.x
-    zero = demand <= TOL  # nothing to fill: capped at 0, as in the cvxpy form
-    capped = res.frozen & ~zero | zero
-    # eq. 9's equality: every class still rising holds exactly the common level; a frozen class holds its
-    # own (the LP rows are ">=": trim the solver's excess, which only frees GPUs)
+    # Leximin filling of u_l / π_l, then eq. 9's rule: the common level T is the lowest level at which a
+    # class below its caps stopped (it cannot rise: nobody still rising can); every class above T is cut
+    # back to exactly T, every class frozen below T sits at its caps (cutting x only frees GPUs).
+    res = _filling.fill(speed, weight, capacity, demand, type_cap, what="oef-noncoop")
+    x = clean(res.x, speed, capacity, demand, type_cap)
     u = (x * speed).sum(axis=1)
-    lv = res.level
-    live = ~res.frozen
-    target = np.where(live, weight * lv, u)
-    shrink = np.where((u > target) & (u > 0), target / np.where(u > 0, u, 1.0), 1.0)
+    live = (demand > TOL) & (weight > 0) & ((speed > 0) & (type_cap > 0) & (capacity > 0)).any(axis=1)
+    lv = np.where(live, u / np.where(weight > 0, weight, 1.0), 0.0)
+    below = live & ~_filling.at_caps(x, speed, demand, type_cap)
+    top = float(lv[below].min()) if below.any() else float(lv[live].max(initial=0.0))
+    zero = ~live  # nothing to fill (demand 0 or no usable GPU): capped at 0, as in the cvxpy form
+    capped = zero | (lv < top * (1 - 1e-9))
+    target = np.where(capped, u, weight * top)
+    shrink = np.where(u > target, target / np.where(u > 0, u, 1.0), 1.0)
     x = clean(x * shrink[:, None], speed, capacity, demand, type_cap)
-    _filling.verify(speed, weight, capacity, demand, type_cap, x, capped & ~zero, equal_level=True,
+    _filling.verify(speed, weight, capacity, demand, type_cap, x, capped, equal_level=True,
                     work_conserving=False, what="oef-noncoop")
     # a class still at the common level but at its demand or a type cap is reported as capped too
     capped |= _filling.at_caps(x, speed, demand, type_cap)
