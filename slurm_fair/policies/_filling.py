@@ -50,6 +50,7 @@ _TRY_ITERS = 20000  # simplex iterations a batch try may take before it counts a
 class Filled:
     x: np.ndarray  # (n, k) GPUs
     frozen: np.ndarray  # (n,) bool: frozen before the last level (capped / bottleneck)
+    cap_binding: np.ndarray  # (n,) bool: one of its caps had a positive dual in the stage LP it froze in
     level: float  # the last common level (u_l / r_l of the classes never frozen), unscaled
     stages: int  # stage LPs
     lps: int  # LP solves in all (stages, batch tries, final)
@@ -123,7 +124,7 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
     frozen_out = ~act0
     idx = np.flatnonzero(act0)
     if idx.size == 0:
-        return Filled(x_out, frozen_out, 0.0, 0, 0)
+        return Filled(x_out, frozen_out, np.zeros(n, dtype=bool), 0.0, 0, 0)
 
     # ---- scaling: GPUs in units of s, levels in units of T0
     s = max(float(capacity.sum()) / idx.size, 1e-9)
@@ -169,12 +170,14 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
     cap_row = {j: r for r, j in enumerate(types)}
     fin = [int(i) for i in idx if np.isfinite(demand[i])]
     add_rows(fin, np.full(len(fin), -inf), dem_s[fin], lambda i: (col_of_row[i], np.ones(col_of_row[i].size)))
+    dem_row = {i: len(types) + r for r, i in enumerate(fin)}
     base = len(types) + len(fin)
     lev_row = {int(i): base + r for r, i in enumerate(idx)}
     add_rows([int(i) for i in idx], np.zeros(idx.size), np.full(idx.size, inf),
              lambda i: (np.append(col_of_row[i], tcol), np.append(A[i, cols[col_of_row[i]]], -1.0)))
 
     active = act0.copy()
+    capfz = np.zeros(n, dtype=bool)
     flevel = np.zeros(n)  # frozen levels (scaled)
     lps = 0
     stages = 0
@@ -192,7 +195,7 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
 
     def freeze(i: int, f: float):
         h.changeCoeff(lev_row[i], tcol, 0.0)
-        h.changeRowBounds(lev_row[i], f - 2 * _PTOL * max(1.0, f), inf)
+        h.changeRowBounds(lev_row[i], f, inf)  # exact; solve_exact() relaxes it if HiGHS cannot hold it
         active[i] = False
         flevel[i] = f
 
@@ -272,8 +275,17 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         blocked = ai[(y > 1e-7 * max(float(y.max()), 1e-300)) | (bound[ai] <= t * (1 + 1e-9) + 1e-12)]
         if blocked.size == 0:  # cannot happen (the duals sum to 1); refuse rather than loop
             raise SolverError(f"{what}: no blocked class at level {t * T0:.6g} (duals {y.max():.3g})")
+        rd_all = np.abs(np.asarray(sol.row_dual))
+        cd_all = np.abs(np.asarray(sol.col_dual))
+        cv_all = np.asarray(sol.col_value)
         for i in blocked:
-            freeze(int(i), t)
+            i = int(i)
+            # relaxing a cap with a positive dual raises the common level: this class could rise without it
+            dual = rd_all[dem_row[i]] if i in dem_row else 0.0
+            cs = col_of_row[i]
+            at_ub = cv_all[cs] >= ub[cs] - 1e-9
+            capfz[i] = max(dual, float(cd_all[cs][at_ub].max(initial=0.0))) > 1e-9
+            freeze(i, t)
         if not active.any():
             break
         # price bounds from the capacity duals
@@ -288,18 +300,32 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         bound = np.where(active, np.minimum(bound, nb), bound)
     if not active.any():  # everybody froze: the final point is the last solve with all frozen rows
         set_t_bound()
+        # The levels are now fixed (the leximin vector is unique); among the points that hold them, prefer
+        # classes at their caps: maximize GPUs used, relative to each class's demand and per-type caps.
+        w = np.zeros(nv)
+        dfin = np.isfinite(demand[rows]) & (demand[rows] > 0)
+        w[dfin] += s / demand[rows][dfin]
+        tfin = np.isfinite(type_cap[rows, cols])
+        w[tfin] += s / type_cap[rows, cols][tfin]
+        h.changeColsCost(nv, np.arange(nv, dtype=np.int32), w)
         solve_exact("the final solve")
         x_last = x_now()
         level = float(flevel[act0].max())
     x_out = x_last
     frozen_out = ~active | ~act0
-    return Filled(x_out, frozen_out, level * T0, stages, lps)
+    return Filled(x_out, frozen_out, capfz, level * T0, stages, lps)
 
 
 def at_caps(x: np.ndarray, speed: np.ndarray, demand: np.ndarray, type_cap: np.ndarray, tol: float = _CAP_TOL) -> np.ndarray:
     """(n,) bool: the class is at its demand or at one of its finite per-type caps in ``x``."""
     fin = np.isfinite(type_cap) & (speed > 0)
     return (np.isfinite(demand) & (x.sum(axis=1) >= demand - tol) & (demand > 0)) | (fin & (x >= type_cap - tol) & (type_cap > 0)).any(axis=1)
+
+
+def below_caps(x: np.ndarray, speed: np.ndarray, demand: np.ndarray, type_cap: np.ndarray,
+               tol: float = _CAP_TOL) -> np.ndarray:
+    """(n,) bool: the class is below its demand and below every finite per-type cap in ``x``."""
+    return ~at_caps(x, speed, demand, type_cap, tol)
 
 
 def verify(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.ndarray, type_cap: np.ndarray,

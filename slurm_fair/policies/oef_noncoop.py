@@ -115,7 +115,7 @@ def _fast(speed, weight, capacity, demand, type_cap) -> tuple[np.ndarray, list[i
     u = (x * speed).sum(axis=1)
     live = (demand > TOL) & (weight > 0) & ((speed > 0) & (type_cap > 0) & (capacity > 0)).any(axis=1)
     lv = np.where(live, u / np.where(weight > 0, weight, 1.0), 0.0)
-    below = live & ~_filling.at_caps(x, speed, demand, type_cap)
+    below = live & _filling.below_caps(x, speed, demand, type_cap)
     top = float(lv[below].min()) if below.any() else float(lv[live].max(initial=0.0))
     zero = ~live  # nothing to fill (demand 0 or no usable GPU): capped at 0, as in the cvxpy form
     capped = zero | (lv < top * (1 - 1e-9))
@@ -124,8 +124,8 @@ def _fast(speed, weight, capacity, demand, type_cap) -> tuple[np.ndarray, list[i
     x = clean(x * shrink[:, None], speed, capacity, demand, type_cap)
     _filling.verify(speed, weight, capacity, demand, type_cap, x, capped, equal_level=True,
                     work_conserving=False, what="oef-noncoop")
-    # a class still at the common level but at its demand or a type cap is reported as capped too
-    capped |= _filling.at_caps(x, speed, demand, type_cap)
+    # reported as capped too: a class at the common level whose own cap bound the level it froze at
+    capped |= live & res.cap_binding & _filling.at_caps(x, speed, demand, type_cap)
     return x, [int(i) for i in np.flatnonzero(capped)]
 
 
