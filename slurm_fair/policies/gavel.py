@@ -23,10 +23,13 @@ caps could use it. Not envy-free, not strategy-proof and not throughput-optimal 
 
 from __future__ import annotations
 
+import dataclasses
+
 import cvxpy as cp
 import numpy as np
 
 from .. import lp
+from . import _filling
 from ..model import Allocation, Problem
 from ._common import TEST_SOLVER, TOL, _blocked, allocation_variable, fill_idle, level_program, capacity_constraint, at_caps, capped_note, clean, finish, throughput_expr
 from .equal_share import share_arrays
@@ -50,7 +53,33 @@ def _program(speed, capacity, demand, ref, active, frozen, level=None, lift=(), 
     return prob, x, var
 
 
+FAST_SOLVER = "HIGHS (live progressive filling)"
+
+
 def solve(problem: Problem, solver: str | None = None) -> Allocation:
+    """With no solver named, the exact filling on one live HiGHS model (``_filling``, verified against the
+    definition before it is returned); a named solver runs the cvxpy form (:func:`solve_cvxpy`)."""
+    if solver is not None and str(solver).strip():
+        return solve_cvxpy(problem, solver)
+    vu = problem.virtual_users()
+    timer = lp.Timer()
+    with timer.measure():
+        eq, _ = share_arrays(vu)
+        ref = (eq * vu.speed).sum(axis=1)
+        active = ref > TOL
+        res = _filling.fill(vu.speed, np.where(active, ref, 0.0), vu.capacity, vu.demand, vu.type_cap,
+                            what="gavel")
+        x_val = fill_idle(vu, clean(res.x, vu.speed, vu.capacity, vu.demand, vu.type_cap))
+        x_val = clean(x_val, vu.speed, vu.capacity, vu.demand, vu.type_cap)
+        _filling.verify(vu.speed, ref, vu.capacity, vu.demand, vu.type_cap, x_val, np.zeros(vu.n, dtype=bool),
+                        equal_level=False, work_conserving=True, floor=ref, what="gavel")
+    capped = at_caps(vu, x_val)
+    return dataclasses.replace(finish(problem, NAME, x_val, timer, None, capped_note(vu, capped), uses_lp=False),
+                               solver=FAST_SOLVER)
+
+
+def solve_cvxpy(problem: Problem, solver: str | None = None) -> Allocation:
+    """Gavel's water-filling with one cvxpy LP per level and bottleneck test (the reference form)."""
     lp.pick_solver(solver)
     vu = problem.virtual_users()
     timer = lp.Timer()

@@ -38,10 +38,13 @@ depends on its speedups).
 
 from __future__ import annotations
 
+import dataclasses
+
 import cvxpy as cp
 import numpy as np
 
 from .. import lp
+from . import _filling
 from ..model import Allocation, Problem
 from ._common import TEST_SOLVER, TOL, _blocked, lift_test, allocation_variable, type_caps, level_program, capacity_constraint, capped_note, clean, finish, throughput_expr
 
@@ -73,6 +76,9 @@ def _program(speed, weight, capacity, demand, active, frozen, *, level=None, lif
     return prob, x, var
 
 
+FAST_SOLVER = "HIGHS (live progressive filling)"
+
+
 def solve_arrays(
     speed: np.ndarray,
     weight: np.ndarray,
@@ -82,7 +88,57 @@ def solve_arrays(
     timer: lp.Timer | None = None,
     type_cap: np.ndarray | None = None,
 ) -> tuple[np.ndarray, list[int]]:
-    """Eq. 9 with caps by progressive filling; returns (x, indices of capped rows)."""
+    """Eq. 9 with caps by progressive filling; returns (x, indices of capped rows).
+
+    With no solver named, the exact filling on one live HiGHS model (``_filling``), verified against the
+    definition before it is returned; a named solver runs the cvxpy form (:func:`solve_arrays_cvxpy`)."""
+    if solver is None or not str(solver).strip():
+        timer = timer or lp.Timer()
+        with timer.measure():
+            return _fast(speed, weight, capacity, demand, type_cap)
+    return solve_arrays_cvxpy(speed, weight, capacity, demand, solver, timer, type_cap)
+
+
+def _fast(speed, weight, capacity, demand, type_cap) -> tuple[np.ndarray, list[int]]:
+    speed = np.asarray(speed, dtype=float)
+    n, k = speed.shape
+    weight = np.asarray(weight, dtype=float)
+    capacity = np.asarray(capacity, dtype=float)
+    demand = np.full(n, np.inf) if demand is None else np.asarray(demand, dtype=float)
+    type_cap = np.full((n, k), np.inf) if type_cap is None else np.asarray(type_cap, dtype=float)
+    type_cap = np.where(speed > 0, type_cap, 0.0)
+    # Leximin filling of u_l / π_l, then eq. 9's rule: the common level T is the lowest level at which a
+    # class below its caps stopped (it cannot rise: nobody still rising can); every class above T is cut
+    # back to exactly T, every class frozen below T sits at its caps (cutting x only frees GPUs).
+    res = _filling.fill(speed, weight, capacity, demand, type_cap, what="oef-noncoop")
+    x = clean(res.x, speed, capacity, demand, type_cap)
+    u = (x * speed).sum(axis=1)
+    live = (demand > TOL) & (weight > 0) & ((speed > 0) & (type_cap > 0) & (capacity > 0)).any(axis=1)
+    lv = np.where(live, u / np.where(weight > 0, weight, 1.0), 0.0)
+    below = live & _filling.below_caps(x, speed, demand, type_cap)
+    top = float(lv[below].min()) if below.any() else float(lv[live].max(initial=0.0))
+    zero = ~live  # nothing to fill (demand 0 or no usable GPU): capped at 0, as in the cvxpy form
+    capped = zero | (lv < top * (1 - 1e-9))
+    target = np.where(capped, u, weight * top)
+    shrink = np.where(u > target, target / np.where(u > 0, u, 1.0), 1.0)
+    x = clean(x * shrink[:, None], speed, capacity, demand, type_cap)
+    _filling.verify(speed, weight, capacity, demand, type_cap, x, capped, equal_level=True,
+                    work_conserving=False, what="oef-noncoop")
+    # reported as capped too: a class at the common level whose own cap bound the level it froze at
+    capped |= live & res.cap_binding & _filling.at_caps(x, speed, demand, type_cap)
+    return x, [int(i) for i in np.flatnonzero(capped)]
+
+
+def solve_arrays_cvxpy(
+    speed: np.ndarray,
+    weight: np.ndarray,
+    capacity: np.ndarray,
+    demand: np.ndarray | None = None,
+    solver: str | None = None,
+    timer: lp.Timer | None = None,
+    type_cap: np.ndarray | None = None,
+) -> tuple[np.ndarray, list[int]]:
+    """Eq. 9 with caps by progressive filling, one cvxpy LP per level and test (the reference form)."""
     n, _ = speed.shape
     demand = np.full(n, np.inf) if demand is None else np.asarray(demand, dtype=float)
     has_tcap = np.zeros(n, dtype=bool) if type_cap is None else (np.isfinite(type_cap) & (speed > 0)).any(axis=1)
@@ -161,4 +217,7 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     for j, g in enumerate(vu.gpu_types):
         if idle[j] > 1e-6 and any(vu.speed[i, j] > 0 for i in free):
             notes.append(f"{idle[j]:.3g} {g} GPU(s) left idle: equal weighted throughput (eq. 9) binds")
-    return finish(problem, NAME, x, timer, solver, notes)
+    alloc = finish(problem, NAME, x, timer, solver, notes)
+    if solver is None or not str(solver).strip():
+        alloc = dataclasses.replace(alloc, solver=FAST_SOLVER)
+    return alloc

@@ -1,0 +1,392 @@
+"""Exact progressive filling on one live HiGHS model (used by ``oef-noncoop`` and ``gavel`` by default).
+
+Problem, on arrays: classes l with normalized speed S_l (0 = unusable), reference r_l > 0 (the weight π_l
+for non-cooperative OEF, the capped equal share's throughput e_l for Gavel), total demand d_l and per-type
+caps c_l^j; capacity m_j. The *level* of l is u_l / r_l with u_l = Σ_j S_l^j x_l^j. Progressive filling
+raises one common level; a class that cannot rise any more (the others keeping theirs) freezes; repeat.
+
+One HiGHS model holds it all: a column per usable (class, type) pair (bounds 0..c_l^j), a level column t,
+capacity rows, demand rows and one level row per class, ``u_l / r_l - t >= 0`` while active, turned into
+``u_l / r_l >= f_l`` (t's coefficient set to 0) when frozen. Every stage changes bounds and coefficients in
+place and re-solves warm from the previous basis. Scaled: GPUs in units of the mean capacity per class, levels
+in units of a typical level, so coefficients are O(1).
+
+Few stages (notes/progressive-filling.md):
+
+* Every class has a valid upper bound b_l on its final level: first its own best within its caps (fastest
+  types first, at most c_l^j each and d_l in all); after each stage LP also the *price bound*: with any
+  prices p >= 0 on the GPU types, Σ_j p_j x^j summed over all classes is at most p·m, every other class w must
+  spend at least L_w · min_j p_j r_w / S_w^j to keep its current level L_w (its final level is at least
+  that), and l gets the most level its remaining budget buys within its demand (best single type or pair,
+  closed form). Relaxing caps in both only loosens the bound, so it stays valid; the stage LP's capacity
+  duals make it tight.
+* Batch lemma: if "frozen classes at their levels, every active class at least min(t', b_l)" is feasible,
+  every active class with b_l <= t' ends exactly at b_l (max-min fairness on a convex set). Tried with the
+  m smallest bounds frozen at b, m doubling, each try one warm LP.
+* In each stage LP (max t), a class whose level row has a positive dual is blocked (complementary
+  slackness: its row is tight in every optimum), and at least one has (the duals of the active level rows
+  sum to 1).
+
+The result is the leximin (max-min fair) vector of levels; ``oef-noncoop`` derives eq. 9's common level
+from it, ``gavel`` hands out idle GPUs after it. The callers verify their result against the definition
+(:func:`verify`) before using it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import SolverError
+from ..stdio import new_highs
+
+_PTOL = 1e-9  # HiGHS primal/dual feasibility tolerance (scaled units)
+_CAP_TOL = 1e-6  # GPUs: a class this close to its demand or a type cap is at its caps
+_TRY_ITERS = 20000  # simplex iterations a batch try may take before it counts as "too far"
+
+
+@dataclass(frozen=True)
+class Filled:
+    x: np.ndarray  # (n, k) GPUs
+    frozen: np.ndarray  # (n,) bool: frozen before the last level (capped / bottleneck)
+    cap_binding: np.ndarray  # (n,) bool: one of its caps had a positive dual in the stage LP it froze in
+    level: float  # the last common level (u_l / r_l of the classes never frozen), unscaled
+    stages: int  # stage LPs
+    lps: int  # LP solves in all (stages, batch tries, final)
+
+
+def own_best(speed: np.ndarray, demand: np.ndarray, type_cap: np.ndarray) -> np.ndarray:
+    """(n,) the most throughput each class can get within its own caps (fastest types first); inf when
+    it has no finite cap on a usable type and no finite demand."""
+    n, k = speed.shape
+    out = np.zeros(n)
+    order = np.argsort(-speed, axis=1, kind="stable")
+    left = np.array(demand, dtype=float)
+    for c in range(k):
+        j = order[:, c]
+        s = speed[np.arange(n), j]
+        cap = type_cap[np.arange(n), j]
+        take = np.where(s > 0, np.minimum(cap, left), 0.0)
+        with np.errstate(invalid="ignore"):
+            out += np.where(take > 0, s * take, 0.0)
+        with np.errstate(invalid="ignore"):  # inf - inf for a class with no finite demand: stays unlimited
+            left = left - np.where(s > 0, take, 0.0)
+    return out
+
+
+def _price_bounds(a: np.ndarray, p: np.ndarray, budget: float, need: np.ndarray, dem: np.ndarray) -> np.ndarray:
+    """Upper bound on each class's level from prices ``p`` (see the module docstring); ``a`` (n, k) level
+    per GPU of each type (0 = unusable), ``need`` each class's current level, ``dem`` demands (scaled)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        unit = np.where(a > 0, p[None, :] / a, np.inf).min(axis=1)  # cheapest price of one level unit
+        spend = need * unit
+        spend = np.where(need > 0, spend, 0.0)
+        bud = budget - (spend.sum() - spend)  # what is left for each class
+        bud = np.maximum(bud, 0.0)
+        best = np.zeros(a.shape[0])
+        pj = np.broadcast_to(p, a.shape)
+        # single types: min(budget / p_j, demand) GPUs of type j
+        gpus = np.where(pj > 0, bud[:, None] / pj, np.inf)
+        gpus = np.minimum(gpus, dem[:, None])
+        single = np.where(a > 0, a * gpus, 0.0)
+        best = np.nanmax(np.where(np.isnan(single), 0.0, single), axis=1)
+        # pairs with both the budget and the demand tight
+        fin = np.isfinite(dem)
+        if fin.any():
+            k = a.shape[1]
+            for i in range(k):
+                for j in range(k):
+                    if p[i] <= p[j]:
+                        continue
+                    xi = (bud - p[j] * dem) / (p[i] - p[j])
+                    ok = fin & (xi >= 0) & (xi <= dem) & (a[:, i] > 0) & (a[:, j] > 0)
+                    val = a[:, i] * xi + a[:, j] * (dem - xi)
+                    best = np.where(ok, np.maximum(best, val), best)
+    return best
+
+
+def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.ndarray, type_cap: np.ndarray,
+         what: str = "progressive filling") -> Filled:
+    """Progressive filling of u_l / ref_l (see the module docstring). Rows with ref <= 0 or demand <= 0 get
+    nothing and count as frozen."""
+    import highspy
+
+    speed = np.asarray(speed, dtype=float)
+    n, k = speed.shape
+    ref = np.asarray(ref, dtype=float)
+    capacity = np.asarray(capacity, dtype=float)
+    demand = np.asarray(demand, dtype=float)
+    type_cap = np.asarray(type_cap, dtype=float)
+    usable = (speed > 0) & (type_cap > 0) & (capacity[None, :] > 0)
+    act0 = (ref > 0) & (demand > 1e-9) & usable.any(axis=1)
+    usable &= act0[:, None]
+    x_out = np.zeros((n, k))
+    frozen_out = ~act0
+    idx = np.flatnonzero(act0)
+    if idx.size == 0:
+        return Filled(x_out, frozen_out, np.zeros(n, dtype=bool), 0.0, 0, 0)
+
+    # ---- scaling: GPUs in units of s, levels in units of T0
+    s = max(float(capacity.sum()) / idx.size, 1e-9)
+    own = own_best(speed, np.where(np.isfinite(demand), demand, np.inf), np.where(usable, type_cap, 0.0))
+    with np.errstate(invalid="ignore", divide="ignore"):  # classes with ref 0 have no usable type: A = 0
+        typical = s * speed[idx].max(axis=1) / ref[idx]
+        T0 = float(np.median(typical))
+        A = np.where(usable, speed * s / (ref[:, None] * T0), 0.0)  # scaled level per scaled GPU
+    bound = np.full(n, np.inf)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bound[idx] = own[idx] / (ref[idx] * T0)
+    dem_s = demand / s
+
+    rows, cols = np.nonzero(usable)  # column c is pair (rows[c], cols[c]); t is column nv
+    nv = rows.size
+    tcol = nv
+    inf = highspy.kHighsInf
+    h = new_highs()
+    for opt, val in (("primal_feasibility_tolerance", _PTOL), ("dual_feasibility_tolerance", _PTOL),
+                     ("simplex_strategy", 4)):
+        h.setOptionValue(opt, val)
+    ub = np.minimum(type_cap[rows, cols], capacity[cols]) / s
+    ub = np.where(np.isfinite(ub), ub, inf)
+    h.addCols(nv, np.zeros(nv), np.zeros(nv), ub, 0, np.array([], dtype=np.int32), np.array([], dtype=np.int32),
+              np.array([], dtype=float))
+    h.addCols(1, np.array([1.0]), np.array([0.0]), np.array([inf]), 0, np.array([], dtype=np.int32),
+              np.array([], dtype=np.int32), np.array([], dtype=float))
+    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+
+    def add_rows(groups, lower, upper, vals_of):
+        starts, index, values = [], [], []
+        for g in groups:
+            starts.append(len(index))
+            cs, vs = vals_of(g)
+            index.extend(cs)
+            values.extend(vs)
+        h.addRows(len(groups), np.asarray(lower, dtype=float), np.asarray(upper, dtype=float), len(index),
+                  np.asarray(starts, dtype=np.int32), np.asarray(index, dtype=np.int32), np.asarray(values, dtype=float))
+
+    col_of_type = [np.flatnonzero(cols == j) for j in range(k)]
+    col_of_row = {int(i): np.flatnonzero(rows == i) for i in idx}
+    types = [j for j in range(k) if col_of_type[j].size]
+    add_rows(types, np.full(len(types), -inf), capacity[types] / s, lambda j: (col_of_type[j], np.ones(col_of_type[j].size)))
+    cap_row = {j: r for r, j in enumerate(types)}
+    fin = [int(i) for i in idx if np.isfinite(demand[i])]
+    add_rows(fin, np.full(len(fin), -inf), dem_s[fin], lambda i: (col_of_row[i], np.ones(col_of_row[i].size)))
+    dem_row = {i: len(types) + r for r, i in enumerate(fin)}
+    base = len(types) + len(fin)
+    lev_row = {int(i): base + r for r, i in enumerate(idx)}
+    add_rows([int(i) for i in idx], np.zeros(idx.size), np.full(idx.size, inf),
+             lambda i: (np.append(col_of_row[i], tcol), np.append(A[i, cols[col_of_row[i]]], -1.0)))
+
+    active = act0.copy()
+    capfz = np.zeros(n, dtype=bool)
+    flevel = np.zeros(n)  # frozen levels (scaled)
+    lps = 0
+    stages = 0
+
+    def set_t_bound():
+        b = bound[active]
+        h.changeColBounds(tcol, 0.0, (float(b.max()) if np.isfinite(b).all() else inf) if b.size else 0.0)
+
+    def run(limit: int | None = None):
+        nonlocal lps
+        lps += 1
+        h.setOptionValue("simplex_iteration_limit", limit if limit else 2**31 - 1)
+        h.run()
+        return h.getModelStatus()
+
+    def freeze(i: int, f: float):
+        h.changeCoeff(lev_row[i], tcol, 0.0)
+        h.changeRowBounds(lev_row[i], f, inf)  # exact; solve_exact() relaxes it if HiGHS cannot hold it
+        active[i] = False
+        flevel[i] = f
+
+    def unfreeze(i: int):
+        h.changeCoeff(lev_row[i], tcol, -1.0)
+        h.changeRowBounds(lev_row[i], 0.0, inf)
+        active[i] = True
+
+    def x_now() -> np.ndarray:
+        v = np.asarray(h.getSolution().col_value)
+        x = np.zeros((n, k))
+        x[rows, cols] = np.maximum(v[:nv], 0.0) * s
+        return x
+
+    def batch() -> None:
+        """Freeze every active class the batch lemma pins to its bound (doubling m, bounded tries)."""
+        m, tries = 1, 0
+        while tries < 12:
+            cand = np.flatnonzero(active & np.isfinite(bound))
+            if cand.size == 0:
+                return
+            cand = cand[np.argsort(bound[cand], kind="stable")][:m]
+            for i in cand:
+                freeze(int(i), float(bound[i]))
+            set_t_bound()
+            tries += 1
+            status = run(_TRY_ITERS)
+            ok = status == highspy.HighsModelStatus.kOptimal
+            t = float(h.getSolution().col_value[tcol]) if ok else -1.0
+            need = float(bound[cand[-1]])
+            if ok and (not active.any() or t >= need - 1e-9 * max(1.0, need)):
+                for i in np.flatnonzero(active & (bound <= t)):
+                    freeze(int(i), float(bound[i]))
+                m *= 2
+            else:
+                for i in cand:
+                    unfreeze(int(i))
+                if m == 1:
+                    set_t_bound()
+                    return
+                m = max(1, m // 4)
+        set_t_bound()
+
+    def solve_exact(where: str) -> None:
+        """Solve; on a non-optimal status a second exact try: from scratch, then with the frozen levels
+        held to 1e-7 / 1e-6 relative (each comes from an earlier solve, feasible only to the solver's
+        tolerance; the caller's verify() checks the result). Otherwise SolverError with the numbers."""
+        status = run()
+        for eps in (0.0, 1e-7, 1e-6):
+            if status == highspy.HighsModelStatus.kOptimal:
+                return
+            for i in np.flatnonzero(~active & act0) if eps else ():
+                h.changeRowBounds(lev_row[int(i)], flevel[i] * (1 - eps) - 2 * _PTOL, inf)
+            h.clearSolver()
+            status = run()
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise SolverError(f"{what}: HiGHS returned status {h.modelStatusToString(status)!r} at {where}")
+
+    level = 0.0
+    x_last = np.zeros((n, k))
+    budget_cap = capacity / s
+    while active.any():
+        if np.isfinite(bound[active]).any():
+            batch()
+            if not active.any():
+                break
+        set_t_bound()
+        stages += 1
+        solve_exact(f"stage {stages} ({int(active.sum())} of {idx.size} classes still rising, "
+                    f"last level {level * T0:.6g})")
+        sol = h.getSolution()
+        t = float(sol.col_value[tcol])
+        level = t
+        x_last = x_now()
+        ai = np.flatnonzero(active)
+        y = np.abs(np.asarray(sol.row_dual)[[lev_row[int(i)] for i in ai]])
+        blocked = ai[(y > 1e-7 * max(float(y.max()), 1e-300)) | (bound[ai] <= t * (1 + 1e-9) + 1e-12)]
+        if blocked.size == 0:  # cannot happen (the duals sum to 1); refuse rather than loop
+            raise SolverError(f"{what}: no blocked class at level {t * T0:.6g} (duals {y.max():.3g})")
+        rd_all = np.abs(np.asarray(sol.row_dual))
+        cd_all = np.abs(np.asarray(sol.col_dual))
+        cv_all = np.asarray(sol.col_value)
+        for i in blocked:
+            i = int(i)
+            # relaxing a cap with a positive dual raises the common level: this class could rise without it
+            dual = rd_all[dem_row[i]] if i in dem_row else 0.0
+            cs = col_of_row[i]
+            at_ub = cv_all[cs] >= ub[cs] - 1e-9
+            capfz[i] = max(dual, float(cd_all[cs][at_ub].max(initial=0.0))) > 1e-9
+            freeze(i, t)
+        if not active.any():
+            break
+        # price bounds from the capacity duals
+        p = np.zeros(k)
+        rd = np.asarray(sol.row_dual)
+        for j, r in cap_row.items():
+            p[j] = abs(rd[r])
+        need = np.where(active, t, flevel)
+        need[~act0] = 0.0
+        pb = _price_bounds(A, p, float(p @ budget_cap), need, np.where(np.isfinite(dem_s), dem_s, np.inf))
+        nb = np.maximum(pb, t)
+        bound = np.where(active, np.minimum(bound, nb), bound)
+    if not active.any():  # everybody froze: the final point is the last solve with all frozen rows
+        set_t_bound()
+        # The levels are now fixed (the leximin vector is unique); among the points that hold them, prefer
+        # classes at their caps: maximize GPUs used, relative to each class's demand and per-type caps.
+        w = np.zeros(nv)
+        dfin = np.isfinite(demand[rows]) & (demand[rows] > 0)
+        w[dfin] += s / demand[rows][dfin]
+        tfin = np.isfinite(type_cap[rows, cols])
+        w[tfin] += s / type_cap[rows, cols][tfin]
+        h.changeColsCost(nv, np.arange(nv, dtype=np.int32), w)
+        solve_exact("the final solve")
+        x_last = x_now()
+        level = float(flevel[act0].max())
+    x_out = x_last
+    frozen_out = ~active | ~act0
+    return Filled(x_out, frozen_out, capfz, level * T0, stages, lps)
+
+
+def at_caps(x: np.ndarray, speed: np.ndarray, demand: np.ndarray, type_cap: np.ndarray, tol: float = _CAP_TOL) -> np.ndarray:
+    """(n,) bool: the class is at its demand or at one of its finite per-type caps in ``x``."""
+    fin = np.isfinite(type_cap) & (speed > 0)
+    return (np.isfinite(demand) & (x.sum(axis=1) >= demand - tol) & (demand > 0)) | (fin & (x >= type_cap - tol) & (type_cap > 0)).any(axis=1)
+
+
+def below_caps(x: np.ndarray, speed: np.ndarray, demand: np.ndarray, type_cap: np.ndarray,
+               tol: float = _CAP_TOL) -> np.ndarray:
+    """(n,) bool: the class is below its demand and below every finite per-type cap in ``x``."""
+    return ~at_caps(x, speed, demand, type_cap, tol)
+
+
+def verify(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.ndarray, type_cap: np.ndarray,
+           x: np.ndarray, capped: np.ndarray, *, equal_level: bool, work_conserving: bool, floor: np.ndarray | None = None,
+           what: str = "progressive filling", rel: float = 1e-6) -> None:
+    """Check ``x`` against the definition; raise SolverError naming the numbers when it does not hold.
+
+    Always: x >= 0, nothing on unusable types, capacity, per-type caps and demands; every ``capped`` class
+    sits at its demand or a per-type cap. ``equal_level`` (oef-noncoop): the other classes share one level
+    u_l / ref_l (to ``rel``) and the capped ones are at or below it. ``work_conserving`` (gavel): no GPU idle
+    while a class below its caps can use it. ``floor``: u_l >= floor_l (Gavel's capped equal share)."""
+    n, k = speed.shape
+    scale = max(1.0, float(capacity.max(initial=1.0)))
+    tol = rel * scale
+    bad = []
+    if (x < -1e-12).any() or (x[speed <= 0] > 1e-12).any():
+        bad.append("negative GPUs or GPUs on an unusable type")
+    over = x.sum(axis=0) - capacity
+    if (over > tol).any():
+        j = int(over.argmax())
+        bad.append(f"type {j}: {x[:, j].sum():.9g} GPUs > capacity {capacity[j]:g}")
+    tc = x - type_cap
+    if (tc > tol).any():
+        i, j = np.unravel_index(int(tc.argmax()), tc.shape)
+        bad.append(f"class {i} type {j}: {x[i, j]:.9g} GPUs > type cap {type_cap[i, j]:g}")
+    od = x.sum(axis=1) - demand
+    if (od > tol).any():
+        i = int(od.argmax())
+        bad.append(f"class {i}: {x[i].sum():.9g} GPUs > demand {demand[i]:g}")
+    finite_tc = np.isfinite(type_cap) & (speed > 0)
+    at = (np.isfinite(demand) & (x.sum(axis=1) >= demand - tol)) | (finite_tc & (x >= type_cap - tol)).any(axis=1)
+    live = (demand > 0) & (ref > 0) & ((speed > 0) & (type_cap > 0) & (capacity[None, :] > 0)).any(axis=1)
+    for i in np.flatnonzero(capped & ~at & live):
+        bad.append(f"class {i} counted as capped but below its caps ({x[i].sum():.9g} GPUs, demand {demand[i]:g})")
+        break
+    u = (x * speed).sum(axis=1)
+    lv = np.where(ref > 0, u / np.where(ref > 0, ref, 1.0), 0.0)
+    if equal_level:
+        free = np.flatnonzero(~capped & live)
+        if free.size:
+            hi, lo = float(lv[free].max()), float(lv[free].min())
+            if hi - lo > rel * max(1.0, hi):
+                bad.append(f"uncapped classes at different levels: {lo:.9g} (class {int(free[lv[free].argmin()])}) "
+                           f"to {hi:.9g} (class {int(free[lv[free].argmax()])})")
+            cl = np.flatnonzero(capped & (lv > hi + rel * max(1.0, hi)))
+            if cl.size:
+                bad.append(f"capped class {int(cl[0])} at level {lv[cl[0]]:.9g} above the common level {hi:.9g}")
+    if work_conserving:
+        idle = capacity - x.sum(axis=0)
+        room_d = demand - x.sum(axis=1)
+        for j in np.flatnonzero(idle > tol):
+            can = (speed[:, j] > 0) & (room_d > tol) & (x[:, j] < type_cap[:, j] - tol)
+            if can.any():
+                bad.append(f"{idle[j]:.9g} GPUs of type {j} idle while class {int(np.flatnonzero(can)[0])} can use them")
+                break
+    if floor is not None:
+        short = floor - u
+        if (short > rel * np.maximum(1.0, floor)).any():
+            i = int(short.argmax())
+            bad.append(f"class {i}: throughput {u[i]:.9g} below its floor {floor[i]:.9g}")
+    if bad:
+        raise SolverError(f"{what}: the result fails its definition: " + "; ".join(bad))
