@@ -19,6 +19,11 @@ Guarantees under caps: no user exceeds its demand or a type cap; every user gets
 share's throughput (t* >= 1, since the capped equal share is feasible); the smallest ratio is as large as
 possible, then the next, and so on (max-min levels); work-conserving: no GPU is idle while a user below its
 caps could use it. Not envy-free, not strategy-proof and not throughput-optimal (OEF §2.4, Table 1).
+
+How it is computed by default (no ``solver`` named): ``_filling.fill`` runs these levels on one live HiGHS
+model (upper bounds per class, the batch-freezing lemma, warm re-solves) and verifies the result (capacity,
+caps, no idle GPU a user below its caps could use, at least the capped equal share) before returning it;
+naming a cvxpy solver runs the LPs above through cvxpy instead.
 """
 
 from __future__ import annotations

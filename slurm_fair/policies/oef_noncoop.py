@@ -34,6 +34,12 @@ later level; capacity is respected; with no finite cap the result is exactly eq.
 Not work-conserving: eq. 9's equality can leave GPUs idle that only some uncapped users could use (they are
 named in ``Allocation.notes``). Strategy-proofness is *not* claimed when caps bind (a capped user's level
 depends on its speedups).
+
+How it is computed by default (no ``solver`` named): ``_filling.fill`` runs the progressive filling as max-min
+levels on one live HiGHS model (upper bounds per class, the batch-freezing lemma, warm re-solves), verifies
+the result against the definition above, and the common level T is then the lowest level of a class below its
+caps (classes above T are cut back to T; those frozen below T sit at their caps). Naming a cvxpy solver
+(``--solver ECOS|HIGHS|CLARABEL|SCIPY``) runs the LPs described above through cvxpy instead.
 """
 
 from __future__ import annotations
