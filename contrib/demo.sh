@@ -84,11 +84,12 @@ say "round 0: no jobs yet, every account starts at limit 0; the GPU type map for
 cat "$SLURM_FAIR_TESTBED/etc/gpu_type_map.txt"
 
 say "bob (acct_b) comes first: 6 long untyped jobs that checkpoint on USR1 (contrib/checkpoint/train.sh)"
+install -m 644 "$REPO/contrib/checkpoint/train.sh" "$DEMO/out/train.sh"  # bob may not reach a private checkout
 for ((i = 0; i < 6; i++)); do
   # job_submit.lua gives each untyped request the map's type and says so on stderr (shown once)
   runuser -u bob -- sbatch --parsable -A acct_b -J rl --gres=gpu:1 --requeue --open-mode=append \
     --chdir="$SLURM_FAIR_TESTBED/jobs" --output="$DEMO/out/rl-%j.out" \
-    --wrap "export CKPT=$DEMO/out/ckpt-\$SLURM_JOB_ID STEPS=100000 STEP_SECONDS=1; exec bash $REPO/contrib/checkpoint/train.sh" \
+    --wrap "export CKPT=$DEMO/out/ckpt-\$SLURM_JOB_ID STEPS=100000 STEP_SECONDS=1; exec bash $DEMO/out/train.sh" \
     2>"$DEMO/sbatch.err" >/dev/null
   ((i == 0)) && sed 's/^/  /' "$DEMO/sbatch.err"
 done

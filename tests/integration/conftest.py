@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -125,6 +126,14 @@ class Testbed:
             argv = ["runuser", "-u", user, "--", *argv]
         out = self.run(argv, cwd=str(self.jobdir), timeout=30).stdout.strip()
         return int(out.split(";")[0])
+
+    def job_file(self, src: Path) -> Path:
+        """A copy of ``src`` in the job dir, readable by the test users: jobs run as alice, bob or carol, who may
+        not reach a checkout under a private folder (CI clones into ``mktemp -d``)."""
+        dst = self.jobdir / src.name
+        shutil.copyfile(src, dst)
+        dst.chmod(0o644)
+        return dst
 
     def job(self, job_id: int) -> dict[str, str]:
         """``scontrol show job -o`` as a dict (empty if the job is unknown)."""

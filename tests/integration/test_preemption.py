@@ -55,7 +55,7 @@ def test_preempted_job_checkpoints_is_requeued_once_and_resumes(testbed, tmp_pat
     for j in sleepers:
         testbed.wait_state(j, "RUNNING")
     job = testbed.sbatch("acct_a", gpu_type="a100", name="ckpt", extra=["--requeue", "--open-mode=append"],
-                         command=f"export CKPT={ckpt} STEPS=400 STEP_SECONDS=0.5; exec bash {TRAIN_SH}")
+                         command=f"export CKPT={ckpt} STEPS=400 STEP_SECONDS=0.5; exec bash {testbed.job_file(TRAIN_SH)}")
     testbed.wait_state(job, "RUNNING")
     testbed.wait_for(lambda: "starting at step 0 (restart 0)" in output(testbed, job), 30, what="job started")
     # acct_b waits for an a100: its share is 1 of 4, so acct_a (limit 3) holds one GPU too many
