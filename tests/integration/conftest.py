@@ -127,6 +127,23 @@ class Testbed:
         out = self.run(argv, cwd=str(self.jobdir), timeout=30).stdout.strip()
         return int(out.split(";")[0])
 
+    def gpu_limits(self, accounts: Sequence[str] = tuple(ACCOUNTS)) -> dict[str, dict[str, int]]:
+        """account -> GPU type -> its GrpTRES limit as Slurm has it now (``"*"``: the untyped gres/gpu total)."""
+        out = self.run(["sacctmgr", "-n", "-P", "show", "assoc", "format=account,user,grptres"]).stdout
+        limits: dict[str, dict[str, int]] = {}
+        for line in out.splitlines():
+            acct, user, tres = (line.split("|") + ["", ""])[:3]
+            if user or acct not in accounts:
+                continue
+            row = limits.setdefault(acct, {})
+            for item in filter(None, tres.split(",")):
+                k, _, v = item.partition("=")
+                if k == "gres/gpu":
+                    row["*"] = int(v)
+                elif k.startswith("gres/gpu:"):
+                    row[k.split(":", 1)[1]] = int(v)
+        return limits
+
     def job_file(self, src: Path) -> Path:
         """A copy of ``src`` in the job dir, readable by the test users: jobs run as alice, bob or carol, who may
         not reach a checkout under a private folder (CI clones into ``mktemp -d``)."""

@@ -66,20 +66,7 @@ def sf(testbed, tmp_path):
 
 
 def slurm_limits(testbed) -> dict[str, dict[str, int]]:
-    out = testbed.run(["sacctmgr", "-n", "-P", "show", "assoc", "format=account,user,grptres"]).stdout
-    limits: dict[str, dict[str, int]] = {}
-    for line in out.splitlines():
-        acct, user, tres = (line.split("|") + ["", ""])[:3]
-        if user or acct not in CLASS_OF:
-            continue
-        row = limits.setdefault(acct, {})
-        for item in filter(None, tres.split(",")):
-            k, v = item.split("=")
-            if k == "gres/gpu":
-                row[ANY_GPU] = int(v)
-            elif k.startswith("gres/gpu:"):
-                row[k.split(":", 1)[1]] = int(v)
-    return limits
+    return testbed.gpu_limits(tuple(CLASS_OF))
 
 
 def submit_mix(testbed, per_type: dict[str, int], accounts=tuple(CLASS_OF)) -> dict[tuple[str, str], list[int]]:

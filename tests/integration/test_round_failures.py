@@ -26,20 +26,7 @@ BAD = "bad acct"
 
 
 def limits_in_slurm(testbed) -> dict[str, dict[str, int]]:
-    out = testbed.run(["sacctmgr", "-n", "-P", "show", "assoc", "format=account,user,grptres"]).stdout
-    limits: dict[str, dict[str, int]] = {}
-    for line in out.splitlines():
-        acct, user, tres = (line.split("|") + ["", ""])[:3]
-        if user:
-            continue
-        row = limits.setdefault(acct, {})
-        for item in filter(None, tres.split(",")):
-            k, v = item.split("=")
-            if k == "gres/gpu":
-                row[ANY_GPU] = int(v)
-            elif k.startswith("gres/gpu:"):
-                row[k.split(":", 1)[1]] = int(v)
-    return limits
+    return testbed.gpu_limits(("acct_a", "acct_b", "acct_c", BAD))
 
 
 def planned_limits(store: Store, round_id: int) -> dict[str, dict[str, int]]:

@@ -53,20 +53,8 @@ def _sf(testbed, cfg: Path, *args: str) -> str:
 
 
 def _limits(testbed) -> dict[str, dict[str, int]]:
-    """account -> type -> GrpTRES limit as Slurm has it now."""
-    out = testbed.run(["sacctmgr", "-n", "-P", "show", "assoc", "where", "account=acct_a,acct_b,acct_c",
-                       "format=account,user,grptres"]).stdout
-    lim: dict[str, dict[str, int]] = {}
-    for line in out.splitlines():
-        acct, user, tres = (line.split("|") + ["", "", ""])[:3]
-        if user:
-            continue
-        row = lim.setdefault(acct, {})
-        for item in filter(None, tres.split(",")):
-            k, _, v = item.partition("=")
-            if k.startswith("gres/gpu:"):
-                row[k.split(":", 1)[1]] = int(v)
-    return lim
+    """account -> type -> GrpTRES limit as Slurm has it now (per type; the gres/gpu total left out)."""
+    return {a: {t: n for t, n in row.items() if t != "*"} for a, row in testbed.gpu_limits().items()}
 
 
 def _in_use(testbed) -> dict[str, dict[str, int]]:
