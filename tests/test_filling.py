@@ -109,3 +109,28 @@ def test_fast_filling_agrees_with_the_cvxpy_form(seed, type_demand):
     for fast, plain in pairs:
         np.testing.assert_allclose(fast.user_throughput(), plain.user_throughput(), rtol=1e-5, atol=1e-5)
         assert fast.solver.startswith("HIGHS (live")
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_min_spend_is_the_two_row_lp_optimum(seed):
+    """The closed form the price bounds rest on: the least cost at prices p of reaching a level within a
+    demand equals the LP min p·x s.t. a·x >= need, Σx <= dem, x >= 0 (scipy), for every class."""
+    from slurm_fair.policies._filling import _min_spend
+
+    rng = np.random.default_rng(seed)
+    n, k = 12, 5
+    a = rng.uniform(0.2, 3.0, (n, k)) * (rng.random((n, k)) < 0.8)
+    a[:, 0] = np.maximum(a[:, 0], 0.1)  # every class can use some type
+    p = rng.uniform(0.0, 2.0, k)
+    dem = rng.choice([1.0, 2.0, 4.0, np.inf], n)
+    best_level = np.where(np.isfinite(dem), a.max(axis=1) * np.where(np.isfinite(dem), dem, 0.0), np.inf)
+    need = np.minimum(rng.uniform(0.0, 4.0, n), best_level * rng.uniform(0.2, 1.0, n))
+    got = _min_spend(a, p, need, dem)
+    for i in range(n):
+        rows, rhs = [-a[i]], [-need[i]]
+        if np.isfinite(dem[i]):
+            rows.append(np.ones(k))
+            rhs.append(dem[i])
+        res = linprog(p, A_ub=np.array(rows), b_ub=np.array(rhs), bounds=[(0, None)] * k, method="highs")
+        assert res.status == 0
+        assert got[i] == pytest.approx(res.fun, rel=1e-9, abs=1e-9), (i, got[i], res.fun)

@@ -16,7 +16,7 @@ Few stages (notes/progressive-filling.md):
 * Every class has a valid upper bound b_l on its final level: first its own best within its caps (fastest
   types first, at most c_l^j each and d_l in all); after each stage LP also the *price bound*: with any
   prices p >= 0 on the GPU types, Σ_j p_j x^j summed over all classes is at most p·m, every other class w must
-  spend at least L_w · min_j p_j r_w / S_w^j to keep its current level L_w (its final level is at least
+  spend at least the cheapest cost at prices p of its current level L_w within its demand (its final level is at least
   that), and l gets the most level its remaining budget buys within its demand (best single type or pair,
   closed form). Relaxing caps in both only loosens the bound, so it stays valid; the stage LP's capacity
   duals make it tight.
@@ -43,7 +43,7 @@ from ..stdio import new_highs
 
 _PTOL = 1e-9  # HiGHS primal/dual feasibility tolerance (scaled units)
 _CAP_TOL = 1e-6  # GPUs: a class this close to its demand or a type cap is at its caps
-_TRY_ITERS = 20000  # simplex iterations a batch try may take before it counts as "too far"
+_TRY_ITERS = 3000  # simplex iterations a batch try may take before it counts as "too far"
 
 
 @dataclass(frozen=True)
@@ -75,13 +75,37 @@ def own_best(speed: np.ndarray, demand: np.ndarray, type_cap: np.ndarray) -> np.
     return out
 
 
+def _min_spend(a: np.ndarray, p: np.ndarray, need: np.ndarray, dem: np.ndarray) -> np.ndarray:
+    """(n,) the least each class must spend at prices ``p`` to reach level ``need`` with at most ``dem`` GPUs
+    (per-type caps relaxed, so it is a lower bound): min p·x s.t. a·x >= need, Σx <= dem, x >= 0. A
+    two-row LP, so an optimum uses one type or two with both rows tight (closed forms, vectorized)."""
+    n, k = a.shape
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per = np.where(a > 0, need[:, None] / a, np.inf)  # GPUs of type j alone
+        single = np.where(per <= dem[:, None] * (1 + 1e-12), p[None, :] * per, np.inf)
+        best = single.min(axis=1)
+        fin = np.isfinite(dem)
+        if fin.any():
+            for i in range(k):
+                for j in range(k):
+                    if i == j:
+                        continue
+                    ai, aj = a[:, i], a[:, j]
+                    xi = (need - aj * dem) / (ai - aj)  # both rows tight
+                    ok = fin & (ai > aj) & (aj > 0) & (xi >= 0) & (xi <= dem)
+                    cost = p[i] * xi + p[j] * (dem - xi)
+                    best = np.where(ok, np.minimum(best, cost), best)
+    best = np.where(need > 0, best, 0.0)
+    # unreachable within the demand (cannot happen for a level a class holds; be safe): the cheapest unit price
+    unit = np.where(a > 0, p[None, :] / np.where(a > 0, a, 1.0), np.inf).min(axis=1)
+    return np.where(np.isfinite(best), best, np.where(np.isfinite(unit), need * unit, 0.0))
+
+
 def _price_bounds(a: np.ndarray, p: np.ndarray, budget: float, need: np.ndarray, dem: np.ndarray) -> np.ndarray:
     """Upper bound on each class's level from prices ``p`` (see the module docstring); ``a`` (n, k) level
     per GPU of each type (0 = unusable), ``need`` each class's current level, ``dem`` demands (scaled)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        unit = np.where(a > 0, p[None, :] / a, np.inf).min(axis=1)  # cheapest price of one level unit
-        spend = need * unit
-        spend = np.where(need > 0, spend, 0.0)
+        spend = _min_spend(a, p, need, dem)
         bud = budget - (spend.sum() - spend)  # what is left for each class
         bud = np.maximum(bud, 0.0)
         best = np.zeros(a.shape[0])
@@ -229,6 +253,7 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
             t = float(h.getSolution().col_value[tcol]) if ok else -1.0
             need = float(bound[cand[-1]])
             if ok and (not active.any() or t >= need - 1e-9 * max(1.0, need)):
+                x_last[...] = x_now()  # holds every frozen level, also those frozen just below
                 for i in np.flatnonzero(active & (bound <= t)):
                     freeze(int(i), float(bound[i]))
                 m *= 2
@@ -256,8 +281,16 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         if status != highspy.HighsModelStatus.kOptimal:
             raise SolverError(f"{what}: HiGHS returned status {h.modelStatusToString(status)!r} at {where}")
 
+    x_last = np.zeros((n, k))  # the point of the last solve after which nothing was frozen or unfrozen
+
+    def _final_ok(x: np.ndarray) -> bool:
+        """The last stage's point already sits every class frozen below the top level at one of its caps
+        (what the final solve would prefer), so that solve is not needed."""
+        top = float(flevel[act0].max(initial=0.0))
+        low = act0 & (flevel < top * (1 - 1e-9))
+        return bool(at_caps(x, speed, demand, type_cap)[low].all())
+
     level = 0.0
-    x_last = np.zeros((n, k))
     budget_cap = capacity / s
     while active.any():
         if np.isfinite(bound[active]).any():
@@ -271,7 +304,7 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         sol = h.getSolution()
         t = float(sol.col_value[tcol])
         level = t
-        x_last = x_now()
+        x_last[...] = x_now()
         ai = np.flatnonzero(active)
         y = np.abs(np.asarray(sol.row_dual)[[lev_row[int(i)] for i in ai]])
         blocked = ai[(y > 1e-7 * max(float(y.max()), 1e-300)) | (bound[ai] <= t * (1 + 1e-9) + 1e-12)]
@@ -300,7 +333,7 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         pb = _price_bounds(A, p, float(p @ budget_cap), need, np.where(np.isfinite(dem_s), dem_s, np.inf))
         nb = np.maximum(pb, t)
         bound = np.where(active, np.minimum(bound, nb), bound)
-    if not active.any():  # everybody froze: the final point is the last solve with all frozen rows
+    if not active.any() and not _final_ok(x_last):  # everybody froze; the last stage's point holds every level
         set_t_bound()
         # The levels are now fixed (the leximin vector is unique); among the points that hold them, prefer
         # classes at their caps: maximize GPUs used, relative to each class's demand and per-type caps.
@@ -311,7 +344,8 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         w[tfin] += s / type_cap[rows, cols][tfin]
         h.changeColsCost(nv, np.arange(nv, dtype=np.int32), w)
         solve_exact("the final solve")
-        x_last = x_now()
+        x_last[...] = x_now()
+    if not active.any():
         level = float(flevel[act0].max())
     x_out = x_last
     frozen_out = ~active | ~act0
