@@ -22,7 +22,7 @@ from .errors import InputError
 DEFAULT_PATH = Path("/etc/slurm-fair/slurm-fair.toml")
 ENV_VAR = "SLURM_FAIR_CONFIG"
 
-SOLVERS = ("ECOS", "HIGHS", "CLARABEL")
+SOLVERS = ("ECOS", "HIGHS", "CLARABEL", "SCIPY")  # cvxpy solvers by name; lp.py maps them (one list for CLI and config)
 BACKENDS = ("auto", "cli", "pyslurm")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 CLASS_SOURCES = ("comment", "wckey", "name")
@@ -205,7 +205,8 @@ SPEC: dict[str, dict[str, Key]] = {
             "oef-noncoop", _policy,
             "oef-noncoop | oef-coop | max-throughput | equal-share | gavel | gandiva-fair.",
         ),
-        "solver": Key("", _solver, 'LP solver: "" = default (ECOS), or ECOS | HIGHS | CLARABEL.'),
+        "solver": Key("", _solver, 'LP solver: "" = the policy\'s own choice (the fastest exact one it has), or '
+                      + " | ".join(SOLVERS) + " to run its LPs through cvxpy."),
     },
     "cluster": {
         "backend": Key("auto", _choice(BACKENDS), "auto | cli (Slurm commands) | pyslurm."),

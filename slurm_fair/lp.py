@@ -15,18 +15,15 @@ from typing import Iterator
 
 import cvxpy as cp
 
+from .config import SOLVERS
 from .errors import InputError, SolverError
 from .stdio import prime_highs
 
 DEFAULT_SOLVER = "ECOS"
 
-# Public names accepted by ``--solver`` and the policies, mapped to cvxpy's solver constants.
-KNOWN_SOLVERS = {
-    "ECOS": cp.ECOS,
-    "HIGHS": getattr(cp, "HIGHS", "HIGHS"),
-    "CLARABEL": getattr(cp, "CLARABEL", "CLARABEL"),
-    "SCIPY": getattr(cp, "SCIPY", "SCIPY"),
-}
+# Public names accepted by ``--solver``, the config's ``policy.solver`` and the policies (one list, in
+# ``config.SOLVERS``), mapped to cvxpy's solver constants.
+KNOWN_SOLVERS = {name: getattr(cp, name, name) for name in SOLVERS}
 
 
 def available_solvers() -> list[str]:

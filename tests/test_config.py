@@ -261,3 +261,14 @@ def test_preemption_section_defaults_and_normalised_signal(tmp_path):
     cfg = config.load(write(tmp_path, '[preemption]\nenabled = true\ngrace = 0\nsignal = "sigterm"\n'))
     assert cfg.preemption.enabled and cfg.preemption.grace == 0 and cfg.preemption.signal == "SIGTERM"
     assert config.load(write(tmp_path, '[preemption]\nsignal = "12"\n')).preemption.signal == "12"
+
+
+def test_config_accepts_every_solver_the_command_line_accepts():
+    """One list of solver names: whatever ``--solver`` takes, ``policy.solver`` in the config takes too."""
+    from slurm_fair import lp
+    from slurm_fair.config import SOLVERS
+
+    assert tuple(lp.KNOWN_SOLVERS) == SOLVERS
+    for name in SOLVERS:
+        cfg = config.from_dict({"policy": {"solver": name.lower()}})
+        assert cfg.policy.solver == name
