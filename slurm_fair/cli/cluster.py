@@ -11,12 +11,12 @@ from ..cluster import Snapshot, connect
 from ..cluster.connect import BACKENDS
 from ..cluster.summary import UNTYPED_KEY, account_usage, cluster_dict, job_dict
 from ..errors import SlurmFairError
-from .common import fail
+from .common import fail, json_option
 from .table import render
 
 
 def _cluster_options(f: Callable) -> Callable:
-    f = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of tables.")(f)
+    f = json_option(f, help="Print JSON for machines instead of tables.")
     f = click.option("--timeout", type=float, default=30.0, show_default=True,
                      help="Seconds before a Slurm command is abandoned (the cluster counts as unreachable).")(f)
     f = click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,

@@ -18,8 +18,10 @@ def config_option(f: Callable) -> Callable:
     return click.option("--config", "config_path", metavar="PATH", default=None, help=CONFIG_HELP)(f)
 
 
-def json_option(f: Callable) -> Callable:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(f)
+def json_option(f: Callable | None = None, *, help: str = "Print JSON instead of a table.") -> Callable:
+    """The one ``--json`` flag (parameter ``as_json``): ``@json_option`` or ``@json_option(help=...)``."""
+    deco = click.option("--json", "as_json", is_flag=True, help=help)
+    return deco(f) if f is not None else deco
 
 
 def fail(e: BaseException) -> NoReturn:

@@ -11,7 +11,7 @@ import click
 from .. import config as config_mod
 from .. import profiles as shipped_profiles
 from ..errors import InputError
-from .common import config_option, decode_utf8, handle_errors
+from .common import config_option, decode_utf8, handle_errors, json_option
 from ..store import Store
 
 
@@ -44,7 +44,7 @@ def profiles_group() -> None:
 @config_option
 @click.option("--account", default=None, help="Only this account ('' = the every-account profiles).")
 @click.option("--class", "cls", default=None, help="Only this job class.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (a list of objects) instead of a table.")
+@json_option(help="Print JSON (a list of objects) instead of a table.")
 @handle_errors
 def list_cmd(config_path: str | None, account: str | None, cls: str | None, as_json: bool) -> None:
     """List the stored profiles."""
@@ -136,7 +136,7 @@ def config_group() -> None:
 
 @config_group.command("check")
 @config_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of TOML.")
+@json_option(help="Print JSON instead of TOML.")
 @handle_errors
 def check_cmd(config_path: str | None, as_json: bool) -> None:
     """Validate the config file and print the effective configuration and where it came from.
