@@ -65,6 +65,15 @@ def _allocation_table(alloc: Allocation) -> str:
     return render(header, rows)
 
 
+def payload(alloc: Allocation, props: dict[str, fairness.PropertyResult] | None) -> dict[str, Any]:
+    """What ``solve --json`` prints: the allocation, and with ``--check`` the properties and their details."""
+    out = alloc.as_dict()
+    if props is not None:
+        out["properties"] = {k: props[k].value for k in _PROPS}
+        out["property_details"] = {k: props[k].as_dict() for k in _PROPS}
+    return out
+
+
 def _yes_no(v: bool | None) -> str:
     return {True: "yes", False: "NO", None: "n/a"}[v]
 
@@ -125,11 +134,7 @@ def solve_cmd(policy_name: str, input_path: str, as_json: bool, solver: str | No
         fail(e)
 
     if as_json:
-        out = alloc.as_dict()
-        if props is not None:
-            out["properties"] = {k: props[k].value for k in _PROPS}
-            out["property_details"] = {k: props[k].as_dict() for k in _PROPS}
-        click.echo(json.dumps(out, indent=2))
+        click.echo(json.dumps(payload(alloc, props), indent=2))
         return
     solver_txt = f"   solver: {alloc.solver}" if alloc.solver else ""
     click.echo(f"policy: {alloc.policy}{solver_txt}   solve time: {alloc.solve_seconds:.3f} s")

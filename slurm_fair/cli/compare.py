@@ -1,0 +1,96 @@
+"""``slurm-fair compare``: every policy on one problem file, side by side (allocation, throughput, properties)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from .. import fairness, lp, policies
+from ..errors import SlurmFairError
+from ..model import Allocation, problem_from_dict
+from .common import fail, json_option
+from .solve import _PROPS, _num, _read_problem, _yes_no, payload
+from .table import render
+
+REFERENCE = "max-throughput"
+
+
+def _run(name: str, problem: Any, solver: str | None) -> tuple[Allocation | None, dict | None, str | None]:
+    """One policy's allocation and property checks, or the error that stopped it (the others still run)."""
+    try:
+        policy = policies.get(name)
+        alloc = policy(problem, solver=solver)
+        props = fairness.check(alloc, solve=lambda p: policy(p, solver=solver))
+    except SlurmFairError as e:
+        return None, None, str(e)
+    except ModuleNotFoundError as e:  # a policy module missing from this installation
+        return None, None, f"policy is not available in this installation ({e.name})"
+    return alloc, props, None
+
+
+def _tables(problem: Any, results: dict[str, tuple[Allocation | None, dict | None, str | None]]) -> str:
+    names = [n for n, r in results.items() if r[0] is not None]
+    allocs = {n: results[n][0] for n in names}
+    types = list(problem.gpu_types)
+    tenants = [t.name for t in problem.tenants]
+    out = []
+    # throughput per tenant (normalized to each class's slowest type), total, share of the max-throughput total
+    rows = [[t] + [_num(allocs[n].tenant_throughput()[t]) for n in names] for t in tenants]
+    rows.append(["total"] + [_num(allocs[n].total_throughput()) for n in names])
+    ref = allocs.get(REFERENCE)
+    if ref is not None and ref.total_throughput() > 0:
+        rows.append([f"vs {REFERENCE}"] + [f"{allocs[n].total_throughput() / ref.total_throughput():.1%}" for n in names])
+    num = range(1, len(names) + 1)
+    out.append("Normalized throughput per tenant\n" + render(["tenant", *names], rows, right=num))
+    # GPUs per tenant and type
+    rows = []
+    for t in tenants:
+        for j, g in enumerate(types):
+            rows.append([t if j == 0 else "", g] + [_num(allocs[n].per_tenant()[t][g]) for n in names])
+    out.append("GPUs per tenant and type\n" + render(["tenant", "type", *names], rows))
+    # properties
+    rows = [[k] + [_yes_no(results[n][1][k].value) for n in names] for k in _PROPS]
+    out.append("Properties (fairness checks, as `solve --check`)\n" + render(["property", *names], rows, right=()))
+    for n, (_a, _p, err) in results.items():
+        if err is not None:
+            out.append(f"{n}: error: {err}")
+    return "\n\n".join(out)
+
+
+@click.command("compare")
+@click.option("--input", "-i", "input_path", required=True, metavar="FILE",
+              help="Problem JSON, as for `slurm-fair solve` ('-' reads standard input).")
+@click.option("--policies", "names", default=",".join(policies.names()), show_default=True, metavar="LIST",
+              help="Comma-separated policies to compare.")
+@click.option("--solver", default=None, metavar="NAME", help="LP solver for every policy (default: each policy's own).")
+@json_option(help='Print JSON: {"policies": {name: that policy\'s `solve --check --json` output, or {"error": ...}}}.')
+def compare_cmd(input_path: str, names: str, solver: str | None, as_json: bool) -> None:
+    """Every policy on one problem, side by side: throughput per tenant, GPUs per tenant and type, the total and
+    its share of max-throughput's, and the fairness properties each keeps or breaks. A policy that fails is
+    reported and the others still run (exit status 1).
+
+        slurm-fair compare --input etc/examples/paper-2.4.json
+    """
+    try:
+        problem = problem_from_dict(_read_problem(input_path))
+        wanted = [n.strip() for n in names.split(",") if n.strip()]
+        for n in wanted:
+            policies.get(n)  # an unknown name is a usage error before anything runs
+        if solver:
+            lp.pick_solver(solver)
+    except SlurmFairError as e:
+        fail(e)
+    results = {n: _run(n, problem, solver) for n in wanted}
+    if as_json:
+        click.echo(json.dumps({"policies": {n: payload(a, p) if a is not None else {"error": err}
+                                            for n, (a, p, err) in results.items()}}, indent=2))
+    else:
+        click.echo(_tables(problem, results))
+    if any(err is not None for _a, _p, err in results.values()):
+        raise SystemExit(1)  # shown above; the other policies' results are complete
+
+
+def register(group: click.Group) -> None:
+    group.add_command(compare_cmd)
