@@ -78,6 +78,22 @@ def bundle_value(speed: np.ndarray, bundle: np.ndarray, demand: float = np.inf, 
     return value
 
 
+def bundle_values(speed: np.ndarray, bundles: np.ndarray, demand: float = np.inf, type_cap: np.ndarray | None = None) -> np.ndarray:
+    """:func:`bundle_value` of one user for many bundles at once: ``bundles`` (m, k) -> (m,) (vectorized:
+    types sorted fastest first, each bundle's GPUs taken in that order until ``demand`` is used up)."""
+    b = np.asarray(bundles, dtype=float)
+    if type_cap is not None:
+        b = np.minimum(b, type_cap[None, :])
+    b = np.where(speed[None, :] > 0, b, 0.0)
+    if not np.isfinite(demand):
+        return b @ np.where(speed > 0, speed, 0.0)
+    order = np.argsort(-speed, kind="stable")
+    bo, so = b[:, order], np.where(speed[order] > 0, speed[order], 0.0)
+    before = np.cumsum(bo, axis=1) - bo
+    take = np.clip(np.minimum(bo, float(demand) - before), 0.0, None)
+    return take @ so
+
+
 def _fmt(v: float) -> str:
     return f"{v:.6g}"
 
@@ -178,7 +194,7 @@ def envy_free(alloc: Allocation) -> PropertyResult:
     value = (vu.speed @ x.T) * (vu.weight[:, None] / vu.weight[None, :])
     limited = np.isfinite(vu.demand) | (np.isfinite(vu.type_cap) & (vu.speed > 0)).any(axis=1)
     for l in np.flatnonzero(limited):
-        value[l] = [bundle_value(vu.speed[l], x[i] * (vu.weight[l] / vu.weight[i]), vu.demand[l], vu.type_cap[l]) for i in range(vu.n)]
+        value[l] = bundle_values(vu.speed[l], x * (vu.weight[l] / vu.weight)[:, None], vu.demand[l], vu.type_cap[l])
     np.fill_diagonal(value, -np.inf)
     free, note = _among(alloc)
     out = np.ones(vu.n, dtype=bool)
@@ -332,18 +348,29 @@ def _lie(problem: Problem, tenant: str, cls: str, factors: dict[str, float]) -> 
     return dataclasses.replace(problem, tenants=tuple(tenants))
 
 
-def lies(problem: Problem, factors: Sequence[float] = (1.25, 1.5, 2.0)):
+def lies(problem: Problem, factors: Sequence[float] = (1.25, 1.5, 2.0), tenants: Sequence[str] | None = None,
+         few: bool = False):
     """Yield (tenant, class, description, lying problem) for over-reported *speedups* (OEF §2.3.1: every
     element of the reported speedup vector >= the truth): each class inflates its throughput on one usable
     type other than its slowest, and on all of those at once, by each factor. (Inflating the slowest type
-    would lower the normalized speedups of the others, an under-report the property does not cover.)"""
+    would lower the normalized speedups of the others, an under-report the property does not cover.)
+    ``tenants``: only these; ``few``: one type only, its fastest (with all of them at once, two lies per factor)."""
+    only = None if tenants is None else set(tenants)
     for t in problem.tenants:
+        if only is not None and t.name not in only:
+            continue
         for c in t.classes:
             usable = [g for g in problem.gpu_types if (c.throughput.get(g) or 0) > 0 and c.type_cap(g) > 0]
             if not usable:
                 continue
             slowest = min(usable, key=lambda g: (c.throughput[g], list(problem.gpu_types).index(g)))
             rest = [g for g in usable if g != slowest]
+            if few and len(rest) > 1:
+                fastest = max(rest, key=lambda g: (c.throughput[g], -list(problem.gpu_types).index(g)))
+                for f in factors:
+                    yield t.name, c.name, f"x{f:g} on {fastest}", _lie(problem, t.name, c.name, {fastest: f})
+                    yield t.name, c.name, f"x{f:g} on all but {slowest}", _lie(problem, t.name, c.name, {g: f for g in rest})
+                continue
             for f in factors:
                 for g in rest:
                     yield t.name, c.name, f"x{f:g} on {g}", _lie(problem, t.name, c.name, {g: f})
@@ -351,16 +378,37 @@ def lies(problem: Problem, factors: Sequence[float] = (1.25, 1.5, 2.0)):
                     yield t.name, c.name, f"x{f:g} on all but {slowest}", _lie(problem, t.name, c.name, {g: f for g in rest})
 
 
-def strategy_proof_probe(alloc: Allocation, solve: Solve | None, factors: Sequence[float] = (1.25, 1.5, 2.0)) -> PropertyResult:
+SAMPLE = 24  # tenants the strategy-proofness probe tries by default (``solve --check-sample``)
+
+
+def sample_tenants(problem: Problem, sample: int | None, seed: int = 0) -> list[str] | None:
+    """The tenants the probe tries: all (None) when ``sample`` is None or covers them, else ``sample`` of
+    them drawn with a fixed seed (the same problem always gets the same sample), in problem order."""
+    names = [t.name for t in problem.tenants]
+    if sample is None or sample >= len(names):
+        return None
+    pick = set(np.random.default_rng(seed).choice(len(names), size=sample, replace=False).tolist())
+    return [n for i, n in enumerate(names) if i in pick]
+
+
+def strategy_proof_probe(alloc: Allocation, solve: Solve | None, factors: Sequence[float] = (1.25, 1.5, 2.0),
+                         sample: int | None = None) -> PropertyResult:
     """Re-solve with each tenant over-reporting its speedups; its TRUE throughput must not rise.
 
     ``solve(problem) -> Allocation`` is the mechanism under test (e.g. ``lambda p: policies.solve(name, p)``).
     The honest baseline is ``solve(problem)`` itself, so the comparison uses one code path. A probe, not a
-    proof: it tries ``lies()`` only.
+    proof: it tries ``lies()`` only. Each false report is one re-solve, so with more tenants than ``sample``
+    it tries ``sample`` tenants (seeded, :func:`sample_tenants`) and, for each class of theirs, only the
+    inflation of its fastest type and of all its types at once (``lies(few=True)``); the detail says so.
+    ``sample`` 0: the probe does not run (value None).
     """
     if solve is None:
         return PropertyResult("strategy_proof_probe", None, "no solver given to re-solve with false reports")
+    if sample == 0:
+        return PropertyResult("strategy_proof_probe", None, "not run (--check-sample 0)")
     problem = alloc.problem
+    chosen = sample_tenants(problem, sample)
+    scope = "" if chosen is None else f" (sampled {len(chosen)} of {len(problem.tenants)} tenants, seed 0; fastest type and all types)"
     speed = problem.virtual_users().speed  # true normalized speeds
     vu = problem.virtual_users()
 
@@ -373,20 +421,20 @@ def strategy_proof_probe(alloc: Allocation, solve: Solve | None, factors: Sequen
 
     honest = tenant_true(solve(problem))
     worst, bad, tried = 0.0, None, 0
-    for tname, cname, what, lying in lies(problem, factors):
+    for tname, cname, what, lying in lies(problem, factors, chosen, few=chosen is not None):
         tried += 1
         got = tenant_true(solve(lying))[tname]
         gain = got - honest[tname]
         if gain > _tol(honest[tname]) and gain > worst:
             worst, bad = gain, (tname, cname, what, got)
     if bad is None:
-        return PropertyResult("strategy_proof_probe", True, f"no gain from {tried} false reports", 0.0)
+        return PropertyResult("strategy_proof_probe", True, f"no gain from {tried} false reports{scope}", 0.0)
     tname, cname, what, got = bad
     cls = f" class {cname}" if len(problem.tenant(tname).classes) > 1 else ""
     return PropertyResult(
         "strategy_proof_probe",
         False,
-        f"{tname} gains by reporting{cls} {what}: true throughput {_fmt(honest[tname])} -> {_fmt(got)}",
+        f"{tname} gains by reporting{cls} {what}: true throughput {_fmt(honest[tname])} -> {_fmt(got)}{scope}",
         worst,
     )
 
@@ -397,14 +445,15 @@ def strategy_proof_probe(alloc: Allocation, solve: Solve | None, factors: Sequen
 KEYS = ("sharing_incentive", "envy_free", "pareto_efficient", "equal_throughput", "strategy_proof_probe", "adjacent_types", "capacity", "demand")
 
 
-def check(alloc: Allocation, solve: Solve | None = None) -> dict[str, PropertyResult]:
-    """All properties of ``alloc``; ``solve`` (the policy that produced it) enables the strategy-proofness probe."""
+def check(alloc: Allocation, solve: Solve | None = None, sample: int | None = SAMPLE) -> dict[str, PropertyResult]:
+    """All properties of ``alloc``; ``solve`` (the policy that produced it) enables the strategy-proofness probe
+    (on ``sample`` tenants, None = all, 0 = not run)."""
     return {
         "sharing_incentive": sharing_incentive(alloc),
         "envy_free": envy_free(alloc),
         "pareto_efficient": pareto_efficient(alloc),
         "equal_throughput": equal_throughput(alloc),
-        "strategy_proof_probe": strategy_proof_probe(alloc, solve),
+        "strategy_proof_probe": strategy_proof_probe(alloc, solve, sample=sample),
         "adjacent_types": adjacent_types(alloc),
         "capacity": capacity(alloc),
         "demand": demand(alloc),

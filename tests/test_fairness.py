@@ -249,3 +249,39 @@ def test_check_runs_the_probe_when_given_a_solver():
     assert r["strategy_proof_probe"].value is True
     assert r["pareto_efficient"].value is False  # equal split of heterogeneous GPUs wastes throughput
     assert r["sharing_incentive"].value is True and r["envy_free"].value is True
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bundle_values_vectorized_equals_the_greedy_loop(seed):
+    """The envy check values every other bundle at once (``bundle_values``): the same numbers as the one-by-one
+    greedy ``bundle_value`` (fastest type first within demand and per-type caps), including unusable types,
+    ties in speed, infinite demand and caps."""
+    from slurm_fair.fairness import bundle_value, bundle_values
+
+    rng = np.random.default_rng(seed)
+    k = 5
+    for _ in range(20):
+        speed = rng.choice([0.0, 1.0, 1.5, 2.0, 3.0], k)
+        bundles = rng.uniform(0, 3, (15, k)) * (rng.random((15, k)) < 0.7)
+        demand = float(rng.choice([np.inf, 0.5, 1.0, 2.5, 6.0]))
+        cap = None if rng.random() < 0.4 else np.where(rng.random(k) < 0.5, np.inf, rng.uniform(0, 2, k))
+        got = bundle_values(speed, bundles, demand, cap)
+        want = [bundle_value(speed, b, demand, cap) for b in bundles]
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_strategy_proof_probe_samples_tenants_with_a_fixed_seed():
+    from benchmarks.philly import instance
+    from slurm_fair import fairness
+    from slurm_fair.policies import gavel
+
+    p = instance(40, 3, 0)
+    a = gavel.solve(p)
+    s1, s2 = fairness.sample_tenants(p, 5), fairness.sample_tenants(p, 5)
+    assert s1 == s2 and len(s1) == 5 and set(s1) <= {t.name for t in p.tenants}
+    assert fairness.sample_tenants(p, 40) is None and fairness.sample_tenants(p, None) is None
+    r = fairness.strategy_proof_probe(a, gavel.solve, sample=5)
+    assert "sampled 5 of 40 tenants" in r.detail
+    tried = sum(1 for _ in fairness.lies(p, tenants=s1, few=True))
+    assert tried <= 5 * 2 * 2 * 3  # ≤ 2 classes per tenant, 2 lies per factor
+    assert fairness.strategy_proof_probe(a, gavel.solve, sample=0).value is None

@@ -17,12 +17,12 @@ from .table import render
 REFERENCE = "max-throughput"
 
 
-def _run(name: str, problem: Any, solver: str | None) -> tuple[Allocation | None, dict | None, str | None]:
+def _run(name: str, problem: Any, solver: str | None, sample: int) -> tuple[Allocation | None, dict | None, str | None]:
     """One policy's allocation and property checks, or the error that stopped it (the others still run)."""
     try:
         policy = policies.get(name)
         alloc = policy(problem, solver=solver)
-        props = fairness.check(alloc, solve=lambda p: policy(p, solver=solver))
+        props = fairness.check(alloc, solve=lambda p: policy(p, solver=solver), sample=sample)
     except SlurmFairError as e:
         return None, None, str(e)
     except ModuleNotFoundError as e:  # a policy module missing from this installation
@@ -65,8 +65,10 @@ def _tables(problem: Any, results: dict[str, tuple[Allocation | None, dict | Non
 @click.option("--policies", "names", default=",".join(policies.names()), show_default=True, metavar="LIST",
               help="Comma-separated policies to compare.")
 @click.option("--solver", default=None, metavar="NAME", help="LP solver for every policy (default: each policy's own).")
+@click.option("--check-sample", "check_sample", type=click.IntRange(min=0), default=fairness.SAMPLE, show_default=True,
+              metavar="N", help="Tenants the strategy-proofness probe tries per policy (as `solve --check-sample`).")
 @json_option(help='Print JSON: {"policies": {name: that policy\'s `solve --check --json` output, or {"error": ...}}}.')
-def compare_cmd(input_path: str, names: str, solver: str | None, as_json: bool) -> None:
+def compare_cmd(input_path: str, names: str, solver: str | None, check_sample: int, as_json: bool) -> None:
     """Every policy on one problem, side by side: throughput per tenant, GPUs per tenant and type, the total and
     its share of max-throughput's, and the fairness properties each keeps or breaks. A policy that fails is
     reported and the others still run (exit status 1).
@@ -82,7 +84,7 @@ def compare_cmd(input_path: str, names: str, solver: str | None, as_json: bool) 
             lp.pick_solver(solver)
     except SlurmFairError as e:
         fail(e)
-    results = {n: _run(n, problem, solver) for n in wanted}
+    results = {n: _run(n, problem, solver, check_sample) for n in wanted}
     if as_json:
         click.echo(json.dumps({"policies": {n: payload(a, p) if a is not None else {"error": err}
                                             for n, (a, p, err) in results.items()}}, indent=2))

@@ -112,7 +112,12 @@ def _check_table(props: dict[str, fairness.PropertyResult]) -> str:
     "throughput, a strategy-proofness probe that re-solves with inflated speedups, adjacent GPU types, "
     "demand and per-type caps). When caps bind, the fairness properties are checked among the uncapped classes.",
 )
-def solve_cmd(policy_name: str, input_path: str, as_json: bool, solver: str | None, do_check: bool) -> None:
+@click.option("--check-sample", "check_sample", type=click.IntRange(min=0), default=None, metavar="N",
+              help=f"With --check: how many tenants the strategy-proofness probe tries (each false report is one "
+              f"re-solve; default {fairness.SAMPLE}, drawn with a fixed seed; with more tenants than N only each "
+              f"class's fastest type and all its types are inflated; 0 = skip the probe).")
+def solve_cmd(policy_name: str, input_path: str, as_json: bool, solver: str | None, do_check: bool,
+              check_sample: int | None) -> None:
     """Compute the fractional GPU allocation of one policy for a problem file.
 
     Throughput is normalized per job class to its slowest usable GPU type ("equivalent slowest GPUs", OEF
@@ -120,6 +125,8 @@ def solve_cmd(policy_name: str, input_path: str, as_json: bool, solver: str | No
 
         slurm-fair solve --policy oef-coop --input etc/examples/paper-3.1.json --check
     """
+    if check_sample is not None and not do_check:
+        raise click.UsageError("--check-sample needs --check")
     try:
         problem = problem_from_dict(_read_problem(input_path))
         try:
@@ -129,7 +136,8 @@ def solve_cmd(policy_name: str, input_path: str, as_json: bool, solver: str | No
                 raise
             raise InputError("--policy", policy_name, "policy is not available in this installation") from None
         alloc = policy(problem, solver=solver)
-        props = fairness.check(alloc, solve=lambda p: policy(p, solver=solver)) if do_check else None
+        sample = fairness.SAMPLE if check_sample is None else check_sample
+        props = fairness.check(alloc, solve=lambda p: policy(p, solver=solver), sample=sample) if do_check else None
     except SlurmFairError as e:
         fail(e)
 
