@@ -39,12 +39,12 @@ EPS = 1e-9
 MAX_TRADES = 100_000  # a guard; every trade exhausts a holding or a demand, so real runs stop far earlier
 
 
-def _price(r: np.ndarray, holders_a: list[int], seller: int, buyer: int) -> float:
-    others = [r[i] for i in holders_a if i not in (seller, buyer)]
-    rs, rb = r[seller], r[buyer]
-    if others:
-        p = max(others)
-        return min(max(p, rb), rs)
+def _price_of(r: np.ndarray, others: np.ndarray, seller: int, buyer: int) -> float:
+    """Second price: the largest speedup among the other holders of the slow type (``others``, a mask),
+    kept within [r_buyer, r_seller]; with no other holder the surplus is split, (r_s + r_b) / 2."""
+    rs, rb = float(r[seller]), float(r[buyer])
+    if others.any():
+        return min(max(float(r[others].max()), rb), rs)
     return (rs + rb) / 2
 
 
@@ -62,22 +62,27 @@ def trade(vu: VirtualUsers, x: np.ndarray, log: list[str] | None = None) -> np.n
     while progress and trades < MAX_TRADES:
         progress = False
         for a, b in pairs:
-            blocked: set[int] = set()
+            # the same rule as a per-trade scan over users, on boolean masks (ties: lowest index)
+            both = (speed[:, a] > 0) & (speed[:, b] > 0)
+            r = np.where(speed[:, a] > 0, speed[:, b] / np.where(speed[:, a] > 0, speed[:, a], 1), 0.0)
+            free = np.ones(vu.n, dtype=bool)  # not blocked for this pair
             while trades < MAX_TRADES:
-                holders_a = [i for i in range(vu.n) if x[i, a] > EPS and speed[i, a] > 0 and speed[i, b] > 0]
-                holders_b = [i for i in range(vu.n) if x[i, b] > EPS and speed[i, a] > 0 and speed[i, b] > 0]
-                r = np.where(speed[:, a] > 0, speed[:, b] / np.where(speed[:, a] > 0, speed[:, a], 1), 0.0)
-                sellers = [i for i in holders_a if i not in blocked]
-                if not sellers:
+                holds_a = both & (x[:, a] > EPS)
+                sellers = np.flatnonzero(holds_a & free)
+                if sellers.size == 0:
                     break
-                seller = max(sellers, key=lambda i: (r[i], -i))
-                buyers = [i for i in holders_b if i != seller and i not in blocked]
-                if not buyers:
+                seller = int(sellers[np.argmax(r[sellers])])
+                ok_b = both & (x[:, b] > EPS) & free
+                ok_b[seller] = False
+                buyers = np.flatnonzero(ok_b)
+                if buyers.size == 0:
                     break
-                buyer = min(buyers, key=lambda i: (r[i], i))
+                buyer = int(buyers[np.argmin(r[buyers])])
                 if r[seller] <= r[buyer] * (1 + 1e-9):
                     break
-                p = _price(r, holders_a, seller, buyer)
+                others = holds_a.copy()
+                others[[seller, buyer]] = False
+                p = _price_of(r, others, seller, buyer)
                 s = min(x[seller, a], x[buyer, b] * p)
                 # GPU counts: seller changes by s/p - s, buyer by s - s/p; keep both within demand, and the
                 # seller's b (s/p more) and the buyer's a (s more) within their per-type caps
@@ -92,7 +97,7 @@ def trade(vu: VirtualUsers, x: np.ndarray, log: list[str] | None = None) -> np.n
                 s = min(s, limit[seller], limit[buyer])
                 if s <= EPS:
                     # this pairing cannot trade (a demand or a type cap is full): leave the limiting side out
-                    blocked.add(buyer if limit[buyer] <= limit[seller] else seller)
+                    free[buyer if limit[buyer] <= limit[seller] else seller] = False
                     continue
                 x[seller, a] -= s
                 x[seller, b] += s / p
