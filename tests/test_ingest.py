@@ -136,3 +136,23 @@ def test_runs_without_gpu_info_and_slurmd_records_add_nothing():
                rec(2, "start", 0.0, context="prolog_slurmd", node="n1", gpu_info="slurmd")]
     assert gpu_seconds(job_runs(records), None, 100.0) == {}
     assert [r["job_id"] for r in job_runs(records)] == [1]
+
+
+def test_non_utf8_huge_and_symlinked_spool_files_are_set_aside_without_reading(tmp_path):
+    """Found by fuzzing: a spool file with bytes that are not UTF-8 stopped the whole ingest with
+    UnicodeDecodeError. Such a file, one over the size limit and a symbolic link (never followed: its target's
+    text would otherwise land in an event) go to bad/ with an event; good records still go in."""
+    from slurm_fair.daemon import ingest as ing
+
+    spool = spool_with(tmp_path, rec(7, "start", 100.0, start_time=99.0))
+    (spool / "latin1.json").write_bytes(b'{"job_id": "caf\xe9"}')
+    (spool / "big.json").write_bytes(b" " * (ing.MAX_RECORD_BYTES + 1))
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do-not-copy")
+    (spool / "link.json").symlink_to(secret)
+    store = Store(str(tmp_path / "db.sqlite"))
+    res = ingest(store, spool)
+    assert res.read == 1 and sorted(res.bad) == ["big.json", "latin1.json", "link.json"]
+    assert sorted(p.name for p in (spool / "bad").iterdir()) == ["big.json", "latin1.json", "link.json"]
+    events = json.dumps(list(store.db["events"].rows))
+    assert "not UTF-8" in events and "not followed" in events and "do-not-copy" not in events

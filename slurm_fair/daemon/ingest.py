@@ -77,6 +77,22 @@ def check_record(rec: Any) -> str:
     return ""
 
 
+MAX_RECORD_BYTES = 1 << 20  # a hook record is a few hundred bytes
+
+
+def _read_record(path: Path) -> tuple[str, str]:
+    """(text, "") or ("", why not): opened without following links, at most MAX_RECORD_BYTES, UTF-8."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(MAX_RECORD_BYTES + 1)
+    if len(data) > MAX_RECORD_BYTES:
+        return "", f"larger than {MAX_RECORD_BYTES} bytes"
+    try:
+        return data.decode("utf-8"), ""
+    except UnicodeDecodeError as e:
+        return "", f"not UTF-8 text ({e.reason} at byte {e.start})"
+
+
 def _move_bad(spool: Path, name: str) -> None:
     bad = spool / BAD_DIR
     bad.mkdir(exist_ok=True)
@@ -107,14 +123,20 @@ def ingest(store: Store, spool: Path, round_id: int | None = None, now: float | 
                 if name.endswith(".tmp") and now - path.stat().st_mtime > STALE_TMP_SECONDS:
                     path.unlink()
                 continue
-            if not name.endswith(".json") or not path.is_file():
+            if not name.endswith(".json"):
                 continue
-            text = path.read_text(encoding="utf-8")
-            try:
-                rec = json.loads(text)
-                why = check_record(rec)
-            except (ValueError, RecursionError) as e:
-                why = f"not JSON: {e}"
+            if path.is_symlink():  # never followed: a record is a plain file the hook wrote
+                text, why = "", "a symbolic link, not a record file (not followed)"
+            elif not path.is_file():
+                continue
+            else:
+                text, why = _read_record(path)
+            if not why:
+                try:
+                    rec = json.loads(text)
+                    why = check_record(rec)
+                except (ValueError, RecursionError) as e:
+                    why = f"not JSON: {e}"
             if why:
                 _move_bad(spool, name)
                 res.bad.append(name)
