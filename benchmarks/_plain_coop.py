@@ -1,7 +1,7 @@
 """Reference formulations of cooperative OEF (paper eq. 10, weighted) used to check the fast solver.
 
 ``plain``: the textbook cvxpy model with every one of the n(n-1) envy constraints, solved by ECOS (or any
-cvxpy solver named). ``full_lp``: the same LP written as one sparse matrix and solved by
+cvxpy solver named) — the package's own ``_coop_fast.plain_lp``, written once. ``full_lp``: the same LP written as one sparse matrix and solved by
 ``scipy.optimize.linprog(method="highs")``. Both are deliberately straightforward (no structure
 exploited) and only meant for tests and the solver benchmark.
 
@@ -17,27 +17,10 @@ from scipy.optimize import linprog
 
 
 def plain(speed, weight, capacity, solver: str = "ECOS") -> np.ndarray:
-    import cvxpy as cp
+    """The plain cvxpy form, the one in the package (``_coop_fast.plain_lp``)."""
+    from slurm_fair.policies._coop_fast import plain_lp
 
-    S = np.asarray(speed, dtype=float)
-    w = np.asarray(weight, dtype=float)
-    c = np.asarray(capacity, dtype=float)
-    n, k = S.shape
-    x = cp.Variable((n, k), nonneg=True)
-    U = S @ x.T  # U[l, i] = S_l . x_i
-    cons = [cp.sum(x, axis=0) <= c]
-    if n > 1:
-        li, ii = np.nonzero(~np.eye(n, dtype=bool))
-        own = cp.diag(U)
-        # S_l.x_l / w_l >= S_l.x_i / w_i for every ordered pair l != i
-        lhs = cp.multiply(own[li], 1.0 / w[li])
-        rhs = cp.multiply(U[li, ii], 1.0 / w[ii])
-        cons.append(lhs >= rhs)
-    prob = cp.Problem(cp.Maximize(cp.sum(cp.multiply(S, x))), cons)
-    prob.solve(solver=solver)
-    if prob.status not in ("optimal", "optimal_inaccurate"):
-        raise RuntimeError(f"plain cooperative OEF: solver status {prob.status}")
-    return np.maximum(np.asarray(x.value, dtype=float), 0.0)
+    return plain_lp(speed, weight, capacity, solver)
 
 
 def full_lp(speed, weight, capacity) -> np.ndarray:

@@ -121,7 +121,7 @@ def solve_with_info(
         x, rounds, rows = _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic)
         method = "constraint generation, live HiGHS model, dual simplex warm start"
     elif name in CVXPY_SOLVERS:
-        x = _cvxpy_plain(S, w, c, name)
+        x = plain_lp(S, w, c, name)
         rounds, rows = 1, S.shape[0] * (S.shape[0] - 1)
         method = "plain form, all n(n-1) envy rows, cvxpy"
     else:
@@ -321,22 +321,23 @@ def _add_envy_rows(h, S, ws, var, li, ii, inf):
 # --------------------------------------------------------------------------------------------------
 
 
-def _cvxpy_plain(S, w, c, solver_name):
+def plain_lp(S, w, c, solver: str | None = None) -> np.ndarray:
+    """Eq. 10 without caps as ONE cvxpy LP with every one of the n(n-1) envy rows (the textbook form, the
+    reference for the constraint generation above; ``oef-coop --solver NAME`` runs it). Solved through
+    :func:`slurm_fair.lp.solve`: any status but optimal is a SolverError."""
     import cvxpy as cp
 
+    from .. import lp
+
+    S, w, c = (np.asarray(v, dtype=float) for v in (S, w, c))
     n, k = S.shape
     x = cp.Variable((n, k), nonneg=True)
     cons = [cp.sum(x, axis=0) <= c]
     if n > 1:
-        U = S @ x.T
+        U = S @ x.T  # U[l, i] = S_l . x_i
         li, ii = np.nonzero(~np.eye(n, dtype=bool))
         own = cp.diag(U)
         cons.append(cp.multiply(own[li], 1.0 / w[li]) >= cp.multiply(U[li, ii], 1.0 / w[ii]))
     prob = cp.Problem(cp.Maximize(cp.sum(cp.multiply(S, x))), cons)
-    try:
-        prob.solve(solver=solver_name)
-    except cp.error.SolverError as e:
-        raise SolverError(f"cooperative OEF: cvxpy solver {solver_name} failed: {e}") from e
-    if prob.status not in ("optimal", "optimal_inaccurate"):
-        raise SolverError(f"cooperative OEF: cvxpy solver {solver_name} ended with status {prob.status}")
+    lp.solve(prob, solver, what="cooperative OEF (eq. 10, plain form)")
     return np.maximum(np.asarray(x.value, dtype=float), 0.0)

@@ -37,33 +37,20 @@ from __future__ import annotations
 
 import dataclasses
 
-import cvxpy as cp
 import numpy as np
 
 from .. import lp
 from ..model import Allocation, Problem
 from . import _coop_fast
-from ._common import allocation_variable, capacity_constraint, capped_note, clean, finish, throughput_expr, waterfill
+from ._common import capped_note, clean, finish, waterfill
 
 NAME = "oef-coop"
 
 
 def plain_step(speed: np.ndarray, weight: np.ndarray, capacity: np.ndarray, solver: str | None = None) -> np.ndarray:
     """Eq. 10 (no demands) as one cvxpy LP with the n² envy-freeness constraints; returns x (n, k)."""
-    speed = np.asarray(speed, dtype=float)
-    weight = np.asarray(weight, dtype=float)
-    capacity = np.asarray(capacity, dtype=float)
-    n, _ = speed.shape
-    x, cons = allocation_variable(speed)
-    cons.append(capacity_constraint(x, capacity))
-    if n > 1:
-        # M[l, i] = u_l(x_i); envy-freeness: M[l, l] / π_l >= M[l, i] / π_i for all i
-        m = speed @ x.T
-        own = cp.reshape(cp.diag(m) / weight, (n, 1), order="C")
-        cons.append(m @ np.diag(1.0 / weight) <= own @ np.ones((1, n)))
-    prob = cp.Problem(cp.Maximize(cp.sum(throughput_expr(x, speed))), cons)
-    lp.solve(prob, solver, what="oef-coop (eq. 10)")
-    return clean(x.value, speed, capacity)
+    return clean(_coop_fast.plain_lp(speed, weight, capacity, solver), np.asarray(speed, dtype=float),
+                 np.asarray(capacity, dtype=float))
 
 
 FAST_SOLVER = "HIGHS (constraint generation)"
