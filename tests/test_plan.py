@@ -389,3 +389,36 @@ def test_demo_case_no_ideal_share_beyond_what_the_jobs_request_per_type(policy):
         # rl (acct_b, 1.1x) is capped at its 4 k80 jobs; that must not hand it a full share of the V100s on
         # top: the 10x-speedup cnn account (acct_a, same weight) holds more V100 than acct_b
         assert p.ideal["acct_a"]["v100"] > p.ideal["acct_b"]["v100"] + 1
+
+
+def test_decide_is_the_whole_round_decision_without_side_effects():
+    """plan.decide (what round.compute calls): limits only where they change, SiteFactors for pending jobs,
+    deficits advanced by the time since the last ok round (capped at two periods), the policy called once."""
+    profiles = [
+        {"account": "", "class": "fast", "gpu_type": "v100", "throughput": 10.0},
+        {"account": "", "class": "fast", "gpu_type": "k80", "throughput": 1.0},
+        {"account": "", "class": "flat", "gpu_type": "v100", "throughput": 1.1},
+        {"account": "", "class": "flat", "gpu_type": "k80", "throughput": 1.0},
+    ]
+    jobs = [job(i, "acct_a", 1, None, name="fast") for i in range(8)]
+    jobs += [job(20 + i, "acct_b", 1, None, name="flat") for i in range(8)]
+    s = snap(jobs, accounts={"acct_a": 1, "acct_b": 1}, limits={"acct_a": {"k80": 0, "v100": 1, ANY_GPU: 1}})
+    calls = []
+
+    def solve(problem):
+        calls.append(problem)
+        return get_policy("oef-noncoop")(problem)
+
+    d = P.decide(s, CFG, solve, profiles=profiles, shipped=[], deviations={}, deficits={}, managed_before=set(),
+                 last_ok_started=1000.0, now=1000.0 + 10 * CFG.daemon.period, empty_alloc=None)
+    assert len(calls) == 1 and isinstance(d, P.Decisions)
+    assert d.planned == {"acct_a": {"k80": 0, "v100": 1, ANY_GPU: 1}, "acct_b": {"k80": 4, "v100": 3, ANY_GPU: 7}}
+    assert "acct_a" not in d.changes and d.changes["acct_b"] == {"k80": 4, "v100": 3, ANY_GPU: 7}
+    assert d.dt == 2 * CFG.daemon.period  # capped
+    assert set(d.factors) == {j.job_id for j in jobs} and d.factor_changes == d.factors  # all start at 0
+    assert d.retypes == []  # 22.05 cannot retype pending jobs
+    # nobody asking: the policy is not called, the empty allocation stands in
+    d2 = P.decide(snap([]), CFG, solve, profiles=profiles, shipped=[], deviations={}, deficits={}, managed_before=set(),
+                  last_ok_started=None, now=0.0, empty_alloc=lambda built: Allocation(built.problem, "x", np.zeros((0, 2))))
+    assert len(calls) == 1 and d2.dt == 0.0
+    assert all(v == 0 for ch in d2.changes.values() for v in ch.values())  # nobody may hold GPUs it does not ask for

@@ -691,3 +691,70 @@ def flexible_note(snapshot: Snapshot | None, account: str) -> str | None:
     return (f"pending flexible jobs (fair:flex) {shown}: typed at submission; Slurm {snapshot.slurm_version} "
             "cannot change a pending job's GPU type (needs >= 23.02.6, SchedMD bug 17184), so they wait for "
             "the type they were given")
+
+
+# --------------------------------------------------------------------------- a round's decisions, all at once
+
+# At most this many SiteFactor updates per round (slurmctld spends ~4 ms per job update on the testbed): the
+# jobs whose factor moves most go first, the rest follow in the next rounds. Bounds a round's time when
+# thousands of pending jobs need new factors at once (first round, big reordering).
+MAX_SITE_FACTOR_UPDATES = 1000
+MAX_RETYPES = 10  # pending fair:flex jobs moved to another GPU type per round
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """Everything one round decides (:func:`decide`), before anything is applied."""
+
+    demand: dict[tuple[str, str], ClassDemand]
+    built: Built
+    alloc: Allocation
+    plan: Plan
+    received: dict[str, float]
+    deficits: dict[str, float]
+    factors: dict[int, int]  # SiteFactor of every pending GPU job
+    factor_changes: dict[int, int]  # the ones to write this round (differ from Slurm's, capped)
+    factors_deferred: int
+    current: dict[str, dict[str, int]]  # the accounts' limits in Slurm now
+    planned: dict[str, dict[str, int]]  # limits the plan wants, for accounts Slurm knows
+    changes: dict[str, dict[str, int]]  # only what differs (empty when limits are not managed)
+    retypes: list[Retype]
+    targets: dict[str, Any]  # untyped GPU requests: the type map job_submit.lua uses
+    dt: float  # seconds of deficit accounting since the last ok round
+
+
+def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: Any, deviations: Mapping[str, Any],
+           deficits: Mapping[str, float], managed_before: set[str], last_ok_started: float | None, now: float,
+           empty_alloc: Any) -> Decisions:
+    """One round's decisions from the snapshot and the state carried from earlier rounds, with no side effects:
+    demand per class, the problem and its allocation (``solve(problem) -> Allocation``; ``empty_alloc(built)``
+    when nobody asks for GPUs), the plan (integer GPUs, limits), deficits and SiteFactors, limit changes, retypes
+    and the untyped-request targets. Raises what the policy raises (SolverError, InputError)."""
+    retype_ok = supports_pending_retype(snapshot.slurm_version)
+    # a pending fair:flex job can still be moved where Slurm retypes pending jobs: its demand is untyped
+    demand = observe_demand(flexible_as_untyped(snapshot) if retype_ok else snapshot, cfg)
+    built = build_problem(snapshot, demand, profiles, shipped, cfg)
+    known = {a.name for a in snapshot.accounts}
+    managed = [a for a in managed_accounts(snapshot, demand, cfg) if a in known or any(d == a for (d, _c) in demand)]
+    alloc = solve(built.problem) if built.problem.tenants else empty_alloc(built)
+    plan = make_plan(built, alloc, demand, deviations, managed, gpus_in_use(snapshot))
+    received = received_gpus(snapshot, cfg)
+    ideal_tot = {a: sum(v.values()) for a, v in plan.ideal.items() if plan.demand.get(a, 0) > 0}
+    dt = 0.0 if last_ok_started is None else min(max(now - last_ok_started, 0.0), 2 * float(cfg.daemon.period))
+    new_deficits = update_deficit(dict(deficits), ideal_tot, received, dt)
+    factors = site_factors(snapshot, new_deficits, cfg)
+    current_sf = {j.job_id: j.site_factor for j in snapshot.jobs}
+    factor_changes = {jid: v for jid, v in factors.items() if current_sf.get(jid) != v}
+    deferred = 0
+    if len(factor_changes) > MAX_SITE_FACTOR_UPDATES:
+        order = sorted(factor_changes, key=lambda j: (-abs(factor_changes[j] - current_sf.get(j, 0)), j))
+        deferred = len(order) - MAX_SITE_FACTOR_UPDATES
+        factor_changes = {j: factor_changes[j] for j in sorted(order[:MAX_SITE_FACTOR_UPDATES])}
+    current = {a.name: dict(a.limits) for a in snapshot.accounts}
+    planned = {a: lim for a, lim in plan.limits.items() if a in known}
+    changes = limit_changes(current, planned, managed_before & known) if cfg.limits.manage else {}
+    retypes = retype_moves(plan, snapshot, MAX_RETYPES, built.throughput) if retype_ok else []
+    targets = untyped_targets(plan, with_retypes(snapshot, retypes), built.throughput)
+    return Decisions(demand=demand, built=built, alloc=alloc, plan=plan, received=received, deficits=new_deficits,
+                     factors=factors, factor_changes=factor_changes, factors_deferred=deferred, current=current,
+                     planned=planned, changes=changes, retypes=retypes, targets=targets, dt=dt)

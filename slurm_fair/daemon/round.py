@@ -51,12 +51,6 @@ from . import publish
 from .ingest import ingest_round
 
 PAUSE_ENV = "SLURM_FAIR_PAUSE_BEFORE_APPLY"
-# At most this many SiteFactor updates per round (slurmctld spends ~4 ms per job update on the testbed):
-# the jobs whose factor moves most go first, the rest follow in the next rounds. Bounds a round's time
-# when thousands of pending jobs need new factors at once (first round, big reordering).
-MAX_SITE_FACTOR_UPDATES = 1000
-# At most this many pending flexible (fair:flex) jobs are moved to another GPU type per round.
-MAX_RETYPES = 10
 # A failed SiteFactor value group of at most this many jobs is retried job by job (larger ones are reported).
 MAX_FACTOR_RETRIES = 50
 # Recording a round: attempts when the database stays locked past its busy timeout, and the pause between.
@@ -111,44 +105,13 @@ def mark_interrupted(store: Store) -> int:
     return n
 
 
-def compute(snapshot: Snapshot, store: Store, cfg: Any, policy: str, now: float) -> dict[str, Any]:
-    """Everything a round decides, without side effects. Raises SolverError (or the policy's error)."""
-    retype_ok = supports_pending_retype(snapshot.slurm_version)
-    # a pending fair:flex job can still be moved where Slurm retypes pending jobs: its demand is untyped
-    demand = P.observe_demand(P.flexible_as_untyped(snapshot) if retype_ok else snapshot, cfg)
-    built = P.build_problem(snapshot, demand, store.profiles(), shipped_profiles.load_shipped(), cfg)
-    managed = P.managed_accounts(snapshot, demand, cfg)
-    known = {a.name for a in snapshot.accounts}
-    managed = [a for a in managed if a in known or any(d == a for (d, _c) in demand)]
-    if built.problem.tenants:
-        alloc = policies.get(policy)(built.problem, solver=cfg.policy.solver or None)
-    else:
-        alloc = _empty_alloc(built, policy)
-    plan = P.make_plan(built, alloc, demand, store.deviations(), managed, P.gpus_in_use(snapshot))
-    received = P.received_gpus(snapshot, cfg)
-    ideal_tot = {a: sum(v.values()) for a, v in plan.ideal.items() if plan.demand.get(a, 0) > 0}
-    last = _last_ok_started(store, None)
-    dt = 0.0 if last is None else min(max(now - last, 0.0), 2 * float(cfg.daemon.period))
-    deficits = P.update_deficit(store.deficits(), ideal_tot, received, dt)
-    factors = P.site_factors(snapshot, deficits, cfg)
-    current_sf = {j.job_id: j.site_factor for j in snapshot.jobs}
-    factor_changes = {jid: v for jid, v in factors.items() if current_sf.get(jid) != v}
-    deferred = 0
-    if len(factor_changes) > MAX_SITE_FACTOR_UPDATES:
-        order = sorted(factor_changes, key=lambda j: (-abs(factor_changes[j] - current_sf.get(j, 0)), j))
-        deferred = len(order) - MAX_SITE_FACTOR_UPDATES
-        factor_changes = {j: factor_changes[j] for j in sorted(order[:MAX_SITE_FACTOR_UPDATES])}
-    current = {a.name: dict(a.limits) for a in snapshot.accounts}
-    planned = {a: lim for a, lim in plan.limits.items() if a in known}
-    changes = P.limit_changes(current, planned, store.managed() & known) if cfg.limits.manage else {}
-    retypes = P.retype_moves(plan, snapshot, MAX_RETYPES, built.throughput) if retype_ok else []
-    targets = P.untyped_targets(plan, P.with_retypes(snapshot, retypes), built.throughput)
-    return {
-        "retypes": retypes, "targets": targets,
-        "demand": demand, "built": built, "alloc": alloc, "plan": plan, "deficits": deficits,
-        "factors": factors, "factor_changes": factor_changes, "factors_deferred": deferred, "current": current, "changes": changes,
-        "planned": planned, "received": received, "dt": dt,
-    }
+def compute(snapshot: Snapshot, store: Store, cfg: Any, policy: str, now: float) -> P.Decisions:
+    """Everything a round decides (``plan.decide``, pure) from the snapshot and the state in the store."""
+    solve = policies.get(policy)
+    return P.decide(snapshot, cfg, lambda problem: solve(problem, solver=cfg.policy.solver or None),
+                    profiles=store.profiles(), shipped=shipped_profiles.load_shipped(), deviations=store.deviations(),
+                    deficits=store.deficits(), managed_before=store.managed(), last_ok_started=_last_ok_started(store, None),
+                    now=now, empty_alloc=lambda built: _empty_alloc(built, policy))
 
 
 def _retype(cluster: Cluster, moves: list[P.Retype]) -> list[dict[str, Any]]:
@@ -165,13 +128,12 @@ def _retype(cluster: Cluster, moves: list[P.Retype]) -> list[dict[str, Any]]:
     return out
 
 
-def _details(snapshot: Snapshot, c: dict[str, Any], policy: str) -> dict[str, Any]:
-    plan: P.Plan = c["plan"]
-    built: P.Built = c["built"]
+def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> dict[str, Any]:
+    plan, built = c.plan, c.built
     pending: dict[str, int] = {}
     pending_jobs: dict[str, int] = {}
     classes: dict[str, dict[str, Any]] = {}
-    for (a, cls), d in c["demand"].items():
+    for (a, cls), d in c.demand.items():
         pending[a] = pending.get(a, 0) + d.pending_gpus
         pending_jobs[a] = pending_jobs.get(a, 0) + d.pending_jobs
         classes.setdefault(a, {})[cls] = {
@@ -200,14 +162,14 @@ def _details(snapshot: Snapshot, c: dict[str, Any], policy: str) -> dict[str, An
         "pending_jobs": pending_jobs,
         "in_use": P.gpus_in_use(snapshot),
         "classes": classes,
-        "deficits": c["deficits"],
-        "limits_before": {a: c["current"].get(a, {}) for a in plan.accounts},
-        "limit_changes": c["changes"],
-        "site_factor_changes": len(c["factor_changes"]),
-        "site_factors_set": len(c["factors"]),
-        "site_factor_changes_deferred": c["factors_deferred"],
-        "dt": c["dt"],
-        "untyped_targets": {a: list(v) for a, v in c["targets"].items()},
+        "deficits": c.deficits,
+        "limits_before": {a: c.current.get(a, {}) for a in plan.accounts},
+        "limit_changes": c.changes,
+        "site_factor_changes": len(c.factor_changes),
+        "site_factors_set": len(c.factors),
+        "site_factor_changes_deferred": c.factors_deferred,
+        "dt": c.dt,
+        "untyped_targets": {a: list(v) for a, v in c.targets.items()},
         "retype_supported": supports_pending_retype(snapshot.slurm_version),
     }
 
@@ -421,28 +383,28 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
         c = compute(snapshot, store, cfg, policy, now)
     except Exception as e:  # noqa: BLE001 - a solver/policy failure must not take the daemon down
         return finish(RoundResult(round_id, "solver-failed", policy, message=cause(e)))
-    plan: P.Plan = c["plan"]
-    alloc: Allocation = c["alloc"]
+    plan: P.Plan = c.plan
+    alloc: Allocation = c.alloc
     res = RoundResult(round_id, "dry-run" if dry_run else "ok", policy, solve_seconds=float(alloc.solve_seconds),
-                      n_accounts=len(plan.accounts), limit_changes=c["changes"], factor_changes=c["factor_changes"],
+                      n_accounts=len(plan.accounts), limit_changes=c.changes, factor_changes=c.factor_changes,
                       plan=plan)
     res.details = _details(snapshot, c, policy)
     if ingested is not None:
         res.details["hook_records"] = ingested.as_dict()
 
     applied_rows = []
-    applied = Applied(ok={a: dict(ch) for a, ch in c["changes"].items()})
+    applied = Applied(ok={a: dict(ch) for a, ch in c.changes.items()})
     factor_failed: dict[str, str] = {}
     if dry_run and cfg.preemption.enabled:
-        res.details["preemption"] = preempt(None, store, cfg, snapshot, c["planned"], round_id, now, act=False)
+        res.details["preemption"] = preempt(None, store, cfg, snapshot, c.planned, round_id, now, act=False)
     if not dry_run:
         pause = os.environ.get(PAUSE_ENV)
         if pause:
             print(f"slurm-fair: pausing {float(pause):g} s before apply (round {round_id})", file=sys.stderr, flush=True)
             time.sleep(float(pause))
         try:
-            applied = apply_limits(cluster, c["changes"])
-            factors_set, factor_failed = apply_factors(cluster, c["factor_changes"])
+            applied = apply_limits(cluster, c.changes)
+            factors_set, factor_failed = apply_factors(cluster, c.factor_changes)
         except ClusterUnreachable as e:
             res.status = "unreachable"
             res.message = f"apply: {e}"
@@ -463,17 +425,17 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
         if problems:
             res.message = "apply: " + "; ".join(problems)
         try:
-            res.details["retyped"] = _retype(cluster, c["retypes"])
+            res.details["retyped"] = _retype(cluster, c.retypes)
         except Exception as e:  # noqa: BLE001 - recorded on the round
             res.details["retype_error"] = cause(e)
         if cfg.type_map_path is not None:
             try:
-                res.details["type_map_written"] = publish.publish(cfg.type_map_path, c["targets"])
+                res.details["type_map_written"] = publish.publish(cfg.type_map_path, c.targets)
             except OSError as e:  # recorded on the round; never stops it
                 res.details["type_map_error"] = f"{cfg.type_map_path}: {e.strerror or e}"
         if cfg.preemption.enabled:
             try:
-                res.details["preemption"] = pre = preempt(cluster, store, cfg, snapshot, c["planned"], round_id,
+                res.details["preemption"] = pre = preempt(cluster, store, cfg, snapshot, c.planned, round_id,
                                                           now, stamp=stamp)
                 if pre["failed"]:
                     res.message = (res.message + "; " if res.message else "") + f"preemption: {len(pre['failed'])} failed"
@@ -484,7 +446,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
         for a, ch in applied.ok.items():
             for k, v in ch.items():
                 applied_rows.append({"round_id": round_id, "account": a, "key": k,
-                                     "old": c["current"].get(a, {}).get(k), "new": v, "time": t})
+                                     "old": c.current.get(a, {}).get(k), "new": v, "time": t})
 
     if not record:
         res.seconds = time.monotonic() - t0
@@ -513,11 +475,11 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
             store.record_placements(round_id, place_rows)
             if not dry_run:
                 store.save_deviations(round_id, deviations)
-                store.save_deficits(c["deficits"])
+                store.save_deficits(c.deficits)
                 if applied_rows:
                     store.record_applied(round_id, applied_rows)
                 if cfg.limits.manage:
-                    store.set_managed(c["planned"])
+                    store.set_managed(c.planned)
                 for r in res.details.get("retyped", []):
                     store.event("retype", f"gres/gpu:{r['old_type']} -> gres/gpu:{r['new_type']}"
                                 + (f" failed: {r['error']}" if r.get("error") else ""),
@@ -530,7 +492,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
                                                     for k, v in ch.items()), round_id=round_id, account=a, data=ch)
                 for a, msg in sorted(applied.failed.items()):
                     store.event("apply-failed", f"setting the limits failed: {msg}", round_id=round_id,
-                                account=a, data=c["changes"].get(a))
+                                account=a, data=c.changes.get(a))
                 for key, msg in sorted(factor_failed.items()):
                     store.event("apply-failed", f"SiteFactor {key}: {msg}", round_id=round_id,
                                 job_id=int(key) if key.isdigit() else None)
