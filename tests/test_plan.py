@@ -273,7 +273,8 @@ def test_site_factors_more_accounts_than_levels_stay_in_range_and_ordered():
 # ------------------------------------------------------------------------------------------- with a policy
 
 
-def test_real_policy_noncoop_gives_only_v100_to_the_account_with_the_big_speedup():
+def fast_flat_case():
+    """acct_a runs class "fast" (10x on a V100), acct_b class "flat" (1.1x); 8 pending 1-GPU jobs each."""
     profiles = [
         {"account": "", "class": "fast", "gpu_type": "v100", "throughput": 10.0},
         {"account": "", "class": "fast", "gpu_type": "k80", "throughput": 1.0},
@@ -282,6 +283,11 @@ def test_real_policy_noncoop_gives_only_v100_to_the_account_with_the_big_speedup
     ]
     jobs = [job(i, "acct_a", 1, None, name="fast") for i in range(8)]
     jobs += [job(20 + i, "acct_b", 1, None, name="flat") for i in range(8)]
+    return profiles, jobs
+
+
+def test_real_policy_noncoop_gives_only_v100_to_the_account_with_the_big_speedup():
+    profiles, jobs = fast_flat_case()
     s = snap(jobs, accounts={"acct_a": 1, "acct_b": 1})
     d = P.observe_demand(s, CFG)
     b = P.build_problem(s, d, profiles, [], CFG)
@@ -394,14 +400,7 @@ def test_demo_case_no_ideal_share_beyond_what_the_jobs_request_per_type(policy):
 def test_decide_is_the_whole_round_decision_without_side_effects():
     """plan.decide (what round.compute calls): limits only where they change, SiteFactors for pending jobs,
     deficits advanced by the time since the last ok round (capped at two periods), the policy called once."""
-    profiles = [
-        {"account": "", "class": "fast", "gpu_type": "v100", "throughput": 10.0},
-        {"account": "", "class": "fast", "gpu_type": "k80", "throughput": 1.0},
-        {"account": "", "class": "flat", "gpu_type": "v100", "throughput": 1.1},
-        {"account": "", "class": "flat", "gpu_type": "k80", "throughput": 1.0},
-    ]
-    jobs = [job(i, "acct_a", 1, None, name="fast") for i in range(8)]
-    jobs += [job(20 + i, "acct_b", 1, None, name="flat") for i in range(8)]
+    profiles, jobs = fast_flat_case()
     s = snap(jobs, accounts={"acct_a": 1, "acct_b": 1}, limits={"acct_a": {"k80": 0, "v100": 1, ANY_GPU: 1}})
     calls = []
 
