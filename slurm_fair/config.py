@@ -8,7 +8,6 @@ key, e.g. ``daemon.period``.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import tomllib
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .errors import InputError
+from .validate import number
 
 DEFAULT_PATH = Path("/etc/slurm-fair/slurm-fair.toml")
 ENV_VAR = "SLURM_FAIR_CONFIG"
@@ -33,12 +33,7 @@ CLASS_SOURCES = ("comment", "wckey", "name")
 
 
 def _number(key: str, v: Any, *, positive: bool = False, nonneg: bool = False) -> float | int:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise InputError(key, v, "must be a finite number")
-    if positive and v <= 0:
-        raise InputError(key, v, "must be > 0")
-    if nonneg and v < 0:
-        raise InputError(key, v, "must be >= 0")
+    number(key, v, positive=positive, nonneg=nonneg)  # the one check (validate.py); TOML integers stay integers
     return v
 
 

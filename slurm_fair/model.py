@@ -25,6 +25,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .errors import InputError
+from .validate import number
 
 
 @dataclass(frozen=True)
@@ -198,23 +199,8 @@ CLASS_KEYS = ("name", "throughput", "demand", "type_demand", "comment")
 
 def _number(path: str, value: Any, *, positive: bool = False, allow_zero: bool = True,
             most: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(path, value, "must be a finite number")
-    try:
-        v = float(value)  # a huge JSON integer overflows here
-    except OverflowError:
-        raise InputError(path, value, "must be a finite number") from None
-    if not math.isfinite(v):
-        raise InputError(path, value, "must be a finite number")
-    if positive and v <= 0:
-        raise InputError(path, value, "must be > 0")
-    if not allow_zero and v == 0:
-        raise InputError(path, value, "must not be 0")
-    if v < 0:
-        raise InputError(path, value, "must be >= 0")
-    if most is not None and v > most:
-        raise InputError(path, value, f"must be at most {most:g}")
-    return v
+    """A problem file's number: finite and >= 0 always, > 0 / != 0 / <= most as asked (``validate.number``)."""
+    return number(path, value, positive=positive, nonzero=not allow_zero, nonneg=True, most=most)
 
 
 def _name(path: str, value: Any) -> str:

@@ -16,7 +16,6 @@ import contextlib
 import csv
 import io
 import json
-import math
 import sqlite3
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ import sqlite_utils
 
 from . import statefiles
 from .errors import InputError, SlurmFairError
+from .validate import number
 
 CSV_HEADER = ("account", "class", "gpu_type", "throughput")
 ROUND_STATUSES = ("ok", "dry-run", "unreachable", "solver-failed", "error", "running")
@@ -175,15 +175,7 @@ def _check_gpu_type(field: str, value: Any) -> str:
 
 
 def _check_throughput(field: str, value: Any) -> float:
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(field, value, "must be a number") from None
-    if not math.isfinite(v) or v <= 0:
-        raise InputError(field, value, "must be a finite number > 0")
-    return v
+    return number(field, value, positive=True, text=True)  # CSV cells are text
 
 
 def _loads(value: str | None) -> Any:
