@@ -156,3 +156,23 @@ def test_non_utf8_huge_and_symlinked_spool_files_are_set_aside_without_reading(t
     assert sorted(p.name for p in (spool / "bad").iterdir()) == ["big.json", "latin1.json", "link.json"]
     events = json.dumps(list(store.db["events"].rows))
     assert "not UTF-8" in events and "not followed" in events and "do-not-copy" not in events
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"wieght": 1}, "wieght: unknown key"),
+    ({"time": float("nan")}, "time: must be a finite number"),
+    ({"requeued": "yes"}, "requeued: wrong type"),
+    ({"uid": True}, "uid: wrong type"),
+])
+def test_check_record_refuses_unknown_keys_non_finite_times_and_wrong_types(change, why):
+    r = rec(1, "start", 100.0)
+    r.update(change)
+    assert check_record(r).startswith(why), check_record(r)
+
+
+def test_every_key_the_recorder_writes_is_known_to_ingest():
+    """A record straight from jobrecord.build_record (a node hook, an end event) passes check_record."""
+    env = {"SLURM_SCRIPT_CONTEXT": "epilog_slurmd", "SLURM_JOB_ID": "5", "SLURM_JOB_ACCOUNT": "acct_a",
+           "SLURM_JOB_UID": "1000", "SLURM_JOB_GPUS": "0,1", "SLURM_JOB_EXIT_CODE2": "0:0", "SLURM_JOB_EXIT_CODE": "0"}
+    r = jobrecord.build_record(env, {}, now=123.0)
+    assert check_record(r) == "", check_record(r)

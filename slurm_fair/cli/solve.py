@@ -9,7 +9,7 @@ import click
 
 from .. import fairness, policies
 from ..errors import InputError, SlurmFairError
-from .common import decode_utf8, fail
+from .common import decode_utf8, fail, json_option
 from ..model import Allocation, problem_from_dict
 from .table import render
 
@@ -102,7 +102,7 @@ def _check_table(props: dict[str, fairness.PropertyResult]) -> str:
     "[{\"name\", \"throughput\": {type: value}, \"demand\", \"type_demand\": {type: GPUs}}]}]}; demand = most "
     "GPUs in all, type_demand = most GPUs per type (a type left out = 0). '-' reads standard input.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of tables.")
+@json_option(help="Print JSON for machines instead of tables.")
 @click.option("--solver", default=None, metavar="NAME", help="LP solver for the policy (default: the policy's own choice).")
 @click.option(
     "--check",

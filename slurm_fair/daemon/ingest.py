@@ -16,6 +16,7 @@ Called once per round, before planning (:func:`ingest_round`). Rules:
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
     "gpu_count": (int, type(None)), "exit_code": (int, type(None)), "exit_signal": (int, type(None)),
     "exit_status": (int, type(None)), "user": (str,), "partition": (str,), "class": (str,), "job_name": (str,),
     "node": (str,), "gpu_info": (str,), "derived_exit_code": (str, type(None)),
+    "uid": (int, type(None)), "nodelist": (str,), "gpu_indices": (str,), "job_state": (str,), "requeued": (bool,),
 }
 
 
@@ -61,8 +63,13 @@ def check_record(rec: Any) -> str:
                     return f"{k}: missing"
                 continue
             v = rec[k]
-            if isinstance(v, bool) or not isinstance(v, types):
+            if (isinstance(v, bool) and bool not in types) or not isinstance(v, types):
                 return f"{k}: wrong type (got {v!r})"
+            if isinstance(v, float) and not math.isfinite(v):
+                return f"{k}: must be a finite number (got {v!r})"
+    unknown = sorted(set(rec) - set(_FIELDS) - set(_OPTIONAL))
+    if unknown:
+        return f"{unknown[0]}: unknown key (a record has {', '.join(sorted({*_FIELDS, *_OPTIONAL}))})"
     if rec["v"] != jobrecord.FORMAT_VERSION:
         return f"v: unknown format version (got {rec['v']!r})"
     if rec["context"] not in jobrecord.CONTEXTS:
