@@ -415,7 +415,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
         problems = []
         if applied.failed:
             res.details["apply_failures"] = dict(applied.failed)
-            problems.append(f"{len(applied.failed)} of {len(c['changes'])} account(s) failed: "
+            problems.append(f"{len(applied.failed)} of {len(c.changes)} account(s) failed: "
                             + "; ".join(f"{a}: {m}" for a, m in sorted(applied.failed.items())))
         if applied.batch_errors:
             res.details["apply_batch_errors"] = list(applied.batch_errors)

@@ -65,7 +65,7 @@ def test_bad_account_failing_call_and_locked_store_are_recorded_and_the_rest_app
         # round 1: the bad name and the failing sacctmgr call are isolated; acct_a and acct_b are applied
         r1 = run_round(cluster, store, cfg)
         row1 = store.round(r1.round_id)
-        assert r1.status == "ok" and row1["status"] == "ok", row1
+        assert r1.status == "ok" and row1["status"] == "ok", (row1["message"], row1["details"])
         fails = row1["details"]["apply_failures"]
         assert set(fails) == {BAD, "acct_c"}, fails
         assert "must be a Slurm account name" in fails[BAD]
