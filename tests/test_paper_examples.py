@@ -204,3 +204,19 @@ def test_weighted_equals_replication_eq6(policy):
     a = policy.solve(matrix_problem(W2, weights=[1, 2]))
     rep = policy.solve(matrix_problem([[1, 2], [1, 5], [1, 5]]))
     close(a.user_throughput(), [rep.user_throughput()[0], rep.user_throughput()[1:].sum()], 6)
+
+
+# --------------------------------------------------------------------------- Gandiva_fair paper, Table 3
+
+
+def test_gandiva_fair_table_3_trading_is_reproduced_exactly():
+    """Gandiva_fair (EuroSys'20) §4 "Trading", Table 3: 60 K80 + 12 V100, users A/B/C with V100 speedups 1.25,
+    5 and 6.25; fair share 20 K80 + 4 V100 each (25 / 40 / 45), then C trades K80s for A's V100s at the second
+    price 5 (B's speedup): A ends with 40 K80 (40), B keeps 20 K80 + 4 V100 (40), C holds 8 V100 (50)."""
+    p = matrix_problem([[1, 1.25], [1, 5.0], [1, 6.25]], capacity=(60, 12))
+    eq = equal_share.solve(p)
+    np.testing.assert_allclose(eq.x, [[20, 4], [20, 4], [20, 4]], atol=1e-9)
+    np.testing.assert_allclose(eq.user_throughput(), [25, 40, 45], atol=1e-9)
+    a = gandiva_fair.solve(p)
+    np.testing.assert_allclose(a.x, [[40, 0], [20, 4], [0, 8]], atol=1e-9)
+    np.testing.assert_allclose(a.user_throughput(), [40, 40, 50], atol=1e-9)
