@@ -138,6 +138,9 @@ class Allocation:
     solve_seconds: float = 0.0
     solver: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # a warm start for the next solve of a similar problem (policies that take ``warm=``; ``oef-coop``: its
+    # binding envy rows as pairs of (tenant, class) keys); empty for the others
+    warm: tuple = ()
 
     @property
     def vu(self) -> VirtualUsers:

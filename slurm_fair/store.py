@@ -115,8 +115,15 @@ def _m4_preemptions(db: sqlite_utils.Database) -> None:
     db["preemptions"].create_index(["state"])
 
 
+def _m5_warm_start(db: sqlite_utils.Database) -> None:
+    """A policy's warm start for the next round (``Allocation.warm`` as JSON; oef-coop: its binding envy rows
+    as ``[[tenant, class], [tenant, class]]`` pairs). Only a hint to the solver: losing it costs time, not
+    correctness."""
+    db["warm_start"].create({"policy": str, "data": str, "round_id": int, "updated": float}, pk="policy")
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
-    _m1_initial, _m2_indexes, _m3_job_records, _m4_preemptions,
+    _m1_initial, _m2_indexes, _m3_job_records, _m4_preemptions, _m5_warm_start,
 )
 
 # hook records written by the controller (PrologSlurmctld/EpilogSlurmctld) carry the job's GPU types
@@ -516,6 +523,23 @@ class Store:
             self.db.execute("delete from deficits")
             if data:
                 self.db["deficits"].insert_all(data)
+
+    # -------------------------------------------------------------------------------- warm start
+
+    def warm_start(self, policy: str) -> Any:
+        """The warm start saved for ``policy`` (decoded JSON), or None. An unreadable one counts as none."""
+        row = next(self.db["warm_start"].rows_where("policy = ?", [policy]), None)
+        if row is None:
+            return None
+        try:
+            return json.loads(row["data"])
+        except (TypeError, ValueError):
+            return None
+
+    def save_warm_start(self, policy: str, data: Any, round_id: int | None = None) -> None:
+        """Replace ``policy``'s warm start (JSON-encodable)."""
+        self.db["warm_start"].upsert({"policy": policy, "data": json.dumps(data), "round_id": round_id,
+                                      "updated": time.time()}, pk="policy")
 
     # -------------------------------------------------------------------------------- applied/managed
 

@@ -106,12 +106,23 @@ def mark_interrupted(store: Store) -> int:
 
 
 def compute(snapshot: Snapshot, store: Store, cfg: Any, policy: str, now: float) -> P.Decisions:
-    """Everything a round decides (``plan.decide``, pure) from the snapshot and the state in the store."""
-    solve = policies.get(policy)
-    return P.decide(snapshot, cfg, lambda problem: solve(problem, solver=cfg.policy.solver or None),
+    """Everything a round decides (``plan.decide``, pure) from the snapshot and the state in the store. A
+    policy that takes a warm start (``policies.takes_warm``) gets the one the last round saved."""
+    warm = _warm(store, policy)
+    solver = cfg.policy.solver or None
+    return P.decide(snapshot, cfg, lambda problem: policies.solve(policy, problem, solver=solver, warm=warm),
                     profiles=store.profiles(), shipped=shipped_profiles.load_shipped(), deviations=store.deviations(),
                     deficits=store.deficits(), managed_before=store.managed(), last_ok_started=_last_ok_started(store, None),
                     now=now, empty_alloc=lambda built: _empty_alloc(built, policy))
+
+
+def _warm(store: Store, policy: str) -> Any:
+    """The saved warm start of ``policy`` (None if it takes none, none is saved, or reading it fails: a warm
+    start only saves time, so it never fails a round)."""
+    try:
+        return store.warm_start(policy) if policies.takes_warm(policy) else None
+    except Exception:  # noqa: BLE001 - a hint; the solve starts cold
+        return None
 
 
 def _retype(cluster: Cluster, moves: list[P.Retype]) -> list[dict[str, Any]]:
@@ -171,6 +182,9 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> dict[str, Any]:
         "dt": c.dt,
         "untyped_targets": {a: list(v) for a, v in c.targets.items()},
         "retype_supported": supports_pending_retype(snapshot.slurm_version),
+        # oef-coop's warm start: what seeded this solve (None: none taken) and the binding rows kept
+        "warm_start": {"seeded": next((n for n in c.alloc.notes if n.startswith("warm start:")), None),
+                       "pairs_saved": len(c.alloc.warm)},
     }
 
 
@@ -471,6 +485,8 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
 
     def write() -> None:
         with store.transaction():
+            if alloc.warm:
+                store.save_warm_start(policy, [[list(a), list(b)] for a, b in alloc.warm], round_id)
             store.record_shares(round_id, share_rows)
             store.record_placements(round_id, place_rows)
             if not dry_run:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from typing import Callable
+import inspect
+from typing import Any, Callable
 
 from ..errors import InputError
 from ..model import Allocation, Problem
@@ -31,5 +32,13 @@ def get(name: str) -> Policy:
     return importlib.import_module(f"{__name__}.{_MODULES[name]}").solve
 
 
-def solve(name: str, problem: Problem, solver: str | None = None) -> Allocation:
+def takes_warm(name: str) -> bool:
+    """Whether policy ``name`` can start from an earlier allocation's ``warm`` (``solve(..., warm=)``)."""
+    return "warm" in inspect.signature(get(name)).parameters
+
+
+def solve(name: str, problem: Problem, solver: str | None = None, warm: Any = None) -> Allocation:
+    """Policy ``name`` on ``problem``; ``warm`` (an earlier ``Allocation.warm``) only where it is taken."""
+    if warm is not None and takes_warm(name):
+        return get(name)(problem, solver=solver, warm=warm)
     return get(name)(problem, solver=solver)

@@ -121,7 +121,7 @@ Step = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 def waterfill(vu: VirtualUsers, step: Step, *, step_takes_type_caps: bool = False, fill: bool = True,
-              trace: dict | None = None) -> tuple[np.ndarray, list[int]]:
+              trace: dict | None = None, step_takes_rows: bool = False) -> tuple[np.ndarray, list[int]]:
     """Caps by water-filling around ``step(speed, weight, capacity) -> x`` (see module docstring).
 
     Each round solves the step for the active users on the capacity left; every active user given more
@@ -130,7 +130,9 @@ def waterfill(vu: VirtualUsers, step: Step, *, step_takes_type_caps: bool = Fals
     leave the capacity; when nobody breaks a cap, the active users keep their step allocation.
 
     ``step_takes_type_caps``: the step honours per-type caps itself and is called with a fourth argument,
-    the active users' ``type_cap`` rows (then only the total demand freezes a user). ``fill``: hand idle
+    the active users' ``type_cap`` rows (then only the total demand freezes a user). ``step_takes_rows``: the
+    step also gets ``rows=`` (the active users' indices in ``vu``; a warm-started step maps its seed with
+    them). ``fill``: hand idle
     GPUs to users below their caps at the end (:func:`fill_idle`). ``trace`` (a dict, for tests) receives
     the last round: ``active`` rows, their ``speed`` rows, ``weight``, the ``capacity`` left and the step's
     ``x``. Returns the (n, k) allocation and the indices of the capped virtual users (demand 0 included).
@@ -140,10 +142,11 @@ def waterfill(vu: VirtualUsers, step: Step, *, step_takes_type_caps: bool = Fals
     active = [i for i in range(vu.n) if vu.demand[i] > TOL]
     cap = vu.capacity.astype(float).copy()
     while active:
+        extra = {"rows": np.array(active)} if step_takes_rows else {}
         if step_takes_type_caps:
-            xa = step(vu.speed[active], vu.weight[active], cap, vu.type_cap[active])
+            xa = step(vu.speed[active], vu.weight[active], cap, vu.type_cap[active], **extra)
         else:
-            xa = step(vu.speed[active], vu.weight[active], cap)
+            xa = step(vu.speed[active], vu.weight[active], cap, **extra)
         over = [pos for pos, i in enumerate(active)
                 if xa[pos].sum() > vu.demand[i] + 1e-6 or (xa[pos] > vu.type_cap[i] + 1e-6).any()]
         if not over:

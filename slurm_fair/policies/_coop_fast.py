@@ -70,6 +70,10 @@ class SolveInfo:
     seconds: float
     objective: float
     max_envy: float  # largest S_l.x_i/w_i - S_l.x_l/w_l over l != i (<= 0: envy-free)
+    # envy rows (l, i) of the final model with a nonzero dual: the rows that pin the optimum down; a later
+    # solve of a similar problem seeded with them (``seed=``) starts near the end (empty for the plain form)
+    binding: tuple[tuple[int, int], ...] = ()
+    seeded: int = 0  # envy rows taken from ``seed`` (0: cold start, similarity seeding only)
 
 
 def _check(speed, weight, capacity) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -113,13 +117,19 @@ def solve(speed, weight, capacity, solver: str | None = None) -> np.ndarray:
 
 def solve_with_info(
     speed, weight, capacity, solver: str | None = None, *, cuts_per_user: int = 2, max_rounds: int = 10_000, drop_slack: bool = True, neighbours: int = 8,
-    first: str = "simplex", cycles: bool = True, drop_basic: bool = True
+    first: str = "simplex", cycles: bool = True, drop_basic: bool = True, seed=None,
 ) -> tuple[np.ndarray, SolveInfo]:
+    """``seed``: envy rows (l, i) to start from (pairs of user indices, e.g. the ``binding`` rows of an
+    earlier solve of a similar problem); users in no seeded pair get the similarity seeding. Pairs out of
+    range or with l == i are ignored. The optimum does not depend on the seed, only the work to reach it."""
     S, w, c = _check(speed, weight, capacity)
     name = "HIGHS" if solver is None else str(solver).upper()
     t0 = time.perf_counter()
+    binding: tuple = ()
+    seeded = 0
     if name == "HIGHS":
-        x, rounds, rows = _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic)
+        x, rounds, rows, binding, seeded = _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours,
+                                                             first, cycles, drop_basic, _seed_pairs(seed, S.shape[0]))
         method = "constraint generation, live HiGHS model, dual simplex warm start"
     elif name in CVXPY_SOLVERS:
         x = plain_lp(S, w, c, name)
@@ -130,8 +140,18 @@ def solve_with_info(
     seconds = time.perf_counter() - t0
     n = S.shape[0]
     viol = float(envy_matrix(S, w, x).max()) if n > 1 else 0.0
-    info = SolveInfo(name, method, rounds, rows, seconds, float(np.sum(S * x)), viol)
+    info = SolveInfo(name, method, rounds, rows, seconds, float(np.sum(S * x)), viol, binding, seeded)
     return x, info
+
+
+def _seed_pairs(seed, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``seed`` as two index arrays (valid, distinct, deduplicated pairs), or None without a seed."""
+    if seed is None:
+        return None
+    a = np.asarray(list(seed), dtype=np.int64).reshape(-1, 2) if len(seed) else np.zeros((0, 2), dtype=np.int64)
+    ok = (a[:, 0] >= 0) & (a[:, 0] < n) & (a[:, 1] >= 0) & (a[:, 1] < n) & (a[:, 0] != a[:, 1])
+    code = np.unique(a[ok, 0] * n + a[ok, 1])
+    return code // n, code % n
 
 
 # --------------------------------------------------------------------------------------------------
@@ -139,7 +159,7 @@ def solve_with_info(
 # --------------------------------------------------------------------------------------------------
 
 
-def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic):
+def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic, seed=None):
     import highspy
 
     basic = highspy.HighsBasisStatus.kBasic
@@ -147,7 +167,7 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     x_out = np.zeros((n, k))
     cmax = float(c.max()) if k else 0.0
     if n == 0 or k == 0 or cmax <= 0:
-        return x_out, 0, 0
+        return x_out, 0, 0, (), 0
     # Weights scaled to <= 1 (only ratios matter for envy). Capacities are NOT scaled: HiGHS' feasibility
     # tolerance then bounds the envy violation in the caller's units (scaling c down to 1 multiplied the
     # final violation by max c, ~1e-6 at 2000 GPUs).
@@ -159,7 +179,7 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     vl, vj = np.nonzero(usable)  # row-major: grouped by user
     nv = int(vl.size)
     if nv == 0:
-        return x_out, 0, 0
+        return x_out, 0, 0, (), 0
     var = np.full((n, k), -1, dtype=np.int32)
     var[vl, vj] = np.arange(nv, dtype=np.int32)
     has = usable.any(axis=1)
@@ -195,21 +215,36 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     dropped = np.zeros((n, n), dtype=np.uint8)  # times the row (l, i) was taken out again
     pl = np.zeros(0, dtype=np.int64)  # pairs of the envy rows in model order
     pi = np.zeros(0, dtype=np.int64)
+    seeded = 0
     q = min(int(neighbours), n - 1)
-    if q > 0:
+    sl = si = np.zeros(0, dtype=np.int64)
+    fresh = has.copy()  # users that get the similarity seeding
+    if seed is not None:
+        sl, si = seed
+        keep = has[sl] & has[si]
+        sl, si = sl[keep], si[keep]
+        seeded = int(sl.size)
+        fresh[sl] = False
+        fresh[si] = False
+    if q > 0 and fresh.any():
         # Seed: envy rows between users with similar speed profiles (they compete for the same types, and
-        # at the optimum they are the ones left indifferent between their bundles).
+        # at the optimum they are the ones left indifferent between their bundles). With a seed, only for
+        # the users it does not mention (new users, or everyone when too much changed to keep any pair).
         P = S / np.maximum(np.linalg.norm(S, axis=1, keepdims=True), 1e-300)
-        sim = P @ P.T
-        np.fill_diagonal(sim, -np.inf)
+        fu = np.nonzero(fresh)[0]
+        sim = P[fu] @ P.T
+        sim[np.arange(fu.size), fu] = -np.inf
         nb = np.argpartition(-sim, q - 1, axis=1)[:, :q]
-        li = np.repeat(np.arange(n), q)
+        li = np.repeat(fu, q)
         ii = nb.ravel()
-        ok = has[li] & has[ii]
+        ok = has[ii]
         li, ii = li[ok], ii[ok]
-        rowof[li, ii] = first_envy_row + np.arange(li.size, dtype=np.int32)
-        pl, pi = li.astype(np.int64), ii.astype(np.int64)
-        _add_envy_rows(h, S, ws, var, li, ii, inf)
+        code = np.unique(np.concatenate([sl * n + si, li * n + ii]))
+        sl, si = code // n, code % n
+    if sl.size:
+        rowof[sl, si] = first_envy_row + np.arange(sl.size, dtype=np.int32)
+        pl, pi = sl.astype(np.int64), si.astype(np.int64)
+        _add_envy_rows(h, S, ws, var, pl, pi, inf)
     X = np.zeros((n, k))
     rows = 0
     rounds = 0
@@ -296,7 +331,12 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
             h.setOptionValue("solver", "simplex")
     rows = int(pl.size)
     x_out = X.copy()
-    return x_out, rounds, rows
+    binding: tuple = ()
+    if pl.size:
+        dual = np.asarray(h.getSolution().row_dual)[first_envy_row:first_envy_row + pl.size]
+        nz = np.abs(dual) > 1e-12
+        binding = tuple(zip(pl[nz].tolist(), pi[nz].tolist()))
+    return x_out, rounds, rows, binding, seeded
 
 
 def _add_envy_rows(h, S, ws, var, li, ii, inf):

@@ -31,6 +31,12 @@ type's cap fixed, lets it take its capped GPUs *and* a full weight share of the 
 
 The per-step LP is :func:`_solve_step` (numpy in, numpy out), so that a faster exact solver with the same
 signature can replace it; :func:`solve_plain` keeps the plain cvxpy formulation reachable.
+
+Warm start (``solve(problem, warm=...)``, the daemon's rounds): the allocation carries in ``warm`` the envy
+rows with a nonzero dual at the end of every water-filling step, as pairs of (tenant, class) keys; given
+back to the next solve, each step starts its constraint generation from the pairs among its active users
+(users in no pair get the similarity seeding, so a new class or a changed cluster falls back to the cold
+start by itself). The optimum does not depend on the seed; pairs naming unknown classes are ignored.
 """
 
 from __future__ import annotations
@@ -89,5 +95,50 @@ def solve_plain(problem: Problem, solver: str | None = None) -> Allocation:
     return _solve(problem, solver, plain_step)
 
 
-def solve(problem: Problem, solver: str | None = None) -> Allocation:
-    return _solve(problem, solver, _solve_step)
+def _warm_pairs(warm) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """``warm`` as pairs of (tenant, class) keys; anything else in it is skipped (a seed is only a hint)."""
+    out = []
+    for p in warm or ():
+        try:
+            (a, b), (c, d) = p
+        except (TypeError, ValueError):
+            continue
+        if all(isinstance(v, str) for v in (a, b, c, d)):
+            out.append(((a, b), (c, d)))
+    return out
+
+
+def solve(problem: Problem, solver: str | None = None, warm=None) -> Allocation:
+    """Eq. 10 with caps by water-filling. ``warm``: the ``warm`` of an earlier allocation (see the module
+    docstring); only the fast solver uses it."""
+    if solver is not None and str(solver).strip():
+        return _solve(problem, solver, _solve_step)
+    vu = problem.virtual_users()
+    key_of = list(zip(vu.tenant, vu.cls))
+    index = {kk: i for i, kk in enumerate(key_of)}
+    seed = [(index[a], index[b]) for a, b in _warm_pairs(warm) if a in index and b in index]
+    lp.pick_solver(solver)
+    timer = lp.Timer()
+    binding: set[tuple[int, int]] = set()
+    seeded = [0, 0]  # steps seeded, rows seeded
+
+    def step(speed, weight, capacity, rows):
+        pos = {int(r): p for p, r in enumerate(rows)}
+        local = [(pos[a], pos[b]) for a, b in seed if a in pos and b in pos]
+        with timer.measure():
+            xa, info = _coop_fast.solve_with_info(speed, weight, capacity, seed=local if warm is not None else None)
+        binding.update((int(rows[a]), int(rows[b])) for a, b in info.binding)
+        if info.seeded:
+            seeded[0] += 1
+            seeded[1] += info.seeded
+        return xa
+
+    x, capped = waterfill(vu, step, step_takes_rows=True)
+    x = clean(x, vu.speed, vu.capacity, vu.demand, vu.type_cap)
+    notes = list(capped_note(vu, capped))
+    if warm is not None:
+        notes.append(f"warm start: {seeded[1]} envy row(s) of the previous solve seeded {seeded[0]} step(s)"
+                     if seeded[1] else "warm start: no envy row of the previous solve applied (cold start)")
+    alloc = finish(problem, NAME, x, timer, solver, tuple(notes))
+    pairs = tuple(sorted((key_of[a], key_of[b]) for a, b in binding))
+    return dataclasses.replace(alloc, solver=FAST_SOLVER, warm=pairs)

@@ -113,6 +113,9 @@ def test_rounds_set_the_rounded_plan_start_the_right_jobs_and_carry_deviations(t
     assert "status=ok" in r.stderr
     rnd = last_round(sf.db)
     assert rnd["status"] == "ok" and rnd["policy"] == "oef-coop"
+    # the round keeps oef-coop's binding envy rows (its warm start) for the next round, when there are any
+    saved = rnd["details"]["warm_start"]["pairs_saved"]
+    assert len(sf.db.warm_start("oef-coop") or []) == saved
     planned = plan_limits(sf.db, rnd["id"])
     assert slurm_limits(testbed) == planned  # Slurm holds exactly the rounded plan
     for g in TYPES:  # work conservation: every GPU has an owner (demand 24 > 16 GPUs)
