@@ -8,16 +8,21 @@ Problem, on arrays (no demands; the caller does any water-filling)::
                 S_l . x_l / w_l >= S_l . x_i / w_i          for every ordered pair (l, i)   (envy-freeness)
 
 ``S`` (n x k) is the normalized throughput (0 = the user cannot run on that type), ``w`` (n,) the weights,
-``c`` (k,) the GPU counts. The plain form has n(n-1) envy rows; only a few per user are needed to pin the
-optimum down (OEF Thm 5.2: a user holds adjacent types, and envy is between "neighbours"). So we solve it by
-**constraint generation on one live HiGHS model**:
+``c`` (k,) the GPU counts. The plain form has n(n-1) envy rows; only a few per user bind at the optimum
+(about two per user with a nonzero dual in our instances). We do NOT rely on OEF's Thm 5.2 (users hold
+adjacent types, envy only between "neighbours" in speed order): the optimum this solver returns need not
+have that structure (the LP is degenerate and the paper's theorem is about a particular optimum), so every
+one of the n(n-1) rows is checked at the end. We solve it by **constraint generation on one live HiGHS
+model**:
 
 1. Reductions that keep the optimum (proofs in the comments below): a user gets nothing on a type it
    cannot use (no column for S_lj = 0); some optimum uses all capacity of every usable type, and there
    the sum of l's envy rows is the weighted sharing-incentive row ``S_l . x_l >= (w_l / W) S_l . c``
    (Thm 5.1): a valid row with k non-zeros that we add from the start.
 2. Seed the model with the envy rows between each user and its 8 most similar users (cosine of the
-   speed vectors): they compete for the same types and are the ones left indifferent at the optimum.
+   speed vectors): they compete for the same types and are the ones left indifferent at the optimum. With
+   ``seed=`` (warm start: the ``binding`` rows of an earlier solve of a similar problem, e.g. the daemon's
+   previous round) those rows instead, and the similarity rows only for users the seed does not mention.
 3. Solve; compute all n^2 values S_l . x_i with one matrix product; for each user add the 2 most violated
    envy rows not yet in the model, plus a *cycle* of envy rows through every group of users that hold
    one and the same single type (such rows imply all g(g-1) rows of the group: they value each other's
