@@ -141,6 +141,9 @@ class Allocation:
     # a warm start for the next solve of a similar problem (policies that take ``warm=``; ``oef-coop``: its
     # binding envy rows as pairs of (tenant, class) keys); empty for the others
     warm: tuple = ()
+    # market policies (``bud``): the price of one GPU of each type, in budget units (every tenant's budget is
+    # its weight share of 1, split evenly among its classes); None for the others
+    prices: Mapping[str, float] | None = None
 
     @property
     def vu(self) -> VirtualUsers:
@@ -177,7 +180,7 @@ class Allocation:
         return float(self.user_throughput().sum())
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "policy": self.policy,
             "solver": self.solver,
             "allocation": self.per_tenant(),
@@ -186,6 +189,9 @@ class Allocation:
             "total_throughput": self.total_throughput(),
             "solve_seconds": self.solve_seconds,
         }
+        if self.prices is not None:
+            out["prices"] = dict(self.prices)
+        return out
 
 
 # --------------------------------------------------------------------------- parsing

@@ -239,7 +239,8 @@ def apply_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
 def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
     """Why ACCOUNT gets what it gets: weight, job classes with their speedups and where they come from,
     demand, ideal share, deviation, limit, and why each of its pending jobs waits (Slurm's reason and
-    slurm-fair's view), whether its pending fair:flex jobs can still be moved to another GPU type, and every
+    slurm-fair's view), whether its pending fair:flex jobs can still be moved to another GPU type, with bud
+    the GPU prices and what its share costs of its budget, and every
     preemption of its jobs with its reason and steps."""
     from ..daemon.report import explain
 
@@ -264,6 +265,10 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
     click.echo(f"limit planned: {_types(ex['planned_limits'])}")
     click.echo("limit in Slurm: " + (_types(ex["limits_in_slurm"]) if ex["reachable"] else f"? ({ex['unreachable']})"))
     click.echo(f"in use:        {_types(ex['in_use'])}")
+    if ex.get("prices"):
+        budget = "-" if ex.get("budget") is None else f"{ex['budget']:.4g}"
+        click.echo(f"prices:        {_types(ex['prices'])}  (budget units; this account's ideal share costs "
+                   f"{ex['spend']:.4g}, its tenant's budget is {budget})")
     if ex["pending_jobs"]:
         click.echo("")
         click.echo(render(["JOB", "CLASS", "GPUS", "TYPE", "WAITED_S", "SITEFACTOR", "SLURM REASON", "SLURM-FAIR"],

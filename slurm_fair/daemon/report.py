@@ -133,6 +133,13 @@ def explain(store: Store, cfg: Any, account: str, snapshot: Snapshot | None, unr
         "flexible_note": P.flexible_note(snapshot, account),
         "preemptions": store.preemptions(account=account, limit=50),  # newest first, with their steps
     }
+    prices = d.get("prices")
+    out["prices"] = prices  # bud: the price of one GPU per type (None for the other policies)
+    if prices:
+        weights = d.get("weights", {})
+        total = sum(float(w) for w in weights.values())
+        out["budget"] = float(weights.get(tenant, 0.0)) / total if total > 0 else None  # the tenant's
+        out["spend"] = sum(float(prices.get(g, 0.0)) * float(v) for g, v in acct_view["ideal"].items())
     if snapshot is not None:
         types = list(P.usable_capacity(snapshot, cfg.cluster.partitions))
         for j in sorted(P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts),

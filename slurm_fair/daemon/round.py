@@ -182,6 +182,8 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> dict[str, Any]:
         "dt": c.dt,
         "untyped_targets": {a: list(v) for a, v in c.targets.items()},
         "retype_supported": supports_pending_retype(snapshot.slurm_version),
+        # market policies (bud): the price of one GPU of each type, in budget units
+        "prices": dict(c.alloc.prices) if c.alloc.prices is not None else None,
         # oef-coop's warm start: what seeded this solve (None: none taken) and the binding rows kept
         "warm_start": {"seeded": next((n for n in c.alloc.notes if n.startswith("warm start:")), None),
                        "pairs_saved": len(c.alloc.warm)},

@@ -16,6 +16,7 @@ _MODULES = {
     "equal-share": "equal_share",
     "gavel": "gavel",
     "gandiva-fair": "gandiva_fair",
+    "bud": "bud",
 }
 
 Policy = Callable[..., Allocation]
