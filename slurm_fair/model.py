@@ -29,11 +29,33 @@ from .validate import number
 
 
 @dataclass(frozen=True)
+class ClassJob:
+    """One job of a class, for the policies that decide per job (themis, hadar)."""
+
+    id: str
+    gpus: int  # GPUs it runs on (all at once: a gang)
+    remaining: float  # work left, in seconds on the class's slowest usable GPU type
+
+
+DEFAULT_REMAINING = 3600.0  # seconds of work assumed for a job whose remaining work nobody knows
+
+
+@dataclass(frozen=True)
 class JobClass:
     name: str
     throughput: Mapping[str, float]
-    demand: float | None = None  # GPUs; None = unlimited
+    demand: float | None = None  # GPUs; None = unlimited (or the sum of ``jobs``' GPUs when only they are given)
     type_demand: Mapping[str, float] | None = None  # GPUs per type; None = no per-type caps, absent type = 0
+    jobs: tuple[ClassJob, ...] | None = None  # None = not given (see :meth:`job_list`)
+
+    def job_list(self, usable_gpus: float) -> tuple[tuple[ClassJob, ...], bool]:
+        """The class's jobs and whether they were made up: without ``jobs``, one 1-GPU job of
+        ``DEFAULT_REMAINING`` seconds per GPU of demand (per usable GPU when the demand is unlimited)."""
+        if self.jobs is not None:
+            return self.jobs, False
+        d = self.effective_demand()
+        count = int(math.floor(min(d if d is not None else math.inf, usable_gpus) + 1e-9))
+        return tuple(ClassJob(f"{self.name}#{i}", 1, DEFAULT_REMAINING) for i in range(count)), True
 
     def type_cap(self, gpu_type: str) -> float:
         """Most GPUs of ``gpu_type`` the class can use (``inf`` when it has no per-type caps)."""
@@ -42,11 +64,14 @@ class JobClass:
         return float(self.type_demand.get(gpu_type, 0.0))
 
     def effective_demand(self) -> float | None:
-        """``demand``, or the sum of ``type_demand`` when only that is given (None = unlimited)."""
+        """``demand``, or the sum of ``type_demand`` when only that is given, or the GPUs of ``jobs`` when
+        only they are (None = unlimited)."""
         if self.demand is not None:
             return self.demand
         if self.type_demand is not None:
             return float(sum(self.type_demand.values()))
+        if self.jobs is not None:
+            return float(sum(j.gpus for j in self.jobs))
         return None
 
 
@@ -203,7 +228,9 @@ MAX_RATIO = 1e6  # largest/smallest positive throughput within one class, and la
 # known keys of each object; "comment" (free text, ignored) is allowed in every one
 PROBLEM_KEYS = ("gpu_types", "tenants", "comment")
 TENANT_KEYS = ("name", "weight", "classes", "comment")
-CLASS_KEYS = ("name", "throughput", "demand", "type_demand", "comment")
+CLASS_KEYS = ("name", "throughput", "demand", "type_demand", "jobs", "comment")
+JOB_KEYS = ("id", "gpus", "remaining", "comment")
+MAX_REMAINING = 1e9  # seconds of work left in one job (about 31 years)
 
 
 def _number(path: str, value: Any, *, positive: bool = False, allow_zero: bool = True,
@@ -257,6 +284,29 @@ def _per_type(path: str, value: Any, gpu_types: Mapping[str, int], what: str,
     return out
 
 
+def _jobs(path: str, items: Any) -> tuple[ClassJob, ...]:
+    if not isinstance(items, list):
+        raise InputError(path, items, "must be a list of {id, gpus, remaining}")
+    out, seen = [], set()
+    for i, j in enumerate(items):
+        p = f"{path}[{i}]"
+        if not isinstance(j, dict):
+            raise InputError(p, j, "must be an object {id, gpus, remaining}")
+        _known_keys(p, j, JOB_KEYS)
+        jid = j.get("id")
+        if not isinstance(jid, str) or not jid.strip():
+            raise InputError(f"{p}.id", jid, "must be a non-empty string")
+        if jid in seen:
+            raise InputError(f"{p}.id", jid, "duplicate job id in this class")
+        seen.add(jid)
+        gpus = _number(f"{p}.gpus", j.get("gpus"), positive=True, most=MAX_GPUS)
+        if gpus != int(gpus):
+            raise InputError(f"{p}.gpus", j.get("gpus"), "must be a whole number >= 1")
+        rem = _number(f"{p}.remaining", j.get("remaining"), most=MAX_REMAINING)
+        out.append(ClassJob(jid, int(gpus), rem))
+    return tuple(out)
+
+
 def problem_from_dict(data: Any) -> Problem:
     """Parse the documented input JSON shape; errors name the JSON path and the value. Unknown keys are
     errors; GPU counts are whole numbers <= MAX_GPUS; within a class the largest positive throughput is at
@@ -298,7 +348,9 @@ def problem_from_dict(data: Any) -> Problem:
             td = c.get("type_demand")
             type_demand = None if td is None else _per_type(f"{cp}.type_demand", td, gpu_types, "GPUs",
                                                             most=MAX_GPUS)
-            classes.append(JobClass(name=c["name"], throughput=thr, demand=demand, type_demand=type_demand))
+            jobs = None if c.get("jobs") is None else _jobs(f"{cp}.jobs", c["jobs"])
+            classes.append(JobClass(name=c["name"], throughput=thr, demand=demand, type_demand=type_demand,
+                                    jobs=jobs))
         tenants.append(Tenant(name=t["name"], classes=tuple(classes), weight=weight))
     lo = min(weights, key=lambda w: w[1])
     hi = max(weights, key=lambda w: w[1])
@@ -321,6 +373,8 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
                         "throughput": dict(c.throughput),
                         **({} if c.demand is None else {"demand": c.demand}),
                         **({} if c.type_demand is None else {"type_demand": dict(c.type_demand)}),
+                        **({} if c.jobs is None else {"jobs": [{"id": j.id, "gpus": j.gpus, "remaining": j.remaining}
+                                                              for j in c.jobs]}),
                     }
                     for c in t.classes
                 ],

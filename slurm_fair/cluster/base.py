@@ -41,6 +41,7 @@ class Job:
     restart_count: int = 0
     site_factor: int = 0
     requeue: bool = False  # Slurm may requeue the job (--requeue, or JobRequeue=1 without --no-requeue)
+    time_limit: int | None = None  # minutes; None = unlimited or not known
 
     @property
     def gpus(self) -> int:

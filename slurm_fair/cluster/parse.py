@@ -99,6 +99,14 @@ def _int(value: Any, field: str, default: int = 0) -> int:
     return int(v)
 
 
+def _minutes(value: Any, field: str) -> int | None:
+    """A time limit in minutes (either layout); None for unlimited, unset, or Slurm's NO_VAL/INFINITE."""
+    v = num(value, field)
+    if v is None or v == math.inf or v < 0 or v >= 0xFFFFFFFE:
+        return None
+    return int(v)
+
+
 def _flag(value: Any, field: str, default: bool = False) -> bool:
     """A boolean field: true/false (both layouts), 0/1 (pyslurm), absent or null = ``default``."""
     if value is None:
@@ -395,6 +403,7 @@ def parse_job(rec: Mapping[str, Any], index: int = 0) -> Job:
         restart_count=_int(rec.get("restart_cnt"), f"{where}.restart_cnt", 0),
         site_factor=0,
         requeue=_flag(rec.get("requeue"), f"{where}.requeue"),
+        time_limit=_minutes(rec.get("time_limit"), f"{where}.time_limit"),
     )
 
 

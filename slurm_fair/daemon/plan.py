@@ -12,7 +12,10 @@ Rules (each documented where it is implemented):
   Per type (:meth:`ClassDemand.type_demand`): the GPUs of its jobs that request that type plus its untyped
   jobs' GPUs (an untyped job can run on any type of its partition), at most the class's total; a class
   with only typed jobs can use 0 GPUs of any other type (``type_demand`` of the problem, which also makes
-  such a type unusable for the class: no throughput there, not its slowest type).
+  such a type unusable for the class: no throughput there, not its slowest type). Per job (``jobs`` of the
+  problem, for the per-job policies): its GPUs and the seconds of its time limit left (minus the time it
+  has run, if running) as its remaining work — Slurm knows no better; a job with no time limit gets
+  ``model.DEFAULT_REMAINING``.
 * **Throughput** (:func:`lookup_throughput`), per GPU type: the account's own profile of the class, else the
   site-wide profile (empty account), else the shipped defaults; a type still unknown for a class that has
   some profile gets the class's *slowest* known throughput (``assumed``: never overstates a speedup); a
@@ -42,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from ..cluster.base import ANY_GPU, CLEAR, Job, Snapshot, supports_pending_retype
-from ..model import Allocation, JobClass, Problem, Tenant
+from ..model import DEFAULT_REMAINING, Allocation, ClassJob, JobClass, Problem, Tenant
 from ..rounding import place
 
 # sources of a throughput value, from most to least specific
@@ -108,9 +111,17 @@ class ClassDemand:
     types: set[str] | None = field(default_factory=set)  # requested types; None = some job is untyped
     by_type: dict[str, int] = field(default_factory=dict)  # GPUs of pending+running jobs per requested type ("" = untyped)
     pending_by_type: dict[str, int] = field(default_factory=dict)  # same, pending jobs only
+    # (job id, GPUs, seconds of its time limit left: the limit, minus the time run for a running job;
+    # None = no limit known) — the per-job policies' view of the class (``JobClass.jobs``)
+    jobs: list[tuple[int, int, float | None]] = field(default_factory=list)
 
-    def add(self, job: Job) -> None:
+    def add(self, job: Job, now: float | None = None) -> None:
         g = job.gpus
+        left = None
+        if job.time_limit is not None:
+            ran = max(0.0, now - job.start_time) if (now is not None and job.running and job.start_time) else 0.0
+            left = max(0.0, job.time_limit * 60.0 - ran)
+        self.jobs.append((job.job_id, g, left))
         self.gpus += g
         t = job.gpu_type or ""
         self.by_type[t] = self.by_type.get(t, 0) + g
@@ -140,7 +151,7 @@ def observe_demand(snapshot: Snapshot, cfg: Any) -> dict[tuple[str, str], ClassD
     for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts):
         if j.account in NEVER_MANAGED:
             continue
-        out.setdefault((j.account, job_class(j, cfg.classes.order)), ClassDemand()).add(j)
+        out.setdefault((j.account, job_class(j, cfg.classes.order)), ClassDemand()).add(j, snapshot.taken_at)
     return dict(sorted(out.items()))
 
 
@@ -267,7 +278,10 @@ def build_problem(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassDema
                 rows[(a, cls)] = (t, name)
                 thr_all.setdefault(a, {})[cls] = thr
                 src_all.setdefault(a, {})[cls] = src
-                classes.append(JobClass(name=name, throughput=thr, demand=float(d.gpus), type_demand=td))
+                jobs = tuple(ClassJob(str(jid), g, DEFAULT_REMAINING if left is None else left)
+                             for jid, g, left in d.jobs if g > 0)
+                classes.append(JobClass(name=name, throughput=thr, demand=float(d.gpus), type_demand=td,
+                                        jobs=jobs))
         if classes:
             tenants.append(Tenant(name=t, classes=tuple(classes), weight=weights[t]))
     problem = Problem(gpu_types=dict(capacity), tenants=tuple(tenants))
