@@ -93,6 +93,13 @@ def _signal(key: str, v: Any) -> str:
     return v.strip().upper()
 
 
+def _knob_f(key: str, v: Any) -> float:
+    f = _number(key, v, nonneg=True)
+    if f >= 1:
+        raise InputError(key, v, "must be in [0, 1)")
+    return f
+
+
 def _policy(key: str, v: Any) -> str:
     from . import policies
 
@@ -198,10 +205,14 @@ SPEC: dict[str, dict[str, Key]] = {
     "policy": {
         "name": Key(
             "oef-noncoop", _policy,
-            "oef-noncoop | oef-coop | max-throughput | equal-share | gavel | gandiva-fair.",
+            "oef-noncoop | oef-coop | max-throughput | equal-share | gavel | gandiva-fair | bud | themis.",
         ),
         "solver": Key("", _solver, 'LP solver: "" = the policy\'s own choice (the fastest exact one it has), or '
                       + " | ".join(SOLVERS) + " to run its LPs through cvxpy."),
+        "themis_f": Key(0.8, _knob_f, "themis: fairness knob f in [0, 1); the 1 - f fraction of apps with the worst\n"
+                        "finish-time fairness bid in each auction (the paper's 0.8)."),
+        "themis_lease": Key(600, _positive, "themis: seconds an auctioned allocation holds before its GPUs are\n"
+                            "auctioned again (the paper's 10 minutes; > 0)."),
     },
     "cluster": {
         "backend": Key("auto", _choice(BACKENDS), "auto | cli (Slurm commands) | pyslurm."),
@@ -288,6 +299,12 @@ class DaemonConfig:
 class PolicyConfig:
     name: str = "oef-noncoop"
     solver: str = ""
+    themis_f: float = 0.8
+    themis_lease: float = 600
+
+    def options(self) -> dict[str, float]:
+        """Policy knobs as ``policies.solve(options=)`` takes them (each policy picks its own)."""
+        return {"f": float(self.themis_f), "lease_s": float(self.themis_lease)}
 
 
 @dataclass(frozen=True)

@@ -163,9 +163,10 @@ class Allocation:
     solve_seconds: float = 0.0
     solver: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
-    # a warm start for the next solve of a similar problem (policies that take ``warm=``; ``oef-coop``: its
-    # binding envy rows as pairs of (tenant, class) keys); empty for the others
-    warm: tuple = ()
+    # a warm start / state for the next solve of a similar problem (policies that take ``warm=``, JSON-able;
+    # ``oef-coop``: its binding envy rows as pairs of (tenant, class) keys; ``themis``: held GPUs, lease age,
+    # elapsed time and work done per app); empty for the others
+    warm: Any = ()
     # market policies (``bud``): the price of one GPU of each type, in budget units (every tenant's budget is
     # its weight share of 1, split evenly among its classes); None for the others
     prices: Mapping[str, float] | None = None

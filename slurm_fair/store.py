@@ -526,20 +526,24 @@ class Store:
 
     # -------------------------------------------------------------------------------- warm start
 
-    def warm_start(self, policy: str) -> Any:
-        """The warm start saved for ``policy`` (decoded JSON), or None. An unreadable one counts as none."""
+    def warm_start(self, policy: str, with_time: bool = False) -> Any:
+        """The warm start saved for ``policy`` (decoded JSON), or None; ``with_time``: (data, time saved).
+        An unreadable one counts as none."""
         row = next(self.db["warm_start"].rows_where("policy = ?", [policy]), None)
-        if row is None:
-            return None
-        try:
-            return json.loads(row["data"])
-        except (TypeError, ValueError):
-            return None
+        data = None
+        if row is not None:
+            try:
+                data = json.loads(row["data"])
+            except (TypeError, ValueError):
+                data = None
+        if with_time:
+            return data, (float(row["updated"]) if row is not None and data is not None else 0.0)
+        return data
 
-    def save_warm_start(self, policy: str, data: Any, round_id: int | None = None) -> None:
-        """Replace ``policy``'s warm start (JSON-encodable)."""
+    def save_warm_start(self, policy: str, data: Any, round_id: int | None = None, now: float | None = None) -> None:
+        """Replace ``policy``'s warm start (JSON-encodable; tuples become lists), saved at ``now``."""
         self.db["warm_start"].upsert({"policy": policy, "data": json.dumps(data), "round_id": round_id,
-                                      "updated": time.time()}, pk="policy")
+                                      "updated": time.time() if now is None else float(now)}, pk="policy")
 
     # -------------------------------------------------------------------------------- applied/managed
 

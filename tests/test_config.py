@@ -139,6 +139,8 @@ BAD = [
     ("daemon", "log_level", '"loud"'),
     ("policy", "name", '"oef"'),
     ("policy", "solver", '"GUROBI"'),
+    ("policy", "themis_f", "1.0"),
+    ("policy", "themis_lease", "0"),
     ("cluster", "backend", '"rest"'),
     ("cluster", "timeout", "0"),
     ("cluster", "partitions", '"gpu"'),

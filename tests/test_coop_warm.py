@@ -93,8 +93,8 @@ def test_policy_warm_start_keys_and_result(demand):
     np.testing.assert_allclose(oef_coop.solve(p, warm=back).x, cold.x, atol=1e-7)
 
 
-def test_only_oef_coop_takes_a_warm_start_and_the_others_ignore_one():
-    assert [n for n in policies.names() if policies.takes_warm(n)] == ["oef-coop"]
+def test_only_oef_coop_and_themis_take_a_warm_start_and_the_others_ignore_one():
+    assert [n for n in policies.names() if policies.takes_warm(n)] == ["oef-coop", "themis"]
     p = problem(8, 1)
     a = policies.solve("gavel", p, warm=[(("t0", "c0"), ("t1", "c0"))])
     assert a.warm == () and np.allclose(a.x, policies.solve("gavel", p).x)

@@ -108,19 +108,27 @@ def mark_interrupted(store: Store) -> int:
 def compute(snapshot: Snapshot, store: Store, cfg: Any, policy: str, now: float) -> P.Decisions:
     """Everything a round decides (``plan.decide``, pure) from the snapshot and the state in the store. A
     policy that takes a warm start (``policies.takes_warm``) gets the one the last round saved."""
-    warm = _warm(store, policy)
+    warm = _warm(store, policy, now)
     solver = cfg.policy.solver or None
-    return P.decide(snapshot, cfg, lambda problem: policies.solve(policy, problem, solver=solver, warm=warm),
+    opts = cfg.policy.options()
+    return P.decide(snapshot, cfg, lambda problem: policies.solve(policy, problem, solver=solver, warm=warm,
+                                                                  options=opts),
                     profiles=store.profiles(), shipped=shipped_profiles.load_shipped(), deviations=store.deviations(),
                     deficits=store.deficits(), managed_before=store.managed(), last_ok_started=_last_ok_started(store, None),
                     now=now, empty_alloc=lambda built: _empty_alloc(built, policy))
 
 
-def _warm(store: Store, policy: str) -> Any:
-    """The saved warm start of ``policy`` (None if it takes none, none is saved, or reading it fails: a warm
-    start only saves time, so it never fails a round)."""
+def _warm(store: Store, policy: str, now: float | None = None) -> Any:
+    """The saved warm start / state of ``policy`` (None if it takes none, none is saved, or reading it fails:
+    it never fails a round). A state that is a JSON object gets ``dt``: seconds since it was saved (themis
+    ages its lease and its apps' elapsed time with it)."""
     try:
-        return store.warm_start(policy) if policies.takes_warm(policy) else None
+        if not policies.takes_warm(policy):
+            return None
+        data, saved = store.warm_start(policy, with_time=True)
+        if isinstance(data, dict):
+            data = {**data, "dt": max(0.0, (time.time() if now is None else now) - saved)}
+        return data
     except Exception:  # noqa: BLE001 - a hint; the solve starts cold
         return None
 
@@ -487,8 +495,8 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
 
     def write() -> None:
         with store.transaction():
-            if alloc.warm:
-                store.save_warm_start(policy, [[list(a), list(b)] for a, b in alloc.warm], round_id)
+            if alloc.warm and not dry_run:  # a dry run changes nothing in Slurm: no lease, no state
+                store.save_warm_start(policy, alloc.warm, round_id, now=now)
             store.record_shares(round_id, share_rows)
             store.record_placements(round_id, place_rows)
             if not dry_run:

@@ -17,6 +17,7 @@ _MODULES = {
     "gavel": "gavel",
     "gandiva-fair": "gandiva_fair",
     "bud": "bud",
+    "themis": "themis",
 }
 
 Policy = Callable[..., Allocation]
@@ -38,8 +39,13 @@ def takes_warm(name: str) -> bool:
     return "warm" in inspect.signature(get(name)).parameters
 
 
-def solve(name: str, problem: Problem, solver: str | None = None, warm: Any = None) -> Allocation:
-    """Policy ``name`` on ``problem``; ``warm`` (an earlier ``Allocation.warm``) only where it is taken."""
-    if warm is not None and takes_warm(name):
-        return get(name)(problem, solver=solver, warm=warm)
-    return get(name)(problem, solver=solver)
+def solve(name: str, problem: Problem, solver: str | None = None, warm: Any = None,
+          options: dict[str, Any] | None = None) -> Allocation:
+    """Policy ``name`` on ``problem``; ``warm`` (an earlier ``Allocation.warm``) only where it is taken, and
+    of ``options`` (policy knobs, e.g. themis' ``f`` and ``lease_s``) those its ``solve`` takes."""
+    fn = get(name)
+    params = inspect.signature(fn).parameters
+    kw = {k: v for k, v in (options or {}).items() if k in params}
+    if warm is not None and "warm" in params:
+        kw["warm"] = warm
+    return fn(problem, solver=solver, **kw)
