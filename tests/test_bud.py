@@ -148,3 +148,48 @@ def test_the_round_records_the_prices_and_explain_shows_them(tmp_path):
     assert ex["budget"] == pytest.approx(0.5)
     assert ex["spend"] == pytest.approx(0.5, rel=1e-4)
     store.close()
+
+
+@st.composite
+def capped_markets(draw):
+    k = draw(st.integers(1, 3))
+    gpus = {f"g{j}": draw(st.integers(1, 12)) for j in range(k)}
+    tenants = []
+    for t in range(draw(st.integers(1, 6))):
+        c = {"name": "c", "throughput": {f"g{j}": draw(st.floats(1.0, 20.0)) for j in range(k)}}
+        if draw(st.booleans()):
+            c["demand"] = draw(st.integers(1, 10))
+        if draw(st.booleans()):
+            c["type_demand"] = {g: draw(st.integers(0, 6)) for g in gpus}
+        tenants.append({"name": f"t{t}", "weight": draw(st.sampled_from([1.0, 2.0])), "classes": [c]})
+    return problem_from_dict({"gpu_types": gpus, "tenants": tenants})
+
+
+@settings(max_examples=int(os.environ.get("SLURM_FAIR_HYPOTHESIS_EXAMPLES", 40)), deadline=None)
+@given(capped_markets())
+def test_with_demands_and_type_caps_an_equilibrium_within_the_caps(problem):
+    # the daemon's case: every class capped in all and per type (a class capped on one type spends less)
+    a = bud.solve(problem)
+    vu = a.vu
+    assert (a.x.sum(axis=0) <= vu.capacity + 1e-6).all() and (a.x.sum(axis=1) <= vu.demand + 1e-6).all()
+    assert (a.x <= vu.type_cap + 1e-6).all()
+    idle = vu.capacity - a.x.sum(axis=0)
+    room = (a.x.sum(axis=1) < vu.demand - 1e-6)[:, None] & (a.x < vu.type_cap - 1e-6) & (vu.speed > 0)
+    assert not (room & (idle[None, :] > 1e-6)).any()  # work-conserving
+
+
+def test_daemon_like_market_with_type_caps():
+    # the integration testbed's round: 3 accounts (shares 1, 1, 2), typed jobs a100 2 / v100 3 / k80 3 each;
+    # acct_a's class is capped on a100 and spends less than its budget — still an equilibrium
+    prof = {"fast": {"v100": 10.0, "k80": 1.0, "a100": 12.0}, "flat": {"v100": 1.1, "k80": 1.0, "a100": 1.2},
+            "mid": {"v100": 3.0, "k80": 1.0, "a100": 4.0}}
+    p = problem_from_dict({"gpu_types": {"a100": 4, "k80": 6, "v100": 6}, "tenants": [
+        {"name": a, "weight": w, "classes": [{"name": c, "throughput": prof[c], "demand": 8,
+                                              "type_demand": {"a100": 2, "v100": 3, "k80": 3}}]}
+        for a, c, w in (("acct_a", "fast", 1), ("acct_b", "flat", 1), ("acct_c", "mid", 2))]})
+    a = bud.solve(p)
+    prices = np.array([a.prices[g] for g in p.gpu_types])
+    spend = a.x @ prices
+    assert spend[0] < 0.25 * (1 - 1e-3)  # capped on a100: pays less than its budget
+    assert spend[1] < 0.25 * (1 - 1e-3)  # acct_b too: it holds all the K80s its jobs can use (3)
+    np.testing.assert_allclose(a.x.sum(axis=0), [4, 6, 6], atol=1e-6)

@@ -129,18 +129,21 @@ def eisenberg_gale(speed, budget, capacity, demand, type_cap, solver: str | None
     return x, prices, stopped
 
 
-def check_equilibrium(speed, budget, x, prices, room, what: str = "bud", tol: float | None = None) -> None:
-    """Raise SolverError unless (x, prices) is a market equilibrium for the users with room left (below their
-    demand and type caps): each spends its budget (relative ``tol``, default ``EQ_TOL``) and its bang per
-    buck u_l / π_l is at least S_lj / p_j on every type it could still buy more of (where the cheapest
-    throughput is)."""
+def check_equilibrium(speed, budget, x, prices, room, what: str = "bud", tol: float | None = None,
+                      spends=None) -> None:
+    """Raise SolverError unless (x, prices) is a market equilibrium: every user with room left on a type
+    (``room`` (n, k): below its demand and its cap there) has a bang per buck u_l / π_l at least S_lj / p_j on
+    every such type (it buys where throughput is cheapest), and every user of ``spends`` (default: those with
+    room somewhere; a user stopped by a cap on one of its types pays less, the cap's dual taking the rest)
+    spends its budget, both to relative ``tol`` (default ``EQ_TOL``)."""
     tol = EQ_TOL if tol is None else tol
     S = np.asarray(speed, dtype=float)
     u = (S * x).sum(axis=1)
     free = np.asarray(room, dtype=bool)  # (n, k): l could take more of type j
     below = free.any(axis=1) & (np.asarray(budget) > 0)
+    full = below if spends is None else (np.asarray(spends, dtype=bool) & below)
     spend = x @ prices
-    bad = below & (np.abs(spend - budget) > tol * np.maximum(budget, 1e-12))
+    bad = full & (np.abs(spend - budget) > tol * np.maximum(budget, 1e-12))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise SolverError(f"{what}: not an equilibrium: user {i} spends {spend[i]:.6g} of its budget {budget[i]:.6g}")
@@ -160,7 +163,10 @@ def check_equilibrium(speed, budget, x, prices, room, what: str = "bud", tol: fl
 def _attempt(vu, pi, solver, tol):
     x, prices, stopped = eisenberg_gale(vu.speed, pi, vu.capacity, vu.demand, vu.type_cap, solver)
     x = clean(x, vu.speed, vu.capacity, vu.demand, vu.type_cap)
-    check_equilibrium(vu.speed, pi, x, prices, (room(vu, x) > 0) & ~stopped, tol=tol)
+    left = room(vu, x) > 0
+    usable = vu.speed > 0
+    check_equilibrium(vu.speed, pi, x, prices, left & ~stopped, tol=tol,
+                      spends=~(usable & (stopped | ~left)).any(axis=1))
     return x, prices
 
 

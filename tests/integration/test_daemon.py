@@ -265,3 +265,32 @@ def test_single_instance_sighup_reload_and_sigterm(testbed, sf):
     assert "config reload failed, keeping the old one: bogus" in err
     assert "config reloaded" in err and "stopping" in err
     assert all(r["status"] != "running" for r in sf.db.rounds(limit=100))  # the last round was finished
+
+
+@pytest.mark.parametrize("policy", ["bud", "themis"])
+def test_every_seed_policy_runs_the_daemons_rounds(testbed, sf, policy):
+    """policy.name = bud / themis: rounds apply the rounded plan; bud's prices reach explain, themis keeps
+    its state (held GPUs, lease age) across rounds in the store."""
+    sf.path.write_text(sf.path.read_text().replace('name = "oef-coop"', f'name = "{policy}"'))
+    submit_mix(testbed, {"a100": 2, "v100": 3, "k80": 3})
+    sf.cli("daemon", "--once")
+    first = last_round(sf.db)
+    assert first["status"] == "ok" and first["policy"] == policy, first["message"]
+    assert slurm_limits(testbed) == plan_limits(sf.db, first["id"])
+    if policy == "bud":
+        prices = first["details"]["prices"]
+        assert set(prices) == set(TYPES) and all(p > 0 for p in prices.values())
+        ex = json.loads(sf.cli("explain", "acct_a", "--json").stdout)
+        w = first["details"]["weights"]
+        assert ex["prices"] == pytest.approx(prices) and ex["budget"] == pytest.approx(w["acct_a"] / sum(w.values()))
+    else:
+        state = sf.db.warm_start("themis")
+        assert state["lease_age"] == 0.0 and set(state["held"]) == {f"{a}/{c}" for a, c in CLASS_OF.items()}
+        time.sleep(1)
+        sf.cli("daemon", "--once")
+        second = last_round(sf.db)
+        assert second["status"] == "ok" and second["id"] > first["id"]
+        assert sf.db.warm_start("themis")["lease_age"] > 0  # the lease (600 s) holds: nothing re-auctioned
+        # the same ideal shares (the rounding may still move a GPU: deviations carry between rounds)
+        for a, row in first["details"]["ideal"].items():
+            assert second["details"]["ideal"][a] == pytest.approx(row, abs=1e-6)
