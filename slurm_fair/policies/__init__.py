@@ -17,6 +17,7 @@ _MODULES = {
     "gavel": "gavel",
     "gandiva-fair": "gandiva_fair",
     "bud": "bud",
+    "hadar": "hadar",
 }
 
 Policy = Callable[..., Allocation]
