@@ -312,6 +312,21 @@ def test_not_sharing_incentive_nor_envy_free_counter_example():
     assert props["capacity"].value is True and props["demand"].value is True
 
 
+def test_not_strategy_proof_counter_example():
+    # One V100, one K80; a and b each ask for 1 GPU (made-up 1-GPU jobs of 3600 s: equal remaining time, so
+    # the larger best speed goes first). Honest: b (3 on a V100) goes first and takes the V100, a gets the K80
+    # (throughput 1). a reports 2x on the V100 (4 > 3): it goes first, takes the V100, and its true throughput
+    # is 2. The checker's probe finds that lie.
+    p = problem_from_dict({"gpu_types": {"k80": 1, "v100": 1}, "tenants": [
+        {"name": "a", "classes": [{"name": "x", "throughput": {"k80": 1, "v100": 2}, "demand": 1}]},
+        {"name": "b", "classes": [{"name": "y", "throughput": {"k80": 1, "v100": 3}, "demand": 1}]}]})
+    a = hadar.solve(p)
+    np.testing.assert_allclose(a.x, [[1.0, 0.0], [0.0, 1.0]])
+    probe = fairness.strategy_proof_probe(a, hadar.solve)
+    assert probe.value is False and "a gains by reporting" in probe.detail, probe.detail
+    assert "true throughput 1 -> 2" in probe.detail
+
+
 def test_registered_after_the_others():
     assert policies.names()[-1] == "hadar"
     assert policies.solve("hadar", worked()).policy == "hadar"

@@ -46,7 +46,8 @@ Prices (eq. 5–8). With γ^r the type-r GPUs given out so far this round and c^
 The parameters are computed over the round's *candidate* jobs, those that fit their class on an empty cluster
 (a job that never fits takes no part). Then U_min <= min_j Smin_j / (4T) < every job's utility per GPU, so the
 first GPU of a type is cheap enough for any job ("the price starts low enough to accept the incoming job"),
-and a full type costs U_max^r >= every job's utility per GPU ("high enough to block other jobs"). A type no
+and a full type costs U_max^r >= every job's utility per GPU ("high enough to block other jobs"); a GPU of
+type r costs more than x once γ^r / c^r > ln(x / U_min) / ln(U_max^r / U_min). A type no
 candidate can use keeps the flat price U_min (nobody asks for it).
 
 Admission (eq. 4 and FIND_ALLOC). For job j at the current prices, the best schedule is
@@ -81,15 +82,20 @@ idle while a class below its caps could use it (fill_idle); a job is placed whol
 Lemma 1 (D_0 = U_min·C <= OPT/2 holds here: U_min·C <= min Smin · min W / (4T) <= OPT / 4) and Lemmas 2–3, whose
 allocation-cost relationship is the differential one: it holds in the limit of jobs small against a type's
 capacity (the paper's "the resource demand of a job j is expected to be less than the capacity"); a job
-taking a share δ of a type loosens it by the factor (R^δ − 1)/(δ ln R), R = U_max^r / U_min. The notes give α.
+taking a share δ of a type loosens it by the factor (R^δ − 1)/(δ ln R), R = U_max^r / U_min. The paper's P2
+also has no per-class caps shared by several jobs (each job's schedules are its own); with ``demand`` and
+``type_demand`` in force the bound is the paper's argument, not re-proved here. The notes give α.
 Not claimed, and broken in general: sharing incentive, envy-freeness (an early job may take a whole type
 while a later class gets nothing it can use; see ``tests/test_hadar.py``), strategy-proofness (a class that
 overstates its speed on a type raises what its jobs are worth per GPU there, U_j = W_j x_j, so they outbid
 other jobs for it), max-min fairness of any kind.
 
-Not implemented from the paper: servers. The problem has one
-pool per GPU type, so there is no consolidation on few machines, no communication cost between machines and no
-bandwidth resource (FIND_ALLOC lines 24–27, the packed/unpacked variants); Algorithm 2's recursion over
+Not implemented from the paper. Servers: the problem has one pool per GPU type, so there is no consolidation
+on few machines, no communication cost between machines and no bandwidth resource (FIND_ALLOC lines 24–27, the
+packed/unpacked variants). Arrival times (a_j = 0 for all) and other utilities: the paper's framework can
+express makespan or finish-time fairness through U_j; only its effective-throughput utility is offered. The
+round length is the constant ``ROUND_SECONDS``, not the daemon's period (a policy is a function of the
+problem alone); it only enters U_min, through t_j^max and T. Algorithm 2's recursion over
 subsets of the queue (lines 14–21) is not run: as printed it keeps the branch of smaller total price-weighted
 cost, which admitting nothing always wins, the per-round objective it should maximize instead is not stated,
 and over subsets it is exponential; the competitive ratio (Thm 2, Lemma 1) is proved for the job-by-job
