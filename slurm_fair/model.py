@@ -154,6 +154,22 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class JobPlacement:
+    """One job a per-job policy (``hadar``) admitted: the GPUs of each type its gang runs on, and the gang's
+    normalized speed (that of its slowest type: every worker waits for the slowest one)."""
+
+    tenant: str
+    cls: str
+    job: str  # ClassJob.id (made-up jobs: "<class>#<i>")
+    gpus: tuple[tuple[str, int], ...]  # (GPU type, GPUs) for each type it uses, in the problem's type order
+    speed: float  # normalized throughput of one worker of the gang: the smallest over the types it uses
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tenant": self.tenant, "class": self.cls, "job": self.job, "gpus": dict(self.gpus),
+                "speed": self.speed}
+
+
+@dataclass(frozen=True)
 class Allocation:
     """Fractional GPUs per virtual user (row) and GPU type (column) of ``problem``."""
 
@@ -170,6 +186,9 @@ class Allocation:
     # market policies (``bud``): the price of one GPU of each type, in budget units (every tenant's budget is
     # its weight share of 1, split evenly among its classes); None for the others
     prices: Mapping[str, float] | None = None
+    # per-job policies (``hadar``): the jobs admitted and where each runs (``x`` is their per-type sum plus the
+    # idle GPUs handed out afterwards); empty for the others
+    job_placements: tuple[JobPlacement, ...] = ()
 
     @property
     def vu(self) -> VirtualUsers:
@@ -217,6 +236,8 @@ class Allocation:
         }
         if self.prices is not None:
             out["prices"] = dict(self.prices)
+        if self.job_placements:
+            out["job_placements"] = [p.as_dict() for p in self.job_placements]
         return out
 
 

@@ -33,7 +33,7 @@ SMALL = problem_from_dict(
 
 
 def test_registry_lists_every_policy_and_rejects_unknown():
-    assert policies.names() == ["oef-noncoop", "oef-coop", "max-throughput", "equal-share", "gavel", "gandiva-fair", "bud", "themis"]
+    assert policies.names() == ["oef-noncoop", "oef-coop", "max-throughput", "equal-share", "gavel", "gandiva-fair", "bud", "themis", "hadar"]
     with pytest.raises(InputError) as e:
         policies.get("drf")
     assert e.value.field == "policy" and e.value.value == "drf"

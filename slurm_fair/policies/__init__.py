@@ -17,7 +17,9 @@ _MODULES = {
     "gavel": "gavel",
     "gandiva-fair": "gandiva_fair",
     "bud": "bud",
+    "bud": "bud",
     "themis": "themis",
+    "hadar": "hadar",
 }
 
 Policy = Callable[..., Allocation]

@@ -1,0 +1,379 @@
+"""Hadar (Sultana, Xu, Yuan, Chen, Tzeng, 2024; paper 004): task-level heterogeneity-aware scheduling by the
+online primal-dual admission rule with exponential per-type prices.
+
+Hadar decides *per job*: a job j of W_j GPUs (a gang: all its workers at once, the paper's constraint (1e))
+may put its workers on several GPU types, and then runs at the speed of its slowest worker (constraint
+(1b): x_j = min{X_j^r : w_j^r > 0}, the parameter-synchronization barrier). The paper's example (§II-A): J1 on
+two V100s and one K80 runs at min(40, 30) = 30. Every type r has a price per GPU that grows exponentially
+with the GPUs of that type already given out in the round; a job is admitted when its utility beats the
+price of the GPUs it takes (Algorithm 2, FIND_ALLOC lines 28–33), and the prices then rise (lines 10–11).
+The allocation ``x[l, r]`` is the sum over the admitted jobs of class l of the type-r GPUs they take; these
+per-tenant per-type totals are what the daemon applies as limits.
+
+Jobs. A class's jobs come from ``JobClass.job_list``: the ``jobs`` it lists, or, when it lists none, one
+1-GPU job of ``DEFAULT_REMAINING`` seconds per GPU of its demand (per usable GPU when its demand is
+unlimited); the notes say which classes got such made-up jobs. ``remaining`` is the job's work in seconds on
+its class's slowest usable type, whose normalized speed is 1 (``VirtualUsers.speed``). A job can use type r
+when its class has a speed there and at least one whole GPU of room under its per-type cap; it fits when
+W_j GPUs of such types are free and within its class's caps (its per-type caps and total demand, less what
+the class's earlier admitted jobs took). A job's speed on a placement s is x_j(s) = min over the types it
+uses of the class's normalized speed S_l^r (eq. 1b).
+
+Time. Hadar is round-based (Algorithm 1): one call of this policy is one scheduling round, and a time slot
+is a round of ``ROUND_SECONDS`` = 360 s (the paper's 6-minute rounds, §IV-A). Every job arrives now
+(a_j = 0: the problem carries no arrival times), and a job admitted now holds its GPUs for at least this
+round, so its work counts as at least one round on its slowest usable type:
+ρ_j = max(remaining_j / ROUND_SECONDS, Smin_j) rounds of one worker at normalized speed 1 per worker (E_j N_j =
+W_j ρ_j iterations, in the paper's terms), with Smin_j / Smax_j the slowest / fastest speed among the types
+job j can use.
+
+Utility (the paper's special case, §III-A): the *effective throughput*, iterations over completion time,
+U_j(d) = E_j N_j / d = W_j ρ_j / d. Run now on placement s it completes in d = ρ_j / x_j(s) rounds, so
+U_j = W_j x_j(s): the gang's normalized throughput at its slowest worker's speed.
+
+Prices (eq. 5–8). With γ^r the type-r GPUs given out so far this round and c^r the type's GPUs:
+
+* eq. 5:  k^r(γ^r) = U_min (U_max^r / U_min)^(γ^r / c^r);
+* eq. 8:  t_j^min = ρ_j / Smax_j and t_j^max = ρ_j / Smin_j rounds (M_j = W_j: the iterations are shared by
+  the job's workers; t_j^max >= 1 by the clamp on ρ_j);
+* eq. 6:  U_max^r = max_j U_j(t_j^min) / w_j^r over the jobs that can use type r, with w_j^r = W_j (all its
+  workers on type r), i.e. the largest Smax_j among them: the most utility a job can get per GPU;
+* eq. 7:  U_min = 1/(4η) min_j U_j(T) / (t_j^max Σ_r w_j^r) = min_j Smin_j / (4ηT), the same for every type;
+  T (the horizon) = max_j t_j^max, the round by which every job admitted now has finished even on its slowest
+  type; η = T·C / min_j (t_j^max W_j) with C = Σ_r c^r, the smallest η that meets the proof's condition
+  1/η <= t_j^max Σ_r w_j^r / (Σ_t Σ_r c^r) for every job (Thm 2, eq. 9).
+
+The parameters are computed over the round's *candidate* jobs, those that fit their class on an empty cluster
+(a job that never fits takes no part). Then U_min <= min_j Smin_j / (4T) < every job's utility per GPU, so the
+first GPU of a type is cheap enough for any job ("the price starts low enough to accept the incoming job"),
+and a full type costs U_max^r >= every job's utility per GPU ("high enough to block other jobs"); a GPU of
+type r costs more than x once γ^r / c^r > ln(x / U_min) / ln(U_max^r / U_min). A type no
+candidate can use keeps the flat price U_min (nobody asks for it).
+
+Admission (eq. 4 and FIND_ALLOC). For job j at the current prices, the best schedule is
+s* = argmax_s φ_j(s), φ_j(s) = U_j(s) − Σ_r k^r w_j^r(s), over the placements s of its W_j workers on the free
+GPUs within its class's caps; the paper's per-round cost Σ_r k^r(t) w^r(t) (Algorithm 2, line 26) at the prices
+before the job (Definition 1 charges k^{j−1}). φ_j is found exactly: for each candidate bottleneck θ (each
+distinct speed of a type the job can use, fastest first), the cheapest W_j GPUs among the types at least that
+fast (cheapest first; ties: the faster type, then the problem's type order) cost the least of any placement
+whose slowest type is at least θ, and their own slowest type is >= θ, so the best of these is s*; a later θ
+replaces the kept one only when its φ is larger by more than 1e-12 relative (ties keep the faster bottleneck).
+The job is admitted when μ_j = φ_j(s*) > 0 (line 30); then γ^r += w_j^r and the prices follow eq. 5.
+
+Order and ties. The paper's queue is in arrival order, which a problem does not carry; jobs are taken
+shortest remaining time first (t_j^max in seconds, remaining / Smin_j: the paper aims at the average JCT), then
+the larger Smax_j (the more a GPU can be worth to it), then by place in its class's job list (so equal jobs
+of several classes alternate: every class's first job before any class's second), then by the problem's
+order of classes. Tenant weights play no part in the admission (the paper has none); they only split the
+idle GPUs handed out at the end. A job of a class whose job of the same size was turned away earlier in the
+round is turned away too without a search (prices only rise and room only shrinks within a round, so its
+best φ cannot have become positive).
+
+Work conservation. The rule can leave GPUs idle on purpose (it keeps expensive GPUs for jobs worth more,
+and a job that does not fit whole is not placed), so afterwards ``_common.fill_idle`` hands every idle GPU a
+class below its caps can use to those classes, by weight. These are fractional per-type limits, not job
+placements: a class may get GPUs that fit none of its jobs whole, and ``job_placements`` lists only the
+admitted jobs. fill_idle only adds, so every admitted job keeps its placement.
+
+Guarantees. Always: no class exceeds its demand or a per-type cap, no type its capacity, and no GPU stays
+idle while a class below its caps could use it (fill_idle); a job is placed whole on W_j GPUs or not at all
+(before fill_idle). From the paper: Theorem 2, the admitted jobs' total utility Σ_j W_j x_j is within a factor
+2α of the best choice of jobs and placements for the round (P2), α = max(1, max_r ln(U_max^r / U_min)), via
+Lemma 1 (D_0 = U_min·C <= OPT/2 holds here: U_min·C <= min Smin · min W / (4T) <= OPT / 4) and Lemmas 2–3, whose
+allocation-cost relationship is the differential one: it holds in the limit of jobs small against a type's
+capacity (the paper's "the resource demand of a job j is expected to be less than the capacity"); a job
+taking a share δ of a type loosens it by the factor (R^δ − 1)/(δ ln R), R = U_max^r / U_min. The paper's P2
+also has no per-class caps shared by several jobs (each job's schedules are its own); with ``demand`` and
+``type_demand`` in force the bound is the paper's argument, not re-proved here. The notes give α.
+Not claimed, and broken in general: sharing incentive, envy-freeness (an early job may take a whole type
+while a later class gets nothing it can use; see ``tests/test_hadar.py``), strategy-proofness (a class that
+overstates its speed on a type raises what its jobs are worth per GPU there, U_j = W_j x_j, so they outbid
+other jobs for it), max-min fairness of any kind.
+
+Not implemented from the paper. Servers: the problem has one pool per GPU type, so there is no consolidation
+on few machines, no communication cost between machines and no bandwidth resource (FIND_ALLOC lines 24–27, the
+packed/unpacked variants). Arrival times (a_j = 0 for all) and other utilities: the paper's framework can
+express makespan or finish-time fairness through U_j; only its effective-throughput utility is offered. The
+round length is the constant ``ROUND_SECONDS``, not the daemon's period (a policy is a function of the
+problem alone); it only enters U_min, through t_j^max and T. Algorithm 2's recursion over
+subsets of the queue (lines 14–21) is not run: as printed it keeps the branch of smaller total price-weighted
+cost, which admitting nothing always wins, the per-round objective it should maximize instead is not stated,
+and over subsets it is exponential; the competitive ratio (Thm 2, Lemma 1) is proved for the job-by-job
+primal-dual rule implemented here. Line 7–8 returns at the first job FIND_ALLOC turns away (ending the round);
+the text describes the choice "proceeding without selecting the job", which is what this does: the next job
+is considered. Preemption, checkpoints and re-deciding every round are the daemon's loop, not the policy's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import lp
+from ..errors import InputError
+from ..model import DEFAULT_REMAINING, Allocation, JobPlacement, Problem, VirtualUsers
+from ._common import TOL, at_caps, capped_note, clean, fill_idle, finish
+
+NAME = "hadar"
+ROUND_SECONDS = 360.0  # one time slot = one scheduling round (the paper's 6 minutes, §IV-A)
+_TIE = 1e-12  # relative margin by which a payoff must exceed another (or 0) to count as larger
+_LIST = 5  # names listed in a note before "..."
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job of the round's queue."""
+
+    row: int  # virtual user (tenant, class) it belongs to
+    pos: int  # its index in its class's job list
+    id: str
+    gpus: int  # W_j
+    remaining: float  # seconds of work on its class's slowest usable type
+
+
+@dataclass(frozen=True)
+class Prices:
+    """The price function's parameters (eq. 5–8) for one round."""
+
+    u_min: float  # U_min (eq. 7), the same for every type
+    u_max: np.ndarray  # (k,) U_max^r (eq. 6)
+    eta: float  # η
+    horizon: float  # T, in rounds
+    alpha: float  # Theorem 2's α = max(1, max_r ln(U_max^r / U_min))
+
+    def price(self, gamma: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+        """Eq. 5: k^r = U_min (U_max^r / U_min)^(γ^r / c^r) per type (inf for a type without GPUs)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = np.where(capacity > 0, gamma / np.where(capacity > 0, capacity, 1.0), np.inf)
+            return np.where(capacity > 0, self.u_min * (self.u_max / self.u_min) ** frac, np.inf)
+
+
+@dataclass(frozen=True)
+class Decision:
+    job: Job
+    gpus: tuple[int, ...] | None  # (k,) GPUs per type when admitted, None when turned away
+    speed: float  # x_j(s*): the gang's speed (its slowest type's); 0 when turned away
+    payoff: float  # μ_j = U_j(s*) − cost(s*); -inf when it did not fit
+    reason: str  # "admitted", "no room" (does not fit the free GPUs within its class's caps), "priced out"
+
+
+def usable_types(vu: VirtualUsers) -> np.ndarray:
+    """(n, k) bool: the class can put a whole worker on the type (a speed there, at least one GPU of the
+    type in the cluster and at least one whole GPU under its per-type cap)."""
+    return (vu.speed > 0) & (vu.capacity[None, :] >= 1) & (np.floor(vu.type_cap + 1e-9) >= 1)
+
+
+def _type_room(vu: VirtualUsers) -> np.ndarray:
+    """(n, k) whole GPUs of each type a class's jobs may take in all (its per-type cap, floored; inf = none)."""
+    return np.where(usable_types(vu), np.floor(np.minimum(vu.type_cap, vu.capacity[None, :]) + 1e-9), 0.0)
+
+
+def queue(problem: Problem, vu: VirtualUsers | None = None) -> tuple[list[Job], list[int]]:
+    """The round's jobs in the order Hadar decides them (module docstring) and the rows of the classes whose
+    jobs were made up (``JobClass.job_list``). Raises InputError for a job with no whole GPU count >= 1 or a
+    remaining time that is not a finite number >= 0 (a Problem built in code, not parsed)."""
+    vu = problem.virtual_users() if vu is None else vu
+    usable = usable_types(vu)
+    room = _type_room(vu)
+    jobs: list[Job] = []
+    made_up: list[int] = []
+    row = 0
+    for t in problem.tenants:
+        for c in t.classes:
+            listed, fake = c.job_list(float(room[row].sum()))
+            if fake:
+                made_up.append(row)
+            for pos, j in enumerate(listed):
+                where = f"tenants.{t.name}.classes.{c.name}.jobs[{pos}]"
+                if isinstance(j.gpus, bool) or not isinstance(j.gpus, (int, np.integer)) or j.gpus < 1:
+                    raise InputError(f"{where}.gpus", j.gpus, "must be a whole number >= 1")
+                rem = j.remaining
+                if isinstance(rem, bool) or not isinstance(rem, (int, float, np.number)) or not math.isfinite(rem) or rem < 0:
+                    raise InputError(f"{where}.remaining", rem, "must be a finite number of seconds >= 0")
+                jobs.append(Job(row, pos, str(j.id), int(j.gpus), float(rem)))
+            row += 1
+    smin, smax = _speed_range(vu, usable)
+
+    def key(j: Job):
+        if smax[j.row] <= 0:  # no usable type: it goes last (and will not fit)
+            return (math.inf, 0.0, j.pos, j.row)
+        return (j.remaining / smin[j.row], -smax[j.row], j.pos, j.row)
+
+    return sorted(jobs, key=key), made_up
+
+
+def _speed_range(vu: VirtualUsers, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(n,) slowest and fastest normalized speed over each class's usable types (0 where it has none)."""
+    s = np.where(usable, vu.speed, np.nan)
+    has = usable.any(axis=1)
+    smin = np.where(has, np.nanmin(np.where(has[:, None], s, 1.0), axis=1), 0.0)
+    smax = np.where(has, np.nanmax(np.where(has[:, None], s, 1.0), axis=1), 0.0)
+    return smin, smax
+
+
+def candidates(vu: VirtualUsers, jobs: list[Job]) -> list[Job]:
+    """The jobs that fit their class on an empty cluster (W_j <= its demand and its usable GPUs)."""
+    room = _type_room(vu)
+    fit = np.minimum(np.floor(vu.demand + 1e-9), room.sum(axis=1))
+    return [j for j in jobs if j.gpus <= fit[j.row]]
+
+
+def price_parameters(vu: VirtualUsers, jobs: list[Job], round_seconds: float = ROUND_SECONDS) -> Prices | None:
+    """Eq. 6–8 over the candidate jobs (module docstring); None when there is none."""
+    cand = candidates(vu, jobs)
+    if not cand:
+        return None
+    usable = usable_types(vu)
+    smin, smax = _speed_range(vu, usable)
+    rows = np.array([j.row for j in cand])
+    w = np.array([j.gpus for j in cand], dtype=float)
+    rho = np.maximum(np.array([j.remaining for j in cand]) / round_seconds, smin[rows])  # work, rounds at speed 1
+    t_max = rho / smin[rows]  # eq. 8, >= 1
+    horizon = float(t_max.max())  # T
+    total = float(vu.capacity.sum())  # C
+    eta = horizon * total / float((t_max * w).min())
+    # eq. 7: U_j(T) / (t_j^max W_j) = (W_j ρ_j / T) / (W_j ρ_j / Smin_j) = Smin_j / T
+    u_min = float(smin[rows].min()) / horizon / (4.0 * eta)
+    # eq. 6: U_j(t_j^min) / W_j = Smax_j, over the candidates that can use the type
+    u_max = np.full(vu.k, u_min)
+    for r in range(vu.k):
+        on = usable[rows, r]
+        if on.any():
+            u_max[r] = float(smax[rows][on].max())
+    alpha = max(1.0, float(np.log(u_max / u_min).max()))
+    return Prices(u_min, u_max, eta, horizon, alpha)
+
+
+def find_alloc(width: int, speed: np.ndarray, price: np.ndarray, avail: np.ndarray) -> tuple[float, np.ndarray | None, float]:
+    """Eq. 4 for one job of ``width`` GPUs: (μ, w (k,) GPUs per type, x) maximizing W·x(w) − price·w over the
+    placements with w <= ``avail`` (whole GPUs per type, 0 where the job cannot run), x(w) the slowest speed
+    among the types used; (-inf, None, 0) when the job does not fit. Exact (module docstring)."""
+    types = [r for r in range(len(speed)) if avail[r] >= 1 and speed[r] > 0]
+    if sum(avail[r] for r in types) < width:
+        return -math.inf, None, 0.0
+    by_price = sorted(types, key=lambda r: (price[r], -speed[r], r))
+    best, best_w, best_x = -math.inf, None, 0.0
+    for theta in sorted({float(speed[r]) for r in types}, reverse=True):
+        left, w, cost, x = width, {}, 0.0, math.inf
+        for r in by_price:
+            if speed[r] < theta:
+                continue
+            take = int(min(avail[r], left))
+            if take <= 0:
+                continue
+            w[r] = take
+            cost += take * float(price[r])
+            x = min(x, float(speed[r]))
+            left -= take
+            if left == 0:
+                break
+        if left > 0:
+            continue
+        phi = width * x - cost
+        if best_w is None or phi > best + _TIE * max(1.0, abs(best)):
+            best, best_w, best_x = phi, w, x
+    assert best_w is not None  # the slowest θ allows every type, which fit
+    out = np.zeros(len(speed))
+    for r, take in best_w.items():
+        out[r] = take
+    return best, out, best_x
+
+
+def admit(vu: VirtualUsers, jobs: list[Job], params: Prices | None) -> tuple[np.ndarray, list[Decision]]:
+    """The primal-dual rule over ``jobs`` in order: (x (n, k) GPUs of the admitted jobs, one Decision per job)."""
+    x = np.zeros((vu.n, vu.k))
+    decisions: list[Decision] = []
+    if params is None:
+        return x, [Decision(j, None, 0.0, -math.inf, "no room") for j in jobs]
+    capacity = vu.capacity.astype(float)
+    room = _type_room(vu)  # per class and type, less what its admitted jobs took
+    demand_left = np.floor(vu.demand + 1e-9)  # whole GPUs the class's jobs may still take in all
+    gamma = np.zeros(vu.k)
+    price = params.price(gamma, capacity)
+    turned_away: dict[tuple[int, int], str] = {}
+    for j in jobs:
+        key = (j.row, j.gpus)
+        if key in turned_away:
+            decisions.append(Decision(j, None, 0.0, -math.inf, turned_away[key]))
+            continue
+        if j.gpus > demand_left[j.row]:
+            turned_away[key] = "no room"
+            decisions.append(Decision(j, None, 0.0, -math.inf, "no room"))
+            continue
+        avail = np.minimum(capacity - gamma, room[j.row])
+        mu, w, speed = find_alloc(j.gpus, vu.speed[j.row], price, avail)
+        if w is None or not mu > _TIE * max(1.0, j.gpus * speed):
+            reason = "no room" if w is None else "priced out"
+            turned_away[key] = reason
+            decisions.append(Decision(j, None, 0.0, mu, reason))
+            continue
+        x[j.row] += w
+        room[j.row] -= w
+        demand_left[j.row] -= j.gpus
+        gamma += w
+        price = params.price(gamma, capacity)
+        decisions.append(Decision(j, tuple(int(v) for v in w), speed, mu, "admitted"))
+    return x, decisions
+
+
+def _names(vu: VirtualUsers, rows: list[int]) -> str:
+    names = [f"{vu.tenant[i]}/{vu.cls[i]}" for i in rows[:_LIST]]
+    return ", ".join(names) + (f", ... ({len(rows)} in all)" if len(rows) > _LIST else "")
+
+
+def _notes(vu: VirtualUsers, decisions: list[Decision], made_up: list[int], params: Prices | None,
+           handed: float, gamma: np.ndarray) -> list[str]:
+    adm = [d for d in decisions if d.gpus is not None]
+    gpus = sum(d.job.gpus for d in adm)
+    no_room = sum(d.reason == "no room" for d in decisions)
+    priced = sum(d.reason == "priced out" for d in decisions)
+    notes = [f"hadar: {len(decisions)} job(s), {len(adm)} admitted on {gpus} GPU(s), "
+             f"{no_room + priced} turned away ({no_room} did not fit, {priced} priced out)"]
+    split = [d for d in adm if sum(1 for v in d.gpus if v > 0) > 1]
+    if split:
+        def one(d: Decision) -> str:
+            parts = " + ".join(f"{v} {vu.gpu_types[r]}" for r, v in enumerate(d.gpus) if v > 0)
+            return f"{vu.tenant[d.job.row]}/{vu.cls[d.job.row]} {d.job.id} on {parts} at speed {d.speed:g}"
+        more = f", ... ({len(split)} in all)" if len(split) > _LIST else ""
+        notes.append(f"{len(split)} admitted job(s) span GPU types, each at its slowest type's speed: "
+                     + "; ".join(one(d) for d in split[:_LIST]) + more)
+    if made_up:
+        notes.append(f"no jobs given for {len(made_up)} class(es) ({_names(vu, made_up)}): each sees one 1-GPU job "
+                     f"of {DEFAULT_REMAINING:g} s per GPU of its demand")
+    if params is not None:
+        final = params.price(gamma, vu.capacity.astype(float))
+        notes.append("prices (eq. 5-8): U_min " + f"{params.u_min:.4g}, U_max "
+                     + " ".join(f"{g}={v:.4g}" for g, v in zip(vu.gpu_types, params.u_max))
+                     + f", eta {params.eta:.4g}, T {params.horizon:.4g} round(s) of {ROUND_SECONDS:g} s, "
+                     f"alpha {params.alpha:.4g} (Thm 2: 2*alpha-competitive); end of round "
+                     + " ".join(f"{g}={v:.4g}" for g, v in zip(vu.gpu_types, final)))
+    if adm:
+        true = sum(d.job.gpus * d.speed for d in adm)
+        notes.append(f"admitted jobs' utility (throughput at each gang's slowest type) {true:.6g}")
+    if handed > TOL:
+        notes.append(f"work conservation: {handed:.6g} idle GPU(s) handed to classes below their caps "
+                     "by weight (fill_idle; per-type limits, not job placements)")
+    return notes
+
+
+def solve(problem: Problem, solver: str | None = None) -> Allocation:
+    """Hadar's primal-dual admission over the round's jobs, then idle GPUs to classes below their caps."""
+    lp.pick_solver(solver)  # validated for a uniform interface; no LP is solved
+    vu = problem.virtual_users()
+    timer = lp.Timer()
+    with timer.measure():
+        jobs, made_up = queue(problem, vu)
+        params = price_parameters(vu, jobs)
+        x_jobs, decisions = admit(vu, jobs, params)
+        x = clean(fill_idle(vu, x_jobs), vu.speed, vu.capacity, vu.demand, vu.type_cap)
+    placements = tuple(
+        JobPlacement(vu.tenant[d.job.row], vu.cls[d.job.row], d.job.id,
+                     tuple((g, v) for g, v in zip(vu.gpu_types, d.gpus) if v > 0), d.speed)
+        for d in decisions if d.gpus is not None)
+    notes = _notes(vu, decisions, made_up, params, float(x.sum() - x_jobs.sum()), x_jobs.sum(axis=0))
+    notes += capped_note(vu, at_caps(vu, x))
+    return dataclasses.replace(finish(problem, NAME, x, timer, solver, notes, uses_lp=False),
+                               job_placements=placements)
