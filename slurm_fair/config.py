@@ -205,7 +205,7 @@ SPEC: dict[str, dict[str, Key]] = {
     "policy": {
         "name": Key(
             "oef-noncoop", _policy,
-            "oef-noncoop | oef-coop | max-throughput | equal-share | gavel | gandiva-fair | bud | themis.",
+            "oef-noncoop | oef-coop | max-throughput | equal-share | gavel | gandiva-fair | bud | themis | hadar.",
         ),
         "solver": Key("", _solver, 'LP solver: "" = the policy\'s own choice (the fastest exact one it has), or '
                       + " | ".join(SOLVERS) + " to run its LPs through cvxpy."),
