@@ -15,7 +15,7 @@ from scipy.optimize import linprog
 
 from slurm_fair.model import JobClass, Problem, Tenant
 from slurm_fair.policies._common import waterfill
-from slurm_fair.policies import equal_share, gandiva_fair, gavel, max_throughput, oef_coop, oef_noncoop
+from slurm_fair.policies import bud, equal_share, gandiva_fair, gavel, hadar, max_throughput, oef_coop, oef_noncoop, themis
 
 # SLURM_FAIR_HYPOTHESIS_EXAMPLES=500 for a long soak with fresh random examples; the default keeps this file
 # well under 60 s and is derandomized, so CI runs the same examples every time (soaks find new ones).
@@ -195,7 +195,7 @@ def test_weighted_equals_replication(p):
 # --------------------------------------------------------------------------- demand caps
 
 
-POLICIES = [oef_noncoop, oef_coop, max_throughput, equal_share, gavel, gandiva_fair]
+POLICIES = [oef_noncoop, oef_coop, max_throughput, equal_share, gavel, gandiva_fair, bud, themis, hadar]
 
 
 @SETTINGS
