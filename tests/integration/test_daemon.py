@@ -267,10 +267,10 @@ def test_single_instance_sighup_reload_and_sigterm(testbed, sf):
     assert all(r["status"] != "running" for r in sf.db.rounds(limit=100))  # the last round was finished
 
 
-@pytest.mark.parametrize("policy", ["bud", "themis"])
+@pytest.mark.parametrize("policy", ["bud", "themis", "hadar"])
 def test_every_seed_policy_runs_the_daemons_rounds(testbed, sf, policy):
-    """policy.name = bud / themis: rounds apply the rounded plan; bud's prices reach explain, themis keeps
-    its state (held GPUs, lease age) across rounds in the store."""
+    """policy.name = bud / themis / hadar: rounds apply the rounded plan; bud's prices reach explain, themis
+    keeps its state (held GPUs, lease age) across rounds in the store; hadar admits the jobs Slurm shows."""
     sf.path.write_text(sf.path.read_text().replace('name = "oef-coop"', f'name = "{policy}"'))
     submit_mix(testbed, {"a100": 2, "v100": 3, "k80": 3})
     sf.cli("daemon", "--once")
@@ -283,6 +283,10 @@ def test_every_seed_policy_runs_the_daemons_rounds(testbed, sf, policy):
         ex = json.loads(sf.cli("explain", "acct_a", "--json").stdout)
         w = first["details"]["weights"]
         assert ex["prices"] == pytest.approx(prices) and ex["budget"] == pytest.approx(w["acct_a"] / sum(w.values()))
+    elif policy == "hadar":
+        # every class's 8 typed 1-GPU jobs came from squeue; the 16 GPUs are all handed out
+        planned = plan_limits(sf.db, first["id"])
+        assert sum(planned[a][ANY_GPU] for a in CLASS_OF) == sum(CAPACITY.values())
     else:
         state = sf.db.warm_start("themis")
         assert state["lease_age"] == 0.0 and set(state["held"]) == {f"{a}/{c}" for a, c in CLASS_OF.items()}
