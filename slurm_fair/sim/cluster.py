@@ -1,0 +1,353 @@
+"""A Slurm cluster in simulated time, behind the daemon's ``Cluster`` interface (issue 12).
+
+What it models, in the terms the daemon sees through ``snapshot()`` and acts on:
+
+* **Nodes**: GPUs per type per node (one type per node unless given otherwise), all in partition ``gpu``.
+* **Jobs** from a trace (``traces.TraceJob``: submit time, account, class, GPUs, work in steps, an optional
+  typed request). A job's class is its name and its comment ``class=<cls>`` (the daemon's ``classes.order``
+  finds it either way). An untyped job is typed at submission the way ``etc/job_submit.lua`` does once the
+  daemon has published a type map (:meth:`set_type_map`: the account's line, else the ``*`` line) and gets
+  the ``fair:flex`` token; before any map it stays untyped.
+* **The scheduler** (:meth:`schedule`, run at every event — submission, completion, requeue, a round's
+  changes): pending jobs by priority (SiteFactor, highest first, then submit time, then job id), each started
+  when it fits; a job that does not fit is skipped and later ones may start (backfill without
+  reservations). A job fits when its account stays within its GrpTRES limits — the typed
+  ``gres/gpu:<type>`` limit binds typed jobs only (as in Slurm: a typed limit does not bind an untyped
+  request) and the ``gres/gpu`` total binds every job — and when whole GPUs of one type are free for it:
+  on one node when a node of that type is large enough, else on whole free nodes of that type (a job
+  larger than any node). An untyped job takes the first type, fastest for its class first, where it fits.
+* **Progress**: a running job does ``throughput[class][type]`` steps per second (the whole job's rate on
+  that type); it ends when its work is done (completion events are exact, no time step).
+* **Preemption**: ``signal_job`` records the signal (the job checkpoints); ``requeue_job`` puts a running
+  job back to pending with the work done so far kept, eligible again after ``restart_s`` seconds (the
+  checkpoint-restart cost; Slurm's ``cred_expire`` wait is part of it).
+* **Limits and SiteFactor** exactly as set; ``set_job_gpu_type`` retypes a pending job (the simulated Slurm
+  reports version ``VERSION``, where that works).
+
+Time only moves through :meth:`advance` (to a given time, event by event); ``snapshot().taken_at`` is the
+simulated time, which the daemon's round receives as ``now``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from ..cluster.base import ANY_GPU, CLEAR, FLEX_TOKEN, Account, Cluster, Job, Node, Snapshot
+from ..cluster.errors import CommandFailed
+from ..daemon.plan import DEFAULT_TARGET
+
+VERSION = "24.11.0"  # what the simulated Slurm reports (pending-job retype works from 23.02.6)
+PARTITION = "gpu"
+EPS = 1e-9
+
+
+@dataclass
+class SimJob:
+    job_id: int
+    trace_id: str
+    account: str
+    cls: str
+    gpus: int
+    work: float
+    submit: float
+    requested: str | None  # typed request (after job_submit typing), None = untyped
+    flex: bool = False
+    state: str = "PENDING"  # PENDING, RUNNING, DONE
+    site_factor: int = 0
+    done: float = 0.0  # steps done (kept over a requeue: the job checkpointed)
+    eligible: float = 0.0  # a requeued job waits until then
+    run_type: str | None = None
+    nodes: dict[str, int] = field(default_factory=dict)  # node -> GPUs held
+    started: float | None = None  # current run
+    done_at_start: float = 0.0  # steps done when the current run started
+    first_start: float | None = None
+    end: float | None = None
+    restarts: int = 0
+    signals: int = 0
+    busy: float = 0.0  # GPU-seconds held (finished runs)
+    norm_busy: float = 0.0  # the same, each run's GPU-seconds times its type's speed relative to the slowest
+    types_used: set[str] = field(default_factory=set)
+
+
+class SimCluster(Cluster):
+    """See the module docstring. ``nodes``: {node: {gpu_type: GPUs}}; ``accounts``: {account: shares};
+    ``throughput``: {class: {gpu_type: steps/s of a whole job}}; ``jobs``: trace jobs (any objects with
+    ``id, submit, account, cls, gpus, work, gpu_type``)."""
+
+    name = "sim"
+
+    def __init__(self, nodes: Mapping[str, Mapping[str, int]], accounts: Mapping[str, int],
+                 throughput: Mapping[str, Mapping[str, float]], jobs: Iterable[Any], restart_s: float = 60.0):
+        self.now = 0.0
+        self.node_gpus = {n: {t: int(c) for t, c in g.items() if c > 0} for n, g in nodes.items()}
+        self.free = {n: dict(g) for n, g in self.node_gpus.items()}
+        self.accounts = {a: int(s) for a, s in accounts.items()}
+        self.limits: dict[str, dict[str, int]] = {a: {} for a in self.accounts}
+        self.throughput = {c: {t: float(v) for t, v in row.items() if v > 0} for c, row in throughput.items()}
+        self.restart_s = float(restart_s)
+        self.type_map: dict[str, str] = {}
+        self.jobs: dict[int, SimJob] = {}
+        self._arrivals = sorted(jobs, key=lambda j: (float(j.submit), str(j.id)))
+        self._next_arrival = 0
+        self._next_id = 1
+        self.preemptions = 0
+        self.events: list[tuple[float, str, int]] = []  # (time, what, job id): start, end, requeue
+        types = sorted({t for g in self.node_gpus.values() for t in g})
+        self.gpu_types = tuple(types)
+        for j in self._arrivals:
+            if j.cls not in self.throughput or not self.throughput[j.cls]:
+                raise ValueError(f"trace job {j.id}: class {j.cls!r} has no throughput on any GPU type")
+            if j.account not in self.accounts:
+                self.accounts[j.account] = 1
+                self.limits[j.account] = {}
+
+    # ------------------------------------------------------------------ Cluster interface
+
+    def version(self) -> str:
+        return VERSION
+
+    def snapshot(self) -> Snapshot:
+        nodes = []
+        for n, g in sorted(self.node_gpus.items()):
+            alloc = {t: g[t] - self.free[n].get(t, 0) for t in g}
+            state = ("ALLOCATED",) if all(self.free[n].get(t, 0) == 0 for t in g) else (
+                ("MIXED",) if any(alloc.values()) else ("IDLE",))
+            nodes.append(Node(n, state, (PARTITION,), dict(g), alloc))
+        jobs = []
+        for j in self.jobs.values():
+            if j.state == "DONE":
+                continue
+            running = j.state == "RUNNING"
+            jobs.append(Job(
+                job_id=j.job_id, name=j.cls, account=j.account, user=j.account, partition=PARTITION,
+                state=j.state, reason="None" if running else ("BeginTime" if j.eligible > self.now else "Priority"),
+                priority=j.site_factor, submit_time=int(j.submit), start_time=int(j.started) if running else None,
+                gpus_per_node=j.gpus, nodes=1, gpu_type=j.requested,
+                gpus_allocated={j.run_type: j.gpus} if running and j.run_type else {},
+                comment=f"class={j.cls}" + (f" {FLEX_TOKEN}" if j.flex else ""), restart_count=j.restarts,
+                site_factor=j.site_factor, requeue=True, time_limit=None,
+            ))
+        accounts = tuple(Account(a, s, dict(self.limits.get(a, {}))) for a, s in sorted(self.accounts.items()))
+        return Snapshot(VERSION, self.now, tuple(nodes), tuple(jobs), accounts, (PARTITION,))
+
+    def set_accounts_gpu_limits(self, limits: Mapping[str, Mapping[str, int]]) -> None:
+        for a, ch in limits.items():
+            cur = self.limits.setdefault(a, {})
+            for k, v in ch.items():
+                if v == CLEAR:
+                    cur.pop(k, None)
+                else:
+                    cur[k] = int(v)
+        self.schedule()
+
+    def set_site_factors(self, factors: Mapping[int, int]) -> None:
+        for jid, f in factors.items():
+            j = self.jobs.get(int(jid))
+            if j is not None and j.state == "PENDING":
+                j.site_factor = int(f)
+        self.schedule()
+
+    def set_job_gpu_type(self, job_id: int, gpu_type: str, gpus_per_node: int) -> None:
+        j = self.jobs.get(int(job_id))
+        if j is None or j.state != "PENDING":
+            raise CommandFailed(["scontrol", "update", f"JobId={job_id}"], 1, "Job is no longer pending execution")
+        j.requested = gpu_type
+        self.schedule()
+
+    def signal_job(self, job_id: int, signal: str) -> None:
+        j = self.jobs.get(int(job_id))
+        if j is None or j.state != "RUNNING":
+            raise CommandFailed(["scancel", f"--signal={signal}", "--batch", str(job_id)], 1, "Job is not running")
+        j.signals += 1
+
+    def requeue_job(self, job_id: int) -> None:
+        j = self.jobs.get(int(job_id))
+        if j is None or j.state != "RUNNING":
+            raise CommandFailed(["scontrol", "requeue", str(job_id)], 1, "Job is not running")
+        self._stop(j)
+        j.state = "PENDING"
+        j.restarts += 1
+        j.eligible = self.now + self.restart_s
+        self.preemptions += 1
+        self.events.append((self.now, "requeue", j.job_id))
+        self.schedule()
+
+    # ------------------------------------------------------------------ simulation
+
+    def set_type_map(self, targets: Mapping[str, Any]) -> None:
+        """The published GPU type map ({account or '*': (type, reason) or type}): job_submit.lua's view."""
+        self.type_map = {a: (v[0] if isinstance(v, (list, tuple)) else v) for a, v in targets.items()}
+
+    def speed(self, cls: str, gpu_type: str | None) -> float:
+        """The class's rate on ``gpu_type`` relative to its slowest type (normalized throughput per GPU)."""
+        row = self.throughput.get(cls, {})
+        return row.get(gpu_type or "", 0.0) / min(row.values()) if row else 0.0
+
+    def rate(self, j: SimJob) -> float:
+        return self.throughput[j.cls].get(j.run_type or "", 0.0)
+
+    def pending_work(self) -> bool:
+        """Jobs not done yet (submitted or still to come)."""
+        return self._next_arrival < len(self._arrivals) or any(j.state != "DONE" for j in self.jobs.values())
+
+    def next_event(self) -> float:
+        """Time of the next arrival, completion or requeue eligibility (inf: none)."""
+        t = math.inf
+        if self._next_arrival < len(self._arrivals):
+            t = float(self._arrivals[self._next_arrival].submit)
+        for j in self.jobs.values():
+            if j.state == "RUNNING":
+                r = self.rate(j)
+                if r > 0:
+                    t = min(t, j.started + (j.work - j.done_at_start) / r)
+            elif j.state == "PENDING" and j.eligible > self.now:
+                t = min(t, j.eligible)
+        return t
+
+    def advance(self, until: float) -> None:
+        """Run the simulated cluster up to ``until``: every arrival, completion and requeue eligibility on
+        the way, with the scheduler after each."""
+        while True:
+            t = self.next_event()
+            if t > until + EPS:
+                break
+            self.now = max(t, self.now)
+            self._arrive()
+            self._finish()
+            self.schedule()
+        self.now = max(until, self.now)
+        self._arrive()
+        self._finish()
+        self.schedule()
+
+    def _done_now(self, j: SimJob) -> float:
+        if j.started is None:
+            return j.done
+        return min(j.work, j.done_at_start + (self.now - j.started) * self.rate(j))
+
+    def _arrive(self) -> None:
+        while self._next_arrival < len(self._arrivals) and float(self._arrivals[self._next_arrival].submit) <= self.now + EPS:
+            tj = self._arrivals[self._next_arrival]
+            self._next_arrival += 1
+            req = tj.gpu_type
+            flex = False
+            if req is None and self.type_map:
+                req = self.type_map.get(tj.account) or self.type_map.get(DEFAULT_TARGET)
+                flex = req is not None
+            j = SimJob(self._next_id, str(tj.id), tj.account, tj.cls, int(tj.gpus), float(tj.work), float(tj.submit),
+                       req, flex)
+            j.eligible = j.submit
+            self.jobs[j.job_id] = j
+            self._next_id += 1
+
+    def _finish(self) -> None:
+        for j in self.jobs.values():
+            if j.state == "RUNNING" and self._done_now(j) >= j.work - max(EPS, 1e-9 * j.work):
+                self._stop(j)
+                j.state = "DONE"
+                j.end = self.now
+                self.events.append((self.now, "end", j.job_id))
+
+    def _stop(self, j: SimJob) -> None:
+        j.done = self._done_now(j)
+        if j.started is not None:
+            held = (self.now - j.started) * j.gpus
+            j.busy += held
+            j.norm_busy += held * self.speed(j.cls, j.run_type)
+        for n, c in j.nodes.items():
+            self.free[n][j.run_type] += c
+        j.nodes = {}
+        j.started = None
+
+    def _usage(self) -> dict[str, dict[str, int]]:
+        use: dict[str, dict[str, int]] = {}
+        for j in self.jobs.values():
+            if j.state == "RUNNING":
+                u = use.setdefault(j.account, {})
+                u[j.run_type] = u.get(j.run_type, 0) + j.gpus
+                u[ANY_GPU] = u.get(ANY_GPU, 0) + j.gpus
+        return use
+
+    def _place(self, gpu_type: str, gpus: int) -> dict[str, int] | None:
+        """GPUs of one type for a job: on one node when a node of that type is large enough (the fullest
+        node that still holds it all, to keep whole nodes free), else on whole free nodes of that type
+        (largest first); None when that is not free now."""
+        nodes = [n for n in self.node_gpus if self.node_gpus[n].get(gpu_type, 0) > 0]
+        if not nodes:
+            return None
+        if gpus <= max(self.node_gpus[n][gpu_type] for n in nodes):
+            one = sorted((self.free[n][gpu_type], n) for n in nodes if self.free[n][gpu_type] >= gpus)
+            return {one[0][1]: gpus} if one else None
+        whole = sorted((n for n in nodes if self.free[n][gpu_type] == self.node_gpus[n][gpu_type]),
+                       key=lambda n: (-self.node_gpus[n][gpu_type], n))
+        out, left = {}, gpus
+        for n in whole:
+            take = min(self.node_gpus[n][gpu_type], left)
+            out[n] = take
+            left -= take
+            if left == 0:
+                return out
+        return None
+
+    def schedule(self) -> None:
+        """Start pending jobs by priority where they fit (module docstring)."""
+        use = self._usage()
+        pend = sorted((j for j in self.jobs.values() if j.state == "PENDING" and j.eligible <= self.now + EPS),
+                      key=lambda j: (-j.site_factor, j.submit, j.job_id))
+        for j in pend:
+            lim = self.limits.get(j.account, {})
+            u = use.get(j.account, {})
+            if ANY_GPU in lim and u.get(ANY_GPU, 0) + j.gpus > lim[ANY_GPU]:
+                continue
+            if j.requested is not None:
+                types = [j.requested]
+            else:
+                speeds = self.throughput[j.cls]
+                types = sorted((t for t in self.gpu_types if speeds.get(t, 0) > 0), key=lambda t: (-speeds[t], t))
+            for t in types:
+                if self.throughput[j.cls].get(t, 0) <= 0:
+                    continue
+                if j.requested is not None and t in lim and u.get(t, 0) + j.gpus > lim[t]:
+                    continue
+                where = self._place(t, j.gpus)
+                if where is None:
+                    continue
+                for n, c in where.items():
+                    self.free[n][t] -= c
+                j.nodes = where
+                j.run_type = t
+                j.state = "RUNNING"
+                j.started = self.now
+                j.done_at_start = j.done
+                j.types_used.add(t)
+                if j.first_start is None:
+                    j.first_start = self.now
+                self.events.append((self.now, "start", j.job_id))
+                ua = use.setdefault(j.account, {})
+                ua[t] = ua.get(t, 0) + j.gpus
+                ua[ANY_GPU] = ua.get(ANY_GPU, 0) + j.gpus
+                break
+
+
+def cluster_spec(text: str, node_size: int = 4) -> dict[str, dict[str, int]]:
+    """``"k80=36,p100=36,v100=36"`` -> nodes of ``node_size`` GPUs of one type each ({node: {type: n}})."""
+    from ..errors import InputError
+
+    nodes: dict[str, dict[str, int]] = {}
+    for part in (p.strip() for p in str(text).split(",") if p.strip()):
+        t, _, n = part.partition("=")
+        t = t.strip()
+        if not t or not n.strip().isdigit() or int(n) <= 0:
+            raise InputError("--cluster", part, "must be TYPE=COUNT with a whole COUNT >= 1, e.g. v100=16")
+        count = int(n)
+        i = 0
+        while count > 0:
+            nodes[f"{t}-{i:03d}"] = {t: min(node_size, count)}
+            count -= node_size
+            i += 1
+    if not nodes:
+        raise InputError("--cluster", text, "names no GPUs (e.g. k80=16,v100=16)")
+    return nodes

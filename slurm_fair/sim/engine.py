@@ -1,0 +1,179 @@
+"""Run the daemon's own round code on a simulated cluster (issue 12).
+
+:func:`simulate` builds a :class:`~.cluster.SimCluster` from a trace, a store in a scratch folder (the trace's
+throughputs as site-wide profiles) and a config (``policy.name``, ``daemon.period`` = the round,
+``preemption.enabled``), then repeats: advance the cluster to the next round time (every arrival, completion
+and requeue on the way, the scheduler after each), run ``daemon.round.run_round`` unchanged on it (observe,
+solve, place, apply limits and SiteFactor, preempt, record), hand its published GPU type map to the
+simulated ``job_submit.lua``. It stops when every job is done, or at ``horizon`` seconds.
+
+Metrics (:class:`SimResult`), all from the simulated jobs:
+
+* per job: JCT = end − submit; **total normalized throughput** = Σ over jobs of GPU-seconds × its class's
+  speed on the type it ran on relative to the class's slowest type, divided by the makespan (the time-average
+  of what the policies maximize, in "slowest-type GPUs");
+* JCT mean, median, p95 (finished jobs), makespan (first submit to last end), GPU utilization (GPU-seconds
+  held / (GPUs × makespan)), preemptions (requeues), jobs that ran on more than one type (over requeues);
+* finish-time fairness per job, Themis' ρ = JCT / (T_isolated × N): T_isolated = its work at its best type's
+  rate, N = the mean number of accounts with jobs in the system over the job's lifetime (sampled at every
+  round); ``max_rho``, ``mean_rho``;
+* per account, per round: GPUs held and normalized throughput (for plots of shares over time).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .. import config as config_mod
+from ..daemon.round import run_round
+from ..store import Store
+from .cluster import SimCluster
+
+
+@dataclass
+class SimResult:
+    policy: str
+    rounds: int
+    sim_seconds: float  # simulated time covered
+    wall_seconds: float
+    jobs: int
+    finished: int
+    total_throughput: float
+    mean_jct: float | None
+    median_jct: float | None
+    p95_jct: float | None
+    makespan: float | None
+    utilization: float
+    max_rho: float | None
+    mean_rho: float | None
+    preemptions: int
+    multi_type_jobs: int
+    round_errors: list[str] = field(default_factory=list)
+    job_rows: list[dict[str, Any]] = field(default_factory=list)
+    timeline: list[dict[str, Any]] = field(default_factory=list)  # per round: time, per-account GPUs / throughput
+
+    def summary(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in (
+            "rounds", "sim_seconds", "wall_seconds", "jobs", "finished", "total_throughput", "mean_jct",
+            "median_jct", "p95_jct", "makespan", "utilization", "max_rho", "mean_rho", "preemptions",
+            "multi_type_jobs")} | {"round_errors": self.round_errors[:20]}
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    v = sorted(values)
+    k = (len(v) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *, round_s: float = 300.0,
+             restart_s: float = 60.0, preemption: bool = False, horizon: float | None = None,
+             accounts: Mapping[str, int] | None = None, progress: Callable[[float, int, int], None] | None = None,
+             workdir: str | Path | None = None) -> SimResult:
+    """Simulate ``trace`` (``traces.Trace``) on ``nodes`` under ``policy``; see the module docstring."""
+    t0 = time.monotonic()
+    jobs = list(trace.jobs)
+    throughput = {c: dict(r) for c, r in trace.throughput.items()}
+    accts = dict(accounts or {}) or {a: 1 for a in sorted({j.account for j in jobs})}
+    start = min((float(j.submit) for j in jobs), default=0.0)
+    cluster = SimCluster(nodes, accts, throughput, jobs, restart_s=restart_s)
+    cluster.now = start
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        cfg = config_mod.from_dict({
+            "daemon": {"database": str(Path(tmp) / "sim.sqlite"), "period": float(round_s)},
+            "policy": {"name": policy},
+            "hooks": {"spool": str(Path(tmp) / "spool")},
+            "preemption": {"enabled": bool(preemption)},
+        })
+        store = Store(cfg.database_path)
+        try:
+            for cls, row in throughput.items():
+                for g, v in row.items():
+                    store.set_profile(cls, g, float(v))
+            rounds, errors, timeline, present = 0, [], [], []
+            t = start
+            while cluster.pending_work() and (horizon is None or t <= start + horizon):
+                cluster.advance(t)
+                res = run_round(cluster, store, cfg, policy, now=cluster.now)
+                rounds += 1
+                if res.status not in ("ok", "dry-run"):
+                    errors.append(f"t={cluster.now - start:.0f}s: {res.status}: {res.message}")
+                targets = (res.details or {}).get("untyped_targets") or {}
+                if targets:
+                    cluster.set_type_map(targets)
+                cluster.schedule()
+                timeline.append(_sample(cluster, throughput, start))
+                present.append((cluster.now, len({j.account for j in cluster.jobs.values() if j.state != "DONE"})))
+                if progress is not None:
+                    progress(cluster.now - start, sum(j.state == "DONE" for j in cluster.jobs.values()), len(jobs))
+                nxt = cluster.next_event()
+                if not math.isfinite(nxt) and not any(j.state == "RUNNING" for j in cluster.jobs.values()):
+                    stuck = sum(j.state == "PENDING" for j in cluster.jobs.values())
+                    if stuck and rounds > 1 and timeline[-1]["gpus"] == {} and len(timeline) > 2 and timeline[-2]["gpus"] == {}:
+                        errors.append(f"stopped: {stuck} pending job(s) can never start (no type of theirs fits)")
+                        break
+                # skip idle stretches: the next round is the first round time at or after the next event
+                t = max(t + round_s, start + math.ceil((nxt - start) / round_s - 1e-9) * round_s) if math.isfinite(nxt) else t + round_s
+        finally:
+            store.close()
+    return _result(policy, cluster, throughput, rounds, errors, timeline, present, start, time.monotonic() - t0)
+
+
+def _sample(cluster: SimCluster, throughput, start: float) -> dict[str, Any]:
+    gpus: dict[str, int] = {}
+    thr: dict[str, float] = {}
+    for j in cluster.jobs.values():
+        if j.state == "RUNNING":
+            gpus[j.account] = gpus.get(j.account, 0) + j.gpus
+            thr[j.account] = thr.get(j.account, 0.0) + j.gpus * cluster.speed(j.cls, j.run_type)
+    return {"time": cluster.now - start, "gpus": gpus, "throughput": thr}
+
+
+def _result(policy, cluster: SimCluster, throughput, rounds, errors, timeline, present, start, wall) -> SimResult:
+    now = cluster.now
+    rows, jcts, rhos = [], [], []
+    norm_gpu_s = busy = 0.0
+    ends = []
+    for j in cluster.jobs.values():
+        held = j.busy + ((now - j.started) * j.gpus if j.started is not None else 0.0)
+        busy += held
+        # normalized GPU-seconds: per run type; a job that moved between types counts each run at its speed
+        norm_gpu_s += j.norm_busy + ((now - j.started) * j.gpus * cluster.speed(j.cls, j.run_type)
+                                     if j.started is not None else 0.0)
+        row = {"id": j.trace_id, "account": j.account, "class": j.cls, "gpus": j.gpus, "submit": j.submit - start,
+               "start": None if j.first_start is None else j.first_start - start,
+               "end": None if j.end is None else j.end - start, "restarts": j.restarts,
+               "types": sorted(j.types_used)}
+        if j.end is not None:
+            jct = j.end - j.submit
+            jcts.append(jct)
+            ends.append(j.end)
+            best = max(throughput[j.cls].values())
+            n = [k for tm, k in present if j.submit <= tm <= j.end] or [1]
+            t_iso = j.work / best * max(1.0, statistics.fmean(n))
+            rho = jct / t_iso if t_iso > 0 else math.inf
+            rhos.append(rho)
+            row.update(jct=jct, rho=rho)
+        rows.append(row)
+    first = min((j.submit for j in cluster.jobs.values()), default=start)
+    makespan = (max(ends) - first) if ends else None
+    total_gpus = sum(sum(g.values()) for g in cluster.node_gpus.values())
+    span = makespan if makespan else max(now - first, 0.0)
+    return SimResult(
+        policy=policy, rounds=rounds, sim_seconds=now - start, wall_seconds=wall, jobs=len(cluster._arrivals),
+        finished=len(jcts), total_throughput=norm_gpu_s / span if span > 0 else 0.0,
+        mean_jct=statistics.fmean(jcts) if jcts else None, median_jct=_percentile(jcts, 0.5),
+        p95_jct=_percentile(jcts, 0.95), makespan=makespan,
+        utilization=busy / (total_gpus * span) if span > 0 and total_gpus else 0.0,
+        max_rho=max(rhos) if rhos else None, mean_rho=statistics.fmean(rhos) if rhos else None,
+        preemptions=cluster.preemptions, multi_type_jobs=sum(len(j.types_used) > 1 for j in cluster.jobs.values()),
+        round_errors=errors, job_rows=rows, timeline=timeline,
+    )
