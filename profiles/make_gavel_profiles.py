@@ -11,7 +11,6 @@ memory, e.g. ResNet-50 with batch size 128) is left out: slurm-fair profiles mus
 
 from __future__ import annotations
 
-import ast
 import csv
 import io
 import json
@@ -20,29 +19,18 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # the repository's slurm_fair, also when it is not installed
+
+from slurm_fair.profiles import GAVEL_GPU_TYPES as GPU_TYPES, class_name, gavel_isolated  # noqa: E402
+
 DEFAULT_SOURCE = Path("/work/shared/data/gavel/physical_cluster_throughputs.json")
 OUTPUTS = (HERE / "gavel-physical.csv", HERE.parent / "slurm_fair" / "data" / "gavel-physical.csv")
-GPU_TYPES = ("k80", "p100", "v100")
-
-
-def class_name(job_type: str) -> str:
-    """'ResNet-50 (batch size 64)' -> 'resnet50-bs64'; 'CycleGAN' -> 'cyclegan'."""
-    m = re.fullmatch(r"(.+?)(?: \(batch size (\d+)\))?", job_type)
-    assert m is not None
-    model = re.sub(r"[^a-z0-9]", "", m.group(1).lower())
-    return f"{model}-bs{m.group(2)}" if m.group(2) else model
 
 
 def rows(data: dict) -> list[tuple[str, str, str, float]]:
-    out = []
-    for gpu in GPU_TYPES:
-        for key, value in data[gpu].items():
-            job_type, scale = ast.literal_eval(key)
-            if scale != 1:
-                continue
-            thr = float(value["null"])
-            if thr > 0:
-                out.append(("", class_name(job_type), gpu, thr))
+    out = [("", class_name(job_type), gpu, thr)
+           for (job_type, scale), by_gpu in gavel_isolated(data, "throughputs").items() if scale == 1
+           for gpu, thr in by_gpu.items()]
     # group by class in a natural order (resnet50-bs16 before resnet50-bs128)
     def order(r):
         m = re.fullmatch(r"(.*?)(?:-bs(\d+))?", r[1])

@@ -10,11 +10,18 @@ daemon's rule for unprofiled types until a site measures it (``slurm-fair profil
 
 from __future__ import annotations
 
+import ast
 import csv
 import io
+import re
 from importlib import resources
+from typing import Any
+
+from .errors import InputError
+from .validate import number
 
 SHIPPED = "gavel-physical.csv"
+GAVEL_GPU_TYPES = ("k80", "p100", "v100")  # Gavel's consolidated GPU types (``*_unconsolidated`` are not used)
 
 
 def shipped_csv() -> str:
@@ -34,3 +41,45 @@ def parse(text: str) -> list[dict]:
 def load_shipped() -> list[dict]:
     """The shipped default profiles: ``[{"account": "", "class": ..., "gpu_type": ..., "throughput": ...}]``."""
     return parse(shipped_csv())
+
+
+def class_name(job_type: str) -> str:
+    """A Gavel job type as a slurm-fair class name: 'ResNet-50 (batch size 64)' -> 'resnet50-bs64',
+    'CycleGAN' -> 'cyclegan' (lower case, letters and digits only, the batch size as ``-bsN``). The result is
+    empty when the job type has no letter or digit (callers refuse that)."""
+    m = re.fullmatch(r"(.*?)(?: \(batch size (\d+)\))?", job_type, flags=re.DOTALL)
+    assert m is not None  # the pattern matches every string
+    model = re.sub(r"[^a-z0-9]", "", m.group(1).lower())
+    return f"{model}-bs{m.group(2)}" if m.group(2) and model else model
+
+
+def gavel_isolated(data: Any, source: str) -> dict[tuple[str, int], dict[str, float]]:
+    """The isolated throughputs of Gavel's throughputs JSON (layout ``gpu -> "('<job type>', <scale
+    factor>)" -> {"null": steps/s, ...}``): ``{(job type, scale factor): {gpu type: steps/s}}`` over
+    ``GAVEL_GPU_TYPES`` only. A throughput of 0 (the job does not fit in that GPU's memory) is left out, as is a
+    missing ``null`` entry. The throughput is that of the whole job (all its ``scale factor`` GPUs together).
+    Bad layout or numbers raise ``InputError`` naming ``source`` and the key."""
+    if not isinstance(data, dict):
+        raise InputError(source, type(data).__name__, "must be a JSON object {gpu type: {job key: ...}}")
+    out: dict[tuple[str, int], dict[str, float]] = {}
+    for gpu in GAVEL_GPU_TYPES:
+        section = data.get(gpu, {})
+        if not isinstance(section, dict):
+            raise InputError(f"{source} {gpu}", type(section).__name__, "must be a JSON object")
+        for key, entry in section.items():
+            field = f"{source} {gpu}[{key}]"
+            try:
+                parsed = ast.literal_eval(key)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                parsed = None
+            if not (isinstance(parsed, tuple) and len(parsed) == 2 and isinstance(parsed[0], str)
+                    and isinstance(parsed[1], int) and not isinstance(parsed[1], bool) and parsed[1] >= 1):
+                raise InputError(f"{source} {gpu}", key, "a key must be \"('<job type>', <scale factor >= 1>)\"")
+            if not isinstance(entry, dict):
+                raise InputError(field, entry, "must be a JSON object with a \"null\" entry")
+            if "null" not in entry:
+                continue
+            thr = number(f"{field}.null", entry["null"], nonneg=True)
+            if thr > 0:
+                out.setdefault(parsed, {})[gpu] = thr
+    return out

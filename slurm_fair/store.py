@@ -25,7 +25,7 @@ import sqlite_utils
 
 from . import statefiles
 from .errors import InputError, SlurmFairError
-from .validate import number
+from .validate import gpu_type as _check_gpu_type, name as _check_name, number
 
 CSV_HEADER = ("account", "class", "gpu_type", "throughput")
 ROUND_STATUSES = ("ok", "dry-run", "unreachable", "solver-failed", "error", "running")
@@ -160,25 +160,6 @@ def migrate(db: sqlite_utils.Database, upto: int | None = None) -> int:
 
 # ------------------------------------------------------------------------------------------------
 # validation helpers for profiles
-
-
-def _check_name(field: str, value: Any, *, allow_empty: bool = False) -> str:
-    if not isinstance(value, str):
-        raise InputError(field, value, "must be a string")
-    if value == "" and allow_empty:
-        return value
-    if not value or value != value.strip() or any(c in value for c in ",\n\r\t") or not value.isprintable():
-        raise InputError(
-            field, value, "must be non-empty, without surrounding spaces, commas, tabs or line breaks"
-        )
-    return value
-
-
-def _check_gpu_type(field: str, value: Any) -> str:
-    value = _check_name(field, value)
-    if any(c.isspace() or c in ":=" for c in value):
-        raise InputError(field, value, "a GPU type has no spaces, ':' or '='")
-    return value
 
 
 def _check_throughput(field: str, value: Any) -> float:

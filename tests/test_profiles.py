@@ -52,10 +52,11 @@ def _generator():
 
 
 def test_class_names():
-    gen = _generator()
-    assert gen.class_name("ResNet-50 (batch size 64)") == "resnet50-bs64"
-    assert gen.class_name("CycleGAN") == "cyclegan"
-    assert gen.class_name("Recommendation (batch size 8192)") == "recommendation-bs8192"
+    assert profiles.class_name("ResNet-50 (batch size 64)") == "resnet50-bs64"
+    assert profiles.class_name("CycleGAN") == "cyclegan"
+    assert profiles.class_name("Recommendation (batch size 8192)") == "recommendation-bs8192"
+    assert profiles.class_name(" (batch size 8)") == ""  # nothing to name: callers refuse it
+    assert _generator().class_name is profiles.class_name  # one naming rule, shared by the generator script
 
 
 @pytest.mark.skipif(not GAVEL_JSON.exists(), reason=f"Gavel source data not present at {GAVEL_JSON}")
@@ -71,7 +72,7 @@ def test_csv_is_regenerated_exactly_from_gavel_data():
         if cells["scale_factor"] != "1":
             continue
         for gpu in ("k80", "p100", "v100"):
-            key = (gen.class_name(cells["job_type"]), gpu)
+            key = (profiles.class_name(cells["job_type"]), gpu)
             if float(cells[gpu]) == 0:
                 assert key not in by
             else:
