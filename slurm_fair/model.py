@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Mapping
 
 import numpy as np
@@ -190,8 +191,9 @@ class Allocation:
     # idle GPUs handed out afterwards); empty for the others
     job_placements: tuple[JobPlacement, ...] = ()
 
-    @property
+    @cached_property
     def vu(self) -> VirtualUsers:
+        """The problem's array view (computed once per allocation; the problem is immutable)."""
         return self.problem.virtual_users()
 
     def user_throughput(self) -> np.ndarray:

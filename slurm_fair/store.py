@@ -436,8 +436,12 @@ class Store:
         r["details"] = _loads(r["details"])
         return r
 
-    def rounds(self, limit: int = 20) -> list[dict]:
-        """The newest ``limit`` rounds, newest first."""
+    def rounds(self, limit: int = 20, details: bool = True) -> list[dict]:
+        """The newest ``limit`` rounds, newest first; ``details=False`` leaves out the (large) details JSON
+        (the daemon's own bookkeeping reads only ids, statuses and times)."""
+        if not details:
+            cols = ", ".join(c for c in self.db["rounds"].columns_dict if c != "details")
+            return list(self.db["rounds"].rows_where(select=cols, order_by="id desc", limit=limit))
         return [self._round_row(r) for r in self.db["rounds"].rows_where(order_by="id desc", limit=limit)]
 
     def round(self, round_id: int | None = None) -> dict | None:

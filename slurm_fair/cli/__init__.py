@@ -23,9 +23,9 @@ def console_main() -> None:
 
 
 def _register() -> None:
-    from . import admin, cluster, compare, hooks, profiles, solve
+    from . import admin, cluster, compare, hooks, profiles, simulate, solve
 
-    for mod in (solve, compare, cluster, admin, profiles, hooks):
+    for mod in (solve, compare, simulate, cluster, admin, profiles, hooks):
         mod.register(main)
 
 

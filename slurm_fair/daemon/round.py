@@ -89,7 +89,7 @@ def _empty_alloc(built: P.Built, policy: str) -> Allocation:
 
 
 def _last_ok_started(store: Store, exclude: int | None) -> float | None:
-    for r in store.rounds(limit=50):
+    for r in store.rounds(limit=50, details=False):
         if r["status"] == "ok" and r["id"] != exclude:
             return r["started"]
     return None
@@ -98,7 +98,7 @@ def _last_ok_started(store: Store, exclude: int | None) -> float | None:
 def mark_interrupted(store: Store) -> int:
     """Mark rounds left ``running`` by a killed daemon as ``error``; returns how many."""
     n = 0
-    for r in store.rounds(limit=50):
+    for r in store.rounds(limit=50, details=False):
         if r["status"] == "running":
             store.finish_round(r["id"], "error", message="interrupted (the daemon stopped during this round)")
             n += 1

@@ -220,7 +220,7 @@ def _paths(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str |
 
 
 def read_gavel(paths: str | os.PathLike | Iterable[str | os.PathLike], throughputs_json: str | os.PathLike, *,
-               accounts: str = "file") -> Trace:
+               accounts: str = "file", unmeasured: str = "error") -> Trace:
     """Gavel's ``.trace`` files (one per virtual cluster) with the isolated throughputs of Gavel's
     ``physical_cluster_throughputs.json``: see :func:`parse_gavel`."""
     files = {str(p): _read_text(p) for p in _paths(paths)}
@@ -230,11 +230,26 @@ def read_gavel(paths: str | os.PathLike | Iterable[str | os.PathLike], throughpu
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f"{json_name} line {e.lineno}", text[e.pos:e.pos + 20], f"not JSON: {e.msg}") from None
-    return parse_gavel(files, gavel_isolated(data, json_name), accounts=accounts, throughputs_name=json_name)
+    return parse_gavel(files, gavel_isolated(data, json_name), accounts=accounts, throughputs_name=json_name,
+                       unmeasured=unmeasured)
+
+
+UNMEASURED = ("error", "scale", "skip")
+
+
+def _scaled(isolated: Mapping[tuple[str, int], Mapping[str, float]], job_type: str, gpus: int) -> dict[str, float]:
+    """Throughput of ``job_type`` on ``gpus`` GPUs from the largest smaller measured scale factor, scaled
+    linearly (``{}`` when none is measured)."""
+    below = sorted(sf for jt, sf in isolated if jt == job_type and sf < gpus
+                   and any(v > 0 for v in isolated[(jt, sf)].values()))
+    if not below:
+        return {}
+    sf = below[-1]
+    return {t: v * gpus / sf for t, v in isolated[(job_type, sf)].items() if v > 0}
 
 
 def parse_gavel(files: Mapping[str, str], isolated: Mapping[tuple[str, int], Mapping[str, float]], *,
-                accounts: str = "file", throughputs_name: str = "throughputs") -> Trace:
+                accounts: str = "file", throughputs_name: str = "throughputs", unmeasured: str = "error") -> Trace:
     """A trace from Gavel trace texts (``{file name: text}``) and ``isolated`` throughputs
     (:func:`slurm_fair.profiles.gavel_isolated`: ``{(job type, scale factor): {gpu type: steps/s}}``).
 
@@ -247,7 +262,16 @@ def parse_gavel(files: Mapping[str, str], isolated: Mapping[tuple[str, int], Map
     its scale factor is an error (Gavel measured scale factors 1, 2, 4 and 8 only). ``accounts="file"``: the
     jobs of a file belong to the account ``acct-<file stem>`` (its virtual cluster); ``accounts="job"``: every
     job is its own account ``job-<n>``, ``n`` its position in the trace (1 = submitted first), as Gavel treats
-    every job as a user."""
+    every job as a user.
+
+    ``unmeasured``: what to do with a job whose (job type, scale factor) Gavel did not measure (the shared
+    traces have 1548 such jobs of 15264: scale factors 7-64, and A3C, CycleGAN and Recommendation above 1):
+    ``"error"`` (the default), ``"scale"`` (the throughput of the largest smaller measured scale factor, times
+    the ratio of GPU counts: linear scaling, an optimistic assumption the source string counts) or ``"skip"``
+    (leave the job out, counted in the source string)."""
+    if unmeasured not in UNMEASURED:
+        raise InputError("unmeasured", unmeasured, f"must be one of {', '.join(UNMEASURED)}")
+    scaled = skipped = 0
     if accounts not in ("file", "job"):
         raise InputError("accounts", accounts, "must be 'file' or 'job'")
     if not files:
@@ -278,12 +302,19 @@ def parse_gavel(files: Mapping[str, str], isolated: Mapping[tuple[str, int], Map
             if not base:
                 raise InputError(f"{at} job type", job_type, "has no letter or digit to name a class after")
             thr = {t: v for t, v in isolated.get((job_type, gpus), {}).items() if v > 0}
+            if not thr and unmeasured == "skip":
+                skipped += 1
+                continue
+            if not thr and unmeasured == "scale":
+                thr = _scaled(isolated, job_type, gpus)
+                scaled += bool(thr)
             if not thr:
                 measured = sorted(sf for jt, sf in isolated if jt == job_type)
                 raise InputError(f"{at} job type", job_type,
                                  f"has no positive isolated throughput at scale factor {gpus} on "
                                  f"{', '.join(GAVEL_GPU_TYPES)} in {throughputs_name} (scale factors with one: "
-                                 f"{', '.join(map(str, measured)) or 'none'})")
+                                 f"{', '.join(map(str, measured)) or 'none'}; `simulate --unmeasured scale` "
+                                 "scales a smaller one linearly, `--unmeasured skip` leaves such jobs out)")
             cls = scaled_class(base, gpus)
             if job_type_of.setdefault(cls, job_type) != job_type:
                 raise InputError(f"{at} job type", job_type,
@@ -293,6 +324,10 @@ def parse_gavel(files: Mapping[str, str], isolated: Mapping[tuple[str, int], Map
     if not jobs:
         raise InputError(", ".join(files), "", "no jobs")
     source = f"gavel {', '.join(files)} with {throughputs_name} (accounts={accounts})"
+    if scaled:
+        source += f"; {scaled} job(s) at an unmeasured scale factor scaled linearly from a smaller one"
+    if skipped:
+        source += f"; {skipped} job(s) at an unmeasured scale factor left out"
     trace = Trace(tuple(jobs), throughput, source)
     if accounts == "job":
         trace = replace(trace, jobs=tuple(replace(j, account=f"job-{k}") for k, j in enumerate(trace.jobs, 1)))

@@ -1,0 +1,170 @@
+"""``slurm-fair simulate``: the daemon's rounds on a simulated cluster, driven by a job trace (issue 12)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .. import policies
+from ..errors import InputError, SlurmFairError
+from .common import fail, json_option
+from .table import render
+
+
+def _trace(paths: tuple[str, ...], profiles: str | None, throughputs: str | None, accounts: str, unmeasured: str,
+           generate: int | None, seed: int, gen_accounts: int, rate: float, mean_duration: float):
+    from ..sim import traces
+
+    if generate is not None:
+        if paths:
+            raise InputError("--generate", generate, "is used instead of --trace, not with it")
+        return traces.generate(seed=seed, jobs=generate, accounts=gen_accounts, rate=rate, mean_duration=mean_duration)
+    if not paths:
+        raise InputError("--trace", None, "give a trace (--trace FILE, repeatable) or --generate N")
+    kinds = {Path(p).suffix.lower() for p in paths}
+    if kinds == {".trace"}:
+        if not throughputs:
+            raise InputError("--throughputs", None, "Gavel .trace files need Gavel's throughputs JSON "
+                             "(physical_cluster_throughputs.json)")
+        return traces.read_gavel([Path(p) for p in paths], Path(throughputs), accounts=accounts, unmeasured=unmeasured)
+    if kinds == {".csv"} and len(paths) == 1:
+        if not profiles:
+            raise InputError("--profiles", None, "a CSV trace needs a profiles CSV (class,gpu_type,throughput)")
+        return traces.read_csv(Path(paths[0]), Path(profiles))
+    raise InputError("--trace", list(paths), "one CSV trace, or one or more Gavel .trace files")
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) < 100 else f"{v:.0f}"
+    return str(v)
+
+
+COLUMNS = (("total_throughput", "throughput"), ("mean_jct", "mean JCT s"), ("median_jct", "median JCT s"),
+           ("p95_jct", "p95 JCT s"), ("makespan", "makespan s"), ("max_rho", "max rho"), ("mean_rho", "mean rho"),
+           ("utilization", "GPU util"), ("preemptions", "preempt"), ("finished", "done"), ("rounds", "rounds"),
+           ("wall_seconds", "wall s"))
+
+
+@click.command("simulate")
+@click.option("--trace", "paths", multiple=True, metavar="FILE",
+              help="Job trace: one CSV (submit_time,account,class,gpus,work[,gpu_type]) with --profiles, or "
+                   "Gavel .trace files (one per tenant) with --throughputs. Repeatable for .trace files.")
+@click.option("--profiles", metavar="FILE", help="CSV class,gpu_type,throughput (steps/s per GPU) for a CSV trace.")
+@click.option("--throughputs", metavar="FILE", help="Gavel's physical_cluster_throughputs.json, for .trace files.")
+@click.option("--accounts", type=click.Choice(["file", "job"]), default="file", show_default=True,
+              help="Gavel traces: one account per trace file (tenant), or one per job (as Gavel treats jobs).")
+@click.option("--unmeasured", type=click.Choice(["error", "scale", "skip"]), default="error", show_default=True,
+              help="Gavel traces: a job at a scale factor Gavel did not measure is an error, gets the throughput "
+                   "of a smaller measured one scaled linearly, or is left out.")
+@click.option("--generate", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Instead of a trace: N jobs drawn like Philly (seeded, Poisson arrivals).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --generate.")
+@click.option("--gen-accounts", type=click.IntRange(min=1), default=8, show_default=True, help="Accounts of --generate.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
+              help="Arrivals per hour of --generate.")
+@click.option("--mean-duration", type=click.FloatRange(min=0, min_open=True), default=3600.0, show_default=True,
+              help="Mean job duration of --generate, seconds on the class's slowest type.")
+@click.option("--cluster", "spec", required=True, metavar="SPEC",
+              help="GPUs per type, e.g. k80=36,p100=36,v100=36 (nodes of --node-size GPUs of one type).")
+@click.option("--node-size", type=click.IntRange(min=1), default=4, show_default=True, help="GPUs per node.")
+@click.option("--policy", "policy", default="oef-noncoop", show_default=True, metavar="NAME",
+              help="Policy of the daemon: " + ", ".join(policies.names()) + ".")
+@click.option("--compare", "compare", default=None, metavar="LIST", help="Comma-separated policies to run one after another.")
+@click.option("--round", "round_s", type=click.FloatRange(min=1), default=300.0, show_default=True,
+              help="Seconds between daemon rounds.")
+@click.option("--restart", "restart_s", type=click.FloatRange(min=0), default=60.0, show_default=True,
+              help="Checkpoint-restart delay of a requeued job, seconds.")
+@click.option("--preemption/--no-preemption", default=False, show_default=True,
+              help="Run the daemon with preemption.enabled (checkpoint signal, grace, requeue).")
+@click.option("--horizon", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+              help="Stop after S simulated seconds (default: when every job is done).")
+@click.option("--jobs-csv", metavar="FILE", help="Also write one row per job and policy (submit, start, end, JCT, rho).")
+@click.option("--plot", "plot_dir", metavar="DIR", help="Write PNG plots there (needs matplotlib): GPUs and throughput "
+              "per account over time per policy, the JCT distribution, a policy comparison.")
+@json_option(help='Print JSON: {"policies": {name: {total_throughput, mean_jct, median_jct, p95_jct, makespan, '
+                  'max_rho, ...}}}.')
+def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, seed, gen_accounts, rate, mean_duration, spec,
+                 node_size, policy, compare, round_s, restart_s, preemption, horizon, jobs_csv, plot_dir,
+                 as_json) -> None:
+    """Simulate a job trace on a cluster under the daemon's own round code (observe, solve, place, apply,
+    preempt), one policy or several side by side: throughput, JCT, makespan, finish-time fairness.
+
+        slurm-fair simulate --generate 200 --cluster k80=8,v100=8 --compare gavel,oef-coop
+    """
+    from ..sim.cluster import cluster_spec
+    from ..sim.engine import simulate
+
+    try:
+        names = [n.strip() for n in (compare or policy).split(",") if n.strip()]
+        for n in names:
+            policies.get(n)
+        nodes = cluster_spec(spec, node_size)
+        trace = _trace(paths, profiles, throughputs, accounts, unmeasured, generate, seed, gen_accounts, rate,
+                       mean_duration)
+    except (SlurmFairError, OSError) as e:
+        fail(e if isinstance(e, SlurmFairError) else InputError("--trace", getattr(e, "filename", None), str(e)))
+    results = {}
+    show = not as_json and sys.stderr.isatty()
+    for n in names:
+        if show:
+            with click.progressbar(length=len(trace.jobs), label=f"{n:>14}", file=sys.stderr) as bar:
+                last = [0]
+
+                def tick(_t, done, _total, bar=bar, last=last):
+                    bar.update(done - last[0])
+                    last[0] = done
+
+                results[n] = simulate(trace, nodes, n, round_s=round_s, restart_s=restart_s, preemption=preemption,
+                                      horizon=horizon, progress=tick)
+        else:
+            results[n] = simulate(trace, nodes, n, round_s=round_s, restart_s=restart_s, preemption=preemption,
+                                  horizon=horizon)
+    if jobs_csv:
+        import csv
+
+        with open(jobs_csv, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["policy", "id", "account", "class", "gpus", "submit", "start", "end", "jct", "rho", "restarts", "types"])
+            for n, r in results.items():
+                for row in r.job_rows:
+                    w.writerow([n, row["id"], row["account"], row["class"], row["gpus"], row["submit"], row["start"],
+                                row["end"], row.get("jct"), row.get("rho"), row["restarts"], " ".join(row["types"])])
+    if plot_dir:
+        from ..sim.plots import plot_all
+
+        try:
+            files = plot_all(results, plot_dir)
+        except (SlurmFairError, OSError) as e:
+            fail(e if isinstance(e, SlurmFairError) else InputError("--plot", plot_dir, str(e)))
+        if not as_json:
+            click.echo("plots: " + ", ".join(str(f) for f in files), err=True)
+    if as_json:
+        click.echo(json.dumps({"policies": {n: r.summary() for n, r in results.items()}}, indent=2))
+    else:
+        click.echo(f"trace: {len(trace.jobs)} jobs, {len(trace.accounts())} accounts; cluster: "
+                   + ", ".join(f"{t}={c}" for t, c in _capacity(nodes).items()) + f"; round {round_s:g} s")
+        click.echo(render(["policy", *(h for _k, h in COLUMNS)],
+                          [[n, *(_fmt(r.summary()[k]) for k, _h in COLUMNS)] for n, r in results.items()]))
+        for n, r in results.items():
+            for e in r.round_errors[:5]:
+                click.echo(f"{n}: {e}", err=True)
+    if any(r.round_errors for r in results.values()):
+        raise SystemExit(1)
+
+
+def _capacity(nodes) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for g in nodes.values():
+        for t, c in g.items():
+            out[t] = out.get(t, 0) + c
+    return dict(sorted(out.items()))
+
+
+def register(group: click.Group) -> None:
+    group.add_command(simulate_cmd)
