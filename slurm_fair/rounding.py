@@ -22,7 +22,10 @@ Refinements, applied in this order, each deterministic (ties broken by tenant na
 2. **Capacity.** When rounding up overshoots a type's capacity, GPUs are taken back one at a time from the
    tenant with the smallest residual claim on that type (the largest would-be negative deviation); tenants
    that would then fall below their ``min_gpus`` give back last, so a starved tenant whose claim has finally
-   grown large enough is not cut again.
+   grown large enough is not cut again; among those, one already below it gives back first (it gets nothing
+   this round anyway): two starved tenants whose claims grow alike no longer cut each other below their
+   minimum round after round — one starts a job (found by the simulator: two 8-GPU jobs on 8 GPUs waited
+   forever).
 3. **Minimum job size** (OEF §4.3). A tenant whose rounded total is below ``min_gpus`` (the fewest GPUs any of
    its jobs needs) gets 0 GPUs of every type this round and keeps accumulating its deviation, so its claim
    grows until it is large enough to start a job.
@@ -169,12 +172,15 @@ def place(
     for g in types:
         used = sum(real[t][g] for t in tenants)
         while used > cap[g]:
-            # a tenant that would fall below its min_gpus (and so lose all its GPUs) gives back last; then the
-            # smallest claim first; on a tie the name sorting last gives one back (deterministic)
+            # a tenant that would fall below its min_gpus (and so lose all its GPUs) gives back last; among those,
+            # one already below it (it gets nothing this round anyway) first — so when two starved tenants
+            # compete for the same GPUs one of them keeps enough to start a job instead of both ending just
+            # below their minimum round after round; then the smallest claim first; on a tie the name sorting
+            # last gives one back (deterministic)
             take(
                 max(
                     (t for t in tenants if real[t][g] > 0),
-                    key=lambda t: (not 0 < tot[t] - 1 < mins[t], -resid(t, g), t),
+                    key=lambda t: (not 0 < tot[t] - 1 < mins[t], 0 < tot[t] < mins[t], -resid(t, g), t),
                 ),
                 g,
             )

@@ -273,3 +273,19 @@ def test_current_names_known_tenants_and_types_only():
         place({"x": {"a": 1.0}}, {"a": 2}, current={"z": {"a": 1}})
     with pytest.raises(InputError, match="current.x"):
         place({"x": {"a": 1.0}}, {"a": 2}, current={"x": {"b": 1}})
+
+
+def test_two_starved_tenants_do_not_block_each_other_forever():
+    # 8 GPUs, two tenants with one 8-GPU job each and ideal 4 each: the claims grow alike; the capacity step must
+    # let one of them reach its minimum (the simulator found both cut to 7, then blocked, round after round)
+    from slurm_fair.rounding import place
+
+    ideal = {"a": {"v100": 4.0}, "b": {"v100": 4.0}}
+    dev: dict = {}
+    started = []
+    for r in range(6):
+        p = place(ideal, {"v100": 8}, deviations=dev, min_gpus={"a": 8, "b": 8}, demand={"a": 8, "b": 8})
+        dev = p.deviations
+        started += [t for t in ("a", "b") if p.real[t]["v100"] == 8]
+        assert sum(p.real[t]["v100"] for t in ("a", "b")) in (0, 8)
+    assert started, "nobody ever got the 8 GPUs its job needs"

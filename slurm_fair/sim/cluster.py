@@ -80,8 +80,10 @@ class SimCluster(Cluster):
     name = "sim"
 
     def __init__(self, nodes: Mapping[str, Mapping[str, int]], accounts: Mapping[str, int],
-                 throughput: Mapping[str, Mapping[str, float]], jobs: Iterable[Any], restart_s: float = 60.0):
-        self.now = 0.0
+                 throughput: Mapping[str, Mapping[str, float]], jobs: Iterable[Any], restart_s: float = 60.0,
+                 epoch: float = 0.0):
+        self.epoch = float(epoch)  # what the daemon reads: trace time + epoch (unix-like times)
+        self.now = 0.0  # trace time (kept small: at 1.7e9 a double resolves only ~2e-7 s)
         self.node_gpus = {n: {t: int(c) for t, c in g.items() if c > 0} for n, g in nodes.items()}
         self.free = {n: dict(g) for n, g in self.node_gpus.items()}
         self.accounts = {a: int(s) for a, s in accounts.items()}
@@ -124,14 +126,19 @@ class SimCluster(Cluster):
             jobs.append(Job(
                 job_id=j.job_id, name=j.cls, account=j.account, user=j.account, partition=PARTITION,
                 state=j.state, reason="None" if running else ("BeginTime" if j.eligible > self.now else "Priority"),
-                priority=j.site_factor, submit_time=int(j.submit), start_time=int(j.started) if running else None,
+                priority=j.site_factor, submit_time=int(self.epoch + j.submit),
+                start_time=int(self.epoch + j.started) if running else None,
                 gpus_per_node=j.gpus, nodes=1, gpu_type=j.requested,
                 gpus_allocated={j.run_type: j.gpus} if running and j.run_type else {},
                 comment=f"class={j.cls}" + (f" {FLEX_TOKEN}" if j.flex else ""), restart_count=j.restarts,
                 site_factor=j.site_factor, requeue=True, time_limit=None,
             ))
         accounts = tuple(Account(a, s, dict(self.limits.get(a, {}))) for a, s in sorted(self.accounts.items()))
-        return Snapshot(VERSION, self.now, tuple(nodes), tuple(jobs), accounts, (PARTITION,))
+        return Snapshot(VERSION, self.clock(), tuple(nodes), tuple(jobs), accounts, (PARTITION,))
+
+    def clock(self) -> float:
+        """The time the daemon sees now (trace time + ``epoch``)."""
+        return self.epoch + self.now
 
     def set_accounts_gpu_limits(self, limits: Mapping[str, Mapping[str, int]]) -> None:
         for a, ch in limits.items():
@@ -200,9 +207,7 @@ class SimCluster(Cluster):
             t = float(self._arrivals[self._next_arrival].submit)
         for j in self.jobs.values():
             if j.state == "RUNNING":
-                r = self.rate(j)
-                if r > 0:
-                    t = min(t, j.started + (j.work - j.done_at_start) / r)
+                t = min(t, self._finish_time(j))
             elif j.state == "PENDING" and j.eligible > self.now:
                 t = min(t, j.eligible)
         return t
@@ -222,6 +227,10 @@ class SimCluster(Cluster):
         self._arrive()
         self._finish()
         self.schedule()
+
+    def _finish_time(self, j: SimJob) -> float:
+        r = self.rate(j)
+        return j.started + (j.work - j.done_at_start) / r if r > 0 and j.started is not None else math.inf
 
     def _done_now(self, j: SimJob) -> float:
         if j.started is None:
@@ -245,7 +254,7 @@ class SimCluster(Cluster):
 
     def _finish(self) -> None:
         for j in self.jobs.values():
-            if j.state == "RUNNING" and self._done_now(j) >= j.work - max(EPS, 1e-9 * j.work):
+            if j.state == "RUNNING" and self.now >= self._finish_time(j) - 1e-6:
                 self._stop(j)
                 j.state = "DONE"
                 j.end = self.now

@@ -32,8 +32,12 @@ from typing import Any, Callable, Mapping
 
 from .. import config as config_mod
 from ..daemon.round import run_round
+from ..errors import InputError
 from ..store import Store
 from .cluster import SimCluster
+
+STALL_ROUNDS = 500
+EPOCH = 1_700_000_000.0  # the simulated clock reads like unix time (2023-11-14): trace time 0 is this instant
 
 
 @dataclass
@@ -65,6 +69,19 @@ class SimResult:
             "multi_type_jobs")} | {"round_errors": self.round_errors[:20]}
 
 
+def _check_fits(jobs, throughput, nodes) -> None:
+    """Every job must fit the cluster some day: GPUs of one type its class runs on, at least as many as it asks."""
+    total: dict[str, int] = {}
+    for g in nodes.values():
+        for t, c in g.items():
+            total[t] = total.get(t, 0) + int(c)
+    for j in jobs:
+        room = [total.get(t, 0) for t, v in throughput.get(j.cls, {}).items() if v > 0]
+        if not room or max(room) < j.gpus:
+            raise InputError("trace", j.id, f"asks for {j.gpus} GPU(s) of one type; the cluster has at most "
+                             f"{max(room) if room else 0} of a type its class {j.cls!r} runs on")
+
+
 def _percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -83,8 +100,9 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
     jobs = list(trace.jobs)
     throughput = {c: dict(r) for c, r in trace.throughput.items()}
     accts = dict(accounts or {}) or {a: 1 for a in sorted({j.account for j in jobs})}
+    _check_fits(jobs, throughput, nodes)
+    cluster = SimCluster(nodes, accts, throughput, jobs, restart_s=restart_s, epoch=EPOCH)
     start = min((float(j.submit) for j in jobs), default=0.0)
-    cluster = SimCluster(nodes, accts, throughput, jobs, restart_s=restart_s)
     cluster.now = start
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         cfg = config_mod.from_dict({
@@ -98,11 +116,11 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
             for cls, row in throughput.items():
                 for g, v in row.items():
                     store.set_profile(cls, g, float(v))
-            rounds, errors, timeline, present = 0, [], [], []
+            rounds, errors, timeline, present, idle = 0, [], [], [], 0
             t = start
             while cluster.pending_work() and (horizon is None or t <= start + horizon):
                 cluster.advance(t)
-                res = run_round(cluster, store, cfg, policy, now=cluster.now)
+                res = run_round(cluster, store, cfg, policy, now=cluster.clock())
                 rounds += 1
                 if res.status not in ("ok", "dry-run"):
                     errors.append(f"t={cluster.now - start:.0f}s: {res.status}: {res.message}")
@@ -115,13 +133,21 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                 if progress is not None:
                     progress(cluster.now - start, sum(j.state == "DONE" for j in cluster.jobs.values()), len(jobs))
                 nxt = cluster.next_event()
-                if not math.isfinite(nxt) and not any(j.state == "RUNNING" for j in cluster.jobs.values()):
+                waiting = any(j.state == "PENDING" for j in cluster.jobs.values())
+                # nothing running and nothing to come, yet jobs wait: the placer may hold GPUs back for a while
+                # (an account's smallest job must fit its rounded share: its claim grows each round); give up
+                # only after STALL_ROUNDS such rounds in a row
+                idle = 0 if (math.isfinite(nxt) or any(j.state == "RUNNING" for j in cluster.jobs.values())) else idle + 1
+                if idle > STALL_ROUNDS:
                     stuck = sum(j.state == "PENDING" for j in cluster.jobs.values())
-                    if stuck and rounds > 1 and timeline[-1]["gpus"] == {} and len(timeline) > 2 and timeline[-2]["gpus"] == {}:
-                        errors.append(f"stopped: {stuck} pending job(s) can never start (no type of theirs fits)")
-                        break
-                # skip idle stretches: the next round is the first round time at or after the next event
-                t = max(t + round_s, start + math.ceil((nxt - start) / round_s - 1e-9) * round_s) if math.isfinite(nxt) else t + round_s
+                    errors.append(f"stopped: {stuck} pending job(s) did not start in {STALL_ROUNDS} rounds with every GPU idle")
+                    break
+                # with no job pending a round changes nothing (no share to move, no job to start, signal or
+                # requeue): skip to the first round time at or after the next event; otherwise every round runs
+                if waiting or not math.isfinite(nxt):
+                    t += round_s
+                else:
+                    t = max(t + round_s, start + math.ceil((nxt - start) / round_s - 1e-9) * round_s)
         finally:
             store.close()
     return _result(policy, cluster, throughput, rounds, errors, timeline, present, start, time.monotonic() - t0)

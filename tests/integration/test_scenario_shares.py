@@ -99,7 +99,7 @@ def test_flood_then_fair_shares_with_preemption(testbed, tmp_path):
             flood.append(testbed.sbatch("acct_a", name="flood", extra=["--requeue", "--open-mode=append"],
                                         command=f"export CKPT={ckpt} STEPS=100000 STEP_SECONDS=0.5; "
                                                 f"exec bash {testbed.job_file(TRAIN_SH)}"))
-        testbed.wait_for(lambda: len(_jobs_of(testbed, "acct_a", "R")) == len(flood), 90,
+        testbed.wait_for(lambda: len(_jobs_of(testbed, "acct_a", "R")) == len(flood), 180,
                          what="the flood running on every GPU")
         spread = _in_use(testbed)["acct_a"]
         assert spread == CAPACITY, spread  # untyped jobs landed on every type

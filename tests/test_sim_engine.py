@@ -1,0 +1,118 @@
+"""simulate(): the daemon's round code on the simulated cluster, end to end — every job finishes, metrics
+agree with the jobs, policies differ where they should — and the `slurm-fair simulate` command."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from slurm_fair.cli import main
+from slurm_fair.errors import InputError
+from slurm_fair.sim.cluster import cluster_spec
+from slurm_fair.sim.engine import simulate
+from slurm_fair.sim.traces import Trace, TraceJob, generate, write_csv
+
+GAVEL = Path("/work/shared/data/gavel")
+THR = {"fast": {"k80": 1.0, "v100": 10.0}, "flat": {"k80": 1.0, "v100": 1.25}}
+
+
+def two_tenants() -> Trace:
+    # a's jobs gain 10x on a V100, b's 1.25x; 4 K80 + 4 V100; every job 1 GPU and 18000 steps (a: 30 min on a
+    # V100, 5 h on a K80; b: 4 h on a V100, 5 h on a K80), one of each at 0 s, then one every 300 s for 2 hours
+    jobs = [TraceJob(f"{a}{i}", 300.0 * i, a, cls, 1, 18000.0) for i in range(24) for a, cls in (("a", "fast"), ("b", "flat"))]
+    return Trace(tuple(jobs), THR, "hand-made")
+
+
+def test_every_job_finishes_and_the_metrics_add_up():
+    r = simulate(two_tenants(), cluster_spec("k80=4,v100=4"), "oef-coop", round_s=300)
+    assert r.finished == r.jobs == 48 and not r.round_errors
+    jct = [row["jct"] for row in r.job_rows]
+    assert r.mean_jct == pytest.approx(sum(jct) / 48) and r.makespan == pytest.approx(max(row["end"] for row in r.job_rows))
+    # the normalized throughput integrates GPU-seconds x speed: recompute it from the job rows
+    speed = {"fast": {"k80": 1.0, "v100": 10.0}, "flat": {"k80": 1.0, "v100": 1.25}}
+    total = sum((row["end"] - row["start"]) * speed[row["class"]][row["types"][0]] for row in r.job_rows)
+    assert r.total_throughput == pytest.approx(total / r.makespan)  # no requeue here: one run per job
+    assert 0 < r.utilization <= 1 and r.max_rho >= r.mean_rho > 0
+
+
+def test_cooperative_oef_gives_the_v100s_to_the_jobs_that_gain_most():
+    r = simulate(two_tenants(), cluster_spec("k80=4,v100=4"), "oef-coop", round_s=300)
+    on = {row["id"]: row["types"] for row in r.job_rows}
+    # once the daemon runs, its limits and job_submit typing send every one of a's jobs to a V100 (b0 took one
+    # before the first round; b gets V100s only while a has nothing waiting for them: work conservation)
+    assert all(on[f"a{i}"] == ["v100"] for i in range(24))
+    eq = simulate(two_tenants(), cluster_spec("k80=4,v100=4"), "equal-share", round_s=300)
+    assert r.total_throughput > eq.total_throughput and r.mean_jct < eq.mean_jct
+
+
+def test_preemption_requeues_over_share_jobs():
+    # b floods every GPU first; a arrives later: with preemption on, b's jobs are checkpointed and requeued
+    jobs = [TraceJob(f"b{i}", 0.0, "b", "flat", 1, 36000.0) for i in range(8)]
+    jobs += [TraceJob(f"a{i}", 600.0, "a", "fast", 1, 3600.0) for i in range(4)]
+    tr = Trace(tuple(jobs), THR, "flood")
+    on = simulate(tr, cluster_spec("k80=4,v100=4"), "oef-coop", round_s=300, preemption=True, restart_s=60)
+    off = simulate(tr, cluster_spec("k80=4,v100=4"), "oef-coop", round_s=300, preemption=False)
+    assert on.preemptions > 0 and off.preemptions == 0
+    mean_a = {k: sum(row["jct"] for row in r.job_rows if row["account"] == "a") / 4 for k, r in (("on", on), ("off", off))}
+    assert mean_a["on"] < mean_a["off"]
+
+
+def test_generated_trace_under_several_policies_and_the_horizon():
+    tr = generate(seed=3, jobs=40, accounts=3, rate=60.0, mean_duration=1800.0)
+    nodes = cluster_spec("k80=8,p100=8,v100=8")
+    for p in ("gavel", "bud", "hadar"):
+        r = simulate(tr, nodes, p, round_s=300)
+        assert r.finished == 40 and not r.round_errors, (p, r.round_errors)
+    short = simulate(tr, nodes, "gavel", round_s=300, horizon=1800)
+    assert short.finished < 40 and short.sim_seconds <= 1800 + 300
+
+
+def test_simulate_command_json_csv_and_plots(tmp_path):
+    tr = generate(seed=1, jobs=25, accounts=2, rate=60.0, mean_duration=1200.0)
+    write_csv(tr, tmp_path / "t.csv", tmp_path / "p.csv")
+    r = CliRunner().invoke(main, ["simulate", "--trace", str(tmp_path / "t.csv"), "--profiles", str(tmp_path / "p.csv"),
+                                  "--cluster", "k80=8,v100=8", "--compare", "gavel,oef-noncoop", "--json",
+                                  "--plot", str(tmp_path / "plots"), "--jobs-csv", str(tmp_path / "jobs.csv")])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert set(out["policies"]) == {"gavel", "oef-noncoop"}
+    for s in out["policies"].values():
+        assert {"total_throughput", "mean_jct", "p95_jct", "makespan", "max_rho"} <= set(s) and s["finished"] == 25
+    pngs = sorted(p.name for p in (tmp_path / "plots").iterdir())
+    assert pngs == ["compare.png", "jct-cdf.png", "shares-gavel.png", "shares-oef-noncoop.png"]
+    assert all((tmp_path / "plots" / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)
+    assert len((tmp_path / "jobs.csv").read_text().splitlines()) == 1 + 2 * 25
+    table = CliRunner().invoke(main, ["simulate", "--generate", "15", "--cluster", "v100=8", "--policy", "gavel"])
+    assert table.exit_code == 0 and "gavel" in table.output and "mean JCT s" in table.output
+
+
+@pytest.mark.skipif(not GAVEL.exists(), reason="the shared Gavel data is not on this machine")
+def test_simulate_a_gavel_trace():
+    r = CliRunner().invoke(main, ["simulate", "--trace", str(GAVEL / "traces" / "795a4c.trace"), "--throughputs",
+                                  str(GAVEL / "physical_cluster_throughputs.json"), "--cluster", "k80=4,p100=4,v100=4",
+                                  "--policy", "oef-coop", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["policies"]["oef-coop"]["finished"] == 3
+
+
+def test_a_job_that_can_never_fit_is_refused():
+    tr = Trace((TraceJob("big", 0.0, "a", "fast-x8", 8, 10.0),), {"fast-x8": {"k80": 8.0, "v100": 80.0}}, "big")
+    with pytest.raises(InputError, match="asks for 8 GPU"):
+        simulate(tr, cluster_spec("k80=4,v100=4"), "gavel")
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--generate", "5", "--cluster", "v100=0"], "--cluster"),
+    (["--generate", "5", "--cluster", "v100=4", "--policy", "drf"], "policy"),
+    (["--cluster", "v100=4"], "--trace"),
+    (["--trace", "x.trace", "--cluster", "v100=4"], "--throughputs"),
+    (["--trace", "x.csv", "--cluster", "v100=4"], "--profiles"),
+])
+def test_simulate_bad_input_is_a_clear_error(args, field):
+    r = CliRunner().invoke(main, ["simulate", *args])
+    assert r.exit_code == 2 and r.output.startswith(f"error: {field}"), r.output
+    assert "Traceback" not in r.output
