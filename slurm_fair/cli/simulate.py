@@ -95,6 +95,7 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
     """Simulate a job trace on a cluster under the daemon's own round code (observe, solve, place, apply,
     preempt), one policy or several side by side: throughput, JCT, makespan, finish-time fairness.
 
+    \b
         slurm-fair simulate --generate 200 --cluster k80=8,v100=8 --compare gavel,oef-coop
     """
     from ..sim.cluster import cluster_spec
