@@ -125,3 +125,13 @@ def test_the_round_saves_the_binding_rows_and_seeds_the_next_round(tmp_path):
     third = R.compute(s, store, CFG, "oef-coop", 1600.0)
     np.testing.assert_allclose(third.alloc.x, first.alloc.x, atol=1e-7)
     store.close()
+
+
+def test_a_capped_class_moves_to_faster_idle_gpus():
+    # eq. 10 gives b (1.2x on a V100) the K80s and a (10x) the V100s; a only needs 1 GPU, so V100s stay idle:
+    # b, at its demand of 2, moves from K80s to the idle V100s (it gains, nobody loses)
+    p = problem_from_dict({"gpu_types": {"k80": 4, "v100": 4}, "tenants": [
+        {"name": "a", "classes": [{"name": "c", "throughput": {"k80": 1, "v100": 10}, "demand": 1}]},
+        {"name": "b", "classes": [{"name": "c", "throughput": {"k80": 1, "v100": 1.2}, "demand": 2}]}]})
+    a = oef_coop.solve(p)
+    np.testing.assert_allclose(a.x, [[0, 1], [0, 2]], atol=1e-9)

@@ -199,6 +199,29 @@ def fill_idle(vu: VirtualUsers, x: np.ndarray) -> np.ndarray:
     return x
 
 
+def upgrade_idle(vu: VirtualUsers, x: np.ndarray, users) -> np.ndarray:
+    """Move ``users`` (capped ones: their own caps decide their share) from slower GPUs they hold to faster
+    GPUs nobody holds, within their per-type caps: a Pareto improvement (the mover gains, the GPUs were
+    idle, its total stays the same). Per user (in order), its slowest held type first to its fastest type
+    with idle GPUs. The slower GPUs it frees become idle (``fill_idle`` can hand them out next)."""
+    x = np.array(x, dtype=float)
+    idle = vu.capacity - x.sum(axis=0)
+    for i in users:
+        s = vu.speed[i]
+        fast = [k for k in np.argsort(-s, kind="stable") if s[k] > 0]
+        for j in reversed(fast):  # slowest held type first
+            for k in fast:
+                if s[k] <= s[j] or x[i, j] <= 1e-12:
+                    break
+                m = min(x[i, j], idle[k], vu.type_cap[i, k] - x[i, k])
+                if m > 1e-12:
+                    x[i, j] -= m
+                    x[i, k] += m
+                    idle[k] -= m
+                    idle[j] += m
+    return x
+
+
 def at_caps(vu: VirtualUsers, x: np.ndarray, tol: float = 1e-6) -> list[int]:
     """Users whose allocation ``x`` reaches their total demand or one of their finite per-type caps."""
     out = []

@@ -13,8 +13,11 @@ Caps (total demand and per-type caps) by water-filling (``_common.waterfill``): 
 active users on the GPUs left; users given more GPUs than their demand, or more of a type than their cap
 there, are frozen at the usable part of that solve (their own fastest GPUs of it, at most their cap per type
 and their demand in all): a class stopped by a per-type cap is frozen exactly like one stopped by its total
-demand. Their GPUs leave the capacity; solve again for the others; repeat. Finally GPUs still idle (only
-capped users could use them) go to capped users below their caps, by weight (``fill_idle``).
+demand. Their GPUs leave the capacity; solve again for the others; repeat. Then capped users move from slower
+GPUs they hold to faster GPUs left idle, within their type caps (``upgrade_idle``: a Pareto improvement — on a
+lightly loaded cluster a class frozen at its demand would otherwise keep the slow GPUs of its eq. 10 share
+while faster ones stay idle; found by the simulator). Finally GPUs still idle (only capped users could use
+them) go to capped users below their caps, by weight (``fill_idle``).
 Guarantees under caps: no user exceeds its demand or a type cap; a user capped by its total demand gets
 exactly its demand; a user capped by a type cap gets the usable part of its eq. 10 share, which can be
 worth less to it than its weight share (it is compared with nobody: its own caps decide its share); among
@@ -48,7 +51,7 @@ import numpy as np
 from .. import lp
 from ..model import Allocation, Problem
 from . import _coop_fast
-from ._common import capped_note, clean, finish, waterfill
+from ._common import capped_note, clean, fill_idle, finish, upgrade_idle, waterfill
 
 NAME = "oef-coop"
 
@@ -83,7 +86,7 @@ def _solve(problem: Problem, solver: str | None, step) -> Allocation:
             return step(speed, weight, capacity, solver)
 
     x, capped = waterfill(vu, timed_step)
-    x = clean(x, vu.speed, vu.capacity, vu.demand, vu.type_cap)
+    x = clean(fill_idle(vu, upgrade_idle(vu, x, capped)), vu.speed, vu.capacity, vu.demand, vu.type_cap)
     alloc = finish(problem, NAME, x, timer, solver, capped_note(vu, capped))
     if step is _solve_step and (solver is None or not str(solver).strip()):
         alloc = dataclasses.replace(alloc, solver=FAST_SOLVER)
@@ -134,7 +137,7 @@ def solve(problem: Problem, solver: str | None = None, warm=None) -> Allocation:
         return xa
 
     x, capped = waterfill(vu, step, step_takes_rows=True)
-    x = clean(x, vu.speed, vu.capacity, vu.demand, vu.type_cap)
+    x = clean(fill_idle(vu, upgrade_idle(vu, x, capped)), vu.speed, vu.capacity, vu.demand, vu.type_cap)
     notes = list(capped_note(vu, capped))
     if warm is not None:
         notes.append(f"warm start: {seeded[1]} envy row(s) of the previous solve seeded {seeded[0]} step(s)"
