@@ -4,7 +4,6 @@ agree with the jobs, policies differ where they should — and the `slurm-fair s
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest

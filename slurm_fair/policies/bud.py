@@ -194,7 +194,7 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
         else:
             try:
                 x, prices = _attempt(vu, pi, DEFAULT_SOLVER, STRICT)
-            except SolverError as strict_err:
+            except SolverError:
                 x, prices = _attempt(vu, pi, DEFAULT_SOLVER, EQ_TOL)  # raises if not even that
                 if vu.n <= STRICT_USERS:
                     try:
@@ -202,7 +202,6 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
                         used = "ECOS"
                     except SolverError:
                         pass  # keep CLARABEL's answer (an equilibrium to EQ_TOL)
-                del strict_err
     x = clean(fill_idle(vu, x), vu.speed, vu.capacity, vu.demand, vu.type_cap)
     notes = list(capped_note(vu, at_caps(vu, x)))
     if swapped:

@@ -30,7 +30,6 @@ simulated time, which the daemon's round receives as ``now``.
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping

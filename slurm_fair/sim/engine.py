@@ -128,7 +128,7 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                 if targets:
                     cluster.set_type_map(targets)
                 cluster.schedule()
-                timeline.append(_sample(cluster, throughput, start))
+                timeline.append(_sample(cluster, start))
                 present.append((cluster.now, len({j.account for j in cluster.jobs.values() if j.state != "DONE"})))
                 if progress is not None:
                     progress(cluster.now - start, sum(j.state == "DONE" for j in cluster.jobs.values()), len(jobs))
@@ -153,7 +153,7 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
     return _result(policy, cluster, throughput, rounds, errors, timeline, present, start, time.monotonic() - t0)
 
 
-def _sample(cluster: SimCluster, throughput, start: float) -> dict[str, Any]:
+def _sample(cluster: SimCluster, start: float) -> dict[str, Any]:
     gpus: dict[str, int] = {}
     thr: dict[str, float] = {}
     for j in cluster.jobs.values():
