@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import functools
 import io
 import re
 from importlib import resources
@@ -38,9 +39,15 @@ def parse(text: str) -> list[dict]:
     ]
 
 
+@functools.cache
+def _shipped_rows() -> tuple[dict, ...]:
+    return tuple(parse(shipped_csv()))  # the packaged file does not change while the process runs
+
+
 def load_shipped() -> list[dict]:
-    """The shipped default profiles: ``[{"account": "", "class": ..., "gpu_type": ..., "throughput": ...}]``."""
-    return parse(shipped_csv())
+    """The shipped default profiles: ``[{"account": "", "class": ..., "gpu_type": ..., "throughput": ...}]``
+    (fresh dicts each call: callers may change them; the CSV is parsed once per process)."""
+    return [dict(r) for r in _shipped_rows()]
 
 
 def class_name(job_type: str) -> str:
