@@ -100,6 +100,20 @@ def _knob_f(key: str, v: Any) -> float:
     return f
 
 
+def _gt1(key: str, v: Any) -> float:
+    f = _number(key, v, positive=True)
+    if f <= 1:
+        raise InputError(key, v, "must be > 1")
+    return f
+
+
+def _weight(key: str, v: Any) -> float:
+    f = _number(key, v, positive=True)
+    if f > 1:
+        raise InputError(key, v, "must be in (0, 1]")
+    return f
+
+
 def _policy(key: str, v: Any) -> str:
     from . import policies
 
@@ -186,6 +200,7 @@ SECTION_DOCS = {
     "hooks": "Job records from the Slurm hooks (`slurm-fair hooks install`, etc/slurm.conf.hooks).",
     "submit": "Submission: the GPU type map read by etc/job_submit.lua to type untyped GPU requests.",
     "preemption": "Preemption: over-share running jobs get a checkpoint signal, then a requeue after the grace.",
+    "profiling": "Profiling: throughput reports from jobs (`slurm-fair profile ...`), how they update profiles.",
 }
 
 SPEC: dict[str, dict[str, Key]] = {
@@ -279,6 +294,42 @@ SPEC: dict[str, dict[str, Key]] = {
         "signal": Key("USR1", _signal, 'Checkpoint signal sent to the batch shell, e.g. "USR1" (scancel --signal=SIG --batch).'),
         "max_jobs_per_round": Key(10, _pos_int, "At most this many jobs are signalled per round (>= 1)."),
     },
+    "profiling": {
+        "min_throughput": Key(1e-6, _positive, "Smallest throughput (steps/s) a report or profile may have (> 0)."),
+        "max_throughput": Key(1e7, _positive, "Largest throughput (steps/s) a report may have (> min_throughput)."),
+        "outlier_factor": Key(
+            3.0, _gt1,
+            "Once a measured value has outlier_after samples, a sample more than this factor above or below\n"
+            "it is rejected and counted (> 1).",
+        ),
+        "outlier_after": Key(3, _pos_int, "Samples a measured value needs before outliers are rejected (>= 1)."),
+        "average_weight": Key(
+            0.25, _weight,
+            "Moving average: the weight of a new sample, once the plain mean of the first 1/weight samples\n"
+            "is built (in (0, 1]; 1 = keep only the last sample).",
+        ),
+        "stale_after": Key(30 * 86400, _positive, "Seconds after its last sample a measured value is marked stale (> 0)."),
+        "conflict_margin": Key(
+            0.25, _positive,
+            "A tenant's reported speedup on a GPU type that differs from its measured one by more than the\n"
+            "factor 1 + margin (either way) is flagged in status and explain (> 0).",
+        ),
+        "prefer_measured": Key(
+            False, _bool,
+            "true = the policies use a measured value where one exists, over what the tenant reported;\n"
+            "false = reported values win, measured ones fill the types nobody reported.",
+        ),
+        "explore": Key(
+            True, _bool,
+            "true = a class with no profile on some GPU types gets its untyped jobs steered to a type it\n"
+            "has not been measured on (through the published type map), so its profile fills in.",
+        ),
+        "nvml_map": Key(
+            "", _path_or_empty,
+            'CSV (nvml_name,gpu_type) mapping NVML device names to this site\'s GRES types; "" = the\n'
+            "shipped map (profiles/nvml-gpu-types.csv). A relative path is relative to this file's folder.",
+        ),
+    },
 }
 
 
@@ -357,6 +408,20 @@ class PreemptionConfig:
     max_jobs_per_round: int = 10
 
 
+@dataclass(frozen=True)
+class ProfilingConfig:
+    min_throughput: float = 1e-6
+    max_throughput: float = 1e7
+    outlier_factor: float = 3.0
+    outlier_after: int = 3
+    average_weight: float = 0.25
+    stale_after: float = 30 * 86400
+    conflict_margin: float = 0.25
+    prefer_measured: bool = False
+    explore: bool = True
+    nvml_map: str = ""
+
+
 _SECTION_TYPES = {
     "daemon": DaemonConfig,
     "policy": PolicyConfig,
@@ -368,6 +433,7 @@ _SECTION_TYPES = {
     "hooks": HooksConfig,
     "submit": SubmitConfig,
     "preemption": PreemptionConfig,
+    "profiling": ProfilingConfig,
 }
 
 
@@ -383,10 +449,12 @@ class Config:
     hooks: HooksConfig = field(default_factory=HooksConfig)
     submit: SubmitConfig = field(default_factory=SubmitConfig)
     preemption: PreemptionConfig = field(default_factory=PreemptionConfig)
+    profiling: ProfilingConfig = field(default_factory=ProfilingConfig)
     source: str = "defaults"  # the config file's path, or "defaults" (no file read)
     database_path: Path = Path("/var/lib/slurm-fair/slurm-fair.sqlite")  # daemon.database, resolved
     spool_path: Path | None = None  # hooks.spool, resolved; None = no ingestion
     type_map_path: Path | None = None  # submit.type_map, resolved; None = do not publish
+    nvml_map_path: Path | None = None  # profiling.nvml_map, resolved; None = the shipped map
 
     def as_dict(self) -> dict[str, dict[str, Any]]:
         """Section -> key -> value, TOML/JSON friendly (tuples become lists)."""
@@ -445,6 +513,10 @@ def from_dict(data: Mapping[str, Any], source: str = "defaults", base: Path | No
             "priority.levels", pr.levels,
             f"more levels than distinct values in [{pr.site_factor_min}, {pr.site_factor_max}]",
         )
+    pf = sections["profiling"]
+    if pf.max_throughput <= pf.min_throughput:
+        raise InputError("profiling.max_throughput", pf.max_throughput,
+                         f"must be greater than profiling.min_throughput ({pf.min_throughput:g})")
     if sections["preemption"].enabled and not sections["limits"].manage:
         raise InputError("preemption.enabled", True, "needs limits.manage = true (preemption enforces the limits)")
     db = Path(sections["daemon"].database).expanduser()
@@ -452,7 +524,8 @@ def from_dict(data: Mapping[str, Any], source: str = "defaults", base: Path | No
         db = Path(os.path.normpath((base or Path.cwd()) / db))
     return Config(**sections, source=source, database_path=db,
                   spool_path=_optional_path(sections["hooks"].spool, base),
-                  type_map_path=_optional_path(sections["submit"].type_map, base))
+                  type_map_path=_optional_path(sections["submit"].type_map, base),
+                  nvml_map_path=_optional_path(sections["profiling"].nvml_map, base))
 
 
 def _optional_path(value: str, base: Path | None) -> Path | None:

@@ -19,15 +19,55 @@ from importlib import resources
 from typing import Any
 
 from .errors import InputError
-from .validate import number
+from .validate import gpu_type, number
 
 SHIPPED = "gavel-physical.csv"
+# shipped tables by name (``profiles import --shipped NAME``); the daemon's built-in fallback is gavel's only
+SHIPPED_TABLES = {"gavel": SHIPPED, "gandiva-fair": "gandiva-fair-table1.csv"}
+NVML_MAP = "nvml-gpu-types.csv"  # NVML device name -> GRES type (site-editable copy: [profiling] nvml_map)
 GAVEL_GPU_TYPES = ("k80", "p100", "v100")  # Gavel's consolidated GPU types (``*_unconsolidated`` are not used)
 
 
-def shipped_csv() -> str:
-    """The text of the packaged profiles CSV (header ``account,class,gpu_type,throughput``)."""
-    return resources.files("slurm_fair").joinpath("data", SHIPPED).read_text(encoding="utf-8")
+def shipped_csv(name: str = "gavel") -> str:
+    """The text of a packaged profiles CSV (header ``account,class,gpu_type,throughput``): ``gavel`` (Gavel's
+    K80/P100/V100 measurements) or ``gandiva-fair`` (Gandiva_fair's Table 1, K80/P40/P100/V100)."""
+    if name not in SHIPPED_TABLES:
+        raise InputError("--shipped", name, f"unknown shipped table (known: {', '.join(SHIPPED_TABLES)})")
+    return resources.files("slurm_fair").joinpath("data", SHIPPED_TABLES[name]).read_text(encoding="utf-8")
+
+
+def _norm_device(name: str) -> str:
+    return " ".join(name.replace("_", " ").split()).casefold()
+
+
+def nvml_map(path: str | None = None) -> dict[str, str]:
+    """NVML device name (normalised: case, ``_`` as space, runs of spaces) -> GRES type, from the CSV at
+    ``path`` (header ``nvml_name,gpu_type``) or the shipped one. Bad rows raise InputError naming the line."""
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text, where = f.read(), str(path)
+        except OSError as e:
+            raise InputError("profiling.nvml_map", str(path), f"cannot read: {e.strerror or e}") from None
+    else:
+        text, where = resources.files("slurm_fair").joinpath("data", NVML_MAP).read_text(encoding="utf-8"), NVML_MAP
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if header is None or [h.strip() for h in header] != ["nvml_name", "gpu_type"]:
+        raise InputError(f"{where} line 1", ",".join(header or []), "the header must be exactly nvml_name,gpu_type")
+    out: dict[str, str] = {}
+    for record in reader:
+        if not record or all(not c.strip() for c in record):
+            continue
+        if len(record) != 2 or not record[0].strip():
+            raise InputError(f"{where} line {reader.line_num}", ",".join(record), "expected: nvml_name,gpu_type")
+        out[_norm_device(record[0])] = gpu_type(f"{where} line {reader.line_num} gpu_type", record[1].strip())
+    return out
+
+
+def gpu_type_of_device(device: str | None, mapping: dict[str, str]) -> str | None:
+    """The GRES type of an NVML device name (``_`` may stand for spaces), None if the map has none."""
+    return mapping.get(_norm_device(device)) if device else None
 
 
 def parse(text: str) -> list[dict]:

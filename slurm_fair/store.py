@@ -28,6 +28,8 @@ from .errors import InputError, SlurmFairError
 from .validate import gpu_type as _check_gpu_type, name as _check_name, number
 
 CSV_HEADER = ("account", "class", "gpu_type", "throughput")
+PROFILE_SOURCES = ("imported", "set", "measured", "harvested", "shipped")  # = profiling.core.SOURCES
+_PROFILE_PK = ("account", "class", "gpu_type", "source")
 ROUND_STATUSES = ("ok", "dry-run", "unreachable", "solver-failed", "error", "running")
 _ROUND_FIELDS = ("finished", "solve_seconds", "total_throughput", "n_accounts", "n_changes", "message", "details")
 BUSY_TIMEOUT_MS = 10_000
@@ -122,8 +124,39 @@ def _m5_warm_start(db: sqlite_utils.Database) -> None:
     db["warm_start"].create({"policy": str, "data": str, "round_id": int, "updated": float}, pk="policy")
 
 
+def _m6_profile_sources(db: sqlite_utils.Database) -> None:
+    """Profile values of every source side by side: the key gains ``source`` (imported | set | measured |
+    harvested | shipped; older strings are mapped: manual -> set, import:<file> -> imported (the file kept in
+    ``detail``), gavel -> shipped), plus ``rejected`` (outlier samples refused). ``profile_reports``: one row
+    per job report the daemon took (key: job id and the report's number, so none counts twice), accepted,
+    rejected (outlier) or refused (bad value). ``profile_jobs``: the jobs ``profile submit`` started."""
+    from .profiling.core import source_of_legacy
+
+    tbl = db["profiles"]
+    tbl.add_column("rejected", int, not_null_default=0)
+    tbl.add_column("detail", str)
+    for r in list(tbl.rows):
+        new = source_of_legacy(r["source"])
+        detail = r["source"][len("import:"):] if (r["source"] or "").startswith("import:") else None
+        db.execute("update profiles set source = ?, detail = ? where account = ? and class = ? and gpu_type = ?",
+                   [new, detail, r["account"], r["class"], r["gpu_type"]])
+    db.execute("update profiles set source = 'imported' where source is null")
+    tbl.transform(pk=("account", "class", "gpu_type", "source"), not_null={"source", "samples"})
+    db["profile_reports"].create(
+        {"job_id": int, "n": int, "time": float, "round_id": int, "account": str, "class": str, "gpu_type": str,
+         "nvml": str, "throughput": float, "source": str, "status": str, "message": str},
+        pk=("job_id", "n"), not_null={"job_id", "n", "time", "status"},
+    )
+    db["profile_reports"].create_index(["account", "class"])
+    db["profile_jobs"].create(
+        {"job_id": int, "account": str, "class": str, "gpu_type": str, "submitted": float, "argv": str,
+         "seconds": float, "steps": float},
+        pk="job_id", not_null={"job_id", "account", "class", "submitted"},
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
-    _m1_initial, _m2_indexes, _m3_job_records, _m4_preemptions, _m5_warm_start,
+    _m1_initial, _m2_indexes, _m3_job_records, _m4_preemptions, _m5_warm_start, _m6_profile_sources,
 )
 
 # hook records written by the controller (PrologSlurmctld/EpilogSlurmctld) carry the job's GPU types
@@ -320,7 +353,10 @@ class Store:
     # -------------------------------------------------------------------------------- profiles
 
     def set_profile(self, cls: str, gpu_type: str, throughput: float, account: str = "",
-                    samples: int = 1, source: str = "manual") -> None:
+                    samples: int = 1, source: str = "set", detail: str | None = None) -> None:
+        """Store a profile value of ``source`` (replacing that source's value for the key)."""
+        if source not in PROFILE_SOURCES:
+            raise InputError("source", source, f"must be one of {', '.join(PROFILE_SOURCES)}")
         row = {
             "account": _check_name("account", account, allow_empty=True),
             "class": _check_name("class", cls),
@@ -329,32 +365,106 @@ class Store:
             "samples": int(samples),
             "source": source,
             "updated": time.time(),
+            "rejected": 0,
+            "detail": detail,
         }
         if row["samples"] < 1:
             raise InputError("samples", samples, "must be >= 1")
         with self.transaction():
-            self.db["profiles"].upsert(row, pk=("account", "class", "gpu_type"))
+            self.db["profiles"].upsert(row, pk=_PROFILE_PK)
 
-    def delete_profiles(self, cls: str, account: str = "", gpu_type: str | None = None) -> int:
-        """Delete the profiles of ``cls`` for ``account`` (all GPU types, or only ``gpu_type``); count deleted."""
+    def delete_profiles(self, cls: str, account: str = "", gpu_type: str | None = None,
+                        source: str | None = None) -> int:
+        """Delete the profiles of ``cls`` for ``account`` (all GPU types and sources, or only ``gpu_type`` /
+        ``source``); count deleted."""
         where = "account = ? and class = ?"
         args: list[Any] = [account, cls]
         if gpu_type is not None:
             where += " and gpu_type = ?"
             args.append(gpu_type)
+        if source is not None:
+            where += " and source = ?"
+            args.append(source)
         with self.transaction():
             cur = self.db.execute(f"delete from profiles where {where}", args)
             return cur.rowcount
 
-    def profiles(self) -> list[dict]:
-        return list(self.db["profiles"].rows_where(order_by="account, class, gpu_type"))
+    def profile_values(self) -> list[dict]:
+        """Every stored profile value, all sources side by side (``account, class, gpu_type, source,
+        throughput, samples, rejected, updated, detail``)."""
+        return list(self.db["profiles"].rows_where(order_by="account, class, gpu_type, source"))
 
-    def import_csv(self, text: str, source: str = "import") -> int:
+    def profiles(self, prefer_measured: bool = False) -> list[dict]:
+        """The values the policies use: one per (account, class, GPU type), chosen among the sources by
+        :func:`slurm_fair.profiling.core.effective`."""
+        from .profiling.core import effective
+
+        return effective(self.profile_values(), prefer_measured)
+
+    def record_sample(self, account: str, cls: str, gpu_type: str, value: float, source: str, rules: Any,
+                      now: float | None = None) -> tuple[dict, bool]:
+        """Add one measured sample (``source`` measured or harvested, ``value`` already checked with
+        ``profiling.core.check_sample``) to the moving average of (account, class, GPU type, source).
+        Returns (the stored row, accepted); an outlier is counted in ``rejected`` and changes nothing else."""
+        from .profiling.core import MEASURED, update
+
+        if source not in MEASURED:
+            raise InputError("source", source, f"a sample's source must be one of {', '.join(MEASURED)}")
+        key = [_check_name("account", account, allow_empty=True), _check_name("class", cls),
+               _check_gpu_type("gpu_type", gpu_type), source]
+        now = time.time() if now is None else float(now)
+        with self.transaction():
+            old = next(self.db["profiles"].rows_where(
+                "account = ? and class = ? and gpu_type = ? and source = ?", key), None)
+            new, ok = update(old, float(value), now, rules)
+            row = {"account": key[0], "class": key[1], "gpu_type": key[2], "source": source,
+                   "detail": None if old is None else old.get("detail"), **new}
+            self.db["profiles"].upsert(row, pk=_PROFILE_PK)
+        return row, ok
+
+    # -------------------------------------------------------------------------------- profile reports/jobs
+
+    def report_taken(self, job_id: int, n: int) -> bool:
+        """Whether report ``n`` of job ``job_id`` was already taken (accepted, rejected or refused)."""
+        return self.db.execute("select 1 from profile_reports where job_id = ? and n = ?",
+                               [int(job_id), int(n)]).fetchone() is not None
+
+    def record_report(self, row: Mapping[str, Any]) -> None:
+        """One report the daemon took (see migration 6); a second one with the same (job_id, n) is ignored."""
+        data = {k: row.get(k) for k in ("job_id", "n", "time", "round_id", "account", "class", "gpu_type", "nvml",
+                                         "throughput", "source", "status", "message")}
+        with self.transaction():
+            self.db["profile_reports"].insert(data, pk=("job_id", "n"), ignore=True)
+
+    def profile_reports(self, account: str | None = None, limit: int = 100) -> list[dict]:
+        """The newest ``limit`` reports (of ``account``), newest first."""
+        where, args = ("account = ?", [account]) if account is not None else (None, [])
+        return list(self.db["profile_reports"].rows_where(where, args, order_by="time desc, job_id desc",
+                                                          limit=limit))
+
+    def add_profile_job(self, job_id: int, account: str, cls: str, gpu_type: str, argv: list[str],
+                        seconds: float | None, steps: float | None) -> None:
+        with self.transaction():
+            self.db["profile_jobs"].upsert({"job_id": int(job_id), "account": account, "class": cls,
+                                            "gpu_type": gpu_type, "submitted": time.time(),
+                                            "argv": json.dumps(list(argv)), "seconds": seconds, "steps": steps},
+                                           pk="job_id")
+
+    def profile_jobs(self, limit: int = 200) -> list[dict]:
+        out = []
+        for r in self.db["profile_jobs"].rows_where(order_by="job_id desc", limit=limit):
+            r["argv"] = _loads(r["argv"]) or []
+            out.append(r)
+        return out
+
+    def import_csv(self, text: str, source: str = "imported", detail: str | None = None) -> int:
         """Upsert profiles from CSV text with header ``account,class,gpu_type,throughput``.
 
         Every row is checked first; any bad row raises InputError naming ``line N <column>`` and the value,
-        and then nothing is written. Returns the number of rows imported.
+        and then nothing is written. Returns the number of rows imported. ``source``: imported or shipped.
         """
+        if source not in PROFILE_SOURCES:
+            raise InputError("source", source, f"must be one of {', '.join(PROFILE_SOURCES)}")
         reader = csv.reader(io.StringIO(text, newline=""))
         try:
             header = next(reader)
@@ -385,6 +495,8 @@ class Store:
                     "samples": 1,
                     "source": source,
                     "updated": now,
+                    "rejected": 0,
+                    "detail": detail,
                 }
                 key = (row["account"], row["class"], row["gpu_type"])
                 if key in rows:
@@ -398,10 +510,11 @@ class Store:
             raise InputError(f"line {reader.line_num}", "", f"not valid CSV: {e}") from None
         with self.transaction():
             if rows:
-                self.db["profiles"].upsert_all(rows.values(), pk=("account", "class", "gpu_type"))
+                self.db["profiles"].upsert_all(rows.values(), pk=_PROFILE_PK)
         return len(rows)
 
     def export_csv(self) -> str:
+        """The values the policies use (:meth:`profiles`) as CSV (``profiles import`` reads it back)."""
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")
         w.writerow(CSV_HEADER)

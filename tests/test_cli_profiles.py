@@ -42,13 +42,14 @@ def test_set_list_delete(cfg):
     r = run("profiles", "set", "resnet50-bs64", "a100", "11", "--account", "acct_a", "--config", str(cfg))
     assert r.exit_code == 0, r.output
     assert [(x["account"], x["throughput"], x["source"]) for x in db_rows(cfg)] == [
-        ("", 9.5, "manual"), ("acct_a", 11.0, "manual")]
+        ("", 9.5, "set"), ("acct_a", 11.0, "set")]
 
     r = run("profiles", "list", "--config", str(cfg))
     lines = r.output.splitlines()
-    assert lines[0].split() == ["ACCOUNT", "CLASS", "GPU_TYPE", "THROUGHPUT", "SAMPLES", "SOURCE"]
-    assert lines[1].split() == ["*", "resnet50-bs64", "a100", "9.5", "1", "manual"]
-    assert lines[2].split() == ["acct_a", "resnet50-bs64", "a100", "11", "1", "manual"]
+    assert lines[0].split() == ["ACCOUNT", "CLASS", "GPU_TYPE", "THROUGHPUT", "SPEEDUP", "SAMPLES", "SOURCE",
+                                "USED", "FLAGS"]
+    assert lines[1].split() == ["*", "resnet50-bs64", "a100", "9.5", "1.00", "1", "set", "*"]
+    assert lines[2].split() == ["acct_a", "resnet50-bs64", "a100", "11", "1.00", "1", "set", "*"]
 
     r = run("profiles", "list", "--json", "--account", "acct_a", "--config", str(cfg))
     got = json.loads(r.output)
@@ -105,7 +106,11 @@ def test_import_shipped(cfg):
     r = run("profiles", "import", "--shipped", "--config", str(cfg))
     assert r.exit_code == 0 and "imported 77" in r.output
     rows = db_rows(cfg)
-    assert len(rows) == len(profiles.load_shipped()) and {x["source"] for x in rows} == {"gavel"}
+    assert len(rows) == len(profiles.load_shipped()) and {x["source"] for x in rows} == {"shipped"}
+    r = run("profiles", "import", "--shipped", "gandiva-fair", "--config", str(cfg))
+    assert r.exit_code == 0 and "imported 28" in r.output
+    r = CliRunner().invoke(main, ["profiles", "import", "--shipped", "nope", "--config", str(cfg)])
+    assert r.exit_code == 2 and "--shipped" in r.stderr and "'nope'" in r.stderr
     r = CliRunner().invoke(main, ["profiles", "import", "--config", str(cfg)])
     assert r.exit_code == 2 and "--shipped" in r.stderr
 

@@ -167,6 +167,22 @@ BAD = [
     ("preemption", "signal", '""'),
     ("preemption", "max_jobs_per_round", "0"),
     ("preemption", "max_jobs_per_round", "1.5"),
+    ("profiling", "min_throughput", "0"),
+    ("profiling", "min_throughput", "nan"),
+    ("profiling", "max_throughput", "1e-9"),  # below min_throughput
+    ("profiling", "max_throughput", "-1"),
+    ("profiling", "outlier_factor", "1"),
+    ("profiling", "outlier_factor", '"3"'),
+    ("profiling", "outlier_after", "0"),
+    ("profiling", "outlier_after", "2.5"),
+    ("profiling", "average_weight", "0"),
+    ("profiling", "average_weight", "1.5"),
+    ("profiling", "stale_after", "0"),
+    ("profiling", "conflict_margin", "-0.1"),
+    ("profiling", "prefer_measured", '"yes"'),
+    ("profiling", "explore", "1"),
+    ("profiling", "nvml_map", "3"),
+    ("profiling", "nvml_map", '" map.csv"'),
 ]
 
 

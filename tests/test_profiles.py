@@ -37,7 +37,7 @@ def test_load_shipped_shape():
 
 def test_shipped_csv_imports_into_the_store():
     s = Store(":memory:")
-    assert s.import_csv(profiles.shipped_csv(), source="gavel") == 77
+    assert s.import_csv(profiles.shipped_csv(), source="shipped") == 77
     def key(r):
         return r["account"], r["class"], r["gpu_type"]
 

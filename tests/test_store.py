@@ -118,9 +118,14 @@ def test_set_profile_upserts_and_validates(store):
     store.set_profile("resnet50", "v100", 2.0)
     store.set_profile("resnet50", "v100", 3.0, samples=5, source="measured")
     store.set_profile("resnet50", "v100", 9.0, account="acct_a")
-    rows = store.profiles()
-    assert [(r["account"], r["throughput"], r["samples"], r["source"]) for r in rows] == [
-        ("", 3.0, 5, "measured"), ("acct_a", 9.0, 1, "manual")]
+    store.set_profile("resnet50", "v100", 2.5)  # replaces the set value, not the measured one
+    assert [(r["account"], r["throughput"], r["samples"], r["source"]) for r in store.profile_values()] == [
+        ("", 3.0, 5, "measured"), ("", 2.5, 1, "set"), ("acct_a", 9.0, 1, "set")]
+    # the policies' view: reported (set) wins, unless prefer_measured
+    assert [(r["account"], r["throughput"], r["source"]) for r in store.profiles()] == [
+        ("", 2.5, "set"), ("acct_a", 9.0, "set")]
+    assert [(r["account"], r["throughput"], r["source"]) for r in store.profiles(prefer_measured=True)] == [
+        ("", 3.0, "measured"), ("acct_a", 9.0, "set")]
     for kwargs, field in [
         (dict(cls="", gpu_type="v100", throughput=1), "class"),
         (dict(cls="x", gpu_type="v 100", throughput=1), "gpu_type"),
@@ -129,6 +134,7 @@ def test_set_profile_upserts_and_validates(store):
         (dict(cls="x", gpu_type="v100", throughput="fast"), "throughput"),
         (dict(cls="x", gpu_type="v100", throughput=1, account="a,b"), "account"),
         (dict(cls="x", gpu_type="v100", throughput=1, samples=0), "samples"),
+        (dict(cls="x", gpu_type="v100", throughput=1, source="manual"), "source"),
     ]:
         with pytest.raises(InputError) as e:
             store.set_profile(**kwargs)
@@ -149,7 +155,7 @@ def test_delete_profiles(store):
 def test_import_csv_and_export_round_trip(store):
     text = HEADER + ",resnet50,v100,4.25\nacct_a,resnet50,k80,0.1\n\n,lm,p100,82.5227\n"
     assert store.import_csv(text) == 3
-    assert {r["source"] for r in store.profiles()} == {"import"}
+    assert {r["source"] for r in store.profiles()} == {"imported"}
     exported = store.export_csv()
     other = Store(":memory:")
     assert other.import_csv(exported) == 3

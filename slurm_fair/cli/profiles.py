@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any, Iterable, Sequence
 
 import click
@@ -12,7 +13,7 @@ from .. import config as config_mod
 from .. import profiles as shipped_profiles
 from ..errors import InputError
 from .common import config_option, decode_utf8, handle_errors, json_option
-from ..store import Store
+from ..store import PROFILE_SOURCES as SOURCES, Store
 
 
 
@@ -40,17 +41,53 @@ def profiles_group() -> None:
     """
 
 
+def list_rows(values: list[dict], cfg: Any, now: float) -> list[dict]:
+    """``profiles list`` rows: every stored value (all sources side by side) with ``used`` (the value the
+    policies use for that key), ``stale``/``single`` flags and ``speedup`` (throughput over the lowest
+    throughput of the same account, class and source)."""
+    from ..profiling.core import Rules, effective, flags
+
+    rules = Rules.from_config(cfg.profiling)
+    used = {(r["account"], r["class"], r["gpu_type"], r["source"])
+            for r in effective(values, rules.prefer_measured)}
+    slowest: dict[tuple[str, str, str], float] = {}
+    for r in values:
+        k = (r["account"], r["class"], r["source"])
+        slowest[k] = min(slowest.get(k, float("inf")), float(r["throughput"]))
+    out = []
+    for r in values:
+        row = {k: r.get(k) for k in ("account", "class", "gpu_type", "throughput", "source", "samples", "updated",
+                                     "rejected", "detail")}
+        row["speedup"] = float(r["throughput"]) / slowest[(r["account"], r["class"], r["source"])]
+        row.update(flags(r, now, rules))
+        row["used"] = (r["account"], r["class"], r["gpu_type"], r["source"]) in used
+        out.append(row)
+    return out
+
+
 @profiles_group.command("list")
 @config_option
 @click.option("--account", default=None, help="Only this account ('' = the every-account profiles).")
 @click.option("--class", "cls", default=None, help="Only this job class.")
+@click.option("--source", type=click.Choice(SOURCES), default=None, help="Only values of this source.")
 @json_option(help="Print JSON (a list of objects) instead of a table.")
 @handle_errors
-def list_cmd(config_path: str | None, account: str | None, cls: str | None, as_json: bool) -> None:
-    """List the stored profiles."""
-    with _open_store(config_path) as store:
-        rows = [r for r in store.profiles()
-                if (account is None or r["account"] == account) and (cls is None or r["class"] == cls)]
+def list_cmd(config_path: str | None, account: str | None, cls: str | None, source: str | None,
+             as_json: bool) -> None:
+    """List the stored profiles: every source's value side by side.
+
+    SOURCE is imported | set (reported by a person), measured (a `profile submit` job), harvested (reports
+    of running jobs) or shipped. USED marks the value the policies use for that account, class and type
+    (reported wins; measured fills gaps, or wins with [profiling] prefer_measured). SPEEDUP is relative to
+    the slowest type of the same account, class and source. FLAGS: stale (no sample for
+    [profiling] stale_after seconds), single (one sample), N rejected (outlier samples refused).
+    """
+    cfg = config_mod.load(config_path)
+    with Store(cfg.database_path) as store:
+        values = store.profile_values()
+    rows = [r for r in list_rows(values, cfg, time.time())
+            if (account is None or r["account"] == account) and (cls is None or r["class"] == cls)
+            and (source is None or r["source"] == source)]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -58,8 +95,10 @@ def list_cmd(config_path: str | None, account: str | None, cls: str | None, as_j
         click.echo("no profiles (load the shipped defaults with: slurm-fair profiles import --shipped)")
         return
     click.echo(_table(
-        ["ACCOUNT", "CLASS", "GPU_TYPE", "THROUGHPUT", "SAMPLES", "SOURCE"],
-        [[r["account"] or "*", r["class"], r["gpu_type"], _fmt(r["throughput"]), r["samples"], r["source"]]
+        ["ACCOUNT", "CLASS", "GPU_TYPE", "THROUGHPUT", "SPEEDUP", "SAMPLES", "SOURCE", "USED", "FLAGS"],
+        [[r["account"] or "*", r["class"], r["gpu_type"], _fmt(r["throughput"]), f"{r['speedup']:.2f}",
+          r["samples"], r["source"], "*" if r["used"] else "",
+          ",".join([f for f in ("stale", "single") if r[f]] + ([f"{r['rejected']} rejected"] if r["rejected"] else []))]
          for r in rows],
     ))
 
@@ -67,25 +106,27 @@ def list_cmd(config_path: str | None, account: str | None, cls: str | None, as_j
 @profiles_group.command("import")
 @config_option
 @click.argument("file", type=click.File("rb"), required=False)
-@click.option("--shipped", is_flag=True,
-              help="Import the profiles shipped with slurm-fair (Gavel's K80/P100/V100 measurements).")
+@click.option("--shipped", "shipped", is_flag=False, flag_value="gavel", default=None, metavar="[NAME]",
+              help="Import a table shipped with slurm-fair: gavel (default: Gavel's K80/P100/V100 "
+                   "measurements) or gandiva-fair (Gandiva_fair's Table 1: K80/P40/P100/V100).")
 @handle_errors
-def import_cmd(config_path: str | None, file: Any, shipped: bool) -> None:
-    """Add or replace profiles from a CSV FILE ('-' = stdin), or the shipped ones (--shipped).
+def import_cmd(config_path: str | None, file: Any, shipped: str | None) -> None:
+    """Add or replace profiles from a CSV FILE ('-' = stdin), or a shipped table (--shipped [NAME]).
 
     The header must be exactly: account,class,gpu_type,throughput. An empty account means every account.
     Every row is checked before anything is written: one bad row (named by line and column) imports nothing.
+    Values from a FILE have source "imported" (a tenant's reported profile), from --shipped "shipped".
     """
-    if shipped == (file is not None):
+    if (shipped is not None) == (file is not None):
         raise InputError("FILE", getattr(file, "name", "-") if file else None, "give either a CSV FILE or --shipped")
-    if shipped:
-        text, source = shipped_profiles.shipped_csv(), "gavel"
+    if shipped is not None:
+        text, source, detail = shipped_profiles.shipped_csv(shipped), "shipped", shipped
     else:
         name = getattr(file, "name", "-")
         name = "<stdin>" if name in ("-", "<stdin>") or not isinstance(name, str) else name
-        text, source = decode_utf8(file.read(), name), f"import:{name}"
+        text, source, detail = decode_utf8(file.read(), name), "imported", name
     with _open_store(config_path) as store:
-        n = store.import_csv(text, source=source)
+        n = store.import_csv(text, source=source, detail=detail)
     click.echo(f"imported {n} profile(s)")
 
 
@@ -94,7 +135,8 @@ def import_cmd(config_path: str | None, file: Any, shipped: bool) -> None:
 @click.argument("file", type=click.File("w", encoding="utf-8", lazy=True), default="-", required=False)
 @handle_errors
 def export_cmd(config_path: str | None, file: Any) -> None:
-    """Write all profiles as CSV to FILE (default: stdout); `profiles import` reads it back."""
+    """Write the profiles the policies use (one value per account, class, type) as CSV to FILE (default:
+    stdout); `profiles import` reads it back (as imported values)."""
     with _open_store(config_path) as store:
         text = store.export_csv()
     file.write(text)
@@ -108,7 +150,7 @@ def export_cmd(config_path: str | None, file: Any) -> None:
 @click.option("--account", default="", help="Account this profile is for (default: every account).")
 @handle_errors
 def set_cmd(config_path: str | None, cls: str, gpu_type: str, throughput: str, account: str) -> None:
-    """Set the THROUGHPUT (steps/s, > 0) of job class CLASS on GPU_TYPE."""
+    """Set the THROUGHPUT (steps/s, > 0) of job class CLASS on GPU_TYPE (source "set": a reported value)."""
     with _open_store(config_path) as store:
         store.set_profile(cls, gpu_type, throughput, account=account)
     click.echo(f"set {cls} on {gpu_type} = {throughput}" + (f" for account {account}" if account else ""))
@@ -119,11 +161,12 @@ def set_cmd(config_path: str | None, cls: str, gpu_type: str, throughput: str, a
 @click.argument("cls", metavar="CLASS")
 @click.option("--account", default="", help="Account whose profile to delete (default: the every-account one).")
 @click.option("--gpu-type", default=None, help="Only this GPU type (default: all GPU types of CLASS).")
+@click.option("--source", type=click.Choice(SOURCES), default=None, help="Only values of this source (default: all).")
 @handle_errors
-def delete_cmd(config_path: str | None, cls: str, account: str, gpu_type: str | None) -> None:
+def delete_cmd(config_path: str | None, cls: str, account: str, gpu_type: str | None, source: str | None) -> None:
     """Delete the profiles of job class CLASS. Exits 1 if there was none."""
     with _open_store(config_path) as store:
-        n = store.delete_profiles(cls, account=account, gpu_type=gpu_type)
+        n = store.delete_profiles(cls, account=account, gpu_type=gpu_type, source=source)
     click.echo(f"deleted {n} profile(s)")
     if n == 0:
         sys.exit(1)
