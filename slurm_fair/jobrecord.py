@@ -132,6 +132,18 @@ def gpus_from_tres(tres: str) -> tuple[dict[str, int], int]:
     return typed, max(total, sum(typed.values()))
 
 
+def _tokens(text: str) -> list[str]:
+    out, cur = [], ""
+    for ch in text or "":
+        if ch in _SEPARATORS:
+            if cur:
+                out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return out + ([cur] if cur else [])
+
+
 def job_class(comment: str, wckey: str, name: str) -> str:
     """``daemon/plan.py::job_class`` with the default order (comment, wckey, name); "" if none."""
     text = comment or ""
@@ -260,6 +272,9 @@ def build_record(env: dict[str, str], conf: dict[str, str], now: float | None = 
     rec["gpu_info"] = "scontrol " + ("AllocTRES" if fields.get("AllocTRES") else "TRES")
     rec["class"] = job_class(fields.get("Comment", ""), fields.get("WCKey", ""),
                              fields.get("JobName") or rec["job_name"])
+    # throughput reports (fair:tput=..., fair:gpu=..., fair:profile; slurm_fair/profiling/client.py): the
+    # daemon harvests them from the end record of a job that reported just before it ended
+    rec["fair_tokens"] = " ".join(t for t in _tokens(fields.get("Comment", "")) if t.startswith("fair:"))
     rec["job_name"] = rec["job_name"] or fields.get("JobName", "")
     rec["account"] = rec["account"] or fields.get("Account", "")
     if _int(fields.get("Restarts")) == restart:

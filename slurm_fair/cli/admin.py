@@ -130,6 +130,17 @@ def status_cmd(config_path: str | None, as_json: bool) -> None:
                             f"{sum(per.values()) / 3600:.3f}"] for a, per in sorted(received.items())]))
     if st["preemptions"]:
         click.echo("preemptions: " + ", ".join(f"{n} {state}" for state, n in sorted(st["preemptions"].items())))
+    _conflicts(st["profile_conflicts"])
+
+
+def _conflicts(conflicts: list[dict]) -> None:
+    """Profile conflicts: a tenant's reported speedup vs its measured one (profiling.core.find_conflicts)."""
+    if not conflicts:
+        return
+    click.echo("\nprofile conflicts (reported speedup vs measured, relative to the REF type):")
+    click.echo(render(["ACCOUNT", "CLASS", "GPU_TYPE", "REF", "REPORTED", "MEASURED", "RATIO", "SAMPLES"],
+                      [[c["account"], c["class"], c["gpu_type"], c["reference"], f"{c['reported_speedup']:.3g}x",
+                        f"{c['measured_speedup']:.3g}x", f"{c['ratio']:.3g}", c["samples"]] for c in conflicts]))
 
 
 # ------------------------------------------------------------------------------------------- shares
@@ -285,6 +296,7 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
                 click.echo(f"    {_time(st['time'])}  {st['step']}"
                            + (f" (round {st['round_id']})" if st.get("round_id") else "")
                            + (f": {st['message']}" if st.get("message") else ""))
+    _conflicts(ex["profile_conflicts"])
 
 
 def register(group: click.Group) -> None:

@@ -39,6 +39,7 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
     "exit_status": (int, type(None)), "user": (str,), "partition": (str,), "class": (str,), "job_name": (str,),
     "node": (str,), "gpu_info": (str,), "derived_exit_code": (str, type(None)),
     "uid": (int, type(None)), "nodelist": (str,), "gpu_indices": (str,), "job_state": (str,), "requeued": (bool,),
+    "fair_tokens": (str,),
 }
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from ..cluster.base import ANY_GPU, Snapshot
 from ..cluster.errors import ClusterError
 from ..errors import InputError
+from ..profiling.core import find_conflicts
 from ..store import Store
 from . import plan as P
 
@@ -29,6 +30,12 @@ def _pending(snapshot: Snapshot, cfg: Any) -> dict[str, int]:
     return out
 
 
+def profile_conflicts(store: Store, cfg: Any) -> list[dict[str, Any]]:
+    """{account, class, gpu_type, reference, reported, measured, reported_speedup, measured_speedup, ratio,
+    samples} for each conflict beyond ``profiling.conflict_margin``."""
+    return find_conflicts(store.profile_values(), float(cfg.profiling.conflict_margin))
+
+
 def status(store: Store, cfg: Any, snapshot: Snapshot | None, unreachable: str = "") -> dict[str, Any]:
     """Last good round (ok or dry-run) per account, with Slurm's limits and usage now if reachable."""
     last = store.round()
@@ -45,6 +52,8 @@ def status(store: Store, cfg: Any, snapshot: Snapshot | None, unreachable: str =
         # GPU-seconds per account and type from the hooks' job records, all recorded time up to now
         "received_gpu_seconds": store.received_gpu_seconds(),
         "preemptions": store.preemption_counts(),  # state -> number of preemptions
+        # where a tenant's reported profile contradicts what its jobs measured (profiling.core.find_conflicts)
+        "profile_conflicts": profile_conflicts(store, cfg),
     }
     d = (last or {}).get("details") or {}
     live_limits = {a.name: dict(a.limits) for a in snapshot.accounts} if snapshot else {}
@@ -132,6 +141,7 @@ def explain(store: Store, cfg: Any, account: str, snapshot: Snapshot | None, unr
         # whether its pending fair:flex jobs can still be moved to another GPU type (None: it has none)
         "flexible_note": P.flexible_note(snapshot, account),
         "preemptions": store.preemptions(account=account, limit=50),  # newest first, with their steps
+        "profile_conflicts": [c for c in profile_conflicts(store, cfg) if c["account"] == account],
     }
     prices = d.get("prices")
     out["prices"] = prices  # bud: the price of one GPU per type (None for the other policies)

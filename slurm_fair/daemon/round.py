@@ -48,6 +48,7 @@ from ..store import Store
 from . import plan as P
 from . import preempt as PR
 from . import publish
+from .harvest import harvest
 from .ingest import ingest_round
 
 PAUSE_ENV = "SLURM_FAIR_PAUSE_BEFORE_APPLY"
@@ -113,7 +114,7 @@ def compute(snapshot: Snapshot, store: Store, cfg: Any, policy: str, now: float)
     opts = cfg.policy.options()
     return P.decide(snapshot, cfg, lambda problem: policies.solve(policy, problem, solver=solver, warm=warm,
                                                                   options=opts),
-                    profiles=store.profiles(), shipped=shipped_profiles.load_shipped(), deviations=store.deviations(),
+                    profiles=store.profiles(cfg.profiling.prefer_measured), shipped=shipped_profiles.load_shipped(), deviations=store.deviations(),
                     deficits=store.deficits(), managed_before=store.managed(), last_ok_started=_last_ok_started(store, None),
                     now=now, empty_alloc=lambda built: _empty_alloc(built, policy))
 
@@ -403,6 +404,9 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
     except ClusterError as e:
         status = "unreachable" if isinstance(e, ClusterUnreachable) else "error"
         return finish(RoundResult(round_id, status, policy, message=f"observe: {e}"))
+    harvested = None
+    if record:  # reports in job comments first: this round's shares use them
+        harvested = harvest(store, snapshot, cfg, round_id, now)
     try:
         c = compute(snapshot, store, cfg, policy, now)
     except Exception as e:  # noqa: BLE001 - a solver/policy failure must not take the daemon down
@@ -415,6 +419,8 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
     res.details = _details(snapshot, c, policy)
     if ingested is not None:
         res.details["hook_records"] = ingested.as_dict()
+    if harvested is not None:
+        res.details["profile_reports"] = harvested
 
     applied_rows = []
     applied = Applied(ok={a: dict(ch) for a, ch in c.changes.items()})

@@ -1,0 +1,180 @@
+"""slurm-fair profile …: the profiling agent (submit, run, report, status). The work is in
+slurm_fair/profiling/ (``run`` and ``report`` are dispatched there by slurm_fair/entry.py before this module is
+imported: they run inside jobs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from typing import Any
+
+import click
+
+from .. import config as config_mod
+from ..cluster import connect
+from ..errors import InputError, SlurmFairError
+from ..profiling import agent, client
+from .common import config_option, handle_errors, json_option
+from .table import render
+
+
+@click.group("profile")
+def profile_group() -> None:
+    """Measure job classes on GPU types: a profiling agent, and reports from running jobs.
+
+    Results travel through Slurm: a job writes fair:tput=<steps/s>@<n> into its own comment; the daemon reads
+    it at its next round and updates the class's profile (see `slurm-fair profiles list`).
+    """
+
+
+@profile_group.command("submit", context_settings={"ignore_unknown_options": True})
+@config_option
+@click.option("--account", required=True, help="Account the profiling jobs run under (the profile is its).")
+@click.option("--class", "cls", required=True, help="Job class to profile (class=NAME in the jobs' comment).")
+@click.option("--types", default=None, help="GPU types, comma-separated (default: every GPU type of the cluster).")
+@click.option("--seconds", type=float, default=None,
+              help=f"Run the command this long on each type (default {agent.DEFAULT_SECONDS:g} unless --steps).")
+@click.option("--steps", type=float, default=None,
+              help="The command does this many steps and ends: throughput = steps / its run time.")
+@click.option("--metric-regex", default=None,
+              help="Regex over the command's output; its last match (first group, if any) is the steps/s.")
+@click.option("--partition", default=None, help="Partition to submit to (default: Slurm's default).")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@handle_errors
+def submit_cmd(config_path: str | None, account: str, cls: str, types: str | None, seconds: float | None,
+               steps: float | None, metric_regex: str | None, partition: str | None, command: tuple[str, ...]) -> None:
+    """Submit one short one-GPU job per GPU type, each running COMMAND under `slurm-fair profile run`.
+
+    Put COMMAND after --: slurm-fair profile submit --account A --class C -- python train.py --epochs 1.
+    COMMAND reaches the node as a JSON argument list in $SLURM_FAIR_PROFILE (never as a shell string).
+    The command's throughput is measured from --metric-regex, else its own `slurm-fair profile report` /
+    slurm_fair.report() calls, else --steps over its run time. Compute nodes need slurm-fair installed at the
+    same Python path as here.
+    """
+    if seconds is not None and steps is not None:
+        raise InputError("--seconds", seconds, "give --seconds or --steps, not both")
+    for name, v in (("--seconds", seconds), ("--steps", steps)):
+        if v is not None and not v > 0:
+            raise InputError(name, v, "must be > 0")
+    if metric_regex is not None:
+        import re
+
+        try:
+            re.compile(metric_regex)
+        except re.error as e:
+            raise InputError("--metric-regex", metric_regex, f"not a regular expression: {e}") from None
+    argv = list(command)
+    if not argv:
+        raise InputError("COMMAND", "", "give the command after --")
+    cfg = config_mod.load(config_path)
+    snap = connect(backend=cfg.cluster.backend, timeout=cfg.cluster.timeout).snapshot()
+    cluster_types = [t for t, u in snap.gpu_types().items() if u.total - u.unusable > 0]
+    wanted = [t.strip() for t in types.split(",") if t.strip()] if types else cluster_types
+    for t in wanted:
+        if t not in cluster_types:
+            raise InputError("--types", t, f"not a usable GPU type of the cluster (it has: {', '.join(cluster_types)})")
+    env = dict(os.environ)
+    env[agent.ENV] = agent.job_settings(argv, seconds if steps is None else seconds, steps, metric_regex)
+    for t in wanted:
+        sb = agent.sbatch_argv(account, cls, t, seconds=seconds if steps is None else None, partition=partition)
+        try:
+            r = subprocess.run(sb, input=agent.batch_script(), env=env, capture_output=True, text=True,
+                               timeout=cfg.cluster.timeout)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise SlurmFairError(f"sbatch for {t}: {e}") from None
+        if r.returncode != 0:
+            raise SlurmFairError(f"sbatch for {t} exited {r.returncode}: {(r.stderr or r.stdout).strip()}")
+        click.echo(f"{t}: job {r.stdout.strip().split(';')[0]}")
+
+
+def _profile_jobs(timeout: float) -> list[dict]:
+    """Profiling jobs Slurm still knows (running, pending, or ended within MinJobAge), with their reports."""
+    r = subprocess.run(["squeue", "--states=all", "-h", "-o", "%i|%T|%a|%j|%b|%M|%k"], capture_output=True,
+                       text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise SlurmFairError(f"squeue exited {r.returncode}: {r.stderr.strip()}")
+    out = []
+    for line in r.stdout.splitlines():
+        parts = line.split("|", 6)
+        if len(parts) < 7:
+            continue
+        jid, state, account, name, gres, elapsed, comment = parts
+        tok = client.parse_tokens(comment)
+        if "profile" not in tok:
+            continue
+        cls = next((t.split("=", 1)[1] for t in comment.split() if t.startswith("class=")), "")
+        out.append({"job_id": int(jid), "state": state, "account": account, "class": cls, "name": name,
+                    "gres": gres, "elapsed": elapsed, "throughput": tok.get("tput"), "reports": tok.get("n"),
+                    "nvml": tok.get("gpu")})
+    return sorted(out, key=lambda j: j["job_id"])
+
+
+@profile_group.command("status")
+@config_option
+@json_option
+@handle_errors
+def status_cmd(config_path: str | None, as_json: bool) -> None:
+    """What profiling jobs are running and what came back (from Slurm; with the daemon's database, readable
+    by its administrators, also the reports the daemon took and the conflicts it sees)."""
+    cfg = config_mod.load(config_path)
+    jobs = _profile_jobs(cfg.cluster.timeout)
+    taken: list[dict] = []
+    conflicts: list[dict] = []
+    db_note = ""
+    try:
+        from ..profiling.core import find_conflicts
+        from ..store import Store
+
+        if not cfg.database_path.exists():
+            raise OSError("no database yet")
+        with Store(cfg.database_path) as store:
+            taken = store.profile_reports(limit=50)
+            conflicts = find_conflicts(store.profile_values(), cfg.profiling.conflict_margin)
+    except (OSError, SlurmFairError, Exception) as e:  # noqa: BLE001 - users cannot read the daemon's database
+        db_note = f"database {cfg.database_path}: {e}"
+    if as_json:
+        click.echo(json.dumps({"jobs": jobs, "reports": taken, "profile_conflicts": conflicts,
+                               "database": db_note or "ok"}, indent=2))
+        return
+    if jobs:
+        click.echo(render(["JOB", "STATE", "ACCOUNT", "CLASS", "GRES", "ELAPSED", "REPORTED", "N", "NVML"],
+                          [[j["job_id"], j["state"], j["account"], j["class"], j["gres"], j["elapsed"],
+                            j["throughput"] or "-", j["reports"] or "-", j["nvml"] or "-"] for j in jobs]))
+    else:
+        click.echo("no profiling jobs known to Slurm (ended ones are forgotten after MinJobAge)")
+    if taken:
+        click.echo("\nreports taken by the daemon (newest first):")
+        click.echo(render(["JOB", "N", "ACCOUNT", "CLASS", "GPU_TYPE", "THROUGHPUT", "SOURCE", "STATUS", "WHEN"],
+                          [[r["job_id"], r["n"], r["account"], r["class"], r["gpu_type"] or "-",
+                            "-" if r["throughput"] is None else f"{r['throughput']:.6g}", r["source"] or "-",
+                            r["status"] + (f": {r['message']}" if r["message"] else ""),
+                            time.strftime("%H:%M:%S", time.localtime(r["time"]))] for r in taken]))
+    for c in conflicts:
+        click.echo(f"conflict: {c['account']} {c['class']} on {c['gpu_type']}: reported speedup "
+                   f"{c['reported_speedup']:.3g}x over {c['reference']}, measured {c['measured_speedup']:.3g}x "
+                   f"({c['samples']} sample(s))")
+    if db_note:
+        click.echo(f"({db_note})")
+
+
+_FORWARD = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+
+
+@profile_group.command("run", context_settings=_FORWARD, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def run_cmd(args: Any) -> None:
+    """Inside a profiling job: run the command, measure, report (see --help)."""
+    raise SystemExit(agent.run_main(list(args)))
+
+
+@profile_group.command("report", context_settings=_FORWARD, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def report_cmd(args: Any) -> None:
+    """Inside a job: report its throughput, --steps N --seconds S or --throughput X (see --help)."""
+    raise SystemExit(client.main(list(args)))
+
+
+def register(group: click.Group) -> None:
+    group.add_command(profile_group)

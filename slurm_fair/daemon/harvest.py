@@ -1,0 +1,134 @@
+"""Harvest throughput reports (``fair:tput=<steps/s>@<n>`` in job comments) into profiles, once per round.
+
+Where reports come from: the comments of the running jobs in the round's snapshot, and the ``fair_tokens``
+of EpilogSlurmctld hook records ingested in the last day (a job that wrote its last report just before it
+ended: ``profile run`` does). Rules:
+
+* A report is taken once: key (job id, n); every report taken is stored in ``profile_reports`` as
+  accepted, rejected (an outlier, counted on the profile) or refused (bad), so a job's comment read again
+  next round changes nothing.
+* Class: the job's class (``classes.order``); account: the job's. GPU type: the one Slurm allocated to the
+  job (a job on several types is refused); without one, the NVML device name of a ``fair:gpu=`` token through
+  the NVML map ([profiling] nvml_map).
+* Value: the report divided by the job's GPU count (profiles are per GPU: linear scaling is assumed),
+  checked by :func:`slurm_fair.profiling.core.check_sample`; source ``measured`` for ``profile submit``
+  jobs (``fair:profile`` in the comment), else ``harvested``.
+* A refused or rejected report becomes a ``profile-report-refused`` / ``profile-report-rejected`` event;
+  nothing here raises (a failure is a ``profile-harvest-error`` event and the round goes on).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterable
+
+from .. import profiles as shipped_profiles
+from ..cluster.base import Snapshot
+from ..errors import InputError
+from ..profiling.client import parse_tokens
+from ..profiling.core import Rules, check_sample
+from ..store import Store
+from .plan import job_class
+
+END_RECORD_WINDOW = 86400.0
+
+
+def candidates(snapshot: Snapshot, end_records: Iterable[dict], class_order: Iterable[str]) -> list[dict]:
+    """Reports visible now: ``{job_id, tokens, account, class, gpus: {type: n}, gpu_count}`` (pure)."""
+    out: dict[int, dict] = {}
+    for r in end_records:
+        tokens = parse_tokens(r.get("fair_tokens") or "")
+        if "tput" in tokens:
+            gpus = {str(t): int(n) for t, n in (r.get("gpus") or {}).items() if int(n) > 0}
+            out[int(r["job_id"])] = {"job_id": int(r["job_id"]), "tokens": tokens, "account": r.get("account") or "",
+                                     "class": r.get("class") or "", "gpus": gpus,
+                                     "gpu_count": int(r.get("gpu_count") or sum(gpus.values()) or 0)}
+    for j in snapshot.jobs:
+        if not j.running:
+            continue
+        tokens = parse_tokens(j.comment)
+        if "tput" in tokens:
+            gpus = {t: n for t, n in j.gpus_allocated.items() if n > 0}
+            out[j.job_id] = {"job_id": j.job_id, "tokens": tokens, "account": j.account,
+                             "class": job_class(j, class_order), "gpus": gpus,
+                             "gpu_count": sum(gpus.values()) or j.gpus}
+    return [out[k] for k in sorted(out)]
+
+
+def judge(c: dict, rules: Rules, known_types: Iterable[str], nvml: dict[str, str]) -> tuple[str, float, str]:
+    """(gpu type, per-GPU throughput, source) of a candidate report, or InputError saying why it is refused."""
+    tok = c["tokens"]
+    if len(c["gpus"]) > 1:
+        raise InputError(f"job {c['job_id']} gpu_type", sorted(c["gpus"]),
+                         "the job ran on several GPU types; its throughput belongs to none")
+    g = next(iter(c["gpus"]), None) or shipped_profiles.gpu_type_of_device(tok.get("gpu"), nvml)
+    value = check_sample(c["class"] or "?", g, tok.get("tput"), rules, known_types)
+    per_gpu = value / max(1, int(c["gpu_count"] or 1))
+    check_sample(c["class"] or "?", g, per_gpu, rules, known_types)
+    return str(g), per_gpu, "measured" if "profile" in tok else "harvested"
+
+
+def _end_records(store: Store, now: float) -> list[dict]:
+    rows = store.db.execute(
+        "select data from job_records where context = 'epilog_slurmctld' and ingested >= ? "
+        "and data like '%fair:tput=%'", [now - END_RECORD_WINDOW]).fetchall()
+    out = []
+    for (data,) in rows:
+        try:
+            rec = json.loads(data)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(rec, dict) and "job_id" in rec:
+            out.append(rec)
+    return out
+
+
+def harvest(store: Store, snapshot: Snapshot, cfg: Any, round_id: int | None, now: float | None = None) -> dict:
+    """Take the new reports into the store (module docstring); returns counts for the round's details."""
+    now = time.time() if now is None else now
+    counts = {"accepted": 0, "rejected": 0, "refused": 0}
+    try:
+        rules = Rules.from_config(cfg.profiling)
+        nvml = shipped_profiles.nvml_map(str(cfg.nvml_map_path) if cfg.nvml_map_path else None)
+        known = list(snapshot.gpu_types())
+        for c in candidates(snapshot, _end_records(store, now), cfg.classes.order):
+            n_text = c["tokens"].get("n", "")
+            base = {"job_id": c["job_id"], "time": now, "round_id": round_id, "account": c["account"],
+                    "class": c["class"], "nvml": c["tokens"].get("gpu")}
+            if not n_text.isdigit() or int(n_text) < 1:
+                n = 0
+                if store.report_taken(c["job_id"], n):
+                    continue
+                msg = f"job {c['job_id']}: report number {n_text!r} is not a whole number >= 1"
+                store.record_report({**base, "n": n, "status": "refused", "message": msg})
+                store.event("profile-report-refused", msg, round_id=round_id, job_id=c["job_id"],
+                            account=c["account"], data={"tokens": c["tokens"]})
+                counts["refused"] += 1
+                continue
+            n = int(n_text)
+            if store.report_taken(c["job_id"], n):
+                continue
+            try:
+                g, value, source = judge(c, rules, known, nvml)
+            except InputError as e:
+                store.record_report({**base, "n": n, "status": "refused", "message": str(e)})
+                store.event("profile-report-refused", f"job {c['job_id']}: {e}", round_id=round_id,
+                            job_id=c["job_id"], account=c["account"], data={"tokens": c["tokens"], "gpus": c["gpus"]})
+                counts["refused"] += 1
+                continue
+            with store.transaction():
+                row, ok = store.record_sample(c["account"], c["class"], g, value, source, rules, now=now)
+                status = "accepted" if ok else "rejected"
+                msg = "" if ok else (f"job {c['job_id']}: {value:.6g} steps/s is more than "
+                                     f"{rules.outlier_factor:g}x away from {row['throughput']:.6g}")
+                store.record_report({**base, "n": n, "gpu_type": g, "throughput": value, "source": source,
+                                     "status": status, "message": msg})
+                if not ok:
+                    store.event("profile-report-rejected", msg, round_id=round_id, job_id=c["job_id"],
+                                account=c["account"], data={"gpu_type": g, "class": c["class"], "value": value})
+            counts[status] += 1
+    except Exception as e:  # noqa: BLE001 - harvesting must never stop a round
+        store.event("profile-harvest-error", f"{type(e).__name__}: {e}", round_id=round_id)
+        counts["error"] = f"{type(e).__name__}: {e}"
+    return counts
