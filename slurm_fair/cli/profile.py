@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from typing import Any
 
@@ -41,17 +42,21 @@ def profile_group() -> None:
 @click.option("--metric-regex", default=None,
               help="Regex over the command's output; its last match (first group, if any) is the steps/s.")
 @click.option("--partition", default=None, help="Partition to submit to (default: Slurm's default).")
+@click.option("--python", "python", default=None, metavar="PATH",
+              help="Python that runs `profile run` on the node (default: this one). `profile run` needs only the "
+                   "standard library and the slurm_fair package on its path (PYTHONPATH is passed on).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @handle_errors
 def submit_cmd(config_path: str | None, account: str, cls: str, types: str | None, seconds: float | None,
-               steps: float | None, metric_regex: str | None, partition: str | None, command: tuple[str, ...]) -> None:
+               steps: float | None, metric_regex: str | None, partition: str | None, python: str | None,
+               command: tuple[str, ...]) -> None:
     """Submit one short one-GPU job per GPU type, each running COMMAND under `slurm-fair profile run`.
 
     Put COMMAND after --: slurm-fair profile submit --account A --class C -- python train.py --epochs 1.
     COMMAND reaches the node as a JSON argument list in $SLURM_FAIR_PROFILE (never as a shell string).
     The command's throughput is measured from --metric-regex, else its own `slurm-fair profile report` /
-    slurm_fair.report() calls, else --steps over its run time. Compute nodes need slurm-fair installed at the
-    same Python path as here.
+    slurm_fair.report() calls, else --steps over its run time. Compute nodes need slurm_fair importable by the
+    Python that runs there (--python).
     """
     if seconds is not None and steps is not None:
         raise InputError("--seconds", seconds, "give --seconds or --steps, not both")
@@ -80,7 +85,7 @@ def submit_cmd(config_path: str | None, account: str, cls: str, types: str | Non
     for t in wanted:
         sb = agent.sbatch_argv(account, cls, t, seconds=seconds if steps is None else None, partition=partition)
         try:
-            r = subprocess.run(sb, input=agent.batch_script(), env=env, capture_output=True, text=True,
+            r = subprocess.run(sb, input=agent.batch_script(python or sys.executable), env=env, capture_output=True, text=True,
                                timeout=cfg.cluster.timeout)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise SlurmFairError(f"sbatch for {t}: {e}") from None

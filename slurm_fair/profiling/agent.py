@@ -69,7 +69,7 @@ def read_nvml() -> tuple[list[dict], str]:
     try:
         import pynvml  # type: ignore[import-not-found]
     except ImportError as e:
-        return [], f"NVML: pynvml is not installed ({e})"
+        return [], f"NVML: pynvml is not installed ({e}); the GPU type is the one Slurm allocated"
     try:
         pynvml.nvmlInit()
     except Exception as e:  # noqa: BLE001 - pynvml raises NVMLError subclasses; no GPU or no driver
