@@ -1,0 +1,133 @@
+"""Harvesting reports from job comments and end records into the store (a hand-built snapshot: pure data)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from slurm_fair import config
+from slurm_fair.cluster.base import Account, Job, Node, Snapshot
+from slurm_fair.daemon.harvest import harvest
+from slurm_fair.profiling import agent
+from slurm_fair.store import Store
+
+NODES = (Node("v100-1", ("MIXED",), ("gpu",), {"v100": 4}, {}), Node("k80-1", ("IDLE",), ("gpu",), {"k80": 4}, {}))
+
+
+def job(jid, comment, alloc, account="acct_a", state="RUNNING", gpus=1):
+    return Job(job_id=jid, name="j", account=account, user="u", partition="gpu", state=state, reason="",
+               priority=1, submit_time=1, start_time=2, gpus_per_node=gpus, nodes=1, gpu_type=None,
+               gpus_allocated=alloc, comment=comment)
+
+
+def snap(*jobs):
+    return Snapshot("22.05.8", 0.0, NODES, tuple(jobs), (Account("acct_a", 1, {}),), ("gpu",))
+
+
+CFG = config.from_dict({"profiling": {"max_throughput": 1000.0}})
+
+
+def values(store):
+    return {(r["account"], r["class"], r["gpu_type"], r["source"]): (r["throughput"], r["samples"], r["rejected"])
+            for r in store.profile_values()}
+
+
+def test_running_jobs_reports_taken_once_per_number_per_gpu_and_by_source():
+    s = Store(":memory:")
+    jobs = [job(1, "class=cnn fair:tput=10@1", {"v100": 1}),
+            job(2, "class=cnn fair:profile fair:tput=8@3", {"k80": 2}, gpus=2),  # 4 steps/s per GPU
+            job(3, "class=cnn fair:tput=10@1", {}, state="PENDING")]  # not running: ignored
+    assert harvest(s, snap(*jobs), CFG, None, now=100.0) == {"accepted": 2, "rejected": 0, "refused": 0}
+    assert values(s) == {("acct_a", "cnn", "v100", "harvested"): (10.0, 1, 0),
+                         ("acct_a", "cnn", "k80", "measured"): (4.0, 1, 0)}
+    assert harvest(s, snap(*jobs), CFG, None, now=200.0) == {"accepted": 0, "rejected": 0, "refused": 0}
+    jobs[0] = job(1, "class=cnn fair:tput=20@2", {"v100": 1})
+    harvest(s, snap(*jobs), CFG, None, now=300.0)
+    assert values(s)[("acct_a", "cnn", "v100", "harvested")] == (15.0, 2, 0)
+
+
+@pytest.mark.parametrize("comment, alloc, why", [
+    ("class=cnn fair:tput=5000@1", {"v100": 1}, "max_throughput"),
+    ("class=cnn fair:tput=nan@1", {"v100": 1}, "finite"),
+    ("class=cnn fair:tput=-3@1", {"v100": 1}, "> 0"),
+    ("class=cnn fair:tput=@1", {"v100": 1}, "empty"),
+    ("class=cnn fair:tput=3@x", {"v100": 1}, "whole number"),
+    ("class=cnn fair:tput=3@1", {"v100": 1, "k80": 1}, "several GPU types"),
+    ("class=cnn fair:tput=3@1", {}, "no GPU type"),
+    ("class=cnn fair:tput=3@1 fair:gpu=NVIDIA_H100_80GB_HBM3", {}, "unknown GPU type 'h100'"),
+])
+def test_bad_reports_are_refused_with_an_event_and_change_no_profile(comment, alloc, why):
+    s = Store(":memory:")
+    s.set_profile("cnn", "v100", 7.0, account="acct_a")
+    assert harvest(s, snap(job(5, comment, alloc)), CFG, 9, now=1.0)["refused"] == 1
+    assert values(s) == {("acct_a", "cnn", "v100", "set"): (7.0, 1, 0)}
+    (e,) = s.events(kind="profile-report-refused")
+    assert why in e["message"] and e["job_id"] == 5 and e["round_id"] == 9
+    assert harvest(s, snap(job(5, comment, alloc)), CFG, 10, now=2.0)["refused"] == 0  # taken once
+
+
+def test_nvml_name_gives_the_type_when_slurm_gives_none_and_outliers_are_rejected():
+    s = Store(":memory:")
+    harvest(s, snap(job(1, "class=x fair:tput=3@1 fair:gpu=Tesla_K80", {})), CFG, None, now=1.0)
+    assert values(s) == {("acct_a", "x", "k80", "harvested"): (3.0, 1, 0)}
+    for n, v in ((2, 3.0), (3, 3.0)):
+        harvest(s, snap(job(1, f"class=x fair:tput={v}@{n}", {"k80": 1})), CFG, None, now=float(n))
+    assert harvest(s, snap(job(1, "class=x fair:tput=30@4", {"k80": 1})), CFG, None, now=4.0)["rejected"] == 1
+    assert values(s) == {("acct_a", "x", "k80", "harvested"): (3.0, 3, 1)}
+    assert len(s.events(kind="profile-report-rejected")) == 1
+
+
+def test_end_records_of_ended_jobs_are_harvested():
+    s = Store(":memory:")
+    rec = {"v": 1, "event": "end", "context": "epilog_slurmctld", "job_id": 77, "restart_count": 0, "time": 5.0,
+           "account": "acct_a", "class": "demo", "gpus": {"v100": 1}, "gpu_count": 1,
+           "fair_tokens": "fair:profile fair:tput=20@1"}
+    s.upsert_job_records([rec])
+    assert harvest(s, snap(), CFG, None)["accepted"] == 1
+    assert values(s) == {("acct_a", "demo", "v100", "measured"): (20.0, 1, 0)}
+
+
+def test_batch_script_and_sbatch_argv_carry_no_user_words():
+    argv = ["python", "train.py", "--name", "a b; rm -rf / $(x) `y`"]
+    settings = json.loads(agent.job_settings(argv, 30.0, None, r"rate=(\d+)"))
+    assert settings["argv"] == argv
+    script = agent.batch_script("/opt/py 3/bin/python")
+    assert "train.py" not in script and "'/opt/py 3/bin/python'" in script
+    sb = agent.sbatch_argv("acct_a", "cnn", "v100", seconds=30.0, partition="gpu")
+    assert sb[:2] == ["sbatch", "--parsable"] and "--gres=gpu:v100:1" in sb and "--partition=gpu" in sb
+    assert "--comment=class=cnn fair:profile" in sb and "--time=2" in sb
+
+
+def run_local(*args, env=None):
+    return subprocess.run([sys.executable, "-c", "from slurm_fair.entry import console_main; console_main()",
+                           "profile", "run", *args], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", **(env or {})})
+
+
+def test_profile_run_outside_a_job_bounds_time_and_measures_regex_or_steps():
+    loop = "import time\nfor i in range(1000):\n    print(f'it {i} speed=2.5', flush=True); time.sleep(0.1)"
+    r = run_local("--seconds", "1", "--metric-regex", r"speed=([0-9.]+)", "--", sys.executable, "-c", loop)
+    assert r.returncode == 0, r.stderr
+    assert "stopped after the time bound" in r.stdout and "throughput 2.5 steps/s (metric regex" in r.stdout
+    assert "NVML" in r.stdout  # says what it found (this machine: no GPU)
+    r = run_local("--steps", "50", "--", sys.executable, "-c", "import time; time.sleep(0.5)")
+    assert r.returncode == 0 and "50 steps in" in r.stdout
+    tput = float(r.stdout.split("throughput ")[1].split()[0])
+    assert 20 < tput < 100  # 50 steps in a bit over 0.5 s
+    r = run_local("--steps", "50", "--", sys.executable, "-c", "raise SystemExit(3)")
+    assert r.returncode == 1 and "no throughput measured" in r.stderr  # a failed command measures nothing
+    r = run_local("--", "/nonexistent/cmd")
+    assert r.returncode == 2 and "cannot run" in r.stderr
+    env = {agent.ENV: json.dumps({"argv": [sys.executable, "-c", "print('v=4')"], "seconds": 5, "regex": "v=(\\d)"})}
+    r = run_local(env=env)
+    assert r.returncode == 0 and "throughput 4 steps/s" in r.stdout
+
+
+def test_job_side_imports_stay_light():
+    code = ("import sys, slurm_fair; slurm_fair.report; import slurm_fair.entry, slurm_fair.profiling.agent; "
+            "print(sorted(m for m in ('numpy', 'cvxpy', 'scipy', 'sqlite_utils', 'click') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "[]", r.stderr
