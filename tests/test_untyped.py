@@ -189,3 +189,24 @@ def test_flexible_note_says_whether_slurm_can_retype():
     assert "fair:flex) 7:" in old and "cannot change a pending job's GPU type" in old
     assert "moves them" in P.flexible_note(snap(jobs, "24.11.5"), "acct_a")
     assert P.flexible_note(snap(jobs), "acct_b") is None and P.flexible_note(None, "acct_a") is None
+
+
+# ------------------------------------------------------------------------------------------- exploration
+
+
+def test_explore_steers_a_reporting_class_to_a_type_it_has_no_profile_on_within_its_share():
+    p = plan({"acct_a": {"v100": 3, "k80": 1, "a100": 2}, "acct_b": {"v100": 2, "k80": 2}})
+    t = P.untyped_targets(p, snap())
+    assert t["acct_a"][0] == "v100" and t["acct_b"][0] in ("k80", "v100")
+    src = {"acct_a": {"cnn": {"v100": P.SRC_ACCOUNT, "k80": P.SRC_ASSUMED, "a100": P.SRC_ASSUMED}},
+           "acct_b": {"rl": {"v100": P.SRC_ACCOUNT, "k80": P.SRC_ASSUMED}}}
+    e = P.explore_targets(t, p, snap(), src, {("acct_a", "cnn")})  # acct_b's class never reported: left alone
+    assert e["acct_a"] == ("a100", "explore: class cnn has no profile on a100 (room in its share: 2)")
+    assert e["acct_b"] == t["acct_b"] and e["*"] == t["*"]
+    # no room on the unprofiled types (a running a100 job and a pending typed k80 job): no exploring
+    jobs = [job(1, "acct_a", 2, "a100", "RUNNING", alloc={"a100": 2}), job(2, "acct_a", 1, "k80")]
+    t2 = P.untyped_targets(p, snap(jobs))
+    assert P.explore_targets(t2, p, snap(jobs), src, {("acct_a", "cnn")}) == t2
+    # the usual target is already unprofiled: kept
+    src_v = {"acct_a": {"cnn": {"v100": P.SRC_ASSUMED, "k80": P.SRC_ACCOUNT, "a100": P.SRC_ASSUMED}}}
+    assert P.explore_targets(t, p, snap(), src_v, {("acct_a", "cnn")})["acct_a"] == t["acct_a"]

@@ -632,6 +632,37 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
     return out
 
 
+def explore_targets(targets: Mapping[str, tuple[str, str]], plan: Plan, snapshot: Snapshot,
+                    sources: Mapping[str, Mapping[str, Mapping[str, str]]],
+                    reporting: Iterable[tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """``targets`` with exploration (``profiling.explore``, Gandiva_fair's opportunistic profiling): an account
+    with a class that reports its throughput (``reporting``: (account, class) with a measured or harvested
+    value) but has no profile on some GPU type (source ``assumed``) gets its untyped submissions steered to
+    such a type, if its share has room there (so exploring never takes more than its share); among several,
+    the type with the most room, then the name. An account whose target is already unprofiled for such a
+    class keeps it. Pure; the result is what the type map publishes (per account: job_submit.lua sees no
+    class), so all of that account's untyped submissions go there until the next round."""
+    rep = set(reporting)
+    room = share_room(plan, gpus_in_use(snapshot), pending_typed(snapshot))
+    out = dict(targets)
+    for a, (g0, _why) in targets.items():
+        if a == DEFAULT_TARGET or a not in room:
+            continue
+        gaps: dict[str, str] = {}
+        for cls, src in sorted(sources.get(a, {}).items()):
+            if (a, cls) in rep:
+                for g, s in src.items():
+                    if s == SRC_ASSUMED and plan.capacity.get(g, 0) > 0:
+                        gaps.setdefault(g, cls)
+        if not gaps or g0 in gaps:
+            continue
+        cands = [g for g in sorted(gaps) if room[a].get(g, 0) > 0]
+        if cands:
+            g = max(cands, key=lambda t: (room[a][t], -cands.index(t)))
+            out[a] = (g, f"explore: class {gaps[g]} has no profile on {g} (room in its share: {room[a][g]})")
+    return out
+
+
 @dataclass(frozen=True)
 class Retype:
     """Move one pending flexible job to another GPU type."""
@@ -744,6 +775,7 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
     demand per class, the problem and its allocation (``solve(problem) -> Allocation``; ``empty_alloc(built)``
     when nobody asks for GPUs), the plan (integer GPUs, limits), deficits and SiteFactors, limit changes, retypes
     and the untyped-request targets. Raises what the policy raises (SolverError, InputError)."""
+    profiles = list(profiles)
     retype_ok = supports_pending_retype(snapshot.slurm_version)
     # a pending fair:flex job can still be moved where Slurm retypes pending jobs: its demand is untyped
     demand = observe_demand(flexible_as_untyped(snapshot) if retype_ok else snapshot, cfg)
@@ -769,6 +801,9 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
     changes = limit_changes(current, planned, managed_before & known) if cfg.limits.manage else {}
     retypes = retype_moves(plan, snapshot, MAX_RETYPES, built.throughput) if retype_ok else []
     targets = untyped_targets(plan, with_retypes(snapshot, retypes), built.throughput)
+    if cfg.profiling.explore:
+        reporting = {(r.get("account") or "", r["class"]) for r in profiles if r.get("source") in ("measured", "harvested")}
+        targets = explore_targets(targets, plan, with_retypes(snapshot, retypes), built.sources, reporting)
     return Decisions(demand=demand, built=built, alloc=alloc, plan=plan, received=received, deficits=new_deficits,
                      factors=factors, factor_changes=factor_changes, factors_deferred=deferred, current=current,
                      planned=planned, changes=changes, retypes=retypes, targets=targets, dt=dt)
