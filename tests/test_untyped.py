@@ -207,6 +207,23 @@ def test_explore_steers_a_reporting_class_to_a_type_it_has_no_profile_on_within_
     jobs = [job(1, "acct_a", 2, "a100", "RUNNING", alloc={"a100": 2}), job(2, "acct_a", 1, "k80")]
     t2 = P.untyped_targets(p, snap(jobs))
     assert P.explore_targets(t2, p, snap(jobs), src, {("acct_a", "cnn")}) == t2
-    # the usual target is already unprofiled: kept
+    # the usual target is already unprofiled: kept, and the reason says why
     src_v = {"acct_a": {"cnn": {"v100": P.SRC_ASSUMED, "k80": P.SRC_ACCOUNT, "a100": P.SRC_ASSUMED}}}
-    assert P.explore_targets(t, p, snap(), src_v, {("acct_a", "cnn")})["acct_a"] == t["acct_a"]
+    assert P.explore_targets(t, p, snap(), src_v, {("acct_a", "cnn")})["acct_a"] == (
+        "v100", "explore: class cnn has no profile on v100; " + t["acct_a"][1])
+
+
+def test_explore_plan_moves_one_unused_gpu_of_a_limit_to_an_unprofiled_type_nobody_holds():
+    src = {"acct_a": {"cnn": {"v100": P.SRC_ACCOUNT, "k80": P.SRC_ASSUMED, "a100": P.SRC_ASSUMED}}}
+    # acct_a: v100 limit 3 with 1 running (room 2), nothing on k80/a100; acct_b holds all 4 a100
+    p = plan({"acct_a": {"v100": 3}, "acct_b": {"a100": 4}})
+    jobs = [job(1, "acct_a", 1, "v100", "RUNNING", alloc={"v100": 1})]
+    p2, moves = P.explore_plan(p, snap(jobs), src, {("acct_a", "cnn")})
+    assert moves == [{"account": "acct_a", "class": "cnn", "from": "v100", "to": "k80"}]  # a100: all held
+    assert p2.limits["acct_a"] == {"v100": 2, "k80": 1, "a100": 0, ANY_GPU: 3} and p2.limits["acct_b"] == p.limits["acct_b"]
+    t = P.explore_targets(P.untyped_targets(p2, snap(jobs)), p2, snap(jobs), src, {("acct_a", "cnn")})
+    assert t["acct_a"][0] == "k80" and t["acct_a"][1].startswith("explore: class cnn has no profile on k80")
+    # nothing moves for a class that never reported, or without unused room
+    assert P.explore_plan(p, snap(jobs), src, set())[1] == []
+    full = [job(1, "acct_a", 3, "v100", "RUNNING", alloc={"v100": 3})]
+    assert P.explore_plan(p, snap(full), src, {("acct_a", "cnn")})[1] == []

@@ -632,29 +632,70 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
     return out
 
 
+def _gaps(account: str, sources: Mapping[str, Mapping[str, Mapping[str, str]]], rep: set[tuple[str, str]],
+          capacity: Mapping[str, int]) -> dict[str, str]:
+    """type -> a class of ``account`` that reports its throughput but has no profile on that type."""
+    gaps: dict[str, str] = {}
+    for cls, src in sorted(sources.get(account, {}).items()):
+        if (account, cls) in rep:
+            for g, s in sorted(src.items()):
+                if s == SRC_ASSUMED and capacity.get(g, 0) > 0:
+                    gaps.setdefault(g, cls)
+    return gaps
+
+
+def explore_plan(plan: Plan, snapshot: Snapshot, sources: Mapping[str, Mapping[str, Mapping[str, str]]],
+                 reporting: Iterable[tuple[str, str]]) -> tuple[Plan, list[dict[str, Any]]]:
+    """Exploration, part 1 (``profiling.explore``): an account with a reporting class (see
+    :func:`explore_targets`) that has no room in its share on any type the class has no profile on, but has
+    room (limit not used by running or typed pending jobs) on another type, moves one GPU of its limit from
+    there to such a type, if that type has a GPU no account's limit holds. Its total (``ANY_GPU``) is
+    unchanged and nobody else's limit moves. One GPU per account per round. Returns (plan, moves)."""
+    rep = set(reporting)
+    room = share_room(plan, gpus_in_use(snapshot), pending_typed(snapshot))
+    held = {g: sum(int(plan.limits[a].get(g, 0)) for a in plan.accounts) for g in plan.capacity}
+    limits = {a: dict(v) for a, v in plan.limits.items()}
+    moves: list[dict[str, Any]] = []
+    for a in plan.accounts:
+        gaps = _gaps(a, sources, rep, plan.capacity)
+        if not gaps or any(room[a].get(g, 0) > 0 for g in gaps):
+            continue
+        free = [g for g in sorted(gaps) if plan.capacity[g] - held[g] >= 1]
+        src = [f for f in sorted(plan.capacity) if f not in gaps and room[a].get(f, 0) >= 1]
+        if not free or not src:
+            continue
+        f = max(src, key=lambda t: (room[a][t], -src.index(t)))
+        g = free[0]
+        limits[a][f] -= 1
+        limits[a][g] = limits[a].get(g, 0) + 1
+        held[f] -= 1
+        held[g] += 1
+        moves.append({"account": a, "class": gaps[g], "from": f, "to": g})
+    return (replace(plan, limits=limits) if moves else plan), moves
+
+
 def explore_targets(targets: Mapping[str, tuple[str, str]], plan: Plan, snapshot: Snapshot,
                     sources: Mapping[str, Mapping[str, Mapping[str, str]]],
                     reporting: Iterable[tuple[str, str]]) -> dict[str, tuple[str, str]]:
     """``targets`` with exploration (``profiling.explore``, Gandiva_fair's opportunistic profiling): an account
     with a class that reports its throughput (``reporting``: (account, class) with a measured or harvested
     value) but has no profile on some GPU type (source ``assumed``) gets its untyped submissions steered to
-    such a type, if its share has room there (so exploring never takes more than its share); among several,
-    the type with the most room, then the name. An account whose target is already unprofiled for such a
-    class keeps it. Pure; the result is what the type map publishes (per account: job_submit.lua sees no
+    such a type, if its share has room there (so exploring never takes more than its share; see
+    :func:`explore_plan` for how that room is made); among several, the type with the most room, then the
+    name. An account whose target is already such a type, with room, keeps it (the reason says so). Pure; the result is what the type map publishes (per account: job_submit.lua sees no
     class), so all of that account's untyped submissions go there until the next round."""
     rep = set(reporting)
     room = share_room(plan, gpus_in_use(snapshot), pending_typed(snapshot))
     out = dict(targets)
-    for a, (g0, _why) in targets.items():
+    for a, (g0, why) in targets.items():
         if a == DEFAULT_TARGET or a not in room:
             continue
-        gaps: dict[str, str] = {}
-        for cls, src in sorted(sources.get(a, {}).items()):
-            if (a, cls) in rep:
-                for g, s in src.items():
-                    if s == SRC_ASSUMED and plan.capacity.get(g, 0) > 0:
-                        gaps.setdefault(g, cls)
-        if not gaps or g0 in gaps:
+        gaps = _gaps(a, sources, rep, plan.capacity)
+        if not gaps:
+            continue
+        if g0 in gaps:
+            if room[a].get(g0, 0) > 0:
+                out[a] = (g0, f"explore: class {gaps[g0]} has no profile on {g0}; {why}")
             continue
         cands = [g for g in sorted(gaps) if room[a].get(g, 0) > 0]
         if cands:
@@ -766,6 +807,7 @@ class Decisions:
     retypes: list[Retype]
     targets: dict[str, Any]  # untyped GPU requests: the type map job_submit.lua uses
     dt: float  # seconds of deficit accounting since the last ok round
+    explored: list[dict[str, Any]] = field(default_factory=list)  # exploration's limit moves (explore_plan)
 
 
 def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: Any, deviations: Mapping[str, Any],
@@ -784,6 +826,10 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
     managed = [a for a in managed_accounts(snapshot, demand, cfg) if a in known or any(d == a for (d, _c) in demand)]
     alloc = solve(built.problem) if built.problem.tenants else empty_alloc(built)
     plan = make_plan(built, alloc, demand, deviations, managed, gpus_in_use(snapshot))
+    explored: list[dict[str, Any]] = []
+    reporting = {(r.get("account") or "", r["class"]) for r in profiles if r.get("source") in ("measured", "harvested")}
+    if cfg.profiling.explore:
+        plan, explored = explore_plan(plan, snapshot, built.sources, reporting)
     received = received_gpus(snapshot, cfg)
     ideal_tot = {a: sum(v.values()) for a, v in plan.ideal.items() if plan.demand.get(a, 0) > 0}
     dt = 0.0 if last_ok_started is None else min(max(now - last_ok_started, 0.0), 2 * float(cfg.daemon.period))
@@ -802,8 +848,7 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
     retypes = retype_moves(plan, snapshot, MAX_RETYPES, built.throughput) if retype_ok else []
     targets = untyped_targets(plan, with_retypes(snapshot, retypes), built.throughput)
     if cfg.profiling.explore:
-        reporting = {(r.get("account") or "", r["class"]) for r in profiles if r.get("source") in ("measured", "harvested")}
         targets = explore_targets(targets, plan, with_retypes(snapshot, retypes), built.sources, reporting)
     return Decisions(demand=demand, built=built, alloc=alloc, plan=plan, received=received, deficits=new_deficits,
                      factors=factors, factor_changes=factor_changes, factors_deferred=deferred, current=current,
-                     planned=planned, changes=changes, retypes=retypes, targets=targets, dt=dt)
+                     planned=planned, changes=changes, retypes=retypes, targets=targets, dt=dt, explored=explored)

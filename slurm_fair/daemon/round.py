@@ -190,6 +190,7 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> dict[str, Any]:
         "site_factor_changes_deferred": c.factors_deferred,
         "dt": c.dt,
         "untyped_targets": {a: list(v) for a, v in c.targets.items()},
+        "explore_moves": c.explored,  # profiling.explore: one GPU of a limit moved to an unprofiled type
         "retype_supported": supports_pending_retype(snapshot.slurm_version),
         # market policies (bud): the price of one GPU of each type, in budget units
         "prices": dict(c.alloc.prices) if c.alloc.prices is not None else None,

@@ -1,6 +1,7 @@
 """Profiling on the real testbed: `profile submit` measures a class on every GPU type and the next round's
 shares use it; a running job's `slurm_fair.report()` is harvested; a bad report is refused (profile unchanged,
-event recorded, taken once); explain and status flag a tenant whose reported profile contradicts its jobs.
+event recorded, taken once); explain and status flag a tenant whose reported profile contradicts its jobs;
+exploration types an untyped submission for a type its class was not measured on.
 
 Jobs run as alice/bob, who cannot reach this checkout's virtual environment: inside jobs the system
 /usr/bin/python3 runs with PYTHONPATH at the repository, which is all `profile run` and `slurm_fair.report()`
@@ -154,3 +155,36 @@ def test_explain_and_status_flag_a_reported_profile_its_jobs_contradict(testbed,
     assert json.loads(sf.cli("status", "--json").stdout)["profile_conflicts"] == [c]
     # reported values still drive the shares (prefer_measured is off): the round used 100 / 1
     assert sf.db.rounds(limit=1)[0]["details"]["classes"]["acct_c"]["big"]["throughput"]["v100"] == 100.0
+
+
+def test_exploration_steers_untyped_submissions_to_a_type_the_class_was_not_measured_on(testbed, sf, tmp_path):
+    etc = Path(testbed.env["SLURM_CONF"]).parent
+    if not (etc / "job_submit.lua").exists():
+        pytest.skip(f"no job_submit.lua in {etc}")
+    type_map = etc / "gpu_type_map.txt"
+    cfg = tmp_path / "explore.toml"
+    cfg.write_text(sf.path.read_text() + f'[submit]\ntype_map = "{type_map}"\n')
+    try:
+        # class rl of acct_b reports from v100 only; a held (pending) untyped rl job gives it demand elsewhere
+        rep = reporting_job(testbed, "acct_b", "v100", "rl", "import slurm_fair; slurm_fair.report(throughput=3)")
+        wait_comment(testbed, rep, "fair:tput=3@1")
+        held = testbed.sbatch("acct_b", gpus=1, comment="class=rl", command="sleep 60", extra=["--hold"])
+        testbed.wait_for(lambda: testbed.job(held).get("JobState") == "PENDING", 30, what="held job pending")
+        r = subprocess.run([*PY, "daemon", "--once", "--config", str(cfg)], env=sf.env, capture_output=True,
+                           text=True, timeout=180)
+        assert r.returncode == 0, r.stdout + r.stderr
+        with Store(tmp_path / "sf.sqlite") as store:
+            details = store.round()["details"]
+            assert {(k[1], k[3]) for k in [(r["account"], r["class"], r["gpu_type"], r["source"])
+                                            for r in store.profile_values()]} >= {("rl", "harvested")}
+        target, why = details["untyped_targets"]["acct_b"]
+        # its share had no room on a100/k80: one unused GPU of its v100 limit moved there
+        assert [(m["account"], m["class"], m["to"]) for m in details["explore_moves"]] == [("acct_b", "rl", target)]
+        assert target in ("a100", "k80") and why.startswith(f"explore: class rl has no profile on {target}"), why
+        line = next(ln for ln in type_map.read_text().splitlines() if ln.startswith("acct_b "))
+        assert line.split()[1] == target
+        # the next untyped submission of acct_b lands on the explored type (job_submit.lua reads the map)
+        nxt = testbed.sbatch("acct_b", gpus=1, comment="class=rl", command="sleep 30")
+        assert f"gpu:{target}" in testbed.job(nxt).get("TresPerNode", "") + testbed.job(nxt).get("Gres", "")
+    finally:
+        type_map.unlink(missing_ok=True)
