@@ -1,6 +1,7 @@
 """slurm-fair's state: one SQLite database, accessed through sqlite-utils.
 
-Tables: profiles (throughput per account/class/GPU type), rounds (one row per allocation round), shares,
+Tables: profiles (throughput per account/class/GPU type and source), profile_reports (job reports the daemon
+took), rounds (one row per allocation round), shares,
 placements, applied (what a round computed and changed), deviations and deficits (state carried from round to
 round), managed (accounts whose limits slurm-fair has set), events and preemptions (one row per preempted job
 with every step). The schema is created by numbered
