@@ -131,3 +131,32 @@ def test_job_side_imports_stay_light():
             "print(sorted(m for m in ('numpy', 'cvxpy', 'scipy', 'sqlite_utils', 'click') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "[]", r.stderr
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--seconds", "5", "--steps", "10"], "--seconds"),
+    (["--seconds", "0"], "--seconds"),
+    (["--steps", "-1"], "--steps"),
+    (["--metric-regex", "rate=(["], "--metric-regex"),
+])
+def test_profile_submit_refuses_bad_options_before_touching_slurm(tmp_path, args, field):
+    from click.testing import CliRunner
+
+    from slurm_fair.cli import main
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[daemon]\ndatabase = "x.sqlite"\n')
+    r = CliRunner().invoke(main, ["profile", "submit", "--config", str(cfg), "--account", "a", "--class", "c",
+                                  *args, "--", "true"])
+    assert r.exit_code == 2 and field in r.stderr
+
+
+def test_profile_report_command_outside_a_job_exits_2_saying_why():
+    r = subprocess.run([sys.executable, "-c", "from slurm_fair.entry import console_main; console_main()",
+                        "profile", "report", "--throughput", "3"], capture_output=True, text=True, timeout=60,
+                       env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 2 and "SLURM_JOB_ID" in r.stderr
+    r = subprocess.run([sys.executable, "-c", "from slurm_fair.entry import console_main; console_main()",
+                        "profile", "report", "--steps", "3"], capture_output=True, text=True, timeout=60,
+                       env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "5"})
+    assert r.returncode == 2 and "give steps and seconds" in r.stderr

@@ -80,10 +80,11 @@ def submit_cmd(config_path: str | None, account: str, cls: str, types: str | Non
     for t in wanted:
         if t not in cluster_types:
             raise InputError("--types", t, f"not a usable GPU type of the cluster (it has: {', '.join(cluster_types)})")
+    run_seconds = seconds if seconds is not None else (None if steps is not None else agent.DEFAULT_SECONDS)
     env = dict(os.environ)
-    env[agent.ENV] = agent.job_settings(argv, seconds if steps is None else seconds, steps, metric_regex)
+    env[agent.ENV] = agent.job_settings(argv, run_seconds, steps, metric_regex)
     for t in wanted:
-        sb = agent.sbatch_argv(account, cls, t, seconds=seconds if steps is None else None, partition=partition)
+        sb = agent.sbatch_argv(account, cls, t, seconds=run_seconds, partition=partition)
         try:
             r = subprocess.run(sb, input=agent.batch_script(python or sys.executable), env=env, capture_output=True, text=True,
                                timeout=cfg.cluster.timeout)

@@ -125,7 +125,7 @@ def write_tokens(job_id: str, tokens: list[str], comment: str | None = None) -> 
 def _job_id(job_id: str | int | None) -> str:
     jid = str(job_id if job_id is not None else os.environ.get("SLURM_JOB_ID", "")).strip()
     if not jid.isdigit():
-        raise ReportError("not inside a Slurm job (SLURM_JOB_ID is not set); pass job_id")
+        raise ReportError("not inside a Slurm job (SLURM_JOB_ID is not set); name the job (--job, job_id=)")
     return jid
 
 
