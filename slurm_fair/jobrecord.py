@@ -17,7 +17,9 @@ Rules:
   (argument list, ``scontrol_timeout`` seconds, default 2) and read AllocTRES (24.11) or TRES (22.05):
   ``gres/gpu:<type>=N`` per type, ``gres/gpu=N`` total. The same output gives the class (a ``class=NAME``
   token in the comment, else the wckey, else the job name: ``daemon/plan.py::job_class``'s default order)
-  and Slurm's StartTime/EndTime of this run. slurmd hooks record the device indices (SLURM_JOB_GPUS or
+  and Slurm's StartTime/EndTime of this run, and ``fair_tokens``: the comment's ``fair:`` tokens (throughput
+  reports, ``slurm_fair/profiling/client.py``), which the daemon harvests from the end record of a job that
+  reported just before it ended. slurmd hooks record the device indices (SLURM_JOB_GPUS or
   CUDA_VISIBLE_DEVICES) and the node, without a type and without calling scontrol.
 * **Requeue**: Slurm counts a requeued run's restart before its EpilogSlurmctld runs (SLURM_JOB_RESTART_COUNT
   is already N+1, scontrol shows EndTime=Unknown, RunTime=00:00:00): that end record is filed under
