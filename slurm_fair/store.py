@@ -130,7 +130,7 @@ def _m6_profile_sources(db: sqlite_utils.Database) -> None:
     harvested | shipped; older strings are mapped: manual -> set, import:<file> -> imported (the file kept in
     ``detail``), gavel -> shipped), plus ``rejected`` (outlier samples refused). ``profile_reports``: one row
     per job report the daemon took (key: job id and the report's number, so none counts twice), accepted,
-    rejected (outlier) or refused (bad value). ``profile_jobs``: the jobs ``profile submit`` started."""
+    rejected (outlier) or refused (bad value)."""
     from .profiling.core import source_of_legacy
 
     tbl = db["profiles"]
@@ -149,11 +149,6 @@ def _m6_profile_sources(db: sqlite_utils.Database) -> None:
         pk=("job_id", "n"), not_null={"job_id", "n", "time", "status"},
     )
     db["profile_reports"].create_index(["account", "class"])
-    db["profile_jobs"].create(
-        {"job_id": int, "account": str, "class": str, "gpu_type": str, "submitted": float, "argv": str,
-         "seconds": float, "steps": float},
-        pk="job_id", not_null={"job_id", "account", "class", "submitted"},
-    )
 
 
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
@@ -442,21 +437,6 @@ class Store:
         where, args = ("account = ?", [account]) if account is not None else (None, [])
         return list(self.db["profile_reports"].rows_where(where, args, order_by="time desc, job_id desc",
                                                           limit=limit))
-
-    def add_profile_job(self, job_id: int, account: str, cls: str, gpu_type: str, argv: list[str],
-                        seconds: float | None, steps: float | None) -> None:
-        with self.transaction():
-            self.db["profile_jobs"].upsert({"job_id": int(job_id), "account": account, "class": cls,
-                                            "gpu_type": gpu_type, "submitted": time.time(),
-                                            "argv": json.dumps(list(argv)), "seconds": seconds, "steps": steps},
-                                           pk="job_id")
-
-    def profile_jobs(self, limit: int = 200) -> list[dict]:
-        out = []
-        for r in self.db["profile_jobs"].rows_where(order_by="job_id desc", limit=limit):
-            r["argv"] = _loads(r["argv"]) or []
-            out.append(r)
-        return out
 
     def import_csv(self, text: str, source: str = "imported", detail: str | None = None) -> int:
         """Upsert profiles from CSV text with header ``account,class,gpu_type,throughput``.
