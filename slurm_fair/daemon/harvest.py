@@ -89,10 +89,13 @@ def harvest(store: Store, snapshot: Snapshot, cfg: Any, round_id: int | None, no
     now = time.time() if now is None else now
     counts = {"accepted": 0, "rejected": 0, "refused": 0}
     try:
+        found = candidates(snapshot, _end_records(store, now), cfg.classes.order)
+        if not found:
+            return counts
         rules = Rules.from_config(cfg.profiling)
         nvml = shipped_profiles.nvml_map(str(cfg.nvml_map_path) if cfg.nvml_map_path else None)
         known = list(snapshot.gpu_types())
-        for c in candidates(snapshot, _end_records(store, now), cfg.classes.order):
+        for c in found:
             n_text = c["tokens"].get("n", "")
             base = {"job_id": c["job_id"], "time": now, "round_id": round_id, "account": c["account"],
                     "class": c["class"], "nvml": c["tokens"].get("gpu")}
