@@ -83,7 +83,7 @@ def test_endpoint_serves_what_the_rounds_recorded(store):
     exporter = start_metrics(config.from_dict({}), store, port=0)  # metrics.listen's host, any free port
     assert exporter is not None
     try:
-        v = scrape(exporter._httpd.server_port)
+        v = scrape(exporter.port)
     finally:
         exporter.close()
     for a in IDEAL:
@@ -121,7 +121,7 @@ def test_endpoint_serves_what_the_rounds_recorded(store):
 def test_a_scrape_sees_the_snapshot_of_the_last_refresh(store):
     exporter = start_metrics(config.from_dict({}), store, port=0)
     assert exporter is not None
-    port = exporter._httpd.server_port
+    port = exporter.port
     try:
         empty = scrape(port)  # no round yet: counters at 0, no per-account series
         assert at(empty, "slurm_fair_rounds_total", status="ok") == 0
@@ -136,6 +136,10 @@ def test_a_scrape_sees_the_snapshot_of_the_last_refresh(store):
         assert at(after, "slurm_fair_solve_seconds") == 0.125
     finally:
         exporter.close()
+    assert exporter.port is None
+    again = M.Exporter()  # closing released the port: the daemon's next start can bind it
+    assert again.serve("127.0.0.1", port) == port
+    again.close()
 
 
 def test_families_of_an_empty_store_are_well_formed():
@@ -187,7 +191,7 @@ def test_ipv6_loopback(store):
     exporter = start_metrics(config.from_dict({"metrics": {"listen": "[::1]:9817"}}), store, port=0)
     assert exporter is not None
     try:
-        v = scrape(exporter._httpd.server_port, host="[::1]")
+        v = scrape(exporter.port, host="[::1]")
     finally:
         exporter.close()
     assert at(v, "slurm_fair_limit_gpus", account="acct_b", gpu_type="v100") == 2

@@ -200,6 +200,11 @@ class Exporter:
         self._httpd, self._thread = start_http_server(port, addr=host, registry=self.registry)
         return int(self._httpd.server_port)
 
+    @property
+    def port(self) -> int | None:
+        """The port being served, None when not serving."""
+        return None if self._httpd is None else int(self._httpd.server_port)
+
     def close(self) -> None:
         if self._httpd is not None:
             self._httpd.shutdown()
