@@ -163,15 +163,25 @@ class Exporter:
         from prometheus_client import CollectorRegistry
 
         self._lock = threading.Lock()
-        self._families: list[Family] = []
+        self._families: list[Any] = []  # prometheus_client metric families, built by update()
         self.registry = CollectorRegistry(auto_describe=False)  # private: no process/platform/GC collectors
         self.registry.register(self)
         self._httpd: Any = None
         self._thread: threading.Thread | None = None
 
     def update(self, fams: Sequence[Family]) -> None:
+        """Replace the snapshot; the prometheus_client objects are built here, once per round, not per scrape."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        built = []
+        for f in fams:
+            cls = CounterMetricFamily if f.kind == "counter" else GaugeMetricFamily
+            m = cls(f.name, f.help, labels=list(f.labels))
+            for labels, value in f.samples:
+                m.add_metric(list(labels), value)
+            built.append(m)
         with self._lock:
-            self._families = list(fams)
+            self._families = built
 
     def refresh(self, store: Store) -> None:
         """Read the store and replace the snapshot (raises what the store raises; the old snapshot stays)."""
@@ -181,16 +191,9 @@ class Exporter:
         return []  # metric names are fixed by families(); nothing to check at registration
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
         with self._lock:
-            fams = self._families
-        for f in fams:
-            cls = CounterMetricFamily if f.kind == "counter" else GaugeMetricFamily
-            m = cls(f.name, f.help, labels=list(f.labels))
-            for labels, value in f.samples:
-                m.add_metric(list(labels), value)
-            yield m
+            fams = self._families  # replaced whole by update(), never changed in place: safe to read unlocked
+        yield from fams
 
     def serve(self, host: str, port: int) -> int:
         """Serve ``/metrics`` on host:port in a daemon thread; returns the port bound (``port`` 0: a free one).
