@@ -467,6 +467,16 @@ class Store:
             rows = list(self.db["rounds"].rows_where("id = ?", [round_id]))
         return self._round_row(rows[0]) if rows else None
 
+    def round_counts(self) -> dict[str, int]:
+        """status -> number of rounds with that status."""
+        return {r[0]: r[1] for r in self.db.execute("select status, count(*) from rounds group by status")}
+
+    def last_finished_round(self) -> dict | None:
+        """The newest round that is not ``running`` (any other status), without its details, or None."""
+        cols = ", ".join(c for c in self.db["rounds"].columns_dict if c != "details")
+        rows = list(self.db["rounds"].rows_where("status != 'running'", select=cols, order_by="id desc", limit=1))
+        return rows[0] if rows else None
+
     # -------------------------------------------------------------------------------- shares/placements
 
     def record_shares(self, round_id: int, rows: Iterable[Mapping]) -> None:
@@ -704,6 +714,16 @@ class Store:
     def preemption_counts(self) -> dict[str, int]:
         """state -> number of preemptions."""
         return {r[0]: r[1] for r in self.db.execute("select state, count(*) from preemptions group by state")}
+
+    def preemption_totals(self) -> list[dict]:
+        """Per account and GPU type: ``started`` (every preemption: checkpoint signals sent or failed),
+        ``requeued`` (of those, jobs requeued) and ``open`` (signalled, in their grace now)."""
+        rows = self.db.execute(
+            "select account, coalesce(gpu_type, ''), count(*), sum(requeued_at is not null), "
+            "sum(state = 'signalled') from preemptions group by account, coalesce(gpu_type, '') "
+            "order by account, coalesce(gpu_type, '')")
+        return [{"account": a, "gpu_type": g, "started": n, "requeued": rq, "open": op}
+                for a, g, n, rq, op in rows.fetchall()]
 
     def next_preemption_due(self) -> float | None:
         """The earliest end of grace of an open preemption (unix seconds), None if none is open."""
