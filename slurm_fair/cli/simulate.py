@@ -82,6 +82,9 @@ COLUMNS = (("total_throughput", "throughput"), ("mean_jct", "mean JCT s"), ("med
               help="Checkpoint-restart delay of a requeued job, seconds.")
 @click.option("--preemption/--no-preemption", default=False, show_default=True,
               help="Run the daemon with preemption.enabled (checkpoint signal, grace, requeue).")
+@click.option("--dry-run", is_flag=True, default=False,
+              help="Run the daemon with daemon.dry_run: rounds compute but set no limit, SiteFactor or type map, so "
+                   "the simulated Slurm schedules alone (first come first served, fastest free type): the baseline.")
 @click.option("--horizon", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Stop after S simulated seconds (default: when every job is done).")
 @click.option("--jobs-csv", metavar="FILE", help="Also write one row per job and policy (submit, start, end, JCT, rho).")
@@ -90,7 +93,7 @@ COLUMNS = (("total_throughput", "throughput"), ("mean_jct", "mean JCT s"), ("med
 @json_option(help='Print JSON: {"policies": {name: {total_throughput, mean_jct, median_jct, p95_jct, makespan, '
                   'max_rho, ...}}}.')
 def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, seed, gen_accounts, rate, mean_duration, spec,
-                 node_size, policy, compare, round_s, restart_s, preemption, horizon, jobs_csv, plot_dir,
+                 node_size, policy, compare, round_s, restart_s, preemption, dry_run, horizon, jobs_csv, plot_dir,
                  as_json) -> None:
     """Simulate a job trace on a cluster under the daemon's own round code (observe, solve, place, apply,
     preempt), one policy or several side by side: throughput, JCT, makespan, finish-time fairness.
@@ -122,10 +125,10 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
                     last[0] = done
 
                 results[n] = simulate(trace, nodes, n, round_s=round_s, restart_s=restart_s, preemption=preemption,
-                                      horizon=horizon, progress=tick)
+                                      dry_run=dry_run, horizon=horizon, progress=tick)
         else:
             results[n] = simulate(trace, nodes, n, round_s=round_s, restart_s=restart_s, preemption=preemption,
-                                  horizon=horizon)
+                                  dry_run=dry_run, horizon=horizon)
     if jobs_csv:
         import csv
 

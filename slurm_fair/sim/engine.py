@@ -5,7 +5,10 @@ throughputs as site-wide profiles) and a config (``policy.name``, ``daemon.perio
 ``preemption.enabled``), then repeats: advance the cluster to the next round time (every arrival, completion
 and requeue on the way, the scheduler after each), run ``daemon.round.run_round`` unchanged on it (observe,
 solve, place, apply limits and SiteFactor, preempt, record), hand its published GPU type map to the
-simulated ``job_submit.lua``. It stops when every job is done, or at ``horizon`` seconds.
+simulated ``job_submit.lua``. It stops when every job is done, or at ``horizon`` seconds. ``dry_run=True``
+(``daemon.dry_run``): the rounds compute and record but set no limit, SiteFactor or type map, so the simulated
+Slurm alone schedules (first come first served, each untyped job on its fastest type that fits, backfill) —
+the baseline of a cluster without slurm-fair.
 
 Metrics (:class:`SimResult`), all from the simulated jobs:
 
@@ -92,7 +95,7 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 
 def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *, round_s: float = 300.0,
-             restart_s: float = 60.0, preemption: bool = False, horizon: float | None = None,
+             restart_s: float = 60.0, preemption: bool = False, dry_run: bool = False, horizon: float | None = None,
              accounts: Mapping[str, int] | None = None, progress: Callable[[float, int, int], None] | None = None,
              workdir: str | Path | None = None) -> SimResult:
     """Simulate ``trace`` (``traces.Trace``) on ``nodes`` under ``policy``; see the module docstring."""
@@ -106,7 +109,7 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
     cluster.now = start
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         cfg = config_mod.from_dict({
-            "daemon": {"database": str(Path(tmp) / "sim.sqlite"), "period": float(round_s)},
+            "daemon": {"database": str(Path(tmp) / "sim.sqlite"), "period": float(round_s), "dry_run": bool(dry_run)},
             "policy": {"name": policy},
             "hooks": {"spool": str(Path(tmp) / "spool")},
             "preemption": {"enabled": bool(preemption)},
@@ -125,7 +128,7 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                 if res.status not in ("ok", "dry-run"):
                     errors.append(f"t={cluster.now - start:.0f}s: {res.status}: {res.message}")
                 targets = (res.details or {}).get("untyped_targets") or {}
-                if targets:
+                if targets and res.status != "dry-run":  # a dry run publishes no type map
                     cluster.set_type_map(targets)
                 cluster.schedule()
                 timeline.append(_sample(cluster, start))
