@@ -151,6 +151,8 @@ def test_round_fairness_counts_the_rounded_placement_too():
     # a's share 3.5 > 3 (ratio 6/7), b's 2.5 <= 3
     assert f["real"]["envy_pairs"] == 1 and f["real"]["max_envy"] == pytest.approx(1.0)
     assert f["real"]["si_violations"] == 1 and f["real"]["min_si_ratio"] == pytest.approx(3 / 3.5)
+    assert f["throughput"] == {"ideal": {"acct_a": pytest.approx(4.2), "acct_b": pytest.approx(2.2)},
+                               "real": {"acct_a": pytest.approx(3.0), "acct_b": pytest.approx(3.0)}}
 
 
 def test_the_round_records_the_counts_and_survives_their_failure(monkeypatch, tmp_path):
@@ -172,6 +174,8 @@ def test_the_round_records_the_counts_and_survives_their_failure(monkeypatch, tm
         res = run_round(cluster, store, cfg, "oef-coop", now=cluster.clock())
         f = store.round(res.round_id)["details"]["fairness"]
         assert res.status == "ok" and set(f) == {"ideal", "real", "seconds"}
+        assert store.round(res.round_id)["details"]["throughput"]["ideal"] == {"a": pytest.approx(4.5),
+                                                                              "b": pytest.approx(3.0)}
         # cooperative OEF: a 1.5 V100 (4.5; its weight share, 1 K80 + 1 V100, gives 4), b 2 K80 + 0.5 V100 (3;
         # its share 3): envy-free. Placed whole, a gets 1 V100 (then it values b's 2 K80 + 1 V100 at 5 > 3) or
         # 2 (then b values them at 4 > its 2 K80): one envious pair either way

@@ -441,13 +441,30 @@ def real_per_class(built: Built, alloc: Allocation, real: Mapping[str, Mapping[s
     return y
 
 
+def account_throughput(built: Built, alloc: Allocation, x: np.ndarray) -> dict[str, float]:
+    """Normalized throughput per account of the allocation ``x`` of ``alloc``'s virtual users (sum over the
+    account's classes of GPUs x speed relative to the class's slowest usable type)."""
+    vu = alloc.vu
+    u = (np.asarray(x, dtype=float) * vu.speed).sum(axis=1) if vu.n else np.zeros(0)
+    row_of = {key: i for i, key in enumerate(zip(vu.tenant, vu.cls))}
+    out: dict[str, float] = {}
+    for (a, _c), key in sorted(built.rows.items()):
+        i = row_of.get(key)
+        if i is not None:
+            out[a] = out.get(a, 0.0) + float(u[i])
+    return out
+
+
 def round_fairness(built: Built, alloc: Allocation, plan: Plan) -> dict[str, Any]:
     """Envy and sharing-incentive violations of one round (:func:`slurm_fair.fairness.violations`): of the
     policy's fractional allocation (``ideal``) and of the whole GPUs the round placed per account
-    (``real``: ``plan.real`` split among the account's classes by :func:`real_per_class`)."""
+    (``real``: ``plan.real`` split among the account's classes by :func:`real_per_class`); and
+    ``throughput``: {"ideal"|"real": {account: normalized throughput}} of the same two allocations."""
     vu = alloc.vu
-    return {"ideal": fairness.violations(vu, alloc.x),
-            "real": fairness.violations(vu, real_per_class(built, alloc, plan.real))}
+    y = real_per_class(built, alloc, plan.real)
+    return {"ideal": fairness.violations(vu, alloc.x), "real": fairness.violations(vu, y),
+            "throughput": {"ideal": account_throughput(built, alloc, alloc.x),
+                           "real": account_throughput(built, alloc, y)}}
 
 
 def limit_changes(current: Mapping[str, Mapping[str, int]], planned: Mapping[str, Mapping[str, int]],

@@ -195,20 +195,22 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> dict[str, Any]:
         # oef-coop's warm start: what seeded this solve (None: none taken) and the binding rows kept
         "warm_start": {"seeded": next((n for n in c.alloc.notes if n.startswith("warm start:")), None),
                        "pairs_saved": len(c.alloc.warm)},
-        "fairness": _fairness(c),
+        **_fairness(c),
     }
 
 
 def _fairness(c: P.Decisions) -> dict[str, Any]:
-    """Envy and sharing-incentive violations of the round (``plan.round_fairness``) and the seconds they
-    took; a failure is recorded as ``{"error": cause}`` and never fails the round."""
+    """``fairness``: envy and sharing-incentive violations of the round (``plan.round_fairness``) and the
+    seconds they took, ``throughput``: normalized throughput per account of the ideal and the placed
+    allocation. A failure is recorded as ``fairness: {"error": cause}`` and never fails the round."""
     t = time.perf_counter()
     try:
         out = P.round_fairness(c.built, c.alloc, c.plan)
-    except Exception as e:  # noqa: BLE001 - a statistic; the round goes on
-        return {"error": cause(e)}
+    except Exception as e:  # noqa: BLE001 - statistics; the round goes on
+        return {"fairness": {"error": cause(e)}}
+    thr = out.pop("throughput")
     out["seconds"] = time.perf_counter() - t
-    return out
+    return {"fairness": out, "throughput": thr}
 
 
 def _history(store: Store, now: float, cfg: Any) -> list[PR.Record]:
