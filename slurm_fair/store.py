@@ -411,10 +411,12 @@ class Store:
 
     # -------------------------------------------------------------------------------- rounds
 
-    def begin_round(self, policy: str, solver: str = "") -> int:
+    def begin_round(self, policy: str, solver: str = "", now: float | None = None) -> int:
+        """A new round, status ``running``, started at ``now`` (default: the wall clock)."""
         with self.transaction():
             return self.db["rounds"].insert(
-                {"started": time.time(), "policy": policy, "solver": solver or "", "status": "running"}
+                {"started": time.time() if now is None else float(now), "policy": policy, "solver": solver or "",
+                 "status": "running"}
             ).last_pk
 
     def finish_round(self, round_id: int, status: str, **fields: Any) -> None:

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from slurm_fair.cli import main
 from slurm_fair.errors import InputError
 from slurm_fair.sim.cluster import cluster_spec
-from slurm_fair.sim.engine import simulate
+from slurm_fair.sim.engine import EPOCH, simulate
 from slurm_fair.sim.traces import Trace, TraceJob, generate, write_csv
 from slurm_fair.store import Store
 
@@ -158,5 +158,12 @@ def test_fairness_per_round_is_recorded_and_matches_a_recomputation_from_the_sto
     assert r.fairness["real"]["rounds_with_envy"] == sum(c["envy_pairs"] > 0 for c in real)
     assert r.fairness["real"]["max_envy_pairs"] == max(c["envy_pairs"] for c in real)
     assert r.fairness["real"]["rounds_with_si_violation"] == sum(c["si_violations"] > 0 for c in real)
+    with Store(path) as store:
+        rows = store.round_series()
+        # rounds are recorded on the simulated clock, so the deficits accumulate over the simulated time between
+        # rounds (on the wall clock they saw 0 s between rounds: SiteFactor ranked accounts by name)
+        assert [x["started"] - EPOCH for x in rows] == pytest.approx([s["time"] for s in r.timeline])
+        assert all(x["finished"] >= x["started"] for x in rows)
+        assert [store.round(x["id"])["details"]["dt"] for x in rows[1:]] == pytest.approx([300.0] * 6)
     with pytest.raises(InputError, match="store_path"):
         simulate(Trace(tuple(jobs), thr, "fair"), cluster_spec("k80=4,v100=4"), "gavel", store_path=path)
