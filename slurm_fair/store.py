@@ -317,6 +317,17 @@ class Store:
                 conn.execute("ROLLBACK")
             raise
 
+    def _insert_many(self, table: str, data: list[dict]) -> None:
+        """Insert rows of one shape (the keys of ``data[0]``, already validated) with one ``executemany``:
+        sqlite-utils' ``insert_all`` builds and checks every row in Python (a third of a simulated round with
+        a thousand share rows)."""
+        if not data:
+            return
+        cols = list(data[0])
+        sql = (f'insert into "{table}" ({", ".join(chr(34) + c + chr(34) for c in cols)}) '
+               f'values ({", ".join("?" for _ in cols)})')
+        self.db.conn.executemany(sql, [[r[c] for c in cols] for r in data])
+
     # -------------------------------------------------------------------------------- profiles
 
     def set_profile(self, cls: str, gpu_type: str, throughput: float, account: str = "",
@@ -492,14 +503,23 @@ class Store:
             rows = list(self.db["rounds"].rows_where("id = ?", [round_id]))
         return self._round_row(rows[0]) if rows else None
 
+    def round_counts(self) -> dict[str, int]:
+        """status -> number of rounds with that status."""
+        return {r[0]: r[1] for r in self.db.execute("select status, count(*) from rounds group by status")}
+
+    def last_finished_round(self) -> dict | None:
+        """The newest round that is not ``running`` (any other status), without its details, or None."""
+        cols = ", ".join(c for c in self.db["rounds"].columns_dict if c != "details")
+        rows = list(self.db["rounds"].rows_where("status != 'running'", select=cols, order_by="id desc", limit=1))
+        return rows[0] if rows else None
+
     # -------------------------------------------------------------------------------- shares/placements
 
     def record_shares(self, round_id: int, rows: Iterable[Mapping]) -> None:
         data = [{"round_id": round_id, "account": r["account"], "class": r["class"], "gpu_type": r["gpu_type"],
                  "ideal": float(r["ideal"]), "real": _int(r.get("real"), "real")} for r in rows]
         with self.transaction():
-            if data:
-                self.db["shares"].insert_all(data)
+            self._insert_many("shares", data)
 
     def shares(self, round_id: int) -> list[dict]:
         return list(self.db["shares"].rows_where(
@@ -511,8 +531,7 @@ class Store:
                  "ideal": float(r["ideal"]), "deviation_before": _float(r.get("deviation_before")),
                  "real": _int(r.get("real"), "real"), "limit": _int(r.get("limit"), "limit")} for r in rows]
         with self.transaction():
-            if data:
-                self.db["placements"].insert_all(data)
+            self._insert_many("placements", data)
 
     def placements(self, round_id: int) -> list[dict]:
         return list(self.db["placements"].rows_where(
@@ -544,8 +563,7 @@ class Store:
                 for a, per in devs.items() for t, v in per.items()]
         with self.transaction():
             self.db.execute("delete from deviations")
-            if data:
-                self.db["deviations"].insert_all(data)
+            self._insert_many("deviations", data)
 
     def deficits(self) -> dict[str, float]:
         return {r["account"]: r["value"] for r in self.db["deficits"].rows_where(order_by="account")}
@@ -746,6 +764,16 @@ class Store:
     def preemption_counts(self) -> dict[str, int]:
         """state -> number of preemptions."""
         return {r[0]: r[1] for r in self.db.execute("select state, count(*) from preemptions group by state")}
+
+    def preemption_totals(self) -> list[dict]:
+        """Per account and GPU type: ``started`` (every preemption: checkpoint signals sent or failed),
+        ``requeued`` (of those, jobs requeued) and ``open`` (signalled, in their grace now)."""
+        rows = self.db.execute(
+            "select account, coalesce(gpu_type, ''), count(*), sum(requeued_at is not null), "
+            "sum(state = 'signalled') from preemptions group by account, coalesce(gpu_type, '') "
+            "order by account, coalesce(gpu_type, '')")
+        return [{"account": a, "gpu_type": g, "started": n, "requeued": rq, "open": op}
+                for a, g, n, rq, op in rows.fetchall()]
 
     def next_preemption_due(self) -> float | None:
         """The earliest end of grace of an open preemption (unix seconds), None if none is open."""

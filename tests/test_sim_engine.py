@@ -167,3 +167,22 @@ def test_fairness_per_round_is_recorded_and_matches_a_recomputation_from_the_sto
         assert [store.round(x["id"])["details"]["dt"] for x in rows[1:]] == pytest.approx([300.0] * 6)
     with pytest.raises(InputError, match="store_path"):
         simulate(Trace(tuple(jobs), thr, "fair"), cluster_spec("k80=4,v100=4"), "gavel", store_path=path)
+
+
+def test_a_small_simulation_matches_numbers_computed_by_hand():
+    # one account, 2 K80 + 2 V100 (nodes of 2), three 1-GPU jobs of 36 000 steps at t=0; the class runs 1 step/s
+    # on a K80 and 10 on a V100. Slurm starts all three at once, fastest free type first: two on the V100s
+    # (3 600 s each), the third on a K80 (36 000 s; no preemption, so it stays there).
+    jobs = tuple(TraceJob(f"j{i}", 0.0, "a", "fast", 1, 36000.0) for i in range(3))
+    r = simulate(Trace(jobs, {"fast": {"k80": 1.0, "v100": 10.0}}, "by hand"), cluster_spec("k80=2,v100=2", node_size=2),
+                 "oef-coop", round_s=300)
+    assert r.finished == 3 and not r.round_errors and r.preemptions == 0
+    assert sorted(row["jct"] for row in r.job_rows) == pytest.approx([3600.0, 3600.0, 36000.0])
+    assert r.mean_jct == pytest.approx(14400.0) and r.median_jct == pytest.approx(3600.0)
+    assert r.makespan == pytest.approx(36000.0)
+    # normalized throughput: (3600 s x 10 + 3600 s x 10 + 36000 s x 1) / 36000 s = 3 K80-equivalents
+    assert r.total_throughput == pytest.approx(3.0)
+    # utilization: (3600 + 3600 + 36000) GPU-s / (4 GPUs x 36000 s) = 0.3
+    assert r.utilization == pytest.approx(0.3)
+    # finish-time fairness: T_isolated = 3600 s (best type), one account in the system: rho = 1, 1, 10
+    assert r.max_rho == pytest.approx(10.0) and r.mean_rho == pytest.approx(4.0)
