@@ -12,6 +12,9 @@ uncapped classes (sharing incentive, envy-freeness, equal throughput) are evalua
 when some class is capped, and the detail says so ("among the 3 uncapped class(es); 1 at their demand or
 type caps not compared").
 
+:func:`violations` counts envy pairs and sharing-incentive shortfalls per tenant with the same comparisons,
+cheaply enough for every daemon round (``details["fairness"]``).
+
 Each check returns a :class:`PropertyResult`: ``value`` True (holds), False (violated) or None (not
 applicable, the detail says why), a short ``detail`` and ``worst``, the largest violation found (0 when none).
 Tolerance: 1e-6, relative to the size of the compared numbers when they exceed 1.
