@@ -422,10 +422,12 @@ class Store:
 
     # -------------------------------------------------------------------------------- rounds
 
-    def begin_round(self, policy: str, solver: str = "") -> int:
+    def begin_round(self, policy: str, solver: str = "", now: float | None = None) -> int:
+        """A new round, status ``running``, started at ``now`` (default: the wall clock)."""
         with self.transaction():
             return self.db["rounds"].insert(
-                {"started": time.time(), "policy": policy, "solver": solver or "", "status": "running"}
+                {"started": time.time() if now is None else float(now), "policy": policy, "solver": solver or "",
+                 "status": "running"}
             ).last_pk
 
     def finish_round(self, round_id: int, status: str, **fields: Any) -> None:
@@ -457,6 +459,40 @@ class Store:
             cols = ", ".join(c for c in self.db["rounds"].columns_dict if c != "details")
             return list(self.db["rounds"].rows_where(select=cols, order_by="id desc", limit=limit))
         return [self._round_row(r) for r in self.db["rounds"].rows_where(order_by="id desc", limit=limit)]
+
+    def round_series(self, since: float | None = None, until: float | None = None,
+                     keys: Iterable[str] = ("fairness",)) -> list[dict]:
+        """Finished rounds started in [since, until] (None: no bound), oldest first: id, started, finished,
+        policy, status, solve_seconds, total_throughput, n_accounts, n_changes, and ``keys``, top-level keys
+        of their details (None where absent). SQLite extracts those keys, so the rest of each round's large
+        details JSON is never decoded here."""
+        names = list(keys)
+        for k in names:
+            if not k.isidentifier():
+                raise InputError("keys", k, "must be a details key (letters, digits, _)")
+        cols = ", ".join(["id", "started", "finished", "policy", "status", "solve_seconds", "total_throughput",
+                          "n_accounts", "n_changes"] + [f"json_extract(details, '$.{k}') as {k}" for k in names])
+        where, args = self._window("started", since, until)
+        cur = self.db.execute(f"select {cols} from rounds where finished is not null and status != 'running'"
+                              f"{' and ' + where if where else ''} order by id", args)
+        out = []
+        for row in cur.fetchall():
+            r = dict(zip([d[0] for d in cur.description], row))
+            for k in names:
+                r[k] = _loads(r[k])
+            out.append(r)
+        return out
+
+    @staticmethod
+    def _window(column: str, since: float | None, until: float | None) -> tuple[str, list[float]]:
+        where, args = [], []
+        if since is not None:
+            where.append(f"{column} >= ?")
+            args.append(float(since))
+        if until is not None:
+            where.append(f"{column} <= ?")
+            args.append(float(until))
+        return " and ".join(where), args
 
     def round(self, round_id: int | None = None) -> dict | None:
         """Round ``round_id``, or (None) the last finished round whose status is ok or dry-run."""
@@ -501,6 +537,17 @@ class Store:
         return list(self.db["placements"].rows_where(
             "round_id = ?", [round_id], order_by="account, gpu_type",
             select='round_id, account, gpu_type, ideal, deviation_before, real, "limit"'))
+
+    def placements_between(self, since: float | None = None, until: float | None = None) -> list[dict]:
+        """Placement rows (round_id, account, gpu_type, ideal, real, limit) of the finished rounds started in
+        [since, until], by round, account and type."""
+        where, args = self._window("r.started", since, until)
+        cur = self.db.execute(
+            'select p.round_id, p.account, p.gpu_type, p.ideal, p.real, p."limit" from placements p '
+            "join rounds r on r.id = p.round_id where r.finished is not null"
+            f"{' and ' + where if where else ''} order by p.round_id, p.account, p.gpu_type", args)
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, row)) for row in cur.fetchall()]
 
     # -------------------------------------------------------------------------------- carried state
 
@@ -699,9 +746,12 @@ class Store:
         return [self._preemption_row(r) for r in self.db["preemptions"].rows_where(
             "state = 'signalled' or coalesce(requeued_at, signalled_at, created) >= ?", [since], order_by="id")]
 
-    def preemptions(self, account: str | None = None, job_id: int | None = None, limit: int = 100) -> list[dict]:
-        """The newest ``limit`` preemptions (of ``account``'s jobs, of ``job_id``), newest first, with steps."""
-        where, args = [], []
+    def preemptions(self, account: str | None = None, job_id: int | None = None, limit: int | None = 100,
+                    since: float | None = None, until: float | None = None) -> list[dict]:
+        """The newest ``limit`` (None: all) preemptions (of ``account``'s jobs, of ``job_id``, created in
+        [since, until]), newest first, with steps."""
+        window, args = self._window("created", since, until)
+        where = [window] if window else []
         if account is not None:
             where.append("account = ?")
             args.append(account)

@@ -23,9 +23,9 @@ def console_main() -> None:
 
 
 def _register() -> None:
-    from . import admin, cluster, compare, hooks, profiles, simulate, solve
+    from . import admin, cluster, compare, hooks, profiles, report, simulate, solve
 
-    for mod in (solve, compare, simulate, cluster, admin, profiles, hooks):
+    for mod in (solve, compare, simulate, cluster, admin, report, profiles, hooks):
         mod.register(main)
 
 
