@@ -8,6 +8,7 @@ key, e.g. ``daemon.period``.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -91,6 +92,47 @@ def _signal(key: str, v: Any) -> str:
     if not isinstance(v, str) or not re.fullmatch(r"(SIG)?[A-Z][A-Z0-9+]*|\d+", v.strip().upper()):
         raise InputError(key, v, 'must be a signal name like "USR1" or "SIGTERM", or a signal number')
     return v.strip().upper()
+
+
+METRICS_OFF = ""  # metrics.listen = "" serves no /metrics
+_HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
+
+
+def parse_listen(key: str, v: Any) -> tuple[str, int] | None:
+    """``"HOST:PORT"`` (HOST an IPv4 address, a host name, or an IPv6 address in brackets: ``"[::1]:9817"``;
+    PORT 1..65535) -> (host, port), host without brackets; ``""`` -> None (off)."""
+    if not isinstance(v, str):
+        raise InputError(key, v, 'must be a string "HOST:PORT" (e.g. "127.0.0.1:9817"), or "" for off')
+    if v == METRICS_OFF:
+        return None
+    if v.startswith("["):
+        host, sep, port = v[1:].partition("]:")
+        if not sep:
+            raise InputError(key, v, 'an IPv6 address needs brackets and a port: "[::1]:9817"')
+        try:
+            if ipaddress.ip_address(host).version != 6:
+                raise ValueError(host)
+        except ValueError:
+            raise InputError(key, v, f"{host!r} in brackets is not an IPv6 address") from None
+    else:
+        host, sep, port = v.rpartition(":")
+        if not sep or not host:
+            raise InputError(key, v, 'must be "HOST:PORT" (e.g. "127.0.0.1:9817"), or "" for off')
+        if ":" in host:
+            raise InputError(key, v, 'an IPv6 address must be in brackets: "[::1]:9817"')
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            if re.fullmatch(r"[0-9.]+", host) or not _HOSTNAME.fullmatch(host):
+                raise InputError(key, v, f"{host!r} is neither an IPv4 address nor a host name") from None
+    if not re.fullmatch(r"[0-9]{1,5}", port) or not 1 <= int(port) <= 65535:
+        raise InputError(key, v, f"port {port!r} must be a number in 1..65535")
+    return host, int(port)
+
+
+def _listen(key: str, v: Any) -> str:
+    parse_listen(key, v)
+    return v
 
 
 def _knob_f(key: str, v: Any) -> float:
@@ -201,6 +243,7 @@ SECTION_DOCS = {
     "submit": "Submission: the GPU type map read by etc/job_submit.lua to type untyped GPU requests.",
     "preemption": "Preemption: over-share running jobs get a checkpoint signal, then a requeue after the grace.",
     "profiling": "Profiling: throughput reports from jobs (`slurm-fair profile ...`), how they update profiles.",
+    "metrics": "Prometheus metrics: the daemon serves /metrics over HTTP (README, 'Metrics (Prometheus)').",
 }
 
 SPEC: dict[str, dict[str, Key]] = {
@@ -330,6 +373,15 @@ SPEC: dict[str, dict[str, Key]] = {
             "shipped map (profiles/nvml-gpu-types.csv). A relative path is relative to this file's folder.",
         ),
     },
+    "metrics": {
+        "listen": Key(
+            "127.0.0.1:9817", _listen,
+            'Address the daemon serves /metrics on: "HOST:PORT" (port 1..65535), an IPv6 address in brackets\n'
+            '("[::1]:9817"); "" = off. Loopback by default; a wider address ("0.0.0.0:9817") is the\n'
+            "admin's choice: the endpoint has no authentication and shows account names and shares.\n"
+            "Read once when the daemon starts (SIGHUP does not move it).",
+        ),
+    },
 }
 
 
@@ -422,6 +474,16 @@ class ProfilingConfig:
     nvml_map: str = ""
 
 
+@dataclass(frozen=True)
+class MetricsConfig:
+    listen: str = "127.0.0.1:9817"
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """(host, port) to serve /metrics on, None when off (``listen = ""``)."""
+        return parse_listen("metrics.listen", self.listen)
+
+
 _SECTION_TYPES = {
     "daemon": DaemonConfig,
     "policy": PolicyConfig,
@@ -434,6 +496,7 @@ _SECTION_TYPES = {
     "submit": SubmitConfig,
     "preemption": PreemptionConfig,
     "profiling": ProfilingConfig,
+    "metrics": MetricsConfig,
 }
 
 
@@ -450,6 +513,7 @@ class Config:
     submit: SubmitConfig = field(default_factory=SubmitConfig)
     preemption: PreemptionConfig = field(default_factory=PreemptionConfig)
     profiling: ProfilingConfig = field(default_factory=ProfilingConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     source: str = "defaults"  # the config file's path, or "defaults" (no file read)
     database_path: Path = Path("/var/lib/slurm-fair/slurm-fair.sqlite")  # daemon.database, resolved
     spool_path: Path | None = None  # hooks.spool, resolved; None = no ingestion

@@ -12,6 +12,9 @@ uncapped classes (sharing incentive, envy-freeness, equal throughput) are evalua
 when some class is capped, and the detail says so ("among the 3 uncapped class(es); 1 at their demand or
 type caps not compared").
 
+:func:`violations` counts envy pairs and sharing-incentive shortfalls per tenant with the same comparisons,
+cheaply enough for every daemon round (``details["fairness"]``).
+
 Each check returns a :class:`PropertyResult`: ``value`` True (holds), False (violated) or None (not
 applicable, the detail says why), a short ``detail`` and ``worst``, the largest violation found (0 when none).
 Tolerance: 1e-6, relative to the size of the compared numbers when they exceed 1.
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -94,21 +97,44 @@ def bundle_values(speed: np.ndarray, bundles: np.ndarray, demand: float = np.inf
     return take @ so
 
 
+def row_values(speed: np.ndarray, bundles: np.ndarray, demand: np.ndarray, type_cap: np.ndarray | None = None) -> np.ndarray:
+    """Row by row, :func:`bundle_value` of user ``speed[r]`` (demand ``demand[r]``, caps ``type_cap[r]``) for
+    bundle ``bundles[r]``: (m, k), (m, k), (m,), (m, k) -> (m,), all rows at once."""
+    b = np.asarray(bundles, dtype=float)
+    s = np.where(speed > 0, speed, 0.0)
+    if type_cap is not None:
+        b = np.minimum(b, type_cap)
+    b = np.where(s > 0, b, 0.0)
+    d = np.asarray(demand, dtype=float)
+    if not np.isfinite(d).any():
+        return (b * s).sum(axis=1)
+    order = np.argsort(-s, axis=1, kind="stable")
+    bo, so = np.take_along_axis(b, order, axis=1), np.take_along_axis(s, order, axis=1)
+    before = np.cumsum(bo, axis=1) - bo
+    take = np.clip(np.minimum(bo, d[:, None] - before), 0.0, None)
+    return (take * so).sum(axis=1)
+
+
 def _fmt(v: float) -> str:
     return f"{v:.6g}"
 
 
+def capped_mask(vu: VirtualUsers, x: np.ndarray) -> np.ndarray:
+    """(n,) True for the virtual users whose allocation ``x`` reaches their total demand or one of their
+    finite per-type caps (within the tolerance)."""
+    x = np.asarray(x, dtype=float)
+    fin_d = np.isfinite(vu.demand)
+    d = np.where(fin_d, vu.demand, 0.0)
+    at_total = fin_d & (x.sum(axis=1) >= d - TOL * np.maximum(1.0, np.abs(d)))
+    fin = np.isfinite(vu.type_cap) & (vu.speed > 0)
+    c = np.where(fin, vu.type_cap, 0.0)
+    at_type = (fin & (x >= c - TOL * np.maximum(1.0, np.abs(c)))).any(axis=1)
+    return at_total | at_type
+
+
 def capped_classes(alloc: Allocation) -> list[int]:
     """Virtual users whose allocation reaches their total demand or one of their finite per-type caps."""
-    vu, x = alloc.vu, np.asarray(alloc.x, dtype=float)
-    out = []
-    for i in range(vu.n):
-        fin = np.isfinite(vu.type_cap[i]) & (vu.speed[i] > 0)
-        at_total = np.isfinite(vu.demand[i]) and x[i].sum() >= vu.demand[i] - _tol(vu.demand[i])
-        at_type = bool((x[i][fin] >= vu.type_cap[i][fin] - np.array([_tol(c) for c in vu.type_cap[i][fin]])).any())
-        if at_total or at_type:
-            out.append(i)
-    return out
+    return [int(i) for i in np.flatnonzero(capped_mask(alloc.vu, alloc.x))]
 
 
 def _among(alloc: Allocation) -> tuple[list[int], str]:
@@ -168,46 +194,90 @@ def demand(alloc: Allocation) -> PropertyResult:
 # --------------------------------------------------------------------------- fairness
 
 
+def _si_base(vu: VirtualUsers) -> np.ndarray:
+    """(n,) each virtual user's throughput from its weight share w_l/sum(w) of every GPU type (within its
+    demand and per-type caps)."""
+    if vu.n == 0:
+        return np.zeros(0)
+    share = vu.weight[:, None] / vu.weight.sum() * vu.capacity[None, :]
+    return row_values(vu.speed, share, vu.demand, vu.type_cap)
+
+
 def sharing_incentive(alloc: Allocation) -> PropertyResult:
     """Each virtual user gets at least the throughput of its weight share w_l/sum(w) of every GPU type."""
     vu, x = alloc.vu, np.asarray(alloc.x, dtype=float)
     u = (x * vu.speed).sum(axis=1)
-    share = vu.weight[:, None] / vu.weight.sum() * vu.capacity[None, :]
+    base = _si_base(vu)
     free, note = _among(alloc)
     worst, who = 0.0, None
     for i in free:
-        base = bundle_value(vu.speed[i], share[i], vu.demand[i], vu.type_cap[i])
-        gap = base - u[i]
-        if gap > _tol(base) and gap > worst:
-            worst, who = gap, (i, base)
+        gap = base[i] - u[i]
+        if gap > _tol(base[i]) and gap > worst:
+            worst, who = gap, (i, base[i])
     if who is None:
         return PropertyResult("sharing_incentive", True, "every class gets at least its weight share's throughput" + note, 0.0)
-    i, base = who
-    return PropertyResult("sharing_incentive", False, f"{_label(vu, i)}: throughput {_fmt(u[i])} < {_fmt(base)} from its weight share" + note, worst)
+    i, base_i = who
+    return PropertyResult("sharing_incentive", False, f"{_label(vu, i)}: throughput {_fmt(u[i])} < {_fmt(base_i)} from its weight share" + note, worst)
+
+
+@dataclass(frozen=True)
+class Envy:
+    """The envious pairs of virtual users: ``envier[p]`` would have throughput ``value[p]`` with ``envied[p]``'s
+    allocation scaled by pi_envier / pi_envied (within its demand and caps), ``gap[p]`` above its own."""
+
+    envier: np.ndarray
+    envied: np.ndarray
+    value: np.ndarray
+    gap: np.ndarray
+
+
+def _envy(vu: VirtualUsers, x: np.ndarray, u: np.ndarray, free: np.ndarray) -> Envy:
+    """Every pair of different ``free`` (uncapped) virtual users where one envies the other beyond the
+    tolerance.
+
+    Cheap: the linear value (no caps) bounds the capped one from above and equals it when the scaled bundle
+    fits within the envier's caps, so only the pairs where it exceeds the envier's throughput are looked at,
+    and of those only the ones whose bundle does not fit are valued again within the caps (row by row)."""
+    idx = np.flatnonzero(free)
+    none = np.zeros(0, dtype=int)
+    if len(idx) < 2:
+        return Envy(none, none, np.zeros(0), np.zeros(0))
+    s, xs, w, uu = vu.speed[idx], x[idx], vu.weight[idx], u[idx]
+    value = s @ xs.T
+    equal = bool(np.all(w == w[0]))
+    if not equal:
+        value *= w[:, None] / w[None, :]
+    cand = value > uu[:, None]
+    np.fill_diagonal(cand, False)
+    ls, is_ = np.nonzero(cand)  # sorted by row
+    v = value[ls, is_]
+    ratio = np.ones(len(ls)) if equal else w[ls] / w[is_]
+    # a scaled bundle with no more usable GPUs than the envier's demand and smallest usable per-type cap
+    # binds no cap: its linear value is exact
+    usable = s > 0
+    bound = np.minimum(vu.demand[idx], np.where(usable, vu.type_cap[idx], np.inf).min(axis=1, initial=np.inf))
+    need = np.flatnonzero((usable[ls] * xs[is_]).sum(axis=1) * ratio > bound[ls])
+    if len(need):
+        rows, starts = np.unique(ls[need], return_index=True)
+        for a, pos in zip(rows, np.split(need, starts[1:])):
+            v[pos] = bundle_values(s[a], xs[is_[pos]] * ratio[pos][:, None], vu.demand[idx[a]], vu.type_cap[idx[a]])
+    g = v - uu[ls]
+    keep = g > TOL * np.maximum(1.0, np.abs(v))
+    return Envy(idx[ls[keep]], idx[is_[keep]], v[keep], g[keep])
 
 
 def envy_free(alloc: Allocation) -> PropertyResult:
     """Weighted envy-freeness: u_l(x_l)/pi_l >= u_l(x_i)/pi_i for every pair of uncapped virtual users."""
     vu, x = alloc.vu, np.asarray(alloc.x, dtype=float)
     u = (x * vu.speed).sum(axis=1)
-    # value[l, i]: what l's throughput would be with i's allocation scaled by pi_l / pi_i
-    value = (vu.speed @ x.T) * (vu.weight[:, None] / vu.weight[None, :])
-    limited = np.isfinite(vu.demand) | (np.isfinite(vu.type_cap) & (vu.speed > 0)).any(axis=1)
-    for l in np.flatnonzero(limited):
-        value[l] = bundle_values(vu.speed[l], x * (vu.weight[l] / vu.weight)[:, None], vu.demand[l], vu.type_cap[l])
-    np.fill_diagonal(value, -np.inf)
     free, note = _among(alloc)
-    out = np.ones(vu.n, dtype=bool)
-    out[free] = False
-    value[out, :] = -np.inf  # capped classes are compared with nobody, and nobody with them
-    value[:, out] = -np.inf
-    with np.errstate(invalid="ignore"):
-        gap = value - u[:, None]
-        gap[~(gap > TOL * np.maximum(1.0, np.abs(value)))] = 0.0
+    mask = np.zeros(vu.n, dtype=bool)
+    mask[free] = True  # capped classes are compared with nobody, and nobody with them
+    e = _envy(vu, x, u, mask)
     worst, who = 0.0, None
-    if vu.n > 1 and gap.max() > 0:
-        l, i = np.unravel_index(int(np.argmax(gap)), gap.shape)
-        worst, who = float(gap[l, i]), (int(l), int(i), float(value[l, i]))
+    if len(e.gap):
+        p = int(np.argmax(e.gap))
+        worst, who = float(e.gap[p]), (int(e.envier[p]), int(e.envied[p]), float(e.value[p]))
     if who is None:
         return PropertyResult("envy_free", True, "no class prefers another's weight-scaled allocation" + note, 0.0)
     l, i, other = who
@@ -437,6 +507,55 @@ def strategy_proof_probe(alloc: Allocation, solve: Solve | None, factors: Sequen
         f"{tname} gains by reporting{cls} {what}: true throughput {_fmt(honest[tname])} -> {_fmt(got)}{scope}",
         worst,
     )
+
+
+# --------------------------------------------------------------------------- counts (one daemon round)
+
+
+def violations(vu: VirtualUsers, x: np.ndarray) -> dict[str, Any]:
+    """Envy and sharing-incentive violations of the allocation ``x`` (n, k) of ``vu``'s virtual users, counted
+    per tenant (the daemon records them every round: ``details["fairness"]``). Cheap and pure.
+
+    The comparisons are :func:`envy_free`'s and :func:`sharing_incentive`'s, on the same virtual users
+    (one per tenant class, an equal part of the tenant's weight), the same values (throughput of the best
+    GPUs within the class's demand and per-type caps) and the same tolerance; virtual users at their demand
+    or a per-type cap (:func:`capped_mask`) are compared with nobody and nobody with them. Returned:
+
+    * ``envy_pairs``: ordered pairs of different tenants (A, B) where some class of A values a class of B's
+      GPUs, scaled by pi_A/pi_B (class weights), above its own throughput; envy between two classes of one
+      tenant is not counted;
+    * ``max_envy``: the largest such excess (normalized throughput of the envious class: GPUs of its slowest
+      type), 0 when none;
+    * ``si_violations``: tenants with a class whose throughput is below what its weight share of every GPU
+      type would give it;
+    * ``min_si_ratio``: the smallest throughput / weight-share throughput over the compared classes (None
+      when none is compared);
+    * ``tenants``, ``classes``, ``compared``: tenants, virtual users, and virtual users compared.
+    """
+    n = vu.n
+    x = np.clip(np.asarray(x, dtype=float).reshape(n, vu.k), 0.0, None)
+    tid = np.unique(np.asarray(vu.tenant, dtype=object), return_inverse=True)[1].reshape(-1) if n else np.zeros(0, int)
+    out: dict[str, Any] = {"tenants": len(set(vu.tenant)), "classes": n, "compared": 0, "envy_pairs": 0,
+                           "max_envy": 0.0, "si_violations": 0, "min_si_ratio": None}
+    if n == 0:
+        return out
+    u = (x * vu.speed).sum(axis=1)
+    free = ~capped_mask(vu, x)
+    out["compared"] = int(free.sum())
+    base = _si_base(vu)
+    short = free & (base - u > TOL * np.maximum(1.0, np.abs(base)))
+    out["si_violations"] = int(len(np.unique(tid[short])))
+    pos = free & (base > TOL)
+    if pos.any():
+        out["min_si_ratio"] = float((u[pos] / base[pos]).min())
+    e = _envy(vu, x, u, free)
+    other = tid[e.envier] != tid[e.envied]  # classes of one tenant: not a pair of tenants
+    if other.any():
+        pairs = np.zeros((out["tenants"], out["tenants"]), dtype=bool)
+        pairs[tid[e.envier[other]], tid[e.envied[other]]] = True
+        out["envy_pairs"] = int(pairs.sum())
+        out["max_envy"] = float(e.gap[other].max())
+    return out
 
 
 # --------------------------------------------------------------------------- all

@@ -28,7 +28,11 @@ Refinements, applied in this order, each deterministic (ties broken by tenant na
    forever).
 3. **Minimum job size** (OEF §4.3). A tenant whose rounded total is below ``min_gpus`` (the fewest GPUs any of
    its jobs needs) gets 0 GPUs of every type this round and keeps accumulating its deviation, so its claim
-   grows until it is large enough to start a job.
+   grows until it is large enough to start a job. A job runs on GPUs of one type, so a tenant whose GPUs
+   reach ``min_gpus`` only summed over types (3 + 3 + 2 for an 8-GPU job) gets them on one type instead: the
+   one it has the largest claim on among those with room for ``min_gpus`` (then the most room, then type
+   order), as many as it had in total as fit there; with room nowhere it gets 0 this round, as above. The
+   deviations record what it got, so the other types owe it back later.
 4. **Work conservation.** GPUs still free after 1-3 go, one at a time, to the tenant with the largest positive
    residual claim on that type (it is owed GPUs), as long as demand and ``min_gpus`` allow it.
 """
@@ -187,11 +191,31 @@ def place(
             used -= 1
     # 3. minimum job size
     blocked = set()
+    split = []
     for t in tenants:
         if 0 < tot[t] < mins[t]:
             blocked.add(t)
             real[t] = {g: 0 for g in types}
             tot[t] = 0
+        elif 0 < mins[t] <= tot[t] and max(real[t].values()) < mins[t]:
+            split.append(t)
+    # ... on one GPU type: a job runs on GPUs of one type, so GPUs that reach the minimum only summed over types
+    # start nothing (the simulator found four 8-GPU jobs, 8 GPUs each as 3+3+2 over three types, waiting forever
+    # on an idle cluster); such a tenant gets its GPUs on one type where they fit, else nothing this round
+    held_split = {t: tot[t] for t in split}
+    for t in split:
+        real[t] = {g: 0 for g in types}
+        tot[t] = 0
+    for t in sorted(split):
+        room = {g: cap[g] - sum(real[u][g] for u in tenants) for g in types}
+        fits = [g for g in types if room[g] >= mins[t]]
+        if not fits:
+            blocked.add(t)
+            continue
+        # the type it has the largest claim on (what the policy meant it to have), then the one with most room
+        g = max(fits, key=lambda g: (target[t][g], room[g], -types.index(g)))
+        real[t][g] = min(held_split[t], room[g])
+        tot[t] = real[t][g]
     # 4. hand out GPUs left free to tenants still owed some
     for g in types:
         free = cap[g] - sum(real[t][g] for t in tenants)

@@ -346,6 +346,17 @@ class Store:
                 conn.execute("ROLLBACK")
             raise
 
+    def _insert_many(self, table: str, data: list[dict]) -> None:
+        """Insert rows of one shape (the keys of ``data[0]``, already validated) with one ``executemany``:
+        sqlite-utils' ``insert_all`` builds and checks every row in Python (a third of a simulated round with
+        a thousand share rows)."""
+        if not data:
+            return
+        cols = list(data[0])
+        sql = (f'insert into "{table}" ({", ".join(chr(34) + c + chr(34) for c in cols)}) '
+               f'values ({", ".join("?" for _ in cols)})')
+        self.db.conn.executemany(sql, [[r[c] for c in cols] for r in data])
+
     # -------------------------------------------------------------------------------- profiles
 
     def set_profile(self, cls: str, gpu_type: str, throughput: float, account: str = "",
@@ -505,10 +516,12 @@ class Store:
 
     # -------------------------------------------------------------------------------- rounds
 
-    def begin_round(self, policy: str, solver: str = "") -> int:
+    def begin_round(self, policy: str, solver: str = "", now: float | None = None) -> int:
+        """A new round, status ``running``, started at ``now`` (default: the wall clock)."""
         with self.transaction():
             return self.db["rounds"].insert(
-                {"started": time.time(), "policy": policy, "solver": solver or "", "status": "running"}
+                {"started": time.time() if now is None else float(now), "policy": policy, "solver": solver or "",
+                 "status": "running"}
             ).last_pk
 
     def finish_round(self, round_id: int, status: str, **fields: Any) -> None:
@@ -541,6 +554,40 @@ class Store:
             return list(self.db["rounds"].rows_where(select=cols, order_by="id desc", limit=limit))
         return [self._round_row(r) for r in self.db["rounds"].rows_where(order_by="id desc", limit=limit)]
 
+    def round_series(self, since: float | None = None, until: float | None = None,
+                     keys: Iterable[str] = ("fairness",)) -> list[dict]:
+        """Finished rounds started in [since, until] (None: no bound), oldest first: id, started, finished,
+        policy, status, solve_seconds, total_throughput, n_accounts, n_changes, and ``keys``, top-level keys
+        of their details (None where absent). SQLite extracts those keys, so the rest of each round's large
+        details JSON is never decoded here."""
+        names = list(keys)
+        for k in names:
+            if not k.isidentifier():
+                raise InputError("keys", k, "must be a details key (letters, digits, _)")
+        cols = ", ".join(["id", "started", "finished", "policy", "status", "solve_seconds", "total_throughput",
+                          "n_accounts", "n_changes"] + [f"json_extract(details, '$.{k}') as {k}" for k in names])
+        where, args = self._window("started", since, until)
+        cur = self.db.execute(f"select {cols} from rounds where finished is not null and status != 'running'"
+                              f"{' and ' + where if where else ''} order by id", args)
+        out = []
+        for row in cur.fetchall():
+            r = dict(zip([d[0] for d in cur.description], row))
+            for k in names:
+                r[k] = _loads(r[k])
+            out.append(r)
+        return out
+
+    @staticmethod
+    def _window(column: str, since: float | None, until: float | None) -> tuple[str, list[float]]:
+        where, args = [], []
+        if since is not None:
+            where.append(f"{column} >= ?")
+            args.append(float(since))
+        if until is not None:
+            where.append(f"{column} <= ?")
+            args.append(float(until))
+        return " and ".join(where), args
+
     def round(self, round_id: int | None = None) -> dict | None:
         """Round ``round_id``, or (None) the last finished round whose status is ok or dry-run."""
         if round_id is None:
@@ -550,14 +597,23 @@ class Store:
             rows = list(self.db["rounds"].rows_where("id = ?", [round_id]))
         return self._round_row(rows[0]) if rows else None
 
+    def round_counts(self) -> dict[str, int]:
+        """status -> number of rounds with that status."""
+        return {r[0]: r[1] for r in self.db.execute("select status, count(*) from rounds group by status")}
+
+    def last_finished_round(self) -> dict | None:
+        """The newest round that is not ``running`` (any other status), without its details, or None."""
+        cols = ", ".join(c for c in self.db["rounds"].columns_dict if c != "details")
+        rows = list(self.db["rounds"].rows_where("status != 'running'", select=cols, order_by="id desc", limit=1))
+        return rows[0] if rows else None
+
     # -------------------------------------------------------------------------------- shares/placements
 
     def record_shares(self, round_id: int, rows: Iterable[Mapping]) -> None:
         data = [{"round_id": round_id, "account": r["account"], "class": r["class"], "gpu_type": r["gpu_type"],
                  "ideal": float(r["ideal"]), "real": _int(r.get("real"), "real")} for r in rows]
         with self.transaction():
-            if data:
-                self.db["shares"].insert_all(data)
+            self._insert_many("shares", data)
 
     def shares(self, round_id: int) -> list[dict]:
         return list(self.db["shares"].rows_where(
@@ -569,13 +625,23 @@ class Store:
                  "ideal": float(r["ideal"]), "deviation_before": _float(r.get("deviation_before")),
                  "real": _int(r.get("real"), "real"), "limit": _int(r.get("limit"), "limit")} for r in rows]
         with self.transaction():
-            if data:
-                self.db["placements"].insert_all(data)
+            self._insert_many("placements", data)
 
     def placements(self, round_id: int) -> list[dict]:
         return list(self.db["placements"].rows_where(
             "round_id = ?", [round_id], order_by="account, gpu_type",
             select='round_id, account, gpu_type, ideal, deviation_before, real, "limit"'))
+
+    def placements_between(self, since: float | None = None, until: float | None = None) -> list[dict]:
+        """Placement rows (round_id, account, gpu_type, ideal, real, limit) of the finished rounds started in
+        [since, until], by round, account and type."""
+        where, args = self._window("r.started", since, until)
+        cur = self.db.execute(
+            'select p.round_id, p.account, p.gpu_type, p.ideal, p.real, p."limit" from placements p '
+            "join rounds r on r.id = p.round_id where r.finished is not null"
+            f"{' and ' + where if where else ''} order by p.round_id, p.account, p.gpu_type", args)
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, row)) for row in cur.fetchall()]
 
     # -------------------------------------------------------------------------------- carried state
 
@@ -591,8 +657,7 @@ class Store:
                 for a, per in devs.items() for t, v in per.items()]
         with self.transaction():
             self.db.execute("delete from deviations")
-            if data:
-                self.db["deviations"].insert_all(data)
+            self._insert_many("deviations", data)
 
     def deficits(self) -> dict[str, float]:
         return {r["account"]: r["value"] for r in self.db["deficits"].rows_where(order_by="account")}
@@ -775,9 +840,12 @@ class Store:
         return [self._preemption_row(r) for r in self.db["preemptions"].rows_where(
             "state = 'signalled' or coalesce(requeued_at, signalled_at, created) >= ?", [since], order_by="id")]
 
-    def preemptions(self, account: str | None = None, job_id: int | None = None, limit: int = 100) -> list[dict]:
-        """The newest ``limit`` preemptions (of ``account``'s jobs, of ``job_id``), newest first, with steps."""
-        where, args = [], []
+    def preemptions(self, account: str | None = None, job_id: int | None = None, limit: int | None = 100,
+                    since: float | None = None, until: float | None = None) -> list[dict]:
+        """The newest ``limit`` (None: all) preemptions (of ``account``'s jobs, of ``job_id``, created in
+        [since, until]), newest first, with steps."""
+        window, args = self._window("created", since, until)
+        where = [window] if window else []
         if account is not None:
             where.append("account = ?")
             args.append(account)
@@ -790,6 +858,16 @@ class Store:
     def preemption_counts(self) -> dict[str, int]:
         """state -> number of preemptions."""
         return {r[0]: r[1] for r in self.db.execute("select state, count(*) from preemptions group by state")}
+
+    def preemption_totals(self) -> list[dict]:
+        """Per account and GPU type: ``started`` (every preemption: checkpoint signals sent or failed),
+        ``requeued`` (of those, jobs requeued) and ``open`` (signalled, in their grace now)."""
+        rows = self.db.execute(
+            "select account, coalesce(gpu_type, ''), count(*), sum(requeued_at is not null), "
+            "sum(state = 'signalled') from preemptions group by account, coalesce(gpu_type, '') "
+            "order by account, coalesce(gpu_type, '')")
+        return [{"account": a, "gpu_type": g, "started": n, "requeued": rq, "open": op}
+                for a, g, n, rq, op in rows.fetchall()]
 
     def next_preemption_due(self) -> float | None:
         """The earliest end of grace of an open preemption (unix seconds), None if none is open."""

@@ -183,6 +183,19 @@ BAD = [
     ("profiling", "explore", "1"),
     ("profiling", "nvml_map", "3"),
     ("profiling", "nvml_map", '" map.csv"'),
+    ("metrics", "listen", "9817"),
+    ("metrics", "listen", '"off"'),
+    ("metrics", "listen", '"127.0.0.1"'),
+    ("metrics", "listen", '"127.0.0.1:0"'),
+    ("metrics", "listen", '"127.0.0.1:65536"'),
+    ("metrics", "listen", '"127.0.0.1:98x7"'),
+    ("metrics", "listen", '":9817"'),
+    ("metrics", "listen", '"::1:9817"'),
+    ("metrics", "listen", '"[::1]"'),
+    ("metrics", "listen", '"[127.0.0.1]:9817"'),
+    ("metrics", "listen", '"300.1.1.1:9817"'),
+    ("metrics", "listen", '"bad_host:9817"'),
+    ("metrics", "listen", '" 127.0.0.1:9817"'),
 ]
 
 
@@ -290,3 +303,17 @@ def test_config_accepts_every_solver_the_command_line_accepts():
     for name in SOLVERS:
         cfg = config.from_dict({"policy": {"solver": name.lower()}})
         assert cfg.policy.solver == name
+
+
+@pytest.mark.parametrize("listen, address", [
+    ("127.0.0.1:9817", ("127.0.0.1", 9817)),
+    ("[::1]:9817", ("::1", 9817)),
+    ("0.0.0.0:1", ("0.0.0.0", 1)),
+    ("[::]:65535", ("::", 65535)),
+    ("metrics-host.example.org:9100", ("metrics-host.example.org", 9100)),
+    ("", None),
+])
+def test_metrics_listen_addresses(tmp_path, listen, address):
+    assert config.Config().metrics.address == ("127.0.0.1", 9817)  # loopback by default
+    cfg = config.load(write(tmp_path, f'[metrics]\nlisten = "{listen}"\n'))
+    assert cfg.metrics.listen == listen and cfg.metrics.address == address

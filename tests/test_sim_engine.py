@@ -12,8 +12,9 @@ from click.testing import CliRunner
 from slurm_fair.cli import main
 from slurm_fair.errors import InputError
 from slurm_fair.sim.cluster import cluster_spec
-from slurm_fair.sim.engine import simulate
+from slurm_fair.sim.engine import EPOCH, simulate
 from slurm_fair.sim.traces import Trace, TraceJob, generate, write_csv
+from slurm_fair.store import Store
 
 GAVEL = Path("/work/shared/data/gavel")
 THR = {"fast": {"k80": 1.0, "v100": 10.0}, "flat": {"k80": 1.0, "v100": 1.25}}
@@ -82,12 +83,14 @@ def test_simulate_command_json_csv_and_plots(tmp_path):
     assert set(out["policies"]) == {"gavel", "oef-noncoop"}
     for s in out["policies"].values():
         assert {"total_throughput", "mean_jct", "p95_jct", "makespan", "max_rho"} <= set(s) and s["finished"] == 25
+        assert s["fairness"]["real"]["rounds"] == s["rounds"] and s["fairness"]["errors"] == 0
     pngs = sorted(p.name for p in (tmp_path / "plots").iterdir())
-    assert pngs == ["compare.png", "jct-cdf.png", "shares-gavel.png", "shares-oef-noncoop.png"]
+    assert pngs == ["compare.png", "fairness.png", "jct-cdf.png", "shares-gavel.png", "shares-oef-noncoop.png"]
     assert all((tmp_path / "plots" / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)
     assert len((tmp_path / "jobs.csv").read_text().splitlines()) == 1 + 2 * 25
     table = CliRunner().invoke(main, ["simulate", "--generate", "15", "--cluster", "v100=8", "--policy", "gavel"])
     assert table.exit_code == 0 and "gavel" in table.output and "mean JCT s" in table.output
+    assert "envy rounds i/r" in table.output
 
 
 @pytest.mark.skipif(not GAVEL.exists(), reason="the shared Gavel data is not on this machine")
@@ -116,3 +119,70 @@ def test_simulate_bad_input_is_a_clear_error(args, field):
     r = CliRunner().invoke(main, ["simulate", *args])
     assert r.exit_code == 2 and r.output.startswith(f"error: {field}"), r.output
     assert "Traceback" not in r.output
+
+
+def test_fairness_per_round_is_recorded_and_matches_a_recomputation_from_the_store(tmp_path):
+    # three accounts, one class each, each far more jobs than GPUs (no demand or type cap binds): a GPU of a
+    # type is worth the class's speed there, so envy and shares can be recomputed by hand from the store
+    thr = {"fast": {"k80": 1.0, "v100": 10.0}, "flat": {"k80": 1.0, "v100": 1.25}, "mid": {"k80": 1.0, "v100": 3.0}}
+    jobs = [TraceJob(f"{a}{i}", 0.0, a, c, 1, 1e6) for i in range(20) for a, c in (("a", "fast"), ("b", "flat"), ("c", "mid"))]
+    path = tmp_path / "sim.sqlite"
+    r = simulate(Trace(tuple(jobs), thr, "fair"), cluster_spec("k80=4,v100=4"), "gavel", round_s=300, horizon=1800,
+                 accounts={"a": 1, "b": 2, "c": 1}, store_path=path)
+    assert len(r.timeline) == r.rounds == 7 and all(s["fairness"] for s in r.timeline)
+    speed = {c: {g: v / min(row.values()) for g, v in row.items()} for c, row in thr.items()}
+    cls = {"a": "fast", "b": "flat", "c": "mid"}
+    w = {"a": 1.0, "b": 2.0, "c": 1.0}
+    cap = {"k80": 4, "v100": 4}
+    with Store(path) as store:
+        for s in r.timeline:
+            f = s["fairness"]
+            assert f["ideal"]["compared"] == f["ideal"]["tenants"] == 3  # nobody at a cap: the hand values hold
+            rows = {"ideal": {}, "real": {}}
+            for p in store.placements(s["round"]):
+                rows["ideal"].setdefault(p["account"], {})[p["gpu_type"]] = p["ideal"]
+                rows["real"].setdefault(p["account"], {})[p["gpu_type"]] = p["real"]
+            for side in ("ideal", "real"):
+                x = rows[side]
+                val = {(a, b): sum(speed[cls[a]][g] * x[b][g] for g in cap) * w[a] / w[b] for a in x for b in x}
+                envy = [(a, b) for a in x for b in x if a != b and val[a, b] - val[a, a] > 1e-6 * max(1, val[a, b])]
+                base = {a: sum(speed[cls[a]][g] * cap[g] for g in cap) * w[a] / sum(w.values()) for a in x}
+                short = [a for a in x if base[a] - val[a, a] > 1e-6 * max(1, base[a])]
+                assert f[side]["envy_pairs"] == len(envy), (s["round"], side)
+                assert f[side]["max_envy"] == pytest.approx(max((val[a, b] - val[a, a] for a, b in envy), default=0.0))
+                assert f[side]["si_violations"] == len(short)
+                assert f[side]["min_si_ratio"] == pytest.approx(min(val[a, a] / base[a] for a in x))
+    # gavel's placed GPUs are envied in some round here; the summary counts those rounds
+    real = [s["fairness"]["real"] for s in r.timeline]
+    assert r.fairness["real"]["rounds"] == 7
+    assert r.fairness["real"]["rounds_with_envy"] == sum(c["envy_pairs"] > 0 for c in real)
+    assert r.fairness["real"]["max_envy_pairs"] == max(c["envy_pairs"] for c in real)
+    assert r.fairness["real"]["rounds_with_si_violation"] == sum(c["si_violations"] > 0 for c in real)
+    with Store(path) as store:
+        rows = store.round_series()
+        # rounds are recorded on the simulated clock, so the deficits accumulate over the simulated time between
+        # rounds (on the wall clock they saw 0 s between rounds: SiteFactor ranked accounts by name)
+        assert [x["started"] - EPOCH for x in rows] == pytest.approx([s["time"] for s in r.timeline])
+        assert all(x["finished"] >= x["started"] for x in rows)
+        assert [store.round(x["id"])["details"]["dt"] for x in rows[1:]] == pytest.approx([300.0] * 6)
+    with pytest.raises(InputError, match="store_path"):
+        simulate(Trace(tuple(jobs), thr, "fair"), cluster_spec("k80=4,v100=4"), "gavel", store_path=path)
+
+
+def test_a_small_simulation_matches_numbers_computed_by_hand():
+    # one account, 2 K80 + 2 V100 (nodes of 2), three 1-GPU jobs of 36 000 steps at t=0; the class runs 1 step/s
+    # on a K80 and 10 on a V100. Slurm starts all three at once, fastest free type first: two on the V100s
+    # (3 600 s each), the third on a K80 (36 000 s; no preemption, so it stays there).
+    jobs = tuple(TraceJob(f"j{i}", 0.0, "a", "fast", 1, 36000.0) for i in range(3))
+    r = simulate(Trace(jobs, {"fast": {"k80": 1.0, "v100": 10.0}}, "by hand"), cluster_spec("k80=2,v100=2", node_size=2),
+                 "oef-coop", round_s=300)
+    assert r.finished == 3 and not r.round_errors and r.preemptions == 0
+    assert sorted(row["jct"] for row in r.job_rows) == pytest.approx([3600.0, 3600.0, 36000.0])
+    assert r.mean_jct == pytest.approx(14400.0) and r.median_jct == pytest.approx(3600.0)
+    assert r.makespan == pytest.approx(36000.0)
+    # normalized throughput: (3600 s x 10 + 3600 s x 10 + 36000 s x 1) / 36000 s = 3 K80-equivalents
+    assert r.total_throughput == pytest.approx(3.0)
+    # utilization: (3600 + 3600 + 36000) GPU-s / (4 GPUs x 36000 s) = 0.3
+    assert r.utilization == pytest.approx(0.3)
+    # finish-time fairness: T_isolated = 3600 s (best type), one account in the system: rho = 1, 1, 10
+    assert r.max_rho == pytest.approx(10.0) and r.mean_rho == pytest.approx(4.0)

@@ -227,6 +227,29 @@ def test_round_lifecycle_and_last_good_round(store):
     assert store.round()["id"] == r1
 
 
+def test_round_series_reads_chosen_details_keys_over_a_window(store):
+    ids = []
+    for t, f in ((100.0, {"ideal": {"envy_pairs": 0}}), (200.0, None), (300.0, {"error": "x"})):
+        rid = store.begin_round("gavel", now=t)
+        details = {"capacity": {"v100": 2}, **({"fairness": f} if f is not None else {})}
+        store.finish_round(rid, "ok", details=details, finished=t + 1, total_throughput=t / 100)
+        store.record_placements(rid, [{"account": "a", "gpu_type": "v100", "ideal": 1.5, "real": 2, "limit": 2}])
+        ids.append(rid)
+    store.begin_round("gavel", now=400.0)  # running: not in any series
+    rows = store.round_series()
+    assert [r["id"] for r in rows] == ids and [r["started"] for r in rows] == [100.0, 200.0, 300.0]
+    assert [r["fairness"] for r in rows] == [{"ideal": {"envy_pairs": 0}}, None, {"error": "x"}]
+    assert "capacity" not in rows[0] and rows[0]["finished"] == 101.0 and rows[2]["total_throughput"] == 3.0
+    assert [r["id"] for r in store.round_series(150.0, 300.0)] == ids[1:]
+    assert [r["capacity"] for r in store.round_series(until=150.0, keys=("capacity",))] == [{"v100": 2}]
+    assert [p["round_id"] for p in store.placements_between(since=250.0)] == [ids[2]]
+    with pytest.raises(InputError, match="keys"):
+        store.round_series(keys=("x') from rounds; --",))
+    p1 = store.add_preemption(job_id=1, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=60, now=50.0)
+    store.add_preemption(job_id=2, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=60, now=500.0)
+    assert [p["id"] for p in store.preemptions(limit=None, until=100.0)] == [p1]
+
+
 def test_finish_round_rejects_bad_status_field_and_id(store):
     r = store.begin_round("oef-noncoop")
     with pytest.raises(InputError) as e:

@@ -73,7 +73,7 @@ def _dump(obj: Any) -> None:
 
 @click.command("daemon")
 @config_option
-@click.option("--once", is_flag=True, help="Run one round and exit.")
+@click.option("--once", is_flag=True, help="Run one round and exit (serves no /metrics).")
 @click.option("--dry-run", is_flag=True, help="Compute and record rounds (status dry-run) but change nothing in Slurm.")
 @handle_errors
 def daemon_cmd(config_path: str | None, once: bool, dry_run: bool) -> None:
@@ -83,6 +83,9 @@ def daemon_cmd(config_path: str | None, once: bool, dry_run: bool) -> None:
 
     One instance per database (lock file <database>.lock). SIGTERM finishes the current round and exits 0;
     SIGHUP reloads the config. One log line per round on stderr.
+
+    Prometheus metrics are served at http://<metrics.listen>/metrics (127.0.0.1:9817 by default; "" = off),
+    refreshed after every round; an address that cannot be bound is logged and the daemon runs on.
     """
     from ..daemon.service import serve
 

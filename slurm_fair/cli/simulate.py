@@ -49,6 +49,28 @@ COLUMNS = (("total_throughput", "throughput"), ("mean_jct", "mean JCT s"), ("med
            ("p95_jct", "p95 JCT s"), ("makespan", "makespan s"), ("max_rho", "max rho"), ("mean_rho", "mean rho"),
            ("utilization", "GPU util"), ("preemptions", "preempt"), ("finished", "done"), ("rounds", "rounds"),
            ("wall_seconds", "wall s"))
+# rounds with envy / with a sharing-incentive violation: policy's shares (ideal) / placed GPUs (real)
+FAIR_COLUMNS = (("rounds_with_envy", "envy rounds i/r"), ("rounds_with_si_violation", "SI rounds i/r"))
+
+
+def _fair_cell(r, key: str) -> str:
+    f = r.fairness
+    if not f or not f.get("real", {}).get("rounds"):
+        return "-"
+    return f"{f['ideal'][key]}/{f['real'][key]}"
+
+
+def store_paths(path: str | None, names: list[str]) -> dict[str, Path | None]:
+    """Where each policy's kept store goes: ``path`` itself for one policy, else ``<stem>.<policy><suffix>``
+    beside it; an existing file is an InputError (the simulation writes a new store)."""
+    if not path:
+        return {n: None for n in names}
+    p = Path(path)
+    out = {n: p if len(names) == 1 else p.with_name(f"{p.stem}.{n}{p.suffix}") for n in names}
+    for q in out.values():
+        if q.exists():
+            raise InputError("--store", str(q), "exists; the simulation writes a new store")
+    return out
 
 
 @click.command("simulate")
@@ -82,18 +104,27 @@ COLUMNS = (("total_throughput", "throughput"), ("mean_jct", "mean JCT s"), ("med
               help="Checkpoint-restart delay of a requeued job, seconds.")
 @click.option("--preemption/--no-preemption", default=False, show_default=True,
               help="Run the daemon with preemption.enabled (checkpoint signal, grace, requeue).")
+@click.option("--dry-run", is_flag=True, default=False,
+              help="Run the daemon with daemon.dry_run: rounds compute but set no limit, SiteFactor or type map, so "
+                   "the simulated Slurm schedules alone (first come first served, fastest free type): the baseline.")
 @click.option("--horizon", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Stop after S simulated seconds (default: when every job is done).")
 @click.option("--jobs-csv", metavar="FILE", help="Also write one row per job and policy (submit, start, end, JCT, rho).")
+@click.option("--store", "store_path", metavar="PATH", help="Keep the daemon's store (SQLite) there, a new file, for "
+              "`slurm-fair report --database PATH`; with --compare one per policy: PATH's name with .POLICY "
+              "before the suffix.")
 @click.option("--plot", "plot_dir", metavar="DIR", help="Write PNG plots there (needs matplotlib): GPUs and throughput "
-              "per account over time per policy, the JCT distribution, a policy comparison.")
+              "per account over time per policy, the JCT distribution, envy and sharing-incentive violations per "
+              "round, a policy comparison.")
 @json_option(help='Print JSON: {"policies": {name: {total_throughput, mean_jct, median_jct, p95_jct, makespan, '
-                  'max_rho, ...}}}.')
+                  'max_rho, ..., fairness: {ideal|real: {rounds_with_envy, max_envy_pairs, '
+                  'rounds_with_si_violation, ...}}}}}.')
 def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, seed, gen_accounts, rate, mean_duration, spec,
-                 node_size, policy, compare, round_s, restart_s, preemption, horizon, jobs_csv, plot_dir,
-                 as_json) -> None:
+                 node_size, policy, compare, round_s, restart_s, preemption, dry_run, horizon, jobs_csv, store_path,
+                 plot_dir, as_json) -> None:
     """Simulate a job trace on a cluster under the daemon's own round code (observe, solve, place, apply,
-    preempt), one policy or several side by side: throughput, JCT, makespan, finish-time fairness.
+    preempt), one policy or several side by side: throughput, JCT, makespan, finish-time fairness, and the
+    rounds whose shares (i) and placed GPUs (r) had envy or sharing-incentive violations.
 
     \b
         slurm-fair simulate --generate 200 --cluster k80=8,v100=8 --compare gavel,oef-coop
@@ -108,6 +139,7 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
         nodes = cluster_spec(spec, node_size)
         trace = _trace(paths, profiles, throughputs, accounts, unmeasured, generate, seed, gen_accounts, rate,
                        mean_duration)
+        stores = store_paths(store_path, names)
     except (SlurmFairError, OSError) as e:
         fail(e if isinstance(e, SlurmFairError) else InputError("--trace", getattr(e, "filename", None), str(e)))
     results = {}
@@ -122,10 +154,10 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
                     last[0] = done
 
                 results[n] = simulate(trace, nodes, n, round_s=round_s, restart_s=restart_s, preemption=preemption,
-                                      horizon=horizon, progress=tick)
+                                      dry_run=dry_run, horizon=horizon, progress=tick, store_path=stores[n])
         else:
             results[n] = simulate(trace, nodes, n, round_s=round_s, restart_s=restart_s, preemption=preemption,
-                                  horizon=horizon)
+                                  dry_run=dry_run, horizon=horizon, store_path=stores[n])
     if jobs_csv:
         import csv
 
@@ -150,8 +182,11 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
     else:
         click.echo(f"trace: {len(trace.jobs)} jobs, {len(trace.accounts())} accounts; cluster: "
                    + ", ".join(f"{t}={c}" for t, c in _capacity(nodes).items()) + f"; round {round_s:g} s")
-        click.echo(render(["policy", *(h for _k, h in COLUMNS)],
-                          [[n, *(_fmt(r.summary()[k]) for k, _h in COLUMNS)] for n, r in results.items()]))
+        click.echo(render(["policy", *(h for _k, h in COLUMNS), *(h for _k, h in FAIR_COLUMNS)],
+                          [[n, *(_fmt(r.summary()[k]) for k, _h in COLUMNS), *(_fair_cell(r, k) for k, _h in FAIR_COLUMNS)]
+                           for n, r in results.items()]))
+        if store_path:
+            click.echo("stores: " + ", ".join(str(p) for p in stores.values()), err=True)
         for n, r in results.items():
             for e in r.round_errors[:5]:
                 click.echo(f"{n}: {e}", err=True)

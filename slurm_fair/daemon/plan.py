@@ -44,6 +44,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
+import numpy as np
+
+from .. import fairness
 from ..cluster.base import ANY_GPU, CLEAR, Job, Snapshot, supports_pending_retype
 from ..model import DEFAULT_REMAINING, Allocation, ClassJob, JobClass, Problem, Tenant
 from ..rounding import place
@@ -404,6 +407,64 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
         deviations={a: dict(placement.deviations[a]) for a in accounts}, extra=extra, limits=limits,
         min_gpus=min_gpus, demand=acct_demand, total_throughput=float(alloc.total_throughput()),
     )
+
+
+def real_per_class(built: Built, alloc: Allocation, real: Mapping[str, Mapping[str, int]]) -> np.ndarray:
+    """The rounded GPUs per account (``plan.real``) put back on the problem's virtual users, (n, k): the
+    inverse of :func:`make_plan`'s sum of an account's classes. Each account's GPUs of a type are split among
+    its classes in proportion to their ideal shares of that type; where the account's ideal share of the
+    type is 0, equally among its classes that can use the type (none: the GPUs are left out)."""
+    vu = alloc.vu
+    n, k = vu.n, vu.k
+    if n == 0:
+        return np.zeros((0, k))
+    row_of = {key: i for i, key in enumerate(zip(vu.tenant, vu.cls))}
+    accounts = sorted({a for (a, _c) in built.rows})
+    pos = {a: p for p, a in enumerate(accounts)}
+    acc = np.full(n, -1)
+    for (a, _c), key in built.rows.items():
+        i = row_of.get(key)
+        if i is not None:
+            acc[i] = pos[a]
+    r = np.array([[float(real.get(a, {}).get(g, 0)) for g in vu.gpu_types] for a in accounts]).reshape(len(accounts), k)
+    x = np.clip(np.asarray(alloc.x, dtype=float), 0.0, None)
+    can = ((vu.speed > 0) & (vu.type_cap > 0)).astype(float)
+    has = acc >= 0
+    tot = np.zeros((len(accounts), k))
+    cnt = np.zeros((len(accounts), k))
+    np.add.at(tot, acc[has], x[has])
+    np.add.at(cnt, acc[has], can[has])
+    t, c = tot[acc[has]], cnt[acc[has]]
+    split = np.where(t > 1e-9, x[has] / np.where(t > 1e-9, t, 1.0), np.where(c > 0, can[has] / np.where(c > 0, c, 1.0), 0.0))
+    y = np.zeros((n, k))
+    y[has] = split * r[acc[has]]
+    return y
+
+
+def account_throughput(built: Built, alloc: Allocation, x: np.ndarray) -> dict[str, float]:
+    """Normalized throughput per account of the allocation ``x`` of ``alloc``'s virtual users (sum over the
+    account's classes of GPUs x speed relative to the class's slowest usable type)."""
+    vu = alloc.vu
+    u = (np.asarray(x, dtype=float) * vu.speed).sum(axis=1) if vu.n else np.zeros(0)
+    row_of = {key: i for i, key in enumerate(zip(vu.tenant, vu.cls))}
+    out: dict[str, float] = {}
+    for (a, _c), key in sorted(built.rows.items()):
+        i = row_of.get(key)
+        if i is not None:
+            out[a] = out.get(a, 0.0) + float(u[i])
+    return out
+
+
+def round_fairness(built: Built, alloc: Allocation, plan: Plan) -> dict[str, Any]:
+    """Envy and sharing-incentive violations of one round (:func:`slurm_fair.fairness.violations`): of the
+    policy's fractional allocation (``ideal``) and of the whole GPUs the round placed per account
+    (``real``: ``plan.real`` split among the account's classes by :func:`real_per_class`); and
+    ``throughput``: {"ideal"|"real": {account: normalized throughput}} of the same two allocations."""
+    vu = alloc.vu
+    y = real_per_class(built, alloc, plan.real)
+    return {"ideal": fairness.violations(vu, alloc.x), "real": fairness.violations(vu, y),
+            "throughput": {"ideal": account_throughput(built, alloc, alloc.x),
+                           "real": account_throughput(built, alloc, y)}}
 
 
 def limit_changes(current: Mapping[str, Mapping[str, int]], planned: Mapping[str, Mapping[str, int]],

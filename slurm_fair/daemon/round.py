@@ -197,7 +197,22 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> dict[str, Any]:
         # oef-coop's warm start: what seeded this solve (None: none taken) and the binding rows kept
         "warm_start": {"seeded": next((n for n in c.alloc.notes if n.startswith("warm start:")), None),
                        "pairs_saved": len(c.alloc.warm)},
+        **_fairness(c),
     }
+
+
+def _fairness(c: P.Decisions) -> dict[str, Any]:
+    """``fairness``: envy and sharing-incentive violations of the round (``plan.round_fairness``) and the
+    seconds they took, ``throughput``: normalized throughput per account of the ideal and the placed
+    allocation. A failure is recorded as ``fairness: {"error": cause}`` and never fails the round."""
+    t = time.perf_counter()
+    try:
+        out = P.round_fairness(c.built, c.alloc, c.plan)
+    except Exception as e:  # noqa: BLE001 - statistics; the round goes on
+        return {"fairness": {"error": cause(e)}}
+    thr = out.pop("throughput")
+    out["seconds"] = time.perf_counter() - t
+    return {"fairness": out, "throughput": thr}
 
 
 def _history(store: Store, now: float, cfg: Any) -> list[PR.Record]:
@@ -359,17 +374,25 @@ def apply_factors(cluster: Cluster, factors: Mapping[int, int]) -> tuple[dict[in
     return done, failed
 
 
+def _finished(now: float | None, t0: float) -> dict[str, float]:
+    """The round's end on its own clock: ``now`` (the time the round was given) plus the seconds it ran;
+    nothing (the store's wall clock) when the round runs on the wall clock."""
+    return {} if now is None else {"finished": now + (time.monotonic() - t0)}
+
+
 def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = None, dry_run: bool = False,
               now: float | None = None, record: bool = True) -> RoundResult:
     """Run one round (see the module docstring). ``record=False`` (``apply --dry-run``) writes nothing to
-    the store and nothing to Slurm. Once the round row exists no exception escapes: a failure is recorded
+    the store and nothing to Slurm. ``now`` (the simulator's clock): the round runs and is recorded at that
+    time (rounds.started = now, finished = now + the seconds it ran), so the time between rounds that the
+    deficits accumulate over is on the same clock; None: the wall clock. Once the round row exists no exception escapes: a failure is recorded
     on the round (status ``error``, its cause in the message)."""
     t0 = time.monotonic()
     policy = policy or cfg.policy.name
     round_id = None
     if record:
         _with_retry(lambda: mark_interrupted(store))
-        round_id = _with_retry(lambda: store.begin_round(policy, cfg.policy.solver))
+        round_id = _with_retry(lambda: store.begin_round(policy, cfg.policy.solver, now=now))
     try:
         return _run_round(cluster, store, cfg, policy, dry_run, now, record, round_id, t0)
     except Exception as e:  # noqa: BLE001 - one bad round must not stop the daemon: record why
@@ -377,7 +400,8 @@ def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = Non
         res.seconds = time.monotonic() - t0
         if record:
             try:
-                _with_retry(lambda: store.finish_round(round_id, "error", message=res.message))
+                _with_retry(lambda: store.finish_round(round_id, "error", message=res.message,
+                                                       **_finished(now, t0)))
             except Exception as e2:  # noqa: BLE001 - the next round marks it interrupted
                 res.message += f"; recording the failure failed too: {cause(e2)}"
         return res
@@ -397,7 +421,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
         if record:
             _with_retry(lambda: store.finish_round(
                 round_id, res.status, solve_seconds=res.solve_seconds, n_accounts=res.n_accounts,
-                n_changes=res.n_changes, message=res.message, **fields))
+                n_changes=res.n_changes, message=res.message, **_finished(stamp, t0), **fields))
         return res
 
     try:
@@ -532,7 +556,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
             res.seconds = time.monotonic() - t0
             store.finish_round(round_id, res.status, solve_seconds=res.solve_seconds, n_accounts=res.n_accounts,
                                n_changes=res.n_changes, message=res.message, details=res.details,
-                               total_throughput=plan.total_throughput)
+                               total_throughput=plan.total_throughput, **_finished(stamp, t0))
 
     _with_retry(write)
     return res

@@ -13,6 +13,10 @@
   after that was first seen (debounce) unless the periodic round comes first.
 * Preemption: when a signalled job's grace ends before the next periodic round, the round runs 1 s after it
   (so the requeue is not delayed by up to a period).
+* Metrics: unless ``--once``, the daemon serves Prometheus metrics on ``metrics.listen`` (``daemon/metrics.py``),
+  refreshed from the store at start and after every round. An address that cannot be bound (taken,
+  unresolvable) is logged and recorded as a ``metrics`` event, and the daemon runs on without metrics; a
+  failed refresh keeps the previous values.
 * Cluster errors never stop the daemon: rounds are recorded as ``unreachable``/``error`` and retried. No
   other failure does either: run_round records any exception on its round; one that happens before the
   round could be recorded (the database locked past every retry) is logged and the next round runs.
@@ -34,6 +38,7 @@ from ..cluster.errors import ClusterError
 from ..errors import SlurmFairError
 from ..store import Store
 from . import plan as P
+from .metrics import Exporter
 from .round import RoundResult, cause, run_round
 
 MIN_POLL = 5.0
@@ -89,6 +94,51 @@ def preemption_wakeup(store: Store, cfg: Any, now: float) -> float | None:
     return None if due is None else max(due + 1.0 - now, 0.0)
 
 
+def _url(host: str, port: int) -> str:
+    return f"http://{'[' + host + ']' if ':' in host else host}:{port}/metrics"
+
+
+def start_metrics(cfg: Any, store: Store, port: int | None = None) -> Exporter | None:
+    """Serve ``/metrics`` on ``metrics.listen`` (``port`` overrides its port; 0 = any free one, for tests);
+    None when off or when it cannot be served. Never raises: a bind failure is logged and recorded as a
+    ``metrics`` event, and the daemon goes on without metrics."""
+    address = cfg.metrics.address
+    if address is None:
+        log('metrics: off (metrics.listen = "")')
+        return None
+    host = address[0]
+    port = address[1] if port is None else port
+    exporter = Exporter()
+    try:
+        exporter.refresh(store)
+    except Exception as e:  # noqa: BLE001 - served empty until the next round's refresh
+        log(f"metrics: reading the last round failed: {cause(e)}")
+    try:
+        bound = exporter.serve(host, port)
+    except Exception as e:  # noqa: BLE001 - OSError (address in use, not resolvable, not local), UnicodeError
+        why = (e.strerror if isinstance(e, OSError) and e.strerror else None) or str(e) or type(e).__name__
+        msg = (f"cannot serve metrics on {cfg.metrics.listen} (port {port}): {why}; "
+               "running without metrics")
+        log(msg)
+        try:
+            store.event("metrics", msg, data={"listen": cfg.metrics.listen, "port": port, "error": why})
+        except Exception as e2:  # noqa: BLE001 - the log line says it
+            log(f"metrics: recording the failure failed too: {cause(e2)}")
+        return None
+    log(f"metrics: serving {_url(host, bound)}")
+    return exporter
+
+
+def refresh_metrics(exporter: Exporter | None, store: Store) -> None:
+    """New values after a round; a failure keeps the previous ones (logged)."""
+    if exporter is None:
+        return
+    try:
+        exporter.refresh(store)
+    except Exception as e:  # noqa: BLE001 - metrics never stop the daemon
+        log(f"metrics: refresh failed, serving the previous values: {cause(e)}")
+
+
 def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
           cluster_factory: Callable[[Any], Any] = connect_cluster) -> int:
     """Run the daemon; returns the exit status."""
@@ -110,6 +160,7 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
         f"period {cfg.daemon.period:g} s{', dry run' if dry_run or cfg.daemon.dry_run else ''})")
     cluster = None
     last_demand: dict[str, int] = {}
+    exporter = None if once else start_metrics(cfg, store)
     try:
         while True:
             if cluster is None:
@@ -129,6 +180,7 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
                                        message="cannot connect to the cluster")
             except Exception as e:  # noqa: BLE001 - e.g. the database locked past every retry: next round
                 log(f"round failed before it could be recorded: {cause(e)}")
+            refresh_metrics(exporter, store)
             if once or state["stop"]:
                 break
             next_round = time.monotonic() + float(cfg.daemon.period)
@@ -150,6 +202,9 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
                     state["reload"] = False
                     try:
                         new = config_mod.load(cfg_path)
+                        if new.metrics.listen != cfg.metrics.listen:
+                            log(f"metrics.listen changed to {new.metrics.listen!r}: takes effect when the daemon "
+                                "restarts")
                         cfg = new
                         next_round = min(next_round, time.monotonic() + float(cfg.daemon.period))
                         log(f"config reloaded from {cfg.source} (policy {cfg.policy.name}, period {cfg.daemon.period:g} s)")
@@ -174,6 +229,8 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
                 break
     finally:
         log("stopping")
+        if exporter is not None:
+            exporter.close()
         store.close()
         lockf.close()
     return 0

@@ -5,7 +5,10 @@ throughputs as site-wide profiles) and a config (``policy.name``, ``daemon.perio
 ``preemption.enabled``), then repeats: advance the cluster to the next round time (every arrival, completion
 and requeue on the way, the scheduler after each), run ``daemon.round.run_round`` unchanged on it (observe,
 solve, place, apply limits and SiteFactor, preempt, record), hand its published GPU type map to the
-simulated ``job_submit.lua``. It stops when every job is done, or at ``horizon`` seconds.
+simulated ``job_submit.lua``. It stops when every job is done, or at ``horizon`` seconds. ``dry_run=True``
+(``daemon.dry_run``): the rounds compute and record but set no limit, SiteFactor or type map, so the simulated
+Slurm alone schedules (first come first served, each untyped job on its fastest type that fits, backfill) —
+the baseline of a cluster without slurm-fair.
 
 Metrics (:class:`SimResult`), all from the simulated jobs:
 
@@ -17,7 +20,13 @@ Metrics (:class:`SimResult`), all from the simulated jobs:
 * finish-time fairness per job, Themis' ρ = JCT / (T_isolated × N): T_isolated = its work at its best type's
   rate, N = the mean number of accounts with jobs in the system over the job's lifetime (sampled at every
   round); ``max_rho``, ``mean_rho``;
-* per account, per round: GPUs held and normalized throughput (for plots of shares over time).
+* per account, per round: GPUs held and normalized throughput (for plots of shares over time);
+* per round, the envy and sharing-incentive violations the daemon recorded (``details["fairness"]``, read
+  back from the store once at the end: ``timeline[i]["fairness"]``) and their summary (``fairness``:
+  ``daemon.history.fairness_summary``).
+
+``store_path``: keep the daemon's store at that path (a new file) instead of a scratch folder, e.g. for
+``slurm-fair report --database``.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .. import config as config_mod
+from ..daemon.history import fairness_summary
 from ..daemon.round import run_round
 from ..errors import InputError
 from ..store import Store
@@ -61,12 +71,13 @@ class SimResult:
     round_errors: list[str] = field(default_factory=list)
     job_rows: list[dict[str, Any]] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)  # per round: time, per-account GPUs / throughput
+    fairness: dict[str, Any] = field(default_factory=dict)  # envy / SI violations over the rounds (fairness_summary)
 
     def summary(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in (
             "rounds", "sim_seconds", "wall_seconds", "jobs", "finished", "total_throughput", "mean_jct",
             "median_jct", "p95_jct", "makespan", "utilization", "max_rho", "mean_rho", "preemptions",
-            "multi_type_jobs")} | {"round_errors": self.round_errors[:20]}
+            "multi_type_jobs", "fairness")} | {"round_errors": self.round_errors[:20]}
 
 
 def _check_fits(jobs, throughput, nodes) -> None:
@@ -92,21 +103,24 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 
 def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *, round_s: float = 300.0,
-             restart_s: float = 60.0, preemption: bool = False, horizon: float | None = None,
+             restart_s: float = 60.0, preemption: bool = False, dry_run: bool = False, horizon: float | None = None,
              accounts: Mapping[str, int] | None = None, progress: Callable[[float, int, int], None] | None = None,
-             workdir: str | Path | None = None) -> SimResult:
+             workdir: str | Path | None = None, store_path: str | Path | None = None) -> SimResult:
     """Simulate ``trace`` (``traces.Trace``) on ``nodes`` under ``policy``; see the module docstring."""
     t0 = time.monotonic()
     jobs = list(trace.jobs)
     throughput = {c: dict(r) for c, r in trace.throughput.items()}
     accts = dict(accounts or {}) or {a: 1 for a in sorted({j.account for j in jobs})}
     _check_fits(jobs, throughput, nodes)
+    if store_path is not None and Path(store_path).exists():
+        raise InputError("store_path", str(store_path), "exists; the simulation writes a new store")
     cluster = SimCluster(nodes, accts, throughput, jobs, restart_s=restart_s, epoch=EPOCH)
     start = min((float(j.submit) for j in jobs), default=0.0)
     cluster.now = start
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         cfg = config_mod.from_dict({
-            "daemon": {"database": str(Path(tmp) / "sim.sqlite"), "period": float(round_s)},
+            "daemon": {"database": str(store_path or Path(tmp) / "sim.sqlite"), "period": float(round_s),
+                       "dry_run": bool(dry_run)},
             "policy": {"name": policy},
             "hooks": {"spool": str(Path(tmp) / "spool")},
             "preemption": {"enabled": bool(preemption)},
@@ -125,10 +139,10 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                 if res.status not in ("ok", "dry-run"):
                     errors.append(f"t={cluster.now - start:.0f}s: {res.status}: {res.message}")
                 targets = (res.details or {}).get("untyped_targets") or {}
-                if targets:
+                if targets and res.status != "dry-run":  # a dry run publishes no type map
                     cluster.set_type_map(targets)
                 cluster.schedule()
-                timeline.append(_sample(cluster, start))
+                timeline.append({"round": res.round_id, **_sample(cluster, start)})
                 present.append((cluster.now, len({j.account for j in cluster.jobs.values() if j.state != "DONE"})))
                 if progress is not None:
                     progress(cluster.now - start, sum(j.state == "DONE" for j in cluster.jobs.values()), len(jobs))
@@ -148,6 +162,9 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                     t += round_s
                 else:
                     t = max(t + round_s, start + math.ceil((nxt - start) / round_s - 1e-9) * round_s)
+            fair = {r["id"]: r["fairness"] for r in store.round_series(keys=("fairness",))}
+            for s in timeline:
+                s["fairness"] = fair.get(s["round"])
         finally:
             store.close()
     return _result(policy, cluster, throughput, rounds, errors, timeline, present, start, time.monotonic() - t0)
@@ -202,4 +219,5 @@ def _result(policy, cluster: SimCluster, throughput, rounds, errors, timeline, p
         max_rho=max(rhos) if rhos else None, mean_rho=statistics.fmean(rhos) if rhos else None,
         preemptions=cluster.preemptions, multi_type_jobs=sum(len(j.types_used) > 1 for j in cluster.jobs.values()),
         round_errors=errors, job_rows=rows, timeline=timeline,
+        fairness=fairness_summary(s.get("fairness") for s in timeline),
     )

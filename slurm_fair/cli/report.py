@@ -1,0 +1,146 @@
+"""``slurm-fair report``: what the store recorded over a window of time (shares, GPUs placed, throughput and
+fairness per account and round, policies compared, job times, preemptions), as a table, JSON or PNG charts.
+The data come from :mod:`slurm_fair.daemon.history`; this module only parses and prints."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import config as config_mod
+from ..errors import InputError
+from .common import config_option, handle_errors, json_option
+from .table import render
+
+WHEN_HELP = ("an ISO date or date-time (2026-11-25, 2026-11-25T14:00, local time unless it has an offset) or a "
+             "span before now: a number and s, m, h, d or w (90m, 2h, 3d)")
+
+
+def _time(t: float | None) -> str:
+    return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S") if t is not None else "-"
+
+
+def _f(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _h(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / 3600:.2f}"
+
+
+def _ir(f: dict, key: str) -> str:
+    return f"{f['ideal'][key]}/{f['real'][key]}" if f["real"]["rounds"] else "-"
+
+
+def _print_table(rep: dict) -> None:
+    click.echo(f"{rep['rounds']} round(s) from {_time(rep['first'])} to {_time(rep['last'])}: "
+               + ", ".join(f"{n} {s}" for s, n in sorted(rep["statuses"].items())))
+    click.echo("")
+    click.echo(render(
+        ["POLICY", "ROUNDS", "OK", "ROUND_S", "SOLVE_S", "THROUGHPUT", "ENVY ROUNDS I/R", "SI ROUNDS I/R",
+         "MAX ENVY PAIRS I/R", "MIN SI RATIO I/R", "JOBS", "MEAN JOB H"],
+        [[n, p["rounds"], p["ok_rounds"], _f(p["mean_round_seconds"]), _f(p["mean_solve_seconds"]),
+          _f(p["mean_total_throughput"]), _ir(p["fairness"], "rounds_with_envy"),
+          _ir(p["fairness"], "rounds_with_si_violation"), _ir(p["fairness"], "max_envy_pairs"),
+          f"{_f(p['fairness']['ideal']['min_si_ratio'])}/{_f(p['fairness']['real']['min_si_ratio'])}",
+          p["jobs"]["count"], _h(p["jobs"]["mean_s"])] for n, p in rep["policies"].items()]))
+    jobs = rep["jobs"]
+    pre = rep["preemptions"]["by_account"]
+    click.echo("")
+    click.echo(render(
+        ["ACCOUNT", "ROUNDS", "IDEAL", "REAL", "LIMIT", "THROUGHPUT I/R", "JOBS", "MEAN JOB H", "PREEMPTED"],
+        [[a, v["rounds"], _f(v["mean_ideal"]), _f(v["mean_real"]), _f(v["mean_limit"]),
+          f"{_f(v['mean_throughput_ideal'])}/{_f(v['mean_throughput_real'])}",
+          jobs["by_account"].get(a, {}).get("count", 0), _h(jobs["by_account"].get(a, {}).get("mean_s")),
+          pre.get(a, 0)] for a, v in rep["accounts"].items()]))
+    click.echo("")
+    click.echo("IDEAL, REAL, LIMIT: mean GPUs per round (policy's share, whole GPUs placed, limit set); THROUGHPUT: "
+               "mean normalized throughput of the share / of the placed GPUs; I/R: policy's shares / placed GPUs")
+    click.echo(f"jobs: {jobs['count']} finished; time from first start to last end (the hook records hold no submit "
+               f"time, so this is not the JCT): mean {_h(jobs['mean_s'])} h, median {_h(jobs['median_s'])} h, "
+               f"p95 {_h(jobs['p95_s'])} h")
+    by_state = rep["preemptions"]["by_state"]
+    click.echo(f"preemptions: {rep['preemptions']['total']}"
+               + (" (" + ", ".join(f"{n} {s}" for s, n in by_state.items()) + ")" if by_state else ""))
+    if rep["fairness"]["errors"]:
+        click.echo(f"fairness counts failed in {rep['fairness']['errors']} round(s) (see their details)")
+
+
+@click.command("report")
+@config_option
+@click.option("--database", "db_path", metavar="PATH",
+              help="Read this store instead of the config's daemon.database (e.g. one kept by "
+                   "`slurm-fair simulate --store PATH`).")
+@click.option("--since", metavar="WHEN", help="From WHEN on (rounds started, jobs whose last run ended, preemptions "
+              "made at or after it): " + WHEN_HELP + ".")
+@click.option("--until", metavar="WHEN", help="Up to WHEN (same forms).")
+@click.option("--plot", "plot_dir", metavar="DIR",
+              help="Write PNG charts there (needs matplotlib): GPUs placed and throughput per account over time "
+                   "per policy, job times, envy and sharing-incentive violations per round, a policy comparison.")
+@json_option(help='Print JSON: {window, rounds, first, last, statuses, policies {name: {rounds, ok_rounds, '
+                  'mean_round_seconds, mean_solve_seconds, mean_total_throughput, fairness, jobs}}, fairness, '
+                  'accounts, jobs, preemptions, timeline}.')
+@handle_errors
+def report_cmd(config_path: str | None, db_path: str | None, since: str | None, until: str | None,
+               plot_dir: str | None, as_json: bool) -> None:
+    """What the store recorded over a window: per account and round the policy's share, the whole GPUs
+    placed, the limit and their throughput; envy and sharing-incentive violations per round; each policy
+    used (rounds, round seconds, throughput, fairness); job times from the hook records; preemptions.
+
+    \b
+        slurm-fair report --since 3d
+        slurm-fair report --since 2026-11-01 --until 2026-11-08 --plot /tmp/report
+        slurm-fair report --database sim.sqlite --json
+    """
+    from ..daemon import history
+    from ..store import Store
+
+    now = time.time()
+    lo = history.parse_when("--since", since, now)
+    hi = history.parse_when("--until", until, now)
+    if lo is not None and hi is not None and hi < lo:
+        raise InputError("--until", until, f"is before --since ({since})")
+    if db_path is not None:
+        path = Path(db_path)
+        if not path.is_file():
+            raise InputError("--database", db_path, "no such file")
+    else:
+        path = Path(config_mod.load(config_path).database_path)
+        if not path.is_file():
+            click.echo(f"no store at {path} yet: no rounds to report (start the daemon: slurm-fair daemon)")
+            return
+    with Store(path) as store:
+        rep = history.load(store, lo, hi)
+    if rep["rounds"] == 0:
+        where = ("in the store" if lo is None and hi is None
+                 else f"between {_time(lo) if lo is not None else 'the start'} and {_time(hi) if hi is not None else 'now'}")
+        if as_json:
+            click.echo(json.dumps({**rep, "message": f"no rounds {where}"}, indent=2, sort_keys=True))
+        else:
+            click.echo(f"no rounds {where}: nothing to report")
+        return
+    if plot_dir:
+        from ..plots import plot_report
+
+        try:
+            files = plot_report(rep, plot_dir)
+        except OSError as e:
+            raise InputError("--plot", plot_dir, str(e)) from None
+        click.echo("plots: " + ", ".join(str(f) for f in files), err=True)
+    if as_json:
+        click.echo(json.dumps(rep, indent=2, sort_keys=True))
+    else:
+        _print_table(rep)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(report_cmd)

@@ -1,0 +1,216 @@
+"""Data behind ``slurm-fair report``: what the store recorded over a window of time, per round, account and
+policy. :func:`report` is pure (rows in, JSON-able dict out); :func:`load` reads the store for it.
+
+What it reads: finished rounds (``rounds``: policy, status, seconds, total throughput, and only the
+``fairness`` and ``throughput`` keys of their details), the placements (ideal share, real GPUs and limit per
+account and GPU type per round), the job runs from the hooks' records (``store.job_runs``) and the
+preemptions. A round belongs to the window when it *started* in it; a job when its last run *ended* in it;
+a preemption when it was *created* in it.
+
+Jobs: the hook records hold each run's start and end but not the job's submit time, so the job time shown
+is **start to end** (first run's start to last run's end, requeue waits included), not the job completion
+time (which also counts the wait before the first start). Each job is counted under the policy of the last
+round started at or before its end.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime
+import math
+import re
+import statistics
+from typing import Any, Iterable, Mapping
+
+from ..errors import InputError
+from ..store import Store
+
+RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+JOB_TIME = "start_to_end"  # what the job times measure (see the module docstring)
+SIDES = ("ideal", "real")
+
+
+def parse_when(option: str, text: str | None, now: float) -> float | None:
+    """A time bound: None, an ISO date or date-time (``2026-11-25``, ``2026-11-25T14:00``, with an offset or
+    ``Z``; without one it is local time), or a span before ``now``: a number and one of s, m, h, d, w
+    (``90m``, ``2h``, ``3d``). Anything else is an InputError naming ``option`` and the value."""
+    if text is None:
+        return None
+    m = RELATIVE.match(text)
+    if m:
+        return now - float(m.group(1)) * UNIT_S[m.group(2)]
+    try:
+        when = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(option, text, "must be an ISO date/time (2026-11-25, 2026-11-25T14:00) or a span "
+                         "before now (90m, 2h, 3d, 1w)") from None
+    return when.timestamp()
+
+
+# ------------------------------------------------------------------------------------------- fairness
+
+
+def fairness_summary(series: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """Over rounds' ``details["fairness"]`` (None or ``{"error": ...}``: not counted), for the ideal and the
+    real allocation: ``rounds`` counted, ``rounds_with_envy`` (envy_pairs > 0), ``max_envy_pairs``,
+    ``mean_envy_pairs``, ``max_envy``, ``rounds_with_si_violation`` (si_violations > 0),
+    ``max_si_violations``, ``min_si_ratio`` (None when never compared); and ``errors``: rounds whose
+    counts failed."""
+    out: dict[str, Any] = {}
+    items = list(series)
+    good = [f for f in items if f and "error" not in f]
+    for side in SIDES:
+        rows = [f[side] for f in good if side in f]
+        ratios = [r["min_si_ratio"] for r in rows if r.get("min_si_ratio") is not None]
+        out[side] = {
+            "rounds": len(rows),
+            "rounds_with_envy": sum(r["envy_pairs"] > 0 for r in rows),
+            "max_envy_pairs": max((r["envy_pairs"] for r in rows), default=0),
+            "mean_envy_pairs": statistics.fmean(r["envy_pairs"] for r in rows) if rows else 0.0,
+            "max_envy": max((r["max_envy"] for r in rows), default=0.0),
+            "rounds_with_si_violation": sum(r["si_violations"] > 0 for r in rows),
+            "max_si_violations": max((r["si_violations"] for r in rows), default=0),
+            "min_si_ratio": min(ratios) if ratios else None,
+        }
+    out["errors"] = sum(1 for f in items if f and "error" in f)
+    return out
+
+
+# ------------------------------------------------------------------------------------------- report
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    v = sorted(values)
+    k = (len(v) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def job_times(runs: Iterable[Mapping[str, Any]], since: float | None, until: float | None) -> list[dict[str, Any]]:
+    """Finished jobs (every run has ended) whose last run ended in [since, until]: job_id, account, start
+    (first run), end (last run), seconds (end - start), runs."""
+    by_job: dict[int, list[Mapping[str, Any]]] = {}
+    for r in runs:
+        by_job.setdefault(int(r["job_id"]), []).append(r)
+    out = []
+    for jid, rs in sorted(by_job.items()):
+        if any(r["end"] is None for r in rs):
+            continue
+        start, end = min(r["start"] for r in rs), max(r["end"] for r in rs)
+        if (since is not None and end < since) or (until is not None and end > until):
+            continue
+        out.append({"job_id": jid, "account": rs[-1]["account"], "start": start, "end": end,
+                    "seconds": end - start, "runs": len(rs)})
+    return out
+
+
+def _stats(values: list[float]) -> dict[str, Any]:
+    return {"count": len(values), "mean_s": statistics.fmean(values) if values else None,
+            "median_s": _percentile(values, 0.5), "p95_s": _percentile(values, 0.95),
+            "max_s": max(values) if values else None}
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    v = [float(x) for x in values if x is not None]
+    return statistics.fmean(v) if v else None
+
+
+def report(rounds: list[Mapping[str, Any]], placements: Iterable[Mapping[str, Any]],
+           runs: Iterable[Mapping[str, Any]], preemptions: Iterable[Mapping[str, Any]],
+           since: float | None = None, until: float | None = None) -> dict[str, Any]:
+    """The report of a window (see the module docstring). ``rounds``: ``store.round_series`` rows with the
+    ``fairness`` and ``throughput`` keys, oldest first; ``placements``: ``store.placements_between`` rows of
+    the same rounds; ``runs``: ``store.job_runs()``; ``preemptions``: those created in the window.
+
+    Returned: ``window`` {since, until}; ``rounds`` (count), ``first``/``last`` (start times),
+    ``statuses`` {status: rounds}; ``timeline``: per round {round, time, policy, status, ideal, real, limit
+    (GPUs per account, summed over types), throughput_ideal, throughput_real (normalized throughput per
+    account, from the round's details), fairness (its counts, or None)}; ``accounts``: per account the mean
+    over the rounds that placed it of the same numbers (mean_ideal, mean_real, mean_limit,
+    mean_throughput_ideal, mean_throughput_real) and ``rounds``; ``policies``: per policy {rounds,
+    ok_rounds, mean_round_seconds, mean_solve_seconds, mean_total_throughput, fairness (summary), jobs
+    (start-to-end statistics)}; ``fairness``: the summary over the window; ``jobs``: {measured:
+    "start_to_end", count, mean_s, median_s, p95_s, max_s, by_account {account: same}, times [seconds of
+    each job]}; ``preemptions``: {total, by_state, by_account}."""
+    per_round: dict[int, dict[str, dict[str, float]]] = {}
+    for p in placements:
+        row = per_round.setdefault(int(p["round_id"]), {"ideal": {}, "real": {}, "limit": {}})
+        for key in ("ideal", "real", "limit"):
+            if p[key] is not None:
+                row[key][p["account"]] = row[key].get(p["account"], 0.0) + float(p[key])
+    timeline = []
+    statuses: dict[str, int] = {}
+    for r in rounds:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        thr = r.get("throughput") or {}
+        pl = per_round.get(int(r["id"]), {"ideal": {}, "real": {}, "limit": {}})
+        timeline.append({"round": r["id"], "time": r["started"], "policy": r["policy"], "status": r["status"],
+                         **pl, "throughput_ideal": dict(thr.get("ideal") or {}),
+                         "throughput_real": dict(thr.get("real") or {}), "fairness": r.get("fairness")})
+    accounts: dict[str, dict[str, Any]] = {}
+    for s in timeline:
+        if not s["ideal"]:
+            continue
+        for a in s["ideal"]:
+            acc = accounts.setdefault(a, {k: [] for k in ("ideal", "real", "limit", "throughput_ideal",
+                                                          "throughput_real")})
+            for k in acc:
+                acc[k].append(s[k].get(a, 0.0))
+    accounts = {a: {"rounds": len(v["ideal"]), **{f"mean_{k}": _mean(vals) for k, vals in v.items()}}
+                for a, v in sorted(accounts.items())}
+
+    starts = [float(r["started"]) for r in rounds]
+    jobs = job_times(runs, since, until)
+    policy_of_job: dict[int, str | None] = {}
+    for j in jobs:
+        i = bisect.bisect_right(starts, j["end"]) - 1
+        policy_of_job[j["job_id"]] = rounds[i]["policy"] if i >= 0 else None
+    policies: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(r["policy"] for r in rounds):
+        rs = [r for r in rounds if r["policy"] == name]
+        ok = [r for r in rs if r["status"] in ("ok", "dry-run")]
+        policies[name] = {
+            "rounds": len(rs), "ok_rounds": len(ok),
+            "mean_round_seconds": _mean(r["finished"] - r["started"] for r in rs if r["finished"] is not None),
+            "mean_solve_seconds": _mean(r["solve_seconds"] for r in ok),
+            "mean_total_throughput": _mean(r["total_throughput"] for r in ok),
+            "fairness": fairness_summary(r.get("fairness") for r in rs),
+            "jobs": _stats([j["seconds"] for j in jobs if policy_of_job[j["job_id"]] == name]),
+        }
+    by_account: dict[str, list[float]] = {}
+    for j in jobs:
+        by_account.setdefault(j["account"], []).append(j["seconds"])
+    pre = list(preemptions)
+    by_state: dict[str, int] = {}
+    pre_acct: dict[str, int] = {}
+    for p in pre:
+        by_state[p["state"]] = by_state.get(p["state"], 0) + 1
+        pre_acct[p["account"]] = pre_acct.get(p["account"], 0) + 1
+    return {
+        "window": {"since": since, "until": until},
+        "rounds": len(rounds),
+        "first": starts[0] if starts else None,
+        "last": starts[-1] if starts else None,
+        "statuses": statuses,
+        "policies": policies,
+        "fairness": fairness_summary(r.get("fairness") for r in rounds),
+        "accounts": accounts,
+        "jobs": {"measured": JOB_TIME, **_stats([j["seconds"] for j in jobs]),
+                 "by_account": {a: _stats(v) for a, v in sorted(by_account.items())},
+                 "by_policy": {name: [j["seconds"] for j in jobs if policy_of_job[j["job_id"]] == name]
+                               for name in policies},
+                 "times": [j["seconds"] for j in jobs]},
+        "preemptions": {"total": len(pre), "by_state": dict(sorted(by_state.items())),
+                        "by_account": dict(sorted(pre_acct.items()))},
+        "timeline": timeline,
+    }
+
+
+def load(store: Store, since: float | None = None, until: float | None = None) -> dict[str, Any]:
+    """:func:`report` of the rounds, placements, job runs and preemptions ``store`` holds for [since, until]."""
+    rounds = store.round_series(since, until, keys=("fairness", "throughput"))
+    return report(rounds, store.placements_between(since, until), store.job_runs(),
+                  store.preemptions(limit=None, since=since, until=until), since, until)

@@ -1,0 +1,215 @@
+"""Prometheus metrics of the daemon: ``GET /metrics`` on ``metrics.listen`` (README, "Metrics (Prometheus)").
+
+Two parts:
+
+* :func:`families` (pure): the metric families, as plain data, from what the rounds recorded
+  (:class:`Inputs`: the last good round with its placements and details, the newest finished round, round and
+  preemption counts). :func:`read_inputs` reads those from the store.
+* :class:`Exporter` (I/O): a prometheus_client collector in a *private* ``CollectorRegistry`` served by
+  prometheus_client's threaded HTTP server.
+
+Why a snapshot refreshed after each round, not a collector that reads the store at scrape time: the values
+change only when a round is recorded, so reading them once per round (in the daemon's own thread, on its own
+connection, right after the round) is all the work there is; a scrape only takes the last snapshot under a
+lock. A scrape therefore never opens the database, never waits for a round's write transaction and never
+decodes the round's details (megabytes at 1000 accounts) again, however often Prometheus asks; and a
+failed scrape cannot touch a round. The daemon also refreshes once at start, so a restarted daemon serves
+the last recorded round at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping, Sequence
+
+from ..store import ROUND_STATUSES, Store
+from .plan import NEVER_MANAGED
+
+PREFIX = "slurm_fair_"
+# statuses of finished rounds (a round is "running" only while it runs, or until the next one marks it error)
+FINISHED_STATUSES = tuple(s for s in ROUND_STATUSES if s != "running")
+
+
+@dataclass(frozen=True)
+class Family:
+    """One metric family: ``kind`` gauge or counter (the name of a counter ends in ``_total``)."""
+
+    name: str
+    kind: str
+    help: str
+    labels: tuple[str, ...] = ()
+    samples: tuple[tuple[tuple[str, ...], float], ...] = ()
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the metrics are computed from (all as the store returns it)."""
+
+    good: Mapping[str, Any] | None = None  # last ok/dry-run round (Store.round()), details decoded
+    placements: Sequence[Mapping[str, Any]] = ()  # that round's placements
+    latest: Mapping[str, Any] | None = None  # newest finished round of any status (Store.last_finished_round())
+    round_counts: Mapping[str, int] = field(default_factory=dict)  # status -> rounds
+    preemptions: Sequence[Mapping[str, Any]] = ()  # Store.preemption_totals()
+
+
+def read_inputs(store: Store) -> Inputs:
+    """Everything :func:`families` needs, read from the store (the caller's thread and connection)."""
+    good = store.round()
+    return Inputs(good=good, placements=store.placements(good["id"]) if good else [],
+                  latest=store.last_finished_round(), round_counts=store.round_counts(),
+                  preemptions=store.preemption_totals())
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v)
+
+
+def _per_type(name: str, help: str, rows: Mapping[tuple[str, str], Any]) -> Family:
+    samples = tuple(((a, g), float(v)) for (a, g), v in sorted(rows.items()) if _num(v) is not None)
+    return Family(PREFIX + name, "gauge", help, ("account", "gpu_type"), samples)
+
+
+def families(inp: Inputs) -> list[Family]:
+    """The metric families (pure). Per-account series come from the last good round (ok or dry-run: the one
+    whose limits are in force, as ``slurm-fair status`` shows), every account it managed and every GPU type
+    of its capacity, so a series drops to 0 instead of vanishing; round timings and the status come from the
+    newest finished round of any status."""
+    d: Mapping[str, Any] = (inp.good or {}).get("details") or {}
+    capacity: Mapping[str, Any] = d.get("capacity") or {}
+    accounts = sorted(set(d.get("accounts") or []) | {p["account"] for p in inp.placements})
+    types = sorted(set(capacity) | {p["gpu_type"] for p in inp.placements})
+    ideal, real, limit = {}, {}, {}
+    for p in inp.placements:
+        key = (p["account"], p["gpu_type"])
+        ideal[key], real[key], limit[key] = p["ideal"], p["real"], p["limit"]
+    devs = d.get("deviations") or {}
+    deviation = {(a, g): (devs.get(a) or {}).get(g, 0.0) for a in accounts for g in types}
+    in_use = d.get("in_use") or {}
+    usage = {(a, g): 0 for a in accounts for g in types}
+    for a, row in in_use.items():
+        for g, n in (row or {}).items():
+            if a not in NEVER_MANAGED:  # also accounts it did not manage, and "?" (a running job of unknown type)
+                usage[(a, g)] = n
+    pending_d = d.get("pending_gpus") or {}
+    pending = {a: pending_d.get(a, 0) for a in accounts} | {a: v for a, v in pending_d.items() if a not in NEVER_MANAGED}
+
+    out = [
+        _per_type("share_gpus", "Ideal (fractional) GPUs of the type the policy gave the account in the last good "
+                  "round.", ideal),
+        _per_type("rounded_share_gpus", "The share rounded to whole GPUs (ideal + carried deviation, rounded) in "
+                  "the last good round.", real),
+        _per_type("limit_gpus", "GrpTRES gres/gpu:<type> limit the last good round planned for the account.",
+                  limit),
+        _per_type("usage_gpus", "GPUs held by the account's running jobs at the last good round's observation "
+                  '(gpu_type "?": type unknown).', usage),
+        _per_type("deviation_gpus", "Deviation carried to the next round (ideal minus rounded, accumulated) after "
+                  "the last good round.", deviation),
+        Family(PREFIX + "pending_gpus", "gauge", "GPUs requested by the account's pending jobs at the last good "
+               "round's observation.", ("account",),
+               tuple(((a,), float(v)) for a, v in sorted(pending.items()) if _num(v) is not None)),
+        Family(PREFIX + "capacity_gpus", "gauge", "Usable GPUs of the type at the last good round's observation.",
+               ("gpu_type",), tuple(((g,), float(v)) for g, v in sorted(capacity.items()) if _num(v) is not None)),
+    ]
+    good_done = _num((inp.good or {}).get("finished"))
+    out.append(Family(PREFIX + "shares_round_timestamp_seconds", "gauge",
+                      "Unix time the last good round (the one the per-account series come from) finished.",
+                      (), (((), good_done),) if good_done is not None else ()))
+
+    latest = inp.latest or {}
+    status = latest.get("status")
+    out.append(Family(PREFIX + "round_status", "gauge",
+                      "1 for the status of the newest finished round, 0 for the others (ok, dry-run, "
+                      "unreachable, solver-failed, error).", ("status",),
+                      tuple(((s,), 1.0 if s == status else 0.0) for s in FINISHED_STATUSES)))
+    started, finished = _num(latest.get("started")), _num(latest.get("finished"))
+    solve = _num(latest.get("solve_seconds"))
+    out += [
+        Family(PREFIX + "round_seconds", "gauge", "Wall-clock seconds of the newest finished round.", (),
+               (((), finished - started),) if started is not None and finished is not None else ()),
+        Family(PREFIX + "solve_seconds", "gauge", "Seconds the policy's solve took in the newest finished round.",
+               (), (((), solve),) if solve is not None else ()),
+        Family(PREFIX + "last_round_timestamp_seconds", "gauge", "Unix time the newest finished round finished.",
+               (), (((), finished),) if finished is not None else ()),
+        Family(PREFIX + "rounds_total", "counter", "Finished rounds recorded in the database, by status.",
+               ("status",), tuple(((s,), float(inp.round_counts.get(s, 0))) for s in FINISHED_STATUSES)),
+    ]
+    pre = sorted(inp.preemptions, key=lambda r: (r["account"], r["gpu_type"]))
+    out += [
+        Family(PREFIX + "preemptions_total", "counter", "Preemptions started (checkpoint signals sent, or that "
+               "failed) of the account's jobs, by the GPU type it was over its limit on.", ("account", "gpu_type"),
+               tuple(((r["account"], r["gpu_type"]), float(r["started"] or 0)) for r in pre)),
+        Family(PREFIX + "preemption_requeues_total", "counter", "Preempted jobs requeued after their grace.",
+               ("account", "gpu_type"), tuple(((r["account"], r["gpu_type"]), float(r["requeued"] or 0)) for r in pre)),
+        Family(PREFIX + "preemptions_open", "gauge", "Preempted jobs signalled and in their grace now (as of the "
+               "newest round).", ("account", "gpu_type"),
+               tuple(((r["account"], r["gpu_type"]), float(r["open"] or 0)) for r in pre)),
+    ]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ I/O
+
+
+class Exporter:
+    """A prometheus_client collector holding the last snapshot of :func:`families`, and its HTTP server.
+
+    ``update`` (the daemon's thread) replaces the snapshot; ``collect`` (a scrape's thread) reads it; both
+    under one lock, so a scrape sees one round's values, never a mix."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry
+
+        self._lock = threading.Lock()
+        self._families: list[Any] = []  # prometheus_client metric families, built by update()
+        self.registry = CollectorRegistry(auto_describe=False)  # private: no process/platform/GC collectors
+        self.registry.register(self)
+        self._httpd: Any = None
+        self._thread: threading.Thread | None = None
+
+    def update(self, fams: Sequence[Family]) -> None:
+        """Replace the snapshot; the prometheus_client objects are built here, once per round, not per scrape."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        built = []
+        for f in fams:
+            cls = CounterMetricFamily if f.kind == "counter" else GaugeMetricFamily
+            m = cls(f.name, f.help, labels=list(f.labels))
+            for labels, value in f.samples:
+                m.add_metric(list(labels), value)
+            built.append(m)
+        with self._lock:
+            self._families = built
+
+    def refresh(self, store: Store) -> None:
+        """Read the store and replace the snapshot (raises what the store raises; the old snapshot stays)."""
+        self.update(families(read_inputs(store)))
+
+    def describe(self) -> list:
+        return []  # metric names are fixed by families(); nothing to check at registration
+
+    def collect(self) -> Iterator[Any]:
+        with self._lock:
+            fams = self._families  # replaced whole by update(), never changed in place: safe to read unlocked
+        yield from fams
+
+    def serve(self, host: str, port: int) -> int:
+        """Serve ``/metrics`` on host:port in a daemon thread; returns the port bound (``port`` 0: a free one).
+        Raises OSError when the address cannot be bound or resolved."""
+        from prometheus_client import start_http_server
+
+        self._httpd, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        return int(self._httpd.server_port)
+
+    @property
+    def port(self) -> int | None:
+        """The port being served, None when not serving."""
+        return None if self._httpd is None else int(self._httpd.server_port)
+
+    def close(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None

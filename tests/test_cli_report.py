@@ -1,0 +1,180 @@
+"""`slurm-fair report` and daemon.history: the numbers of a window of recorded rounds, checked against the
+store's own rows (a small simulation keeps its store) and against hand-made rows."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import statistics
+
+import pytest
+from click.testing import CliRunner
+
+from slurm_fair.cli import main
+from slurm_fair.daemon import history
+from slurm_fair.errors import InputError
+from slurm_fair.sim.cluster import cluster_spec
+from slurm_fair.sim.engine import EPOCH, simulate
+from slurm_fair.sim.traces import Trace, TraceJob
+from slurm_fair.store import Store
+
+THR = {"fast": {"k80": 1.0, "v100": 10.0}, "flat": {"k80": 1.0, "v100": 1.25}}
+
+
+@pytest.fixture(scope="module")
+def sim_store(tmp_path_factory):
+    """A store kept by a short simulation (oef-coop, 2 accounts, 4 K80 + 4 V100, 300 s rounds, 40 min), plus
+    two jobs' hook records and one preemption written into it by hand."""
+    path = tmp_path_factory.mktemp("report") / "sim.sqlite"
+    jobs = [TraceJob(f"{a}{i}", 300.0 * i, a, c, 1, 9000.0) for i in range(8) for a, c in (("a", "fast"), ("b", "flat"))]
+    r = simulate(Trace(tuple(jobs), THR, "report"), cluster_spec("k80=4,v100=4"), "oef-coop", round_s=300,
+                 horizon=2400, store_path=path)
+    assert r.rounds >= 5 and not r.round_errors
+    with Store(path) as store:
+        # job 1: one run 600 s -> 1800 s; job 2: two runs (requeued), 900 -> 1200 and 1500 -> 2100 (1200 s in all)
+        recs = []
+        for job, restart, start, end in ((1, 0, 600.0, 1800.0), (2, 0, 900.0, 1200.0), (2, 1, 1500.0, 2100.0)):
+            for event, ctx, t in (("start", "prolog_slurmctld", start), ("end", "epilog_slurmctld", end)):
+                recs.append({"job_id": job, "restart_count": restart, "event": event, "context": ctx, "node": "",
+                             "time": EPOCH + t, "start_time": EPOCH + start, "end_time": EPOCH + end if event == "end" else None,
+                             "account": "a" if job == 1 else "b", "class": "c", "gpus": {"v100": 1}, "gpu_count": 1,
+                             "gpu_info": "scontrol"})
+        store.upsert_job_records(recs)
+        store.add_preemption(job_id=7, account="b", gpu_type="v100", gpus=1, signal="USR1", reason="over share",
+                             grace=60, now=EPOCH + 700)
+    return path
+
+
+def run(*args):
+    return CliRunner().invoke(main, ["report", *args])
+
+
+def test_json_numbers_are_the_stores_rows(sim_store):
+    r = run("--database", str(sim_store), "--json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.output)
+    with Store(sim_store) as store:
+        rounds = list(store.db["rounds"].rows_where(order_by="id"))
+        details = {x["id"]: json.loads(x["details"]) for x in rounds}
+        places = {x["id"]: store.placements(x["id"]) for x in rounds}
+    assert rep["rounds"] == len(rounds) and rep["statuses"] == {"ok": len(rounds)}
+    assert rep["first"] == rounds[0]["started"] and rep["last"] == rounds[-1]["started"]
+    pol = rep["policies"]["oef-coop"]
+    assert pol["rounds"] == len(rounds)
+    assert pol["mean_total_throughput"] == pytest.approx(statistics.fmean(x["total_throughput"] for x in rounds))
+    assert pol["mean_round_seconds"] == pytest.approx(statistics.fmean(x["finished"] - x["started"] for x in rounds))
+    # per round: GPUs placed per account = the sum over types of the placement rows; fairness = the details'
+    for s, x in zip(rep["timeline"], rounds):
+        assert s["round"] == x["id"] and s["time"] == x["started"]
+        for a in ("a", "b"):
+            assert s["real"][a] == sum(p["real"] for p in places[x["id"]] if p["account"] == a)
+            assert s["limit"][a] == sum(p["limit"] for p in places[x["id"]] if p["account"] == a)
+        assert s["fairness"] == details[x["id"]]["fairness"]
+        assert s["throughput_real"] == pytest.approx(details[x["id"]]["throughput"]["real"])
+    for a in ("a", "b"):
+        reals = [sum(p["real"] for p in places[x["id"]] if p["account"] == a) for x in rounds]
+        assert rep["accounts"][a]["mean_real"] == pytest.approx(statistics.fmean(reals))
+    real = [details[x["id"]]["fairness"]["real"] for x in rounds]
+    assert rep["fairness"]["real"]["rounds_with_envy"] == sum(f["envy_pairs"] > 0 for f in real)
+    assert rep["fairness"]["real"]["max_si_violations"] == max(f["si_violations"] for f in real)
+    # the hand-made hook records: job 1 1200 s, job 2 from its first start to its last end 1200 s
+    assert rep["jobs"]["measured"] == "start_to_end" and rep["jobs"]["count"] == 2
+    assert rep["jobs"]["times"] == [1200.0, 1200.0] and pol["jobs"]["count"] == 2
+    assert rep["jobs"]["by_account"]["b"]["mean_s"] == 1200.0
+    assert rep["preemptions"] == {"total": 1, "by_state": {"signalled": 1}, "by_account": {"b": 1}}
+
+
+def test_the_window_selects_rounds_jobs_and_preemptions(sim_store):
+    iso = lambda t: datetime.datetime.fromtimestamp(EPOCH + t, tz=datetime.timezone.utc).isoformat()  # noqa: E731
+    rep = json.loads(run("--database", str(sim_store), "--json", "--until", iso(600)).output)
+    assert [round(s["time"] - EPOCH) for s in rep["timeline"]] == [0, 300, 600]
+    assert rep["jobs"]["count"] == 0 and rep["preemptions"]["total"] == 0  # they end / happen later
+    rep = json.loads(run("--database", str(sim_store), "--json", "--since", iso(650), "--until", iso(1900)).output)
+    assert [round(s["time"] - EPOCH) for s in rep["timeline"]] == [900, 1200, 1500, 1800]
+    assert rep["jobs"]["count"] == 1 and rep["preemptions"]["total"] == 1  # job 1 ended at 1800 s
+
+
+def test_table_plots_and_empty_windows(sim_store, tmp_path):
+    r = run("--database", str(sim_store), "--plot", str(tmp_path / "plots"))
+    assert r.exit_code == 0, r.output
+    assert "oef-coop" in r.output and "ENVY ROUNDS I/R" in r.output and "not the JCT" in r.output
+    pngs = sorted(p.name for p in (tmp_path / "plots").iterdir())
+    assert pngs == ["compare.png", "fairness.png", "jct-cdf.png", "shares-oef-coop.png"]
+    for p in pngs:
+        data = (tmp_path / "plots" / p).read_bytes()
+        assert len(data) > 1000 and data[:8] == b"\x89PNG\r\n\x1a\n"
+    # the simulated rounds are in 2023: the last two hours hold none
+    r = run("--database", str(sim_store), "--since", "2h")
+    assert r.exit_code == 0 and r.output.startswith("no rounds between") and "nothing to report" in r.output
+    r = run("--database", str(sim_store), "--since", "2h", "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["rounds"] == 0
+    Store(tmp_path / "empty.sqlite").close()
+    r = run("--database", str(tmp_path / "empty.sqlite"))
+    assert r.exit_code == 0 and r.output == "no rounds in the store: nothing to report\n"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[daemon]\ndatabase = "{tmp_path / "none.sqlite"}"\n')
+    r = run("--config", str(cfg))
+    assert r.exit_code == 0 and "no store at" in r.output and not (tmp_path / "none.sqlite").exists()
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--since", "yesterday"], "--since"),
+    (["--until", "2h30"], "--until"),
+    (["--since", "1h", "--until", "3h"], "--until"),
+    (["--database", "/nonexistent/x.sqlite"], "--database"),
+])
+def test_bad_input_is_a_clear_error(args, field, sim_store):
+    r = run(*(["--database", str(sim_store)] if "--database" not in args else []), *args)
+    assert r.exit_code == 2 and r.output.startswith(f"error: {field}"), r.output
+
+
+def test_parse_when():
+    now = 1_800_000_000.0
+    assert history.parse_when("--since", None, now) is None
+    assert history.parse_when("--since", "90m", now) == now - 5400
+    assert history.parse_when("--since", "1.5d", now) == now - 1.5 * 86400
+    assert history.parse_when("--since", "2w", now) == now - 14 * 86400
+    assert history.parse_when("--since", "2026-11-25T12:00:00Z", now) == datetime.datetime(
+        2026, 11, 25, 12, tzinfo=datetime.timezone.utc).timestamp()
+    assert history.parse_when("--since", "2026-11-25", now) == datetime.datetime(2026, 11, 25).timestamp()
+    with pytest.raises(InputError, match="--until"):
+        history.parse_when("--until", "soon", now)
+
+
+def _counts(envy, si):
+    return {"tenants": 2, "classes": 2, "compared": 2, "envy_pairs": envy, "max_envy": float(envy),
+            "si_violations": si, "min_si_ratio": 1.0 - 0.1 * si}
+
+
+def test_report_groups_rounds_and_jobs_by_policy():
+    rounds = [
+        {"id": 1, "started": 0.0, "finished": 2.0, "policy": "gavel", "status": "ok", "solve_seconds": 1.0,
+         "total_throughput": 10.0, "fairness": {"ideal": _counts(0, 0), "real": _counts(1, 1)},
+         "throughput": {"real": {"a": 4.0}}},
+        {"id": 2, "started": 100.0, "finished": 104.0, "policy": "gavel", "status": "error", "solve_seconds": None,
+         "total_throughput": None, "fairness": None, "throughput": None},
+        {"id": 3, "started": 200.0, "finished": 201.0, "policy": "oef-coop", "status": "ok", "solve_seconds": 0.5,
+         "total_throughput": 14.0, "fairness": {"ideal": _counts(0, 0), "real": _counts(0, 2)}, "throughput": None},
+        {"id": 4, "started": 300.0, "finished": 301.0, "policy": "oef-coop", "status": "ok", "solve_seconds": 0.5,
+         "total_throughput": 12.0, "fairness": {"error": "ValueError: x"}, "throughput": None},
+    ]
+    placements = [{"round_id": 1, "account": "a", "gpu_type": g, "ideal": 1.5, "real": 2, "limit": 2} for g in ("k80", "v100")]
+    placements += [{"round_id": 3, "account": "a", "gpu_type": "k80", "ideal": 0.5, "real": 0, "limit": 1}]
+    runs = [{"job_id": 1, "account": "a", "start": 10.0, "end": 150.0},  # ends under gavel (round 2 started at 100)
+            {"job_id": 2, "account": "b", "start": 50.0, "end": 250.0},  # under oef-coop
+            {"job_id": 3, "account": "b", "start": 60.0, "end": None}]  # still running: not counted
+    rep = history.report(rounds, placements, runs, [])
+    g, o = rep["policies"]["gavel"], rep["policies"]["oef-coop"]
+    assert (g["rounds"], g["ok_rounds"], o["rounds"], o["ok_rounds"]) == (2, 1, 2, 2)
+    assert g["mean_round_seconds"] == 3.0 and g["mean_total_throughput"] == 10.0 and o["mean_total_throughput"] == 13.0
+    assert g["fairness"]["real"] == {"rounds": 1, "rounds_with_envy": 1, "max_envy_pairs": 1, "mean_envy_pairs": 1.0,
+                                     "max_envy": 1.0, "rounds_with_si_violation": 1, "max_si_violations": 1,
+                                     "min_si_ratio": pytest.approx(0.9)}
+    assert o["fairness"]["real"]["rounds"] == 1 and o["fairness"]["errors"] == 1
+    assert o["fairness"]["real"]["rounds_with_envy"] == 0 and o["fairness"]["real"]["max_si_violations"] == 2
+    assert g["jobs"]["count"] == 1 and g["jobs"]["mean_s"] == 140.0 and o["jobs"]["mean_s"] == 200.0
+    assert rep["jobs"]["by_policy"] == {"gavel": [140.0], "oef-coop": [200.0]}
+    # account a was placed in rounds 1 and 3: 4 GPUs then 0 (ideal 3 then 0.5)
+    assert rep["accounts"]["a"] == {"rounds": 2, "mean_ideal": 1.75, "mean_real": 2.0, "mean_limit": 2.5,
+                                    "mean_throughput_ideal": 0.0, "mean_throughput_real": 2.0}
+    assert rep["timeline"][1]["real"] == {} and rep["statuses"] == {"ok": 3, "error": 1}
