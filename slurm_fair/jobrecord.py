@@ -134,7 +134,8 @@ def gpus_from_tres(tres: str) -> tuple[dict[str, int], int]:
     return typed, max(total, sum(typed.values()))
 
 
-def _tokens(text: str) -> list[str]:
+def split_tokens(text: str) -> list[str]:
+    """The words of a job comment, split at whitespace, ``,`` and ``;`` (empty words dropped)."""
     out, cur = [], ""
     for ch in text or "":
         if ch in _SEPARATORS:
@@ -276,7 +277,7 @@ def build_record(env: dict[str, str], conf: dict[str, str], now: float | None = 
                              fields.get("JobName") or rec["job_name"])
     # throughput reports (fair:tput=..., fair:gpu=..., fair:profile; slurm_fair/profiling/client.py): the
     # daemon harvests them from the end record of a job that reported just before it ended
-    rec["fair_tokens"] = " ".join(t for t in _tokens(fields.get("Comment", "")) if t.startswith("fair:"))
+    rec["fair_tokens"] = " ".join(t for t in split_tokens(fields.get("Comment", "")) if t.startswith("fair:"))
     rec["job_name"] = rec["job_name"] or fields.get("JobName", "")
     rec["account"] = rec["account"] or fields.get("Account", "")
     if _int(fields.get("Restarts")) == restart:

@@ -11,7 +11,7 @@ from slurm_fair.profiling.core import Rules, check_sample, choose, effective, fi
 from slurm_fair.store import Store, migrate
 
 R = Rules(min_throughput=0.01, max_throughput=1000.0, outlier_factor=3.0, outlier_after=3, average_weight=0.25,
-          stale_after=100.0, conflict_margin=0.25)
+          stale_after=100.0, conflict_margin=0.25, prefer_measured=False)
 
 
 @pytest.mark.parametrize("value, problem", [

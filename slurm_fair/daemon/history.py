@@ -80,7 +80,8 @@ def fairness_summary(series: Iterable[Mapping[str, Any] | None]) -> dict[str, An
 # ------------------------------------------------------------------------------------------- report
 
 
-def _percentile(values: list[float], q: float) -> float | None:
+def percentile(values: list[float], q: float) -> float | None:
+    """The ``q`` quantile (0..1) of ``values``, linear between order statistics (numpy's default); None if empty."""
     if not values:
         return None
     v = sorted(values)
@@ -109,7 +110,7 @@ def job_times(runs: Iterable[Mapping[str, Any]], since: float | None, until: flo
 
 def _stats(values: list[float]) -> dict[str, Any]:
     return {"count": len(values), "mean_s": statistics.fmean(values) if values else None,
-            "median_s": _percentile(values, 0.5), "p95_s": _percentile(values, 0.95),
+            "median_s": percentile(values, 0.5), "p95_s": percentile(values, 0.95),
             "max_s": max(values) if values else None}
 
 

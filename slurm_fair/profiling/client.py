@@ -23,31 +23,16 @@ import os
 import subprocess
 import sys
 
-from ..jobrecord import parse_scontrol
+from ..jobrecord import parse_scontrol, split_tokens
 
 TPUT = "fair:tput="
 GPU = "fair:gpu="
 PROFILE_TOKEN = "fair:profile"  # in the comment of jobs `profile submit` starts: their reports are "measured"
 MAX_COMMENT = 1024  # Slurm 22.05 refuses a longer comment ("... too long for job N")
-_SEPARATORS = " \t\n\r\f\v,;"
 
 
 class ReportError(Exception):
     """A report could not be made (no job, bad number, Slurm refused the comment)."""
-
-
-def _split(comment: str) -> list[str]:
-    out, cur = [], ""
-    for ch in comment or "":
-        if ch in _SEPARATORS:
-            if cur:
-                out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    if cur:
-        out.append(cur)
-    return out
 
 
 def format_token(throughput: float, n: int) -> str:
@@ -59,7 +44,7 @@ def parse_tokens(comment: str) -> dict[str, str]:
     "profile": ""}`` (keys present only when the token is; the last of each wins; values as text: the
     daemon validates them)."""
     out: dict[str, str] = {}
-    for tok in _split(comment):
+    for tok in split_tokens(comment):
         if tok.startswith(TPUT):
             value, _, n = tok[len(TPUT):].partition("@")
             out["tput"], out["n"] = value, n
@@ -74,7 +59,7 @@ def with_tokens(comment: str, tokens: list[str]) -> str:
     """``comment`` with ``tokens`` replacing any token of the same kind (``fair:tput=``, ``fair:gpu=``);
     the other tokens keep their order; the new ones go last, separated by one space."""
     kinds = {t.split("=", 1)[0] + "=" for t in tokens}
-    kept = [t for t in _split(comment) if not any(t.startswith(k) for k in kinds)]
+    kept = [t for t in split_tokens(comment) if not any(t.startswith(k) for k in kinds)]
     return " ".join(kept + list(tokens))
 
 

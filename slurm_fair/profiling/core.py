@@ -58,16 +58,17 @@ def source_of_legacy(value: str | None) -> str:
 
 @dataclass(frozen=True)
 class Rules:
-    """The ``[profiling]`` knobs the pure functions need (defaults: the config's)."""
+    """The ``[profiling]`` knobs the pure functions need (``from_config``: the config's values; its defaults are
+    ``config.ProfilingConfig``'s)."""
 
-    min_throughput: float = 1e-6
-    max_throughput: float = 1e7
-    outlier_factor: float = 3.0
-    outlier_after: int = 3
-    average_weight: float = 0.25
-    stale_after: float = 30 * 86400.0
-    conflict_margin: float = 0.25
-    prefer_measured: bool = False
+    min_throughput: float
+    max_throughput: float
+    outlier_factor: float
+    outlier_after: int
+    average_weight: float
+    stale_after: float
+    conflict_margin: float
+    prefer_measured: bool
 
     @classmethod
     def from_config(cls, p: Any) -> "Rules":

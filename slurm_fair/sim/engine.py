@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .. import config as config_mod
-from ..daemon.history import fairness_summary
+from ..daemon.history import fairness_summary, percentile
 from ..daemon.round import run_round
 from ..errors import InputError
 from ..store import Store
@@ -91,15 +91,6 @@ def _check_fits(jobs, throughput, nodes) -> None:
         if not room or max(room) < j.gpus:
             raise InputError("trace", j.id, f"asks for {j.gpus} GPU(s) of one type; the cluster has at most "
                              f"{max(room) if room else 0} of a type its class {j.cls!r} runs on")
-
-
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    v = sorted(values)
-    k = (len(v) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
 
 def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *, round_s: float = 300.0,
@@ -213,8 +204,8 @@ def _result(policy, cluster: SimCluster, throughput, rounds, errors, timeline, p
     return SimResult(
         policy=policy, rounds=rounds, sim_seconds=now - start, wall_seconds=wall, jobs=len(cluster._arrivals),
         finished=len(jcts), total_throughput=norm_gpu_s / span if span > 0 else 0.0,
-        mean_jct=statistics.fmean(jcts) if jcts else None, median_jct=_percentile(jcts, 0.5),
-        p95_jct=_percentile(jcts, 0.95), makespan=makespan,
+        mean_jct=statistics.fmean(jcts) if jcts else None, median_jct=percentile(jcts, 0.5),
+        p95_jct=percentile(jcts, 0.95), makespan=makespan,
         utilization=busy / (total_gpus * span) if span > 0 and total_gpus else 0.0,
         max_rho=max(rhos) if rhos else None, mean_rho=statistics.fmean(rhos) if rhos else None,
         preemptions=cluster.preemptions, multi_type_jobs=sum(len(j.types_used) > 1 for j in cluster.jobs.values()),
