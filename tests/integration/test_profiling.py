@@ -3,16 +3,18 @@ shares use it; a running job's `slurm_fair.report()` is harvested; a bad report 
 event recorded, taken once); explain and status flag a tenant whose reported profile contradicts its jobs;
 exploration types an untyped submission for a type its class was not measured on.
 
-Jobs run as alice/bob, who cannot reach this checkout's virtual environment: inside jobs the system
-/usr/bin/python3 runs with PYTHONPATH at the repository, which is all `profile run` and `slurm_fair.report()`
-need (standard library only). The workload (profile_workload.py) fakes a GPU-type-dependent speed ON PURPOSE:
+Jobs run as alice/bob, who cannot reach this checkout (CI clones into ``mktemp -d``) nor its virtual
+environment: inside their jobs the system /usr/bin/python3 runs with PYTHONPATH at a copy of the ``slurm_fair``
+package in the testbed's job dir, which is all `slurm_fair.report()` needs (standard library only). The workload (profile_workload.py) fakes a GPU-type-dependent speed ON PURPOSE:
 the testbed's GPUs are fake.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -65,9 +67,22 @@ def sf(testbed, tmp_path):
     store.close()
 
 
-def reporting_job(testbed, account, gpu_type, cls, python_code, sleep=60):
+@pytest.fixture(scope="module")
+def pylib(testbed) -> str:
+    """A copy of the ``slurm_fair`` package in the job dir, readable by the test users; its folder."""
+    dst = testbed.jobdir / "pylib"
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(REPO_ROOT / "slurm_fair", dst / "slurm_fair", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder, dirs, files in os.walk(dst):
+        os.chmod(folder, 0o755)
+        for f in files:
+            os.chmod(os.path.join(folder, f), 0o644)
+    return str(dst)
+
+
+def reporting_job(testbed, pylib, account, gpu_type, cls, python_code, sleep=60):
     """A job of ``account``'s user running ``python_code`` (with slurm_fair importable), then sleeping."""
-    cmd = f"PYTHONPATH={shlex.quote(str(REPO_ROOT))} {SYS_PY} -c {shlex.quote(python_code)} && sleep {sleep}"
+    cmd = f"PYTHONPATH={shlex.quote(pylib)} {SYS_PY} -c {shlex.quote(python_code)} && sleep {sleep}"
     return testbed.sbatch(account, gpus=1, gpu_type=gpu_type, comment=f"class={cls}", command=cmd)
 
 
@@ -117,10 +132,10 @@ def test_profile_submit_measures_every_type_and_the_next_round_uses_it(testbed, 
     assert {t: sf.values("acct_a", "demo")[(t, "measured")]["samples"] for t in RATES} == samples
 
 
-def test_running_job_report_is_harvested_and_a_bad_one_refused(testbed, sf):
+def test_running_job_report_is_harvested_and_a_bad_one_refused(testbed, sf, pylib):
     code = ("import slurm_fair, time; slurm_fair.report(steps=120, seconds=10); time.sleep(8); "
             "slurm_fair.report(throughput=1e12)")  # the second is absurd (> [profiling] max_throughput)
-    job = reporting_job(testbed, "acct_b", "v100", "rnn", code)
+    job = reporting_job(testbed, pylib, "acct_b", "v100", "rnn", code)
     wait_comment(testbed, job, "fair:tput=12@1")
     assert testbed.job(job)["JobState"] == "RUNNING"
     sf.cli("daemon", "--once")
@@ -138,12 +153,12 @@ def test_running_job_report_is_harvested_and_a_bad_one_refused(testbed, sf):
     assert [(r["n"], r["status"]) for r in sf.db.profile_reports(account="acct_b")] == [(2, "refused"), (1, "accepted")]
 
 
-def test_explain_and_status_flag_a_reported_profile_its_jobs_contradict(testbed, sf):
+def test_explain_and_status_flag_a_reported_profile_its_jobs_contradict(testbed, sf, pylib):
     # acct_c claims a 100x speedup of class "big" on v100 over k80; its jobs measure 2x
     sf.cli("profiles", "set", "big", "v100", "100", "--account", "acct_c")
     sf.cli("profiles", "set", "big", "k80", "1", "--account", "acct_c")
-    jv = reporting_job(testbed, "acct_c", "v100", "big", "import slurm_fair; slurm_fair.report(throughput=10)")
-    jk = reporting_job(testbed, "acct_c", "k80", "big", "import slurm_fair; slurm_fair.report(throughput=5)")
+    jv = reporting_job(testbed, pylib, "acct_c", "v100", "big", "import slurm_fair; slurm_fair.report(throughput=10)")
+    jk = reporting_job(testbed, pylib, "acct_c", "k80", "big", "import slurm_fair; slurm_fair.report(throughput=5)")
     wait_comment(testbed, jv, "fair:tput=10@1")
     wait_comment(testbed, jk, "fair:tput=5@1")
     sf.cli("daemon", "--once")
@@ -157,7 +172,7 @@ def test_explain_and_status_flag_a_reported_profile_its_jobs_contradict(testbed,
     assert sf.db.rounds(limit=1)[0]["details"]["classes"]["acct_c"]["big"]["throughput"]["v100"] == 100.0
 
 
-def test_exploration_steers_untyped_submissions_to_a_type_the_class_was_not_measured_on(testbed, sf, tmp_path):
+def test_exploration_steers_untyped_submissions_to_a_type_the_class_was_not_measured_on(testbed, sf, tmp_path, pylib):
     etc = Path(testbed.env["SLURM_CONF"]).parent
     if not (etc / "job_submit.lua").exists():
         pytest.skip(f"no job_submit.lua in {etc}")
@@ -166,7 +181,7 @@ def test_exploration_steers_untyped_submissions_to_a_type_the_class_was_not_meas
     cfg.write_text(sf.path.read_text() + f'[submit]\ntype_map = "{type_map}"\n')
     try:
         # class rl of acct_b reports from v100 only; a held (pending) untyped rl job gives it demand elsewhere
-        rep = reporting_job(testbed, "acct_b", "v100", "rl", "import slurm_fair; slurm_fair.report(throughput=3)")
+        rep = reporting_job(testbed, pylib, "acct_b", "v100", "rl", "import slurm_fair; slurm_fair.report(throughput=3)")
         wait_comment(testbed, rep, "fair:tput=3@1")
         held = testbed.sbatch("acct_b", gpus=1, comment="class=rl", command="sleep 60", extra=["--hold"])
         testbed.wait_for(lambda: testbed.job(held).get("JobState") == "PENDING", 30, what="held job pending")
