@@ -56,7 +56,7 @@ def store(tmp_path):
 def scrape(port: int, host: str = "127.0.0.1") -> dict[tuple[str, frozenset], float]:
     """GET /metrics with a plain HTTP client; sample (name, labels) -> value."""
     with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as r:
-        assert r.status == 200
+        assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain")
         text = r.read().decode()
     return {(s.name, frozenset(s.labels.items())): s.value
             for fam in text_string_to_metric_families(text) for s in fam.samples}
@@ -200,7 +200,7 @@ def test_ipv6_loopback(store):
 # ------------------------------------------------------------------------------------- the daemon process
 
 
-def _free_port() -> int:
+def free_port() -> int:
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
@@ -245,7 +245,7 @@ def _wait(pred, timeout=60.0):
 
 
 def test_daemon_process_serves_metrics_of_its_rounds(tmp_path):
-    port = _free_port()
+    port = free_port()
     proc = _daemon(tmp_path, port)
     try:
         v = _wait(lambda: (x := scrape(port)) and sum(at(x, "slurm_fair_rounds_total", status=s)

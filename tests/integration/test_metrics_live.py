@@ -6,39 +6,18 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from slurm_fair.store import Store
 
+from ..test_metrics import at, free_port, scrape
 from .test_daemon import CLASS_OF, PROFILES, TYPES, submit_mix
 
 PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]
 
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def scrape(port: int) -> dict[tuple[str, frozenset], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain")
-        text = r.read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for fam in text_string_to_metric_families(text) for s in fam.samples}
-
-
-def at(values, name, **labels):
-    return values[(name, frozenset(labels.items()))]
 
 
 def test_running_daemon_serves_the_recorded_shares_and_limits(testbed, tmp_path):
