@@ -136,6 +136,14 @@ pid_alive() {
   fi
   echo "$pid"
 }
+# pid_running NAME: the recorded PID is a live process (any program: right after start_daemon it may still be
+# setsid, env or chroot on its way to exec the daemon)
+pid_running() {
+  local f=$RUN/$1.pid pid
+  [[ -s $f ]] || return 1
+  pid=$(<"$f")
+  [[ $pid =~ ^[0-9]+$ && -d /proc/$pid ]] && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]]
+}
 DAEMONS=(munged mariadbd slurmdbd slurmctld)
 for n in "${NODES[@]}"; do DAEMONS+=("slurmd-$n"); done
 
@@ -167,7 +175,14 @@ stop_pids() {  # stop_pids PID... : SIGTERM, wait up to 30 s, then SIGKILL
   done
   log "still running after 30 s, sending SIGKILL: ${left[*]}"
   kill -KILL "${left[@]}" 2>/dev/null || true
-  sleep 0.5
+  # gone for real before anything restarts (a MariaDB still holding ibdata1's lock makes the next one wait)
+  for ((i = 0; i < 100; i++)); do
+    left=()
+    for pid in "$@"; do [[ -d /proc/$pid ]] && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]] && left+=("$pid"); done
+    ((${#left[@]})) || return 0
+    sleep 0.1
+  done
+  log "still running after SIGKILL: ${left[*]}"
 }
 
 stop_daemons() {  # stop_daemons NAME...
@@ -182,13 +197,42 @@ stop_daemons() {  # stop_daemons NAME...
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-wait_until() {  # wait_until SECONDS WHAT CMD...
-  local secs=$1 i; shift 2   # $2 only documents what is awaited
-  for ((i = 0; i < secs * 5; i++)); do
+wait_until() {  # wait_until SECONDS WHAT CMD... : CMD succeeds within SECONDS of wall-clock time
+  local end=$((SECONDS + $1)); shift 2   # $2 only documents what is awaited
+  while ((SECONDS < end)); do
     if "$@" >/dev/null 2>&1; then return 0; fi
     sleep 0.2
   done
-  return 1
+  "$@" >/dev/null 2>&1   # one last try at the deadline
+}
+
+log_tail() {  # log_tail FILE... : the last lines of each existing log, indented, for an error message
+  local f
+  for f in "$@"; do
+    [[ -s $f ]] || continue
+    echo "--- last lines of $f:"
+    tail -n 15 "$f" | sed 's/^/    /'
+  done
+}
+
+wait_daemon() {  # wait_daemon SECONDS NAME LOG... -- CMD... : CMD answers while daemon NAME keeps running
+  local secs=$1 name=$2 end logs=()
+  shift 2
+  while (($#)) && [[ $1 != -- ]]; do logs+=("$1"); shift; done
+  shift
+  end=$((SECONDS + secs))
+  while ((SECONDS < end)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    if ! pid_running "$name"; then
+      die "$name exited during start-up (it did not answer: $*)
+$(log_tail "${logs[@]}")"
+    fi
+    sleep 0.2
+  done
+  "$@" >/dev/null 2>&1 && return 0
+  die "$name (pid $(cat "$RUN/$name.pid" 2>/dev/null)) did not answer within $secs s: $*
+$(log_tail "${logs[@]}")
+--- load: $(cat /proc/loadavg)"
 }
 
 check_searchable() {  # every ancestor of the state dir must be o+x (munged, test users)
@@ -624,8 +668,7 @@ cmd_up() {
     start_daemon munged munged --foreground --force --key-file="$LABIN/munge/munge.key" \
       --socket="$LABIN/run/munge.socket" --pid-file="$LABIN/run/munged.daemon.pid" \
       --log-file="$LABIN/log/munged.log" --seed-file="$LABIN/munge/munged.seed" --num-threads=2
-    wait_until 20 munge munge_ok ||
-      die "munged did not come up, see $LAB/log/munged.log $LAB/log/munged.out"
+    wait_daemon 20 munged "$LAB/log/munged.log" "$LAB/log/munged.out" -- munge_ok
 
     if [[ ! -d $LAB/mysql/mysql ]]; then
       log "initialising MariaDB"
@@ -638,8 +681,8 @@ cmd_up() {
       --socket="$LABIN/run/mysqld.sock" --port="$MYSQL_PORT" --bind-address=127.0.0.1 \
       --pid-file="$LABIN/run/mysqld.daemon.pid" --log-error="$LABIN/log/mysqld.err" \
       --innodb-buffer-pool-size=256M --innodb-log-file-size=64M --innodb-lock-wait-timeout=900
-    wait_until 60 mysql in_env mariadb-admin --no-defaults --socket="$LABIN/run/mysqld.sock" -u root ping ||
-      die "MariaDB did not come up, see $LAB/log/mysqld.err"
+    wait_daemon 60 mariadbd "$LAB/log/mysqld.err" "$LAB/log/mariadbd.out" -- \
+      in_env mariadb-admin --no-defaults --socket="$LABIN/run/mysqld.sock" -u root ping
     # The database is created here, not by slurmdbd: slurmdbd 24.11.5 with trixie's libmariadb 11.8.9 fails its
     # first query ("Number of columns in result (=1) set exceeds maximum allowed number of columns (=0)",
     # fatal in _check_mysql_concat_is_sane) when it connects while slurm_acct_db does not exist yet.
@@ -649,8 +692,7 @@ cmd_up() {
 
     log "starting slurmdbd"
     start_daemon slurmdbd slurmdbd -D
-    wait_until 60 slurmdbd in_env sacctmgr -n show cluster ||
-      die "slurmdbd does not answer, see $LAB/log/slurmdbd.log"
+    wait_daemon 60 slurmdbd "$LAB/log/slurmdbd.log" "$LAB/log/slurmdbd.out" -- in_env sacctmgr -n show cluster
     setup_accounts
 
     log "starting slurmctld and ${#NODES[@]} slurmd"

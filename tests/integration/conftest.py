@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -146,10 +145,21 @@ class Testbed:
 
     def job_file(self, src: Path) -> Path:
         """A copy of ``src`` in the job dir, readable by the test users: jobs run as alice, bob or carol, who may
-        not reach a checkout under a private folder (CI clones into ``mktemp -d``)."""
+        not reach a checkout under a private folder (CI clones into ``mktemp -d``).
+
+        Written only when it differs, and then atomically (a temporary file renamed over it): a test that submits
+        jobs in a loop calls this once per job, and bash reads a running script from its file as it goes —
+        rewriting it in place (truncate, write) made a job that was just starting read an empty or half-written
+        script and end at once, so "16 flood jobs running" never came (the either-order test's random
+        failure)."""
         dst = self.jobdir / src.name
-        shutil.copyfile(src, dst)
-        dst.chmod(0o644)
+        data = src.read_bytes()
+        if dst.exists() and dst.read_bytes() == data and (dst.stat().st_mode & 0o777) == 0o644:
+            return dst
+        tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        tmp.chmod(0o644)
+        os.replace(tmp, dst)
         return dst
 
     def job(self, job_id: int) -> dict[str, str]:

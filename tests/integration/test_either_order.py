@@ -13,8 +13,10 @@ integration tests, not the demo).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -60,4 +62,18 @@ def test_demo_then_tests_twice_on_one_checkout(testbed):
             rc, out = _run(["bash", str(TESTBED_SH), "status"], demo_env, 60)
             assert rc == 0, f"demo testbed not running after the tests:\n{out[-2000:]}"
     finally:
+        _keep_logs(demo_env)
         _run(["bash", str(TESTBED_SH), "down", "--purge"], demo_env, 300)
+
+
+def _keep_logs(env) -> None:
+    """Copy the demo testbed's daemon logs to ``.testbed/logs/either-order/`` before its state is purged, so a
+    failure here can be read afterwards (CI keeps ``.testbed/logs``)."""
+    rc, out = _run(["bash", str(TESTBED_SH), "env"], env, 60)
+    state = next((line.split("=", 1)[1] for line in out.splitlines() if line.startswith("export SLURM_FAIR_TESTBED=")), "")
+    src = Path(state.strip("'\"")) / "log"
+    if rc != 0 or not src.is_dir():
+        return
+    dst = REPO_ROOT / ".testbed" / "logs" / "either-order"
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst, dirs_exist_ok=True)

@@ -92,13 +92,14 @@ def test_flood_then_fair_shares_with_preemption(testbed, tmp_path):
         # 1. the flood, before slurm-fair ever ran: no type map, so untyped jobs pass untyped
         type_map.unlink(missing_ok=True)
         flood = []
+        train = testbed.job_file(TRAIN_SH)
         for i in range(sum(CAPACITY.values())):
             ckpt = testbed.jobdir / f"ckpt-{tmp_path.name}-{i}.state"
             ckpt.unlink(missing_ok=True)
             ckpts.append(ckpt)
             flood.append(testbed.sbatch("acct_a", name="flood", extra=["--requeue", "--open-mode=append"],
                                         command=f"export CKPT={ckpt} STEPS=100000 STEP_SECONDS=0.5; "
-                                                f"exec bash {testbed.job_file(TRAIN_SH)}"))
+                                                f"exec bash {train}"))
         testbed.wait_for(lambda: len(_jobs_of(testbed, "acct_a", "R")) == len(flood), 180,
                          what="the flood running on every GPU")
         spread = _in_use(testbed)["acct_a"]
