@@ -1,0 +1,40 @@
+"""Round planning: from a cluster snapshot and profiles to per-account GPU limits, job priorities and the GPU
+type map. Pure functions of data (no I/O): the daemon's round (``daemon/round.py``) observes Slurm, calls
+:func:`decide`, then applies and records the result.
+
+One concern a module:
+
+* :mod:`.demand` — which jobs count, their class, what each (account, class) asks for now;
+* :mod:`.problem` — profiles per (account, class, type), tenants and weights: the policy's input;
+* :mod:`.limits` — the policy's fractional shares to whole GPUs and per-account GrpTRES limits;
+* :mod:`.priority` — deficits and SiteFactor;
+* :mod:`.typemap` — the GPU type map for untyped requests, exploration, retyping pending jobs;
+* :mod:`.decide` — a round's decisions, all at once.
+
+The names below are re-exported so callers write ``plan.decide``, ``plan.make_plan`` … without knowing the
+module.
+"""
+
+from .decide import MAX_RETYPES, MAX_SITE_FACTOR_UPDATES, Decisions, decide
+from .demand import (DEFAULT_CLASS, NEVER_MANAGED, ClassDemand, flexible_as_untyped, gpu_jobs, gpus_in_use,
+                     job_class, managed_accounts, observe_demand, pending_typed, received_gpus, typed_claims,
+                     usable_capacity)
+from .limits import (Plan, account_throughput, limit_batches, limit_changes, make_plan, real_per_class,
+                     round_fairness)
+from .priority import level_value, site_factors, update_deficit
+from .problem import (SRC_ACCOUNT, SRC_ASSUMED, SRC_SHIPPED, SRC_SITE, SRC_UNPROFILED, Built, ProfileIndex,
+                      build_problem, lookup_throughput, tenant_weights)
+from .typemap import (DEFAULT_TARGET, Retype, default_target, explore_plan, explore_targets, flexible_note,
+                      retype_moves, share_room, untyped_targets, with_retypes)
+
+__all__ = [
+    "MAX_RETYPES", "MAX_SITE_FACTOR_UPDATES", "Decisions", "decide",
+    "DEFAULT_CLASS", "NEVER_MANAGED", "ClassDemand", "flexible_as_untyped", "gpu_jobs", "gpus_in_use", "job_class",
+    "managed_accounts", "observe_demand", "pending_typed", "received_gpus", "typed_claims", "usable_capacity",
+    "Plan", "account_throughput", "limit_batches", "limit_changes", "make_plan", "real_per_class", "round_fairness",
+    "level_value", "site_factors", "update_deficit",
+    "SRC_ACCOUNT", "SRC_ASSUMED", "SRC_SHIPPED", "SRC_SITE", "SRC_UNPROFILED", "Built", "ProfileIndex",
+    "build_problem", "lookup_throughput", "tenant_weights",
+    "DEFAULT_TARGET", "Retype", "default_target", "explore_plan", "explore_targets", "flexible_note",
+    "retype_moves", "share_room", "untyped_targets", "with_retypes",
+]

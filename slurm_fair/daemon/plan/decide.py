@@ -1,0 +1,89 @@
+"""A round's decisions, all at once (:func:`decide`): pure, nothing applied."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ...cluster.base import Snapshot, supports_pending_retype
+from ...model import Allocation
+from .demand import ClassDemand, flexible_as_untyped, gpus_in_use, managed_accounts, observe_demand, received_gpus
+from .limits import Plan, limit_changes, make_plan
+from .priority import site_factors, update_deficit
+from .problem import Built, build_problem
+from .typemap import (Retype, explore_plan, explore_targets, retype_moves, untyped_targets,
+                      with_retypes)
+
+# --------------------------------------------------------------------------- a round's decisions, all at once
+
+# At most this many SiteFactor updates per round (slurmctld spends ~4 ms per job update on the testbed): the
+# jobs whose factor moves most go first, the rest follow in the next rounds. Bounds a round's time when
+# thousands of pending jobs need new factors at once (first round, big reordering).
+MAX_SITE_FACTOR_UPDATES = 1000
+MAX_RETYPES = 10  # pending fair:flex jobs moved to another GPU type per round
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """Everything one round decides (:func:`decide`), before anything is applied."""
+
+    demand: dict[tuple[str, str], ClassDemand]
+    built: Built
+    alloc: Allocation
+    plan: Plan
+    received: dict[str, float]
+    deficits: dict[str, float]
+    factors: dict[int, int]  # SiteFactor of every pending GPU job
+    factor_changes: dict[int, int]  # the ones to write this round (differ from Slurm's, capped)
+    factors_deferred: int
+    current: dict[str, dict[str, int]]  # the accounts' limits in Slurm now
+    planned: dict[str, dict[str, int]]  # limits the plan wants, for accounts Slurm knows
+    changes: dict[str, dict[str, int]]  # only what differs (empty when limits are not managed)
+    retypes: list[Retype]
+    targets: dict[str, Any]  # untyped GPU requests: the type map job_submit.lua uses
+    dt: float  # seconds of deficit accounting since the last ok round
+    explored: list[dict[str, Any]] = field(default_factory=list)  # exploration's limit moves (explore_plan)
+
+
+def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: Any, deviations: Mapping[str, Any],
+           deficits: Mapping[str, float], managed_before: set[str], last_ok_started: float | None, now: float,
+           empty_alloc: Any) -> Decisions:
+    """One round's decisions from the snapshot and the state carried from earlier rounds, with no side effects:
+    demand per class, the problem and its allocation (``solve(problem) -> Allocation``; ``empty_alloc(built)``
+    when nobody asks for GPUs), the plan (integer GPUs, limits), deficits and SiteFactors, limit changes, retypes
+    and the untyped-request targets. Raises what the policy raises (SolverError, InputError)."""
+    profiles = list(profiles)
+    retype_ok = supports_pending_retype(snapshot.slurm_version)
+    # a pending fair:flex job can still be moved where Slurm retypes pending jobs: its demand is untyped
+    demand = observe_demand(flexible_as_untyped(snapshot) if retype_ok else snapshot, cfg)
+    built = build_problem(snapshot, demand, profiles, shipped, cfg)
+    known = {a.name for a in snapshot.accounts}
+    managed = [a for a in managed_accounts(snapshot, demand, cfg) if a in known or any(d == a for (d, _c) in demand)]
+    alloc = solve(built.problem) if built.problem.tenants else empty_alloc(built)
+    plan = make_plan(built, alloc, demand, deviations, managed, gpus_in_use(snapshot))
+    explored: list[dict[str, Any]] = []
+    reporting = {(r.get("account") or "", r["class"]) for r in profiles if r.get("source") in ("measured", "harvested")}
+    if cfg.profiling.explore:
+        plan, explored = explore_plan(plan, snapshot, built.sources, reporting)
+    received = received_gpus(snapshot, cfg)
+    ideal_tot = {a: sum(v.values()) for a, v in plan.ideal.items() if plan.demand.get(a, 0) > 0}
+    dt = 0.0 if last_ok_started is None else min(max(now - last_ok_started, 0.0), 2 * float(cfg.daemon.period))
+    new_deficits = update_deficit(dict(deficits), ideal_tot, received, dt)
+    factors = site_factors(snapshot, new_deficits, cfg)
+    current_sf = {j.job_id: j.site_factor for j in snapshot.jobs}
+    factor_changes = {jid: v for jid, v in factors.items() if current_sf.get(jid) != v}
+    deferred = 0
+    if len(factor_changes) > MAX_SITE_FACTOR_UPDATES:
+        order = sorted(factor_changes, key=lambda j: (-abs(factor_changes[j] - current_sf.get(j, 0)), j))
+        deferred = len(order) - MAX_SITE_FACTOR_UPDATES
+        factor_changes = {j: factor_changes[j] for j in sorted(order[:MAX_SITE_FACTOR_UPDATES])}
+    current = {a.name: dict(a.limits) for a in snapshot.accounts}
+    planned = {a: lim for a, lim in plan.limits.items() if a in known}
+    changes = limit_changes(current, planned, managed_before & known) if cfg.limits.manage else {}
+    retypes = retype_moves(plan, snapshot, MAX_RETYPES, built.throughput) if retype_ok else []
+    targets = untyped_targets(plan, with_retypes(snapshot, retypes), built.throughput)
+    if cfg.profiling.explore:
+        targets = explore_targets(targets, plan, with_retypes(snapshot, retypes), built.sources, reporting)
+    return Decisions(demand=demand, built=built, alloc=alloc, plan=plan, received=received, deficits=new_deficits,
+                     factors=factors, factor_changes=factor_changes, factors_deferred=deferred, current=current,
+                     planned=planned, changes=changes, retypes=retypes, targets=targets, dt=dt, explored=explored)

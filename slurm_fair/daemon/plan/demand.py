@@ -1,0 +1,193 @@
+"""Demand: which jobs count, what class they are, and what each (account, class) asks for now. Pure.
+
+* **Class of a job** (:func:`job_class`): the first of ``classes.order`` that gives a name: a
+  ``class=NAME`` token in ``--comment``, the ``--wckey``, the job name.
+* **Demand** (:func:`observe_demand`): per (account, class), the GPUs of its pending and running jobs,
+  the smallest pending job, and the GPU types its jobs asked for (None = some job is untyped, any type).
+  Per type (:meth:`ClassDemand.type_demand`): the GPUs of its jobs that request that type plus its untyped
+  jobs' GPUs (an untyped job can run on any type of its partition), at most the class's total. Per job (the
+  ``jobs`` of the problem, for the per-job policies): its GPUs and the seconds of its time limit left (minus
+  the time it has run, if running) as its remaining work — Slurm knows no better.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping
+
+from ...cluster.base import Job, Snapshot
+
+_CLASS_TOKEN = re.compile(r"(?:^|[\s,;])class=([^\s,;]+)")
+DEFAULT_CLASS = "default"
+# Slurm's root account is the parent of every account: a GrpTRES there caps the whole cluster.
+NEVER_MANAGED = frozenset({"root"})
+# ------------------------------------------------------------------------------------------- jobs
+
+
+def job_class(job: Job, order: Iterable[str] = ("comment", "wckey", "name")) -> str:
+    """The job's class: the first source in ``order`` that names one (see the module docstring)."""
+    for src in order:
+        if src == "comment":
+            m = _CLASS_TOKEN.search(job.comment or "")
+            if m:
+                return m.group(1)
+        elif src == "wckey":
+            wk = (job.wckey or "").lstrip("*")  # Slurm shows a default wckey as "*name"
+            if wk:
+                return wk
+        elif src == "name":
+            if job.name:
+                return job.name
+    return DEFAULT_CLASS
+
+
+def _in_partitions(partition: str, partitions: Iterable[str]) -> bool:
+    parts = tuple(partitions)
+    if not parts:
+        return True
+    return any(p in parts for p in (partition or "").split(","))
+
+
+def gpu_jobs(snapshot: Snapshot, partitions: Iterable[str] = (), accounts: Iterable[str] = ()) -> list[Job]:
+    """Pending and running GPU jobs in the managed partitions (and accounts, if any are named)."""
+    accts = set(accounts)
+    return [
+        j for j in snapshot.jobs
+        if j.gpus > 0 and (j.pending or j.running) and _in_partitions(j.partition, partitions)
+        and (not accts or j.account in accts)
+    ]
+
+
+@dataclass
+class ClassDemand:
+    """What one (account, class) asks for now."""
+
+    gpus: int = 0  # GPUs of pending + running jobs
+    pending_gpus: int = 0
+    running_gpus: int = 0
+    pending_jobs: int = 0
+    running_jobs: int = 0
+    min_pending: int | None = None  # smallest pending job (GPUs), None = nothing pending
+    types: set[str] | None = field(default_factory=set)  # requested types; None = some job is untyped
+    by_type: dict[str, int] = field(default_factory=dict)  # GPUs of pending+running jobs per requested type ("" = untyped)
+    pending_by_type: dict[str, int] = field(default_factory=dict)  # same, pending jobs only
+    # (job id, GPUs, seconds of its time limit left: the limit, minus the time run for a running job;
+    # None = no limit known) — the per-job policies' view of the class (``JobClass.jobs``)
+    jobs: list[tuple[int, int, float | None]] = field(default_factory=list)
+
+    def add(self, job: Job, now: float | None = None) -> None:
+        g = job.gpus
+        left = None
+        if job.time_limit is not None:
+            ran = max(0.0, now - job.start_time) if (now is not None and job.running and job.start_time) else 0.0
+            left = max(0.0, job.time_limit * 60.0 - ran)
+        self.jobs.append((job.job_id, g, left))
+        self.gpus += g
+        t = job.gpu_type or ""
+        self.by_type[t] = self.by_type.get(t, 0) + g
+        if job.pending:
+            self.pending_gpus += g
+            self.pending_jobs += 1
+            self.min_pending = g if self.min_pending is None else min(self.min_pending, g)
+            self.pending_by_type[t] = self.pending_by_type.get(t, 0) + g
+        else:
+            self.running_gpus += g
+            self.running_jobs += 1
+        if job.gpu_type is None:
+            self.types = None
+        elif self.types is not None:
+            self.types.add(job.gpu_type)
+
+    def type_demand(self, gpu_types: Iterable[str]) -> dict[str, float]:
+        """Most GPUs of each type the class's jobs can use: GPUs of jobs requesting that type plus the
+        untyped jobs' GPUs (they run on any type), at most the class's total ``gpus``."""
+        untyped = self.by_type.get("", 0)
+        return {g: float(min(self.by_type.get(g, 0) + untyped, self.gpus)) for g in gpu_types}
+
+
+def observe_demand(snapshot: Snapshot, cfg: Any) -> dict[tuple[str, str], ClassDemand]:
+    """(account, class) -> ClassDemand over the pending and running GPU jobs of ``snapshot``."""
+    out: dict[tuple[str, str], ClassDemand] = {}
+    for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts):
+        if j.account in NEVER_MANAGED:
+            continue
+        out.setdefault((j.account, job_class(j, cfg.classes.order)), ClassDemand()).add(j, snapshot.taken_at)
+    return dict(sorted(out.items()))
+
+
+def usable_capacity(snapshot: Snapshot, partitions: Iterable[str] = ()) -> dict[str, int]:
+    """Usable GPUs per type on nodes of the managed partitions (every type of the cluster is listed)."""
+    parts = tuple(partitions)
+    if not parts:
+        return snapshot.capacity()
+    cap = {t: 0 for t in snapshot.gpu_types()}
+    for n in snapshot.nodes:
+        if n.usable and any(p in parts for p in n.partitions):
+            for t, c in n.gpus.items():
+                cap[t] = cap.get(t, 0) + c
+    return cap
+
+
+def received_gpus(snapshot: Snapshot, cfg: Any) -> dict[str, float]:
+    """GPUs each account's running GPU jobs hold now."""
+    out: dict[str, float] = {}
+    for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts):
+        if j.running:
+            n = sum(j.gpus_allocated.values()) if j.gpus_allocated else j.gpus
+            out[j.account] = out.get(j.account, 0.0) + n
+    return out
+
+
+def gpus_in_use(snapshot: Snapshot) -> dict[str, dict[str, int]]:
+    """account -> type -> GPUs held by running jobs ("?" for a running job whose type is unknown)."""
+    out: dict[str, dict[str, int]] = {}
+    for j in snapshot.jobs:
+        if not j.running or j.gpus <= 0:
+            continue
+        row = out.setdefault(j.account, {})
+        if j.gpus_allocated:
+            for g, n in j.gpus_allocated.items():
+                row[g] = row.get(g, 0) + int(n)
+        else:
+            g = j.gpu_type or "?"
+            row[g] = row.get(g, 0) + j.gpus
+    return out
+
+
+def managed_accounts(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassDemand], cfg: Any) -> list[str]:
+    """Accounts whose limits slurm-fair sets: ``limits.accounts``, else every account with GPU jobs or a
+    fair-share share (every account association the snapshot lists)."""
+    if cfg.limits.accounts:
+        return sorted(cfg.limits.accounts)
+    return sorted(({a.name for a in snapshot.accounts} | {a for (a, _c) in demand}) - NEVER_MANAGED)
+
+
+def flexible_as_untyped(snapshot: Snapshot) -> Snapshot:
+    """The snapshot with every *pending* flexible job shown untyped: its demand counts as untyped (usable on
+    any type) because the daemon can still move it. Use it only where Slurm can retype pending jobs
+    (:func:`slurm_fair.cluster.base.supports_pending_retype`); elsewhere a flexible job stays typed."""
+    jobs = tuple(replace(j, gpu_type=None) if j.pending and j.flexible and j.gpu_type else j
+                 for j in snapshot.jobs)
+    return replace(snapshot, jobs=jobs)
+
+
+def pending_typed(snapshot: Snapshot) -> dict[str, dict[str, int]]:
+    """account -> type -> GPUs of its pending jobs that request that type (held jobs included)."""
+    out: dict[str, dict[str, int]] = {}
+    for j in snapshot.jobs:
+        if j.pending and j.gpu_type and j.gpus > 0:
+            row = out.setdefault(j.account, {})
+            row[j.gpu_type] = row.get(j.gpu_type, 0) + j.gpus
+    return out
+
+
+def typed_claims(snapshot: Snapshot) -> dict[str, int]:
+    """type -> GPUs of pending and running jobs (every account) that request exactly that type."""
+    out: dict[str, int] = {}
+    for j in snapshot.jobs:
+        if (j.pending or j.running) and j.gpu_type and j.gpus > 0:
+            out[j.gpu_type] = out.get(j.gpu_type, 0) + j.gpus
+    return out
+
+

@@ -1,0 +1,64 @@
+"""Job priorities: the deficits behind SiteFactor. Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ...cluster.base import Job, Snapshot
+from .demand import gpu_jobs
+
+# ------------------------------------------------------------------------------------------- priorities
+
+
+def update_deficit(deficits: Mapping[str, float], ideal: Mapping[str, float], received: Mapping[str, float],
+                   dt: float) -> dict[str, float]:
+    """Accumulate GPU-seconds owed: ``d[a] += (ideal[a] - received[a]) * dt``.
+
+    Only accounts present in ``ideal`` or ``received`` (i.e. with GPU jobs now) are kept: an account whose
+    jobs are all gone starts again from 0 (no banking of credit while idle). ``dt`` is clamped at >= 0.
+    """
+    dt = max(0.0, float(dt))
+    out = {}
+    for a in sorted(set(ideal) | set(received)):
+        out[a] = float(deficits.get(a, 0.0)) + (float(ideal.get(a, 0.0)) - float(received.get(a, 0.0))) * dt
+    return out
+
+
+def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Any) -> dict[int, int]:
+    """SiteFactor for every pending GPU job that is not held (job id -> int in [site_factor_min, site_factor_max]).
+
+    Accounts with pending GPU jobs are ranked by deficit (largest first, then name); within an account,
+    jobs are ranked longest-waiting first (submit time, then job id): OEF's round robin by starvation.
+    The ``L = priority.levels`` levels are split into one band per account, the higher ranked account's band
+    above the lower ones' (``band(r) = [floor((m-1-r)·L/m), floor((m-r)·L/m))`` for ``m`` accounts, at least
+    one level wide); inside its band the account's oldest job gets the top level, the next one the level
+    below, and so on, and the rest share the band's bottom. Level ``l`` maps to
+    ``min + l·(max-min) // (L-1)`` (all ``min`` when L = 1).
+    """
+    pr = cfg.priority
+    levels = int(pr.levels)
+    jobs = [j for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
+            if j.pending and not j.reason.startswith("JobHeld")]  # held jobs have no priority to order
+    by_acct: dict[str, list[Job]] = {}
+    for j in jobs:
+        by_acct.setdefault(j.account, []).append(j)
+    ranked = sorted(by_acct, key=lambda a: (-float(deficits.get(a, 0.0)), a))
+    m = len(ranked)
+    out: dict[int, int] = {}
+    for r, a in enumerate(ranked):
+        lo = ((m - 1 - r) * levels) // m
+        hi = max(((m - r) * levels) // m, lo + 1)
+        width = hi - lo
+        for i, j in enumerate(sorted(by_acct[a], key=lambda j: (j.submit_time, j.job_id))):
+            level = min(lo + max(width - 1 - i, 0), levels - 1)
+            out[j.job_id] = level_value(level, pr.site_factor_min, pr.site_factor_max, levels)
+    return out
+
+
+def level_value(level: int, lo: int, hi: int, levels: int) -> int:
+    if levels <= 1:
+        return int(lo)
+    return int(lo + (level * (hi - lo)) // (levels - 1))
+
+

@@ -1,0 +1,150 @@
+"""The sharing problem of a round: profiles looked up per (account, class, type), tenants and weights. Pure.
+
+* **Throughput** (:func:`lookup_throughput`), per GPU type: the account's own profile of the class, else the
+  site-wide profile (empty account), else the shipped defaults; a type still unknown for a class that has
+  some profile gets the class's *slowest* known throughput (``assumed``: never overstates a speedup); a
+  class with no profile at all runs at 1.0 everywhere (``unprofiled``: homogeneous GPUs).
+* **Problem** (:func:`build_problem`): tenant = the account (or ``tenants.map``), weight =
+  ``tenants.weights`` or the sum of the tenant's accounts' fair-share Shares (0 counts as 1); one virtual
+  user per (account, class) with demand (total GPUs and ``type_demand`` per GPU type, so no policy gives a
+  class a share of a type beyond what its jobs request there; a type none of its jobs requests is then
+  unusable for the class: no throughput there, not its slowest type); GPU types = usable GPUs per type on
+  nodes in managed partitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from ...cluster.base import Snapshot
+from ...model import DEFAULT_REMAINING, ClassJob, JobClass, Problem, Tenant
+from .demand import ClassDemand, usable_capacity
+
+# sources of a throughput value, from most to least specific
+SRC_ACCOUNT = "account"
+SRC_SITE = "site"
+SRC_SHIPPED = "shipped"
+SRC_ASSUMED = "assumed"
+SRC_UNPROFILED = "unprofiled"
+# ------------------------------------------------------------------------------------------- profiles
+
+
+def _index(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], float]:
+    return {(r.get("account", "") or "", r["class"], r["gpu_type"]): float(r["throughput"]) for r in rows}
+
+
+class ProfileIndex:
+    """Fast lookup over the store's profile rows and the shipped rows."""
+
+    def __init__(self, profiles_rows: Iterable[Mapping[str, Any]], shipped_rows: Iterable[Mapping[str, Any]]):
+        self.profiles = _index(profiles_rows)
+        self.shipped = {(c, g): v for (_a, c, g), v in _index(shipped_rows).items()}
+
+    def lookup(self, account: str, cls: str, gpu_types: Iterable[str]) -> tuple[dict[str, float], dict[str, str]]:
+        thr: dict[str, float] = {}
+        src: dict[str, str] = {}
+        missing = []
+        for g in gpu_types:
+            if (account, cls, g) in self.profiles and account:
+                thr[g], src[g] = self.profiles[(account, cls, g)], SRC_ACCOUNT
+            elif ("", cls, g) in self.profiles:
+                thr[g], src[g] = self.profiles[("", cls, g)], SRC_SITE
+            elif (cls, g) in self.shipped:
+                thr[g], src[g] = self.shipped[(cls, g)], SRC_SHIPPED
+            else:
+                missing.append(g)
+        if missing:
+            if thr:
+                slowest = min(thr.values())
+                for g in missing:
+                    thr[g], src[g] = slowest, SRC_ASSUMED
+            else:
+                for g in missing:
+                    thr[g], src[g] = 1.0, SRC_UNPROFILED
+        return thr, src
+
+
+def lookup_throughput(profiles_rows: Iterable[Mapping[str, Any]], shipped_rows: Iterable[Mapping[str, Any]],
+                      account: str, cls: str, gpu_types: Iterable[str]) -> tuple[dict[str, float], dict[str, str]]:
+    """(throughput per type, source per type) of ``cls`` for ``account`` (chain in the module docstring)."""
+    return ProfileIndex(profiles_rows, shipped_rows).lookup(account, cls, list(gpu_types))
+
+
+# ------------------------------------------------------------------------------------------- problem
+
+
+@dataclass(frozen=True)
+class Built:
+    """A Problem plus the bookkeeping to map its virtual users back to (account, class)."""
+
+    problem: Problem
+    rows: dict[tuple[str, str], tuple[str, str]]  # (account, class) -> (tenant, class name in the problem)
+    tenant_of: dict[str, str]  # account -> tenant
+    weights: dict[str, float]  # tenant -> weight
+    throughput: dict[str, dict[str, dict[str, float]]]  # account -> class -> type -> raw throughput used
+    sources: dict[str, dict[str, dict[str, str]]]  # account -> class -> type -> source
+    capacity: dict[str, int]
+
+
+def tenant_weights(snapshot: Snapshot, accounts: Iterable[str], cfg: Any) -> tuple[dict[str, str], dict[str, float]]:
+    """(account -> tenant, tenant -> weight) for ``accounts``."""
+    tmap = dict(cfg.tenants.map)
+    tenant_of = {a: tmap.get(a, a) for a in accounts}
+    weights: dict[str, float] = {}
+    for a, t in sorted(tenant_of.items()):
+        acct = snapshot.account(a)
+        shares = acct.shares if acct is not None and acct.shares > 0 else 1
+        weights[t] = weights.get(t, 0.0) + float(shares)
+    for t in weights:
+        if t in cfg.tenants.weights:
+            weights[t] = float(cfg.tenants.weights[t])
+    return tenant_of, weights
+
+
+def build_problem(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassDemand],
+                  profiles_rows: Iterable[Mapping[str, Any]], shipped_rows: Iterable[Mapping[str, Any]],
+                  cfg: Any) -> Built:
+    """The sharing problem of this round (see the module docstring)."""
+    capacity = usable_capacity(snapshot, cfg.cluster.partitions)
+    types = list(capacity)
+    index = ProfileIndex(profiles_rows, shipped_rows)
+    accounts = sorted({a for (a, _c), d in demand.items() if d.gpus > 0})
+    tenant_of, weights = tenant_weights(snapshot, accounts, cfg)
+    accounts_of: dict[str, list[str]] = {}
+    for a in accounts:
+        accounts_of.setdefault(tenant_of[a], []).append(a)
+    rows: dict[tuple[str, str], tuple[str, str]] = {}
+    thr_all: dict[str, dict[str, dict[str, float]]] = {}
+    src_all: dict[str, dict[str, dict[str, str]]] = {}
+    tenants = []
+    for t in sorted(accounts_of):
+        classes = []
+        for a in accounts_of[t]:
+            for (acct, cls), d in demand.items():
+                if acct != a or d.gpus <= 0:
+                    continue
+                thr, src = index.lookup(a, cls, types)
+                # per-type caps: a type none of its jobs requests (all typed otherwise) gets cap 0, which
+                # also makes it unusable for the class in the problem (no speed there)
+                td = d.type_demand(types)
+                if not any(thr.get(g, 0) > 0 and capacity[g] > 0 and td[g] > 0 for g in types):
+                    # asks only for types with no usable GPUs: it cannot get a share this round
+                    thr_all.setdefault(a, {})[cls] = thr
+                    src_all.setdefault(a, {})[cls] = src
+                    continue
+                name = cls if len(accounts_of[t]) == 1 else f"{a}/{cls}"
+                rows[(a, cls)] = (t, name)
+                thr_all.setdefault(a, {})[cls] = thr
+                src_all.setdefault(a, {})[cls] = src
+                jobs = tuple(ClassJob(str(jid), g, DEFAULT_REMAINING if left is None else left)
+                             for jid, g, left in d.jobs if g > 0)
+                classes.append(JobClass(name=name, throughput=thr, demand=float(d.gpus), type_demand=td,
+                                        jobs=jobs))
+        if classes:
+            tenants.append(Tenant(name=t, classes=tuple(classes), weight=weights[t]))
+    problem = Problem(gpu_types=dict(capacity), tenants=tuple(tenants))
+    return Built(problem=problem, rows=rows, tenant_of=tenant_of, weights=weights, throughput=thr_all,
+                 sources=src_all, capacity=dict(capacity))
+
+
