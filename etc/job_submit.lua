@@ -7,10 +7,24 @@ submission, so the per-type limits slurm-fair sets hold for every GPU job.
 
 Rules:
   * The map is `gpu_type_map.txt` in this script's folder, re-read on every submission. slurm-fair's daemon
-    writes it each round (config [submit] type_map). Lines: `ACCOUNT TYPE [REASON...]`; `* TYPE [REASON]` is
-    the default for accounts without a line; `#` starts a comment line; blank lines are ignored.
+    writes it each round (config [submit] type_map). Lines: `ACCOUNT TYPES [REASON...]`; `* TYPES [REASON]`
+    is the default for accounts without a line; `#` starts a comment line; blank lines are ignored. TYPES is
+    `TYPE` or a comma-separated list `TYPE:ROOM[:BLOCK],...` in the order to use them (ROOM: how many GPUs
+    of that type the account's untyped jobs may be given until the map changes; BLOCK: the largest job, in
+    GPUs, that fits that type's free GPUs now; none = no bound).
+  * Job classes: `ACCOUNT/CLASS TYPE,TYPE,...` lines give the order in which a class of that account tries the
+    types of its account's line (fastest for the class first; a type left out is not used for it; rooms stay
+    the account's); `*/CLASS` lines do so for the class in every account without a line of its own. The job's class is found as slurm-fair finds it, from the sources named by the
+    `@classes comment,wckey,name` line (default that order): a `class=NAME` token in the comment, the wckey,
+    the job name. A class without a line uses its account's order.
+  * Spreading a burst: the script counts, per account and type, the GPUs it has handed out since the map
+    text last changed (a global table: slurmctld keeps the script's Lua state between submissions and
+    reloads it only when the file changes). A job gets the first type of its line whose room is not used
+    up by those counts (a job of N GPUs needs N left, and N at most the type's BLOCK); when none has room,
+    the first type (the job waits there; the daemon publishes new room as GPUs free up). So 16 untyped 1-GPU jobs submitted at once
+    into an idle cluster with room a100:4,v100:6,k80:6 land 4 + 6 + 6, all starting at once.
   * A GPU entry without a type in tres_per_node / tres_per_job / tres_per_task / tres_per_socket gets the
-    account's type (account = job_desc.account or job_desc.default_account), keeping the prefix it was
+    chosen type (account = job_desc.account or job_desc.default_account), keeping the prefix it was
     written with (22.05 `gres:gpu:2` -> `gres:gpu:v100:2`; 24.11 `gres/gpu:2` -> `gres/gpu:v100:2`,
     `gres/gpu=1` -> `gres/gpu:v100:1`). The comment gets the token `fair:flex` (the user's comment is kept);
     the user is told the type and why on stderr.
@@ -57,27 +71,82 @@ local function valid_name(s)
 	return s ~= nil and s:match("^[%w_.%-]+$") ~= nil
 end
 
--- Parse the map text. Returns {entries = {account -> {type=, reason=}}, default = {type=, reason=} or nil}
--- or nil, "line N: problem".
+-- Parse the TYPES field: `TYPE` or `TYPE:ROOM[:BLOCK],...`. Returns a list of {type=, room=, block= (nil: no
+-- bound)} or nil, problem.
+function SF.parse_types(field)
+	local list = {}
+	for item in (field .. ","):gmatch("([^,]*),") do
+		local gtype, room, block = item:match("^([^:]+):(%d+):(%d+)$")
+		if not gtype then
+			gtype, room = item:match("^([^:]+):(%d+)$")
+		end
+		if not gtype then
+			gtype = item
+		end
+		if not valid_name(gtype) or gtype:match("^%d+$") then
+			return nil, string.format("bad GPU type '%s'", gtype)
+		end
+		list[#list + 1] = { type = gtype, room = room and tonumber(room) or nil, block = block and tonumber(block) or nil }
+	end
+	return list
+end
+
+SF.CLASS_SOURCES = { comment = true, wckey = true, name = true }
+
+-- Parse the map text. Returns {entries = {account -> {types=, type=, reason=}}, default = (the same) or nil,
+-- classes = {"account/class" -> {type, ...}}, order = {source, ...}} or nil, "line N: problem". `type` is the
+-- first of `types`.
 function SF.parse_map(text)
-	local map = { entries = {}, default = nil, types = {} }
+	local map = { entries = {}, default = nil, types = {}, classes = {}, order = { "comment", "wckey", "name" } }
 	local n = 0
 	for line in (text .. "\n"):gmatch("([^\n]*)\n") do
 		n = n + 1
 		line = trim(line:gsub("\r$", ""))
-		if line ~= "" and line:sub(1, 1) ~= "#" then
-			local acct, gtype, rest = line:match("^(%S+)%s+(%S+)%s*(.*)$")
-			if not acct then
-				return nil, string.format("line %d: expected 'ACCOUNT TYPE [REASON]', got '%s'", n, line)
+		local directive = line:match("^@classes%s+(%S+)$")
+		if directive then
+			map.order = {}
+			for src in directive:gmatch("[^,]+") do
+				if not SF.CLASS_SOURCES[src] then
+					return nil, string.format("line %d: unknown class source '%s'", n, src)
+				end
+				map.order[#map.order + 1] = src
 			end
-			if acct ~= "*" and not valid_name(acct) then
+		elseif line ~= "" and line:sub(1, 1) ~= "#" then
+			local acct, field, rest = line:match("^(%S+)%s+(%S+)%s*(.*)$")
+			if not acct then
+				return nil, string.format("line %d: expected 'ACCOUNT TYPES [REASON]', got '%s'", n, line)
+			end
+			local cacct, cls = acct:match("^([^/]+)/([^/]+)$")
+			if cacct then
+				if (cacct ~= "*" and not valid_name(cacct)) or not valid_name(cls) then
+					return nil, string.format("line %d: bad account/class '%s'", n, acct)
+				end
+				local list, terr = SF.parse_types(field)
+				if not list then
+					return nil, string.format("line %d: %s", n, terr)
+				end
+				local order = {}
+				for _, t in ipairs(list) do
+					order[#order + 1] = t.type
+				end
+				map.classes[acct] = order
+				acct = nil
+			end
+			if acct and acct ~= "*" and not valid_name(acct) then
 				return nil, string.format("line %d: bad account name '%s'", n, acct)
 			end
-			if not valid_name(gtype) or gtype:match("^%d+$") then
-				return nil, string.format("line %d: bad GPU type '%s'", n, gtype)
+			local list, terr = nil, nil
+			if acct then
+				list, terr = SF.parse_types(field)
+				if not list then
+					return nil, string.format("line %d: %s", n, terr)
+				end
 			end
-			local e = { type = gtype, reason = rest ~= "" and rest or nil }
-			if acct == "*" then
+			local gtype = list and list[1].type
+			local e = acct and { type = gtype, types = list, reason = rest ~= "" and rest or nil }
+			if not acct then
+				-- a class line: nothing more
+			elseif acct == "*" then
 				if map.default then
 					return nil, string.format("line %d: second '*' line", n)
 				end
@@ -88,10 +157,121 @@ function SF.parse_map(text)
 				end
 				map.entries[acct] = e
 			end
-			map.types[gtype] = true
+			for _, t in ipairs(list or {}) do
+				map.types[t.type] = true
+			end
 		end
 	end
 	return map
+end
+
+-- GPUs handed out per account and type since the map text last changed (kept between submissions: the Lua
+-- state lives as long as slurmctld does not reload the script).
+SF.state = { text = nil, spent = {} }
+
+-- The GPUs a job asks for in all (its untyped GPU entries; per node x nodes, per task x tasks). A field Slurm
+-- left unset (nil, 0, or NO_VAL) counts as 1.
+local function count_of(v)
+	v = tonumber(v)
+	if v == nil or v < 1 or v >= 0xfffffffe then
+		return 1
+	end
+	return v
+end
+
+function SF.job_gpus(job_desc)
+	local total = 0
+	for _, name in ipairs(SF.FIELDS) do
+		local v = job_desc[name]
+		if type(v) == "string" then
+			for entry in v:gmatch("[^,]+") do
+				local prefix, count = SF.untyped_gpu(entry)
+				if prefix then
+					local n = count and tonumber(count) or 1
+					if name == "tres_per_node" then
+						n = n * count_of(job_desc.min_nodes)
+					elseif name == "tres_per_task" then
+						n = n * count_of(job_desc.num_tasks)
+					end
+					total = total + n
+				end
+			end
+		end
+	end
+	return math.max(total, 1)
+end
+
+-- The job's class as slurm-fair finds it (sources in `order`); nil when none names one.
+function SF.job_class(job_desc, order)
+	for _, src in ipairs(order) do
+		if src == "comment" then
+			local c = " " .. tostring(job_desc.comment or "")
+			local cls = c:match("[%s,;]class=([^%s,;]+)")
+			if cls then
+				return cls
+			end
+		elseif src == "wckey" then
+			local wk = tostring(job_desc.wckey or ""):gsub("^%*", "")
+			if wk ~= "" then
+				return wk
+			end
+		elseif src == "name" then
+			local name = job_desc.name
+			if type(name) == "string" and name ~= "" then
+				return name
+			end
+		end
+	end
+	return nil
+end
+
+-- The entry's types in the class's order (its class line), those the class line leaves out dropped; the
+-- entry itself when the class has no line or the line keeps none of them.
+function SF.for_class(entry, class_order)
+	if not class_order then
+		return entry
+	end
+	local by_type = {}
+	for _, t in ipairs(entry.types or { { type = entry.type } }) do
+		by_type[t.type] = t
+	end
+	local list = {}
+	for _, name in ipairs(class_order) do
+		if by_type[name] then
+			list[#list + 1] = by_type[name]
+		end
+	end
+	if #list == 0 then
+		return entry
+	end
+	return { type = list[1].type, types = list, reason = entry.reason }
+end
+
+-- Pick the type for a job of `gpus` GPUs of `account` from its map entry (module comment); counts it.
+-- Returns type, note (nil, or why the first type was taken without room).
+function SF.choose(map_text, account, entry, gpus)
+	if SF.state.text ~= map_text then
+		SF.state = { text = map_text, spent = {} }
+	end
+	local key = account or "*"
+	local spent = SF.state.spent[key]
+	if not spent then
+		spent = {}
+		SF.state.spent[key] = spent
+	end
+	local pick, note = nil, nil
+	for _, t in ipairs(entry.types or { { type = entry.type } }) do
+		if (t.room == nil or (spent[t.type] or 0) + gpus <= t.room) and (t.block == nil or gpus <= t.block) then
+			pick = t.type
+			break
+		end
+	end
+	if not pick then
+		pick = entry.type
+		note = "every type's room in the map is used by earlier submissions; waits for " .. pick
+	end
+	spent[pick] = (spent[pick] or 0) + gpus
+	return pick, note
 end
 
 -- Read the map. Returns map | nil, kind ("missing" | "broken"), message.
@@ -112,6 +292,7 @@ function SF.read_map(path)
 	if not map then
 		return nil, "broken", path .. " " .. perr
 	end
+	map.text = text
 	return map
 end
 
@@ -216,15 +397,24 @@ function SF.submit(job_desc, uid)
 			tostring(account), path, example(map))
 		return slurm.ERROR
 	end
+	local key = map.entries[account or ""] and account or "*"
+	local cls = SF.job_class(job_desc, map.order)
+	if cls and account then
+		entry = SF.for_class(entry, map.classes[account .. "/" .. cls] or map.classes["*/" .. cls])
+	end
+	local gtype, note = SF.choose(map.text, key, entry, SF.job_gpus(job_desc))
+	if note then
+		why = note
+	end
 	local changes = {}
 	for _, name in ipairs(fields) do
 		local old = job_desc[name]
-		local new = SF.type_value(old, entry.type)
+		local new = SF.type_value(old, gtype)
 		job_desc[name] = new
 		changes[#changes + 1] = string.format("%s %s -> %s", name, old, new)
 	end
 	job_desc.comment = SF.with_flex(job_desc.comment)
-	slurm.log_user("slurm-fair: untyped GPU request given type '%s' (account %s%s)", entry.type,
+	slurm.log_user("slurm-fair: untyped GPU request given type '%s' (account %s%s)", gtype,
 		tostring(account), why and (": " .. why) or "")
 	slurm.log_info("job_submit.lua: uid=%s account=%s: %s", tostring(uid), tostring(account),
 		table.concat(changes, "; "))

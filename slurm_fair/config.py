@@ -238,7 +238,7 @@ SECTION_DOCS = {
     "classes": "Job classes: a job's class selects its throughput profile (`slurm-fair profiles`).",
     "tenants": "Tenants: who is treated as one party by the fairness policy.",
     "priority": "Priority: slurm-fair steers scheduling order through each job's SiteFactor.",
-    "limits": "Limits: slurm-fair caps each account's GPUs per type with GrpTRES.",
+    "limits": "Limits: per-account per-type GrpTRES that guarantee each account its share and lend the rest.",
     "hooks": "Job records from the Slurm hooks (`slurm-fair hooks install`, etc/slurm.conf.hooks).",
     "submit": "Submission: the GPU type map read by etc/job_submit.lua to type untyped GPU requests.",
     "preemption": "Preemption: over-share running jobs get a checkpoint signal, then a requeue after the grace.",
@@ -303,6 +303,12 @@ SPEC: dict[str, dict[str, Key]] = {
     },
     "limits": {
         "manage": Key(True, _bool, "true = write per-account GrpTRES gres/gpu limits; false = priorities only."),
+        "lend": Key(
+            True, _bool,
+            "true = an account's share is a guarantee and every GPU no waiting account's guarantee holds is\n"
+            "lent to whoever can use it (limit = capacity minus the other accounts' claims; over-guarantee jobs\n"
+            "are reclaimed by preemption when it is on); false = the share is a hard cap (limit = share).",
+        ),
         "accounts": Key(
             [], _str_list,
             "Accounts to manage; empty = every account with GPU jobs or a fair-share share.",
@@ -438,6 +444,7 @@ class PriorityConfig:
 @dataclass(frozen=True)
 class LimitsConfig:
     manage: bool = True
+    lend: bool = True
     accounts: tuple[str, ...] = ()
 
 

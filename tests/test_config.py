@@ -153,6 +153,7 @@ BAD = [
     ("priority", "site_factor_max", '"1"'),
     ("priority", "levels", "0"),
     ("limits", "manage", "1"),
+    ("limits", "lend", "\"yes\""),
     ("limits", "accounts", "[1]"),
     ("hooks", "spool", "1"),
     ("hooks", "spool", '" /var/spool "'),

@@ -184,10 +184,11 @@ def test_make_plan_rounds_and_carries_deviations():
 def test_work_conservation_gives_unowned_gpus_to_pending_jobs_that_can_use_them():
     # acct_c has pending k80-only jobs but (say) the policy gave it nothing: the 2 k80s nobody holds go to it;
     # acct_a asks only for v100, so it gets no k80 even though it has pending jobs
+    # (hard caps: limits.lend = false)
     extra_jobs = [job(30 + i, "acct_c", 1, "k80", name="x") for i in range(3)]
     s, d, b = two_account_case(extra_jobs)
     alloc = fixed_alloc(b, {("acct_a", "r"): {"v100": 2.0}, ("acct_b", "s"): {"v100": 2.0, "k80": 2.0}})
-    p = P.make_plan(b, alloc, d, {}, P.managed_accounts(s, d, CFG))
+    p = P.make_plan(b, alloc, d, {}, P.managed_accounts(s, d, CFG), lend=False)
     assert p.real["acct_c"] == {"k80": 0, "v100": 0}
     assert p.extra["acct_c"]["k80"] + p.extra["acct_b"]["k80"] == 2
     assert p.extra["acct_a"]["k80"] == 0
@@ -205,8 +206,9 @@ def test_work_conservation_leaves_gpus_nobody_can_use():
     s = snap(jobs)
     d = P.observe_demand(s, CFG)
     b = P.build_problem(s, d, PROFILES, SHIPPED, CFG)
-    p = P.make_plan(b, fixed_alloc(b, {("acct_a", "r"): {"v100": 1.0}}), d, {}, P.managed_accounts(s, d, CFG))
-    assert p.limits["acct_a"] == {"k80": 0, "v100": 1, ANY_GPU: 1}  # demand 1: no more
+    p = P.make_plan(b, fixed_alloc(b, {("acct_a", "r"): {"v100": 1.0}}), d, {}, P.managed_accounts(s, d, CFG),
+                    lend=False)
+    assert p.limits["acct_a"] == {"k80": 0, "v100": 1, ANY_GPU: 1}  # demand 1: no more (hard caps)
     assert sum(lim["k80"] for lim in p.limits.values()) == 0
 
 
@@ -292,14 +294,21 @@ def test_real_policy_noncoop_gives_only_v100_to_the_account_with_the_big_speedup
     d = P.observe_demand(s, CFG)
     b = P.build_problem(s, d, profiles, [], CFG)
     alloc = get_policy("oef-noncoop")(b.problem)
-    p = P.make_plan(b, alloc, d, {}, P.managed_accounts(s, d, CFG))
+    p = P.make_plan(b, alloc, d, {}, P.managed_accounts(s, d, CFG), lend=False)
     # non-cooperative OEF equalises normalized throughput: 10·a_v100 = 1.1·b_v100 + b_k80, so the account
     # with the big speedup gets only V100s (about 0.76 of them) and the other one every K80
     ia, ib = p.ideal["acct_a"], p.ideal["acct_b"]
     assert 10 * ia["v100"] + ia["k80"] == pytest.approx(1.1 * ib["v100"] + ib["k80"], rel=1e-4)
     assert ia["k80"] == pytest.approx(0, abs=1e-6) and ib["k80"] == pytest.approx(4, abs=1e-6)
-    assert p.limits["acct_a"] == {"k80": 0, "v100": 1, ANY_GPU: 1}
+    assert p.real["acct_a"] == {"k80": 0, "v100": 1} and p.real["acct_b"] == {"k80": 4, "v100": 3}
+    assert p.limits["acct_a"] == {"k80": 0, "v100": 1, ANY_GPU: 1}  # hard caps: the guarantee
     assert p.limits["acct_b"] == {"k80": 4, "v100": 3, ANY_GPU: 7}
+    # lending (the default), every GPU idle: each waiting job claims its guarantee, fastest type first; an
+    # account's limit is the capacity less the others' claims, and a limit at the capacity is left out
+    lent = P.make_plan(b, alloc, d, {}, P.managed_accounts(s, d, CFG), free=P.FreeGPUs.of(s),
+                       order={a: P.type_order(b, a) for a in ("acct_a", "acct_b")})
+    assert lent.claims == {"acct_a": {"k80": 0, "v100": 1}, "acct_b": {"k80": 4, "v100": 3}}
+    assert lent.limits == {"acct_a": {"k80": 0, "v100": 1, ANY_GPU: 1}, "acct_b": {"v100": 3, ANY_GPU: 7}}
 
 
 def test_limit_batches_pick_the_fewer_sacctmgr_calls():
@@ -317,7 +326,7 @@ def test_limit_batches_pick_the_fewer_sacctmgr_calls():
     assert P.limit_batches({}) == []
 
 
-def test_limit_per_type_capped_by_what_the_jobs_can_use_rest_goes_to_others():
+def test_limit_per_type_capped_by_what_the_jobs_can_use_rest_goes_to_others():  # hard caps
     nodes = (Node("a100-1", ("IDLE",), ("gpu",), {"a100": 4}, {}),) + NODES
     jobs = [job(i, "acct_c", 1, "a100", name="x") for i in range(2)]  # only 2 A100 jobs
     jobs += [job(10 + i, "acct_c", 1, "v100", name="x") for i in range(4)]
@@ -328,7 +337,7 @@ def test_limit_per_type_capped_by_what_the_jobs_can_use_rest_goes_to_others():
     assert d[("acct_c", "x")].by_type == {"a100": 2, "v100": 4}
     b = P.build_problem(s, d, PROFILES, SHIPPED, CFG)
     alloc = fixed_alloc(b, {("acct_c", "x"): {"a100": 4.0, "v100": 2.0}})
-    p = P.make_plan(b, alloc, d, {}, ["acct_a", "acct_b", "acct_c"])
+    p = P.make_plan(b, alloc, d, {}, ["acct_a", "acct_b", "acct_c"], lend=False)
     assert p.real["acct_c"]["a100"] == 4  # the rounding (and the deviation) keep the policy's share...
     assert p.limits["acct_c"]["a100"] == 2  # ...but the limit stops at what its jobs can use
     # the 2 A100s go to the accounts with pending jobs that can run there: one each (fewest extras first)
@@ -411,8 +420,10 @@ def test_decide_is_the_whole_round_decision_without_side_effects():
     d = P.decide(s, CFG, solve, profiles=profiles, shipped=[], deviations={}, deficits={}, managed_before=set(),
                  last_ok_started=1000.0, now=1000.0 + 10 * CFG.daemon.period, empty_alloc=None)
     assert len(calls) == 1 and isinstance(d, P.Decisions)
-    assert d.planned == {"acct_a": {"k80": 0, "v100": 1, ANY_GPU: 1}, "acct_b": {"k80": 4, "v100": 3, ANY_GPU: 7}}
-    assert "acct_a" not in d.changes and d.changes["acct_b"] == {"k80": 4, "v100": 3, ANY_GPU: 7}
+    # every GPU idle: each account claims its guarantee (a: 1 V100; b: 3 V100 + 4 K80); b's K80 limit would be
+    # the capacity, so it has none
+    assert d.planned == {"acct_a": {"k80": 0, "v100": 1, ANY_GPU: 1}, "acct_b": {"v100": 3, ANY_GPU: 7}}
+    assert "acct_a" not in d.changes and d.changes["acct_b"] == {"v100": 3, ANY_GPU: 7}
     assert d.dt == 2 * CFG.daemon.period  # capped
     assert set(d.factors) == {j.job_id for j in jobs} and d.factor_changes == d.factors  # all start at 0
     assert d.retypes == []  # 22.05 cannot retype pending jobs
@@ -420,4 +431,69 @@ def test_decide_is_the_whole_round_decision_without_side_effects():
     d2 = P.decide(snap([]), CFG, solve, profiles=profiles, shipped=[], deviations={}, deficits={}, managed_before=set(),
                   last_ok_started=None, now=0.0, empty_alloc=lambda built: Allocation(built.problem, "x", np.zeros((0, 2))))
     assert len(calls) == 1 and d2.dt == 0.0
-    assert all(v == 0 for ch in d2.changes.values() for v in ch.values())  # nobody may hold GPUs it does not ask for
+    assert d2.changes == {} and all(lim == {} for lim in d2.planned.values())  # nobody waits: no limit binds
+
+
+# ------------------------------------------------------------------------------------------- guarantee + lend
+
+
+def _w(*jobs):
+    return P.Waiting(list(jobs))
+
+
+def test_claims_come_from_free_gpus_placed_node_by_node():
+    # 4 idle V100s on two nodes, 2 each: a 4-GPU job cannot start there, so it claims nothing (holding them
+    # would keep them idle for nothing); 2-GPU jobs fit one node each
+    nodes = (Node("v-1", ("MIXED",), ("gpu",), {"v100": 4}, {"v100": 2}),
+             Node("v-2", ("MIXED",), ("gpu",), {"v100": 4}, {"v100": 2}))
+    free = P.FreeGPUs.of(snap(nodes=nodes))
+    assert free.totals() == {"v100": 4} and free.block("v100") == 2
+    real = {"a": {"v100": 4}, "b": {"v100": 4}}
+    c = P.claims_of(real, {}, {"a": _w((4, "v100")), "b": _w((2, "v100"), (2, None), (1, "v100"))}, {}, free)
+    assert c == {"a": {"v100": 0}, "b": {"v100": 4}}
+    # no bound given: the guarantee alone
+    assert P.claims_of(real, {}, {"a": _w((4, "v100"))}, {})["a"] == {"v100": 4}
+
+
+def test_claims_within_the_guarantee_less_use_furthest_below_first_untyped_fastest_first():
+    real = {"a": {"v100": 2, "k80": 2}, "b": {"v100": 2, "k80": 0}}
+    used = {"a": {"v100": 2}, "b": {"v100": 0}}
+    free = P.FreeGPUs({"v": {"v100": 2}, "k": {"k80": 4}}, {"v": {"v100": 4}, "k": {"k80": 4}})
+    c = P.claims_of(real, used, {"a": _w((1, None), (1, None), (1, None)), "b": _w((1, None), (1, None))},
+                    {"a": ["v100", "k80"], "b": ["v100", "k80"]}, free)
+    assert c == {"a": {"v100": 0, "k80": 2}, "b": {"v100": 2, "k80": 0}}  # a's V100 guarantee is in use
+
+
+def test_claims_with_reclaim_count_borrowed_gpus_and_limits_lend_the_rest():
+    # v100: b borrows all 4 (guarantee 0), a waits with a guarantee of 2: with preemption on, the borrowed GPUs
+    # serve a's claim (preemption frees them); without, nothing is free, so no claim holds anything
+    s = snap([job(1, "a", 1, "v100"), job(2, "a", 1, "v100"),
+              job(3, "b", 4, "v100", state="RUNNING", alloc={"v100": 4})],
+             nodes=(Node("v100-1", ("ALLOCATED",), ("gpu",), {"v100": 4}, {"v100": 4}), NODES[1]),
+             accounts={"a": 1, "b": 1})
+    d = P.observe_demand(s, CFG)
+    b = P.build_problem(s, d, [], [], CFG)
+    alloc = fixed_alloc(b, {("a", "j"): {"v100": 2.0}, ("b", "j"): {"v100": 2.0}})
+    kw = dict(waiting=P.waiting_gpus(s, CFG), free=P.FreeGPUs.of(s), in_use=P.gpus_in_use(s))
+    p = P.make_plan(b, alloc, d, {}, ["a", "b"], reclaim=True, **kw)
+    assert p.real["a"]["v100"] == 2 and p.claims["a"] == {"v100": 2, "k80": 0}
+    assert p.limits["b"] == {"v100": 2, ANY_GPU: 6} and p.limits["a"] == {}
+    assert p.lendable() == {"v100": 2, "k80": 4}
+    q = P.make_plan(b, alloc, d, {}, ["a", "b"], reclaim=False, **kw)
+    assert q.claims["a"] == {"v100": 0, "k80": 0} and q.limits == {"a": {}, "b": {}}
+
+
+def test_held_dependent_and_future_jobs_claim_nothing():
+    jobs = [job(1, "a", 1, "v100", reason="JobHeldUser"), job(2, "a", 1, "v100", reason="Dependency"),
+            job(3, "a", 1, "v100", reason="BeginTime"), job(4, "a", 2, None, reason="Priority"),
+            job(5, "a", 1, "k80", state="RUNNING", alloc={"k80": 1})]
+    w = P.waiting_gpus(snap(jobs), CFG)
+    assert w["a"].jobs == [(2, None)] and w["a"].typed == {} and w["a"].untyped == 2
+
+
+def test_lend_limits_and_changes_clear_what_is_no_longer_limited():
+    lim = P.lend_limits({"v100": 4, "k80": 4}, {"a": {"v100": 1}, "b": {"v100": 2, "k80": 4}}, ["a", "b", "c"])
+    assert lim == {"a": {"v100": 2, "k80": 0, ANY_GPU: 2}, "b": {"v100": 3, ANY_GPU: 7},
+                   "c": {"v100": 1, "k80": 0, ANY_GPU: 1}}
+    ch = P.limit_changes({"a": {"v100": 2, "k80": 3, ANY_GPU: 5}}, {"a": {"v100": 2}}, {"a"})
+    assert ch == {"a": {"k80": CLEAR, ANY_GPU: CLEAR}}

@@ -35,13 +35,20 @@ def snap(jobs=(), version="22.05.8"):
     return Snapshot(version, 0.0, NODES, tuple(jobs), accts, ("gpu",))
 
 
-def plan(limits):
+def plan(limits, real=None, claims=None, lend=False):
+    """A plan with these limits (missing types: 0 under hard caps, no limit when lending), guarantees and claims."""
     cap = {"a100": 4, "k80": 4, "v100": 4}
-    full = {a: {g: row.get(g, 0) for g in cap} | {ANY_GPU: sum(row.values())} for a, row in limits.items()}
-    zero = {a: {g: 0 for g in cap} for a in limits}
-    return P.Plan(capacity=cap, accounts=tuple(sorted(limits)), ideal_class={}, ideal=zero, deviation_before=zero,
-                  real=zero, deviations=zero, extra=zero, limits=full, min_gpus={a: 0 for a in limits},
-                  demand={a: 0 for a in limits})
+    accounts = sorted(set(limits) | set(real or {}))
+    if lend:
+        full = {a: dict(limits.get(a, {})) for a in accounts}
+    else:
+        full = {a: {g: limits.get(a, {}).get(g, 0) for g in cap} | {ANY_GPU: sum(limits.get(a, {}).values())}
+                for a in accounts}
+    zero = {a: {g: 0 for g in cap} for a in accounts}
+    guar = {a: {g: (real or {}).get(a, {}).get(g, 0) for g in cap} for a in accounts}
+    return P.Plan(capacity=cap, accounts=tuple(accounts), ideal_class={}, ideal=zero, deviation_before=zero,
+                  real=guar, deviations=zero, extra=zero, limits=full, min_gpus={a: 0 for a in accounts},
+                  demand={a: 0 for a in accounts}, claims=claims or {}, lend=lend)
 
 
 # ------------------------------------------------------------------------------------------- Job.flexible
@@ -59,48 +66,63 @@ def test_flexible_is_the_comment_token():
 # ------------------------------------------------------------------------------------------- targets
 
 
-def test_target_is_the_type_with_most_room_after_use_and_typed_pending():
-    jobs = [job(1, "acct_a", 1, "v100", "RUNNING", alloc={"v100": 1}),
-            job(2, "acct_a", 2, "v100"),  # pending typed for v100: takes room there
-            job(3, "acct_a", 1, None)]  # untyped pending: takes no type's room
-    t = P.untyped_targets(plan({"acct_a": {"v100": 4, "k80": 2}, "acct_b": {"a100": 3}}), snap(jobs))
-    assert t["acct_a"] == ("k80", "most room in its share: limit 2, in use 0, pending 0")  # v100 room 4-1-2=1
-    assert t["acct_b"] == ("a100", "most room in its share: limit 3, in use 0, pending 0")
+THR = {"acct_a": {"cnn": {"a100": 12.0, "v100": 8.0, "k80": 1.0}}, "acct_b": {"rl": {"a100": 1.2, "v100": 1.1, "k80": 1.0}}}
 
 
-def test_ties_go_to_the_faster_type_for_the_account_then_the_name():
-    p = plan({"acct_a": {"v100": 2, "k80": 2}, "acct_b": {"v100": 2, "k80": 2}})
-    thr = {"acct_a": {"cnn": {"k80": 1.0, "v100": 8.0}, "rl": {"k80": 1.0, "v100": 1.1}}}
-    t = P.untyped_targets(p, snap(), thr)
-    assert t["acct_a"][0] == "v100"
-    assert t["acct_b"][0] == "k80"  # no speeds known: by name
+def test_free_room_fastest_first_with_rooms_and_the_largest_job_that_fits():
+    # idle: a100 4, v100 3 (one allocated), k80 4; acct_b's pending 2-GPU v100 job will take 2 of the V100s
+    jobs = [job(1, "acct_b", 2, "v100")]
+    p = plan({}, real={"acct_a": {}, "acct_b": {}}, lend=True)
+    t = P.untyped_targets(p, snap(jobs), THR)
+    assert t["acct_a"].types == (("a100", 4), ("v100", 1), ("k80", 4))
+    assert t["acct_a"].blocks == {"a100": 4, "v100": 1, "k80": 4}
+    assert t["acct_a"].reason == "room: a100 4 (free), v100 1 (free), k80 4 (free)"
+    assert t["acct_b"].first == "a100" and t["*"].types[0] == ("a100", 4)  # ties: most room, then name
 
 
-def test_no_room_anywhere_falls_back_to_the_default_type():
-    jobs = [job(1, "acct_a", 2, "k80", "RUNNING", alloc={"k80": 2})]
-    p = plan({"acct_a": {"k80": 2}, "acct_b": {"v100": 4, "k80": 2}})
-    t = P.untyped_targets(p, snap(jobs))
-    # a100: nobody's limit holds any of its 4 GPUs
-    assert t["*"] == ("a100", "most GPUs not held by any account's limit (4 of 4)")
-    assert t["acct_a"] == ("a100", "no room in its share now; most GPUs not held by any account's limit (4 of 4)")
+def test_a_limit_bounds_free_room_and_guaranteed_room_counts_when_preemption_reclaims():
+    # v100 busy with acct_b's borrowed jobs; acct_a is guaranteed 4 V100s and limited to 1 A100 (claims)
+    jobs = [job(1, "acct_b", 3, "v100", "RUNNING", alloc={"v100": 3})]
+    busy = (NODES[0], Node("v100-1", ("ALLOCATED",), ("gpu",), {"v100": 4}, {"v100": 4}), NODES[2])
+    s = Snapshot("22.05.8", 0.0, busy, tuple(jobs), (), ("gpu",))
+    p = plan({"acct_a": {"a100": 1}}, real={"acct_a": {"v100": 4}, "acct_b": {}}, lend=True)
+    t = P.untyped_targets(p, s, THR)  # no preemption: types with free GPUs first
+    assert t["acct_a"].types == (("a100", 1), ("k80", 4), ("v100", 4))
+    assert t["acct_a"].blocks == {"a100": 4, "k80": 4}  # guaranteed room has no block: reclaim makes room
+    r = P.untyped_targets(p, s, THR, reclaim=True)  # preemption on: the fastest type first
+    assert r["acct_a"].types == (("a100", 1), ("v100", 4), ("k80", 4))
 
 
-def test_default_when_every_gpu_is_held_uses_idle_gpus_then_name():
-    p = plan({"acct_a": {"a100": 4, "k80": 4}, "acct_b": {"v100": 4}})
-    # nothing unallocated: idle now a100 4, k80 4, v100 3 (one allocated) -> a100 by name
-    assert P.default_target(p, {"a100": 4, "k80": 4, "v100": 3}) == ("a100", "most idle GPUs now (4 of 4)")
-    assert P.default_target(p, {"a100": 1, "k80": 4, "v100": 3})[0] == "k80"
+def test_no_room_anywhere_the_type_of_its_largest_guarantee():
+    jobs = [job(i, "acct_c", 4, g, "RUNNING", alloc={g: 4}) for i, g in enumerate(("a100", "k80"), 1)]
+    jobs.append(job(3, "acct_c", 3, "v100", "RUNNING", alloc={"v100": 3}))  # with NODES' allocated one: full
+    p = plan({}, real={"acct_a": {"k80": 1, "v100": 2}, "acct_c": {"a100": 4}}, lend=True)
+    nodes = tuple(Node(n.name, ("ALLOCATED",), n.partitions, n.gpus, dict(n.gpus)) for n in NODES)
+    s = Snapshot("22.05.8", 0.0, nodes, tuple(jobs), (), ("gpu",))
+    t = P.untyped_targets(p, s, THR)
+    assert t["acct_a"].types == (("v100", 2), ("k80", 1))  # guaranteed room, busy: listed, fastest first
+    assert t["acct_c"].types == (("a100", 0),) and t["acct_c"].reason.startswith("no room on any type now")
 
 
-def test_default_when_every_gpu_is_held_and_busy_goes_where_typed_jobs_ask_least():
-    # one account's untyped flood holds every GPU (limits cover all, nothing idle): newcomers' untyped jobs
-    # should go where typed demand contends least, not to the first name (a100, the scarcest type here)
-    p = plan({"acct_a": {"a100": 4, "k80": 4, "v100": 4}})
-    none_idle = {"a100": 0, "k80": 0, "v100": 0}
-    assert P.default_target(p, none_idle, {}) == ("a100", "fewest GPUs asked for by typed jobs (0 of 4)")
-    assert P.default_target(p, none_idle, {"a100": 3, "k80": 1})[0] == "v100"
-    jobs = [job(1, "acct_b", 2, "a100"), job(2, "acct_b", 1, "k80", "RUNNING", alloc={"k80": 1})]
-    assert P.typed_claims(snap(jobs)) == {"a100": 2, "k80": 1}
+def test_class_lines_order_types_per_class_and_site_wide():
+    p = plan({}, real={"acct_a": {}}, lend=True)
+    thr = {"acct_a": {"cnn": {"a100": 12.0, "v100": 8.0, "k80": 1.0}, "bad name": {"k80": 2.0, "v100": 1.0}}}
+    t = P.untyped_targets(p, snap(), thr, class_speed={"rl": {"k80": 1.0, "v100": 1.1}, "x y": {"k80": 1.0}})
+    assert [g for g, _ in t["acct_a/cnn"].types] == ["a100", "v100", "k80"]
+    assert [g for g, _ in t["*/rl"].types] == ["v100", "k80"]  # a type the class has no value on is left out
+    assert not any(k.endswith(("bad name", "x y")) for k in t)  # names job_submit.lua cannot read
+
+
+def test_only_types_every_class_of_the_account_can_run_on():
+    thr = {"acct_a": {"cnn": {"a100": 12.0, "v100": 8.0}, "rl": {"v100": 1.1, "k80": 1.0, "a100": 1.2}}}
+    t = P.untyped_targets(plan({}, real={"acct_a": {}}, lend=True), snap(), thr)
+    assert [g for g, _ in t["acct_a"].types] == ["a100", "v100"]
+
+
+def test_default_line_by_the_site_speed_and_empty_cluster():
+    p = plan({}, real={"acct_a": {}}, lend=True, claims={"acct_a": {"a100": 3}})
+    t = P.untyped_targets(p, snap(), {}, site_speed={"a100": 5.0, "v100": 3.0, "k80": 1.0})
+    assert t["*"].types == (("a100", 1), ("v100", 3), ("k80", 4))  # a100: 3 of 4 claimed
     empty = P.Plan(capacity={}, accounts=(), ideal_class={}, ideal={}, deviation_before={}, real={},
                    deviations={}, extra={}, limits={}, min_gpus={}, demand={})
     assert P.untyped_targets(empty, snap()) == {}
@@ -117,29 +139,38 @@ def test_flexible_as_untyped_only_changes_pending_flexible_jobs():
 # ------------------------------------------------------------------------------------------- retype
 
 
-def test_retype_moves_flexible_jobs_that_no_longer_fit_to_a_type_with_room():
+def test_retype_moves_flexible_jobs_that_cannot_start_to_a_type_where_they_can():
+    # idle: a100 4, v100 3, k80 4; acct_a may use 2 V100s more (limit 3, one running) and 3 K80s
     jobs = [job(1, "acct_a", 1, "v100", "RUNNING", alloc={"v100": 1}),
-            job(2, "acct_a", 1, "v100", submit=10, comment="fair:flex"),  # fits (limit 2, 1 in use)
-            job(3, "acct_a", 2, "v100", submit=20, comment="fair:flex"),  # no room: moves
+            job(2, "acct_a", 1, "v100", submit=10, comment="fair:flex"),  # fits (limit room 2)
+            job(3, "acct_a", 2, "v100", submit=20, comment="fair:flex"),  # no limit room left: moves
             job(4, "acct_a", 1, "v100", submit=30),  # typed by the user: never moved
             job(5, "acct_a", 2, "v100", submit=40, comment="fair:flex"),  # no room, k80 has 1 left only
             job(6, "acct_a", 1, "v100", submit=50, comment="fair:flex", reason="JobHeldUser")]  # held: skipped
-    p = plan({"acct_a": {"v100": 2, "k80": 3}})
+    p = plan({"acct_a": {"v100": 3, "k80": 3}})
     moves = P.retype_moves(p, snap(jobs))
     assert moves == [P.Retype(3, "acct_a", "v100", "k80", 2)]
     after = P.with_retypes(snap(jobs), moves)
     assert [j.gpu_type for j in after.jobs if j.job_id == 3] == ["k80"]
     assert P.retype_moves(p, snap(jobs), max_moves=0) == []
+    # only to types the job's class is known to run on
+    assert P.retype_moves(p, snap(jobs), runs_on=lambda j: ["v100", "a100"]) == []
 
 
 # ------------------------------------------------------------------------------------------- publish
 
 
 def test_render_map_sorted_default_last_and_never_broken():
-    text = publish.render_map({"*": ("a100", "most idle"), "acct_b": ("k80", "why\nnot"), "acct_a": ("v100", ""),
-                               "bad name": ("v100", "x"), "acct_c": ("gpu:x", "x"), "acct_d": ("2", "x")})
+    T = P.Target
+    text = publish.render_map({"*": T((("a100", 4),), "most idle", {"a100": 4}),
+                               "acct_b": T((("k80", 2), ("v100", 0)), "why\nnot"), "acct_a": T((("v100", 1),), ""),
+                               "bad name": T((("v100", 1),), "x"), "acct_c": T((("gpu:x", 1),), "x"),
+                               "acct_d": T((("2", 1),), "x"), "acct_a/cnn": T((("v100", 0), ("k80", 0)), "c"),
+                               "*/rl": T((("k80", 0),), "c"), "acct_a/x y": T((("k80", 0),), "c")},
+                              ("name",))
     body = [ln for ln in text.splitlines() if not ln.startswith("#")]
-    assert body == ["acct_a v100", "acct_b k80 why not", "* a100 most idle"]
+    assert body == ["@classes name", "*/rl k80", "acct_a v100:1", "acct_a/cnn v100,k80", "acct_b k80:2,v100:0 why not",
+                    "* a100:4:4 most idle"]
 
 
 def test_write_map_atomic_mode_mtime_and_only_on_change(tmp_path):
@@ -159,26 +190,30 @@ def test_write_map_atomic_mode_mtime_and_only_on_change(tmp_path):
 @pytest.mark.skipif(shutil.which("lua5.1") is None, reason="lua5.1 not installed (apt-get install lua5.1)")
 def test_published_map_is_what_job_submit_lua_reads(tmp_path):
     """The daemon's output parsed by the real script: the same entries, reasons included."""
-    targets = {"acct_a": ("v100", "most room in its share: limit 4, in use 1, pending 0"),
-               "*": ("a100", "most GPUs not held by any account's limit (4 of 4)")}
+    targets = {"acct_a": P.Target((("v100", 1), ("k80", 2)), "room: v100 1 (free), k80 2 (free)", {"v100": 1}),
+               "acct_a/rl": P.Target((("k80", 0), ("v100", 0)), "class order"),
+               "*": P.Target((("a100", 4),), "free GPUs no waiting account's guarantee holds")}
     publish.publish(tmp_path / "gpu_type_map.txt", targets)
     shutil.copy(REPO / "etc" / "job_submit.lua", tmp_path / "job_submit.lua")
     probe = (
         "slurm = {SUCCESS = 0, ERROR = -1, log_info = function() end, log_error = function() end,"
         " log_user = function(f, ...) print(string.format(f, ...)) end}\n"
         f"dofile('{tmp_path}/job_submit.lua')\n"
-        "for _, a in ipairs({'acct_a', 'acct_z'}) do\n"
-        "  local j = {account = a, tres_per_job = 'gres:gpu:1'}\n"
+        "for _, a in ipairs({{'acct_a', 'x'}, {'acct_a', 'x'}, {'acct_a', 'rl'}, {'acct_z', 'x'}}) do\n"
+        "  local j = {account = a[1], name = a[2], tres_per_job = 'gres:gpu:1'}\n"
         "  assert(slurm_job_submit(j, {}, 0) == 0); print(j.tres_per_job, j.comment)\n"
         "end\n")
     r = subprocess.run(["lua5.1", "-"], input=probe, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [
-        "slurm-fair: untyped GPU request given type 'v100' (account acct_a: most room in its share: "
-        "limit 4, in use 1, pending 0)",
+        "slurm-fair: untyped GPU request given type 'v100' (account acct_a: room: v100 1 (free), k80 2 (free))",
         "gres:gpu:v100:1\tfair:flex",
+        "slurm-fair: untyped GPU request given type 'k80' (account acct_a: room: v100 1 (free), k80 2 (free))",
+        "gres:gpu:k80:1\tfair:flex",  # v100's room of 1 is used
+        "slurm-fair: untyped GPU request given type 'k80' (account acct_a: room: v100 1 (free), k80 2 (free))",
+        "gres:gpu:k80:1\tfair:flex",  # class rl: k80 first (one left)
         "slurm-fair: untyped GPU request given type 'a100' (account acct_z: no entry for the account; "
-        "default: most GPUs not held by any account's limit (4 of 4))",
+        "default: free GPUs no waiting account's guarantee holds)",
         "gres:gpu:a100:1\tfair:flex",
     ]
 
@@ -194,26 +229,22 @@ def test_flexible_note_says_whether_slurm_can_retype():
 # ------------------------------------------------------------------------------------------- exploration
 
 
-def test_explore_steers_a_reporting_class_to_a_type_it_has_no_profile_on_within_its_share():
-    p = plan({"acct_a": {"v100": 3, "k80": 1, "a100": 2}, "acct_b": {"v100": 2, "k80": 2}})
-    t = P.untyped_targets(p, snap())
-    assert t["acct_a"][0] == "v100" and t["acct_b"][0] in ("k80", "v100")
-    src = {"acct_a": {"cnn": {"v100": P.SRC_ACCOUNT, "k80": P.SRC_ASSUMED, "a100": P.SRC_ASSUMED}},
+def test_explore_puts_a_type_a_reporting_class_has_no_profile_on_first_if_its_line_has_room():
+    p = plan({}, real={"acct_a": {}, "acct_b": {}}, lend=True)
+    t = P.untyped_targets(p, snap(), THR)
+    assert t["acct_a"].first == "a100"
+    src = {"acct_a": {"cnn": {"v100": P.SRC_ACCOUNT, "k80": P.SRC_ASSUMED, "a100": P.SRC_ACCOUNT}},
            "acct_b": {"rl": {"v100": P.SRC_ACCOUNT, "k80": P.SRC_ASSUMED}}}
     e = P.explore_targets(t, p, snap(), src, {("acct_a", "cnn")})  # acct_b's class never reported: left alone
-    assert e["acct_a"] == ("a100", "explore: class cnn has no profile on a100 (room in its share: 2)")
+    assert e["acct_a"].types == (("k80", 4), ("a100", 4), ("v100", 3))
+    assert e["acct_a"].reason.startswith("explore: class cnn has no profile on k80 (room 4); room: a100 4")
     assert e["acct_b"] == t["acct_b"] and e["*"] == t["*"]
-    # no room on the unprofiled types (a running a100 job and a pending typed k80 job): no exploring
-    jobs = [job(1, "acct_a", 2, "a100", "RUNNING", alloc={"a100": 2}), job(2, "acct_a", 1, "k80")]
-    t2 = P.untyped_targets(p, snap(jobs))
-    assert P.explore_targets(t2, p, snap(jobs), src, {("acct_a", "cnn")}) == t2
-    # the usual target is already unprofiled: kept, and the reason says why
-    src_v = {"acct_a": {"cnn": {"v100": P.SRC_ASSUMED, "k80": P.SRC_ACCOUNT, "a100": P.SRC_ASSUMED}}}
-    assert P.explore_targets(t, p, snap(), src_v, {("acct_a", "cnn")})["acct_a"] == (
-        "v100", "explore: class cnn has no profile on v100; " + t["acct_a"][1])
+    # no room on the unprofiled type (a pending typed k80 job of 4 takes every idle K80): no exploring
+    t2 = P.untyped_targets(p, snap([job(2, "acct_b", 4, "k80")]), THR)
+    assert P.explore_targets(t2, p, snap(), src, {("acct_a", "cnn")}) == t2
 
 
-def test_explore_plan_moves_one_unused_gpu_of_a_limit_to_an_unprofiled_type_nobody_holds():
+def test_explore_plan_moves_one_unused_gpu_of_a_hard_cap_to_an_unprofiled_type_nobody_holds():
     src = {"acct_a": {"cnn": {"v100": P.SRC_ACCOUNT, "k80": P.SRC_ASSUMED, "a100": P.SRC_ASSUMED}}}
     # acct_a: v100 limit 3 with 1 running (room 2), nothing on k80/a100; acct_b holds all 4 a100
     p = plan({"acct_a": {"v100": 3}, "acct_b": {"a100": 4}})
@@ -222,8 +253,9 @@ def test_explore_plan_moves_one_unused_gpu_of_a_limit_to_an_unprofiled_type_nobo
     assert moves == [{"account": "acct_a", "class": "cnn", "from": "v100", "to": "k80"}]  # a100: all held
     assert p2.limits["acct_a"] == {"v100": 2, "k80": 1, "a100": 0, ANY_GPU: 3} and p2.limits["acct_b"] == p.limits["acct_b"]
     t = P.explore_targets(P.untyped_targets(p2, snap(jobs)), p2, snap(jobs), src, {("acct_a", "cnn")})
-    assert t["acct_a"][0] == "k80" and t["acct_a"][1].startswith("explore: class cnn has no profile on k80")
-    # nothing moves for a class that never reported, or without unused room
+    assert t["acct_a"].first == "k80" and t["acct_a"].reason.startswith("explore: class cnn has no profile on k80")
+    # nothing moves for a class that never reported, or without unused room, or when limits lend
     assert P.explore_plan(p, snap(jobs), src, set())[1] == []
     full = [job(1, "acct_a", 3, "v100", "RUNNING", alloc={"v100": 3})]
     assert P.explore_plan(p, snap(full), src, {("acct_a", "cnn")})[1] == []
+    assert P.explore_plan(plan({}, real={"acct_a": {}}, lend=True), snap(jobs), src, {("acct_a", "cnn")})[1] == []

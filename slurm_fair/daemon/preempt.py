@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..cluster.base import Job
+from .plan.demand import startable
 
 OPEN = "signalled"  # state of a preemption waiting for its grace to end
 STATES = ("signalled", "requeued", "resolved", "gone", "failed")
@@ -166,7 +167,7 @@ def _waiting(limits: Mapping[str, Mapping[str, int]], use: Mapping[str, Mapping[
     typed: dict[str, dict[str, int]] = {}
     untyped: dict[str, int] = {}
     for j in jobs:
-        if not j.pending or j.account not in room_all or j.gpus <= 0:
+        if not startable(j) or j.account not in room_all or j.gpus <= 0:
             continue
         types = _types_of(j)
         if types is None:
@@ -189,17 +190,23 @@ def _lease_end(job: Job, history: Sequence[Record], min_runtime: float) -> tuple
 
 
 def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history: Sequence[Record],
-           now: float, cfg: Any) -> Decision:
+           now: float, cfg: Any, idle: Mapping[str, int] | None = None, word: str = "limit") -> Decision:
     """The preemption steps of this round (see the module docstring).
 
-    ``limits``: the plan's per-account limits (type -> GPUs; the untyped total ``"*"`` is ignored; accounts
-    without limits are never preempted and never count as waiting). ``jobs``: the managed GPU jobs of the
-    snapshot. ``history``: every preemption the store knows for these jobs (open ones included). ``cfg``: the
-    ``[preemption]`` section (grace, min_runtime, signal, max_jobs_per_round)."""
+    ``limits``: what each account is entitled to per type — its guarantee when limits lend (the daemon's
+    default), its limit when limits are hard caps (the untyped total ``"*"`` is ignored; accounts not listed
+    are never preempted and never count as waiting). ``jobs``: the managed GPU jobs of the snapshot.
+    ``history``: every preemption the store knows for these jobs (open ones included). ``cfg``: the
+    ``[preemption]`` section (grace, min_runtime, signal, max_jobs_per_round). ``idle``: GPUs free now per type:
+    waiting accounts are served from them first, so nothing is preempted for GPUs that stand idle. ``word``: what
+    ``limits`` are called in the reasons ("guarantee" or "limit")."""
     use = in_use(jobs)
     running = {j.job_id: j for j in jobs if j.running}
     known = {j.job_id: j for j in jobs}
     waiting = _waiting(limits, use, jobs)
+    for t, n in sorted((idle or {}).items()):
+        if n > 0:
+            waiting.take(t, int(n))
     over = {a: {t: n - int(limits[a][t]) for t, n in per.items() if t in limits[a] and n > int(limits[a][t])}
             for a, per in use.items() if a in limits}
     over = {a: per for a, per in over.items() if per}
@@ -234,12 +241,12 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
             lim = int(limits[r.account][r.gpu_type])
             actions.append(Action(
                 "requeue", r.job_id, r.account, r.gpu_type, g,
-                f"grace over; {r.account} still uses {use[r.account][r.gpu_type]} {r.gpu_type} GPUs with a limit of "
+                f"grace over; {r.account} still uses {use[r.account][r.gpu_type]} {r.gpu_type} GPUs with a {word} of "
                 f"{lim}, and accounts under their share can start {avail} {r.gpu_type} GPUs", record_id=r.id))
             excess[r.account][r.gpu_type] = ex - g
             waiting.take(r.gpu_type, g)
         else:
-            why = (f"{r.account} is no longer above its {r.gpu_type} limit" if ex <= 0 else
+            why = (f"{r.account} is no longer above its {r.gpu_type} {word}" if ex <= 0 else
                    f"no account under its share waits for {r.gpu_type} any more")
             actions.append(Action("resolve", r.job_id, r.account, r.gpu_type, g, f"resolved, not requeued: {why}",
                                   record_id=r.id))
@@ -297,7 +304,7 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
         lim = int(limits[a][t])
         actions.append(Action(
             "signal", job.job_id, a, t, g,
-            f"{a} uses {use[a][t]} {t} GPUs with a limit of {lim} ({over[a][t]} over); accounts under their "
+            f"{a} uses {use[a][t]} {t} GPUs with a {word} of {lim} ({over[a][t]} over); accounts under their "
             f"share can start {avail} {t} GPUs; newest job of the most over-share account",
             signal=cfg.signal))
         taken.add(job.job_id)

@@ -4,10 +4,13 @@ The decision is :func:`slurm_fair.daemon.plan.untyped_targets` (pure); this modu
 
 Rules:
 
-* Format (what the Lua script parses): ``#`` comment lines, then one ``ACCOUNT TYPE REASON...`` line per
-  account (sorted) and a last ``* TYPE REASON`` line (the default). Accounts and types that the script
-  would refuse (anything but ``[A-Za-z0-9_.-]``) are left out, so a published map is never "broken";
-  reasons are flattened to one line of printable text.
+* Format (what the Lua script parses): ``#`` comment lines, an ``@classes`` line (where a job's class is read),
+  then one ``ACCOUNT TYPE:ROOM[:BLOCK],... REASON`` line per account (sorted), ``ACCOUNT/CLASS TYPE,...`` class
+  lines, and a last ``* TYPE:ROOM[:BLOCK],... REASON`` line (the default): the types in the order
+  job_submit.lua hands them out, each with the GPUs it may give there and the largest job that fits there
+  now (:class:`~.plan.Target`). Accounts and
+  types that the script would refuse (anything but ``[A-Za-z0-9_.-]``) are left out, so a published map is
+  never "broken"; reasons are flattened to one line of printable text.
 * Writing is atomic: a temporary file in the same folder, ``fsync``, mode 0644, mtime set explicitly to
   now, then ``os.replace`` over the map. A submission reads either the old or the new map, never half.
 * The file is rewritten only when its content would change (no timestamp in it), so an unchanged plan
@@ -21,29 +24,36 @@ import re
 import tempfile
 import time
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
-from .plan import DEFAULT_TARGET
+from .plan import DEFAULT_TARGET, Target
 
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 HEADER = (
     "# slurm-fair GPU type map, rewritten by the daemon each round: do not edit.\n"
-    "# Read by job_submit.lua on every submission: ACCOUNT TYPE REASON; '*' = accounts without a line.\n"
+    "# Read by job_submit.lua on every submission: ACCOUNT TYPE:ROOM,... REASON; '*' = accounts without a line.\n"
 )
 
 
-def render_map(targets: Mapping[str, tuple[str, str]]) -> str:
-    """The map file's text for ``{account: (type, reason)}`` (``"*"`` = default line, written last)."""
-    lines = [HEADER.rstrip("\n")]
+def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("comment", "wckey", "name")) -> str:
+    """The map file's text for ``{account: Target}`` (``"*"`` = default line, written last; ``account/class``
+    keys are class lines: the order of types alone) and the ``@classes`` line (``classes.order``)."""
+    lines = [HEADER.rstrip("\n"), "@classes " + ",".join(class_order)]
     keys = sorted(k for k in targets if k != DEFAULT_TARGET)
     if DEFAULT_TARGET in targets:
         keys.append(DEFAULT_TARGET)
     for k in keys:
-        gtype, reason = targets[k]
-        if (k != DEFAULT_TARGET and not _NAME.fullmatch(k)) or not _NAME.fullmatch(gtype) or gtype.isdigit():
+        tg = targets[k]
+        types = [(g, int(n)) for g, n in tg.types if _NAME.fullmatch(g) and not g.isdigit() and int(n) >= 0]
+        acct, _, cls = k.partition("/")
+        if (acct != DEFAULT_TARGET and not _NAME.fullmatch(acct)) or (cls and not _NAME.fullmatch(cls)) or not types:
             continue
-        why = " ".join("".join(ch if ch.isprintable() else " " for ch in (reason or "")).split())
-        lines.append(f"{k} {gtype} {why}".rstrip())
+        if cls:
+            lines.append(f"{k} {','.join(g for g, _n in types)}")
+            continue
+        why = " ".join("".join(ch if ch.isprintable() else " " for ch in (tg.reason or "")).split())
+        cells = [f"{g}:{n}" + (f":{int(tg.blocks[g])}" if g in tg.blocks else "") for g, n in types]
+        lines.append(f"{k} {','.join(cells)} {why}".rstrip())
     return "\n".join(lines) + "\n"
 
 
@@ -75,6 +85,7 @@ def write_map(path: str | os.PathLike, text: str, now: float | None = None) -> b
     return True
 
 
-def publish(path: str | os.PathLike, targets: Mapping[str, tuple[str, str]]) -> bool:
+def publish(path: str | os.PathLike, targets: Mapping[str, Target],
+            class_order: Sequence[str] = ("comment", "wckey", "name")) -> bool:
     """Render and write the map; True if the file changed."""
-    return write_map(path, render_map(targets))
+    return write_map(path, render_map(targets, class_order))

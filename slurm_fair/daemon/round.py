@@ -72,6 +72,7 @@ class RoundResult:
     message: str = ""
     plan: P.Plan | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    decisions: P.Decisions | None = None  # what the round decided (the daemon refreshes the type map from it)
 
     @property
     def n_changes(self) -> int:
@@ -174,6 +175,9 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> dict[str, Any]:
         "real": plan.real,
         "extra": plan.extra,
         "limits": plan.limits,
+        "lend": plan.lend,
+        "claims": plan.claims,
+        "lendable": plan.lendable(),
         "deviation_before": plan.deviation_before,
         "deviations": plan.deviations,
         "min_gpus": plan.min_gpus,
@@ -189,7 +193,7 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> dict[str, Any]:
         "site_factors_set": len(c.factors),
         "site_factor_changes_deferred": c.factors_deferred,
         "dt": c.dt,
-        "untyped_targets": {a: list(v) for a, v in c.targets.items()},
+        "untyped_targets": {a: v.as_json() for a, v in c.targets.items()},
         "explore_moves": c.explored,  # profiling.explore: one GPU of a limit moved to an unprofiled type
         "retype_supported": supports_pending_retype(snapshot.slurm_version),
         # market policies (bud): the price of one GPU of each type, in budget units
@@ -223,13 +227,18 @@ def _history(store: Store, now: float, cfg: Any) -> list[PR.Record]:
 
 def preempt(cluster: Cluster | None, store: Store, cfg: Any, snapshot: Snapshot, limits: Mapping[str, Mapping[str, int]],
             round_id: int | None, now: float, act: bool = True, stamp: float | None = None) -> dict[str, Any]:
-    """Decide this round's preemption steps (:func:`preempt.decide` on the applied limits) and, with ``act``,
+    """Decide this round's preemption steps (:func:`preempt.decide` on ``limits``: the guarantees when limits
+    lend, the applied limits when they are hard caps) and, with ``act``,
     perform and record them: every step goes into the store's preemptions table and the events. A failure
     on one job is recorded (state ``failed``) and never stops the others. Returns the summary kept in the
     round's details; without ``act`` the steps are only listed under ``would``. Steps are time-stamped with
     ``stamp`` (None: the wall clock when each happens, so the grace starts when the signal was sent)."""
-    jobs = P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
-    d = PR.decide(limits, jobs, _history(store, now, cfg), now, cfg.preemption)
+    # a pending flexible job can still be moved where Slurm retypes pending jobs: it waits for any type
+    seen = P.flexible_as_untyped(snapshot) if supports_pending_retype(snapshot.slurm_version) else snapshot
+    jobs = P.gpu_jobs(seen, cfg.cluster.partitions, cfg.limits.accounts)
+    d = PR.decide(limits, jobs, _history(store, now, cfg), now, cfg.preemption,
+                  idle=P.idle_gpus(snapshot, cfg.cluster.partitions),
+                  word="guarantee" if cfg.limits.lend else "limit")
     out: dict[str, Any] = {"over": d.over, "waiting": d.waiting,
                            "skipped": [{"job_id": s.job_id, "account": s.account, "gpu_type": s.gpu_type,
                                         "reason": s.reason} for s in d.skipped],
@@ -440,7 +449,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
     alloc: Allocation = c.alloc
     res = RoundResult(round_id, "dry-run" if dry_run else "ok", policy, solve_seconds=float(alloc.solve_seconds),
                       n_accounts=len(plan.accounts), limit_changes=c.changes, factor_changes=c.factor_changes,
-                      plan=plan)
+                      plan=plan, decisions=c)
     res.details = _details(snapshot, c, policy)
     if ingested is not None:
         res.details["hook_records"] = ingested.as_dict()
@@ -450,8 +459,10 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
     applied_rows = []
     applied = Applied(ok={a: dict(ch) for a, ch in c.changes.items()})
     factor_failed: dict[str, str] = {}
+    # what preemption enforces: the guarantees when limits lend (borrowed GPUs come back), else the limits
+    enforced = ({a: g for a, g in plan.real.items() if a in c.planned} if plan.lend else c.planned)
     if dry_run and cfg.preemption.enabled:
-        res.details["preemption"] = preempt(None, store, cfg, snapshot, c.planned, round_id, now, act=False)
+        res.details["preemption"] = preempt(None, store, cfg, snapshot, enforced, round_id, now, act=False)
     if not dry_run:
         pause = os.environ.get(PAUSE_ENV)
         if pause:
@@ -485,12 +496,12 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
             res.details["retype_error"] = cause(e)
         if cfg.type_map_path is not None:
             try:
-                res.details["type_map_written"] = publish.publish(cfg.type_map_path, c.targets)
+                res.details["type_map_written"] = publish.publish(cfg.type_map_path, c.targets, cfg.classes.order)
             except OSError as e:  # recorded on the round; never stops it
                 res.details["type_map_error"] = f"{cfg.type_map_path}: {e.strerror or e}"
         if cfg.preemption.enabled:
             try:
-                res.details["preemption"] = pre = preempt(cluster, store, cfg, snapshot, c.planned, round_id,
+                res.details["preemption"] = pre = preempt(cluster, store, cfg, snapshot, enforced, round_id,
                                                           now, stamp=stamp)
                 if pre["failed"]:
                     res.message = (res.message + "; " if res.message else "") + f"preemption: {len(pre['failed'])} failed"
@@ -512,7 +523,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
     ]
     place_rows = [
         {"account": a, "gpu_type": g, "ideal": plan.ideal[a][g], "deviation_before": plan.deviation_before[a][g],
-         "real": plan.real[a][g], "limit": plan.limits[a][g]}
+         "real": plan.real[a][g], "limit": plan.limit(a, g)}
         for a in plan.accounts for g in plan.capacity
     ]
     deviations = dict(plan.deviations)

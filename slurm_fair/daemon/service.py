@@ -8,9 +8,11 @@
   at the next wake-up; an invalid file is logged and the old config kept. (The database path and the
   cluster backend are read once at start.)
 * Early rounds: every few seconds the daemon looks at the cluster (one snapshot, or less often when
-  snapshots are slow: at most a third of the time is spent polling); when an account that got no GPUs in the
-  last round (no GPU jobs then) has pending GPU jobs, a round runs ``daemon.early_round_after`` seconds
-  after that was first seen (debounce) unless the periodic round comes first.
+  snapshots are slow: at most a third of the time is spent polling); a round runs ``daemon.early_round_after``
+  seconds after it first sees (debounce), unless the periodic round comes first: an account that had no GPU
+  jobs in the last round with pending GPU jobs now (it gets its guarantee), or a job held back by its
+  account's limit while GPUs it could use stand idle (a claim whose jobs started elsewhere or went away; each
+  such job triggers once) — ``plan.early_triggers``, the same rule the simulator runs.
 * Preemption: when a signalled job's grace ends before the next periodic round, the round runs 1 s after it
   (so the requeue is not delayed by up to a period).
 * Metrics: unless ``--once``, the daemon serves Prometheus metrics on ``metrics.listen`` (``daemon/metrics.py``),
@@ -74,15 +76,6 @@ def connect_cluster(cfg: Any) -> Any:
     from ..cluster import connect  # the backend factory
 
     return connect(backend=cfg.cluster.backend, timeout=float(cfg.cluster.timeout))
-
-
-def unshared_pending(snapshot: Any, last_demand: dict[str, int], cfg: Any) -> set[str]:
-    """Accounts with pending GPU jobs that had no GPU demand (hence no GPUs) in the last round."""
-    out = set()
-    for j in P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts):
-        if j.pending and j.account not in P.NEVER_MANAGED and last_demand.get(j.account, 0) <= 0:
-            out.add(j.account)
-    return out
 
 
 def preemption_wakeup(store: Store, cfg: Any, now: float) -> float | None:
@@ -160,6 +153,7 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
         f"period {cfg.daemon.period:g} s{', dry run' if dry_run or cfg.daemon.dry_run else ''})")
     cluster = None
     last_demand: dict[str, int] = {}
+    triggered: set[int] = set()
     exporter = None if once else start_metrics(cfg, store)
     try:
         while True:
@@ -214,11 +208,16 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
                     t = time.monotonic()
                     try:
                         snap = cluster.snapshot()
-                        newcomers = unshared_pending(snap, last_demand, cfg)
-                        if newcomers:
+                        trig = P.early_triggers(snap, last_demand, cfg)
+                        blocked = trig.blocked - triggered
+                        triggered = set(trig.blocked)  # a job triggers once while it stays blocked
+                        if trig.newcomers or blocked:
                             early_at = time.monotonic() + float(cfg.daemon.early_round_after)
-                            log(f"pending GPU jobs of {', '.join(sorted(newcomers))} (no share yet): early round in "
-                                f"{cfg.daemon.early_round_after:g} s")
+                            what = (f"pending GPU jobs of {', '.join(sorted(trig.newcomers))} (no share yet)"
+                                    if trig.newcomers else
+                                    f"job(s) {', '.join(map(str, sorted(blocked)[:5]))} held back by a limit "
+                                    "while GPUs they can use are idle")
+                            log(f"{what}: early round in {cfg.daemon.early_round_after:g} s")
                     except ClusterError:
                         pass  # the next round records it
                     took = time.monotonic() - t

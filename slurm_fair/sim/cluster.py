@@ -6,8 +6,13 @@ What it models, in the terms the daemon sees through ``snapshot()`` and acts on:
 * **Jobs** from a trace (``traces.TraceJob``: submit time, account, class, GPUs, work in steps, an optional
   typed request). A job's class is its name and its comment ``class=<cls>`` (the daemon's ``classes.order``
   finds it either way). An untyped job is typed at submission the way ``etc/job_submit.lua`` does once the
-  daemon has published a type map (:meth:`set_type_map`: the account's line, else the ``*`` line) and gets
-  the ``fair:flex`` token; before any map it stays untyped.
+  daemon has published a type map (:meth:`set_type_map`: the account's line, else the ``*`` line, in the order
+  of the job's ``account/class`` line if there is one; the first type whose room is not used up by the GPUs
+  handed out since the map changed, else the first type) and gets
+  the ``fair:flex`` token; before any map it stays untyped. Types its class cannot run on (no throughput in
+  the trace) are skipped, as a user whose model does not fit a GPU type asks for the others (a line with none
+  it can run on leaves the job untyped): the daemon cannot know it — a profile missing for a type only means
+  "not measured" to it.
 * **The scheduler** (:meth:`schedule`, run at every event — submission, completion, requeue, a round's
   changes): pending jobs by priority (SiteFactor, highest first, then submit time, then job id), each started
   when it fits; a job that does not fit is skipped and later ones may start (backfill without
@@ -16,6 +21,8 @@ What it models, in the terms the daemon sees through ``snapshot()`` and acts on:
   request) and the ``gres/gpu`` total binds every job — and when whole GPUs of one type are free for it:
   on one node when a node of that type is large enough, else on whole free nodes of that type (a job
   larger than any node). An untyped job takes the first type, fastest for its class first, where it fits.
+  A pending job's reason is what last kept it from starting: ``AssocGrpGRES`` (its account's limit),
+  ``Resources`` (no GPUs free), ``BeginTime`` (a requeued job waiting out its restart).
 * **Progress**: a running job does ``throughput[class][type]`` steps per second (the whole job's rate on
   that type); it ends when its work is done (completion events are exact, no time step).
 * **Preemption**: ``signal_job`` records the signal (the job checkpoints); ``requeue_job`` puts a running
@@ -55,6 +62,7 @@ class SimJob:
     requested: str | None  # typed request (after job_submit typing), None = untyped
     flex: bool = False
     state: str = "PENDING"  # PENDING, RUNNING, DONE
+    reason: str = "Priority"  # why a pending job did not start at the last scheduling pass
     site_factor: int = 0
     done: float = 0.0  # steps done (kept over a requeue: the job checkpointed)
     eligible: float = 0.0  # a requeued job waits until then
@@ -89,7 +97,9 @@ class SimCluster(Cluster):
         self.limits: dict[str, dict[str, int]] = {a: {} for a in self.accounts}
         self.throughput = {c: {t: float(v) for t, v in row.items() if v > 0} for c, row in throughput.items()}
         self.restart_s = float(restart_s)
-        self.type_map: dict[str, str] = {}
+        self.type_map: dict[str, list[tuple[str, int | None]]] = {}  # account or '*' -> [(type, room)]
+        self.map_blocks: dict[str, dict[str, int]] = {}  # account or '*' -> type -> largest job that fits
+        self.map_spent: dict[str, dict[str, int]] = {}  # GPUs handed out per line and type since the map changed
         self.jobs: dict[int, SimJob] = {}
         self._arrivals = sorted(jobs, key=lambda j: (float(j.submit), str(j.id)))
         self._next_arrival = 0
@@ -124,7 +134,7 @@ class SimCluster(Cluster):
             running = j.state == "RUNNING"
             jobs.append(Job(
                 job_id=j.job_id, name=j.cls, account=j.account, user=j.account, partition=PARTITION,
-                state=j.state, reason="None" if running else ("BeginTime" if j.eligible > self.now else "Priority"),
+                state=j.state, reason="None" if running else ("BeginTime" if j.eligible > self.now else j.reason),
                 priority=j.site_factor, submit_time=int(self.epoch + j.submit),
                 start_time=int(self.epoch + j.started) if running else None,
                 gpus_per_node=j.gpus, nodes=1, gpu_type=j.requested,
@@ -184,8 +194,45 @@ class SimCluster(Cluster):
     # ------------------------------------------------------------------ simulation
 
     def set_type_map(self, targets: Mapping[str, Any]) -> None:
-        """The published GPU type map ({account or '*': (type, reason) or type}): job_submit.lua's view."""
-        self.type_map = {a: (v[0] if isinstance(v, (list, tuple)) else v) for a, v in targets.items()}
+        """The published GPU type map ({account or '*': plan.Target}, as the round records it {account: {"types":
+        [[type, room], ...], "reason": ...}}, or plainly {account: type}): job_submit.lua's view. A map that differs from the last
+        one resets the GPUs counted as handed out (the Lua script counts per map text)."""
+        new: dict[str, list[tuple[str, int | None]]] = {}
+        blocks: dict[str, dict[str, int]] = {}
+        for a, v in targets.items():
+            if hasattr(v, "types"):  # plan.Target
+                new[a] = [(str(t), int(n)) for t, n in v.types]
+                blocks[a] = {str(t): int(b) for t, b in v.blocks.items()}
+            elif isinstance(v, Mapping):
+                new[a] = [(str(t), None if n is None else int(n)) for t, n in v.get("types", [])]
+                blocks[a] = {str(t): int(b) for t, b in (v.get("blocks") or {}).items()}
+            elif isinstance(v, str):
+                new[a] = [(v, None)]
+            elif isinstance(v, (list, tuple)) and v:  # (type, reason)
+                new[a] = [(str(v[0]), None)]
+        if new != self.type_map or blocks != self.map_blocks:
+            self.map_spent = {}
+        self.type_map, self.map_blocks = new, blocks
+
+    def _map_type(self, account: str, gpus: int, cls: str) -> str | None:
+        """job_submit.lua's choice for an untyped job of ``gpus`` GPUs of class ``cls`` (module docstring); None
+        without a line, or when the line names no type the class can run on."""
+        key = account if account in self.type_map else DEFAULT_TARGET
+        line = list(self.type_map.get(key, ()))
+        order = [t for t, _n in (self.type_map.get(f"{account}/{cls}") or self.type_map.get(f"{DEFAULT_TARGET}/{cls}")
+                                 or ())]
+        if order:  # the class line: its order of the line's types
+            rooms = dict(line)
+            line = [(t, rooms[t]) for t in order if t in rooms] or line
+        line = [(t, room) for t, room in line if self.throughput[cls].get(t, 0) > 0]
+        if not line:
+            return None
+        spent = self.map_spent.setdefault(key, {})
+        block = self.map_blocks.get(key, {})
+        pick = next((t for t, room in line if (room is None or spent.get(t, 0) + gpus <= room)
+                     and gpus <= block.get(t, gpus)), line[0][0])
+        spent[pick] = spent.get(pick, 0) + gpus
+        return pick
 
     def speed(self, cls: str, gpu_type: str | None) -> float:
         """The class's rate on ``gpu_type`` relative to its slowest type (normalized throughput per GPU)."""
@@ -243,7 +290,7 @@ class SimCluster(Cluster):
             req = tj.gpu_type
             flex = False
             if req is None and self.type_map:
-                req = self.type_map.get(tj.account) or self.type_map.get(DEFAULT_TARGET)
+                req = self._map_type(tj.account, int(tj.gpus), tj.cls)
                 flex = req is not None
             j = SimJob(self._next_id, str(tj.id), tj.account, tj.cls, int(tj.gpus), float(tj.work), float(tj.submit),
                        req, flex)
@@ -309,16 +356,19 @@ class SimCluster(Cluster):
             lim = self.limits.get(j.account, {})
             u = use.get(j.account, {})
             if ANY_GPU in lim and u.get(ANY_GPU, 0) + j.gpus > lim[ANY_GPU]:
+                j.reason = "AssocGrpGRES"
                 continue
             if j.requested is not None:
                 types = [j.requested]
             else:
                 speeds = self.throughput[j.cls]
                 types = sorted((t for t in self.gpu_types if speeds.get(t, 0) > 0), key=lambda t: (-speeds[t], t))
+            j.reason = "Resources"
             for t in types:
                 if self.throughput[j.cls].get(t, 0) <= 0:
                     continue
                 if j.requested is not None and t in lim and u.get(t, 0) + j.gpus > lim[t]:
+                    j.reason = "AssocGrpGRES"
                     continue
                 where = self._place(t, j.gpus)
                 if where is None:

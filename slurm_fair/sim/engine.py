@@ -41,6 +41,7 @@ from typing import Any, Callable, Mapping
 
 from .. import config as config_mod
 from ..daemon.history import fairness_summary, percentile
+from ..daemon.plan import early_triggers, type_map
 from ..daemon.round import run_round
 from ..errors import InputError
 from ..store import Store
@@ -122,16 +123,20 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                 for g, v in row.items():
                     store.set_profile(cls, g, float(v))
             rounds, errors, timeline, present, idle = 0, [], [], [], 0
+            last = None
+            blocked_seen: set[int] = set()
             t = start
             while cluster.pending_work() and (horizon is None or t <= start + horizon):
-                cluster.advance(t)
-                res = run_round(cluster, store, cfg, policy, now=cluster.clock())
+                if dry_run:
+                    cluster.advance(t)
+                else:
+                    t = _advance_watching(cluster, t, cfg, last, blocked_seen)
+                res = last = run_round(cluster, store, cfg, policy, now=cluster.clock())
                 rounds += 1
                 if res.status not in ("ok", "dry-run"):
                     errors.append(f"t={cluster.now - start:.0f}s: {res.status}: {res.message}")
-                targets = (res.details or {}).get("untyped_targets") or {}
-                if targets and res.status != "dry-run":  # a dry run publishes no type map
-                    cluster.set_type_map(targets)
+                if res.status == "ok" and res.decisions is not None:  # a dry run publishes no type map
+                    cluster.set_type_map(res.decisions.targets)
                 cluster.schedule()
                 timeline.append({"round": res.round_id, **_sample(cluster, start)})
                 present.append((cluster.now, len({j.account for j in cluster.jobs.values() if j.state != "DONE"})))
@@ -149,6 +154,7 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                     break
                 # with no job pending a round changes nothing (no share to move, no job to start, signal or
                 # requeue): skip to the first round time at or after the next event; otherwise every round runs
+                # one period after this one (an early round moves the periodic ones, as in the daemon)
                 if waiting or not math.isfinite(nxt):
                     t += round_s
                 else:
@@ -159,6 +165,37 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
         finally:
             store.close()
     return _result(policy, cluster, throughput, rounds, errors, timeline, present, start, time.monotonic() - t0)
+
+
+def _advance_watching(cluster: SimCluster, until: float, cfg: Any, last: Any, seen: set[int]) -> float:
+    """Advance the cluster event by event up to ``until`` as the daemon's poll sees it between rounds: before
+    each event the type map is published again from the cluster as it is then and the last round's decisions
+    (``plan.type_map``; ``last``: that round's ``RoundResult``); after each, the early-round triggers are
+    checked (``plan.early_triggers``: newcomers, jobs held back by a limit while GPUs idle) and, when one
+    appears, the round comes ``daemon.early_round_after`` seconds later (if that is before ``until``).
+    ``seen``: jobs that triggered already and are still blocked (each triggers once while it stays blocked;
+    kept by the caller across rounds). Returns the time the next round runs at."""
+    decisions = getattr(last, "decisions", None) if getattr(last, "status", "") == "ok" else None
+    last_demand = dict(last.plan.demand) if getattr(last, "plan", None) is not None else {}
+    early = None
+    while True:
+        stop = until if early is None else min(until, early)
+        nxt = cluster.next_event()
+        if nxt > stop + 1e-9:
+            break
+        snap = cluster.snapshot()
+        if decisions is not None:
+            cluster.set_type_map(type_map(decisions, snap, cfg))
+        cluster.advance(nxt)
+        if early is None:
+            trig = early_triggers(cluster.snapshot(), last_demand, cfg)
+            if trig.newcomers or (trig.blocked - seen):
+                early = cluster.now + float(cfg.daemon.early_round_after)
+            seen.intersection_update(trig.blocked)
+            seen.update(trig.blocked)
+    stop = until if early is None else min(until, early)
+    cluster.advance(stop)
+    return stop
 
 
 def _sample(cluster: SimCluster, start: float) -> dict[str, Any]:

@@ -224,7 +224,9 @@ case("missing map: job passes unchanged with a note", function()
 end)
 
 local BROKEN = {
-	{ "acct_a\n", "line 1: expected 'ACCOUNT TYPE [REASON]'" },
+	{ "acct_a\n", "line 1: expected 'ACCOUNT TYPES [REASON]'" },
+	{ "acct_a v100:x\n", "line 1: bad GPU type 'v100:x'" },
+	{ "acct_a v100:2,,k80:1\n", "line 1: bad GPU type ''" },
 	{ "# ok\nacct_a v100\nacct_a k80\n", "line 3: second line for account 'acct_a'" },
 	{ "acct_a gpu:v100\n", "line 1: bad GPU type 'gpu:v100'" },
 	{ "acct_a 2\n", "line 1: bad GPU type '2'" },
@@ -263,6 +265,99 @@ case("map re-read on every submission", function()
 	local j2 = { account = "acct_a", tres_per_job = "gres:gpu:1" }
 	submit(j2)
 	eq(j2.tres_per_job, "gres:gpu:k80:1")
+end)
+
+case("a burst spreads over the types in map order, each up to its room", function()
+	load("acct_a a100:2,v100:3,k80:1 room\n* k80\n")
+	local got = {}
+	for i = 1, 8 do
+		local job = { account = "acct_a", tres_per_node = "gres:gpu:1" }
+		eq(submit(job), slurm.SUCCESS, "rc")
+		got[#got + 1] = job.tres_per_node
+	end
+	eq(table.concat(got, " "), "gres:gpu:a100:1 gres:gpu:a100:1 gres:gpu:v100:1 gres:gpu:v100:1 gres:gpu:v100:1 "
+		.. "gres:gpu:k80:1 gres:gpu:a100:1 gres:gpu:a100:1", "types in order; past every room the first type")
+	has(slurm.user, "every type's room in the map is used by earlier submissions; waits for a100")
+end)
+
+case("a job of N GPUs needs N left in a type's room; nodes and tasks multiply", function()
+	load("acct_a a100:3,v100:8\n")
+	local j1 = { account = "acct_a", tres_per_node = "gres:gpu:2", min_nodes = 2 }
+	submit(j1)
+	eq(j1.tres_per_node, "gres:gpu:v100:2", "4 GPUs do not fit a100's room of 3")
+	local j2 = { account = "acct_a", tres_per_task = "gres/gpu=1", num_tasks = 2 }
+	submit(j2)
+	eq(j2.tres_per_task, "gres/gpu:a100:1", "2 GPUs fit")
+	local j3 = { account = "acct_a", tres_per_job = "gres:gpu:2", min_nodes = 4294967294 }
+	submit(j3)
+	eq(j3.tres_per_job, "gres:gpu:v100:2", "a100 has 1 left; NO_VAL nodes count as 1")
+end)
+
+case("a job larger than a type's BLOCK (largest job that fits now) skips the type", function()
+	load("acct_a v100:6:2,p100:8:8\n")
+	local j1 = { account = "acct_a", tres_per_node = "gres:gpu:4" }
+	submit(j1)
+	eq(j1.tres_per_node, "gres:gpu:p100:4", "4 > v100's block of 2")
+	local j2 = { account = "acct_a", tres_per_node = "gres:gpu:2" }
+	submit(j2)
+	eq(j2.tres_per_node, "gres:gpu:v100:2", "2 fits v100's block")
+end)
+
+case("a new map text resets the counts; accounts count apart; '*' counts for accounts without a line", function()
+	local dir = load("acct_a v100:1\n* k80:1,a100:1\n")
+	local function typ(acct)
+		local job = { account = acct, tres_per_job = "gres:gpu:1" }
+		submit(job)
+		return job.tres_per_job
+	end
+	eq(typ("acct_a"), "gres:gpu:v100:1")
+	eq(typ("acct_a"), "gres:gpu:v100:1", "room used up: the first type")
+	eq(typ("acct_x"), "gres:gpu:k80:1")
+	eq(typ("acct_y"), "gres:gpu:a100:1", "the '*' line counts for every account without a line")
+	write(dir .. "/gpu_type_map.txt", "acct_a v100:1,k80:5\n* k80:1\n")
+	eq(typ("acct_a"), "gres:gpu:v100:1", "new map: counts start again")
+	eq(typ("acct_a"), "gres:gpu:k80:1")
+end)
+
+case("class lines reorder the account's types for that class; rooms stay the account's", function()
+	load("@classes comment,wckey,name\nacct_a v100:1,p100:2,k80:4 room\nacct_a/rl k80,p100\n* k80\n")
+	local function typ(job)
+		job.account = "acct_a"
+		job.tres_per_node = "gres:gpu:1"
+		submit(job)
+		return job.tres_per_node
+	end
+	eq(typ({ comment = "x class=rl" }), "gres:gpu:k80:1", "class from the comment: its order")
+	eq(typ({ wckey = "*rl" }), "gres:gpu:k80:1", "class from the wckey (default wckey '*rl')")
+	eq(typ({ name = "rl" }), "gres:gpu:k80:1", "class from the job name")
+	eq(typ({ name = "other" }), "gres:gpu:v100:1", "a class without a line: the account's order")
+	eq(typ({ name = "rl" }), "gres:gpu:k80:1", "k80 room 4: the fourth rl job")
+	eq(typ({ name = "rl" }), "gres:gpu:p100:1", "k80's room used up: the class's next type")
+	eq(typ({ name = "other" }), "gres:gpu:p100:1", "v100's room used by the first other job")
+	eq(typ({ name = "rl" }), "gres:gpu:k80:1", "every room of the class's types used: its first type")
+end)
+
+case("'*/CLASS' lines order a class in every account without its own line", function()
+	load("acct_a v100:4,k80:4\nacct_b v100:4,k80:4\n*/rl k80,v100\nacct_b/rl v100\n* k80\n")
+	local function typ(acct)
+		local job = { account = acct, name = "rl", tres_per_node = "gres:gpu:1" }
+		submit(job)
+		return job.tres_per_node
+	end
+	eq(typ("acct_a"), "gres:gpu:k80:1", "the site-wide class line")
+	eq(typ("acct_b"), "gres:gpu:v100:1", "the account's own class line wins")
+end)
+
+case("the @classes line sets where the class is read; bad sources and names break the map", function()
+	load("@classes name\nacct_a v100:8,k80:8\nacct_a/rl k80\n")
+	local job = { account = "acct_a", comment = "class=rl", name = "cnn", tres_per_job = "gres:gpu:1" }
+	submit(job)
+	eq(job.tres_per_job, "gres:gpu:v100:1", "only the name counts: class cnn, no line")
+	for _, bad in ipairs({ "@classes comment,label\nacct_a v100\n", "acct_a/r:l v100\n", "acct_a/ v100\n" }) do
+		load(bad)
+		local j = { account = "acct_a", tres_per_job = "gres:gpu:1" }
+		eq(submit(j), slurm.ERROR, "broken map: " .. bad)
+	end
 end)
 
 case("internal error under pcall: untyped GPU job rejected, others pass", function()

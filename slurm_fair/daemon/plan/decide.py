@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from ...cluster.base import Snapshot, supports_pending_retype
+from ...cluster.base import Job, Snapshot, supports_pending_retype
 from ...model import Allocation
-from .demand import ClassDemand, flexible_as_untyped, gpus_in_use, managed_accounts, observe_demand, received_gpus
+from .demand import (ClassDemand, FreeGPUs, flexible_as_untyped, job_class, gpus_in_use, managed_accounts, observe_demand, received_gpus,
+                     waiting_gpus)
 from .limits import Plan, limit_changes, make_plan
 from .priority import site_factors, update_deficit
-from .problem import Built, build_problem
-from .typemap import (Retype, explore_plan, explore_targets, retype_moves, untyped_targets,
+from .problem import SRC_ASSUMED, SRC_UNPROFILED, Built, build_problem, type_order
+from .typemap import (Retype, Target, explore_plan, explore_targets, retype_moves, untyped_targets,
                       with_retypes)
 
 # --------------------------------------------------------------------------- a round's decisions, all at once
@@ -40,9 +41,10 @@ class Decisions:
     planned: dict[str, dict[str, int]]  # limits the plan wants, for accounts Slurm knows
     changes: dict[str, dict[str, int]]  # only what differs (empty when limits are not managed)
     retypes: list[Retype]
-    targets: dict[str, Any]  # untyped GPU requests: the type map job_submit.lua uses
+    targets: dict[str, Target]  # untyped GPU requests: the type map job_submit.lua uses
     dt: float  # seconds of deficit accounting since the last ok round
     explored: list[dict[str, Any]] = field(default_factory=list)  # exploration's limit moves (explore_plan)
+    reporting: frozenset[tuple[str, str]] = frozenset()  # (account, class) with measured or harvested values
 
 
 def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: Any, deviations: Mapping[str, Any],
@@ -55,12 +57,16 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
     profiles = list(profiles)
     retype_ok = supports_pending_retype(snapshot.slurm_version)
     # a pending fair:flex job can still be moved where Slurm retypes pending jobs: its demand is untyped
-    demand = observe_demand(flexible_as_untyped(snapshot) if retype_ok else snapshot, cfg)
+    seen = flexible_as_untyped(snapshot) if retype_ok else snapshot
+    demand = observe_demand(seen, cfg)
     built = build_problem(snapshot, demand, profiles, shipped, cfg)
     known = {a.name for a in snapshot.accounts}
     managed = [a for a in managed_accounts(snapshot, demand, cfg) if a in known or any(d == a for (d, _c) in demand)]
     alloc = solve(built.problem) if built.problem.tenants else empty_alloc(built)
-    plan = make_plan(built, alloc, demand, deviations, managed, gpus_in_use(snapshot))
+    order = {a: type_order(built, a) for a in {a for (a, _c) in demand}}
+    plan = make_plan(built, alloc, demand, deviations, managed, gpus_in_use(snapshot),
+                     waiting=waiting_gpus(seen, cfg), order=order, lend=bool(cfg.limits.lend),
+                     free=FreeGPUs.of(snapshot, cfg.cluster.partitions), reclaim=bool(cfg.preemption.enabled))
     explored: list[dict[str, Any]] = []
     reporting = {(r.get("account") or "", r["class"]) for r in profiles if r.get("source") in ("measured", "harvested")}
     if cfg.profiling.explore:
@@ -80,10 +86,28 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
     current = {a.name: dict(a.limits) for a in snapshot.accounts}
     planned = {a: lim for a, lim in plan.limits.items() if a in known}
     changes = limit_changes(current, planned, managed_before & known) if cfg.limits.manage else {}
-    retypes = retype_moves(plan, snapshot, MAX_RETYPES, built.throughput) if retype_ok else []
-    targets = untyped_targets(plan, with_retypes(snapshot, retypes), built.throughput)
+
+    def runs_on(job: Job) -> list[str]:
+        """Types a job may be moved to: where its class has a profile (measured, set or shipped: not the
+        'assumed' fill-in); every type for a class with no profile at all."""
+        src = built.sources.get(job.account, {}).get(job_class(job, cfg.classes.order), {})
+        return [g for g, s in src.items() if s not in (SRC_ASSUMED, SRC_UNPROFILED)] or list(plan.capacity)
+
+    retypes = retype_moves(plan, snapshot, MAX_RETYPES, built.throughput, runs_on) if retype_ok else []
+    d = Decisions(demand=demand, built=built, alloc=alloc, plan=plan, received=received, deficits=new_deficits,
+                  factors=factors, factor_changes=factor_changes, factors_deferred=deferred, current=current,
+                  planned=planned, changes=changes, retypes=retypes, targets={}, dt=dt, explored=explored,
+                  reporting=frozenset(reporting))
+    return replace(d, targets=type_map(d, with_retypes(snapshot, retypes), cfg))
+
+
+def type_map(d: Decisions, snapshot: Snapshot, cfg: Any) -> dict[str, Target]:
+    """The GPU type map for ``snapshot`` under the round's decisions ``d``: the round publishes it, and the
+    daemon publishes it again from each later poll's snapshot (the rooms follow the GPUs that free up and the
+    jobs that arrive between rounds, as Slurm alone would see them; the guarantees and limits stay the
+    round's)."""
+    targets = untyped_targets(d.plan, snapshot, d.built.throughput, reclaim=bool(cfg.preemption.enabled),
+                              site_speed=d.built.site_speed, class_speed=d.built.class_speed)
     if cfg.profiling.explore:
-        targets = explore_targets(targets, plan, with_retypes(snapshot, retypes), built.sources, reporting)
-    return Decisions(demand=demand, built=built, alloc=alloc, plan=plan, received=received, deficits=new_deficits,
-                     factors=factors, factor_changes=factor_changes, factors_deferred=deferred, current=current,
-                     planned=planned, changes=changes, retypes=retypes, targets=targets, dt=dt, explored=explored)
+        targets = explore_targets(targets, d.plan, snapshot, d.built.sources, d.reporting)
+    return targets

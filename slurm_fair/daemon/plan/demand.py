@@ -163,6 +163,121 @@ def managed_accounts(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassD
     return sorted(({a.name for a in snapshot.accounts} | {a for (a, _c) in demand}) - NEVER_MANAGED)
 
 
+# Pending jobs that cannot start now whatever slurm-fair does — held, waiting on another job, or not before a
+# begin time — claim no guarantee: a claim keeps GPUs from others, and these would keep them idle for nothing.
+NOT_STARTABLE = ("JobHeld", "Dependency", "BeginTime", "DependencyNeverSatisfied")
+
+
+def startable(job: Job) -> bool:
+    """A pending job Slurm could start once GPUs and limits allow (not held, no dependency, no begin time)."""
+    return job.pending and not (job.reason or "").startswith(NOT_STARTABLE)
+
+
+@dataclass
+class Waiting:
+    """An account's startable pending jobs: (GPUs, requested type or None = any type), oldest first."""
+
+    jobs: list[tuple[int, str | None]] = field(default_factory=list)
+
+    @property
+    def untyped(self) -> int:
+        return sum(g for g, t in self.jobs if t is None)
+
+    @property
+    def typed(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for g, t in self.jobs:
+            if t is not None:
+                out[t] = out.get(t, 0) + g
+        return out
+
+
+def waiting_gpus(snapshot: Snapshot, cfg: Any) -> dict[str, Waiting]:
+    """account -> its startable pending jobs (:func:`startable`) in the managed partitions, highest priority
+    first (SiteFactor, then submit time, then id); a job asking for several types (``a100,v100``) counts as
+    untyped."""
+    out: dict[str, Waiting] = {}
+    jobs = [j for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
+            if j.account not in NEVER_MANAGED and startable(j)]
+    for j in sorted(jobs, key=lambda j: (-j.site_factor, j.submit_time, j.job_id)):
+        t = j.gpu_type if j.gpu_type and "," not in j.gpu_type else None
+        out.setdefault(j.account, Waiting()).jobs.append((j.gpus, t))
+    return out
+
+
+def idle_gpus(snapshot: Snapshot, partitions: Iterable[str] = ()) -> dict[str, int]:
+    """type -> GPUs free now on usable nodes of the managed partitions."""
+    return FreeGPUs.of(snapshot, partitions).totals()
+
+
+class FreeGPUs:
+    """The GPUs free now, node by node, and where a job of ``n`` GPUs of one type would go — Slurm's rule as the
+    simulator models it: on one node of that type with ``n`` free (the fullest such node) when ``n`` is at most
+    the type's largest node, else on whole free nodes of that type (largest first)."""
+
+    def __init__(self, free: Mapping[str, Mapping[str, int]], size: Mapping[str, Mapping[str, int]]):
+        self.free = {n: {t: int(c) for t, c in row.items()} for n, row in free.items()}
+        self.size = {n: {t: int(c) for t, c in row.items()} for n, row in size.items()}
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, partitions: Iterable[str] = ()) -> "FreeGPUs":
+        parts = tuple(partitions)
+        free: dict[str, dict[str, int]] = {}
+        size: dict[str, dict[str, int]] = {}
+        for n in snapshot.nodes:
+            if not n.usable or (parts and not any(p in parts for p in n.partitions)):
+                continue
+            size[n.name] = {t: int(c) for t, c in n.gpus.items()}
+            free[n.name] = {t: max(0, int(c) - int(n.gpus_allocated.get(t, 0))) for t, c in n.gpus.items()}
+        return cls(free, size)
+
+    def totals(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for row in self.free.values():
+            for t, c in row.items():
+                out[t] = out.get(t, 0) + c
+        return out
+
+    def _where(self, t: str, n: int) -> dict[str, int] | None:
+        nodes = [x for x in self.size if self.size[x].get(t, 0) > 0]
+        if not nodes or n <= 0:
+            return None
+        if n <= max(self.size[x][t] for x in nodes):
+            one = sorted((self.free[x][t], x) for x in nodes if self.free[x][t] >= n)
+            return {one[0][1]: n} if one else None
+        whole = sorted((x for x in nodes if self.free[x][t] == self.size[x][t]), key=lambda x: (-self.size[x][t], x))
+        out, left = {}, n
+        for x in whole:
+            k = min(self.size[x][t], left)
+            out[x] = k
+            left -= k
+            if left == 0:
+                return out
+        return None
+
+    def fits(self, t: str, n: int) -> bool:
+        return self._where(t, n) is not None
+
+    def take(self, t: str, n: int) -> bool:
+        """Place a job of ``n`` GPUs of type ``t``; False (nothing taken) when it does not fit now."""
+        where = self._where(t, n)
+        if where is None:
+            return False
+        for x, k in where.items():
+            self.free[x][t] -= k
+        return True
+
+    def block(self, t: str) -> int:
+        """The largest job of type ``t`` that fits now (its GPUs)."""
+        nodes = [x for x in self.size if self.size[x].get(t, 0) > 0]
+        if not nodes:
+            return 0
+        biggest = max(self.free[x][t] for x in nodes)
+        if biggest < max(self.size[x][t] for x in nodes):
+            return biggest
+        return max(biggest, sum(self.size[x][t] for x in nodes if self.free[x][t] == self.size[x][t]))
+
+
 def flexible_as_untyped(snapshot: Snapshot) -> Snapshot:
     """The snapshot with every *pending* flexible job shown untyped: its demand counts as untyped (usable on
     any type) because the daemon can still move it. Use it only where Slurm can retype pending jobs
@@ -172,11 +287,12 @@ def flexible_as_untyped(snapshot: Snapshot) -> Snapshot:
     return replace(snapshot, jobs=jobs)
 
 
-def pending_typed(snapshot: Snapshot) -> dict[str, dict[str, int]]:
-    """account -> type -> GPUs of its pending jobs that request that type (held jobs included)."""
+def pending_typed(snapshot: Snapshot, startable_only: bool = False) -> dict[str, dict[str, int]]:
+    """account -> type -> GPUs of its pending jobs that request that type (held jobs included, unless
+    ``startable_only``: then only :func:`startable` ones)."""
     out: dict[str, dict[str, int]] = {}
     for j in snapshot.jobs:
-        if j.pending and j.gpu_type and j.gpus > 0:
+        if j.pending and j.gpu_type and j.gpus > 0 and (not startable_only or startable(j)):
             row = out.setdefault(j.account, {})
             row[j.gpu_type] = row.get(j.gpu_type, 0) + j.gpus
     return out
@@ -191,3 +307,33 @@ def typed_claims(snapshot: Snapshot) -> dict[str, int]:
     return out
 
 
+
+
+# Pending reasons of a job its account's GrpTRES limit holds back (Slurm 22.05 and 24.11 name GPU limits so).
+LIMIT_REASONS = ("AssocGrpGRES", "AssocGrpTRES")
+
+
+@dataclass(frozen=True)
+class Triggers:
+    """What calls for a round before the next periodic one (:func:`early_triggers`)."""
+
+    newcomers: frozenset[str]  # accounts with startable pending GPU jobs and no GPU demand in the last round
+    blocked: frozenset[int]  # startable jobs held back by their account's limit while GPUs they could use idle
+
+
+def early_triggers(snapshot: Snapshot, last_demand: Mapping[str, int], cfg: Any) -> Triggers:
+    """The early-round triggers of a snapshot: accounts that had no share in the last round and now wait
+    (they get a guarantee), and jobs that wait on their account's limit (a claim made for someone whose jobs
+    have since started elsewhere or gone) while a type they can use has enough idle GPUs for them."""
+    idle = idle_gpus(snapshot, cfg.cluster.partitions)
+    newcomers, blocked = set(), set()
+    for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts):
+        if j.account in NEVER_MANAGED or not startable(j):
+            continue
+        if last_demand.get(j.account, 0) <= 0:
+            newcomers.add(j.account)
+        if (j.reason or "").startswith(LIMIT_REASONS):
+            types = [j.gpu_type] if j.gpu_type and "," not in j.gpu_type else list(idle)
+            if any(idle.get(t, 0) >= max(j.gpus_per_node, 1) for t in types):
+                blocked.add(j.job_id)
+    return Triggers(frozenset(newcomers), frozenset(blocked))

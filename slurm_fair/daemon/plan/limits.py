@@ -1,21 +1,37 @@
-"""From the policy's fractional shares to per-account GPU limits. Pure.
+"""From the policy's fractional shares to per-account GPU limits: guarantee + lend. Pure.
 
-* **Plan** (:func:`make_plan`): the policy's fractional shares are summed per account and rounded with
+* **Guarantee** (:func:`make_plan`): the policy's fractional shares are summed per account and rounded with
   :func:`slurm_fair.rounding.place` using the deviations carried per account (sticky: of floor and ceil, the
-  one closest to the GPUs the account holds now); the smallest pending job
-  gates an account (``min_gpus``) only while it has no running GPU job. **Work conservation:** GPUs no
-  account was given go, one at a time, to accounts with pending jobs that can use that type and whose
-  limit is below their demand (fewest extra GPUs first, then name). These extras are not owed back: they
-  do not enter the deviations. Per type, no limit exceeds what the account's jobs could use there (GPUs
-  of its jobs that request that type, plus its untyped jobs); the rest goes back to the pool first. Accounts
-  without GPU jobs get limit 0 (an early round lifts it when they submit). Limits are per type plus the
-  untyped total ``ANY_GPU`` (= sum), because Slurm does not enforce typed limits on untyped requests.
+  one closest to the GPUs the account holds now); the smallest pending job gates an account (``min_gpus``)
+  only while it has no running GPU job. The rounded share (``Plan.real``) is the account's **guarantee** of
+  each type — Kueue's *nominal quota* of a flavor.
+* **Claims**: the part of its guarantee an account's *waiting* jobs need now (:func:`claims_of`): job by job,
+  a startable pending job claims its GPUs on its type (an untyped one on its account's fastest type where it
+  fits) within the account's guarantee minus what it uses, and only out of GPUs that can serve it now — the
+  idle ones, plus the borrowed ones when preemption reclaims them. Held jobs, jobs waiting on a dependency or
+  a begin time claim nothing (:func:`.demand.startable`), nor does a job that could not start anyway: idle
+  GPUs are never held for nothing.
+* **Lend** (``limits.lend = true``, the default): every GPU no claim holds is lendable — Kueue's borrowing
+  from the cohort, with no borrowing limit. An account's limit of a type is the type's capacity minus the
+  *other* accounts' claims there: it may start jobs on every GPU that is not held for someone else's
+  waiting jobs, so no GPU stays idle for an account that does not need it, an account without jobs can
+  start at once on whatever is not claimed, and when nobody waits no limit binds at all (a limit equal to
+  the capacity is written as no limit). GPUs an account holds above its guarantee are **borrowed**: when
+  another account waits under its guarantee there, they are reclaimed by preemption (``daemon/preempt.py``
+  runs against the guarantees, not the limits), borrowed jobs first, newest first.
+* **Hard caps** (``limits.lend = false``): the old rule — the limit is the guarantee, cut to what the
+  account's jobs could use there, plus GPUs no account was given handed, one at a time, to accounts with
+  pending jobs that can use them (``extra``).
+
+Limits are per type plus the untyped total ``ANY_GPU``, because Slurm does not enforce typed limits on
+untyped requests: the total is the capacity of every type minus the other accounts' claims (lend), or the
+sum of the per-type limits (hard caps).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -23,7 +39,7 @@ from ... import fairness
 from ...cluster.base import ANY_GPU, CLEAR
 from ...model import Allocation
 from ...rounding import place
-from .demand import ClassDemand
+from .demand import ClassDemand, FreeGPUs, Waiting
 from .problem import Built
 
 
@@ -36,13 +52,23 @@ class Plan:
     ideal_class: dict[str, dict[str, dict[str, float]]]  # account -> class -> type -> GPUs
     ideal: dict[str, dict[str, float]]  # account -> type -> GPUs (fractional)
     deviation_before: dict[str, dict[str, float]]
-    real: dict[str, dict[str, int]]  # rounded (placement)
+    real: dict[str, dict[str, int]]  # rounded shares: each account's guarantee per type
     deviations: dict[str, dict[str, float]]  # to carry into the next round
-    extra: dict[str, dict[str, int]]  # work conservation on top of real
-    limits: dict[str, dict[str, int]]  # account -> {type: n, ANY_GPU: total}
+    extra: dict[str, dict[str, int]]  # hard caps only: work conservation on top of real
+    limits: dict[str, dict[str, int]]  # account -> {type: n, ANY_GPU: total}; a key left out = no limit
     min_gpus: dict[str, int]
     demand: dict[str, int]  # account -> GPUs of pending + running jobs
     total_throughput: float = 0.0
+    claims: dict[str, dict[str, int]] = field(default_factory=dict)  # guarantee held for waiting jobs
+    lend: bool = True
+
+    def limit(self, account: str, gpu_type: str) -> int:
+        """The account's limit of a type (its capacity where no limit is set)."""
+        return int(self.limits.get(account, {}).get(gpu_type, self.capacity.get(gpu_type, 0)))
+
+    def lendable(self) -> dict[str, int]:
+        """type -> GPUs no claim holds (in use or idle): what any account may start jobs on."""
+        return {g: c - sum(self.claims.get(a, {}).get(g, 0) for a in self.claims) for g, c in self.capacity.items()}
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -70,15 +96,116 @@ def _fit_capacity(ideal: dict[str, dict[str, float]], capacity: Mapping[str, int
                     row[g] *= f
 
 
+def claims_of(real: Mapping[str, Mapping[str, int]], used: Mapping[str, Mapping[str, int]],
+              waiting: Mapping[str, Waiting], order: Mapping[str, Sequence[str]],
+              free: FreeGPUs | None = None, borrowed: Mapping[str, int] | None = None) -> dict[str, dict[str, int]]:
+    """account -> type -> GPUs of its guarantee held for its waiting jobs (module docstring).
+
+    Job by job: accounts furthest below their guarantee first (GPUs used / guaranteed, then name), each
+    account's jobs in its order (``waiting``); a job claims its GPUs on its type — an untyped one on the first
+    type of ``order[account]`` (fastest first) where it fits — when they fit both in what is left of the
+    account's guarantee there (guarantee − used − claimed) and in the GPUs that can serve it now: placed on the
+    idle ones (``free``, node by node as Slurm would), or, with ``borrowed`` (preemption on: GPUs accounts hold
+    above their guarantee, per type), out of those, which preemption gives back. ``free`` None: no bound. A job
+    that fits nowhere claims nothing: holding GPUs idle for a job that cannot start would only delay others.
+    """
+    room = {a: {g: max(0, int(n) - int(used.get(a, {}).get(g, 0))) for g, n in row.items()} for a, row in real.items()}
+    back = {g: int(v) for g, v in (borrowed or {}).items()}
+    out = {a: {g: 0 for g in row} for a, row in real.items()}
+
+    def share(a: str) -> tuple[float, str]:
+        g = sum(int(v) for v in real[a].values())
+        return (sum(int(v) for v in used.get(a, {}).values()) / g if g else float("inf"), a)
+
+    def serve(g: str, gpus: int) -> bool:
+        if free is None or free.take(g, gpus):
+            return True
+        if back.get(g, 0) >= gpus:
+            back[g] -= gpus
+            return True
+        return False
+
+    for a in sorted((a for a in real if a in waiting), key=share):
+        types = list(order.get(a, ())) + [g for g in real[a] if g not in order.get(a, ())]
+        for gpus, t in waiting[a].jobs:
+            for g in ([t] if t is not None else types):
+                if g in room[a] and room[a][g] >= gpus and serve(g, gpus):
+                    out[a][g] += gpus
+                    room[a][g] -= gpus
+                    break
+    return out
+
+
+def lend_limits(capacity: Mapping[str, int], claims: Mapping[str, Mapping[str, int]],
+                accounts: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Per account: capacity minus the other accounts' claims, per type and in total (``ANY_GPU``); a value
+    equal to the capacity is left out (no limit)."""
+    claimed = {g: sum(int(claims.get(a, {}).get(g, 0)) for a in claims) for g in capacity}
+    total_cap = sum(capacity.values())
+    total_claimed = sum(claimed.values())
+    out: dict[str, dict[str, int]] = {}
+    for a in accounts:
+        own = claims.get(a, {})
+        row = {}
+        for g, c in capacity.items():
+            v = int(c) - claimed[g] + int(own.get(g, 0))
+            if v < c:
+                row[g] = v
+        tot = total_cap - total_claimed + sum(int(v) for v in own.values())
+        if tot < total_cap:
+            row[ANY_GPU] = tot
+        out[a] = row
+    return out
+
+
+def _hard_caps(accounts: list[str], types: list[str], cap: Mapping[str, int], real: Mapping[str, Mapping[str, int]],
+               demand: Mapping[tuple[str, str], ClassDemand], acct_demand: Mapping[str, int]
+               ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """``limits.lend = false``: (limits, extra) — the guarantee cut to what the account's jobs could use on each
+    type, plus GPUs no account holds handed to accounts with pending jobs (fewest extra first, then name)."""
+    usable = {a: {g: 0 for g in types} for a in accounts}
+    pending = {a: {g: 0 for g in types} for a in accounts}
+    for (a, _c), d in demand.items():
+        for g in types:
+            usable[a][g] += d.by_type.get(g, 0) + d.by_type.get("", 0)
+            pending[a][g] += d.pending_by_type.get(g, 0) + d.pending_by_type.get("", 0)
+    base = {a: {g: min(real[a][g], usable[a][g]) for g in types} for a in accounts}
+    extra = {a: {g: 0 for g in types} for a in accounts}
+    total = {a: sum(base[a].values()) for a in accounts}
+    for g in types:
+        free = cap[g] - sum(base[a][g] for a in accounts)
+        while free > 0:
+            cands = [a for a in accounts
+                     if pending[a][g] > 0 and base[a][g] + extra[a][g] < usable[a][g] and total[a] < acct_demand[a]]
+            if not cands:
+                break
+            a = min(cands, key=lambda a: (sum(extra[a].values()), a))
+            extra[a][g] += 1
+            total[a] += 1
+            free -= 1
+    limits = {}
+    for a in accounts:
+        row = {g: base[a][g] + extra[a][g] for g in types}
+        row[ANY_GPU] = sum(row.values())
+        limits[a] = row
+    return limits, extra
+
+
 def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], ClassDemand],
               deviations: Mapping[str, Mapping[str, float]], managed_accounts: Iterable[str],
-              in_use: Mapping[str, Mapping[str, int]] | None = None) -> Plan:
-    """Round the allocation to per-account limits (see the module docstring).
+              in_use: Mapping[str, Mapping[str, int]] | None = None, *,
+              waiting: Mapping[str, Waiting] | None = None, order: Mapping[str, Sequence[str]] | None = None,
+              lend: bool = True, free: FreeGPUs | None = None, reclaim: bool = False) -> Plan:
+    """Round the allocation to guarantees and limits (see the module docstring).
 
-    ``managed_accounts``: every account slurm-fair sets limits for this round (those without GPU jobs get
-    0). ``deviations``: carried from the previous applied round (unknown accounts/types are ignored).
-    ``in_use``: GPUs each account's running jobs hold per type (:func:`gpus_in_use`); the rounding then
-    prefers, of floor and ceil, the value closest to it (sticky rounding, :mod:`slurm_fair.rounding`).
+    ``managed_accounts``: every account slurm-fair sets limits for this round. ``deviations``: carried from the
+    previous applied round (unknown accounts/types are ignored). ``in_use``: GPUs each account's running jobs
+    hold per type (:func:`.demand.gpus_in_use`); the rounding then prefers, of floor and ceil, the value closest
+    to it (sticky rounding, :mod:`slurm_fair.rounding`), and claims count from it. ``waiting``: each account's
+    startable pending GPUs (:func:`.demand.waiting_gpus`; None: every pending GPU of ``demand``). ``order``: per
+    account the types its untyped jobs prefer (fastest first; :func:`.problem.type_order`). ``free``: the GPUs
+    free now, node by node (None: claims are not bounded by them); with ``reclaim`` (preemption on) the GPUs
+    accounts hold above their guarantee serve claims too: preemption gives them back.
     """
     cap = dict(built.capacity)
     types = list(cap)
@@ -104,40 +231,28 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
     held = {a: {g: int(n) for g, n in (in_use or {}).get(a, {}).items() if g in cap} for a in accounts}
     placement = place(ideal, cap, deviations=dev_before, min_gpus=min_gpus, demand=acct_demand, current=held)
     real = {a: dict(placement.real[a]) for a in accounts}
-
-    # per type, the most GPUs the account's jobs could use there (typed requests for that type + untyped)
-    usable = {a: {g: 0 for g in types} for a in accounts}
-    pending = {a: {g: 0 for g in types} for a in accounts}
-    for (a, _c), d in demand.items():
-        for g in types:
-            usable[a][g] += d.by_type.get(g, 0) + d.by_type.get("", 0)
-            pending[a][g] += d.pending_by_type.get(g, 0) + d.pending_by_type.get("", 0)
-    # a limit above that is of no use to the account: the GPUs go back to the pool
-    base = {a: {g: min(real[a][g], usable[a][g]) for g in types} for a in accounts}
-    # work conservation: hand out GPUs nobody holds a limit for
-    extra = {a: {g: 0 for g in types} for a in accounts}
-    total = {a: sum(base[a].values()) for a in accounts}
-    for g in types:
-        free = cap[g] - sum(base[a][g] for a in accounts)
-        while free > 0:
-            cands = [a for a in accounts
-                     if pending[a][g] > 0 and base[a][g] + extra[a][g] < usable[a][g] and total[a] < acct_demand[a]]
-            if not cands:
-                break
-            a = min(cands, key=lambda a: (sum(extra[a].values()), a))
-            extra[a][g] += 1
-            total[a] += 1
-            free -= 1
-    limits = {}
-    for a in accounts:
-        row = {g: base[a][g] + extra[a][g] for g in types}
-        row[ANY_GPU] = sum(row.values())
-        limits[a] = row
+    borrowed = None
+    if reclaim:
+        borrowed = {g: sum(max(0, held[a].get(g, 0) - real[a][g]) for a in accounts) for g in types}
+    if waiting is None:
+        waiting = {}
+        for (a, _c), d in demand.items():
+            w = waiting.setdefault(a, Waiting())
+            for g, n in d.pending_by_type.items():
+                w.jobs.extend([(1, g or None)] * int(n))
+    claims = claims_of(real, held, waiting, order or {}, None if free is None else FreeGPUs(free.free, free.size),
+                       borrowed)
+    if lend:
+        limits = lend_limits(cap, claims, accounts)
+        extra = {a: {g: 0 for g in types} for a in accounts}
+    else:
+        limits, extra = _hard_caps(accounts, types, cap, real, demand, acct_demand)
     return Plan(
         capacity=cap, accounts=tuple(accounts), ideal_class=ideal_class, ideal=ideal,
         deviation_before=dev_before, real=real,
         deviations={a: dict(placement.deviations[a]) for a in accounts}, extra=extra, limits=limits,
         min_gpus=min_gpus, demand=acct_demand, total_throughput=float(alloc.total_throughput()),
+        claims=claims, lend=lend,
     )
 
 
@@ -201,12 +316,14 @@ def round_fairness(built: Built, alloc: Allocation, plan: Plan) -> dict[str, Any
 
 def limit_changes(current: Mapping[str, Mapping[str, int]], planned: Mapping[str, Mapping[str, int]],
                   managed_accounts: Iterable[str]) -> dict[str, dict[str, int]]:
-    """Only the limit values that differ from what Slurm has now; CLEAR for every limit of an account
-    slurm-fair managed before that is not planned any more."""
+    """Only the limit values that differ from what Slurm has now; CLEAR for a GPU limit Slurm has that the plan
+    leaves out (no limit), and for every limit of an account slurm-fair managed before that is not planned any
+    more."""
     out: dict[str, dict[str, int]] = {}
     for a in sorted(planned):
         now = current.get(a, {})
         diff = {k: int(v) for k, v in planned[a].items() if now.get(k) != int(v)}
+        diff.update({k: CLEAR for k in now if k not in planned[a]})
         if diff:
             out[a] = diff
     for a in sorted(set(managed_accounts) - set(planned)):

@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ...cluster.base import Snapshot
@@ -40,6 +40,47 @@ class ProfileIndex:
     def __init__(self, profiles_rows: Iterable[Mapping[str, Any]], shipped_rows: Iterable[Mapping[str, Any]]):
         self.profiles = _index(profiles_rows)
         self.shipped = {(c, g): v for (_a, c, g), v in _index(shipped_rows).items()}
+
+    def class_speeds(self, gpu_types: Iterable[str]) -> dict[str, dict[str, float]]:
+        """class -> type -> speed relative to the class's slowest of ``gpu_types``, from the site-wide and
+        shipped profiles (site-wide first), for classes measured on at least two of the types."""
+        types = list(gpu_types)
+        rows: dict[str, dict[str, float]] = {}
+        for (a, c, g), v in self.profiles.items():
+            if not a and g in types and v > 0:
+                rows.setdefault(c, {})[g] = v
+        for (c, g), v in self.shipped.items():
+            if g in types and v > 0:
+                rows.setdefault(c, {}).setdefault(g, v)
+        out = {}
+        for c, row in rows.items():
+            if len(row) >= 2:
+                slow = min(row.values())
+                out[c] = {g: v / slow for g, v in row.items()}
+        return out
+
+    def site_speed(self, gpu_types: Iterable[str]) -> dict[str, float]:
+        """type -> the mean, over every profiled class (the store's and the shipped ones) measured on at least
+        two of ``gpu_types``, of its speed there relative to its slowest of them: which types are fast here,
+        for jobs nothing is known about."""
+        types = list(gpu_types)
+        groups: dict[tuple[str, str], dict[str, float]] = {}
+        for (a, c, g), v in self.profiles.items():
+            if g in types and v > 0:
+                groups.setdefault((a, c), {})[g] = v
+        for (c, g), v in self.shipped.items():
+            if g in types and v > 0:
+                groups.setdefault(("", c), {}).setdefault(g, v)
+        tot = {g: 0.0 for g in types}
+        cnt = {g: 0 for g in types}
+        for row in groups.values():
+            if len(row) < 2:
+                continue
+            slow = min(row.values())
+            for g, v in row.items():
+                tot[g] += v / slow
+                cnt[g] += 1
+        return {g: (tot[g] / cnt[g] if cnt[g] else 0.0) for g in types}
 
     def lookup(self, account: str, cls: str, gpu_types: Iterable[str]) -> tuple[dict[str, float], dict[str, str]]:
         thr: dict[str, float] = {}
@@ -85,6 +126,8 @@ class Built:
     throughput: dict[str, dict[str, dict[str, float]]]  # account -> class -> type -> raw throughput used
     sources: dict[str, dict[str, dict[str, str]]]  # account -> class -> type -> source
     capacity: dict[str, int]
+    site_speed: dict[str, float] = field(default_factory=dict)  # ProfileIndex.site_speed
+    class_speed: dict[str, dict[str, float]] = field(default_factory=dict)  # ProfileIndex.class_speeds
 
 
 def tenant_weights(snapshot: Snapshot, accounts: Iterable[str], cfg: Any) -> tuple[dict[str, str], dict[str, float]]:
@@ -145,6 +188,24 @@ def build_problem(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassDema
             tenants.append(Tenant(name=t, classes=tuple(classes), weight=weights[t]))
     problem = Problem(gpu_types=dict(capacity), tenants=tuple(tenants))
     return Built(problem=problem, rows=rows, tenant_of=tenant_of, weights=weights, throughput=thr_all,
-                 sources=src_all, capacity=dict(capacity))
+                 sources=src_all, capacity=dict(capacity), site_speed=index.site_speed(types),
+                 class_speed=index.class_speeds(types))
 
 
+
+
+def type_order(built: Built, account: str) -> list[str]:
+    """The GPU types of the cluster in the order the account's untyped jobs should try them: fastest first by
+    the sum over its classes of their speed relative to each class's slowest type (a class that cannot use a
+    type adds 0 there), then the site's speed (:meth:`ProfileIndex.site_speed`), then the most GPUs, then the
+    name."""
+    score = {g: 0.0 for g in built.capacity}
+    for thr in built.throughput.get(account, {}).values():
+        vals = [v for g, v in thr.items() if v > 0 and built.capacity.get(g, 0) > 0]
+        if not vals:
+            continue
+        slow = min(vals)
+        for g, v in thr.items():
+            if g in score and v > 0:
+                score[g] += v / slow
+    return sorted(built.capacity, key=lambda g: (-score[g], -built.site_speed.get(g, 0.0), -built.capacity[g], g))

@@ -6,79 +6,151 @@ jobs it typed carry ``fair:flex`` in their comment (Job.flexible).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable, Mapping
 
 from ...cluster.base import Job, Snapshot, supports_pending_retype
-from .demand import gpus_in_use, pending_typed, typed_claims
+from .demand import FreeGPUs, gpus_in_use, pending_typed, startable
 from .limits import Plan
 from .problem import SRC_ASSUMED
 
 DEFAULT_TARGET = "*"  # key of the map's default line (accounts without a line of their own)
+CLASS_NAME = re.compile(r"[A-Za-z0-9_.\-]+")  # a class the map can name (job_submit.lua's rule for names)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One line of the type map: the types an account's untyped jobs get, in order, each with its room (the
+    GPUs job_submit.lua may hand out there until the next map), and why."""
+
+    types: tuple[tuple[str, int], ...]
+    reason: str
+    blocks: Mapping[str, int] = field(default_factory=dict)  # type -> largest job that fits now (none: no bound)
+
+    @property
+    def first(self) -> str:
+        return self.types[0][0]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"types": [[t, n] for t, n in self.types], "reason": self.reason, "blocks": dict(self.blocks)}
 
 
 def share_room(plan: Plan, in_use: Mapping[str, Mapping[str, int]],
                pending: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
-    """account -> type -> room in its share: limit − GPUs in use − GPUs of pending jobs typed for it."""
-    return {a: {g: int(plan.limits[a].get(g, 0)) - int(in_use.get(a, {}).get(g, 0)) - int(pending.get(a, {}).get(g, 0))
+    """account -> type -> room under its limit: limit − GPUs in use − GPUs of pending jobs typed for it."""
+    return {a: {g: plan.limit(a, g) - int(in_use.get(a, {}).get(g, 0)) - int(pending.get(a, {}).get(g, 0))
                 for g in plan.capacity}
             for a in plan.accounts}
 
 
 def _speed(throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None, account: str, g: str) -> float:
-    """Sum over the account's classes of their throughput on ``g`` (0 when unknown)."""
-    classes = (throughput or {}).get(account, {})
-    return float(sum(float(x.get(g, 0.0)) for x in classes.values()))
+    """Sum over the account's classes of their throughput on ``g`` relative to the class's slowest type (0 when
+    unknown)."""
+    out = 0.0
+    for x in (throughput or {}).get(account, {}).values():
+        vals = [float(v) for v in x.values() if float(v) > 0]
+        if vals and float(x.get(g, 0.0)) > 0:
+            out += float(x[g]) / min(vals)
+    return out
 
 
-def default_target(plan: Plan, idle: Mapping[str, int] | None = None,
-                   claims: Mapping[str, int] | None = None) -> tuple[str, str] | None:
-    """The map's ``*`` line: the type with the most capacity no account's limit holds (capacity − Σ limits);
-    ties: the most idle GPUs now (``idle``), then the most GPUs no typed job asks for (capacity − ``claims``,
-    :func:`typed_claims`: where typed demand contends least, an account's first untyped jobs are most likely
-    to fit its coming share), then the name. None when the cluster has no GPU type."""
-    if not plan.capacity:
-        return None
-    free = {g: int(c) - sum(int(plan.limits[a].get(g, 0)) for a in plan.accounts) for g, c in plan.capacity.items()}
-    idle = idle or {}
-    unclaimed = {g: int(c) - int((claims or {}).get(g, 0)) for g, c in plan.capacity.items()}
-    g = min(plan.capacity, key=lambda g: (-free[g], -int(idle.get(g, 0)), -unclaimed[g], g))
-    if free[g] > 0:
-        return g, f"most GPUs not held by any account's limit ({free[g]} of {plan.capacity[g]})"
-    if int(idle.get(g, 0)) > 0:
-        return g, f"most idle GPUs now ({int(idle.get(g, 0))} of {plan.capacity[g]})"
-    return g, f"fewest GPUs asked for by typed jobs ({plan.capacity[g] - unclaimed[g]} of {plan.capacity[g]})"
+def _usable_by_all(throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None, account: str,
+                   types: list[str]) -> list[str]:
+    """The types every class of the account can run on (a throughput > 0 there, where its profile names the
+    type): the map is per account, so an untyped job of any of its classes may get them. None in common:
+    every type some class can run on."""
+    classes = [x for x in (throughput or {}).get(account, {}).values() if any(float(v) > 0 for v in x.values())]
+    common = [g for g in types if all(float(x.get(g, 0.0)) > 0 for x in classes)]
+    if common:
+        return common
+    return [g for g in types if any(float(x.get(g, 0.0)) > 0 for x in classes)] or list(types)
 
 
 def untyped_targets(plan: Plan, snapshot: Snapshot,
-                    throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None
-                    ) -> dict[str, tuple[str, str]]:
-    """account -> (GPU type, reason) for untyped GPU requests, plus ``"*"`` (:func:`default_target`).
+                    throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
+                    reclaim: bool = False, site_speed: Mapping[str, float] | None = None,
+                    class_speed: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Target]:
+    """account -> :class:`Target` for its untyped GPU requests, plus ``"*"`` for accounts without a line.
 
-    Rules: an account gets the type where its share has the most room (:func:`share_room`: limit minus GPUs
-    in use minus GPUs of its pending jobs already typed for that type); ties go to the type its classes run
-    fastest on (sum of ``throughput[account][class][type]``, when known), then to the name. An account with
-    no room on any type gets the ``*`` type (its jobs wait for the next round's limits there). Accounts of
-    the plan only; others use ``*``. Pure: the map file is written by ``daemon/publish.py``.
+    Per account and type two kinds of room: *free* room — GPUs idle now and not about to be taken by pending
+    jobs typed for that type that fit them, within the account's limit; and *guaranteed* room — its guarantee minus what it uses and what
+    its pending jobs typed there already hold. Only types every class of the account can run on are listed
+    (:func:`_usable_by_all`). The line lists the types with room, fastest first for the
+    account's classes (:func:`_speed`; ties: the site's speed ``site_speed``, then more room, then name), each
+    with the larger of its two rooms and, for free room, the largest job that fits it now (node by node). For
+    each class of the account, an ``account/class`` line orders the
+    types for that class alone (fastest for it first; job_submit.lua finds a job's class as the daemon does):
+    the account's rooms, the class's order; ``*/class`` lines do the same from the site-wide profiles
+    (``class_speed``) for every class in accounts without their own line.
+    With ``reclaim`` (preemption on: borrowed GPUs come back) guaranteed room on a busy type counts like free
+    room; without, the types with free room come first, so a job never waits for a borrowed GPU while
+    another type has one idle. An account with room nowhere gets the type of its largest guarantee (then its
+    fastest): its jobs wait there. ``*``: free room under the capacity minus every claim, fastest first on
+    average over all classes known. Pure: the map file is written by ``daemon/publish.py``.
     """
     in_use = gpus_in_use(snapshot)
-    room = share_room(plan, in_use, pending_typed(snapshot))
-    usage = snapshot.gpu_types()
-    idle = {g: max(u.total - u.unusable - u.allocated, 0) for g, u in usage.items()}
-    dflt = default_target(plan, idle, typed_claims(snapshot))
-    out: dict[str, tuple[str, str]] = {}
-    if dflt is None:
+    typed = pending_typed(snapshot, startable_only=True)
+    types = [t for t in plan.capacity if plan.capacity[t] > 0] or list(plan.capacity)
+    # idle GPUs less those pending typed jobs will take at the next scheduling pass (those that fit, by priority)
+    nodes = FreeGPUs.of(snapshot)
+    for j in sorted((j for j in snapshot.jobs if startable(j) and j.gpu_type in plan.capacity and j.gpus > 0),
+                    key=lambda j: (-j.site_factor, j.submit_time, j.job_id)):
+        nodes.take(j.gpu_type, j.gpus)
+    idle = nodes.totals()
+    free = {g: int(idle.get(g, 0)) for g in types}
+    block = {g: nodes.block(g) for g in types}
+    out: dict[str, Target] = {}
+    if not types:
         return out
-    types = sorted(t for t in plan.capacity if plan.capacity[t] > 0) or sorted(plan.capacity)
     for a in plan.accounts:
-        g = min(types, key=lambda g: (-room[a][g], -_speed(throughput, a, g), g))
-        if room[a][g] > 0:
-            lim = int(plan.limits[a].get(g, 0))
-            used = int(in_use.get(a, {}).get(g, 0))
-            out[a] = (g, f"most room in its share: limit {lim}, in use {used}, pending {lim - used - room[a][g]}")
+        used, mine = in_use.get(a, {}), typed.get(a, {})
+        speed = {g: _speed(throughput, a, g) for g in types}
+        ok = _usable_by_all(throughput, a, types)
+        site = site_speed or {}
+        g_room = {g: max(0, int(plan.real.get(a, {}).get(g, 0)) - int(used.get(g, 0)) - int(mine.get(g, 0)))
+                  for g in types}
+        f_room = {g: max(0, min(plan.limit(a, g) - int(used.get(g, 0)) - int(mine.get(g, 0)), free[g]))
+                  for g in types}
+        room = {g: max(g_room[g], f_room[g]) for g in types}
+        if reclaim:
+            key = (lambda g: (-speed[g], -site.get(g, 0.0), -room[g], g))
         else:
-            out[a] = (dflt[0], f"no room in its share now; {dflt[1]}")
-    out[DEFAULT_TARGET] = dflt
+            key = (lambda g: (f_room[g] == 0, -speed[g], -site.get(g, 0.0), -room[g], g))
+        listed = tuple((g, room[g]) for g in sorted((g for g in ok if room[g] > 0), key=key))
+        if listed:
+            why = ", ".join(f"{g} {n} ({'free' if f_room[g] >= g_room[g] else 'guaranteed'})" for g, n in listed)
+            out[a] = Target(listed, f"room: {why}", {g: block[g] for g, _n in listed if f_room[g] >= g_room[g]})
+        else:
+            g = min(ok, key=lambda g: (-int(plan.real.get(a, {}).get(g, 0)), -speed[g], g))
+            out[a] = Target(((g, 0),), f"no room on any type now; waits for {g} "
+                            f"(guarantee {int(plan.real.get(a, {}).get(g, 0))})")
+        for cls, thr in sorted((throughput or {}).get(a, {}).items()):
+            vals = [float(v) for g, v in thr.items() if g in types and float(v) > 0]
+            if not vals or not CLASS_NAME.fullmatch(cls):
+                continue
+            slow = min(vals)
+            rel = {g: float(thr.get(g, 0.0)) / slow for g in types}
+            order = sorted((g for g in types if rel[g] > 0), key=lambda g: (-rel[g], -site.get(g, 0.0), g))
+            if order:
+                out[f"{a}/{cls}"] = Target(tuple((g, 0) for g in order), "class order")
+    site = site_speed or {}
+    for cls, rel in sorted((class_speed or {}).items()):
+        order = sorted((g for g in types if float(rel.get(g, 0.0)) > 0),
+                       key=lambda g: (-float(rel[g]), -site.get(g, 0.0), g))
+        if order and CLASS_NAME.fullmatch(cls):
+            out[f"{DEFAULT_TARGET}/{cls}"] = Target(tuple((g, 0) for g in order), "class order")
+    claimed = {g: sum(int(c.get(g, 0)) for c in plan.claims.values()) for g in types}
+    avg = {g: float((site_speed or {}).get(g, 0.0)) for g in types}
+    open_room = {g: max(0, min(int(plan.capacity[g]) - claimed[g], free[g])) for g in types}
+    listed = tuple((g, open_room[g]) for g in sorted((g for g in types if open_room[g] > 0),
+                                                    key=lambda g: (-avg[g], -open_room[g], g)))
+    if listed:
+        out[DEFAULT_TARGET] = Target(listed, "free GPUs no waiting account's guarantee holds",
+                                     {g: block[g] for g, _n in listed})
+    else:
+        g = min(types, key=lambda g: (-(plan.capacity[g] - claimed[g]), -avg[g], g))
+        out[DEFAULT_TARGET] = Target(((g, 0),), f"no free GPU now; fewest claimed: {g}")
     return out
 
 
@@ -100,10 +172,13 @@ def explore_plan(plan: Plan, snapshot: Snapshot, sources: Mapping[str, Mapping[s
     :func:`explore_targets`) that has no room in its share on any type the class has no profile on, but has
     room (limit not used by running or typed pending jobs) on another type, moves one GPU of its limit from
     there to such a type, if that type has a GPU no account's limit holds. Its total (``ANY_GPU``) is
-    unchanged and nobody else's limit moves. One GPU per account per round. Returns (plan, moves)."""
+    unchanged and nobody else's limit moves. One GPU per account per round. Returns (plan, moves). Nothing to
+    move when limits lend (``plan.lend``): every GPU nobody claims is within every account's limit already."""
+    if plan.lend:
+        return plan, []
     rep = set(reporting)
     room = share_room(plan, gpus_in_use(snapshot), pending_typed(snapshot))
-    held = {g: sum(int(plan.limits[a].get(g, 0)) for a in plan.accounts) for g in plan.capacity}
+    held = {g: sum(plan.limit(a, g) for a in plan.accounts) for g in plan.capacity}
     limits = {a: dict(v) for a, v in plan.limits.items()}
     moves: list[dict[str, Any]] = []
     for a in plan.accounts:
@@ -124,33 +199,30 @@ def explore_plan(plan: Plan, snapshot: Snapshot, sources: Mapping[str, Mapping[s
     return (replace(plan, limits=limits) if moves else plan), moves
 
 
-def explore_targets(targets: Mapping[str, tuple[str, str]], plan: Plan, snapshot: Snapshot,
+def explore_targets(targets: Mapping[str, Target], plan: Plan, snapshot: Snapshot,
                     sources: Mapping[str, Mapping[str, Mapping[str, str]]],
-                    reporting: Iterable[tuple[str, str]]) -> dict[str, tuple[str, str]]:
+                    reporting: Iterable[tuple[str, str]]) -> dict[str, Target]:
     """``targets`` with exploration (``profiling.explore``, Gandiva_fair's opportunistic profiling): an account
     with a class that reports its throughput (``reporting``: (account, class) with a measured or harvested
-    value) but has no profile on some GPU type (source ``assumed``) gets its untyped submissions steered to
-    such a type, if its share has room there (so exploring never takes more than its share; see
-    :func:`explore_plan` for how that room is made); among several, the type with the most room, then the
-    name. An account whose target is already such a type, with room, keeps it (the reason says so). Pure; the result is what the type map publishes (per account: job_submit.lua sees no
-    class), so all of that account's untyped submissions go there until the next round."""
+    value) but has no profile on some GPU type (source ``assumed``) gets such a type first on its line, if its
+    line has room there (so exploring never takes more than the account may use; see :func:`explore_plan`
+    for how hard caps make that room); among several, the type with the most room, then the name. Pure; the
+    result is what the type map publishes (per account: job_submit.lua sees no class), so the account's
+    untyped submissions go there first until the next round."""
     rep = set(reporting)
-    room = share_room(plan, gpus_in_use(snapshot), pending_typed(snapshot))
     out = dict(targets)
-    for a, (g0, why) in targets.items():
-        if a == DEFAULT_TARGET or a not in room:
+    for a, tg in targets.items():
+        if a == DEFAULT_TARGET:
             continue
         gaps = _gaps(a, sources, rep, plan.capacity)
-        if not gaps:
+        room = {g: n for g, n in tg.types if n > 0}
+        cands = [g for g in sorted(gaps) if room.get(g, 0) > 0]
+        if not cands:
             continue
-        if g0 in gaps:
-            if room[a].get(g0, 0) > 0:
-                out[a] = (g0, f"explore: class {gaps[g0]} has no profile on {g0}; {why}")
-            continue
-        cands = [g for g in sorted(gaps) if room[a].get(g, 0) > 0]
-        if cands:
-            g = max(cands, key=lambda t: (room[a][t], -cands.index(t)))
-            out[a] = (g, f"explore: class {gaps[g]} has no profile on {g} (room in its share: {room[a][g]})")
+        g = max(cands, key=lambda t: (room[t], -cands.index(t)))
+        rest = tuple((t, n) for t, n in tg.types if t != g)
+        out[a] = Target(((g, room[g]),) + rest,
+                        f"explore: class {gaps[g]} has no profile on {g} (room {room[g]}); {tg.reason}")
     return out
 
 
@@ -176,38 +248,45 @@ def with_retypes(snapshot: Snapshot, moves: Iterable[Retype]) -> Snapshot:
 
 
 def retype_moves(plan: Plan, snapshot: Snapshot, max_moves: int = 10,
-                 throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None) -> list[Retype]:
-    """Pending flexible jobs to move to a type with room (apply only where Slurm supports retyping).
+                 throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
+                 runs_on: Callable[[Job], Iterable[str]] | None = None) -> list[Retype]:
+    """Pending flexible jobs to move to a type where they can start now (apply only where Slurm supports
+    retyping).
 
-    Per account and type, the room left after running jobs (limit − in use) is handed to its pending jobs
-    of that type oldest first (held jobs skipped); a flexible job that no longer fits moves to the type with
-    the most room left that fits it whole (ties: faster for the account's classes, then name), which
-    then holds those GPUs. At most ``max_moves`` jobs, oldest first.
+    Per type, the GPUs idle now are handed to the pending startable jobs typed for it, highest priority first
+    (SiteFactor, then submit time, then id), each within its account's limit room there (limit − in use); a
+    flexible job that gets none moves to the type where it fits whole in both (idle GPUs left and its
+    account's limit room), fastest for its account first (then name), which then holds those GPUs. Idle
+    GPUs are placed node by node (:class:`.demand.FreeGPUs`). ``runs_on(job)``: the types the job may be moved to (where its class is known to run; None:
+    every type). At most ``max_moves`` jobs.
     """
     in_use = gpus_in_use(snapshot)
-    free = {a: {g: int(plan.limits[a].get(g, 0)) - int(in_use.get(a, {}).get(g, 0)) for g in plan.capacity}
+    nodes = FreeGPUs.of(snapshot)
+    room = {a: {g: plan.limit(a, g) - int(in_use.get(a, {}).get(g, 0)) for g in plan.capacity}
             for a in plan.accounts}
     waiting = sorted((j for j in snapshot.jobs
-                      if j.pending and j.gpu_type and j.gpus > 0 and j.account in free
-                      and not j.reason.startswith("JobHeld")),
-                     key=lambda j: (j.submit_time, j.job_id))
+                      if startable(j) and j.gpu_type in plan.capacity and j.gpus > 0 and j.account in room),
+                     key=lambda j: (-j.site_factor, j.submit_time, j.job_id))
+    can = {j.job_id: set(runs_on(j)) if runs_on else set(plan.capacity) for j in waiting}
     misfits: list[Job] = []
     for j in waiting:
-        row = free[j.account]
-        if row.get(j.gpu_type, 0) >= j.gpus:
-            row[j.gpu_type] -= j.gpus
+        r = room[j.account]
+        if r[j.gpu_type] >= j.gpus and nodes.take(j.gpu_type, j.gpus):
+            r[j.gpu_type] -= j.gpus
         elif j.flexible:
             misfits.append(j)
     moves: list[Retype] = []
     for j in misfits:
         if len(moves) >= max_moves:
             break
-        row = free[j.account]
-        fits = [g for g in row if g != j.gpu_type and row[g] >= j.gpus]
+        r = room[j.account]
+        fits = [g for g in plan.capacity if g != j.gpu_type and g in can[j.job_id] and r[g] >= j.gpus
+                and nodes.fits(g, j.gpus)]
         if not fits:
             continue
-        g = min(fits, key=lambda g: (-row[g], -_speed(throughput, j.account, g), g))
-        row[g] -= j.gpus
+        g = min(fits, key=lambda g: (-_speed(throughput, j.account, g), g))
+        nodes.take(g, j.gpus)
+        r[g] -= j.gpus
         moves.append(Retype(j.job_id, j.account, j.gpu_type, g, j.gpus_per_node))
     return moves
 

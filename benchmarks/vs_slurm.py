@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Every share policy against Slurm alone, side by side, in the simulator (issue "Never slower than Slurm alone").
+
+Usage: python3 benchmarks/vs_slurm.py [--policies oef-coop,gavel,...] [--loads 0.3,0.6,0.9] [--jobs 160]
+                                      [--gavel 23dbec,51b7ef] [--variants plain,preempt,upgrade]
+                                      [--cluster k80=16,p100=16,v100=16] [--processes 2] [--json FILE]
+
+Workloads (each simulated with the daemon's own round code, ``slurm_fair.sim.engine.simulate``):
+
+* generated traces (``slurm-fair simulate --generate``'s generator: Poisson arrivals, Philly's GPU counts,
+  exponential durations of mean 4 h on the slowest type, 6 accounts, the shipped Gavel job classes) at each
+  offered load of ``--loads``. The offered load is the GPU-time the arrivals bring per second of arrivals,
+  each job's time taken at its class's capacity-weighted mean speed over the GPU types (as if it ran on a
+  GPU drawn in proportion to the cluster's types), divided by the GPUs: ``λ · E[g · work / r̄] / N``;
+* the shared Gavel traces named by ``--gavel`` (Gavel's measured throughputs, one account per job, as in the
+  validation against Gavel's simulator).
+
+For each workload: Slurm alone (``--dry-run``: the daemon computes but sets no limit, SiteFactor or type map)
+and each policy in each variant (``plain``: limits, SiteFactor and the type map; ``preempt``: plus reclaim
+preemption, 60-s grace, 10-min lease; ``upgrade``: plus upgrade moves). Printed: mean and p95 JCT, makespan,
+utilization, max ρ, the rounds with envy / a sharing-incentive violation of the placed GPUs, and the ratios to
+Slurm alone. ``--json`` writes every number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from slurm_fair.cli.table import render  # noqa: E402
+from slurm_fair.sim.cluster import cluster_spec  # noqa: E402
+from slurm_fair.sim.engine import simulate  # noqa: E402
+from slurm_fair.sim.traces import generate, read_gavel  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "gavel"
+POLICIES = "oef-coop,oef-noncoop,gavel,gandiva-fair,max-throughput,equal-share,bud,themis,hadar"
+VARIANTS = {"plain": {}, "preempt": {"preemption": True}, "upgrade": {"preemption": True, "upgrade": True}}
+MEAN_DURATION = 4 * 3600.0
+ACCOUNTS = 6
+
+
+def offered_load(trace, nodes) -> float:
+    """λ · E[g · work / r̄] / N of a trace on ``nodes`` (module docstring)."""
+    cap: dict[str, int] = {}
+    for g in nodes.values():
+        for t, c in g.items():
+            cap[t] = cap.get(t, 0) + c
+    n = sum(cap.values())
+    busy = 0.0
+    for j in trace.jobs:
+        thr = trace.throughput[j.cls]
+        usable = {t: c for t, c in cap.items() if thr.get(t, 0) > 0}
+        mean = sum(c * thr[t] for t, c in usable.items()) / sum(usable.values())
+        busy += j.work / mean * j.gpus  # thr is the whole job's rate: its GPU-seconds = time x gpus
+    subs = sorted(j.submit for j in trace.jobs)
+    span = (subs[-1] - subs[0]) * len(subs) / max(len(subs) - 1, 1) if len(subs) > 1 else 1.0
+    return busy / span / n
+
+
+def generated(load: float, jobs: int, nodes, seed: int):
+    """A generated trace whose offered load is ``load`` (the rate found by scaling a probe)."""
+    probe = generate(seed=seed, jobs=jobs, accounts=ACCOUNTS, rate=10.0, mean_duration=MEAN_DURATION)
+    rate = 10.0 * load / offered_load(probe, nodes)
+    return generate(seed=seed, jobs=jobs, accounts=ACCOUNTS, rate=rate, mean_duration=MEAN_DURATION)
+
+
+_TASKS: list = []  # filled before the pool forks (traces hold read-only mappings that do not pickle)
+
+
+def _run(i: int):
+    name, trace, nodes, policy, variant, round_s = _TASKS[i]
+    opts = VARIANTS.get(variant, {})
+    kw = {"preemption": bool(opts.get("preemption"))}
+    if opts.get("upgrade"):
+        kw["upgrade"] = True
+    t0 = time.monotonic()
+    if policy == "slurm":
+        r = simulate(trace, nodes, "oef-coop", round_s=round_s, dry_run=True)
+    else:
+        r = simulate(trace, nodes, policy, round_s=round_s, **kw)
+    f = (r.fairness or {}).get("real", {})
+    return name, policy, variant, {
+        "mean_jct": r.mean_jct, "p95_jct": r.p95_jct, "makespan": r.makespan, "utilization": r.utilization,
+        "max_rho": r.max_rho, "finished": r.finished, "jobs": r.jobs, "preemptions": r.preemptions,
+        "envy_rounds": f.get("rounds_with_envy"), "si_rounds": f.get("rounds_with_si_violation"),
+        "rounds": r.rounds, "errors": r.round_errors[:3], "wall": time.monotonic() - t0,
+        "wait_by_size": _wait_by_size(r),
+    }
+
+
+def _wait_by_size(r) -> dict[int, float]:
+    """Mean queue wait (first start − submit) per job size."""
+    acc: dict[int, list[float]] = {}
+    for row in r.job_rows:
+        if row.get("start") is not None:
+            acc.setdefault(int(row["gpus"]), []).append(row["start"] - row["submit"])
+    return {g: sum(v) / len(v) for g, v in sorted(acc.items())}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--policies", default=POLICIES)
+    ap.add_argument("--loads", default="0.3,0.6,0.9")
+    ap.add_argument("--jobs", type=int, default=160)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--gavel", default="23dbec,51b7ef", help="shared Gavel trace ids ('' for none)")
+    ap.add_argument("--variants", default="plain,preempt")
+    ap.add_argument("--cluster", default="k80=16,p100=16,v100=16")
+    ap.add_argument("--round", type=float, default=300.0)
+    ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument("--json", metavar="FILE")
+    a = ap.parse_args()
+    nodes = cluster_spec(a.cluster)
+    workloads = []
+    for load in (float(x) for x in a.loads.split(",") if x.strip()):
+        workloads.append((f"generated {load:.0%}", generated(load, a.jobs, nodes, a.seed)))
+    for tid in (x.strip() for x in a.gavel.split(",") if x.strip()):
+        t = read_gavel([SHARED / "traces" / f"{tid}.trace"], SHARED / "physical_cluster_throughputs.json",
+                       accounts="job", unmeasured="scale")
+        workloads.append((f"gavel {tid}", t))
+    policies = [p.strip() for p in a.policies.split(",") if p.strip()]
+    variants = [v.strip() for v in a.variants.split(",") if v.strip()]
+    tasks = []
+    for name, trace in workloads:
+        tasks.append((name, trace, nodes, "slurm", "-", a.round))
+        for p in policies:
+            for v in variants:
+                tasks.append((name, trace, nodes, p, v, a.round))
+    _TASKS[:] = tasks
+    t0 = time.monotonic()
+    with mp.get_context("fork").Pool(a.processes) as pool:
+        results = pool.map(_run, range(len(tasks)), chunksize=1)
+    wall = time.monotonic() - t0
+    base = {name: m for name, p, v, m in results if p == "slurm"}
+    rows = []
+    for name, p, v, m in results:
+        b = base[name]
+
+        def ratio(k, m=m, b=b):
+            return f"{m[k] / b[k]:.2f}" if m.get(k) and b.get(k) else "-"
+
+        rows.append([name, "Slurm alone" if p == "slurm" else p, v,
+                     f"{m['mean_jct']:.0f}" if m["mean_jct"] else "-", ratio("mean_jct"), ratio("p95_jct"),
+                     ratio("makespan"), f"{m['utilization']:.2f}", f"{m['max_rho']:.1f}" if m["max_rho"] else "-",
+                     "-" if m["envy_rounds"] is None else f"{m['envy_rounds']}/{m['rounds']}",
+                     "-" if m["si_rounds"] is None else str(m["si_rounds"]), m["preemptions"],
+                     f"{m['finished']}/{m['jobs']}", "; ".join(m["errors"])[:40]])
+    print(f"{a.cluster}, round {a.round:g} s, {len(tasks)} simulations in {wall:.0f} s")
+    print(render(["workload", "policy", "variant", "mean JCT s", "JCT/Slurm", "p95/Slurm", "makespan/Slurm",
+                  "util", "max rho", "envy rounds", "SI rounds", "preempt", "done", "errors"], rows))
+    if a.json:
+        Path(a.json).write_text(json.dumps([{"workload": n, "policy": p, "variant": v, **m} for n, p, v, m in results],
+                                           indent=1))
+
+
+if __name__ == "__main__":
+    main()
