@@ -109,7 +109,7 @@ def main() -> None:
     ap.add_argument("--policies", default=POLICIES)
     ap.add_argument("--loads", default="0.3,0.6,0.9")
     ap.add_argument("--jobs", type=int, default=160)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", type=int, default=3, help="generated traces per load (seeds 0..N-1)")
     ap.add_argument("--gavel", default="23dbec,51b7ef", help="shared Gavel trace ids ('' for none)")
     ap.add_argument("--variants", default="plain,preempt")
     ap.add_argument("--cluster", default="k80=16,p100=16,v100=16")
@@ -120,7 +120,8 @@ def main() -> None:
     nodes = cluster_spec(a.cluster)
     workloads = []
     for load in (float(x) for x in a.loads.split(",") if x.strip()):
-        workloads.append((f"generated {load:.0%}", generated(load, a.jobs, nodes, a.seed)))
+        for seed in range(a.seeds):
+            workloads.append((f"generated {load:.0%}#{seed}", generated(load, a.jobs, nodes, seed)))
     for tid in (x.strip() for x in a.gavel.split(",") if x.strip()):
         t = read_gavel([SHARED / "traces" / f"{tid}.trace"], SHARED / "physical_cluster_throughputs.json",
                        accounts="job", unmeasured="scale")
@@ -139,22 +140,34 @@ def main() -> None:
         results = pool.map(_run, range(len(tasks)), chunksize=1)
     wall = time.monotonic() - t0
     base = {name: m for name, p, v, m in results if p == "slurm"}
-    rows = []
+    groups: dict[tuple[str, str, str], list[tuple[dict, dict]]] = {}
     for name, p, v, m in results:
-        b = base[name]
+        groups.setdefault((name.split("#")[0], p, v), []).append((m, base[name]))
+    rows = []
+    for (name, p, v), runs in groups.items():
+        def tot(k, which):
+            vals = [r[which][k] for r in runs if r[0].get(k) and r[1].get(k)]
+            return sum(vals) if vals else None
 
-        def ratio(k, m=m, b=b):
-            return f"{m[k] / b[k]:.2f}" if m.get(k) and b.get(k) else "-"
+        def ratio(k):
+            a_, b_ = tot(k, 0), tot(k, 1)
+            return f"{a_ / b_:.2f}" if a_ and b_ else "-"
 
-        rows.append([name, "Slurm alone" if p == "slurm" else p, v,
-                     f"{m['mean_jct']:.0f}" if m["mean_jct"] else "-", ratio("mean_jct"), ratio("p95_jct"),
-                     ratio("makespan"), f"{m['utilization']:.2f}", f"{m['max_rho']:.1f}" if m["max_rho"] else "-",
-                     "-" if m["envy_rounds"] is None else f"{m['envy_rounds']}/{m['rounds']}",
-                     "-" if m["si_rounds"] is None else str(m["si_rounds"]), m["preemptions"],
-                     f"{m['finished']}/{m['jobs']}", "; ".join(m["errors"])[:40]])
-    print(f"{a.cluster}, round {a.round:g} s, {len(tasks)} simulations in {wall:.0f} s")
-    print(render(["workload", "policy", "variant", "mean JCT s", "JCT/Slurm", "p95/Slurm", "makespan/Slurm",
-                  "util", "max rho", "envy rounds", "SI rounds", "preempt", "done", "errors"], rows))
+        worst = max((m["mean_jct"] / b["mean_jct"] for m, b in runs if m["mean_jct"] and b["mean_jct"]), default=None)
+        n = len(runs)
+        mean = (lambda k: sum(m[k] for m, _b in runs if m[k] is not None) / n)
+        rows.append([name, "Slurm alone" if p == "slurm" else p, v, n,
+                     f"{mean('mean_jct'):.0f}", ratio("mean_jct"), "-" if worst is None else f"{worst:.2f}",
+                     ratio("p95_jct"), ratio("makespan"), f"{mean('utilization'):.2f}", ratio("max_rho"),
+                     sum(m["envy_rounds"] or 0 for m, _b in runs), sum(m["rounds"] for m, _b in runs),
+                     sum(m["si_rounds"] or 0 for m, _b in runs), sum(m["preemptions"] for m, _b in runs),
+                     f"{sum(m['finished'] for m, _b in runs)}/{sum(m['jobs'] for m, _b in runs)}",
+                     "; ".join(e for m, _b in runs for e in m["errors"])[:40]])
+    print(f"{a.cluster}, round {a.round:g} s, {len(tasks)} simulations in {wall:.0f} s; ratios are of sums over the "
+          "traces of a workload (worst: the largest per-trace mean-JCT ratio)")
+    print(render(["workload", "policy", "variant", "traces", "mean JCT s", "JCT/Slurm", "worst", "p95/Slurm",
+                  "makespan/Slurm", "util", "max rho/Slurm", "envy rounds", "rounds", "SI rounds", "preempt", "done",
+                  "errors"], rows))
     if a.json:
         Path(a.json).write_text(json.dumps([{"workload": n, "policy": p, "variant": v, **m} for n, p, v, m in results],
                                            indent=1))

@@ -262,7 +262,7 @@ SPEC: dict[str, dict[str, Key]] = {
     },
     "policy": {
         "name": Key(
-            "oef-noncoop", _policy,
+            "oef-coop", _policy,
             "oef-noncoop | oef-coop | max-throughput | equal-share | gavel | gandiva-fair | bud | themis | hadar.",
         ),
         "solver": Key("", _solver, 'LP solver: "" = the policy\'s own choice (the fastest exact one it has), or '
@@ -342,6 +342,17 @@ SPEC: dict[str, dict[str, Key]] = {
         ),
         "signal": Key("USR1", _signal, 'Checkpoint signal sent to the batch shell, e.g. "USR1" (scancel --signal=SIG --batch).'),
         "max_jobs_per_round": Key(10, _pos_int, "At most this many jobs are signalled per round (>= 1)."),
+        "upgrade": Key(
+            False, _bool,
+            "true = upgrade moves: a running fair:flex job on a slow GPU type is checkpointed and requeued onto a\n"
+            "faster type with idle GPUs when the time it saves exceeds upgrade_cost (needs Slurm >= 23.02.6 to\n"
+            "retype the requeued job, and enabled = true).",
+        ),
+        "upgrade_cost": Key(
+            300, _nonneg,
+            "Seconds a move costs the job (restart, reload, the work since its last checkpoint; >= 0): a move\n"
+            "must save more than this.",
+        ),
     },
     "profiling": {
         "min_throughput": Key(1e-6, _positive, "Smallest throughput (steps/s) a report or profile may have (> 0)."),
@@ -406,7 +417,7 @@ class DaemonConfig:
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    name: str = "oef-noncoop"
+    name: str = "oef-coop"
     solver: str = ""
     themis_f: float = 0.8
     themis_lease: float = 600
@@ -465,6 +476,8 @@ class PreemptionConfig:
     min_runtime: float = 600
     signal: str = "USR1"
     max_jobs_per_round: int = 10
+    upgrade: bool = False
+    upgrade_cost: float = 300
 
 
 @dataclass(frozen=True)
@@ -588,6 +601,9 @@ def from_dict(data: Mapping[str, Any], source: str = "defaults", base: Path | No
     if pf.max_throughput <= pf.min_throughput:
         raise InputError("profiling.max_throughput", pf.max_throughput,
                          f"must be greater than profiling.min_throughput ({pf.min_throughput:g})")
+    if sections["preemption"].upgrade and not sections["preemption"].enabled:
+        raise InputError("preemption.upgrade", True, "needs preemption.enabled = true (a move is a checkpoint "
+                         "signal, a grace and a requeue)")
     if sections["preemption"].enabled and not sections["limits"].manage:
         raise InputError("preemption.enabled", True, "needs limits.manage = true (preemption enforces the limits)")
     db = Path(sections["daemon"].database).expanduser()

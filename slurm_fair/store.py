@@ -151,8 +151,15 @@ def _m6_profile_sources(db: sqlite_utils.Database) -> None:
     db["profile_reports"].create_index(["account", "class"])
 
 
+def _m7_upgrade_moves(db: sqlite_utils.Database) -> None:
+    """A preemption may move its job to a faster GPU type (an upgrade move): ``target_type`` is the type the job
+    is given when it is requeued (null: a reclaim, the job keeps its type)."""
+    db["preemptions"].add_column("target_type", str)
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _m1_initial, _m2_indexes, _m3_job_records, _m4_preemptions, _m5_warm_start, _m6_profile_sources,
+    _m7_upgrade_moves,
 )
 
 # hook records written by the controller (PrologSlurmctld/EpilogSlurmctld) carry the job's GPU types
@@ -797,10 +804,10 @@ class Store:
 
     def add_preemption(self, *, job_id: int, account: str, gpu_type: str, gpus: int, signal: str, reason: str,
                        grace: float, round_id: int | None = None, user: str = "", ok: bool = True,
-                       message: str = "", now: float | None = None) -> int:
+                       message: str = "", now: float | None = None, target_type: str | None = None) -> int:
         """Record a checkpoint signal sent to a job (``ok``) or that failed (state ``failed``, ``message``
         says why); returns the preemption id. A sent signal opens the preemption (state ``signalled``) until
-        ``now + grace``."""
+        ``now + grace``. ``target_type``: an upgrade move's faster type (None: a reclaim)."""
         now = time.time() if now is None else now
         step = {"time": now, "round_id": round_id, "step": "signalled" if ok else "signal-failed",
                 "message": message or (f"sent {signal}" if ok else "")}
@@ -808,7 +815,7 @@ class Store:
                "gpus": _int(gpus, "gpus"), "signal": signal, "reason": reason, "state": "signalled" if ok else "failed",
                "round_id": _int(round_id, "round_id"), "created": now, "signalled_at": now if ok else None,
                "requeue_at": now + float(grace) if ok else None, "requeued_at": None,
-               "finished_at": None if ok else now, "steps": _dumps([step])}
+               "finished_at": None if ok else now, "steps": _dumps([step]), "target_type": target_type}
         with self.transaction():
             return self.db["preemptions"].insert(row).last_pk
 

@@ -123,7 +123,7 @@ def test_config_check_prints_effective_config_and_source(cfg):
     assert 'database = "state/fair.sqlite"' in r.output and "period = 300" in r.output
     r = run("config", "check", "--json", "--config", str(cfg))
     data = json.loads(r.output)
-    assert data["source"] == str(cfg) and data["config"]["policy"]["name"] == "oef-noncoop"
+    assert data["source"] == str(cfg) and data["config"]["policy"]["name"] == "oef-coop"
 
 
 def test_config_check_uses_env_var(cfg, monkeypatch):

@@ -26,7 +26,7 @@ def test_defaults(tmp_path):
     assert cfg.daemon.early_round_after == 30
     assert cfg.daemon.dry_run is False
     assert cfg.daemon.log_level == "info"
-    assert cfg.policy.name == "oef-noncoop" and cfg.policy.solver == ""
+    assert cfg.policy.name == "oef-coop" and cfg.policy.solver == ""
     assert (cfg.cluster.backend, cfg.cluster.timeout, cfg.cluster.partitions) == ("auto", 30, ())
     assert cfg.classes.order == ("comment", "wckey", "name")
     assert dict(cfg.tenants.map) == {} and dict(cfg.tenants.weights) == {}
@@ -168,6 +168,8 @@ BAD = [
     ("preemption", "signal", '""'),
     ("preemption", "max_jobs_per_round", "0"),
     ("preemption", "max_jobs_per_round", "1.5"),
+    ("preemption", "upgrade", "2"),
+    ("preemption", "upgrade_cost", "-1"),
     ("profiling", "min_throughput", "0"),
     ("profiling", "min_throughput", "nan"),
     ("profiling", "max_throughput", "1e-9"),  # below min_throughput

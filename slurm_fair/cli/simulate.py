@@ -95,7 +95,7 @@ def store_paths(path: str | None, names: list[str]) -> dict[str, Path | None]:
 @click.option("--cluster", "spec", required=True, metavar="SPEC",
               help="GPUs per type, e.g. k80=36,p100=36,v100=36 (nodes of --node-size GPUs of one type).")
 @click.option("--node-size", type=click.IntRange(min=1), default=4, show_default=True, help="GPUs per node.")
-@click.option("--policy", "policy", default="oef-noncoop", show_default=True, metavar="NAME",
+@click.option("--policy", "policy", default="oef-coop", show_default=True, metavar="NAME",
               help="Policy of the daemon: " + ", ".join(policies.names()) + ".")
 @click.option("--compare", "compare", default=None, metavar="LIST", help="Comma-separated policies to run one after another.")
 @click.option("--round", "round_s", type=click.FloatRange(min=1), default=300.0, show_default=True,

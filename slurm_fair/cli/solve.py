@@ -87,7 +87,7 @@ def _check_table(props: dict[str, fairness.PropertyResult]) -> str:
     "--policy",
     "-p",
     "policy_name",
-    default="oef-noncoop",
+    default="oef-coop",
     show_default=True,
     metavar="NAME",
     help="Allocation policy: " + ", ".join(policies.names()) + ".",

@@ -53,6 +53,7 @@ class Record:
     signalled_at: float | None  # None when the signal failed
     requeue_at: float | None  # signalled_at + grace
     requeued_at: float | None = None
+    target_type: str | None = None  # an upgrade move's faster type (None: a reclaim)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class Action:
     reason: str
     signal: str = ""  # for kind == "signal"
     record_id: int | None = None  # the preemption this step belongs to (requeue/resolve/gone)
+    target_type: str | None = None  # an upgrade move: the type the job gets with its requeue
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,8 @@ def _lease_end(job: Job, history: Sequence[Record], min_runtime: float) -> tuple
 
 
 def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history: Sequence[Record],
-           now: float, cfg: Any, idle: Mapping[str, int] | None = None, word: str = "limit") -> Decision:
+           now: float, cfg: Any, idle: Mapping[str, int] | None = None, word: str = "limit",
+           upgrade_ok: Any = None) -> Decision:
     """The preemption steps of this round (see the module docstring).
 
     ``limits``: what each account is entitled to per type — its guarantee when limits lend (the daemon's
@@ -199,7 +202,9 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
     ``history``: every preemption the store knows for these jobs (open ones included). ``cfg``: the
     ``[preemption]`` section (grace, min_runtime, signal, max_jobs_per_round). ``idle``: GPUs free now per type:
     waiting accounts are served from them first, so nothing is preempted for GPUs that stand idle. ``word``: what
-    ``limits`` are called in the reasons ("guarantee" or "limit")."""
+    ``limits`` are called in the reasons ("guarantee" or "limit"). ``upgrade_ok(record)``: for an open upgrade
+    move whose grace is over, None when its job can still start on the target type, else why not (then it is
+    resolved, not requeued); None: every such move is resolved."""
     use = in_use(jobs)
     running = {j.job_id: j for j in jobs if j.running}
     known = {j.job_id: j for j in jobs}
@@ -231,6 +236,19 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
                                   record_id=r.id))
             continue
         g = int(job.gpus_allocated.get(r.gpu_type, r.gpus))
+        if r.target_type:  # an upgrade move: requeued onto the faster type while that still has room for it
+            if r.requeue_at is not None and now < r.requeue_at:
+                continue
+            why_not = "no check given" if upgrade_ok is None else upgrade_ok(r)
+            if why_not is None:
+                actions.append(Action("requeue", r.job_id, r.account, r.gpu_type, g,
+                                      f"grace over; upgrade move {r.gpu_type} -> {r.target_type}",
+                                      record_id=r.id, target_type=r.target_type))
+            else:
+                actions.append(Action("resolve", r.job_id, r.account, r.gpu_type, g,
+                                      f"resolved, not requeued: upgrade to {r.target_type} no longer possible "
+                                      f"({why_not})", record_id=r.id))
+            continue
         ex = excess.get(r.account, {}).get(r.gpu_type, 0)
         avail = waiting.available(r.gpu_type)
         if r.requeue_at is not None and now < r.requeue_at:  # still in its grace: counts as being freed

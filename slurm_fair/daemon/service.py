@@ -13,6 +13,8 @@
   jobs in the last round with pending GPU jobs now (it gets its guarantee), or a job held back by its
   account's limit while GPUs it could use stand idle (a claim whose jobs started elsewhere or went away; each
   such job triggers once) — ``plan.early_triggers``, the same rule the simulator runs.
+* Type map: each poll publishes the GPU type map again from its snapshot under the last ok round's decisions
+  (the rooms follow GPUs freed and jobs submitted since the round; guarantees and limits stay the round's).
 * Preemption: when a signalled job's grace ends before the next periodic round, the round runs 1 s after it
   (so the requeue is not delayed by up to a period).
 * Metrics: unless ``--once``, the daemon serves Prometheus metrics on ``metrics.listen`` (``daemon/metrics.py``),
@@ -40,6 +42,7 @@ from ..cluster.errors import ClusterError
 from ..errors import SlurmFairError
 from ..store import Store
 from . import plan as P
+from . import publish
 from .metrics import Exporter
 from .round import RoundResult, cause, run_round
 
@@ -76,6 +79,20 @@ def connect_cluster(cfg: Any) -> Any:
     from ..cluster import connect  # the backend factory
 
     return connect(backend=cfg.cluster.backend, timeout=float(cfg.cluster.timeout))
+
+
+def refresh_type_map(res: RoundResult | None, snapshot: Any, cfg: Any, dry_run: bool = False) -> bool:
+    """Publish the type map again from a poll's snapshot under the last ok round's decisions (``plan.type_map``):
+    rooms follow the GPUs that free up and the jobs that arrive between rounds. True if the file changed;
+    a failure is logged, never raised."""
+    if (res is None or res.status != "ok" or res.decisions is None or cfg.type_map_path is None
+            or dry_run or cfg.daemon.dry_run):
+        return False
+    try:
+        return publish.publish(cfg.type_map_path, P.type_map(res.decisions, snapshot, cfg), cfg.classes.order)
+    except Exception as e:  # noqa: BLE001 - the round's map stays; the next poll tries again
+        log(f"type map refresh failed: {cause(e)}")
+        return False
 
 
 def preemption_wakeup(store: Store, cfg: Any, now: float) -> float | None:
@@ -204,14 +221,15 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
                         log(f"config reloaded from {cfg.source} (policy {cfg.policy.name}, period {cfg.daemon.period:g} s)")
                     except SlurmFairError as e:
                         log(f"config reload failed, keeping the old one: {e}")
-                if cluster is not None and early_at is None and time.monotonic() - last_poll >= poll_every:
+                if cluster is not None and time.monotonic() - last_poll >= poll_every:
                     t = time.monotonic()
                     try:
                         snap = cluster.snapshot()
+                        refresh_type_map(res, snap, cfg, dry_run)
                         trig = P.early_triggers(snap, last_demand, cfg)
                         blocked = trig.blocked - triggered
                         triggered = set(trig.blocked)  # a job triggers once while it stays blocked
-                        if trig.newcomers or blocked:
+                        if early_at is None and (trig.newcomers or blocked):
                             early_at = time.monotonic() + float(cfg.daemon.early_round_after)
                             what = (f"pending GPU jobs of {', '.join(sorted(trig.newcomers))} (no share yet)"
                                     if trig.newcomers else

@@ -99,6 +99,7 @@ class SimCluster(Cluster):
         self.restart_s = float(restart_s)
         self.type_map: dict[str, list[tuple[str, int | None]]] = {}  # account or '*' -> [(type, room)]
         self.map_blocks: dict[str, dict[str, int]] = {}  # account or '*' -> type -> largest job that fits
+        self.map_tiers: dict[str, dict[str, int]] = {}  # account or '*' -> type -> tier (class lines reorder within)
         self.map_spent: dict[str, dict[str, int]] = {}  # GPUs handed out per line and type since the map changed
         self.jobs: dict[int, SimJob] = {}
         self._arrivals = sorted(jobs, key=lambda j: (float(j.submit), str(j.id)))
@@ -199,10 +200,13 @@ class SimCluster(Cluster):
         one resets the GPUs counted as handed out (the Lua script counts per map text)."""
         new: dict[str, list[tuple[str, int | None]]] = {}
         blocks: dict[str, dict[str, int]] = {}
+        tiers: dict[str, dict[str, int]] = {}
         for a, v in targets.items():
             if hasattr(v, "types"):  # plan.Target
                 new[a] = [(str(t), int(n)) for t, n in v.types]
                 blocks[a] = {str(t): int(b) for t, b in v.blocks.items()}
+                if v.tiers:
+                    tiers[a] = {str(t): int(k) for (t, _n), k in zip(v.types, v.tiers)}
             elif isinstance(v, Mapping):
                 new[a] = [(str(t), None if n is None else int(n)) for t, n in v.get("types", [])]
                 blocks[a] = {str(t): int(b) for t, b in (v.get("blocks") or {}).items()}
@@ -212,7 +216,7 @@ class SimCluster(Cluster):
                 new[a] = [(str(v[0]), None)]
         if new != self.type_map or blocks != self.map_blocks:
             self.map_spent = {}
-        self.type_map, self.map_blocks = new, blocks
+        self.type_map, self.map_blocks, self.map_tiers = new, blocks, tiers
 
     def _map_type(self, account: str, gpus: int, cls: str) -> str | None:
         """job_submit.lua's choice for an untyped job of ``gpus`` GPUs of class ``cls`` (module docstring); None
@@ -221,16 +225,21 @@ class SimCluster(Cluster):
         line = list(self.type_map.get(key, ()))
         order = [t for t, _n in (self.type_map.get(f"{account}/{cls}") or self.type_map.get(f"{DEFAULT_TARGET}/{cls}")
                                  or ())]
-        if order:  # the class line: its order of the line's types
+        if order:  # the class line: its order of the line's types, within each tier of the line
             rooms = dict(line)
-            line = [(t, rooms[t]) for t in order if t in rooms] or line
+            tier = self.map_tiers.get(key, {})
+            rank = {t: i for i, t in enumerate(order)}
+            line = sorted(((t, rooms[t]) for t in order if t in rooms),
+                          key=lambda e: (tier.get(e[0], 0), rank[e[0]])) or line
         line = [(t, room) for t, room in line if self.throughput[cls].get(t, 0) > 0]
         if not line:
             return None
         spent = self.map_spent.setdefault(key, {})
         block = self.map_blocks.get(key, {})
         pick = next((t for t, room in line if (room is None or spent.get(t, 0) + gpus <= room)
-                     and gpus <= block.get(t, gpus)), line[0][0])
+                     and gpus <= block.get(t, gpus)), None)
+        if pick is None:
+            pick = line[0][0]
         spent[pick] = spent.get(pick, 0) + gpus
         return pick
 

@@ -95,7 +95,8 @@ def _check_fits(jobs, throughput, nodes) -> None:
 
 
 def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *, round_s: float = 300.0,
-             restart_s: float = 60.0, preemption: bool = False, dry_run: bool = False, horizon: float | None = None,
+             restart_s: float = 60.0, preemption: bool = False, upgrade: bool = False, dry_run: bool = False,
+             horizon: float | None = None,
              accounts: Mapping[str, int] | None = None, progress: Callable[[float, int, int], None] | None = None,
              workdir: str | Path | None = None, store_path: str | Path | None = None) -> SimResult:
     """Simulate ``trace`` (``traces.Trace``) on ``nodes`` under ``policy``; see the module docstring."""
@@ -115,7 +116,7 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                        "dry_run": bool(dry_run)},
             "policy": {"name": policy},
             "hooks": {"spool": str(Path(tmp) / "spool")},
-            "preemption": {"enabled": bool(preemption)},
+            "preemption": {"enabled": bool(preemption or upgrade), "upgrade": bool(upgrade)},
         })
         store = Store(cfg.database_path)
         try:
@@ -155,10 +156,13 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                 # with no job pending a round changes nothing (no share to move, no job to start, signal or
                 # requeue): skip to the first round time at or after the next event; otherwise every round runs
                 # one period after this one (an early round moves the periodic ones, as in the daemon)
-                if waiting or not math.isfinite(nxt):
-                    t += round_s
+                if waiting or not math.isfinite(nxt) or (upgrade and not dry_run):
+                    t += round_s  # (upgrade moves need the rounds while jobs run on slow types)
                 else:
                     t = max(t + round_s, start + math.ceil((nxt - start) / round_s - 1e-9) * round_s)
+                due = store.next_preemption_due() if cfg.preemption.enabled and not dry_run else None
+                if due is not None:  # as the daemon does: the round that requeues comes 1 s after the grace
+                    t = min(t, max(due - cluster.epoch + 1.0, cluster.now))
             fair = {r["id"]: r["fairness"] for r in store.round_series(keys=("fairness",))}
             for s in timeline:
                 s["fairness"] = fair.get(s["round"])
@@ -187,12 +191,11 @@ def _advance_watching(cluster: SimCluster, until: float, cfg: Any, last: Any, se
         if decisions is not None:
             cluster.set_type_map(type_map(decisions, snap, cfg))
         cluster.advance(nxt)
-        if early is None:
-            trig = early_triggers(cluster.snapshot(), last_demand, cfg)
-            if trig.newcomers or (trig.blocked - seen):
-                early = cluster.now + float(cfg.daemon.early_round_after)
-            seen.intersection_update(trig.blocked)
-            seen.update(trig.blocked)
+        trig = early_triggers(cluster.snapshot(), last_demand, cfg)
+        if early is None and (trig.newcomers or (trig.blocked - seen)):
+            early = cluster.now + float(cfg.daemon.early_round_after)
+        seen.intersection_update(trig.blocked)
+        seen.update(trig.blocked)
     stop = until if early is None else min(until, early)
     cluster.advance(stop)
     return stop

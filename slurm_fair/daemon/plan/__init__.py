@@ -15,7 +15,7 @@ The names below are re-exported so callers write ``plan.decide``, ``plan.make_pl
 module.
 """
 
-from .decide import MAX_RETYPES, MAX_SITE_FACTOR_UPDATES, Decisions, decide, type_map
+from .decide import MAX_RETYPES, MAX_SITE_FACTOR_UPDATES, UNKNOWN_SOURCES, Decisions, decide, known_types, type_map
 from .demand import (DEFAULT_CLASS, NEVER_MANAGED, ClassDemand, FreeGPUs, Triggers, Waiting, early_triggers, flexible_as_untyped, gpu_jobs, gpus_in_use,
                      idle_gpus, job_class, managed_accounts, observe_demand, pending_typed, received_gpus, startable,
                      typed_claims, usable_capacity, waiting_gpus)
@@ -28,7 +28,7 @@ from .typemap import (DEFAULT_TARGET, Retype, Target, explore_plan, explore_targ
                       share_room, untyped_targets, with_retypes)
 
 __all__ = [
-    "MAX_RETYPES", "MAX_SITE_FACTOR_UPDATES", "Decisions", "decide", "type_map",
+    "MAX_RETYPES", "MAX_SITE_FACTOR_UPDATES", "UNKNOWN_SOURCES", "Decisions", "decide", "known_types", "type_map",
     "DEFAULT_CLASS", "NEVER_MANAGED", "ClassDemand", "FreeGPUs", "Triggers", "Waiting", "early_triggers", "flexible_as_untyped", "gpu_jobs", "gpus_in_use",
     "idle_gpus", "job_class", "managed_accounts", "observe_demand", "pending_typed", "received_gpus", "startable",
     "typed_claims", "usable_capacity", "waiting_gpus",

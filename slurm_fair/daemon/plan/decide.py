@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ...cluster.base import Job, Snapshot, supports_pending_retype
 from ...model import Allocation
@@ -49,11 +49,12 @@ class Decisions:
 
 def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: Any, deviations: Mapping[str, Any],
            deficits: Mapping[str, float], managed_before: set[str], last_ok_started: float | None, now: float,
-           empty_alloc: Any) -> Decisions:
+           empty_alloc: Any, moving: Sequence[tuple[str, str, int]] = ()) -> Decisions:
     """One round's decisions from the snapshot and the state carried from earlier rounds, with no side effects:
     demand per class, the problem and its allocation (``solve(problem) -> Allocation``; ``empty_alloc(built)``
     when nobody asks for GPUs), the plan (integer GPUs, limits), deficits and SiteFactors, limit changes, retypes
-    and the untyped-request targets. Raises what the policy raises (SolverError, InputError)."""
+    and the untyped-request targets. ``moving``: upgrade moves in flight (``make_plan``). Raises what the policy
+    raises (SolverError, InputError)."""
     profiles = list(profiles)
     retype_ok = supports_pending_retype(snapshot.slurm_version)
     # a pending fair:flex job can still be moved where Slurm retypes pending jobs: its demand is untyped
@@ -66,7 +67,8 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
     order = {a: type_order(built, a) for a in {a for (a, _c) in demand}}
     plan = make_plan(built, alloc, demand, deviations, managed, gpus_in_use(snapshot),
                      waiting=waiting_gpus(seen, cfg), order=order, lend=bool(cfg.limits.lend),
-                     free=FreeGPUs.of(snapshot, cfg.cluster.partitions), reclaim=bool(cfg.preemption.enabled))
+                     free=FreeGPUs.of(snapshot, cfg.cluster.partitions), reclaim=bool(cfg.preemption.enabled),
+                     moving=moving)
     explored: list[dict[str, Any]] = []
     reporting = {(r.get("account") or "", r["class"]) for r in profiles if r.get("source") in ("measured", "harvested")}
     if cfg.profiling.explore:
@@ -87,18 +89,23 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
     planned = {a: lim for a, lim in plan.limits.items() if a in known}
     changes = limit_changes(current, planned, managed_before & known) if cfg.limits.manage else {}
 
-    def runs_on(job: Job) -> list[str]:
-        """Types a job may be moved to: where its class has a profile (measured, set or shipped: not the
-        'assumed' fill-in); every type for a class with no profile at all."""
-        src = built.sources.get(job.account, {}).get(job_class(job, cfg.classes.order), {})
-        return [g for g, s in src.items() if s not in (SRC_ASSUMED, SRC_UNPROFILED)] or list(plan.capacity)
-
-    retypes = retype_moves(plan, snapshot, MAX_RETYPES, built.throughput, runs_on) if retype_ok else []
+    retypes = (retype_moves(plan, snapshot, MAX_RETYPES, built.throughput, lambda j: known_types(built, cfg, j))
+               if retype_ok else [])
     d = Decisions(demand=demand, built=built, alloc=alloc, plan=plan, received=received, deficits=new_deficits,
                   factors=factors, factor_changes=factor_changes, factors_deferred=deferred, current=current,
                   planned=planned, changes=changes, retypes=retypes, targets={}, dt=dt, explored=explored,
                   reporting=frozenset(reporting))
     return replace(d, targets=type_map(d, with_retypes(snapshot, retypes), cfg))
+
+
+UNKNOWN_SOURCES = (SRC_ASSUMED, SRC_UNPROFILED)  # a value filled in, not measured, set or shipped
+
+
+def known_types(built: Built, cfg: Any, job: Job) -> list[str]:
+    """Types a job may be moved to: where its class has a profile (measured, set or shipped: not the 'assumed'
+    fill-in); every type for a class with no profile at all."""
+    src = built.sources.get(job.account, {}).get(job_class(job, cfg.classes.order), {})
+    return [g for g, s in src.items() if s not in UNKNOWN_SOURCES] or list(built.capacity)
 
 
 def type_map(d: Decisions, snapshot: Snapshot, cfg: Any) -> dict[str, Target]:

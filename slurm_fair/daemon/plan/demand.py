@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
-from ...cluster.base import Job, Snapshot
+from ...cluster.base import Job, Snapshot, supports_pending_retype
 
 _CLASS_TOKEN = re.compile(r"(?:^|[\s,;])class=([^\s,;]+)")
 DEFAULT_CLASS = "default"
@@ -318,22 +318,29 @@ class Triggers:
     """What calls for a round before the next periodic one (:func:`early_triggers`)."""
 
     newcomers: frozenset[str]  # accounts with startable pending GPU jobs and no GPU demand in the last round
-    blocked: frozenset[int]  # startable jobs held back by their account's limit while GPUs they could use idle
+    blocked: frozenset[int]  # startable jobs that could start now if the round changed a limit or their type
 
 
 def early_triggers(snapshot: Snapshot, last_demand: Mapping[str, int], cfg: Any) -> Triggers:
     """The early-round triggers of a snapshot: accounts that had no share in the last round and now wait
-    (they get a guarantee), and jobs that wait on their account's limit (a claim made for someone whose jobs
-    have since started elsewhere or gone) while a type they can use has enough idle GPUs for them."""
-    idle = idle_gpus(snapshot, cfg.cluster.partitions)
+    (they get a guarantee); jobs that wait on their account's limit (a claim made for someone whose jobs have
+    since started elsewhere or gone) while a type they can use has enough idle GPUs for them; and, where Slurm
+    can retype pending jobs, flexible (``fair:flex``) jobs whose type cannot start them now while another
+    type's idle GPUs could (the round moves them, as Slurm alone would have started them there)."""
+    free = FreeGPUs.of(snapshot, cfg.cluster.partitions)
+    idle = free.totals()
+    retype_ok = supports_pending_retype(snapshot.slurm_version)
     newcomers, blocked = set(), set()
     for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts):
         if j.account in NEVER_MANAGED or not startable(j):
             continue
         if last_demand.get(j.account, 0) <= 0:
             newcomers.add(j.account)
+        typed = j.gpu_type if j.gpu_type and "," not in j.gpu_type else None
         if (j.reason or "").startswith(LIMIT_REASONS):
-            types = [j.gpu_type] if j.gpu_type and "," not in j.gpu_type else list(idle)
-            if any(idle.get(t, 0) >= max(j.gpus_per_node, 1) for t in types):
+            if any(free.fits(t, j.gpus) for t in ([typed] if typed else list(idle))):
+                blocked.add(j.job_id)
+        elif retype_ok and j.flexible and typed and not free.fits(typed, j.gpus):
+            if any(free.fits(t, j.gpus) for t in idle if t != typed):
                 blocked.add(j.job_id)
     return Triggers(frozenset(newcomers), frozenset(blocked))

@@ -195,7 +195,8 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
               deviations: Mapping[str, Mapping[str, float]], managed_accounts: Iterable[str],
               in_use: Mapping[str, Mapping[str, int]] | None = None, *,
               waiting: Mapping[str, Waiting] | None = None, order: Mapping[str, Sequence[str]] | None = None,
-              lend: bool = True, free: FreeGPUs | None = None, reclaim: bool = False) -> Plan:
+              lend: bool = True, free: FreeGPUs | None = None, reclaim: bool = False,
+              moving: Sequence[tuple[str, str, int]] = ()) -> Plan:
     """Round the allocation to guarantees and limits (see the module docstring).
 
     ``managed_accounts``: every account slurm-fair sets limits for this round. ``deviations``: carried from the
@@ -205,7 +206,9 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
     startable pending GPUs (:func:`.demand.waiting_gpus`; None: every pending GPU of ``demand``). ``order``: per
     account the types its untyped jobs prefer (fastest first; :func:`.problem.type_order`). ``free``: the GPUs
     free now, node by node (None: claims are not bounded by them); with ``reclaim`` (preemption on) the GPUs
-    accounts hold above their guarantee serve claims too: preemption gives them back.
+    accounts hold above their guarantee serve claims too: preemption gives them back. ``moving``: upgrade moves
+    in flight, (account, target type, GPUs): their GPUs on the target are taken from ``free`` and claimed by
+    their account on top of its guarantee claims, so nobody else starts there meanwhile.
     """
     cap = dict(built.capacity)
     types = list(cap)
@@ -240,8 +243,14 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
             w = waiting.setdefault(a, Waiting())
             for g, n in d.pending_by_type.items():
                 w.jobs.extend([(1, g or None)] * int(n))
-    claims = claims_of(real, held, waiting, order or {}, None if free is None else FreeGPUs(free.free, free.size),
-                       borrowed)
+    free = None if free is None else FreeGPUs(free.free, free.size)
+    for _a, g, n in moving:
+        if free is not None:
+            free.take(g, int(n))
+    claims = claims_of(real, held, waiting, order or {}, free, borrowed)
+    for a, g, n in moving:
+        if a in claims and g in claims[a]:
+            claims[a][g] += int(n)
     if lend:
         limits = lend_limits(cap, claims, accounts)
         extra = {a: {g: 0 for g in types} for a in accounts}

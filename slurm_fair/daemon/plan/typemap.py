@@ -27,6 +27,7 @@ class Target:
     types: tuple[tuple[str, int], ...]
     reason: str
     blocks: Mapping[str, int] = field(default_factory=dict)  # type -> largest job that fits now (none: no bound)
+    tiers: tuple[int, ...] = ()  # per entry of types: class lines reorder within a tier only (none: one tier)
 
     @property
     def first(self) -> str:
@@ -53,6 +54,16 @@ def _speed(throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None, a
         if vals and float(x.get(g, 0.0)) > 0:
             out += float(x[g]) / min(vals)
     return out
+
+
+def _tier(g_room: int, f_room: int, reclaim: bool) -> int:
+    """Which group of a line a type with these rooms belongs to (lower first; class lines reorder within a
+    group): 0 — free GPUs now; 1 — only guaranteed room on busy GPUs (the job waits for a job's end, or for
+    preemption to reclaim them). With ``reclaim`` (preemption on) one group: a job may wait for its guarantee
+    rather than take a slower free type."""
+    if reclaim:
+        return 0
+    return 0 if f_room > 0 else 1
 
 
 def _usable_by_all(throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None, account: str,
@@ -113,14 +124,13 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
         f_room = {g: max(0, min(plan.limit(a, g) - int(used.get(g, 0)) - int(mine.get(g, 0)), free[g]))
                   for g in types}
         room = {g: max(g_room[g], f_room[g]) for g in types}
-        if reclaim:
-            key = (lambda g: (-speed[g], -site.get(g, 0.0), -room[g], g))
-        else:
-            key = (lambda g: (f_room[g] == 0, -speed[g], -site.get(g, 0.0), -room[g], g))
+        tier = {g: _tier(g_room[g], f_room[g], reclaim) for g in types}
+        key = (lambda g: (tier[g], -speed[g], -site.get(g, 0.0), -room[g], g))
         listed = tuple((g, room[g]) for g in sorted((g for g in ok if room[g] > 0), key=key))
         if listed:
             why = ", ".join(f"{g} {n} ({'free' if f_room[g] >= g_room[g] else 'guaranteed'})" for g, n in listed)
-            out[a] = Target(listed, f"room: {why}", {g: block[g] for g, _n in listed if f_room[g] >= g_room[g]})
+            out[a] = Target(listed, f"room: {why}", {g: block[g] for g, _n in listed if f_room[g] >= g_room[g]},
+                            tuple(tier[g] for g, _n in listed))
         else:
             g = min(ok, key=lambda g: (-int(plan.real.get(a, {}).get(g, 0)), -speed[g], g))
             out[a] = Target(((g, 0),), f"no room on any type now; waits for {g} "
@@ -131,7 +141,9 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
                 continue
             slow = min(vals)
             rel = {g: float(thr.get(g, 0.0)) / slow for g in types}
-            order = sorted((g for g in types if rel[g] > 0), key=lambda g: (-rel[g], -site.get(g, 0.0), g))
+            share = plan.ideal_class.get(a, {}).get(cls, {})
+            order = sorted((g for g in types if rel[g] > 0),
+                           key=lambda g: (float(share.get(g, 0.0)) < 0.5, -rel[g], -site.get(g, 0.0), g))
             if order:
                 out[f"{a}/{cls}"] = Target(tuple((g, 0) for g in order), "class order")
     site = site_speed or {}
