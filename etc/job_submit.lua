@@ -11,10 +11,11 @@ Rules:
     is the default for accounts without a line; `#` starts a comment line; blank lines are ignored. TYPES is
     `TYPE` or a comma-separated list `TYPE:ROOM[:BLOCK],...` in the order to use them (ROOM: how many GPUs
     of that type the account's untyped jobs may be given until the map changes; BLOCK: the largest job, in
-    GPUs, that fits that type's free GPUs now; none = no bound).
+    GPUs, that fits that type's free GPUs now; none = no bound); a `|` instead of a `,` starts the next tier
+    (types with free GPUs come before types the account waits for).
   * Job classes: `ACCOUNT/CLASS TYPE,TYPE,...` lines give the order in which a class of that account tries the
-    types of its account's line (fastest for the class first; a type left out is not used for it; rooms stay
-    the account's); `*/CLASS` lines do so for the class in every account without a line of its own. The job's class is found as slurm-fair finds it, from the sources named by the
+    types of its account's line within each tier (fastest for the class first; a type left out is not used
+    for it; rooms stay the account's); `*/CLASS` lines do so for the class in every account without a line of its own. The job's class is found as slurm-fair finds it, from the sources named by the
     `@classes comment,wckey,name` line (default that order): a `class=NAME` token in the comment, the wckey,
     the job name. A class without a line uses its account's order.
   * Spreading a burst: the script counts, per account and type, the GPUs it has handed out since the map
@@ -71,11 +72,12 @@ local function valid_name(s)
 	return s ~= nil and s:match("^[%w_.%-]+$") ~= nil
 end
 
--- Parse the TYPES field: `TYPE` or `TYPE:ROOM[:BLOCK],...`. Returns a list of {type=, room=, block= (nil: no
--- bound)} or nil, problem.
+-- Parse the TYPES field: `TYPE` or `TYPE:ROOM[:BLOCK],...`, `|` instead of `,` starting the next tier.
+-- Returns a list of {type=, room=, block= (nil: no bound), tier=} or nil, problem.
 function SF.parse_types(field)
 	local list = {}
-	for item in (field .. ","):gmatch("([^,]*),") do
+	local tier = 0
+	for item, sep in (field .. ","):gmatch("([^,|]*)([,|])") do
 		local gtype, room, block = item:match("^([^:]+):(%d+):(%d+)$")
 		if not gtype then
 			gtype, room = item:match("^([^:]+):(%d+)$")
@@ -86,7 +88,11 @@ function SF.parse_types(field)
 		if not valid_name(gtype) or gtype:match("^%d+$") then
 			return nil, string.format("bad GPU type '%s'", gtype)
 		end
-		list[#list + 1] = { type = gtype, room = room and tonumber(room) or nil, block = block and tonumber(block) or nil }
+		list[#list + 1] = { type = gtype, room = room and tonumber(room) or nil, block = block and tonumber(block) or nil,
+			tier = tier }
+		if sep == "|" then
+			tier = tier + 1
+		end
 	end
 	return list
 end
@@ -225,8 +231,8 @@ function SF.job_class(job_desc, order)
 	return nil
 end
 
--- The entry's types in the class's order (its class line), those the class line leaves out dropped; the
--- entry itself when the class has no line or the line keeps none of them.
+-- The entry's types in the class's order (its class line) within each tier of the entry, those the class
+-- line leaves out dropped; the entry itself when the class has no line or the line keeps none of them.
 function SF.for_class(entry, class_order)
 	if not class_order then
 		return entry
@@ -235,15 +241,22 @@ function SF.for_class(entry, class_order)
 	for _, t in ipairs(entry.types or { { type = entry.type } }) do
 		by_type[t.type] = t
 	end
-	local list = {}
-	for _, name in ipairs(class_order) do
+	local list, rank = {}, {}
+	for i, name in ipairs(class_order) do
 		if by_type[name] then
 			list[#list + 1] = by_type[name]
+			rank[name] = i
 		end
 	end
 	if #list == 0 then
 		return entry
 	end
+	table.sort(list, function(x, y)
+		if (x.tier or 0) ~= (y.tier or 0) then
+			return (x.tier or 0) < (y.tier or 0)
+		end
+		return rank[x.type] < rank[y.type]
+	end)
 	return { type = list[1].type, types = list, reason = entry.reason }
 end
 

@@ -163,13 +163,14 @@ def test_retype_moves_flexible_jobs_that_cannot_start_to_a_type_where_they_can()
 def test_render_map_sorted_default_last_and_never_broken():
     T = P.Target
     text = publish.render_map({"*": T((("a100", 4),), "most idle", {"a100": 4}),
-                               "acct_b": T((("k80", 2), ("v100", 0)), "why\nnot"), "acct_a": T((("v100", 1),), ""),
+                               "acct_b": T((("k80", 2), ("v100", 0)), "why\nnot", {}, (0, 1)),
+                               "acct_a": T((("v100", 1),), ""),
                                "bad name": T((("v100", 1),), "x"), "acct_c": T((("gpu:x", 1),), "x"),
                                "acct_d": T((("2", 1),), "x"), "acct_a/cnn": T((("v100", 0), ("k80", 0)), "c"),
                                "*/rl": T((("k80", 0),), "c"), "acct_a/x y": T((("k80", 0),), "c")},
                               ("name",))
     body = [ln for ln in text.splitlines() if not ln.startswith("#")]
-    assert body == ["@classes name", "*/rl k80", "acct_a v100:1", "acct_a/cnn v100,k80", "acct_b k80:2,v100:0 why not",
+    assert body == ["@classes name", "*/rl k80", "acct_a v100:1", "acct_a/cnn v100,k80", "acct_b k80:2|v100:0 why not",
                     "* a100:4:4 most idle"]
 
 

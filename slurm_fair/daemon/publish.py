@@ -8,7 +8,8 @@ Rules:
   then one ``ACCOUNT TYPE:ROOM[:BLOCK],... REASON`` line per account (sorted), ``ACCOUNT/CLASS TYPE,...`` class
   lines, and a last ``* TYPE:ROOM[:BLOCK],... REASON`` line (the default): the types in the order
   job_submit.lua hands them out, each with the GPUs it may give there and the largest job that fits there
-  now (:class:`~.plan.Target`). Accounts and
+  now (:class:`~.plan.Target`); ``|`` instead of ``,`` starts the next tier (class lines reorder within a
+  tier only). Accounts and
   types that the script would refuse (anything but ``[A-Za-z0-9_.-]``) are left out, so a published map is
   never "broken"; reasons are flattened to one line of printable text.
 * Writing is atomic: a temporary file in the same folder, ``fsync``, mode 0644, mtime set explicitly to
@@ -52,8 +53,13 @@ def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("com
             lines.append(f"{k} {','.join(g for g, _n in types)}")
             continue
         why = " ".join("".join(ch if ch.isprintable() else " " for ch in (tg.reason or "")).split())
-        cells = [f"{g}:{n}" + (f":{int(tg.blocks[g])}" if g in tg.blocks else "") for g, n in types]
-        lines.append(f"{k} {','.join(cells)} {why}".rstrip())
+        tier = dict(zip((g for g, _n in tg.types), tg.tiers)) if tg.tiers else {}
+        field = ""
+        for i, (g, n) in enumerate(types):
+            if i:
+                field += "|" if tier.get(g, 0) != tier.get(types[i - 1][0], 0) else ","
+            field += f"{g}:{n}" + (f":{int(tg.blocks[g])}" if g in tg.blocks else "")
+        lines.append(f"{k} {field} {why}".rstrip())
     return "\n".join(lines) + "\n"
 
 

@@ -12,7 +12,6 @@ import time
 
 import pytest
 
-from slurm_fair.cluster.base import ANY_GPU
 from slurm_fair.store import Store
 
 PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]
@@ -90,25 +89,26 @@ def running_by(testbed) -> dict[tuple[str, str], int]:
     return counts
 
 
-def plan_limits(store: Store, round_id: int) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for p in store.placements(round_id):
-        out.setdefault(p["account"], {})[p["gpu_type"]] = p["limit"]
-    for row in out.values():
-        row[ANY_GPU] = sum(row.values())
-    return out
-
-
 def last_round(store: Store) -> dict:
     return store.rounds(limit=1)[0]
 
 
-def test_rounds_set_the_rounded_plan_start_the_right_jobs_and_carry_deviations(testbed, sf):
-    # round with no jobs: every account is managed and gets 0 (an early round lifts it when it submits)
-    sf.cli("daemon", "--once")
-    assert slurm_limits(testbed) == {a: {g: 0 for g in (*TYPES, ANY_GPU)} for a in CLASS_OF}
+def planned_limits(rnd: dict) -> dict[str, dict[str, int]]:
+    """The limits a round planned for the test's accounts (a type left out: no limit)."""
+    return {a: dict(rnd["details"]["limits"].get(a, {})) for a in CLASS_OF}
 
-    jobs = submit_mix(testbed, {"a100": 2, "v100": 3, "k80": 3})
+
+def test_rounds_set_the_rounded_plan_start_the_right_jobs_and_carry_deviations(testbed, sf):
+    # preemption on (so borrowed GPUs can serve claims), but a 10-minute lease: nothing here is preempted
+    sf.path.write_text(sf.path.read_text() + "[preemption]\nenabled = true\nmin_runtime = 600\n")
+    # a round with no jobs: nobody waits, so no limit binds anyone (an idle account is never locked out)
+    sf.cli("daemon", "--once")
+    assert slurm_limits(testbed) == {a: {} for a in CLASS_OF}
+
+    # acct_b takes every GPU (lent: nobody else waits), then acct_a and acct_c submit
+    busy = submit_mix(testbed, {"a100": 4, "v100": 6, "k80": 6}, accounts=("acct_b",))
+    testbed.wait_for(lambda: sum(running_by(testbed).values()) == 16, timeout=40, what="acct_b on every GPU")
+    jobs = submit_mix(testbed, {"a100": 1, "v100": 3, "k80": 1}, accounts=("acct_a", "acct_c"))
     r = sf.cli("daemon", "--once")
     assert "status=ok" in r.stderr
     rnd = last_round(sf.db)
@@ -116,20 +116,31 @@ def test_rounds_set_the_rounded_plan_start_the_right_jobs_and_carry_deviations(t
     # the round keeps oef-coop's binding envy rows (its warm start) for the next round, when there are any
     saved = rnd["details"]["warm_start"]["pairs_saved"]
     assert len(sf.db.warm_start("oef-coop") or []) == saved
-    planned = plan_limits(sf.db, rnd["id"])
-    assert slurm_limits(testbed) == planned  # Slurm holds exactly the rounded plan
-    for g in TYPES:  # work conservation: every GPU has an owner (demand 24 > 16 GPUs)
-        assert sum(planned[a][g] for a in CLASS_OF) == CAPACITY[g]
-    # cooperative OEF gives the V100s to the account whose jobs gain most from them
-    assert planned["acct_a"]["v100"] == max(planned[a]["v100"] for a in CLASS_OF)
-    assert planned["acct_a"]["v100"] >= 3
+    guarantee = {a: {p["gpu_type"]: p["real"] for p in sf.db.placements(rnd["id"]) if p["account"] == a}
+                 for a in CLASS_OF}
+    claims = rnd["details"]["claims"]
+    # cooperative OEF guarantees the V100s to the account whose jobs gain most from them; acct_a's waiting
+    # jobs claim its guarantee out of what acct_b borrows
+    assert guarantee["acct_a"]["v100"] == max(guarantee[a]["v100"] for a in CLASS_OF) >= 3
+    assert claims["acct_a"]["v100"] == 3
+    for g in TYPES:
+        assert sum(claims[a][g] for a in CLASS_OF) <= CAPACITY[g]
+    planned = planned_limits(rnd)
+    assert slurm_limits(testbed) == planned  # Slurm holds exactly the planned limits
+    # acct_b may use what nobody claims: capacity less the others' claims
+    for g in TYPES:
+        want = CAPACITY[g] - claims["acct_a"][g] - claims["acct_c"][g]
+        assert planned["acct_b"].get(g, CAPACITY[g]) == want
 
-    # the right jobs start: per account and type, min(limit, submitted) of them
-    want = {(a, g): min(planned[a][g], len(jobs[(a, g)])) for a in CLASS_OF for g in TYPES}
-    testbed.wait_for(lambda: all(running_by(testbed).get(k, 0) == n for k, n in want.items()), timeout=40,
-                     what=f"running jobs per (account, type) = {want}")
-    time.sleep(1)
-    assert {k: v for k, v in running_by(testbed).items() if v} == {k: v for k, v in want.items() if v}
+    # GPUs acct_b gives back go to the claims, not to more of acct_b's jobs: its new V100 job waits on its limit
+    more = testbed.sbatch(account="acct_b", gpus=1, gpu_type="v100", name="flat")
+    testbed.run(["scancel", *map(str, busy[("acct_b", "v100")][:3])])
+    claimants = lambda: sum(running_by(testbed).get((a, "v100"), 0) for a in ("acct_a", "acct_c"))  # noqa: E731
+    testbed.wait_for(lambda: claimants() == 3, timeout=40, what="3 claimed V100 jobs on the GPUs acct_b gave back")
+    time.sleep(2)
+    # acct_b's new job waits: its V100 limit (capacity less the claims) is no more than the 3 it still runs
+    assert testbed.job_state(more)[0] == "PENDING" and planned["acct_b"]["v100"] <= 3
+    assert claimants() == 3 and running_by(testbed)[("acct_b", "v100")] == 3
 
     # second round after more submissions: deviations carried by the formula
     dev1 = sf.db.deviations()
@@ -145,13 +156,13 @@ def test_rounds_set_the_rounded_plan_start_the_right_jobs_and_carry_deviations(t
         a, g = p["account"], p["gpu_type"]
         assert p["deviation_before"] == pytest.approx(dev1[a][g], abs=1e-9)  # carried
         assert dev2[a][g] == pytest.approx(p["deviation_before"] + p["ideal"] - p["real"], abs=1e-6)
-    assert slurm_limits(testbed) == plan_limits(sf.db, rnd2["id"])
+    assert slurm_limits(testbed) == planned_limits(rnd2)
 
     # explain shows the account's numbers
     ex = json.loads(sf.cli("explain", "acct_a", "--json").stdout)
     assert ex["round"] == rnd2["id"] and ex["weight"] == 1.0
     assert ex["classes"]["fast"]["throughput"]["v100"] == 10.0 and ex["classes"]["fast"]["source"]["v100"] == "site"
-    assert ex["limits_in_slurm"] == {k: v for k, v in plan_limits(sf.db, rnd2["id"])["acct_a"].items()}
+    assert ex["limits_in_slurm"] == planned_limits(rnd2)["acct_a"]
     assert sum(ex["ideal"].values()) == pytest.approx(
         sum(p["ideal"] for p in sf.db.placements(rnd2["id"]) if p["account"] == "acct_a"))
     assert all(j["slurm_fair"] and j["slurm_reason"] for j in ex["pending_jobs"])
@@ -171,9 +182,13 @@ def test_rounds_set_the_rounded_plan_start_the_right_jobs_and_carry_deviations(t
 
 
 def test_sigkill_between_solve_and_apply_then_restart_converges(testbed, sf):
-    sf.cli("daemon", "--once")  # every account at 0
+    # preemption on, 10-minute lease: acct_c's waiting jobs claim GPUs acct_a and acct_b borrow, so the round
+    # has limits to write (and nothing is preempted)
+    sf.path.write_text(sf.path.read_text() + "[preemption]\nenabled = true\nmin_runtime = 600\n")
+    sf.cli("daemon", "--once")  # nobody waits: no limits
     base = slurm_limits(testbed)
-    submit_mix(testbed, {"a100": 1, "v100": 2, "k80": 2})
+    submit_mix(testbed, {"a100": 2, "v100": 3, "k80": 3})
+    testbed.wait_for(lambda: sum(running_by(testbed).values()) == 16, timeout=40, what="every GPU in use")
     proc = sf.popen("daemon", "--once", env={"SLURM_FAIR_PAUSE_BEFORE_APPLY": "60"})
     deadline = time.monotonic() + 60
     line = ""
@@ -193,14 +208,14 @@ def test_sigkill_between_solve_and_apply_then_restart_converges(testbed, sf):
     rnd = last_round(sf.db)
     assert rnd["status"] == "ok"
     assert sf.db.round(killed["id"])["status"] == "error"  # marked interrupted
-    assert slurm_limits(testbed) == plan_limits(sf.db, rnd["id"])
+    planned = planned_limits(rnd)
+    assert slurm_limits(testbed) == planned and any(planned.values())
     applied = sf.db.applied(rnd["id"])
-    planned = plan_limits(sf.db, rnd["id"])
     # each needed change written exactly once, from the value Slurm had before the crash
     keys = [(a["account"], a["key"]) for a in applied]
     assert len(keys) == len(set(keys))
     assert set(keys) == {(a, k) for a, row in planned.items() for k, v in row.items() if base[a].get(k) != v}
-    assert all(a["old"] == base[a["account"]][a["key"]] for a in applied)
+    assert all(a["old"] == base[a["account"]].get(a["key"]) for a in applied)
     # the killed round left no trace in the carried state: the recovery round started from the same deviations
     for p in sf.db.placements(rnd["id"]):
         assert p["deviation_before"] == pytest.approx(devs_before.get(p["account"], {}).get(p["gpu_type"], 0.0))
@@ -229,12 +244,14 @@ def test_slurmctld_down_round_unreachable_daemon_survives_and_recovers(testbed, 
         testbed.wait_for(lambda: testbed.run(["sinfo", "-h"], check=False).returncode == 0, timeout=60,
                          what="slurmctld back")
         n = len(sf.db.rounds(limit=1000))
-        submit_mix(testbed, {"v100": 1}, accounts=("acct_a",))
+        new = submit_mix(testbed, {"v100": 1}, accounts=("acct_a",))[("acct_a", "v100")]
         testbed.wait_for(lambda: len(sf.db.rounds(limit=1000)) > n and last_round(sf.db)["status"] == "ok",
                          timeout=60, what="an ok round after slurmctld is back")
-        # the new job's account had no share: it gets one in a following round
-        testbed.wait_for(lambda: slurm_limits(testbed)["acct_a"].get("v100", 0) >= 1, timeout=30,
-                         what="acct_a's V100 limit raised")
+        # the new job's account had no share: nothing is held from it (lent GPUs), and a round gives it one
+        testbed.wait_state(new[0], "RUNNING", timeout=30)
+        testbed.wait_for(lambda: any(p["account"] == "acct_a" and p["gpu_type"] == "v100" and p["real"] >= 1
+                                     for p in sf.db.placements(last_round(sf.db)["id"])), timeout=30,
+                         what="acct_a guaranteed a V100")
     finally:
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=60)
@@ -276,7 +293,7 @@ def test_every_seed_policy_runs_the_daemons_rounds(testbed, sf, policy):
     sf.cli("daemon", "--once")
     first = last_round(sf.db)
     assert first["status"] == "ok" and first["policy"] == policy, first["message"]
-    assert slurm_limits(testbed) == plan_limits(sf.db, first["id"])
+    assert slurm_limits(testbed) == planned_limits(first)
     if policy == "bud":
         prices = first["details"]["prices"]
         assert set(prices) == set(TYPES) and all(p > 0 for p in prices.values())
@@ -284,9 +301,8 @@ def test_every_seed_policy_runs_the_daemons_rounds(testbed, sf, policy):
         w = first["details"]["weights"]
         assert ex["prices"] == pytest.approx(prices) and ex["budget"] == pytest.approx(w["acct_a"] / sum(w.values()))
     elif policy == "hadar":
-        # every class's 8 typed 1-GPU jobs came from squeue; the 16 GPUs are all handed out
-        planned = plan_limits(sf.db, first["id"])
-        assert sum(planned[a][ANY_GPU] for a in CLASS_OF) == sum(CAPACITY.values())
+        # every class's 8 typed 1-GPU jobs came from squeue; the 16 GPUs are all guaranteed to someone
+        assert sum(p["real"] for p in sf.db.placements(first["id"])) == sum(CAPACITY.values())
     else:
         state = sf.db.warm_start("themis")
         assert state["lease_age"] == 0.0 and set(state["held"]) == {f"{a}/{c}" for a, c in CLASS_OF.items()}

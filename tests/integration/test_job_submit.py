@@ -107,7 +107,7 @@ def test_broken_map_rejects_only_untyped_gpu_jobs_with_a_clear_message(testbed, 
     jid, r = submit(testbed, "--gres=gpu:1", check=False)
     assert jid is None and r.returncode != 0
     assert "slurm-fair: GPU request without a type, and the GPU type map is broken" in r.stderr
-    assert "line 1: expected 'ACCOUNT TYPE [REASON]'" in r.stderr and "Request a type explicitly" in r.stderr
+    assert "line 1: expected 'ACCOUNT TYPES [REASON]'" in r.stderr and "Request a type explicitly" in r.stderr
     submit(testbed)  # a non-GPU job passes
     submit(testbed, "--gpus=v100:1")  # so does a typed one
     type_map.write_text("acct_b k80\n")  # no entry for acct_a and no '*'
@@ -153,17 +153,25 @@ def test_daemon_round_publishes_the_planned_types(testbed, type_map, tmp_path):
                        text=True, timeout=180)
     assert r.returncode == 0, r.stdout + r.stderr
     assert type_map.exists() and (type_map.stat().st_mode & 0o777) == 0o644
-    lines = [ln for ln in type_map.read_text().splitlines() if not ln.startswith("#")]
+    lines = [ln for ln in type_map.read_text().splitlines() if not ln.startswith(("#", "@"))]
     published = {ln.split()[0]: ln.split()[1] for ln in lines}
     with Store(tmp_path / "sf.sqlite") as store:
         details = store.round()["details"]
-    planned = {a: t for a, (t, _why) in details["untyped_targets"].items()}
-    assert published == planned and "*" in published and {"acct_a", "acct_b", "acct_c"} <= set(published)
-    # each account's jobs fill its limits exactly (limits never exceed what the jobs can use): no room
-    # left anywhere, so new untyped jobs go to the type with the most capacity nobody's limit holds
-    assert all(re.fullmatch(r"acct_[abc] \S+ no room in its share now; .+", ln) for ln in lines[:-1]), lines
+    planned = details["untyped_targets"]
+
+    def cells(t):  # the map's TYPE:ROOM[:BLOCK] cells of a target
+        return ",".join(f"{g}:{n}" + (f":{t['blocks'][g]}" if g in t["blocks"] else "") for g, n in t["types"])
+
+    assert published == {k: (cells(t) if "/" not in k else ",".join(g for g, _n in t["types"]))
+                         for k, t in planned.items()}
+    assert "*" in published and {"acct_a", "acct_b", "acct_c"} <= set(published)
     assert lines[-1].startswith("* ")
-    # the next untyped submission of acct_a is typed from the published map
+    # two jobs run, every other GPU is free and nobody waits: each account's line lends them all, fastest
+    # type first, each with its free room (the V100 and K80 nodes each run one of the jobs)
+    rooms = {g: int(n) for g, n, *_b in (c.split(":") for c in published["acct_a"].split(","))}
+    assert rooms == {"a100": 4, "v100": 5, "k80": 5}, published["acct_a"]
+    # the next untyped submission of acct_a is typed from the published map: its first type
+    first = published["acct_a"].split(",")[0].split(":")[0]
     jid, rr = submit(testbed, "--gpus=1")
-    assert typed(published["acct_a"]).search(gpu_request(testbed.job(jid)))
-    assert f"given type '{published['acct_a']}' (account acct_a: no room in its share now; " in rr.stderr
+    assert typed(first).search(gpu_request(testbed.job(jid)))
+    assert f"given type '{first}' (account acct_a: room: " in rr.stderr

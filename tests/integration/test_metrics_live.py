@@ -79,15 +79,18 @@ def test_running_daemon_serves_the_recorded_shares_and_limits(testbed, tmp_path)
             share = at(v, "slurm_fair_share_gpus", account=a, gpu_type=g)
             limit = at(v, "slurm_fair_limit_gpus", account=a, gpu_type=g)
             assert share == pytest.approx(placements[(a, g)]["ideal"]) == pytest.approx(acct["ideal"].get(g, 0.0))
-            assert limit == placements[(a, g)]["limit"] == acct["planned_limits"][g] == limits_in_slurm[a][g]
+            cap = at(v, "slurm_fair_capacity_gpus", gpu_type=g)  # a type without a limit: its capacity
+            assert limit == placements[(a, g)]["limit"] == acct["planned_limits"].get(g, cap) == \
+                limits_in_slurm[a].get(g, cap)
             assert at(v, "slurm_fair_rounded_share_gpus", account=a, gpu_type=g) == placements[(a, g)]["real"]
             assert at(v, "slurm_fair_deviation_gpus", account=a, gpu_type=g) == pytest.approx(
                 d["deviations"][a][g])
             assert at(v, "slurm_fair_usage_gpus", account=a, gpu_type=g) == d["in_use"].get(a, {}).get(g, 0)
         assert at(v, "slurm_fair_pending_gpus", account=a) == d["pending_gpus"].get(a, 0)
-    # the 21 one-GPU jobs were pending or running when the round observed them; the limits hand out every GPU
+    # the 21 one-GPU jobs were pending or running when the round observed them; the guarantees (rounded shares)
+    # hand out every GPU
     assert sum(at(v, "slurm_fair_pending_gpus", account=a) for a in CLASS_OF) + sum(
         at(v, "slurm_fair_usage_gpus", account=a, gpu_type=g) for a in CLASS_OF for g in TYPES) == 21
     for g in TYPES:
-        assert sum(at(v, "slurm_fair_limit_gpus", account=a, gpu_type=g) for a in CLASS_OF) == \
+        assert sum(at(v, "slurm_fair_rounded_share_gpus", account=a, gpu_type=g) for a in CLASS_OF) == \
             at(v, "slurm_fair_capacity_gpus", gpu_type=g)

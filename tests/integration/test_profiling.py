@@ -192,12 +192,14 @@ def test_exploration_steers_untyped_submissions_to_a_type_the_class_was_not_meas
             details = store.round()["details"]
             assert {(k[1], k[3]) for k in [(r["account"], r["class"], r["gpu_type"], r["source"])
                                             for r in store.profile_values()]} >= {("rl", "harvested")}
-        target, why = details["untyped_targets"]["acct_b"]
-        # its share had no room on a100/k80: one unused GPU of its v100 limit moved there
-        assert [(m["account"], m["class"], m["to"]) for m in details["explore_moves"]] == [("acct_b", "rl", target)]
+        tg = details["untyped_targets"]["acct_b"]
+        target, why = tg["types"][0][0], tg["reason"]
+        # limits lend: the idle A100s and K80s are acct_b's to use already, nothing moves between its limits;
+        # the map puts a type rl was never measured on first on acct_b's line
+        assert details["explore_moves"] == []
         assert target in ("a100", "k80") and why.startswith(f"explore: class rl has no profile on {target}"), why
         line = next(ln for ln in type_map.read_text().splitlines() if ln.startswith("acct_b "))
-        assert line.split()[1] == target
+        assert line.split()[1].split(",")[0].split(":")[0] == target
         # the next untyped submission of acct_b lands on the explored type (job_submit.lua reads the map)
         nxt = testbed.sbatch("acct_b", gpus=1, comment="class=rl", command="sleep 30")
         assert f"gpu:{target}" in testbed.job(nxt).get("TresPerNode", "") + testbed.job(nxt).get("Gres", "")

@@ -54,8 +54,9 @@ def test_bad_account_failing_call_and_locked_store_are_recorded_and_the_rest_app
         (shim / "sacctmgr").chmod(0o755)
         env = dict(testbed.env, PATH=f"{shim}:{testbed.env.get('PATH', '/usr/bin:/bin')}")
         cfg_file = tmp_path / "slurm-fair.toml"
+        # hard caps (limits.lend = false): every account gets limits to write, so the failures have calls to hit
         cfg_file.write_text('[daemon]\ndatabase = "sf.sqlite"\n[policy]\nname = "oef-noncoop"\n'
-                            '[cluster]\nbackend = "cli"\ntimeout = 30\n')
+                            '[cluster]\nbackend = "cli"\ntimeout = 30\n[limits]\nlend = false\n')
         cfg = config_mod.load(cfg_file)
         cluster = CliCluster(timeout=30, env=env)
         store = Store(cfg.database_path)

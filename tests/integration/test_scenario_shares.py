@@ -1,21 +1,22 @@
-"""The whole "shares that Slurm actually follows" scenario on the real testbed, with the shipped hooks and
-job_submit.lua (both installed by contrib/testbed/testbed.sh):
+"""The late-comers scenario on the real testbed, with the shipped hooks and job_submit.lua (both installed by
+contrib/testbed/testbed.sh): guarantees, lending and reclaim.
 
-1. acct_a floods the cluster with long untyped, checkpointing 1-GPU jobs (contrib/checkpoint/train.sh) before
-   slurm-fair ever ran (no type map yet: the jobs pass untyped and spread over every GPU type);
-2. acct_b and acct_c then submit typed and untyped jobs (the untyped ones are typed by job_submit.lua from the
-   map the daemon published);
-3. ``slurm-fair daemon --once`` runs every 10 s with ``[preemption] enabled, grace = 5, min_runtime = 0``.
+1. ``slurm-fair daemon --once``: a first round with no jobs publishes the type map (every GPU free);
+2. acct_a floods the cluster with long untyped, checkpointing 1-GPU jobs (contrib/checkpoint/train.sh):
+   job_submit.lua spreads them over every GPU type from the map's rooms, and all 16 start (lent GPUs);
+3. acct_b and acct_c then submit typed and untyped jobs (the untyped ones typed by job_submit.lua);
+4. ``slurm-fair daemon --once`` runs every 10 s with ``[preemption] enabled, grace = 5, min_runtime = 0``.
 
-Within 6 rounds every account's GPUs in use per type are within its limit, acct_b and acct_c run their share
-(every GPU their limits give them is in use),
-every preempted job was signalled before it was requeued (checkpoint written), and ``explain`` names every
-preemption. Then the late accounts leave, and each preempted job resumes from its checkpoint.
+Within 6 rounds acct_b and acct_c run at least their guarantee on every type (the round's rounded shares,
+as far as their jobs ask for that type), no GPU is idle while a job that could use it waits, every reclaimed
+job was signalled before it was requeued (checkpoint written), and ``explain`` names every preemption. Then
+the late accounts leave, and each reclaimed job resumes from its checkpoint.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from slurm_fair import config as config_mod
+from slurm_fair.store import Store
 
 PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]
 TRAIN_SH = Path(__file__).resolve().parents[2] / "contrib" / "checkpoint" / "train.sh"
@@ -72,6 +74,43 @@ def _in_use(testbed) -> dict[str, dict[str, int]]:
     return use
 
 
+def _idle(testbed) -> dict[str, int]:
+    """type -> GPUs free now (sinfo: configured minus allocated, usable nodes)."""
+    out = testbed.run(["sinfo", "-h", "-N", "-O", "NodeList:|,StateCompact:|,Gres:|,GresUsed:"]).stdout
+    idle: dict[str, int] = {}
+    for line in out.splitlines():
+        _n, state, gres, used = (line.split("|") + ["", "", ""])[:4]
+        if state.rstrip("*~#!%$@^-") not in ("idle", "mix", "alloc"):
+            continue
+        conf = {m.group(1): int(m.group(2)) for m in re.finditer(r"gpu:([A-Za-z0-9_.-]+):(\d+)", gres)}
+        busy = {m.group(1): int(m.group(2)) for m in re.finditer(r"gpu:([A-Za-z0-9_.-]+):(\d+)", used)}
+        for t, c in conf.items():
+            idle[t] = idle.get(t, 0) + c - busy.get(t, 0)
+    return idle
+
+
+def _pending(testbed, account: str | None = None) -> list[tuple[str, str]]:
+    """(account, requested GPU type) of pending jobs that could start (not held, no dependency)."""
+    out = testbed.run(["squeue", "-h", "-t", "PD", "-o", "%a|%b|%r"]).stdout
+    rows = []
+    for line in out.splitlines():
+        acct, gres, reason = line.split("|")
+        if reason.startswith(("JobHeld", "Dependency", "BeginTime")) or (account and acct != account):
+            continue
+        rows.append((acct, gres.split(":")[-2] if gres.count(":") >= 2 else ""))
+    return rows
+
+
+def _waiting_types(testbed) -> set[str]:
+    return {t for _a, t in _pending(testbed) if t}
+
+
+def _asked(testbed, account: str, gpu_type: str) -> int:
+    """GPUs of ``account``'s running and pending 1-GPU jobs typed ``gpu_type``."""
+    running = _in_use(testbed).get(account, {}).get(gpu_type, 0)
+    return running + sum(1 for _a, t in _pending(testbed, account) if t == gpu_type)
+
+
 def _jobs_of(testbed, account: str, state: str) -> list[int]:
     out = testbed.run(["squeue", "-h", "-A", account, "-t", state, "-o", "%i"]).stdout
     return [int(x) for x in out.split()]
@@ -89,8 +128,11 @@ def test_flood_then_fair_shares_with_preemption(testbed, tmp_path):
     saved_map = type_map.read_bytes() if type_map.exists() else None
     ckpts: list[Path] = []
     try:
-        # 1. the flood, before slurm-fair ever ran: no type map, so untyped jobs pass untyped
+        # 1. a first round with nobody's jobs: the map lends every GPU
         type_map.unlink(missing_ok=True)
+        _sf(testbed, cfg, "daemon", "--once")
+        assert type_map.exists()
+        # 2. the flood: typed by job_submit.lua from the map's rooms, spread over every type, all running
         flood = []
         train = testbed.job_file(TRAIN_SH)
         for i in range(sum(CAPACITY.values())):
@@ -100,14 +142,14 @@ def test_flood_then_fair_shares_with_preemption(testbed, tmp_path):
             flood.append(testbed.sbatch("acct_a", name="flood", extra=["--requeue", "--open-mode=append"],
                                         command=f"export CKPT={ckpt} STEPS=100000 STEP_SECONDS=0.5; "
                                                 f"exec bash {train}"))
-        testbed.wait_for(lambda: len(_jobs_of(testbed, "acct_a", "R")) == len(flood), 180,
+        testbed.wait_for(lambda: len(_jobs_of(testbed, "acct_a", "R")) == len(flood), 60,
                          what="the flood running on every GPU")
         spread = _in_use(testbed)["acct_a"]
         assert spread == CAPACITY, spread  # untyped jobs landed on every type
-        _sf(testbed, cfg, "daemon", "--once")  # round 1: only acct_a has jobs; the map gets published
-        assert type_map.exists()
+        assert all("fair:flex" in testbed.job(j).get("Comment", "") for j in flood)
+        _sf(testbed, cfg, "daemon", "--once")  # only acct_a has jobs: it is guaranteed everything
 
-        # 2. the late accounts: typed and untyped jobs (job_submit.lua types the untyped ones)
+        # 3. the late accounts: typed and untyped jobs (job_submit.lua types the untyped ones)
         late = {"acct_b": [], "acct_c": []}
         for t in ("k80", "k80", "v100"):
             late["acct_b"].append(testbed.sbatch("acct_b", gpu_type=t, name="rl"))
@@ -121,23 +163,34 @@ def test_flood_then_fair_shares_with_preemption(testbed, tmp_path):
             for jid in jobs[-2:]:
                 assert "fair:flex" in testbed.job(jid).get("Comment", ""), testbed.job(jid)
 
-        # 3. rounds every 10 s until the shares hold
+        # 4. rounds every 10 s until the late accounts run their guarantee and no GPU idles while a job waits
+        store = Store(c.database_path)
         held, seen = None, []
-        for rounds in range(1, ROUNDS + 1):
-            t0 = time.monotonic()
-            _sf(testbed, cfg, "daemon", "--once")
-            time.sleep(3)  # a scheduling pass after the round's changes
-            lim, use = _limits(testbed), _in_use(testbed)
-            seen.append(f"round {rounds + 1}: limits {lim} in use {use}")
-            within = all(n <= lim.get(a, {}).get(t, 0) for a, row in use.items() for t, n in row.items())
-            # the late accounts run their share: every GPU their limits give them is in use
-            late_run = all(sum(use.get(a, {}).values()) == sum(lim.get(a, {}).values()) > 0 for a in late)
-            if within and late_run:
-                held = (lim, use)
-                break
-            time.sleep(max(0.0, PERIOD - (time.monotonic() - t0)))
-        assert held is not None, "shares not held within {} rounds:\n{}".format(ROUNDS, "\n".join(seen))
-        lim, use = held
+        try:
+            for rounds in range(1, ROUNDS + 1):
+                t0 = time.monotonic()
+                _sf(testbed, cfg, "daemon", "--once")
+                time.sleep(3)  # a scheduling pass after the round's changes
+                rnd = store.rounds(limit=1)[0]
+                guarantee = {}
+                for p in store.placements(rnd["id"]):
+                    guarantee.setdefault(p["account"], {})[p["gpu_type"]] = p["real"]
+                lim, use = _limits(testbed), _in_use(testbed)
+                idle, waiting = _idle(testbed), _waiting_types(testbed)
+                seen.append(f"round {rounds + 2}: guarantees {guarantee} limits {lim} in use {use} idle {idle} "
+                            f"waiting {waiting}")
+                # the late accounts run at least their guarantee, as far as their jobs ask for each type
+                late_ok = all(use.get(a, {}).get(t, 0) >= min(n, _asked(testbed, a, t))
+                              for a in late for t, n in guarantee.get(a, {}).items())
+                idle_ok = not any(idle.get(t, 0) >= 1 for t in waiting)
+                if late_ok and idle_ok and any(guarantee.get(a) for a in late):
+                    held = (guarantee, lim, use)
+                    break
+                time.sleep(max(0.0, PERIOD - (time.monotonic() - t0)))
+        finally:
+            store.close()
+        assert held is not None, "guarantees not reached within {} rounds:\n{}".format(ROUNDS, "\n".join(seen))
+        guarantee, lim, use = held
 
         # every preemption: signalled, then requeued after the grace; the job saved a checkpoint
         ex = json.loads(_sf(testbed, cfg, "explain", "acct_a", "--json"))
@@ -145,7 +198,8 @@ def test_flood_then_fair_shares_with_preemption(testbed, tmp_path):
         assert pre, "acct_a ran above its share but nothing was preempted"
         requeued = [p for p in pre if p["state"] == "requeued"]
         assert requeued, pre
-        print(f"\nscenario: shares held after {rounds} round(s) past the flood's first; limits {lim}; in use {use}; "
+        print(f"\nscenario: guarantees held after {rounds} round(s) past the flood's; guarantees {guarantee}; "
+              f"limits {lim}; in use {use}; "
               f"preemptions {sorted((p['job_id'], p['gpu_type'], p['state']) for p in pre)}")
         for p in requeued:
             steps = [s["step"] for s in p["steps"]]

@@ -337,6 +337,17 @@ case("class lines reorder the account's types for that class; rooms stay the acc
 	eq(typ({ name = "rl" }), "gres:gpu:k80:1", "every room of the class's types used: its first type")
 end)
 
+case("class lines reorder within a tier: a type with free GPUs stays before one the account waits for", function()
+	load("acct_a k80:4:4|v100:2\nacct_a/cnn v100,k80\n")
+	local job = { account = "acct_a", name = "cnn", tres_per_node = "gres:gpu:1" }
+	submit(job)
+	eq(job.tres_per_node, "gres:gpu:k80:1", "k80 (tier 0) before v100 (tier 1)")
+	load("acct_a k80:4:4,v100:2:2\nacct_a/cnn v100,k80\n")
+	job = { account = "acct_a", name = "cnn", tres_per_node = "gres:gpu:1" }
+	submit(job)
+	eq(job.tres_per_node, "gres:gpu:v100:1", "one tier: the class's order")
+end)
+
 case("'*/CLASS' lines order a class in every account without its own line", function()
 	load("acct_a v100:4,k80:4\nacct_b v100:4,k80:4\n*/rl k80,v100\nacct_b/rl v100\n* k80\n")
 	local function typ(acct)

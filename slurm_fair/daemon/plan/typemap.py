@@ -216,8 +216,8 @@ def explore_targets(targets: Mapping[str, Target], plan: Plan, snapshot: Snapsho
                     reporting: Iterable[tuple[str, str]]) -> dict[str, Target]:
     """``targets`` with exploration (``profiling.explore``, Gandiva_fair's opportunistic profiling): an account
     with a class that reports its throughput (``reporting``: (account, class) with a measured or harvested
-    value) but has no profile on some GPU type (source ``assumed``) gets such a type first on its line, if its
-    line has room there (so exploring never takes more than the account may use; see :func:`explore_plan`
+    value) but has no profile on some GPU type (source ``assumed``) gets such a type first on its line (and on
+    that class's own line), if its line has room there (so exploring never takes more than the account may use; see :func:`explore_plan`
     for how hard caps make that room); among several, the type with the most room, then the name. Pure; the
     result is what the type map publishes (per account: job_submit.lua sees no class), so the account's
     untyped submissions go there first until the next round."""
@@ -234,7 +234,13 @@ def explore_targets(targets: Mapping[str, Target], plan: Plan, snapshot: Snapsho
         g = max(cands, key=lambda t: (room[t], -cands.index(t)))
         rest = tuple((t, n) for t, n in tg.types if t != g)
         out[a] = Target(((g, room[g]),) + rest,
-                        f"explore: class {gaps[g]} has no profile on {g} (room {room[g]}); {tg.reason}")
+                        f"explore: class {gaps[g]} has no profile on {g} (room {room[g]}); {tg.reason}",
+                        tg.blocks, (min(tg.tiers),) + tuple(k for (t, _n), k in zip(tg.types, tg.tiers) if t != g)
+                        if tg.tiers else ())
+        cls_key = f"{a}/{gaps[g]}"  # the class's own line must not put its measured types back in front
+        if cls_key in out:
+            line = out[cls_key]
+            out[cls_key] = Target(((g, 0),) + tuple((t, n) for t, n in line.types if t != g), line.reason)
     return out
 
 
