@@ -100,8 +100,9 @@ def daemon_cmd(config_path: str | None, once: bool, dry_run: bool) -> None:
 @json_option
 @handle_errors
 def status_cmd(config_path: str | None, as_json: bool) -> None:
-    """Last round per account: weight, ideal share per GPU type, rounded share, deviation, limit in Slurm
-    now (if Slurm answers), GPUs in use and pending GPUs."""
+    """Last round per account: weight, ideal share per GPU type, guarantee (the rounded share), deviation, limit
+    in Slurm now (if Slurm answers; '-': none, every GPU no one claims is lent), GPUs in use and pending
+    GPUs."""
     from ..daemon.report import status
 
     cfg = config_mod.load(config_path)
@@ -123,7 +124,7 @@ def status_cmd(config_path: str | None, as_json: bool) -> None:
     rows = [[a, _num(v["weight"]) if v["weight"] is not None else "-", _types(v["ideal"]), _types(v["real"]),
              _types(v["deviation"]), _types(v["limits"]), _types(v["in_use"]), v["pending_gpus"]]
             for a, v in st["accounts"].items()]
-    click.echo(render(["ACCOUNT", "WEIGHT", "IDEAL", "REAL", "DEVIATION",
+    click.echo(render(["ACCOUNT", "WEIGHT", "IDEAL", "GUARANTEE", "DEVIATION",
                        "LIMIT (SLURM)" if st["reachable"] else "LIMIT (PLANNED)", "IN USE", "PENDING"], rows))
     received = st["received_gpu_seconds"]
     if received:
@@ -274,9 +275,15 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
                             _types(v["ideal"])] for c, v in ex["classes"].items()]))
     click.echo(f"demand:        {ex['demand_gpus']} GPUs")
     click.echo(f"ideal share:   {_types(ex['ideal'])}")
-    click.echo(f"rounded:       {_types(ex['real'])}  (+ work conservation: {_types(ex['extra'])})")
+    if ex.get("lend"):
+        click.echo(f"guarantee:     {_types(ex['real'])}  (the rounded share; claimed for waiting jobs: "
+                   f"{_types(ex['claims'])})")
+        click.echo(f"lendable:      {_types(ex['lendable'])}  (per type, GPUs no waiting account claims: any "
+                   "account may start jobs there)")
+    else:
+        click.echo(f"rounded:       {_types(ex['real'])}  (+ work conservation: {_types(ex['extra'])})")
     click.echo(f"deviation:     {_types(ex['deviation_before'])} -> {_types(ex['deviation'])}")
-    click.echo(f"limit planned: {_types(ex['planned_limits'])}")
+    click.echo("limit planned: " + (_types(ex["planned_limits"]) if ex["planned_limits"] else "none"))
     click.echo("limit in Slurm: " + (_types(ex["limits_in_slurm"]) if ex["reachable"] else f"? ({ex['unreachable']})"))
     click.echo(f"in use:        {_types(ex['in_use'])}")
     if ex.get("prices"):

@@ -64,7 +64,8 @@ def status(store: Store, cfg: Any, snapshot: Snapshot | None, unreachable: str =
         out["accounts"][a] = {
             "weight": d.get("weights", {}).get(d.get("tenants", {}).get(a, a)),
             "ideal": d.get("ideal", {}).get(a, {}),
-            "real": d.get("real", {}).get(a, {}),
+            "real": d.get("real", {}).get(a, {}),  # the rounded share: the account's guarantee per type
+            "claims": d.get("claims", {}).get(a, {}),  # of it, held for its waiting jobs in that round
             "deviation": d.get("deviations", {}).get(a, {}),
             "planned_limits": d.get("limits", {}).get(a, {}),
             "limits": live_limits.get(a, {}) if snapshot else d.get("limits", {}).get(a, {}),
@@ -78,26 +79,24 @@ def status(store: Store, cfg: Any, snapshot: Snapshot | None, unreachable: str =
 def _why(job: Any, cls: str, types: list[str], acct: dict[str, Any], limits_now: dict[str, int],
          in_use: dict[str, int]) -> str:
     """slurm-fair's view of why a pending job waits."""
+    if not P.startable(job):
+        return (f"Slurm holds it back ({job.reason}): it is not demand — no share, no claim, no preemption is "
+                "made for it until it could start")
     held = sum(v for k, v in in_use.items())
     total_limit = limits_now.get(ANY_GPU)
     usable = types if job.gpu_type is None else [job.gpu_type]
     typed_room = {g: limits_now.get(g, None) for g in usable}
-    if job.reason in ("AssocGrpGRES", "AssocGrpGRESRunMinutes") or (
-            total_limit is not None and held + job.gpus > total_limit):
-        lim = ", ".join(f"{g}={v}" for g, v in typed_room.items() if v is not None)
-        dev = acct.get("deviation", {})
-        owed = sum(v for v in dev.values() if v > 0)
-        return (f"the account is at its slurm-fair limit (holds {held} GPUs, limit {total_limit}; {lim}); "
-                f"its fair share is {sum(acct.get('ideal', {}).values()):.2f} GPUs"
-                + (f" and it is owed {owed:.2f} GPUs (deviation), which later rounds pay back" if owed > 0.01 else ""))
-    if all((v or 0) == 0 for v in typed_room.values()) and typed_room:
-        ideal = acct.get("ideal", {})
-        shown = ", ".join(f"{g}={ideal.get(g, 0):.2f}" for g in usable)
-        return f"no {'/'.join(usable)} GPUs in the account's limit this round (ideal {shown})"
+    guarantee = acct.get("real", {})
+    if (job.reason or "").startswith(P.LIMIT_REASONS) or (total_limit is not None and held + job.gpus > total_limit):
+        lim = ", ".join(f"{g}={v}" for g, v in typed_room.items() if v is not None) or "none per type"
+        mine = ", ".join(f"{g}={guarantee.get(g, 0)}" for g in usable)
+        return (f"held back by its limit (holds {held} GPUs; limit {total_limit if total_limit is not None else '-'}"
+                f"; {lim}): other accounts' waiting jobs claim the GPUs of their guarantees; this account's "
+                f"guarantee is {mine} (fair share {sum(acct.get('ideal', {}).values()):.2f} GPUs)")
     if job.reason in ("Resources", "Priority"):
-        return (f"within the account's limit; waits for free GPUs ({job.reason}); SiteFactor {job.site_factor} "
-                "orders it among the pending jobs")
-    return f"within the account's limit; Slurm reason {job.reason or 'None'}"
+        return (f"no limit holds it back; it waits for free GPUs ({job.reason}); SiteFactor {job.site_factor} "
+                "orders it among the pending jobs (accounts owed the most first)")
+    return f"no limit holds it back; Slurm reason {job.reason or 'None'}"
 
 
 def explain(store: Store, cfg: Any, account: str, snapshot: Snapshot | None, unreachable: str = "") -> dict[str, Any]:
@@ -115,6 +114,7 @@ def explain(store: Store, cfg: Any, account: str, snapshot: Snapshot | None, unr
     acct_view = {
         "ideal": d.get("ideal", {}).get(account, {}),
         "deviation": d.get("deviations", {}).get(account, {}),
+        "real": d.get("real", {}).get(account, {}),
     }
     out: dict[str, Any] = {
         "account": account,
@@ -126,7 +126,10 @@ def explain(store: Store, cfg: Any, account: str, snapshot: Snapshot | None, unr
         "classes": d.get("classes", {}).get(account, {}),
         "demand_gpus": d.get("demand", {}).get(account, 0),
         "ideal": acct_view["ideal"],
-        "real": d.get("real", {}).get(account, {}),
+        "real": d.get("real", {}).get(account, {}),  # its guarantee per type (the rounded share)
+        "claims": d.get("claims", {}).get(account, {}),  # of it, held for its waiting jobs
+        "lendable": d.get("lendable", {}),  # per type, GPUs no waiting account's claim holds
+        "lend": d.get("lend", False),
         "extra": d.get("extra", {}).get(account, {}),
         "deviation_before": d.get("deviation_before", {}).get(account, {}),
         "deviation": acct_view["deviation"],
