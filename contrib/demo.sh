@@ -7,10 +7,11 @@
 #   acct_a (alice, class "cnn"): big V100 speedup (10x a K80)
 #   acct_b (bob,   class "rl") : almost none (1.1x)
 #   acct_c (carol, class "lm") : in between (3x), fair-share weight 2
-# bob comes first with long untyped jobs (job_submit.lua types them from the map slurm-fair publishes; they
-# checkpoint on USR1); then every account submits typed 1-GPU jobs on all three GPU types. slurm-fair turns the
-# profiles into per-account per-type GrpTRES limits (acct_a ends up holding the V100 limits) and preempts bob's
-# over-share jobs: checkpoint signal, 5 s grace, requeue. The testbed's hooks record every job start and end.
+# bob comes first with long untyped jobs into the idle cluster: job_submit.lua spreads them over the types the
+# map lends (they checkpoint on USR1) and they start at once. Then every account submits typed 1-GPU jobs on all
+# three GPU types. slurm-fair turns the profiles into per-account per-type guarantees (acct_a is guaranteed the
+# V100s), lends every GPU no waiting guarantee claims, and reclaims the GPUs bob borrowed: checkpoint signal,
+# 5 s grace, requeue. The testbed's hooks record every job start and end.
 # Environment: TESTBED_NAME (default demo) / TESTBED_DIR / TESTBED_PORT_BASE (15817) / TESTBED_MYSQL_PORT (32306)
 # as for testbed.sh; SLURM_FAIR
 # (default: `slurm-fair` on PATH, else .venv/bin/slurm-fair, installed there if missing); DEMO_ROUNDS (default 3); DEMO_PERIOD (5 s).
@@ -79,11 +80,12 @@ for spec in cnn:a100:12 cnn:v100:10 cnn:k80:1  rl:a100:1.2 rl:v100:1.1 rl:k80:1 
 done
 "${SF[@]}" profiles list
 
-say "round 0: no jobs yet, every account starts at limit 0; the GPU type map for untyped jobs is published"
+say "round 0: no jobs yet: nobody waits, so no limit binds anyone; the type map lends every GPU"
 "${SF[@]}" daemon --once
 cat "$SLURM_FAIR_TESTBED/etc/gpu_type_map.txt"
 
 say "bob (acct_b) comes first: 6 long untyped jobs that checkpoint on USR1 (contrib/checkpoint/train.sh)"
+echo "  job_submit.lua spreads them over the types the map lends, fastest first; all start at once"
 install -m 644 "$REPO/contrib/checkpoint/train.sh" "$DEMO/out/train.sh"  # bob may not reach a private checkout
 for ((i = 0; i < 6; i++)); do
   # job_submit.lua gives each untyped request the map's type and says so on stderr (shown once)
@@ -94,7 +96,7 @@ for ((i = 0; i < 6; i++)); do
   ((i == 0)) && sed 's/^/  /' "$DEMO/sbatch.err"
 done
 sleep 2
-"${SF[@]}" daemon --once  # acct_b alone: it may use everything it asked for
+"${SF[@]}" daemon --once  # acct_b alone: it is guaranteed what its jobs ask for
 squeue -h -o "  %i %a %T %b %k"
 
 say "then alice and carol (and more from bob): per account 2 x a100, 4 x v100, 4 x k80 jobs (1 GPU each)"
@@ -122,7 +124,7 @@ sleep 3  # one scheduling pass
 
 say "slurm-fair status"
 "${SF[@]}" status
-say "slurm-fair explain acct_b (its over-share untyped jobs were checkpointed and requeued)"
+say "slurm-fair explain acct_b (the GPUs it borrowed beyond its guarantee were reclaimed: checkpointed, requeued)"
 "${SF[@]}" explain acct_b
 say "a preempted job's output"
 f=$(grep -l "got USR1" "$DEMO"/out/rl-*.out 2>/dev/null | head -1) && sed 's/^/  /' "$f" | head -8 || echo "  (no job was preempted)"

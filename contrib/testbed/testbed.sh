@@ -142,7 +142,7 @@ pid_running() {
   local f=$RUN/$1.pid pid
   [[ -s $f ]] || return 1
   pid=$(<"$f")
-  [[ $pid =~ ^[0-9]+$ && -d /proc/$pid ]] && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]]
+  [[ $pid =~ ^[0-9]+$ ]] && [[ -n $(still_running "$pid") ]]
 }
 DAEMONS=(munged mariadbd slurmdbd slurmctld)
 for n in "${NODES[@]}"; do DAEMONS+=("slurmd-$n"); done
@@ -163,26 +163,34 @@ start_daemon() {  # start_daemon NAME CMD... (foreground daemon, PID recorded)
   echo $! >"$RUN/$name.pid"
 }
 
+still_running() {  # still_running PID... : prints those that run (not gone, not zombies)
+  local pid
+  for pid in "$@"; do
+    [[ -d /proc/$pid ]] && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]] && echo "$pid"
+  done
+  return 0
+}
+
+wait_gone() {  # wait_gone TENTHS PID... : true once none of them runs, within TENTHS tenths of a second
+  local tenths=$1 i; shift
+  for ((i = 0; i < tenths; i++)); do
+    [[ -z $(still_running "$@") ]] && return 0
+    sleep 0.1
+  done
+  [[ -z $(still_running "$@") ]]
+}
+
 stop_pids() {  # stop_pids PID... : SIGTERM, wait up to 30 s, then SIGKILL
-  local pid left i
   (($#)) || return 0
   kill -TERM "$@" 2>/dev/null || true
-  for ((i = 0; i < 300; i++)); do
-    left=()
-    for pid in "$@"; do [[ -d /proc/$pid ]] && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]] && left+=("$pid"); done
-    ((${#left[@]})) || return 0
-    sleep 0.1
-  done
-  log "still running after 30 s, sending SIGKILL: ${left[*]}"
-  kill -KILL "${left[@]}" 2>/dev/null || true
+  wait_gone 300 "$@" && return 0
+  local left
+  left=$(still_running "$@" | tr '\n' ' ')
+  log "still running after 30 s, sending SIGKILL: $left"
+  # shellcheck disable=SC2086
+  kill -KILL $left 2>/dev/null || true
   # gone for real before anything restarts (a MariaDB still holding ibdata1's lock makes the next one wait)
-  for ((i = 0; i < 100; i++)); do
-    left=()
-    for pid in "$@"; do [[ -d /proc/$pid ]] && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]] && left+=("$pid"); done
-    ((${#left[@]})) || return 0
-    sleep 0.1
-  done
-  log "still running after SIGKILL: ${left[*]}"
+  wait_gone 100 "$@" || log "still running after SIGKILL: $(still_running "$@" | tr '\n' ' ')"
 }
 
 stop_daemons() {  # stop_daemons NAME...

@@ -42,14 +42,11 @@ from .. import policies
 from .. import profiles as shipped_profiles
 from ..cluster.base import ANY_GPU, Cluster, Snapshot, supports_pending_retype
 from ..cluster.errors import ClusterError, ClusterUnreachable
-from ..errors import InputError
 from ..model import Allocation
 from ..store import Store
 from . import plan as P
-from . import preempt as PR
-from . import publish
+from . import preemption, publish
 from .harvest import harvest
-from . import upgrade as U
 from .ingest import ingest_round
 
 PAUSE_ENV = "SLURM_FAIR_PAUSE_BEFORE_APPLY"
@@ -114,7 +111,7 @@ def compute(snapshot: Snapshot, store: Store, cfg: Any, policy: str, now: float)
     warm = _warm(store, policy, now)
     solver = cfg.policy.solver or None
     opts = cfg.policy.options()
-    moving = U.in_flight(_history(store, now, cfg)) if cfg.preemption.upgrade else []
+    moving = preemption.moving(store, now, cfg) if cfg.preemption.upgrade else []
     return P.decide(snapshot, cfg, lambda problem: policies.solve(policy, problem, solver=solver, warm=warm,
                                                                   options=opts),
                     profiles=store.profiles(cfg.profiling.prefer_measured), shipped=shipped_profiles.load_shipped(), deviations=store.deviations(),
@@ -219,99 +216,6 @@ def _fairness(c: P.Decisions) -> dict[str, Any]:
     thr = out.pop("throughput")
     out["seconds"] = time.perf_counter() - t
     return {"fairness": out, "throughput": thr}
-
-
-def _history(store: Store, now: float, cfg: Any) -> list[PR.Record]:
-    rows = store.preemption_history(since=now - float(cfg.preemption.min_runtime) - 1.0)
-    return [PR.Record(r["id"], r["job_id"], r["account"], r["gpu_type"] or "", r["gpus"] or 0, r["state"],
-                      r["signalled_at"], r["requeue_at"], r["requeued_at"], r.get("target_type")) for r in rows]
-
-
-def preempt(cluster: Cluster | None, store: Store, cfg: Any, snapshot: Snapshot, limits: Mapping[str, Mapping[str, int]],
-            round_id: int | None, now: float, act: bool = True, stamp: float | None = None,
-            decisions: P.Decisions | None = None) -> dict[str, Any]:
-    """Decide this round's preemption steps (:func:`preempt.decide` on ``limits``: the guarantees when limits
-    lend, the applied limits when they are hard caps) and, with ``act``,
-    perform and record them: every step goes into the store's preemptions table and the events. A failure
-    on one job is recorded (state ``failed``) and never stops the others. Returns the summary kept in the
-    round's details; without ``act`` the steps are only listed under ``would``. Steps are time-stamped with
-    ``stamp`` (None: the wall clock when each happens, so the grace starts when the signal was sent).
-    With ``preemption.upgrade`` and the round's ``decisions``, upgrade moves (``daemon/upgrade.py``) use the
-    signals the reclaims left of the per-round budget; their requeue gives the job its new type."""
-    # a pending flexible job can still be moved where Slurm retypes pending jobs: it waits for any type
-    retype_ok = supports_pending_retype(snapshot.slurm_version)
-    seen = P.flexible_as_untyped(snapshot) if retype_ok else snapshot
-    jobs = P.gpu_jobs(seen, cfg.cluster.partitions, cfg.limits.accounts)
-    history = _history(store, now, cfg)
-    plan = decisions.plan if decisions is not None else None
-
-    def upgrade_ok(r: PR.Record) -> str | None:
-        if plan is None or not retype_ok:
-            return "the round has no plan" if plan is None else f"Slurm {snapshot.slurm_version} cannot retype"
-        return U.still_possible(r, snapshot, plan, cfg.cluster.partitions)
-
-    d = PR.decide(limits, jobs, history, now, cfg.preemption,
-                  idle=P.idle_gpus(snapshot, cfg.cluster.partitions),
-                  word="guarantee" if cfg.limits.lend else "limit", upgrade_ok=upgrade_ok)
-    actions = list(d.actions)
-    if cfg.preemption.upgrade and retype_ok and decisions is not None:
-        built = decisions.built
-        busy = {r.job_id for r in history if r.state == PR.OPEN} | {a.job_id for a in actions}
-        budget = int(cfg.preemption.max_jobs_per_round) - sum(a.kind == "signal" for a in actions)
-        free = U.free_for_moves(snapshot, U.in_flight(history), lambda j, t: t in P.known_types(built, cfg, j),
-                                cfg.cluster.partitions)
-        speed = U.speeds_of(built.throughput, built.sources, lambda j: P.job_class(j, cfg.classes.order),
-                            P.UNKNOWN_SOURCES)
-        for m in U.upgrade_moves(snapshot, plan, speed, history, now, cfg.preemption, free, busy, budget):
-            actions.append(PR.Action("signal", m.job_id, m.account, m.from_type, m.gpus, m.reason,
-                                     signal=cfg.preemption.signal, target_type=m.to_type))
-    out: dict[str, Any] = {"over": d.over, "waiting": d.waiting, "upgrades": sum(
-                               a.kind == "signal" and a.target_type is not None for a in actions),
-                           "skipped": [{"job_id": s.job_id, "account": s.account, "gpu_type": s.gpu_type,
-                                        "reason": s.reason} for s in d.skipped],
-                           "signalled": [], "requeued": [], "resolved": [], "gone": [], "failed": []}
-    if not act or cluster is None:
-        out["would"] = [{"step": a.kind, "job_id": a.job_id, "account": a.account, "gpu_type": a.gpu_type,
-                         "gpus": a.gpus, "reason": a.reason, "target_type": a.target_type} for a in actions]
-        return out
-    users = {j.job_id: j.user for j in jobs}
-    done = {"signal": "signalled", "requeue": "requeued", "resolve": "resolved", "gone": "gone"}
-    by_id = {j.job_id: j for j in snapshot.jobs}
-    for a in actions:
-        item = {"job_id": a.job_id, "account": a.account, "gpu_type": a.gpu_type, "gpus": a.gpus, "reason": a.reason}
-        if a.target_type:
-            item["target_type"] = a.target_type
-        step, state, msg = done[a.kind], done[a.kind], a.reason
-        try:
-            if a.kind == "signal":
-                cluster.signal_job(a.job_id, a.signal)
-            elif a.kind == "requeue":
-                cluster.requeue_job(a.job_id)
-                if a.target_type:  # an upgrade move: the requeued (pending) job gets the faster type
-                    job = by_id.get(a.job_id)
-                    try:
-                        cluster.set_job_gpu_type(a.job_id, a.target_type, job.gpus_per_node if job else a.gpus)
-                        msg = f"{a.reason}; requeued as gres/gpu:{a.target_type}"
-                    except (ClusterError, InputError) as e:
-                        msg = f"{a.reason}; requeued, but retyping it failed (it waits for {a.gpu_type}): {e}"
-        except (ClusterError, InputError) as e:
-            step, state, msg = f"{a.kind}-failed", "failed", f"{a.kind} failed: {e}"
-            item["error"] = str(e)
-        if a.kind == "signal":
-            pid = store.add_preemption(job_id=a.job_id, account=a.account, user=users.get(a.job_id, ""),
-                                       gpu_type=a.gpu_type, gpus=a.gpus, signal=a.signal, reason=a.reason,
-                                       grace=float(cfg.preemption.grace), round_id=round_id,
-                                       ok=state != "failed", message="" if state != "failed" else msg, now=stamp,
-                                       target_type=a.target_type)
-        else:
-            pid = a.record_id
-            store.preemption_step(pid, step, msg, state=state, round_id=round_id, now=stamp)
-        item["preemption_id"] = pid
-        out[state].append(item)
-        store.event("preemption", f"job {a.job_id} ({a.account}, {a.gpus} {a.gpu_type}): {step}: {msg}",
-                    round_id=round_id, job_id=a.job_id, account=a.account,
-                    data={"step": step, "preemption_id": pid, "gpu_type": a.gpu_type, "gpus": a.gpus})
-    return out
 
 
 def cause(e: BaseException) -> str:
@@ -500,7 +404,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
     # what preemption enforces: the guarantees when limits lend (borrowed GPUs come back), else the limits
     enforced = ({a: g for a, g in plan.real.items() if a in c.planned} if plan.lend else c.planned)
     if dry_run and cfg.preemption.enabled:
-        res.details["preemption"] = preempt(None, store, cfg, snapshot, enforced, round_id, now, act=False,
+        res.details["preemption"] = preemption.run(None, store, cfg, snapshot, enforced, round_id, now, act=False,
                                             decisions=c)
     if not dry_run:
         pause = os.environ.get(PAUSE_ENV)
@@ -540,7 +444,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
                 res.details["type_map_error"] = f"{cfg.type_map_path}: {e.strerror or e}"
         if cfg.preemption.enabled:
             try:
-                res.details["preemption"] = pre = preempt(cluster, store, cfg, snapshot, enforced, round_id,
+                res.details["preemption"] = pre = preemption.run(cluster, store, cfg, snapshot, enforced, round_id,
                                                           now, stamp=stamp, decisions=c)
                 if pre["failed"]:
                     res.message = (res.message + "; " if res.message else "") + f"preemption: {len(pre['failed'])} failed"

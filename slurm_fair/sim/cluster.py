@@ -44,6 +44,7 @@ from typing import Any, Iterable, Mapping
 from ..cluster.base import ANY_GPU, CLEAR, FLEX_TOKEN, Account, Cluster, Job, Node, Snapshot
 from ..cluster.errors import CommandFailed
 from ..daemon.plan import DEFAULT_TARGET
+from ..daemon.plan.demand import place_gpus
 
 VERSION = "24.11.0"  # what the simulated Slurm reports (pending-job retype works from 23.02.6)
 PARTITION = "gpu"
@@ -339,22 +340,7 @@ class SimCluster(Cluster):
         """GPUs of one type for a job: on one node when a node of that type is large enough (the fullest
         node that still holds it all, to keep whole nodes free), else on whole free nodes of that type
         (largest first); None when that is not free now."""
-        nodes = [n for n in self.node_gpus if self.node_gpus[n].get(gpu_type, 0) > 0]
-        if not nodes:
-            return None
-        if gpus <= max(self.node_gpus[n][gpu_type] for n in nodes):
-            one = sorted((self.free[n][gpu_type], n) for n in nodes if self.free[n][gpu_type] >= gpus)
-            return {one[0][1]: gpus} if one else None
-        whole = sorted((n for n in nodes if self.free[n][gpu_type] == self.node_gpus[n][gpu_type]),
-                       key=lambda n: (-self.node_gpus[n][gpu_type], n))
-        out, left = {}, gpus
-        for n in whole:
-            take = min(self.node_gpus[n][gpu_type], left)
-            out[n] = take
-            left -= take
-            if left == 0:
-                return out
-        return None
+        return place_gpus(self.free, self.node_gpus, gpu_type, gpus)
 
     def schedule(self) -> None:
         """Start pending jobs by priority where they fit (module docstring)."""

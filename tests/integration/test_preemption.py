@@ -18,7 +18,7 @@ from pathlib import Path
 
 from slurm_fair import config as config_mod
 from slurm_fair.cluster import connect
-from slurm_fair.daemon.round import preempt
+from slurm_fair.daemon.preemption import run as preempt
 from slurm_fair.store import Store
 
 PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]

@@ -210,10 +210,31 @@ def idle_gpus(snapshot: Snapshot, partitions: Iterable[str] = ()) -> dict[str, i
     return FreeGPUs.of(snapshot, partitions).totals()
 
 
+def place_gpus(free: Mapping[str, Mapping[str, int]], size: Mapping[str, Mapping[str, int]], t: str,
+               n: int) -> dict[str, int] | None:
+    """Where a job of ``n`` GPUs of type ``t`` goes now ({node: GPUs}), None when it does not fit: on one node
+    of that type with ``n`` free — the fullest such node, keeping whole nodes free — when ``n`` is at most the
+    type's largest node, else on whole free nodes of that type, largest first (Slurm's rule as the simulator
+    models it; ``free``/``size``: node -> type -> GPUs free / configured)."""
+    nodes = [x for x in size if size[x].get(t, 0) > 0]
+    if not nodes or n <= 0:
+        return None
+    if n <= max(size[x][t] for x in nodes):
+        one = sorted((free[x].get(t, 0), x) for x in nodes if free[x].get(t, 0) >= n)
+        return {one[0][1]: n} if one else None
+    whole = sorted((x for x in nodes if free[x].get(t, 0) == size[x][t]), key=lambda x: (-size[x][t], x))
+    out, left = {}, n
+    for x in whole:
+        k = min(size[x][t], left)
+        out[x] = k
+        left -= k
+        if left == 0:
+            return out
+    return None
+
+
 class FreeGPUs:
-    """The GPUs free now, node by node, and where a job of ``n`` GPUs of one type would go — Slurm's rule as the
-    simulator models it: on one node of that type with ``n`` free (the fullest such node) when ``n`` is at most
-    the type's largest node, else on whole free nodes of that type (largest first)."""
+    """The GPUs free now, node by node, and where a job of ``n`` GPUs of one type would go (:func:`place_gpus`)."""
 
     def __init__(self, free: Mapping[str, Mapping[str, int]], size: Mapping[str, Mapping[str, int]]):
         self.free = {n: {t: int(c) for t, c in row.items()} for n, row in free.items()}
@@ -239,21 +260,7 @@ class FreeGPUs:
         return out
 
     def _where(self, t: str, n: int) -> dict[str, int] | None:
-        nodes = [x for x in self.size if self.size[x].get(t, 0) > 0]
-        if not nodes or n <= 0:
-            return None
-        if n <= max(self.size[x][t] for x in nodes):
-            one = sorted((self.free[x][t], x) for x in nodes if self.free[x][t] >= n)
-            return {one[0][1]: n} if one else None
-        whole = sorted((x for x in nodes if self.free[x][t] == self.size[x][t]), key=lambda x: (-self.size[x][t], x))
-        out, left = {}, n
-        for x in whole:
-            k = min(self.size[x][t], left)
-            out[x] = k
-            left -= k
-            if left == 0:
-                return out
-        return None
+        return place_gpus(self.free, self.size, t, n)
 
     def fits(self, t: str, n: int) -> bool:
         return self._where(t, n) is not None

@@ -1,0 +1,115 @@
+"""Preemption steps carried out and recorded: what :func:`preempt.decide` (reclaims) and
+:func:`upgrade.upgrade_moves` (upgrade moves) decide for a round is signalled, requeued (and retyped for a
+move), resolved or found gone here, each step recorded in the store's preemptions table and as an event. A
+failure on one job is recorded (state ``failed``) and never stops the others."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..cluster.base import Cluster, Snapshot, supports_pending_retype
+from ..cluster.errors import ClusterError
+from ..errors import InputError
+from ..store import Store
+from . import plan as P
+from . import preempt as PR
+from . import upgrade as U
+
+
+def history(store: Store, now: float, cfg: Any) -> list[PR.Record]:
+    """The preemptions that matter now: open ones, and those whose lease (``min_runtime``) is not over."""
+    rows = store.preemption_history(since=now - float(cfg.preemption.min_runtime) - 1.0)
+    return [PR.Record(r["id"], r["job_id"], r["account"], r["gpu_type"] or "", r["gpus"] or 0, r["state"],
+                      r["signalled_at"], r["requeue_at"], r["requeued_at"], r.get("target_type")) for r in rows]
+
+
+def moving(store: Store, now: float, cfg: Any) -> list[tuple[str, str, int]]:
+    """(account, target type, GPUs) of the upgrade moves in flight (their target GPUs are held for them)."""
+    return U.in_flight(history(store, now, cfg))
+
+
+def run(cluster: Cluster | None, store: Store, cfg: Any, snapshot: Snapshot, limits: Mapping[str, Mapping[str, int]],
+            round_id: int | None, now: float, act: bool = True, stamp: float | None = None,
+            decisions: P.Decisions | None = None) -> dict[str, Any]:
+    """Decide this round's preemption steps (:func:`preempt.decide` on ``limits``: the guarantees when limits
+    lend, the applied limits when they are hard caps) and, with ``act``,
+    perform and record them: every step goes into the store's preemptions table and the events. A failure
+    on one job is recorded (state ``failed``) and never stops the others. Returns the summary kept in the
+    round's details; without ``act`` the steps are only listed under ``would``. Steps are time-stamped with
+    ``stamp`` (None: the wall clock when each happens, so the grace starts when the signal was sent).
+    With ``preemption.upgrade`` and the round's ``decisions``, upgrade moves (``daemon/upgrade.py``) use the
+    signals the reclaims left of the per-round budget; their requeue gives the job its new type."""
+    # a pending flexible job can still be moved where Slurm retypes pending jobs: it waits for any type
+    retype_ok = supports_pending_retype(snapshot.slurm_version)
+    seen = P.flexible_as_untyped(snapshot) if retype_ok else snapshot
+    jobs = P.gpu_jobs(seen, cfg.cluster.partitions, cfg.limits.accounts)
+    past = history(store, now, cfg)
+    plan = decisions.plan if decisions is not None else None
+
+    def upgrade_ok(r: PR.Record) -> str | None:
+        if plan is None or not retype_ok:
+            return "the round has no plan" if plan is None else f"Slurm {snapshot.slurm_version} cannot retype"
+        return U.still_possible(r, snapshot, plan, cfg.cluster.partitions)
+
+    d = PR.decide(limits, jobs, past, now, cfg.preemption,
+                  idle=P.idle_gpus(snapshot, cfg.cluster.partitions),
+                  word="guarantee" if cfg.limits.lend else "limit", upgrade_ok=upgrade_ok)
+    actions = list(d.actions)
+    if cfg.preemption.upgrade and retype_ok and decisions is not None:
+        built = decisions.built
+        busy = {r.job_id for r in past if r.state == PR.OPEN} | {a.job_id for a in actions}
+        budget = int(cfg.preemption.max_jobs_per_round) - sum(a.kind == "signal" for a in actions)
+        free = U.free_for_moves(snapshot, U.in_flight(past), lambda j, t: t in P.known_types(built, cfg, j),
+                                cfg.cluster.partitions)
+        speed = U.speeds_of(built.throughput, built.sources, lambda j: P.job_class(j, cfg.classes.order),
+                            P.UNKNOWN_SOURCES)
+        for m in U.upgrade_moves(snapshot, plan, speed, past, now, cfg.preemption, free, busy, budget):
+            actions.append(PR.Action("signal", m.job_id, m.account, m.from_type, m.gpus, m.reason,
+                                     signal=cfg.preemption.signal, target_type=m.to_type))
+    out: dict[str, Any] = {"over": d.over, "waiting": d.waiting, "upgrades": sum(
+                               a.kind == "signal" and a.target_type is not None for a in actions),
+                           "skipped": [{"job_id": s.job_id, "account": s.account, "gpu_type": s.gpu_type,
+                                        "reason": s.reason} for s in d.skipped],
+                           "signalled": [], "requeued": [], "resolved": [], "gone": [], "failed": []}
+    if not act or cluster is None:
+        out["would"] = [{"step": a.kind, "job_id": a.job_id, "account": a.account, "gpu_type": a.gpu_type,
+                         "gpus": a.gpus, "reason": a.reason, "target_type": a.target_type} for a in actions]
+        return out
+    users = {j.job_id: j.user for j in jobs}
+    done = {"signal": "signalled", "requeue": "requeued", "resolve": "resolved", "gone": "gone"}
+    by_id = {j.job_id: j for j in snapshot.jobs}
+    for a in actions:
+        item = {"job_id": a.job_id, "account": a.account, "gpu_type": a.gpu_type, "gpus": a.gpus, "reason": a.reason}
+        if a.target_type:
+            item["target_type"] = a.target_type
+        step, state, msg = done[a.kind], done[a.kind], a.reason
+        try:
+            if a.kind == "signal":
+                cluster.signal_job(a.job_id, a.signal)
+            elif a.kind == "requeue":
+                cluster.requeue_job(a.job_id)
+                if a.target_type:  # an upgrade move: the requeued (pending) job gets the faster type
+                    job = by_id.get(a.job_id)
+                    try:
+                        cluster.set_job_gpu_type(a.job_id, a.target_type, job.gpus_per_node if job else a.gpus)
+                        msg = f"{a.reason}; requeued as gres/gpu:{a.target_type}"
+                    except (ClusterError, InputError) as e:
+                        msg = f"{a.reason}; requeued, but retyping it failed (it waits for {a.gpu_type}): {e}"
+        except (ClusterError, InputError) as e:
+            step, state, msg = f"{a.kind}-failed", "failed", f"{a.kind} failed: {e}"
+            item["error"] = str(e)
+        if a.kind == "signal":
+            pid = store.add_preemption(job_id=a.job_id, account=a.account, user=users.get(a.job_id, ""),
+                                       gpu_type=a.gpu_type, gpus=a.gpus, signal=a.signal, reason=a.reason,
+                                       grace=float(cfg.preemption.grace), round_id=round_id,
+                                       ok=state != "failed", message="" if state != "failed" else msg, now=stamp,
+                                       target_type=a.target_type)
+        else:
+            pid = a.record_id
+            store.preemption_step(pid, step, msg, state=state, round_id=round_id, now=stamp)
+        item["preemption_id"] = pid
+        out[state].append(item)
+        store.event("preemption", f"job {a.job_id} ({a.account}, {a.gpus} {a.gpu_type}): {step}: {msg}",
+                    round_id=round_id, job_id=a.job_id, account=a.account,
+                    data={"step": step, "preemption_id": pid, "gpu_type": a.gpu_type, "gpus": a.gpus})
+    return out
