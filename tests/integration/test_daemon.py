@@ -108,7 +108,7 @@ def test_rounds_set_the_rounded_plan_start_the_right_jobs_and_carry_deviations(t
     # acct_b takes every GPU (lent: nobody else waits), then acct_a and acct_c submit
     busy = submit_mix(testbed, {"a100": 4, "v100": 6, "k80": 6}, accounts=("acct_b",))
     testbed.wait_for(lambda: sum(running_by(testbed).values()) == 16, timeout=40, what="acct_b on every GPU")
-    jobs = submit_mix(testbed, {"a100": 1, "v100": 3, "k80": 1}, accounts=("acct_a", "acct_c"))
+    submit_mix(testbed, {"a100": 1, "v100": 3, "k80": 1}, accounts=("acct_a", "acct_c"))
     r = sf.cli("daemon", "--once")
     assert "status=ok" in r.stderr
     rnd = last_round(sf.db)
