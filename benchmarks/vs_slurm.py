@@ -13,18 +13,23 @@ Workloads (each simulated with the daemon's own round code, ``slurm_fair.sim.eng
   each job's time taken at its class's capacity-weighted mean speed over the GPU types (as if it ran on a
   GPU drawn in proportion to the cluster's types), divided by the GPUs: ``λ · E[g · work / r̄] / N``;
 * the shared Gavel traces named by ``--gavel`` (Gavel's measured throughputs, one account per job, as in the
-  validation against Gavel's simulator).
+  validation against Gavel's simulator);
+* with ``--philly N``, the first N jobs by arrival of all 15 shared Philly-derived traces, one account per trace
+  file (jobs of tens to hundreds of hours: a few long jobs set the makespan).
 
 For each workload: Slurm alone (``--dry-run``: the daemon computes but sets no limit, SiteFactor or type map)
-and each policy in each variant (``plain``: limits, SiteFactor and the type map; ``preempt``: plus reclaim
-preemption, 60-s grace, 10-min lease; ``upgrade``: plus upgrade moves). Printed: mean and p95 JCT, makespan,
-utilization, max ρ, the rounds with envy / a sharing-incentive violation of the placed GPUs, and the ratios to
-Slurm alone. ``--json`` writes every number.
+and each policy in each variant (``plain``: guarantees, lending limits, SiteFactor and the type map;
+``preempt``: plus reclaim preemption with the config's defaults, 120-s grace and a 600-s lease; ``upgrade``:
+plus upgrade moves, 300-s upgrade cost). A requeued job restarts 60 s later from its checkpoint. Printed: mean,
+worst-trace and p95 JCT, makespan, utilization, max ρ, the rounds with envy / a sharing-incentive violation of
+the placed GPUs, preemptions, as ratios to Slurm alone over the same traces; then the mean queue wait by job
+size (1, 2, 4, 8 GPUs) under Slurm alone and the first policy named. ``--json`` writes every number.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import multiprocessing as mp
 import sys
@@ -95,13 +100,15 @@ def _run(i: int):
     }
 
 
-def _wait_by_size(r) -> dict[int, float]:
-    """Mean queue wait (first start − submit) per job size."""
+def _wait_by_size(r) -> dict[int, list[float]]:
+    """Per job size: [sum of queue waits (first start − submit), jobs]."""
     acc: dict[int, list[float]] = {}
     for row in r.job_rows:
         if row.get("start") is not None:
-            acc.setdefault(int(row["gpus"]), []).append(row["start"] - row["submit"])
-    return {g: sum(v) / len(v) for g, v in sorted(acc.items())}
+            a = acc.setdefault(int(row["gpus"]), [0.0, 0])
+            a[0] += row["start"] - row["submit"]
+            a[1] += 1
+    return dict(sorted(acc.items()))
 
 
 def main() -> None:
@@ -111,6 +118,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=160)
     ap.add_argument("--seeds", type=int, default=3, help="generated traces per load (seeds 0..N-1)")
     ap.add_argument("--gavel", default="23dbec,51b7ef", help="shared Gavel trace ids ('' for none)")
+    ap.add_argument("--philly", type=int, default=0, help="also the first N jobs of all shared traces (0: no)")
     ap.add_argument("--variants", default="plain,preempt")
     ap.add_argument("--cluster", default="k80=16,p100=16,v100=16")
     ap.add_argument("--round", type=float, default=300.0)
@@ -126,6 +134,11 @@ def main() -> None:
         t = read_gavel([SHARED / "traces" / f"{tid}.trace"], SHARED / "physical_cluster_throughputs.json",
                        accounts="job", unmeasured="scale")
         workloads.append((f"gavel {tid}", t))
+    if a.philly:
+        t = read_gavel(sorted((SHARED / "traces").glob("*.trace")), SHARED / "physical_cluster_throughputs.json",
+                       accounts="file", unmeasured="scale")
+        jobs = tuple(sorted(t.jobs, key=lambda j: (j.submit, j.id))[: a.philly])
+        workloads.append((f"philly first {a.philly}", dataclasses.replace(t, jobs=jobs)))
     policies = [p.strip() for p in a.policies.split(",") if p.strip()]
     variants = [v.strip() for v in a.variants.split(",") if v.strip()]
     tasks = []
@@ -168,6 +181,22 @@ def main() -> None:
     print(render(["workload", "policy", "variant", "traces", "mean JCT s", "JCT/Slurm", "worst", "p95/Slurm",
                   "makespan/Slurm", "util", "max rho/Slurm", "envy rounds", "rounds", "SI rounds", "preempt", "done",
                   "errors"], rows))
+    first = policies[0] if policies else None
+    wait_rows = []
+    for (name, p, v), runs in groups.items():
+        if p not in ("slurm", first):
+            continue
+        sizes: dict[int, list[float]] = {}
+        for m, _b in runs:
+            for g, (wsum, n) in m["wait_by_size"].items():
+                acc = sizes.setdefault(int(g), [0.0, 0])
+                acc[0] += wsum
+                acc[1] += n
+        wait_rows.append([name, "Slurm alone" if p == "slurm" else p, v] +
+                         [f"{sizes[g][0] / sizes[g][1]:.0f} ({sizes[g][1]})" if g in sizes and sizes[g][1] else "-"
+                          for g in (1, 2, 4, 8)])
+    print(f"\nmean queue wait, s (jobs), by job size: Slurm alone and {first}")
+    print(render(["workload", "policy", "variant", "1 GPU", "2 GPUs", "4 GPUs", "8 GPUs"], wait_rows))
     if a.json:
         Path(a.json).write_text(json.dumps([{"workload": n, "policy": p, "variant": v, **m} for n, p, v, m in results],
                                            indent=1))

@@ -114,6 +114,8 @@ def test_a_job_that_can_never_fit_is_refused():
     (["--cluster", "v100=4"], "--trace"),
     (["--trace", "x.trace", "--cluster", "v100=4"], "--throughputs"),
     (["--trace", "x.csv", "--cluster", "v100=4"], "--profiles"),
+    # a newcomer's first try: the generator draws 8-GPU jobs, the cluster has 4 of a type (no traceback)
+    (["--generate", "60", "--cluster", "k80=4,v100=4"], "trace"),
 ])
 def test_simulate_bad_input_is_a_clear_error(args, field):
     r = CliRunner().invoke(main, ["simulate", *args])

@@ -104,6 +104,9 @@ def store_paths(path: str | None, names: list[str]) -> dict[str, Path | None]:
               help="Checkpoint-restart delay of a requeued job, seconds.")
 @click.option("--preemption/--no-preemption", default=False, show_default=True,
               help="Run the daemon with preemption.enabled (checkpoint signal, grace, requeue).")
+@click.option("--upgrade/--no-upgrade", default=False, show_default=True,
+              help="Run the daemon with preemption.upgrade (and preemption on): running jobs on slow GPU types move "
+                   "to idle faster ones when the time saved pays for the restart.")
 @click.option("--dry-run", is_flag=True, default=False,
               help="Run the daemon with daemon.dry_run: rounds compute but set no limit, SiteFactor or type map, so "
                    "the simulated Slurm schedules alone (first come first served, fastest free type): the baseline.")
@@ -120,7 +123,7 @@ def store_paths(path: str | None, names: list[str]) -> dict[str, Path | None]:
                   'max_rho, ..., fairness: {ideal|real: {rounds_with_envy, max_envy_pairs, '
                   'rounds_with_si_violation, ...}}}}}.')
 def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, seed, gen_accounts, rate, mean_duration, spec,
-                 node_size, policy, compare, round_s, restart_s, preemption, dry_run, horizon, jobs_csv, store_path,
+                 node_size, policy, compare, round_s, restart_s, preemption, upgrade, dry_run, horizon, jobs_csv, store_path,
                  plot_dir, as_json) -> None:
     """Simulate a job trace on a cluster under the daemon's own round code (observe, solve, place, apply,
     preempt), one policy or several side by side: throughput, JCT, makespan, finish-time fairness, and the
@@ -130,7 +133,6 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
         slurm-fair simulate --generate 200 --cluster k80=8,v100=8 --compare gavel,oef-coop
     """
     from ..sim.cluster import cluster_spec
-    from ..sim.engine import simulate
 
     try:
         names = [n.strip() for n in (compare or policy).split(",") if n.strip()]
@@ -144,20 +146,11 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
         fail(e if isinstance(e, SlurmFairError) else InputError("--trace", getattr(e, "filename", None), str(e)))
     results = {}
     show = not as_json and sys.stderr.isatty()
-    for n in names:
-        if show:
-            with click.progressbar(length=len(trace.jobs), label=f"{n:>14}", file=sys.stderr) as bar:
-                last = [0]
-
-                def tick(_t, done, _total, bar=bar, last=last):
-                    bar.update(done - last[0])
-                    last[0] = done
-
-                results[n] = simulate(trace, nodes, n, round_s=round_s, restart_s=restart_s, preemption=preemption,
-                                      dry_run=dry_run, horizon=horizon, progress=tick, store_path=stores[n])
-        else:
-            results[n] = simulate(trace, nodes, n, round_s=round_s, restart_s=restart_s, preemption=preemption,
-                                  dry_run=dry_run, horizon=horizon, store_path=stores[n])
+    try:
+        _run_all(names, trace, nodes, results, show, stores, round_s=round_s, restart_s=restart_s,
+                 preemption=preemption, upgrade=upgrade, dry_run=dry_run, horizon=horizon)
+    except SlurmFairError as e:  # e.g. a trace job that can never fit the cluster: exit 2, no traceback
+        fail(e)
     if jobs_csv:
         import csv
 
@@ -204,3 +197,21 @@ def _capacity(nodes) -> dict[str, int]:
 
 def register(group: click.Group) -> None:
     group.add_command(simulate_cmd)
+
+
+def _run_all(names, trace, nodes, results, show, stores, **kw) -> None:
+    """Simulate each policy of ``names`` into ``results`` (a progress bar on a terminal)."""
+    from ..sim.engine import simulate
+
+    for n in names:
+        if show:
+            with click.progressbar(length=len(trace.jobs), label=f"{n:>14}", file=sys.stderr) as bar:
+                last = [0]
+
+                def tick(_t, done, _total, bar=bar, last=last):
+                    bar.update(done - last[0])
+                    last[0] = done
+
+                results[n] = simulate(trace, nodes, n, progress=tick, store_path=stores[n], **kw)
+        else:
+            results[n] = simulate(trace, nodes, n, store_path=stores[n], **kw)
