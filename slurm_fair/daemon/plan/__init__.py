@@ -16,7 +16,7 @@ module.
 """
 
 from .decide import MAX_RETYPES, MAX_SITE_FACTOR_UPDATES, UNKNOWN_SOURCES, Decisions, decide, known_types, type_map
-from .demand import (DEFAULT_CLASS, NEVER_MANAGED, ClassDemand, FreeGPUs, Triggers, Waiting, early_triggers, flexible_as_untyped, gpu_jobs, gpus_in_use,
+from .demand import (DEFAULT_CLASS, LIMIT_REASONS, NEVER_MANAGED, ClassDemand, FreeGPUs, Triggers, Waiting, early_triggers, flexible_as_untyped, gpu_jobs, gpus_in_use,
                      idle_gpus, job_class, managed_accounts, observe_demand, pending_typed, received_gpus, startable,
                      typed_claims, usable_capacity, waiting_gpus)
 from .limits import (Plan, account_throughput, claims_of, lend_limits, limit_batches, limit_changes, make_plan,
@@ -29,7 +29,7 @@ from .typemap import (DEFAULT_TARGET, Retype, Target, explore_plan, explore_targ
 
 __all__ = [
     "MAX_RETYPES", "MAX_SITE_FACTOR_UPDATES", "UNKNOWN_SOURCES", "Decisions", "decide", "known_types", "type_map",
-    "DEFAULT_CLASS", "NEVER_MANAGED", "ClassDemand", "FreeGPUs", "Triggers", "Waiting", "early_triggers", "flexible_as_untyped", "gpu_jobs", "gpus_in_use",
+    "DEFAULT_CLASS", "LIMIT_REASONS", "NEVER_MANAGED", "ClassDemand", "FreeGPUs", "Triggers", "Waiting", "early_triggers", "flexible_as_untyped", "gpu_jobs", "gpus_in_use",
     "idle_gpus", "job_class", "managed_accounts", "observe_demand", "pending_typed", "received_gpus", "startable",
     "typed_claims", "usable_capacity", "waiting_gpus",
     "Plan", "account_throughput", "claims_of", "lend_limits", "limit_batches", "limit_changes", "make_plan",
