@@ -82,23 +82,24 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
                     throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
                     reclaim: bool = False, site_speed: Mapping[str, float] | None = None,
                     class_speed: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Target]:
-    """account -> :class:`Target` for its untyped GPU requests, plus ``"*"`` for accounts without a line.
+    """The type map: account -> :class:`Target` for its untyped GPU requests, ``"*"`` for accounts without a
+    line, and class lines. Pure: the map file is written by ``daemon/publish.py``.
 
-    Per account and type two kinds of room: *free* room — GPUs idle now and not about to be taken by pending
-    jobs typed for that type that fit them, within the account's limit; and *guaranteed* room — its guarantee minus what it uses and what
-    its pending jobs typed there already hold. Only types every class of the account can run on are listed
-    (:func:`_usable_by_all`). The line lists the types with room, fastest first for the
-    account's classes (:func:`_speed`; ties: the site's speed ``site_speed``, then more room, then name), each
-    with the larger of its two rooms and, for free room, the largest job that fits it now (node by node). For
-    each class of the account, an ``account/class`` line orders the
-    types for that class alone (fastest for it first; job_submit.lua finds a job's class as the daemon does):
-    the account's rooms, the class's order; ``*/class`` lines do the same from the site-wide profiles
-    (``class_speed``) for every class in accounts without their own line.
-    With ``reclaim`` (preemption on: borrowed GPUs come back) guaranteed room on a busy type counts like free
-    room; without, the types with free room come first, so a job never waits for a borrowed GPU while
-    another type has one idle. An account with room nowhere gets the type of its largest guarantee (then its
-    fastest): its jobs wait there. ``*``: free room under the capacity minus every claim, fastest first on
-    average over all classes known. Pure: the map file is written by ``daemon/publish.py``.
+    * **Rooms** per account and type: *free* room — GPUs idle now, less what startable pending jobs typed for
+      the type will take there (placed node by node, by priority), within the account's limit; *guaranteed*
+      room — its guarantee less what it uses and what its typed pending jobs hold (GPUs that may be busy:
+      the job waits for reclaim or for a job's end). A type's room is the larger of the two; for free room
+      its BLOCK is the largest job that fits the idle GPUs now.
+    * **Account lines**: the types with room that every class of the account can run on
+      (:func:`_usable_by_all`), in tiers (:func:`_tier`: free GPUs before guaranteed-but-busy ones, unless
+      ``reclaim``), within a tier fastest first for the account's classes (:func:`_speed`; ties: the site's
+      speed ``site_speed``, more room, name). With room nowhere: the type of its largest guarantee (then its
+      fastest), room 0 — its jobs wait there.
+    * **Class lines**: ``account/class`` for each class of the account with jobs — the types its share in the
+      policy's allocation uses first, then by its speed; ``*/class`` for every class with site-wide or
+      shipped profiles (``class_speed``), by speed. job_submit.lua reorders the account line's types by the
+      job's class line within each tier (the rooms stay the account's).
+    * ``"*"``: free room under the capacity less every claim, fastest first by ``site_speed``.
     """
     in_use = gpus_in_use(snapshot)
     typed = pending_typed(snapshot, startable_only=True)
@@ -114,11 +115,11 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
     out: dict[str, Target] = {}
     if not types:
         return out
+    site = site_speed or {}
     for a in plan.accounts:
         used, mine = in_use.get(a, {}), typed.get(a, {})
         speed = {g: _speed(throughput, a, g) for g in types}
         ok = _usable_by_all(throughput, a, types)
-        site = site_speed or {}
         g_room = {g: max(0, int(plan.real.get(a, {}).get(g, 0)) - int(used.get(g, 0)) - int(mine.get(g, 0)))
                   for g in types}
         f_room = {g: max(0, min(plan.limit(a, g) - int(used.get(g, 0)) - int(mine.get(g, 0)), free[g]))
@@ -146,14 +147,13 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
                            key=lambda g: (float(share.get(g, 0.0)) < 0.5, -rel[g], -site.get(g, 0.0), g))
             if order:
                 out[f"{a}/{cls}"] = Target(tuple((g, 0) for g in order), "class order")
-    site = site_speed or {}
     for cls, rel in sorted((class_speed or {}).items()):
         order = sorted((g for g in types if float(rel.get(g, 0.0)) > 0),
                        key=lambda g: (-float(rel[g]), -site.get(g, 0.0), g))
         if order and CLASS_NAME.fullmatch(cls):
             out[f"{DEFAULT_TARGET}/{cls}"] = Target(tuple((g, 0) for g in order), "class order")
     claimed = {g: sum(int(c.get(g, 0)) for c in plan.claims.values()) for g in types}
-    avg = {g: float((site_speed or {}).get(g, 0.0)) for g in types}
+    avg = {g: float(site.get(g, 0.0)) for g in types}
     open_room = {g: max(0, min(int(plan.capacity[g]) - claimed[g], free[g])) for g in types}
     listed = tuple((g, open_room[g]) for g in sorted((g for g in types if open_room[g] > 0),
                                                     key=lambda g: (-avg[g], -open_room[g], g)))
