@@ -86,6 +86,7 @@ class Account:
     shares: int  # fair-share Shares of the account association (parent=cluster level)
     limits: Mapping[str, int]  # GrpTRES GPU limits: type -> N, ANY_GPU -> untyped total; absent = none
     users: tuple[str, ...] = ()
+    parent: str = ""  # parent account ("root" for a top-level account; "" when not known)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 
 from ...cluster.base import Job, Snapshot, supports_pending_retype
 from ...model import Allocation
-from .demand import (ClassDemand, FreeGPUs, flexible_as_untyped, job_class, gpus_in_use, managed_accounts, observe_demand, received_gpus,
+from .demand import (ClassDemand, FreeGPUs, flexible_as_untyped, job_class, parent_accounts, gpus_in_use, managed_accounts, observe_demand, received_gpus,
                      waiting_gpus)
 from .limits import Plan, limit_changes, make_plan
 from .priority import site_factors, update_deficit
@@ -86,7 +86,8 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
         deferred = len(order) - MAX_SITE_FACTOR_UPDATES
         factor_changes = {j: factor_changes[j] for j in sorted(order[:MAX_SITE_FACTOR_UPDATES])}
     current = {a.name: dict(a.limits) for a in snapshot.accounts}
-    planned = {a: lim for a, lim in plan.limits.items() if a in known}
+    parents = parent_accounts(snapshot)  # never limited: a parent's limit caps its whole subtree
+    planned = {a: lim for a, lim in plan.limits.items() if a in known and a not in parents}
     changes = limit_changes(current, planned, managed_before & known) if cfg.limits.manage else {}
 
     retypes = (retype_moves(plan, snapshot, MAX_RETYPES, built.throughput, lambda j: known_types(built, cfg, j))

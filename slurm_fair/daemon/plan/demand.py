@@ -155,12 +155,19 @@ def gpus_in_use(snapshot: Snapshot) -> dict[str, dict[str, int]]:
     return out
 
 
+def parent_accounts(snapshot: Snapshot) -> frozenset[str]:
+    """Accounts some other account names as its parent. A parent's GrpTRES caps its whole subtree, so slurm-fair
+    never writes one there: it manages the leaves of the account tree."""
+    return frozenset(a.parent for a in snapshot.accounts if a.parent and a.parent != "root")
+
+
 def managed_accounts(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassDemand], cfg: Any) -> list[str]:
-    """Accounts whose limits slurm-fair sets: ``limits.accounts``, else every account with GPU jobs or a
-    fair-share share (every account association the snapshot lists)."""
+    """Accounts whose limits slurm-fair sets: ``limits.accounts``, else every leaf account of the tree that has
+    GPU jobs or a fair-share share (parents never: :func:`parent_accounts`)."""
+    parents = parent_accounts(snapshot)
     if cfg.limits.accounts:
-        return sorted(cfg.limits.accounts)
-    return sorted(({a.name for a in snapshot.accounts} | {a for (a, _c) in demand}) - NEVER_MANAGED)
+        return sorted(set(cfg.limits.accounts) - parents)
+    return sorted(({a.name for a in snapshot.accounts} | {a for (a, _c) in demand}) - NEVER_MANAGED - parents)
 
 
 # Pending jobs that cannot start now whatever slurm-fair does — held, waiting on another job, or not before a
