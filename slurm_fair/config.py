@@ -27,6 +27,7 @@ SOLVERS = ("ECOS", "HIGHS", "CLARABEL", "SCIPY")  # cvxpy solvers by name; lp.py
 BACKENDS = ("auto", "cli", "pyslurm")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 CLASS_SOURCES = ("comment", "wckey", "name")
+SITE_LIMIT_MODES = ("respect", "adopt")
 
 
 # --------------------------------------------------------------------------------------------
@@ -311,7 +312,14 @@ SPEC: dict[str, dict[str, Key]] = {
         ),
         "accounts": Key(
             [], _str_list,
-            "Accounts to manage; empty = every account with GPU jobs or a fair-share share.",
+            "Accounts to manage; empty = every leaf account (parents are never limited) with GPU jobs or a\n"
+            "fair-share share.",
+        ),
+        "site_limits": Key(
+            "respect", _choice(SITE_LIMIT_MODES),
+            'GPU limits an account had before slurm-fair: "respect" = such an account is left alone (its\n'
+            'limits kept); "adopt" = slurm-fair manages it and each of its own limits stays an upper bound.\n'
+            "`slurm-fair rollback` restores them either way.",
         ),
     },
     "hooks": {
@@ -457,6 +465,7 @@ class LimitsConfig:
     manage: bool = True
     lend: bool = True
     accounts: tuple[str, ...] = ()
+    site_limits: str = "respect"
 
 
 @dataclass(frozen=True)

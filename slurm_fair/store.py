@@ -157,9 +157,29 @@ def _m7_upgrade_moves(db: sqlite_utils.Database) -> None:
     db["preemptions"].add_column("target_type", str)
 
 
+def _m8_site_limits(db: sqlite_utils.Database) -> None:
+    """The GPU limits an account had before slurm-fair first changed them (``limits``: JSON {gpu type or "*":
+    value}; {} = none): what ``slurm-fair rollback`` restores. Filled from ``applied`` for databases that
+    already changed limits: per account and key, the ``old`` value of its first change."""
+    db["site_limits"].create({"account": str, "limits": str, "recorded": float}, pk="account",
+                             not_null={"account", "limits", "recorded"})
+    first: dict[str, dict[str, Any]] = {}
+    when: dict[str, float] = {}
+    for r in db.execute("select account, key, old, time from applied order by rowid").fetchall():
+        acct, key, old, t = r
+        row = first.setdefault(acct, {})
+        when.setdefault(acct, t)
+        if key not in row:
+            row[key] = old
+    if first:
+        db["site_limits"].insert_all([{"account": a, "recorded": when[a],
+                                       "limits": json.dumps({k: v for k, v in row.items() if v is not None})}
+                                      for a, row in first.items()])
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _m1_initial, _m2_indexes, _m3_job_records, _m4_preemptions, _m5_warm_start, _m6_profile_sources,
-    _m7_upgrade_moves,
+    _m7_upgrade_moves, _m8_site_limits,
 )
 
 # hook records written by the controller (PrologSlurmctld/EpilogSlurmctld) carry the job's GPU types
@@ -715,6 +735,30 @@ class Store:
 
     def managed(self) -> set[str]:
         return {r["account"] for r in self.db["managed"].rows}
+
+    def record_site_limits(self, limits: Mapping[str, Mapping[str, int]], now: float | None = None) -> list[str]:
+        """Keep each account's GPU limits as they are before slurm-fair first changes them: an account already
+        recorded keeps its first record. Returns the accounts recorded now."""
+        have = {r["account"] for r in self.db["site_limits"].rows}
+        t = time.time() if now is None else float(now)
+        new = [{"account": a, "limits": _dumps({k: int(v) for k, v in sorted(row.items())}), "recorded": t}
+               for a, row in sorted(limits.items()) if a not in have]
+        if new:
+            with self.transaction():
+                self.db["site_limits"].insert_all(new)
+        return [r["account"] for r in new]
+
+    def site_limits(self) -> dict[str, dict[str, int]]:
+        """account -> its GPU limits before slurm-fair first changed them ({}: none)."""
+        return {r["account"]: {k: int(v) for k, v in (_loads(r["limits"]) or {}).items()}
+                for r in self.db["site_limits"].rows}
+
+    def forget_site_limits(self, accounts: Iterable[str]) -> None:
+        """Drop the records of ``accounts`` (after a rollback restored them)."""
+        names = sorted(set(accounts))
+        if names:
+            with self.transaction():
+                self.db.execute(f"delete from site_limits where account in ({','.join('?' * len(names))})", names)
 
     def set_managed(self, accounts: Iterable[str]) -> None:
         """Replace the set of accounts whose limits slurm-fair has set."""

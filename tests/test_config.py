@@ -154,6 +154,7 @@ BAD = [
     ("priority", "levels", "0"),
     ("limits", "manage", "1"),
     ("limits", "lend", "\"yes\""),
+    ("limits", "site_limits", "\"keep\""),
     ("limits", "accounts", "[1]"),
     ("hooks", "spool", "1"),
     ("hooks", "spool", '" /var/spool "'),

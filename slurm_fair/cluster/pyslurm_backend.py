@@ -156,7 +156,9 @@ class PyslurmCluster(Cluster):
 
     def snapshot(self) -> Snapshot:
         cli = self._cli
-        assoc_argv = ["sacctmgr", "-P", "-n", "show", "assoc", f"format={parse.ASSOC_FORMAT}"]
+        assoc_argv = ["sacctmgr", "-P", "-n", "show", "assoc", *(["where", f"cluster={self._cluster_name}"]
+                                                                  if self._cluster_name else []),
+                      f"format={parse.ASSOC_FORMAT}"]
         sprio_argv = ["sprio", "-h", "-o", "%i|%S"]
         deadline = time.monotonic() + self.timeout
         procs = [(a, cli._start(a)) for a in (assoc_argv, sprio_argv)]

@@ -116,7 +116,8 @@ def compute(snapshot: Snapshot, store: Store, cfg: Any, policy: str, now: float)
                                                                   options=opts),
                     profiles=store.profiles(cfg.profiling.prefer_measured), shipped=shipped_profiles.load_shipped(), deviations=store.deviations(),
                     deficits=store.deficits(), managed_before=store.managed(), last_ok_started=_last_ok_started(store, None),
-                    now=now, empty_alloc=lambda built: _empty_alloc(built, policy), moving=moving)
+                    now=now, empty_alloc=lambda built: _empty_alloc(built, policy), moving=moving,
+                    site=store.site_limits())
 
 
 def _warm(store: Store, policy: str, now: float | None = None) -> Any:
@@ -188,6 +189,7 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> dict[str, Any]:
         "deficits": c.deficits,
         "limits_before": {a: c.current.get(a, {}) for a in plan.accounts},
         "limit_changes": c.changes,
+        "left_alone": list(c.left_alone),  # accounts whose own GPU limits are respected (limits.site_limits)
         "site_factor_changes": len(c.factor_changes),
         "site_factors_set": len(c.factors),
         "site_factor_changes_deferred": c.factors_deferred,
@@ -411,6 +413,8 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
         if pause:
             print(f"slurm-fair: pausing {float(pause):g} s before apply (round {round_id})", file=sys.stderr, flush=True)
             time.sleep(float(pause))
+        # what each account's limits were before slurm-fair first changes them: what rollback restores
+        _with_retry(lambda: store.record_site_limits({a: c.current.get(a, {}) for a in c.changes}, now=now))
         try:
             applied = apply_limits(cluster, c.changes)
             factors_set, factor_failed = apply_factors(cluster, c.factor_changes)
