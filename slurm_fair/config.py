@@ -258,7 +258,9 @@ SPEC: dict[str, dict[str, Key]] = {
             "/var/lib/slurm-fair/slurm-fair.sqlite", _db_path,
             "SQLite database (profiles, rounds, deviations). A relative path is relative to this file's folder.",
         ),
-        "dry_run": Key(False, _bool, "true = compute and record rounds but never change anything in Slurm."),
+        "dry_run": Key(True, _bool, "true (the default: shadow mode) = compute and record rounds but never change\n"
+                       "anything in Slurm; `slurm-fair status`, `explain` and `report` show what it would do.\n"
+                       "Set false to let slurm-fair write limits, SiteFactors and the type map."),
         "log_level": Key("info", _choice(LOG_LEVELS), "One of: " + ", ".join(LOG_LEVELS) + "."),
     },
     "policy": {
@@ -419,7 +421,7 @@ class DaemonConfig:
     period: float = 300
     early_round_after: float = 30
     database: str = "/var/lib/slurm-fair/slurm-fair.sqlite"
-    dry_run: bool = False
+    dry_run: bool = True
     log_level: str = "info"
 
 

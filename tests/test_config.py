@@ -24,7 +24,7 @@ def test_defaults(tmp_path):
     cfg = config.load(write(tmp_path, ""))
     assert cfg.daemon.period == 300
     assert cfg.daemon.early_round_after == 30
-    assert cfg.daemon.dry_run is False
+    assert cfg.daemon.dry_run is True  # shadow mode until the admin turns it off
     assert cfg.daemon.log_level == "info"
     assert cfg.policy.name == "oef-coop" and cfg.policy.solver == ""
     assert (cfg.cluster.backend, cfg.cluster.timeout, cfg.cluster.partitions) == ("auto", 30, ())

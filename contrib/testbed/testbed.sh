@@ -587,6 +587,7 @@ EOF
 [daemon]
 database = "$LABIN/slurm-fair.sqlite"
 period = 20
+dry_run = false  # the testbed is for trying slurm-fair for real (a fresh site config starts in shadow mode)
 
 [cluster]
 backend = "cli"

@@ -101,7 +101,7 @@ def test_daemon_round_ingests_records_and_gpu_time_matches(testbed, spool, tmp_p
     rs = wait_records(testbed, spool, job, {(0, "start"), (0, "end")}, timeout=90)
     s, e = ctld(rs, 0, "start"), ctld(rs, 0, "end")
     cfg = tmp_path / "sf.toml"
-    cfg.write_text(f'[daemon]\ndatabase = "sf.sqlite"\n[cluster]\nbackend = "cli"\n[hooks]\nspool = "{spool}"\n')
+    cfg.write_text(f'[daemon]\ndatabase = "sf.sqlite"\ndry_run = false\n[cluster]\nbackend = "cli"\n[hooks]\nspool = "{spool}"\n')
     r = subprocess.run([*PY, "daemon", "--once", "--config", str(cfg)], env=testbed.env, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
