@@ -1,5 +1,5 @@
-"""Site commands: ``rollback``. They only parse options and print; the work is in
-:mod:`slurm_fair.daemon.rollback`."""
+"""Site commands: ``preflight``, ``rollback``. They only parse options and print; the work is in
+:mod:`slurm_fair.daemon.preflight` and :mod:`slurm_fair.daemon.rollback`."""
 
 from __future__ import annotations
 
@@ -58,5 +58,43 @@ def rollback_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
         sys.exit(1)
 
 
+@click.command("preflight")
+@config_option
+@json_option
+@handle_errors
+def preflight_cmd(config_path: str | None, as_json: bool) -> None:
+    """Check what rounds need (limits enforced, typed GPU TRES tracked, multifactor priority for SiteFactor,
+    job_submit.lua and a writable type map next to it, the hooks, a writable database) and list what will
+    override slurm-fair (QOS GPU limits, partition QOS, accounts with limits of their own, parents of the
+    account tree). Exit 1 with every problem named."""
+    import os
+
+    from ..cluster.cli import CliCluster
+    from ..daemon import preflight
+    from ..store import Store
+
+    cfg = config_mod.load(config_path)
+    cluster = CliCluster(timeout=float(cfg.cluster.timeout))
+    snapshot = cluster.snapshot()
+    config, qos, parts = preflight.gather(cluster)
+    site = {}
+    if cfg.database_path.exists():
+        with Store(cfg.database_path) as store:
+            site = store.site_limits()
+    found = preflight.check(config, snapshot, cfg, qos=qos, partitions=parts, slurm_conf=os.environ.get("SLURM_CONF")
+                            or "/etc/slurm/slurm.conf", site=site)
+    problems = [f for f in found if f.level == preflight.PROBLEM]
+    if as_json:
+        click.echo(json.dumps({"ok": not problems, "slurm_version": snapshot.slurm_version,
+                               "findings": [f.as_dict() for f in found]}, indent=2))
+    else:
+        click.echo(f"Slurm {snapshot.slurm_version}, cluster {cluster.cluster_name()}")
+        click.echo(render(["", "CHECK", "DETAIL"], [[f.level, f.what, f.detail] for f in found]))
+        click.echo(f"{len(problems)} problem(s)" + ("" if problems else ": ready for rounds"))
+    if problems:
+        sys.exit(1)
+
+
 def register(main: click.Group) -> None:
+    main.add_command(preflight_cmd)
     main.add_command(rollback_cmd)

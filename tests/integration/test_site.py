@@ -129,3 +129,28 @@ def test_sacctmgr_calls_name_the_cluster(testbed):
     finally:
         testbed.sacctmgr("delete", "cluster", "other", check=False)
         testbed.reset_limits()
+
+
+def test_preflight_passes_on_the_testbed_and_names_what_is_missing(testbed, tmp_path):
+    cfg = _config(testbed, tmp_path)
+    r = _sf(testbed, cfg, "preflight", "--json", check=False)
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["ok"], out
+    checks = {f["what"]: f["level"] for f in out["findings"]}
+    assert {checks[k] for k in ("AccountingStorageEnforce", "AccountingStorageTRES", "PriorityType",
+                                "JobSubmitPlugins", "job_submit.lua", "hooks")} == {"ok"}
+    # the clients' slurm.conf copied to a folder without job_submit.lua, and a QOS with a GPU limit: named
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "slurm.conf").write_text(Path(testbed.env["SLURM_CONF"]).read_text())
+    testbed.sacctmgr("add", "qos", "sf_gpucap", "GrpTRES=gres/gpu=2")
+    try:
+        r = subprocess.run([*PY, "preflight", "--json", "--config", str(cfg)], capture_output=True, text=True,
+                           timeout=120, env=dict(testbed.env, SLURM_CONF=str(conf / "slurm.conf")))
+        out = json.loads(r.stdout)
+        found = {f["what"]: f for f in out["findings"]}
+        assert r.returncode == 1 and not out["ok"]
+        assert found["job_submit.lua"]["level"] == "problem" and "does not exist" in found["job_submit.lua"]["detail"]
+        assert found["QOS sf_gpucap"]["level"] == "note" and "GrpTRES=gres/gpu=2" in found["QOS sf_gpucap"]["detail"]
+    finally:
+        testbed.sacctmgr("delete", "qos", "sf_gpucap", check=False)

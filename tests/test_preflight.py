@@ -1,0 +1,88 @@
+"""slurm-fair preflight's checks (daemon/preflight.py) on texts shaped like Slurm's output."""
+
+from __future__ import annotations
+
+from slurm_fair import config
+from slurm_fair.cluster.base import Account, Node, Snapshot
+from slurm_fair.daemon import preflight as PF
+
+GOOD = """Configuration data as of 2026-11-26T09:00:00
+AccountingStorageEnforce = associations,limits,qos
+AccountingStorageTRES   = cpu,mem,gres/gpu,gres/gpu:a100,gres/gpu:v100
+ClusterName             = lab
+JobSubmitPlugins        = lua
+PriorityType            = priority/multifactor
+PrologSlurmctld         = /etc/slurm/hooks/slurm-fair-hook
+EpilogSlurmctld         = /etc/slurm/hooks/slurm-fair-hook
+"""
+BAD = """AccountingStorageEnforce = associations
+AccountingStorageTRES   = cpu,mem,gres/gpu
+JobSubmitPlugins        = (null)
+PriorityType            = priority/basic
+PrologSlurmctld         = (null)
+EpilogSlurmctld         = (null)
+"""
+NODES = (Node("a", ("IDLE",), ("gpu",), {"a100": 4}, {}), Node("v", ("IDLE",), ("gpu",), {"v100": 4}, {}))
+
+
+def snap(accounts=()):
+    return Snapshot("22.05.8", 0.0, NODES, (), tuple(accounts), ("gpu",))
+
+
+def cfg(tmp_path, **daemon):
+    (tmp_path / "etc").mkdir(exist_ok=True)
+    return config.from_dict({"daemon": {"database": str(tmp_path / "db" / "s.sqlite"), **daemon},
+                             "submit": {"type_map": str(tmp_path / "etc" / "gpu_type_map.txt")},
+                             "hooks": {"spool": str(tmp_path / "spool")}})
+
+
+def test_a_ready_site_has_no_problem_and_notes_what_overrides_it(tmp_path):
+    (tmp_path / "db").mkdir()
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "job_submit.lua").write_text("-- script\n")
+    found = PF.check(PF.parse_config(GOOD), snap([Account("dept", 1, {}, (), "root"),
+                                                  Account("kid", 1, {"v100": 2}, ("u",), "dept")]),
+                     cfg(tmp_path, dry_run=False), qos=PF.qos_gpu_limits("normal||||\ncap|gres/gpu=4|||\n"),
+                     partitions=PF.partition_qos("PartitionName=gpu\n   AllocNodes=ALL Default=YES QoS=capq\n"
+                                                 "PartitionName=cpu QoS=N/A"),
+                     slurm_conf=str(tmp_path / "etc" / "slurm.conf"), site={})
+    assert not [f for f in found if f.level == PF.PROBLEM], found
+    notes = {f.what: f.detail for f in found if f.level == PF.NOTE}
+    assert notes["QOS cap"].startswith("GrpTRES=gres/gpu=4: applied before account limits")
+    assert notes["partition gpu"].startswith("QOS capq") and "partition cpu" not in notes
+    assert "has GPU limits of its own (gres/gpu:v100=2): left alone" in notes["account kid"]
+    assert "parents dept are never limited" in notes["account tree"]
+
+
+def test_every_missing_prerequisite_is_named(tmp_path):
+    found = PF.check(PF.parse_config(BAD), snap(), cfg(tmp_path), qos={}, partitions={},
+                     slurm_conf=str(tmp_path / "etc" / "slurm.conf"), site={})
+    problems = {f.what: f.detail for f in found if f.level == PF.PROBLEM}
+    assert set(problems) == {"AccountingStorageEnforce", "AccountingStorageTRES", "PriorityType", "JobSubmitPlugins",
+                             "job_submit.lua", "hooks", "daemon.database"}
+    assert "add 'limits'" in problems["AccountingStorageEnforce"]
+    assert problems["AccountingStorageTRES"].startswith("does not track gres/gpu:a100, gres/gpu:v100")
+    assert "does not exist" in problems["job_submit.lua"]
+    assert "PrologSlurmctld and EpilogSlurmctld not set" in problems["hooks"]
+    assert any(f.what == "daemon.dry_run" and "shadow mode" in f.detail for f in found)
+
+
+def test_the_map_may_live_in_the_daemons_folder_through_a_link_next_to_job_submit_lua(tmp_path):
+    (tmp_path / "db").mkdir()
+    etc = tmp_path / "slurm"
+    etc.mkdir()
+    (etc / "job_submit.lua").write_text("-- script\n")
+    c = config.from_dict({"daemon": {"database": str(tmp_path / "db" / "s.sqlite"), "dry_run": False},
+                          "submit": {"type_map": str(tmp_path / "db" / "gpu_type_map.txt")},
+                          "hooks": {"spool": str(tmp_path / "spool")}})
+
+    def lua_check():
+        found = PF.check(PF.parse_config(GOOD), snap(), c, qos={}, partitions={}, slurm_conf=str(etc / "slurm.conf"),
+                         site={})
+        return next(f for f in found if f.what == "job_submit.lua")
+
+    bad = lua_check()
+    assert bad.level == PF.PROBLEM and f"ln -s {tmp_path / 'db' / 'gpu_type_map.txt'} {etc / 'gpu_type_map.txt'}" in bad.detail
+    (etc / "gpu_type_map.txt").symlink_to(tmp_path / "db" / "gpu_type_map.txt")
+    good = lua_check()
+    assert good.level == PF.OK and "through the link" in good.detail
