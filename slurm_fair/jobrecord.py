@@ -387,8 +387,8 @@ def slurm_conf_lines(dest: str) -> str:
 def install(dest: str, spool: str = DEFAULT_SPOOL, slurm_conf: str = "", log: str = "",
             source: str | None = None) -> str:
     """Copy the shim and this module into ``dest``, write ``dest/hooks.conf``, create the spool; returns
-    the slurm.conf lines to add. ``source`` is the folder holding the shim (default: the checkout's
-    ``hooks/``). Raises ValueError naming the field on bad input, OSError when a copy fails."""
+    the slurm.conf lines to add. ``source`` is the folder holding the shim (default: the package's ``share/``,
+    shipped in the wheel). Raises ValueError naming the field on bad input, OSError when a copy fails."""
     if not dest or not os.path.isabs(dest):
         raise ValueError(f"DEST: must be an absolute path (got {dest!r})")
     for field, value in (("--spool", spool), ("--slurm-conf", slurm_conf), ("--log", log)):
@@ -397,10 +397,10 @@ def install(dest: str, spool: str = DEFAULT_SPOOL, slurm_conf: str = "", log: st
         if any(c in value for c in "\n\r"):
             raise ValueError(f"{field}: must not contain line breaks (got {value!r})")
     here = os.path.dirname(os.path.abspath(__file__))
-    source = source or os.path.join(os.path.dirname(here), "hooks")
+    source = source or os.path.join(here, "share")
     shim_src = os.path.join(source, SHIM_NAME)
     if not os.path.isfile(shim_src):
-        raise ValueError(f"source: no {SHIM_NAME} in {source} (install from a slurm-fair checkout)")
+        raise ValueError(f"source: no {SHIM_NAME} in {source} (a broken slurm-fair installation?)")
     os.makedirs(dest, mode=0o755, exist_ok=True)
     for src, name, mode in ((shim_src, SHIM_NAME, 0o755), (os.path.abspath(__file__), "jobrecord.py", 0o644)):
         with open(src, "rb") as f:

@@ -95,6 +95,28 @@ def preflight_cmd(config_path: str | None, as_json: bool) -> None:
         sys.exit(1)
 
 
+@click.command("files")
+@click.option("--copy", "dest", metavar="DIR", help="Copy them into DIR (created if missing; existing files are "
+              "replaced).")
+def files_cmd(dest: str | None) -> None:
+    """The site files shipped with slurm-fair (in the wheel too): job_submit.lua, the hook shim, the systemd unit,
+    the commented default config, the slurm.conf lines for the hooks. Prints where they are; --copy DIR copies
+    them there."""
+    import shutil
+    from pathlib import Path
+
+    share = Path(__file__).resolve().parent.parent / "share"
+    files = sorted(p for p in share.iterdir() if p.is_file() and not p.name.startswith((".", "_")))
+    if dest:
+        out = Path(dest)
+        out.mkdir(parents=True, exist_ok=True)
+        for p in files:
+            shutil.copy2(p, out / p.name)
+    for p in files:
+        click.echo(str((Path(dest) / p.name) if dest else p))
+
+
 def register(main: click.Group) -> None:
+    main.add_command(files_cmd)
     main.add_command(preflight_cmd)
     main.add_command(rollback_cmd)
