@@ -302,7 +302,7 @@ SPEC: dict[str, dict[str, Key]] = {
     "priority": {
         "site_factor_min": Key(0, _int, "Lowest SiteFactor slurm-fair sets (integer)."),
         "site_factor_max": Key(100000, _int, "Highest SiteFactor slurm-fair sets (integer, > site_factor_min)."),
-        "levels": Key(100, _pos_int, "Number of distinct SiteFactor values used (priority bands, >= 1)."),
+        "levels": Key(10000, _pos_int, "Number of distinct SiteFactor values used (priority bands, >= 1; the default gives 300 accounts 33 levels each and 10 000 accounts one each)."),
     },
     "limits": {
         "manage": Key(True, _bool, "true = write per-account GrpTRES gres/gpu limits; false = priorities only."),
@@ -459,7 +459,7 @@ class TenantsConfig:
 class PriorityConfig:
     site_factor_min: int = 0
     site_factor_max: int = 100000
-    levels: int = 100
+    levels: int = 10000
 
 
 @dataclass(frozen=True)
