@@ -59,11 +59,11 @@ def test_every_missing_prerequisite_is_named(tmp_path):
                      slurm_conf=str(tmp_path / "etc" / "slurm.conf"), site={})
     problems = {f.what: f.detail for f in found if f.level == PF.PROBLEM}
     assert set(problems) == {"AccountingStorageEnforce", "AccountingStorageTRES", "PriorityType", "JobSubmitPlugins",
-                             "job_submit.lua", "hooks", "daemon.database"}
+                             "job_submit.lua", "PrologSlurmctld", "EpilogSlurmctld", "daemon.database"}
     assert "add 'limits'" in problems["AccountingStorageEnforce"]
     assert problems["AccountingStorageTRES"].startswith("does not track gres/gpu:a100, gres/gpu:v100")
     assert "does not exist" in problems["job_submit.lua"]
-    assert "PrologSlurmctld and EpilogSlurmctld not set" in problems["hooks"]
+    assert problems["PrologSlurmctld"].startswith("not set: no job records")
     assert any(f.what == "daemon.dry_run" and "shadow mode" in f.detail for f in found)
 
 
@@ -86,3 +86,23 @@ def test_the_map_may_live_in_the_daemons_folder_through_a_link_next_to_job_submi
     (etc / "gpu_type_map.txt").symlink_to(tmp_path / "db" / "gpu_type_map.txt")
     good = lua_check()
     assert good.level == PF.OK and "through the link" in good.detail
+
+
+def test_a_site_hook_in_slurm_fairs_place_is_named_with_the_chain_that_keeps_it(tmp_path):
+    (tmp_path / "db").mkdir()
+    c = config.from_dict({"daemon": {"database": str(tmp_path / "db" / "s.sqlite")},
+                          "hooks": {"spool": str(tmp_path / "spool")}})
+    pd = tmp_path / "prolog.d"
+    pd.mkdir()
+    (pd / "50-slurm-fair").symlink_to(tmp_path / "hooks" / "slurm-fair-hook")  # a link into a Prolog folder
+    text = GOOD.replace("PrologSlurmctld         = /etc/slurm/hooks/slurm-fair-hook",
+                        "PrologSlurmctld         = /etc/slurm/site_prolog.sh") + (
+        f"Prolog                  = {pd}/*\nEpilog                  = /etc/slurm/epilog.d/*\n")
+    found = {f.what: f for f in PF.check(PF.parse_config(text), snap(), c, qos={}, partitions={}, slurm_conf=None,
+                                         site={})}
+    assert found["PrologSlurmctld"].level == PF.PROBLEM
+    assert ("runs /etc/slurm/site_prolog.sh, not slurm-fair's hook: no job records; keep it by chaining: "
+            "slurm-fair hooks install DEST --chain PrologSlurmctld=/etc/slurm/site_prolog.sh") in found["PrologSlurmctld"].detail
+    assert found["EpilogSlurmctld"].level == PF.OK
+    assert found["Prolog"].level == PF.OK  # the folder holds a link to the shim
+    assert found["Epilog"].level == PF.NOTE and "ln -s DEST/slurm-fair-hook /etc/slurm/epilog.d" in found["Epilog"].detail

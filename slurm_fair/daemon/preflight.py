@@ -7,7 +7,8 @@ Checks (each a :class:`Finding`; ``problem`` fails the command, ``note`` does no
   type of the cluster (an untracked TRES cannot be limited); ``PriorityType = priority/multifactor`` (else
   SiteFactor is ignored); with a type map configured, ``JobSubmitPlugins`` includes ``lua`` (else untyped GPU
   requests escape the per-type limits); with a hook spool configured, ``PrologSlurmctld`` and
-  ``EpilogSlurmctld`` are set (else no job records).
+  ``EpilogSlurmctld`` run slurm-fair's hook (else no job records; a site program there is named with the
+  ``hooks install --chain`` that keeps it; ``Prolog``/``Epilog`` likewise, as notes).
 * Files: the type map's folder exists and is writable by this process; ``job_submit.lua`` is next to
   ``slurm.conf`` and reads the map (it reads ``gpu_type_map.txt`` next to itself: the map is there, or a link
   there points to it — the systemd unit writes it in its state folder); the database's folder is writable.
@@ -20,6 +21,7 @@ Checks (each a :class:`Finding`; ``problem`` fails the command, ``note`` does no
 
 from __future__ import annotations
 
+import glob as globmod
 import os
 import re
 from dataclasses import dataclass
@@ -86,6 +88,14 @@ def partition_qos(text: str) -> dict[str, str]:
     return out
 
 
+def runs_slurm_fair_hook(value: str) -> bool:
+    """Whether a slurm.conf hook value (a path, or a glob for Prolog/Epilog) runs slurm-fair's shim (by its name,
+    also through a link)."""
+    paths = globmod.glob(value) if any(c in value for c in "*?[") else [value]
+    return any(os.path.basename(os.path.realpath(p)) == "slurm-fair-hook" or os.path.basename(p) == "slurm-fair-hook"
+               for p in paths)
+
+
 def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Any, *, qos: Mapping[str, str],
           partitions: Mapping[str, str], slurm_conf: str | None, site: Mapping[str, Mapping[str, int]]) -> list[Finding]:
     """Every finding (module docstring)."""
@@ -128,9 +138,25 @@ def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Any, *, qos: Mappi
                      f"{script} reads {seen}, which is not the map slurm-fair writes ({cfg.type_map_path}): "
                      f"write the map there, or link it: ln -s {cfg.type_map_path} {seen}")
     if cfg.spool_path is not None:
-        hooks = [k for k in ("PrologSlurmctld", "EpilogSlurmctld") if config.get(k, "(null)") in ("(null)", "")]
-        need(not hooks, "hooks", "PrologSlurmctld and EpilogSlurmctld set",
-             f"{' and '.join(hooks)} not set: no job records (slurm-fair hooks install; etc/slurm.conf.hooks)")
+        for key, needed in (("PrologSlurmctld", True), ("EpilogSlurmctld", True), ("Prolog", False),
+                            ("Epilog", False)):
+            value = config.get(key, "(null)")
+            if value in ("(null)", ""):
+                if needed:
+                    need(False, key, "", "not set: no job records (slurm-fair hooks install; "
+                         "slurm_fair/share/slurm.conf.hooks)")
+                else:
+                    out.append(Finding(NOTE, key, "not set: no node-side records (device indices)"))
+            elif runs_slurm_fair_hook(value):
+                out.append(Finding(OK, key, value))
+            else:
+                fix = (f"keep it by chaining: slurm-fair hooks install DEST --chain {key}={value}, then "
+                       f"{key}=DEST/slurm-fair-hook" if not any(c in value for c in "*?[") else
+                       "link the shim into that folder: ln -s DEST/slurm-fair-hook " + value.rsplit("/", 1)[0])
+                if needed:
+                    need(False, key, "", f"runs {value}, not slurm-fair's hook: no job records; {fix}")
+                else:
+                    out.append(Finding(NOTE, key, f"runs {value}, not slurm-fair's hook: no node-side records; {fix}"))
     db = cfg.database_path.parent
     need(db.is_dir() and os.access(db, os.W_OK | os.X_OK), "daemon.database", str(cfg.database_path),
          f"{db} is missing or not writable by this user")

@@ -138,7 +138,8 @@ def test_preflight_passes_on_the_testbed_and_names_what_is_missing(testbed, tmp_
     assert r.returncode == 0 and out["ok"], out
     checks = {f["what"]: f["level"] for f in out["findings"]}
     assert {checks[k] for k in ("AccountingStorageEnforce", "AccountingStorageTRES", "PriorityType",
-                                "JobSubmitPlugins", "job_submit.lua", "hooks")} == {"ok"}
+                                "JobSubmitPlugins", "job_submit.lua", "PrologSlurmctld", "EpilogSlurmctld", "Prolog",
+                                "Epilog")} == {"ok"}
     # the clients' slurm.conf copied to a folder without job_submit.lua, and a QOS with a GPU limit: named
     conf = tmp_path / "conf"
     conf.mkdir()
