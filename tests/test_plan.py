@@ -552,3 +552,46 @@ def test_only_the_leaves_of_the_tree_are_managed_and_parents_never_get_a_limit()
                     deviations={}, deficits={}, managed_before={"dept"}, last_ok_started=None, now=0.0,
                     empty_alloc=None)
     assert dec2.changes["dept"] == {"v100": CLEAR, ANY_GPU: CLEAR}
+
+
+def test_a_pilot_divides_only_its_accounts_part_and_touches_no_other_account():
+    """limits.accounts = [acct_a]: acct_b's jobs still compete for the GPUs, so acct_a's guarantee is its part
+    (half of each type with equal shares), not the whole cluster; only acct_a gets limits, SiteFactors and a
+    line in the type map (the map says @listed-only)."""
+    jobs = [job(i, "acct_a", 1, "v100") for i in range(1, 9)] + [job(i, "acct_b", 1, "v100") for i in range(11, 19)]
+    jobs += [job(30, "acct_a", 1, None), job(31, "acct_b", 1, None)]
+    s = snap(jobs, accounts={"acct_a": 1, "acct_b": 1})
+    c = cfg(limits={"accounts": ["acct_a"]})
+    dec = P.decide(s, c, lambda problem: get_policy("equal-share")(problem), profiles=[], shipped=[], deviations={},
+                   deficits={}, managed_before=set(), last_ok_started=None, now=0.0, empty_alloc=None)
+    assert dec.plan.real["acct_a"]["v100"] == 2  # of 4 V100s: the other half is acct_b's
+    assert set(dec.planned) == {"acct_a"} and set(dec.changes) <= {"acct_a"}
+    assert {k.partition("/")[0] for k in dec.targets} == {"acct_a"}
+    assert {j for j in dec.factors} == {j.job_id for j in jobs if j.account == "acct_a"}
+    whole = P.decide(snap([j for j in jobs if j.account == "acct_a"], accounts={"acct_a": 1, "acct_b": 1}), c,
+                     lambda problem: get_policy("equal-share")(problem), profiles=[], shipped=[], deviations={},
+                     deficits={}, managed_before=set(), last_ok_started=None, now=0.0, empty_alloc=None)
+    assert whole.plan.real["acct_a"]["v100"] == 4  # alone, the pilot account may have them all
+
+
+def test_a_partition_pilot_divides_its_partitions_gpus_and_its_limits_leave_other_partitions_running():
+    """cluster.partitions = [pilot] (the v100 node): acct_a also runs 2 K80 jobs in partition 'other'. The
+    pilot divides only the V100s; Slurm's GrpTRES counts every partition, so the GPUs held elsewhere are added
+    to acct_a's limits (their type's, when the pilot limits it, and the total) and its K80 jobs are not
+    squeezed by the pilot."""
+    nodes = (Node("v100-1", ("MIXED",), ("pilot",), {"v100": 4}, {}),
+             Node("k80-1", ("MIXED",), ("other",), {"k80": 4}, {"k80": 2}))
+    jobs = [job(1, "acct_a", 2, "k80", state="RUNNING", partition="other", alloc={"k80": 2}),
+            job(2, "acct_a", 1, "v100", partition="pilot"), job(3, "acct_a", 1, "v100", partition="pilot"),
+            job(4, "acct_b", 2, "v100", partition="pilot"), job(5, "acct_b", 1, "k80", partition="other")]
+    s = snap(jobs, nodes=nodes, accounts={"acct_a": 1, "acct_b": 1})
+    c = cfg(cluster={"partitions": ["pilot"]}, limits={"lend": False})
+    dec = P.decide(s, c, lambda problem: get_policy("equal-share")(problem), profiles=[], shipped=[], deviations={},
+                   deficits={}, managed_before=set(), last_ok_started=None, now=0.0, empty_alloc=None)
+    assert dec.built.capacity == {"v100": 4}  # only the pilot's GPUs are divided
+    assert dec.plan.real["acct_a"] == {"v100": 2} and dec.plan.real["acct_b"] == {"v100": 2}
+    assert dec.plan.limits["acct_a"]["v100"] == 2
+    assert "k80" not in dec.planned["acct_a"]  # a type the pilot does not manage gets no limit
+    assert dec.planned["acct_a"][ANY_GPU] == dec.plan.limits["acct_a"][ANY_GPU] + 2  # its K80 jobs elsewhere
+    assert dec.planned["acct_b"] == dec.plan.limits["acct_b"]  # nothing elsewhere is running for acct_b
+    assert set(dec.factors) == {2, 3, 4}  # jobs outside the pilot get no SiteFactor

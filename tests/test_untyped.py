@@ -260,3 +260,11 @@ def test_explore_plan_moves_one_unused_gpu_of_a_hard_cap_to_an_unprofiled_type_n
     full = [job(1, "acct_a", 3, "v100", "RUNNING", alloc={"v100": 3})]
     assert P.explore_plan(p, snap(full), src, {("acct_a", "cnn")})[1] == []
     assert P.explore_plan(plan({}, real={"acct_a": {}}, lend=True), snap(jobs), src, {("acct_a", "cnn")})[1] == []
+
+
+def test_render_map_listed_only_for_a_pilot():
+    T = P.Target
+    text = publish.render_map({"acct_a": T((("v100", 2),), "room")}, ("comment",), listed_only=True)
+    assert [x for x in text.splitlines() if not x.startswith("#")] == ["@classes comment", "@listed-only",
+                                                                       "acct_a v100:2 room"]
+    assert "@listed-only" not in publish.render_map({"acct_a": T((("v100", 2),), "room")})

@@ -36,10 +36,15 @@ HEADER = (
 )
 
 
-def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("comment", "wckey", "name")) -> str:
+def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("comment", "wckey", "name"),
+               listed_only: bool = False) -> str:
     """The map file's text for ``{account: Target}`` (``"*"`` = default line, written last; ``account/class``
-    keys are class lines: the order of types alone) and the ``@classes`` line (``classes.order``)."""
+    keys are class lines: the order of types alone) and the ``@classes`` line (``classes.order``).
+    ``listed_only`` (a pilot, ``limits.accounts``) adds ``@listed-only``: job_submit.lua leaves the untyped
+    requests of accounts without a line as they are (instead of refusing them when there is no ``*`` line)."""
     lines = [HEADER.rstrip("\n"), "@classes " + ",".join(class_order)]
+    if listed_only:
+        lines.append("@listed-only")
     keys = sorted(k for k in targets if k != DEFAULT_TARGET)
     if DEFAULT_TARGET in targets:
         keys.append(DEFAULT_TARGET)
@@ -92,6 +97,6 @@ def write_map(path: str | os.PathLike, text: str, now: float | None = None) -> b
 
 
 def publish(path: str | os.PathLike, targets: Mapping[str, Target],
-            class_order: Sequence[str] = ("comment", "wckey", "name")) -> bool:
+            class_order: Sequence[str] = ("comment", "wckey", "name"), listed_only: bool = False) -> bool:
     """Render and write the map; True if the file changed."""
-    return write_map(path, render_map(targets, class_order))
+    return write_map(path, render_map(targets, class_order, listed_only))

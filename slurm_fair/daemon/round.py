@@ -443,7 +443,8 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
             res.details["retype_error"] = cause(e)
         if cfg.type_map_path is not None:
             try:
-                res.details["type_map_written"] = publish.publish(cfg.type_map_path, c.targets, cfg.classes.order)
+                res.details["type_map_written"] = publish.publish(cfg.type_map_path, c.targets, cfg.classes.order,
+                                                                     bool(cfg.limits.accounts))
             except OSError as e:  # recorded on the round; never stops it
                 res.details["type_map_error"] = f"{cfg.type_map_path}: {e.strerror or e}"
         if cfg.preemption.enabled:

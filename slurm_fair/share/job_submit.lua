@@ -100,8 +100,9 @@ end
 SF.CLASS_SOURCES = { comment = true, wckey = true, name = true }
 
 -- Parse the map text. Returns {entries = {account -> {types=, type=, reason=}}, default = (the same) or nil,
--- classes = {"account/class" -> {type, ...}}, order = {source, ...}} or nil, "line N: problem". `type` is the
--- first of `types`.
+-- classes = {"account/class" -> {type, ...}}, order = {source, ...}, listed_only = true|nil} or nil,
+-- "line N: problem". `type` is the first of `types`. `@listed-only`: accounts without a line are left alone;
+-- other `@` directives are ignored.
 function SF.parse_map(text)
 	local map = { entries = {}, default = nil, types = {}, classes = {}, order = { "comment", "wckey", "name" } }
 	local n = 0
@@ -117,6 +118,10 @@ function SF.parse_map(text)
 				end
 				map.order[#map.order + 1] = src
 			end
+		elseif line == "@listed-only" then
+			map.listed_only = true -- a pilot: accounts without a line are not slurm-fair's to type
+		elseif line:sub(1, 1) == "@" then
+			-- a directive of a newer slurm-fair: ignored, so a map written before this script is updated still works
 		elseif line ~= "" and line:sub(1, 1) ~= "#" then
 			local acct, field, rest = line:match("^(%S+)%s+(%S+)%s*(.*)$")
 			if not acct then
@@ -404,6 +409,8 @@ function SF.submit(job_desc, uid)
 		entry = map.default
 		why = entry.reason and ("no entry for the account; default: " .. entry.reason)
 			or "no entry for the account; cluster default"
+	elseif map.listed_only then
+		return slurm.SUCCESS -- not a pilot account: Slurm alone decides, as without slurm-fair
 	else
 		slurm.log_user("slurm-fair: GPU request without a type, and no GPU type is known for account '%s' "
 			.. "(no line for it and no '*' line in %s). Request a type explicitly, e.g. %s.",

@@ -214,6 +214,18 @@ case("no entry and no '*': untyped GPU job rejected, others pass", function()
 	eq(submit({ account = "acct_c", tres_per_node = "gres:gpu:k80:1" }), slurm.SUCCESS, "typed job")
 end)
 
+case("@listed-only (a pilot): an account without a line is left alone; a listed one is typed", function()
+	load("@classes comment,wckey,name\n@listed-only\n@partition-types gpu a100 (a newer directive)\nacct_a v100:4\n")
+	local job = { account = "acct_c", tres_per_node = "gres:gpu:1" }
+	eq(submit(job), slurm.SUCCESS, "rc")
+	eq(job.tres_per_node, "gres:gpu:1", "unchanged")
+	eq(job.comment, nil, "no flex mark")
+	eq(#slurm.user, 0, "nothing said to the user")
+	local mine = { account = "acct_a", tres_per_node = "gres:gpu:1" }
+	eq(submit(mine), slurm.SUCCESS, "rc")
+	eq(mine.tres_per_node, "gres:gpu:v100:1", "pilot account typed")
+end)
+
 case("missing map: job passes unchanged with a note", function()
 	local dir = load(nil)
 	local job = { account = "acct_a", tres_per_node = "gres:gpu:1", comment = "x" }

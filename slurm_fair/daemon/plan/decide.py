@@ -7,9 +7,9 @@ from typing import Any, Mapping, Sequence
 
 from ...cluster.base import Job, Snapshot, supports_pending_retype
 from ...model import Allocation
-from .demand import (ClassDemand, FreeGPUs, flexible_as_untyped, job_class, parent_accounts, gpus_in_use, managed_accounts, observe_demand, received_gpus,
-                     waiting_gpus)
-from .limits import Plan, limit_changes, make_plan, site_bounded
+from .demand import (ClassDemand, FreeGPUs, flexible_as_untyped, gpus_in_use, held_elsewhere, job_class,
+                     managed_accounts, observe_demand, parent_accounts, partition_view, received_gpus, waiting_gpus)
+from .limits import Plan, limit_changes, make_plan, site_bounded, with_held_elsewhere
 from .priority import site_factors, update_deficit
 from .problem import SRC_ASSUMED, SRC_UNPROFILED, Built, build_problem, type_order
 from .typemap import (Retype, Target, explore_plan, explore_targets, retype_moves, untyped_targets,
@@ -59,6 +59,8 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
     limits accounts had before slurm-fair first changed them (:func:`.limits.site_bounded`). Raises what the
     policy raises (SolverError, InputError)."""
     profiles = list(profiles)
+    elsewhere = held_elsewhere(snapshot, cfg.cluster.partitions)
+    snapshot = partition_view(snapshot, cfg.cluster.partitions)  # a partition pilot's GPUs and jobs
     retype_ok = supports_pending_retype(snapshot.slurm_version)
     # a pending fair:flex job can still be moved where Slurm retypes pending jobs: its demand is untyped
     seen = flexible_as_untyped(snapshot) if retype_ok else snapshot
@@ -90,7 +92,9 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
         factor_changes = {j: factor_changes[j] for j in sorted(order[:MAX_SITE_FACTOR_UPDATES])}
     current = {a.name: dict(a.limits) for a in snapshot.accounts}
     parents = parent_accounts(snapshot)  # never limited: a parent's limit caps its whole subtree
-    planned = {a: lim for a, lim in plan.limits.items() if a in known and a not in parents}
+    mine = set(managed)  # a pilot's (limits.accounts) plan has the other accounts too: they get no limit
+    planned = {a: lim for a, lim in plan.limits.items() if a in known and a not in parents and a in mine}
+    planned = with_held_elsewhere(planned, elsewhere)
     planned, left_alone = site_bounded(planned, current, site or {}, managed_before, cfg.limits.site_limits)
     changes = limit_changes(current, planned, managed_before & known) if cfg.limits.manage else {}
 
@@ -118,8 +122,12 @@ def type_map(d: Decisions, snapshot: Snapshot, cfg: Any) -> dict[str, Target]:
     daemon publishes it again from each later poll's snapshot (the rooms follow the GPUs that free up and the
     jobs that arrive between rounds, as Slurm alone would see them; the guarantees and limits stay the
     round's)."""
+    snapshot = partition_view(snapshot, cfg.cluster.partitions)
     targets = untyped_targets(d.plan, snapshot, d.built.throughput, reclaim=bool(cfg.preemption.enabled),
                               site_speed=d.built.site_speed, class_speed=d.built.class_speed)
     if cfg.profiling.explore:
         targets = explore_targets(targets, d.plan, snapshot, d.built.sources, d.reporting)
+    if cfg.limits.accounts:  # a pilot types only its own accounts' jobs (the map says @listed-only)
+        pilot = set(cfg.limits.accounts)
+        targets = {k: t for k, t in targets.items() if k.partition("/")[0] in pilot}
     return targets

@@ -343,6 +343,22 @@ def limit_changes(current: Mapping[str, Mapping[str, int]], planned: Mapping[str
     return out
 
 
+def with_held_elsewhere(planned: Mapping[str, Mapping[str, int]],
+                        elsewhere: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """Limits for a partition pilot: an account's GrpTRES counts its jobs in every partition, so the GPUs it
+    holds outside the managed ones (:func:`.demand.held_elsewhere`) are added to each planned limit of their
+    type and to the total — the limit then binds the managed partitions as planned and leaves what runs
+    elsewhere running."""
+    out = {}
+    for a, lim in planned.items():
+        away = {g: int(n) for g, n in elsewhere.get(a, {}).items() if n > 0}
+        row = {}
+        for k, n in lim.items():
+            row[k] = int(n) + (sum(away.values()) if k == ANY_GPU else away.get(k, 0))
+        out[a] = row
+    return out
+
+
 def site_bounded(planned: Mapping[str, Mapping[str, int]], current: Mapping[str, Mapping[str, int]],
                  site: Mapping[str, Mapping[str, int]], managed_before: Iterable[str], mode: str
                  ) -> tuple[dict[str, dict[str, int]], list[str]]:
