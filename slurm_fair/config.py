@@ -244,7 +244,7 @@ SECTION_DOCS = {
     "submit": "Submission: the GPU type map read by etc/job_submit.lua to type untyped GPU requests.",
     "preemption": "Preemption: over-share running jobs get a checkpoint signal, then a requeue after the grace.",
     "profiling": "Profiling: throughput reports from jobs (`slurm-fair profile ...`), how they update profiles.",
-    "metrics": "Prometheus metrics: the daemon serves /metrics over HTTP (README, 'Metrics (Prometheus)').",
+    "metrics": "Prometheus metrics: the daemon serves /metrics over HTTP (docs/metrics-reports.md, 'Metrics (Prometheus)').",
 }
 
 SPEC: dict[str, dict[str, Key]] = {

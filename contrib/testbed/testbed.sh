@@ -7,7 +7,7 @@
 # chroot under the state dir.  Everything (munge key+socket, MariaDB, slurmdbd, slurmctld, 4 slurmd)
 # lives under the state dir: <repo>/.testbed/<TESTBED_NAME or release>, or $TESTBED_DIR.  Ports: TESTBED_PORT_BASE
 # (slurmctld; slurmdbd = +2, slurmd = +4..+7) and TESTBED_MYSQL_PORT.  Must run as root.
-# Daemons are stopped only by their recorded PIDs.  See CI.md and the README for details.
+# Daemons are stopped only by their recorded PIDs.  See CI.md and docs/testing.md for details.
 set -euo pipefail
 umask 022
 

@@ -13,7 +13,7 @@ from .. import jobrecord
 
 @click.group("hooks")
 def hooks_group() -> None:
-    """Slurm hooks that record job starts and ends for the daemon (README: Job records from Slurm hooks)."""
+    """Slurm hooks that record job starts and ends for the daemon (docs/hooks.md: Job records from Slurm hooks)."""
 
 
 @hooks_group.command("install")

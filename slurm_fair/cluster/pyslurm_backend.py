@@ -1,9 +1,9 @@
 """PyslurmCluster: the Cluster interface with jobs and nodes read in-process through pyslurm.
 
 Optional.  PyPI only has pyslurm 25.11; for another Slurm release pyslurm's matching branch must be built
-from source (README: "pyslurm backend").  pyslurm's major.minor must equal the running Slurm's, which is
-checked *before* ``import pyslurm``: importing it runs libslurm's ``slurm_init``, which aborts the whole
-process on a slurm.conf it cannot read.
+from source (docs/slurm-backends.md: "Optional: the in-process pyslurm backend").  pyslurm's major.minor must
+equal the running Slurm's, which is checked *before* ``import pyslurm``: importing it runs libslurm's
+``slurm_init``, which aborts the whole process on a slurm.conf it cannot read.
 
 What goes through pyslurm: the job table and the node table (one RPC each, no JSON, no child process),
 the controller's version and cluster name.  What does not, because pyslurm 22.5 is broken or lacks it
