@@ -106,3 +106,12 @@ def test_a_site_hook_in_slurm_fairs_place_is_named_with_the_chain_that_keeps_it(
     assert found["EpilogSlurmctld"].level == PF.OK
     assert found["Prolog"].level == PF.OK  # the folder holds a link to the shim
     assert found["Epilog"].level == PF.NOTE and "ln -s DEST/slurm-fair-hook /etc/slurm/epilog.d" in found["Epilog"].detail
+
+
+def test_privileges_root_or_operator():
+    assert PF.privilege("root", 0, None).level == PF.OK
+    assert PF.privilege("slurm-fair", 990, "Operator").level == PF.OK
+    assert PF.privilege("slurm-fair", 990, "Administrator").level == PF.OK
+    f = PF.privilege("slurm-fair", 990, "None")
+    assert f.level == PF.PROBLEM and "sacctmgr add user slurm-fair account=<any> adminlevel=Operator" in f.detail
+    assert PF.privilege("slurm-fair", 990, None) is None

@@ -63,11 +63,12 @@ def rollback_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
 @json_option
 @handle_errors
 def preflight_cmd(config_path: str | None, as_json: bool) -> None:
-    """Check what rounds need (limits enforced, typed GPU TRES tracked, multifactor priority for SiteFactor,
-    job_submit.lua and a writable type map next to it, the hooks, a writable database) and list what will
-    override slurm-fair (QOS GPU limits, partition QOS, accounts with limits of their own, parents of the
-    account tree). Exit 1 with every problem named."""
+    """Check what rounds need (root or sacctmgr AdminLevel=Operator, limits enforced, typed GPU TRES tracked,
+    multifactor priority for SiteFactor, job_submit.lua and a writable type map next to it, the hooks, a
+    writable database) and list what will override slurm-fair (QOS GPU limits, partition QOS, accounts with
+    limits of their own, parents of the account tree). Exit 1 with every problem named."""
     import os
+    import pwd
 
     from ..cluster.cli import CliCluster
     from ..daemon import preflight
@@ -83,6 +84,11 @@ def preflight_cmd(config_path: str | None, as_json: bool) -> None:
             site = store.site_limits()
     found = preflight.check(config, snapshot, cfg, qos=qos, partitions=parts, slurm_conf=os.environ.get("SLURM_CONF")
                             or "/etc/slurm/slurm.conf", site=site)
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    allowed = preflight.privilege(user, os.geteuid(),
+                                  None if os.geteuid() == 0 else preflight.my_admin_level(cluster, user))
+    if allowed is not None:
+        found.insert(0, allowed)
     problems = [f for f in found if f.level == preflight.PROBLEM]
     if as_json:
         click.echo(json.dumps({"ok": not problems, "slurm_version": snapshot.slurm_version,

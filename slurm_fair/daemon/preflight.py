@@ -12,6 +12,7 @@ Checks (each a :class:`Finding`; ``problem`` fails the command, ``note`` does no
 * Files: the type map's folder exists and is writable by this process; ``job_submit.lua`` is next to
   ``slurm.conf`` and reads the map (it reads ``gpu_type_map.txt`` next to itself: the map is there, or a link
   there points to it — the systemd unit writes it in its state folder); the database's folder is writable.
+* Privileges: root, or an sacctmgr AdminLevel of Operator (or Administrator) for the user running it.
 * What overrides slurm-fair (notes): QOS with GPU limits (Slurm applies QOS limits before association
   limits), partitions with a QOS, accounts with GPU limits of their own (left alone or adopted,
   ``limits.site_limits``), parent accounts of the tree (never limited).
@@ -189,3 +190,27 @@ def gather(cluster: Any) -> tuple[dict[str, str], dict[str, str], dict[str, str]
                                        "format=name,grptres,maxtres,maxtrespu,maxtrespa"]))
     parts = partition_qos(cluster._run(["scontrol", "show", "partition"]))
     return config, qos, parts
+
+
+def my_admin_level(cluster: Any, user: str) -> str:
+    """``user``'s sacctmgr AdminLevel ("None" when the user is not in the accounting database)."""
+    out = cluster._run(["sacctmgr", "-P", "-n", "show", "user", user, "format=user,adminlevel"])
+    for line in out.splitlines():
+        name, _, level = line.partition("|")
+        if name == user:
+            return level.strip() or "None"
+    return "None"
+
+
+def privilege(user: str, uid: int, level: str | None) -> Finding | None:
+    """Whether this user may write limits (sacctmgr) and other users' SiteFactors (scontrol): root, or an
+    AdminLevel of Operator or Administrator. None when the level was not looked up."""
+    if uid == 0:
+        return Finding(OK, "privileges", f"{user} (root)")
+    if level is None:
+        return None
+    if level.lower() in ("operator", "administrator"):
+        return Finding(OK, "privileges", f"{user}: AdminLevel {level}")
+    return Finding(PROBLEM, "privileges", f"{user} has AdminLevel {level}: sacctmgr refuses its limit changes and "
+                   f"scontrol its SiteFactor updates (as root: sacctmgr add user {user} account=<any> "
+                   "adminlevel=Operator)")
