@@ -174,6 +174,33 @@ def test_render_map_sorted_default_last_and_never_broken():
                     "* a100:4:4 most idle"]
 
 
+def test_partition_types_are_the_gpu_types_of_each_partitions_nodes():
+    nodes = (Node("a100-1", ("IDLE",), ("p1", "gpu"), {"a100": 4}, {}),
+             Node("v100-1", ("DOWN",), ("p2", "gpu"), {"v100": 4}, {}),  # down nodes count: Slurm accepts the type
+             Node("mixed-1", ("MIXED",), ("p2",), {"v100": 2, "k80": 2}, {"k80": 1}),
+             Node("none-1", ("IDLE",), ("p3",), {"k80": 0}, {}))
+    snapshot = Snapshot("22.05.8", 0.0, nodes, (), (), ("p1", "gpu", "p2", "p3"))
+    assert P.partition_types(snapshot) == (P.PartitionTypes("gpu", ("a100", "v100")),
+                                           P.PartitionTypes("p1", ("a100",)),
+                                           P.PartitionTypes("p2", ("k80", "v100")))
+    assert P.partition_types(snap()) == (P.PartitionTypes("gpu", ("a100", "k80", "v100")),)
+
+
+def test_render_map_partition_lines_after_classes_sorted_and_never_broken():
+    T, PT = P.Target, P.PartitionTypes
+    parts = (PT("p2", ("v100", "k80")), PT("p1", ("a100",)), PT("bad part", ("a100",)), PT("p3", ("gpu:x", "2")),
+             PT("p4", ("k80", "bad type", "k80")))
+    text = publish.render_map({"acct_a": T((("a100", 2), ("v100", 1)), "room"), "*": T((("k80", 1),), "free")},
+                              ("comment",), parts)
+    lines = text.splitlines()
+    assert [ln for ln in lines if not ln.startswith("# ")] == [
+        "@classes comment", "#@partition p1 a100", "#@partition p2 k80,v100", "#@partition p4 k80",
+        "acct_a a100:2,v100:1 room", "* k80:1 free"]
+    # without partitions: no partition line (a map as before)
+    assert not [ln for ln in publish.render_map({"*": T((("k80", 1),), "free")}).splitlines()
+                if ln.startswith("#@")]
+
+
 def test_write_map_atomic_mode_mtime_and_only_on_change(tmp_path):
     p = tmp_path / "gpu_type_map.txt"
     assert publish.write_map(p, "acct_a v100\n", now=1_000_000_000.0)

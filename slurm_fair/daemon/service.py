@@ -89,7 +89,8 @@ def refresh_type_map(res: RoundResult | None, snapshot: Any, cfg: Any, dry_run: 
             or dry_run or cfg.daemon.dry_run):
         return False
     try:
-        return publish.publish(cfg.type_map_path, P.type_map(res.decisions, snapshot, cfg), cfg.classes.order)
+        return publish.publish(cfg.type_map_path, P.type_map(res.decisions, snapshot, cfg), cfg.classes.order,
+                               P.partition_types(snapshot))
     except Exception as e:  # noqa: BLE001 - the round's map stays; the next poll tries again
         log(f"type map refresh failed: {cause(e)}")
         return False
