@@ -217,19 +217,23 @@ def test_write_map_atomic_mode_mtime_and_only_on_change(tmp_path):
 
 @pytest.mark.skipif(shutil.which("lua5.1") is None, reason="lua5.1 not installed (apt-get install lua5.1)")
 def test_published_map_is_what_job_submit_lua_reads(tmp_path):
-    """The daemon's output parsed by the real script: the same entries, reasons included."""
+    """The daemon's output parsed by the real script (loaded as a module): the same entries, reasons and
+    partitions included."""
     targets = {"acct_a": P.Target((("v100", 1), ("k80", 2)), "room: v100 1 (free), k80 2 (free)", {"v100": 1}),
                "acct_a/rl": P.Target((("k80", 0), ("v100", 0)), "class order"),
                "*": P.Target((("a100", 4),), "free GPUs no waiting account's guarantee holds")}
-    publish.publish(tmp_path / "gpu_type_map.txt", targets)
-    shutil.copy(REPO / "etc" / "job_submit.lua", tmp_path / "job_submit.lua")
+    parts = (P.PartitionTypes("gpu", ("a100", "k80", "v100")), P.PartitionTypes("old", ("k80",)))
+    publish.publish(tmp_path / "gpu_type_map.txt", targets, partitions=parts)
+    shutil.copy(REPO / "etc" / "job_submit.lua", tmp_path / "slurm_fair_submit.lua")
     probe = (
         "slurm = {SUCCESS = 0, ERROR = -1, log_info = function() end, log_error = function() end,"
         " log_user = function(f, ...) print(string.format(f, ...)) end}\n"
-        f"dofile('{tmp_path}/job_submit.lua')\n"
-        "for _, a in ipairs({{'acct_a', 'x'}, {'acct_a', 'x'}, {'acct_a', 'rl'}, {'acct_z', 'x'}}) do\n"
-        "  local j = {account = a[1], name = a[2], tres_per_job = 'gres:gpu:1'}\n"
-        "  assert(slurm_job_submit(j, {}, 0) == 0); print(j.tres_per_job, j.comment)\n"
+        f"local sf = dofile('{tmp_path}/slurm_fair_submit.lua')\n"
+        "assert(slurm_job_submit == nil and slurm_fair_submit == nil, 'a module defines no globals')\n"
+        "local default = {gpu = {flag_default = 1}, old = {flag_default = 0}}\n"
+        "for _, a in ipairs({{'acct_a', 'x'}, {'acct_a', 'x'}, {'acct_a', 'rl'}, {'acct_z', 'x'}, {'acct_a', 'y', 'old'}}) do\n"
+        "  local j = {account = a[1], name = a[2], partition = a[3], tres_per_job = 'gres:gpu:1'}\n"
+        "  assert(sf.job_submit(j, default, 0) == 0); print(j.tres_per_job, j.comment)\n"
         "end\n")
     r = subprocess.run(["lua5.1", "-"], input=probe, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
@@ -243,6 +247,9 @@ def test_published_map_is_what_job_submit_lua_reads(tmp_path):
         "slurm-fair: untyped GPU request given type 'a100' (account acct_z: no entry for the account; "
         "default: free GPUs no waiting account's guarantee holds)",
         "gres:gpu:a100:1\tfair:flex",
+        "slurm-fair: untyped GPU request given type 'k80' (account acct_a: every type's room in the map is used by "
+        "earlier submissions; waits for k80)",
+        "gres:gpu:k80:1\tfair:flex",  # partition old has only k80, whose room is used up: it waits there
     ]
 
 

@@ -37,11 +37,28 @@ Rules:
     passes.
   * slurm_job_modify changes nothing (scontrol update of a pending job passes unchanged; on 22.05 changing a
     pending job's GPU type is broken, Slurm bug 17184).
+  * Partitions: `#@partition NAME TYPE,TYPE,...` lines name the GPU types each partition has (a comment to
+    scripts older than these lines, which then type without regard to partitions). When the map has such
+    lines, a job is typed only among the types of its partitions: `-p a,b` (the union of a's and b's types),
+    else the partition part_list flags as the default (flag_default). A type none of them has is never
+    chosen; when none of the account's types is there (or the job's partition is not known), the job passes
+    untyped with a note. A map without such lines: every type, as before.
+  * Two ways to install it: as the site's job_submit.lua (slurmctld calls it from C; it defines
+    slurm_job_submit and slurm_job_modify), or as a module a site's own job_submit.lua loads once at its top,
+    e.g. `local sf = dofile("/etc/slurm/slurm_fair_submit.lua")` or, with that folder on package.path,
+    `require("slurm_fair_submit")`, and calls `sf.job_submit(job_desc, part_list, submit_uid)` and
+    `sf.job_modify(job_desc, job_rec, part_list, modify_uid)` from its own functions (see
+    job_submit_site_example.lua). Loaded by Lua code (a Lua caller), it defines no globals and returns its
+    table; the map is still read next to this file (or from `sf.map_file` when the site sets it). slurmctld
+    reloads only the site's script when its mtime grows: after replacing this module, touch that script.
 Check before installing: luac5.1 -p job_submit.lua (a broken script stops slurmctld from starting).
 ]]
 
+-- Loaded by slurmctld as its job_submit.lua, the chunk is called from C: there is no Lua caller. Loaded by a
+-- site's script (dofile, require, loadfile), there is one: then it is a module.
+local AS_MODULE = debug.getinfo(2, "S") ~= nil
+
 local SF = {}
-slurm_fair_submit = SF -- internals, reachable by the offline tests (tests/lua/)
 
 SF.MAP_NAME = "gpu_type_map.txt"
 SF.FLEX_TOKEN = "fair:flex"
@@ -60,8 +77,10 @@ function SF.script_dir()
 	return "/etc/slurm"
 end
 
+SF.map_file = nil -- a site loading this as a module may set another path for the map
+
 function SF.map_path()
-	return SF.script_dir() .. "/" .. SF.MAP_NAME
+	return SF.map_file or (SF.script_dir() .. "/" .. SF.MAP_NAME)
 end
 
 local function trim(s)
@@ -99,17 +118,44 @@ end
 
 SF.CLASS_SOURCES = { comment = true, wckey = true, name = true }
 
+-- Parse a `#@partition NAME TYPE,...` line. Returns name, {type -> true} or nil, problem.
+local function parse_partition(line)
+	local name, field = line:match("^#@partition%s+(%S+)%s+(%S+)$")
+	if not name or not valid_name(name) then
+		return nil, string.format("expected '#@partition NAME TYPE,...', got '%s'", line)
+	end
+	local types = {}
+	for gtype in (field .. ","):gmatch("([^,]*),") do
+		if not valid_name(gtype) or gtype:match("^%d+$") then
+			return nil, string.format("bad GPU type '%s' for partition '%s'", gtype, name)
+		end
+		types[gtype] = true
+	end
+	return name, types
+end
+
 -- Parse the map text. Returns {entries = {account -> {types=, type=, reason=}}, default = (the same) or nil,
--- classes = {"account/class" -> {type, ...}}, order = {source, ...}} or nil, "line N: problem". `type` is the
--- first of `types`.
+-- classes = {"account/class" -> {type, ...}}, order = {source, ...}, partitions = {name -> {type -> true}},
+-- partitioned = (the map has partition lines)} or nil, "line N: problem". `type` is the first of `types`.
 function SF.parse_map(text)
-	local map = { entries = {}, default = nil, types = {}, classes = {}, order = { "comment", "wckey", "name" } }
+	local map = { entries = {}, default = nil, types = {}, classes = {}, order = { "comment", "wckey", "name" },
+		partitions = {}, partitioned = false }
 	local n = 0
 	for line in (text .. "\n"):gmatch("([^\n]*)\n") do
 		n = n + 1
 		line = trim(line:gsub("\r$", ""))
 		local directive = line:match("^@classes%s+(%S+)$")
-		if directive then
+		if line == "#@partition" or line:match("^#@partition%s") then
+			local name, types = parse_partition(line)
+			if not name then
+				return nil, string.format("line %d: %s", n, types)
+			end
+			if map.partitions[name] then
+				return nil, string.format("line %d: second line for partition '%s'", n, name)
+			end
+			map.partitions[name] = types
+			map.partitioned = true
+		elseif directive then
 			map.order = {}
 			for src in directive:gmatch("[^,]+") do
 				if not SF.CLASS_SOURCES[src] then
@@ -260,6 +306,67 @@ function SF.for_class(entry, class_order)
 	return { type = list[1].type, types = list, reason = entry.reason }
 end
 
+-- The partitions a job is submitted to: job_desc.partition ("a" or "a,b"), else those part_list (the
+-- partitions the user may use, keyed by name) flags as the default. Returns a list of names, or nil when
+-- neither names one.
+function SF.job_partitions(job_desc, part_list)
+	local names = {}
+	local given = job_desc.partition
+	if type(given) == "string" and given ~= "" then
+		for name in given:gmatch("[^,]+") do
+			names[#names + 1] = trim(name)
+		end
+		return names
+	end
+	for key, part in pairs(type(part_list) == "table" and part_list or {}) do
+		if tonumber(part.flag_default) == 1 then
+			names[#names + 1] = type(key) == "string" and key or tostring(part.name)
+		end
+	end
+	table.sort(names)
+	return #names > 0 and names or nil
+end
+
+-- The entry with only the types in `allowed` ({type -> true}), in its order and tiers; nil when none is.
+function SF.within(entry, allowed)
+	local list = {}
+	for _, t in ipairs(entry.types or { { type = entry.type } }) do
+		if allowed[t.type] then
+			list[#list + 1] = t
+		end
+	end
+	if #list == 0 then
+		return nil
+	end
+	return { type = list[1].type, types = list, reason = entry.reason }
+end
+
+-- The GPU types of the partitions `names` ({type -> true}, their union) from the map's partition lines.
+function SF.partition_types(map, names)
+	local allowed = {}
+	for _, name in ipairs(names) do
+		for gtype in pairs(map.partitions[name] or {}) do
+			allowed[gtype] = true
+		end
+	end
+	return allowed
+end
+
+-- "a,b": the types of a map entry (in its order), or of a {type -> true} set (sorted)
+local function type_names(entry, set)
+	local out = {}
+	for _, t in ipairs(entry and (entry.types or { { type = entry.type } }) or {}) do
+		out[#out + 1] = t.type
+	end
+	if set then
+		for gtype in pairs(set) do
+			out[#out + 1] = gtype
+		end
+		table.sort(out)
+	end
+	return table.concat(out, ",")
+end
+
 -- Pick the type for a job of `gpus` GPUs of `account` from its map entry (module comment); counts it.
 -- Returns type, note (nil, or why the first type was taken without room).
 function SF.choose(map_text, account, entry, gpus)
@@ -377,7 +484,7 @@ local function example(map)
 end
 
 -- The decision for one submission: returns slurm.SUCCESS or slurm.ERROR (and edits job_desc).
-function SF.submit(job_desc, uid)
+function SF.submit(job_desc, part_list, uid)
 	local fields = SF.untyped_fields(job_desc)
 	if #fields == 0 then
 		return slurm.SUCCESS -- typed or no GPU request: untouched
@@ -411,6 +518,27 @@ function SF.submit(job_desc, uid)
 		return slurm.ERROR
 	end
 	local key = map.entries[account or ""] and account or "*"
+	if map.partitioned then
+		local parts = SF.job_partitions(job_desc, part_list)
+		local allowed = parts and SF.partition_types(map, parts) or {}
+		local kept = SF.within(entry, allowed)
+		if not kept then
+			local why_not
+			if not parts then
+				why_not = "the job names no partition and none is the default"
+			elseif next(allowed) == nil then
+				why_not = string.format("partition %s has no GPU type in the map", table.concat(parts, ","))
+			else
+				why_not = string.format("none of the types for account %s (%s) is in partition %s (%s)",
+					tostring(account), type_names(entry), table.concat(parts, ","), type_names(nil, allowed))
+			end
+			slurm.log_user("slurm-fair: note: %s; untyped GPU request left unchanged", why_not)
+			slurm.log_info("job_submit.lua: uid=%s account=%s: %s, untyped request passed", tostring(uid),
+				tostring(account), why_not)
+			return slurm.SUCCESS
+		end
+		entry = kept
+	end
 	local cls = SF.job_class(job_desc, map.order)
 	if cls and account then
 		entry = SF.for_class(entry, map.classes[account .. "/" .. cls] or map.classes["*/" .. cls])
@@ -444,8 +572,9 @@ local function mentions_gpu(job_desc)
 	return false
 end
 
-function slurm_job_submit(job_desc, part_list, submit_uid)
-	local ok, rc = pcall(SF.submit, job_desc, submit_uid)
+-- slurm_job_submit: the decision under pcall (a bug here is logged; it rejects only untyped GPU jobs).
+function SF.job_submit(job_desc, part_list, submit_uid)
+	local ok, rc = pcall(SF.submit, job_desc, part_list, submit_uid)
 	if ok then
 		return rc
 	end
@@ -460,8 +589,24 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
 	return slurm.SUCCESS
 end
 
-function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+-- slurm_job_modify: changes nothing.
+function SF.job_modify(job_desc, job_rec, part_list, modify_uid)
 	return slurm.SUCCESS
+end
+
+if AS_MODULE then
+	slurm.log_info("slurm-fair job_submit module loaded; type map %s", SF.map_path())
+	return SF
+end
+
+slurm_fair_submit = SF -- internals, reachable by the offline tests (tests/lua/)
+
+function slurm_job_submit(job_desc, part_list, submit_uid)
+	return SF.job_submit(job_desc, part_list, submit_uid)
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+	return SF.job_modify(job_desc, job_rec, part_list, modify_uid)
 end
 
 slurm.log_info("job_submit.lua (slurm-fair) loaded; type map %s", SF.map_path())
