@@ -22,8 +22,7 @@ Rules:
     text last changed (a global table: slurmctld keeps the script's Lua state between submissions and
     reloads it only when the file changes). A job gets the first type of its line whose room is not used
     up by those counts (a job of N GPUs needs N left, and N at most the type's BLOCK); when none has room,
-    the first type (the job waits there; the daemon publishes new room as GPUs free up). So 16 untyped 1-GPU jobs submitted at once
-    into an idle cluster with room a100:4,v100:6,k80:6 land 4 + 6 + 6, all starting at once.
+    the first type (the job waits there; the daemon publishes new room as GPUs free up).
   * A GPU entry without a type in tres_per_node / tres_per_job / tres_per_task / tres_per_socket gets the
     chosen type (account = job_desc.account or job_desc.default_account), keeping the prefix it was
     written with (22.05 `gres:gpu:2` -> `gres:gpu:v100:2`; 24.11 `gres/gpu:2` -> `gres/gpu:v100:2`,
@@ -37,20 +36,14 @@ Rules:
     passes.
   * slurm_job_modify changes nothing (scontrol update of a pending job passes unchanged; on 22.05 changing a
     pending job's GPU type is broken, Slurm bug 17184).
-  * Partitions: `#@partition NAME TYPE,TYPE,...` lines name the GPU types each partition has (a comment to
-    scripts older than these lines, which then type without regard to partitions). When the map has such
-    lines, a job is typed only among the types of its partitions: `-p a,b` (the union of a's and b's types),
-    else the partition part_list flags as the default (flag_default). A type none of them has is never
-    chosen; when none of the account's types is there (or the job's partition is not known), the job passes
-    untyped with a note. A map without such lines: every type, as before.
-  * Two ways to install it: as the site's job_submit.lua (slurmctld calls it from C; it defines
-    slurm_job_submit and slurm_job_modify), or as a module a site's own job_submit.lua loads once at its top,
-    e.g. `local sf = dofile("/etc/slurm/slurm_fair_submit.lua")` or, with that folder on package.path,
-    `require("slurm_fair_submit")`, and calls `sf.job_submit(job_desc, part_list, submit_uid)` and
-    `sf.job_modify(job_desc, job_rec, part_list, modify_uid)` from its own functions (see
-    job_submit_site_example.lua). Loaded by Lua code (a Lua caller), it defines no globals and returns its
-    table; the map is still read next to this file (or from `sf.map_file` when the site sets it). slurmctld
-    reloads only the site's script when its mtime grows: after replacing this module, touch that script.
+  * Partitions: with `#@partition NAME TYPE,...` lines in the map (comments to older scripts), a job is typed
+    only among its partitions' types: `-p a,b` their union; no -p, the partition part_list flags as default
+    (several flagged: the types all have). None fits, or no partition known: the job passes untyped, a note.
+  * Module: a site's own job_submit.lua may load this file once at its top (`local sf =
+    dofile("/etc/slurm/slurm_fair_submit.lua")`, or `require`) and call sf.job_submit(job_desc, part_list,
+    submit_uid) and sf.job_modify(job_desc, job_rec, part_list, modify_uid) from its own functions (see
+    job_submit_site_example.lua). Loaded by Lua code, it defines no globals and returns its table (sf.map_file
+    may name the map). slurmctld reloads only the site's script: touch it after replacing this file.
 Check before installing: luac5.1 -p job_submit.lua (a broken script stops slurmctld from starting).
 ]]
 
@@ -121,15 +114,16 @@ SF.CLASS_SOURCES = { comment = true, wckey = true, name = true }
 -- Parse a `#@partition NAME TYPE,...` line. Returns name, {type -> true} or nil, problem.
 local function parse_partition(line)
 	local name, field = line:match("^#@partition%s+(%S+)%s+(%S+)$")
-	if not name or not valid_name(name) then
-		return nil, string.format("expected '#@partition NAME TYPE,...', got '%s'", line)
+	local list, err = nil, nil
+	if name and valid_name(name) then
+		list, err = SF.parse_types(field)
+	end
+	if not list then
+		return nil, err or string.format("expected '#@partition NAME TYPE,...', got '%s'", line)
 	end
 	local types = {}
-	for gtype in (field .. ","):gmatch("([^,]*),") do
-		if not valid_name(gtype) or gtype:match("^%d+$") then
-			return nil, string.format("bad GPU type '%s' for partition '%s'", gtype, name)
-		end
-		types[gtype] = true
+	for _, t in ipairs(list) do
+		types[t.type] = true
 	end
 	return name, types
 end
@@ -306,9 +300,10 @@ function SF.for_class(entry, class_order)
 	return { type = list[1].type, types = list, reason = entry.reason }
 end
 
--- The partitions a job is submitted to: job_desc.partition ("a" or "a,b"), else those part_list (the
--- partitions the user may use, keyed by name) flags as the default. Returns a list of names, or nil when
--- neither names one.
+-- The partitions a job is submitted to: job_desc.partition ("a" or "a,b"; returns names, false), else those
+-- part_list (the partitions the user may use, keyed by name) flags as the default (returns names, true); nil
+-- when neither names one. After `scontrol update PartitionName=X Default=YES` the old default keeps its flag
+-- for a while (Slurm clears it when it next saves or sends partition state): then several are flagged.
 function SF.job_partitions(job_desc, part_list)
 	local names = {}
 	local given = job_desc.partition
@@ -316,7 +311,7 @@ function SF.job_partitions(job_desc, part_list)
 		for name in given:gmatch("[^,]+") do
 			names[#names + 1] = trim(name)
 		end
-		return names
+		return names, false
 	end
 	for key, part in pairs(type(part_list) == "table" and part_list or {}) do
 		if tonumber(part.flag_default) == 1 then
@@ -324,7 +319,7 @@ function SF.job_partitions(job_desc, part_list)
 		end
 	end
 	table.sort(names)
-	return #names > 0 and names or nil
+	return #names > 0 and names or nil, true
 end
 
 -- The entry with only the types in `allowed` ({type -> true}), in its order and tiers; nil when none is.
@@ -341,30 +336,46 @@ function SF.within(entry, allowed)
 	return { type = list[1].type, types = list, reason = entry.reason }
 end
 
--- The GPU types of the partitions `names` ({type -> true}, their union) from the map's partition lines.
-function SF.partition_types(map, names)
+-- The GPU types of the partitions `names` ({type -> true}) from the map's partition lines: their union (a job
+-- submitted to several may run in any), or with `every` the types all of them have (of several partitions
+-- flagged default only one is the default: a type they all have is in it).
+function SF.partition_types(map, names, every)
 	local allowed = {}
-	for _, name in ipairs(names) do
-		for gtype in pairs(map.partitions[name] or {}) do
-			allowed[gtype] = true
+	for i, name in ipairs(names) do
+		local types, add = map.partitions[name] or {}, i == 1 or not every
+		for gtype in pairs(add and types or allowed) do
+			allowed[gtype] = add or types[gtype] -- (every: clearing a field while traversing is allowed)
 		end
 	end
 	return allowed
 end
 
--- "a,b": the types of a map entry (in its order), or of a {type -> true} set (sorted)
-local function type_names(entry, set)
-	local out = {}
-	for _, t in ipairs(entry and (entry.types or { { type = entry.type } }) or {}) do
-		out[#out + 1] = t.type
+-- The entry with only the types of the job's partitions (map with partition lines); nil, why when none is left.
+function SF.in_partitions(map, entry, job_desc, part_list, account)
+	local parts, default = SF.job_partitions(job_desc, part_list)
+	if not parts then
+		return nil, "the job names no partition and none is the default"
 	end
-	if set then
-		for gtype in pairs(set) do
-			out[#out + 1] = gtype
-		end
-		table.sort(out)
+	local allowed = SF.partition_types(map, parts, default)
+	local kept = SF.within(entry, allowed)
+	if kept then
+		return kept
 	end
-	return table.concat(out, ",")
+	local where = (default and "default partition " or "partition ") .. table.concat(parts, ",")
+	if next(allowed) == nil then
+		return nil, where .. (default and #parts > 1 and " (all flagged) have no GPU type in common in the map"
+			or " has no GPU type in the map")
+	end
+	local mine, have = {}, {}
+	for _, t in ipairs(entry.types or { { type = entry.type } }) do
+		mine[#mine + 1] = t.type
+	end
+	for gtype in pairs(allowed) do
+		have[#have + 1] = gtype
+	end
+	table.sort(have)
+	return nil, string.format("none of the types for account %s (%s) is in %s (%s)", tostring(account),
+		table.concat(mine, ","), where, table.concat(have, ","))
 end
 
 -- Pick the type for a job of `gpus` GPUs of `account` from its map entry (module comment); counts it.
@@ -519,19 +530,8 @@ function SF.submit(job_desc, part_list, uid)
 	end
 	local key = map.entries[account or ""] and account or "*"
 	if map.partitioned then
-		local parts = SF.job_partitions(job_desc, part_list)
-		local allowed = parts and SF.partition_types(map, parts) or {}
-		local kept = SF.within(entry, allowed)
+		local kept, why_not = SF.in_partitions(map, entry, job_desc, part_list, account)
 		if not kept then
-			local why_not
-			if not parts then
-				why_not = "the job names no partition and none is the default"
-			elseif next(allowed) == nil then
-				why_not = string.format("partition %s has no GPU type in the map", table.concat(parts, ","))
-			else
-				why_not = string.format("none of the types for account %s (%s) is in partition %s (%s)",
-					tostring(account), type_names(entry), table.concat(parts, ","), type_names(nil, allowed))
-			end
 			slurm.log_user("slurm-fair: note: %s; untyped GPU request left unchanged", why_not)
 			slurm.log_info("job_submit.lua: uid=%s account=%s: %s, untyped request passed", tostring(uid),
 				tostring(account), why_not)
@@ -600,14 +600,8 @@ if AS_MODULE then
 end
 
 slurm_fair_submit = SF -- internals, reachable by the offline tests (tests/lua/)
-
-function slurm_job_submit(job_desc, part_list, submit_uid)
-	return SF.job_submit(job_desc, part_list, submit_uid)
-end
-
-function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
-	return SF.job_modify(job_desc, job_rec, part_list, modify_uid)
-end
+slurm_job_submit = SF.job_submit
+slurm_job_modify = SF.job_modify
 
 slurm.log_info("job_submit.lua (slurm-fair) loaded; type map %s", SF.map_path())
 return slurm.SUCCESS

@@ -81,6 +81,17 @@ case("no -p: the partition part_list flags as the default", function()
 	eq(typed(PMAP, {}, plain), "gres:gpu:v100:1", "plain tables work too")
 end)
 
+case("several partitions flagged default (the old one after a runtime change): only types all of them have", function()
+	load(PMAP)
+	local both = { gpu = { flag_default = 1 }, p2 = { flag_default = 1 }, p1 = { flag_default = 0 } }
+	eq(typed(PMAP, {}, both), "gres:gpu:v100:1", "gpu and p2 flagged: v100 and k80 are in both; a100 is not")
+	local apart = { p1 = { flag_default = 1 }, p2 = { flag_default = 1 } }
+	local job = { account = "acct_a", tres_per_node = "gres:gpu:1" }
+	eq(slurm_job_submit(job, apart, 1000), slurm.SUCCESS, "rc")
+	eq(job.tres_per_node, "gres:gpu:1", "p1 and p2 have no type in common: untyped")
+	has(slurm.user, "default partition p1,p2 (all flagged) have no GPU type in common in the map")
+end)
+
 case("no -p and no default partition: left untyped with a note, never rejected", function()
 	load(PMAP)
 	local job = { account = "acct_a", tres_per_node = "gres:gpu:2", comment = "x" }
@@ -137,8 +148,8 @@ end)
 
 local BROKEN = {
 	{ "#@partition p1\nacct_a a100\n", "line 1: expected '#@partition NAME TYPE,...'" },
-	{ "#@partition p1 a100,,k80\n", "line 1: bad GPU type '' for partition 'p1'" },
-	{ "#@partition p1 2\n", "line 1: bad GPU type '2' for partition 'p1'" },
+	{ "#@partition p1 a100,,k80\n", "line 1: bad GPU type ''" },
+	{ "#@partition p1 2\n", "line 1: bad GPU type '2'" },
 	{ "#@partition p1 a100\n#@partition p1 k80\n", "line 2: second line for partition 'p1'" },
 	{ "#@partition p:1 a100\n", "line 1: expected '#@partition NAME TYPE,...'" },
 }
