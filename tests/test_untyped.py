@@ -231,7 +231,8 @@ def test_published_map_is_what_job_submit_lua_reads(tmp_path):
         f"local sf = dofile('{tmp_path}/slurm_fair_submit.lua')\n"
         "assert(slurm_job_submit == nil and slurm_fair_submit == nil, 'a module defines no globals')\n"
         "local default = {gpu = {flag_default = 1}, old = {flag_default = 0}}\n"
-        "for _, a in ipairs({{'acct_a', 'x'}, {'acct_a', 'x'}, {'acct_a', 'rl'}, {'acct_z', 'x'}, {'acct_a', 'y', 'old'}}) do\n"
+        "for _, a in ipairs({{'acct_a', 'x'}, {'acct_a', 'x'}, {'acct_a', 'rl'}, {'acct_z', 'x'},\n"
+        "                    {'acct_a', 'y', 'old'}}) do\n"
         "  local j = {account = a[1], name = a[2], partition = a[3], tres_per_job = 'gres:gpu:1'}\n"
         "  assert(sf.job_submit(j, default, 0) == 0); print(j.tres_per_job, j.comment)\n"
         "end\n")

@@ -7,13 +7,13 @@ Rules:
 * Format (what the Lua script parses): ``#`` comment lines, an ``@classes`` line (where a job's class is read),
   ``#@partition NAME TYPE,...`` lines (the GPU types each partition's nodes have, :func:`.plan.partition_types`;
   job_submit.lua types a job only among the types of its partitions; to a script older than these lines they
-  are comments, so it types as before), then one ``ACCOUNT TYPE:ROOM[:BLOCK],... REASON`` line per account (sorted), ``ACCOUNT/CLASS TYPE,...`` class
-  lines, and a last ``* TYPE:ROOM[:BLOCK],... REASON`` line (the default): the types in the order
-  job_submit.lua hands them out, each with the GPUs it may give there and the largest job that fits there
-  now (:class:`~.plan.Target`); ``|`` instead of ``,`` starts the next tier (class lines reorder within a
-  tier only). Accounts and
-  types that the script would refuse (anything but ``[A-Za-z0-9_.-]``) are left out, so a published map is
-  never "broken"; reasons are flattened to one line of printable text.
+  are comments, so it types as before), then one ``ACCOUNT TYPE:ROOM[:BLOCK],... REASON`` line per account
+  (sorted), ``ACCOUNT/CLASS TYPE,...`` class lines, and a last ``* TYPE:ROOM[:BLOCK],... REASON`` line (the
+  default): the types in the order job_submit.lua hands them out, each with the GPUs it may give there and the
+  largest job that fits there now (:class:`~.plan.Target`); ``|`` instead of ``,`` starts the next tier (class
+  lines reorder within a tier only). Partitions, accounts and types that the script would refuse (anything but
+  ``[A-Za-z0-9_.-]``) are left out, so a published map is never "broken"; reasons are flattened to one line of
+  printable text.
 * Writing is atomic: a temporary file in the same folder, ``fsync``, mode 0644, mtime set explicitly to
   now, then ``os.replace`` over the map. A submission reads either the old or the new map, never half.
 * The file is rewritten only when its content would change (no timestamp in it), so an unchanged plan

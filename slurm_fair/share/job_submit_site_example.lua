@@ -3,8 +3,9 @@ An example of a site's own job_submit.lua that keeps its own rules and calls slu
 module. Install slurm-fair's job_submit.lua NEXT TO this script under the name slurm_fair_submit.lua (it reads
 gpu_type_map.txt next to itself), check both, and install each in one rename:
 
-  luac5.1 -p slurm_fair_submit.lua job_submit.lua
-  install -m 644 "$(slurm-fair files | grep '/job_submit.lua$')" /etc/slurm/.sf.new && mv /etc/slurm/.sf.new /etc/slurm/slurm_fair_submit.lua
+  SF=$(slurm-fair files | grep '/job_submit.lua$')     # slurm-fair's script (shipped in the wheel)
+  luac5.1 -p "$SF" job_submit.lua                       # both compile (a broken script stops slurmctld)
+  install -m 644 "$SF" /etc/slurm/.sf.new && mv /etc/slurm/.sf.new /etc/slurm/slurm_fair_submit.lua
 
 slurmctld reloads job_submit.lua when its mtime grows, not when the module changes: after replacing
 slurm_fair_submit.lua, `touch /etc/slurm/job_submit.lua`.
