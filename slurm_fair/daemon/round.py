@@ -195,6 +195,8 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> dict[str, Any]:
         "site_factor_changes_deferred": c.factors_deferred,
         "dt": c.dt,
         "untyped_targets": {a: v.as_json() for a, v in c.targets.items()},
+        # GPU types per partition (the map's #@partition lines: of these, a partition pilot's own only)
+        "partition_types": {p.name: list(p.types) for p in P.partition_types(snapshot)},
         "explore_moves": c.explored,  # profiling.explore: one GPU of a limit moved to an unprofiled type
         "retype_supported": supports_pending_retype(snapshot.slurm_version),
         # market policies (bud): the price of one GPU of each type, in budget units
@@ -443,8 +445,9 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
             res.details["retype_error"] = cause(e)
         if cfg.type_map_path is not None:
             try:
+                parts = P.partition_types(P.partition_view(snapshot, cfg.cluster.partitions))
                 res.details["type_map_written"] = publish.publish(cfg.type_map_path, c.targets, cfg.classes.order,
-                                                                     bool(cfg.limits.accounts))
+                                                                  parts, bool(cfg.limits.accounts))
             except OSError as e:  # recorded on the round; never stops it
                 res.details["type_map_error"] = f"{cfg.type_map_path}: {e.strerror or e}"
         if cfg.preemption.enabled:

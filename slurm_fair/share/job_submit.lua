@@ -22,8 +22,7 @@ Rules:
     text last changed (a global table: slurmctld keeps the script's Lua state between submissions and
     reloads it only when the file changes). A job gets the first type of its line whose room is not used
     up by those counts (a job of N GPUs needs N left, and N at most the type's BLOCK); when none has room,
-    the first type (the job waits there; the daemon publishes new room as GPUs free up). So 16 untyped 1-GPU jobs submitted at once
-    into an idle cluster with room a100:4,v100:6,k80:6 land 4 + 6 + 6, all starting at once.
+    the first type (the job waits there; the daemon publishes new room as GPUs free up).
   * A GPU entry without a type in tres_per_node / tres_per_job / tres_per_task / tres_per_socket gets the
     chosen type (account = job_desc.account or job_desc.default_account), keeping the prefix it was
     written with (22.05 `gres:gpu:2` -> `gres:gpu:v100:2`; 24.11 `gres/gpu:2` -> `gres/gpu:v100:2`,
@@ -37,11 +36,22 @@ Rules:
     passes.
   * slurm_job_modify changes nothing (scontrol update of a pending job passes unchanged; on 22.05 changing a
     pending job's GPU type is broken, Slurm bug 17184).
+  * Partitions: with `#@partition NAME TYPE,...` lines in the map (comments to older scripts), a job is typed
+    only among its partitions' types: `-p a,b` their union; no -p, the partition part_list flags as default
+    (several flagged: the types all have). None fits, or no partition known: the job passes untyped, a note.
+  * Module: a site's own job_submit.lua may load this file once at its top (`local sf =
+    dofile("/etc/slurm/slurm_fair_submit.lua")`, or `require`) and call sf.job_submit(job_desc, part_list,
+    submit_uid) and sf.job_modify(job_desc, job_rec, part_list, modify_uid) from its own functions (see
+    job_submit_site_example.lua). Loaded by Lua code, it defines no globals and returns its table (sf.map_file
+    may name the map). slurmctld reloads only the site's script: touch it after replacing this file.
 Check before installing: luac5.1 -p job_submit.lua (a broken script stops slurmctld from starting).
 ]]
 
+-- Loaded by slurmctld as its job_submit.lua, the chunk is called from C: there is no Lua caller. Loaded by a
+-- site's script (dofile, require, loadfile), there is one: then it is a module.
+local AS_MODULE = debug.getinfo(2, "S") ~= nil
+
 local SF = {}
-slurm_fair_submit = SF -- internals, reachable by the offline tests (tests/lua/)
 
 SF.MAP_NAME = "gpu_type_map.txt"
 SF.FLEX_TOKEN = "fair:flex"
@@ -60,8 +70,10 @@ function SF.script_dir()
 	return "/etc/slurm"
 end
 
+SF.map_file = nil -- a site loading this as a module may set another path for the map
+
 function SF.map_path()
-	return SF.script_dir() .. "/" .. SF.MAP_NAME
+	return SF.map_file or (SF.script_dir() .. "/" .. SF.MAP_NAME)
 end
 
 local function trim(s)
@@ -99,18 +111,47 @@ end
 
 SF.CLASS_SOURCES = { comment = true, wckey = true, name = true }
 
+-- Parse a `#@partition NAME TYPE,...` line. Returns name, {type -> true} or nil, problem.
+local function parse_partition(line)
+	local name, field = line:match("^#@partition%s+(%S+)%s+(%S+)$")
+	local list, err = nil, nil
+	if name and valid_name(name) then
+		list, err = SF.parse_types(field)
+	end
+	if not list then
+		return nil, err or string.format("expected '#@partition NAME TYPE,...', got '%s'", line)
+	end
+	local types = {}
+	for _, t in ipairs(list) do
+		types[t.type] = true
+	end
+	return name, types
+end
+
 -- Parse the map text. Returns {entries = {account -> {types=, type=, reason=}}, default = (the same) or nil,
--- classes = {"account/class" -> {type, ...}}, order = {source, ...}, listed_only = true|nil} or nil,
--- "line N: problem". `type` is the first of `types`. `@listed-only`: accounts without a line are left alone;
--- other `@` directives are ignored.
+-- classes = {"account/class" -> {type, ...}}, order = {source, ...}, partitions = {name -> {type -> true}},
+-- partitioned = (the map has partition lines), listed_only = true|nil} or nil, "line N: problem". `type` is the
+-- first of `types`. `#@listed-only` (a pilot): accounts without a line are left alone. Directives start with
+-- `#@` so that a script older than the map reads them as comments.
 function SF.parse_map(text)
-	local map = { entries = {}, default = nil, types = {}, classes = {}, order = { "comment", "wckey", "name" } }
+	local map = { entries = {}, default = nil, types = {}, classes = {}, order = { "comment", "wckey", "name" },
+		partitions = {}, partitioned = false }
 	local n = 0
 	for line in (text .. "\n"):gmatch("([^\n]*)\n") do
 		n = n + 1
 		line = trim(line:gsub("\r$", ""))
 		local directive = line:match("^@classes%s+(%S+)$")
-		if directive then
+		if line == "#@partition" or line:match("^#@partition%s") then
+			local name, types = parse_partition(line)
+			if not name then
+				return nil, string.format("line %d: %s", n, types)
+			end
+			if map.partitions[name] then
+				return nil, string.format("line %d: second line for partition '%s'", n, name)
+			end
+			map.partitions[name] = types
+			map.partitioned = true
+		elseif directive then
 			map.order = {}
 			for src in directive:gmatch("[^,]+") do
 				if not SF.CLASS_SOURCES[src] then
@@ -118,10 +159,8 @@ function SF.parse_map(text)
 				end
 				map.order[#map.order + 1] = src
 			end
-		elseif line == "@listed-only" then
+		elseif line == "#@listed-only" then
 			map.listed_only = true -- a pilot: accounts without a line are not slurm-fair's to type
-		elseif line:sub(1, 1) == "@" then
-			-- a directive of a newer slurm-fair: ignored, so a map written before this script is updated still works
 		elseif line ~= "" and line:sub(1, 1) ~= "#" then
 			local acct, field, rest = line:match("^(%S+)%s+(%S+)%s*(.*)$")
 			if not acct then
@@ -265,6 +304,84 @@ function SF.for_class(entry, class_order)
 	return { type = list[1].type, types = list, reason = entry.reason }
 end
 
+-- The partitions a job is submitted to: job_desc.partition ("a" or "a,b"; returns names, false), else those
+-- part_list (the partitions the user may use, keyed by name) flags as the default (returns names, true); nil
+-- when neither names one. After `scontrol update PartitionName=X Default=YES` the old default keeps its flag
+-- for a while (Slurm clears it when it next saves or sends partition state): then several are flagged.
+function SF.job_partitions(job_desc, part_list)
+	local names = {}
+	local given = job_desc.partition
+	if type(given) == "string" and given ~= "" then
+		for name in given:gmatch("[^,]+") do
+			names[#names + 1] = trim(name)
+		end
+		return names, false
+	end
+	for key, part in pairs(type(part_list) == "table" and part_list or {}) do
+		if tonumber(part.flag_default) == 1 then
+			names[#names + 1] = type(key) == "string" and key or tostring(part.name)
+		end
+	end
+	table.sort(names)
+	return #names > 0 and names or nil, true
+end
+
+-- The entry with only the types in `allowed` ({type -> true}), in its order and tiers; nil when none is.
+function SF.within(entry, allowed)
+	local list = {}
+	for _, t in ipairs(entry.types or { { type = entry.type } }) do
+		if allowed[t.type] then
+			list[#list + 1] = t
+		end
+	end
+	if #list == 0 then
+		return nil
+	end
+	return { type = list[1].type, types = list, reason = entry.reason }
+end
+
+-- The GPU types of the partitions `names` ({type -> true}) from the map's partition lines: their union (a job
+-- submitted to several may run in any), or with `every` the types all of them have (of several partitions
+-- flagged default only one is the default: a type they all have is in it).
+function SF.partition_types(map, names, every)
+	local allowed = {}
+	for i, name in ipairs(names) do
+		local types, add = map.partitions[name] or {}, i == 1 or not every
+		for gtype in pairs(add and types or allowed) do
+			allowed[gtype] = add or types[gtype] -- (every: clearing a field while traversing is allowed)
+		end
+	end
+	return allowed
+end
+
+-- The entry with only the types of the job's partitions (map with partition lines); nil, why when none is left.
+function SF.in_partitions(map, entry, job_desc, part_list, account)
+	local parts, default = SF.job_partitions(job_desc, part_list)
+	if not parts then
+		return nil, "the job names no partition and none is the default"
+	end
+	local allowed = SF.partition_types(map, parts, default)
+	local kept = SF.within(entry, allowed)
+	if kept then
+		return kept
+	end
+	local where = (default and "default partition " or "partition ") .. table.concat(parts, ",")
+	if next(allowed) == nil then
+		return nil, where .. (default and #parts > 1 and " (all flagged) have no GPU type in common in the map"
+			or " has no GPU type in the map")
+	end
+	local mine, have = {}, {}
+	for _, t in ipairs(entry.types or { { type = entry.type } }) do
+		mine[#mine + 1] = t.type
+	end
+	for gtype in pairs(allowed) do
+		have[#have + 1] = gtype
+	end
+	table.sort(have)
+	return nil, string.format("none of the types for account %s (%s) is in %s (%s)", tostring(account),
+		table.concat(mine, ","), where, table.concat(have, ","))
+end
+
 -- Pick the type for a job of `gpus` GPUs of `account` from its map entry (module comment); counts it.
 -- Returns type, note (nil, or why the first type was taken without room).
 function SF.choose(map_text, account, entry, gpus)
@@ -382,7 +499,7 @@ local function example(map)
 end
 
 -- The decision for one submission: returns slurm.SUCCESS or slurm.ERROR (and edits job_desc).
-function SF.submit(job_desc, uid)
+function SF.submit(job_desc, part_list, uid)
 	local fields = SF.untyped_fields(job_desc)
 	if #fields == 0 then
 		return slurm.SUCCESS -- typed or no GPU request: untouched
@@ -418,6 +535,16 @@ function SF.submit(job_desc, uid)
 		return slurm.ERROR
 	end
 	local key = map.entries[account or ""] and account or "*"
+	if map.partitioned then
+		local kept, why_not = SF.in_partitions(map, entry, job_desc, part_list, account)
+		if not kept then
+			slurm.log_user("slurm-fair: note: %s; untyped GPU request left unchanged", why_not)
+			slurm.log_info("job_submit.lua: uid=%s account=%s: %s, untyped request passed", tostring(uid),
+				tostring(account), why_not)
+			return slurm.SUCCESS
+		end
+		entry = kept
+	end
 	local cls = SF.job_class(job_desc, map.order)
 	if cls and account then
 		entry = SF.for_class(entry, map.classes[account .. "/" .. cls] or map.classes["*/" .. cls])
@@ -451,8 +578,9 @@ local function mentions_gpu(job_desc)
 	return false
 end
 
-function slurm_job_submit(job_desc, part_list, submit_uid)
-	local ok, rc = pcall(SF.submit, job_desc, submit_uid)
+-- slurm_job_submit: the decision under pcall (a bug here is logged; it rejects only untyped GPU jobs).
+function SF.job_submit(job_desc, part_list, submit_uid)
+	local ok, rc = pcall(SF.submit, job_desc, part_list, submit_uid)
 	if ok then
 		return rc
 	end
@@ -467,9 +595,19 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
 	return slurm.SUCCESS
 end
 
-function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+-- slurm_job_modify: changes nothing.
+function SF.job_modify(job_desc, job_rec, part_list, modify_uid)
 	return slurm.SUCCESS
 end
+
+if AS_MODULE then
+	slurm.log_info("slurm-fair job_submit module loaded; type map %s", SF.map_path())
+	return SF
+end
+
+slurm_fair_submit = SF -- internals, reachable by the offline tests (tests/lua/)
+slurm_job_submit = SF.job_submit
+slurm_job_modify = SF.job_modify
 
 slurm.log_info("job_submit.lua (slurm-fair) loaded; type map %s", SF.map_path())
 return slurm.SUCCESS

@@ -25,8 +25,8 @@ from .limits import (Plan, account_throughput, claims_of, lend_limits, limit_bat
 from .priority import level_value, site_factors, update_deficit
 from .problem import (SRC_ACCOUNT, SRC_ASSUMED, SRC_SHIPPED, SRC_SITE, SRC_UNPROFILED, Built, ProfileIndex,
                       build_problem, lookup_throughput, tenant_weights, tree_weight, type_order)
-from .typemap import (DEFAULT_TARGET, Retype, Target, explore_plan, explore_targets, flexible_note, retype_moves,
-                      share_room, untyped_targets, with_retypes)
+from .typemap import (DEFAULT_TARGET, PartitionTypes, Retype, Target, explore_plan, explore_targets, flexible_note,
+                      partition_types, retype_moves, share_room, untyped_targets, with_retypes)
 
 __all__ = [
     "MAX_RETYPES", "MAX_SITE_FACTOR_UPDATES", "UNKNOWN_SOURCES", "Decisions", "decide", "known_types", "type_map",
@@ -39,6 +39,6 @@ __all__ = [
     "level_value", "site_factors", "update_deficit",
     "SRC_ACCOUNT", "SRC_ASSUMED", "SRC_SHIPPED", "SRC_SITE", "SRC_UNPROFILED", "Built", "ProfileIndex",
     "build_problem", "lookup_throughput", "tenant_weights", "tree_weight", "type_order",
-    "DEFAULT_TARGET", "Retype", "Target", "explore_plan", "explore_targets", "flexible_note", "retype_moves",
-    "share_room", "untyped_targets", "with_retypes",
+    "DEFAULT_TARGET", "PartitionTypes", "Retype", "Target", "explore_plan", "explore_targets", "flexible_note",
+    "partition_types", "retype_moves", "share_room", "untyped_targets", "with_retypes",
 ]
