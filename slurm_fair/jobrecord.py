@@ -222,10 +222,19 @@ def run(exe: str, args: list[str], env: dict[str, str], timeout: float) -> tuple
     return os.waitstatus_to_exitcode(status), b"".join(chunks).decode("utf-8", "replace")
 
 
+def clean_text(v: str) -> str:
+    """``v`` as text that is valid UTF-8: a byte that was not UTF-8 (``os.environ`` keeps it as a lone surrogate,
+    e.g. in SLURM_JOB_NAME) becomes U+FFFD. A record must be storable whatever bytes a user put in a job name."""
+    if not any("\ud800" <= c <= "\udfff" for c in v):
+        return v
+    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in v)
+
+
 def build_record(env: dict[str, str], conf: dict[str, str], now: float | None = None) -> dict:
     """The record for this hook call, from the hook environment (and scontrol for controller hooks).
     Raises ValueError when the environment is not a Slurm hook's (no job id or unknown context)."""
     now = time.time() if now is None else now
+    env = {k: clean_text(v) for k, v in env.items()}
     context = env.get("SLURM_SCRIPT_CONTEXT", "")
     if context not in CONTEXTS:
         raise ValueError(f"SLURM_SCRIPT_CONTEXT: not a slurm-fair hook context (got {context!r})")

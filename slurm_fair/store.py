@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import sqlite_utils
 
 from . import statefiles
+from .jobrecord import clean_text
 from .errors import InputError, SlurmFairError
 from .validate import gpu_type as _check_gpu_type, name as _check_name, number
 
@@ -790,24 +791,28 @@ class Store:
 
     def upsert_job_records(self, rows: Iterable[Mapping], file_names: Iterable[str] | None = None) -> int:
         """Insert or replace hook records (jobrecord's format), keyed by job id, restart count, event, context
-        and node (empty for controller hooks): ingesting a record twice changes nothing. Returns the count."""
+        and node (empty for controller hooks): ingesting a record twice changes nothing. Returns the count.
+        Text that is not valid UTF-8 (a lone surrogate from a job name's stray byte) is stored with U+FFFD in
+        its place: one user's job name never blocks the batch."""
         now = time.time()
         names = list(file_names) if file_names is not None else None
         data = []
         for i, r in enumerate(rows):
+            text = {k: clean_text(str(r.get(k) or "")) for k in ("event", "context", "node", "account", "user",
+                                                                 "partition", "class", "job_name", "gpu_info")}
+            derived = r.get("derived_exit_code")
             data.append({
-                "job_id": int(r["job_id"]), "restart_count": int(r["restart_count"]), "event": r["event"],
-                "context": r["context"], "node": r.get("node") or "", "time": float(r["time"]),
+                "job_id": int(r["job_id"]), "restart_count": int(r["restart_count"]), "time": float(r["time"]),
+                **text,
                 "start_time": _float(r.get("start_time")), "end_time": _float(r.get("end_time")),
-                "account": r.get("account") or "", "user": r.get("user") or "",
-                "partition": r.get("partition") or "", "class": r.get("class") or "",
-                "job_name": r.get("job_name") or "", "gpus": _dumps(r.get("gpus") or {}),
-                "gpu_count": _int(r.get("gpu_count"), "gpu_count"), "gpu_info": r.get("gpu_info") or "",
+                "gpus": _dumps(r.get("gpus") or {}),
+                "gpu_count": _int(r.get("gpu_count"), "gpu_count"),
                 "exit_code": _int(r.get("exit_code"), "exit_code"),
                 "exit_signal": _int(r.get("exit_signal"), "exit_signal"),
                 "exit_status": _int(r.get("exit_status"), "exit_status"),
-                "derived_exit_code": r.get("derived_exit_code"),
-                "file": names[i] if names is not None else None, "ingested": now, "data": _dumps(dict(r)),
+                "derived_exit_code": None if derived is None else clean_text(str(derived)),
+                "file": clean_text(names[i]) if names is not None else None, "ingested": now,
+                "data": _dumps(dict(r)),
             })
         with self.transaction():
             if data:

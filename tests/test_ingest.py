@@ -176,3 +176,17 @@ def test_every_key_the_recorder_writes_is_known_to_ingest():
            "SLURM_JOB_UID": "1000", "SLURM_JOB_GPUS": "0,1", "SLURM_JOB_EXIT_CODE2": "0:0", "SLURM_JOB_EXIT_CODE": "0"}
     r = jobrecord.build_record(env, {}, now=123.0)
     assert check_record(r) == "", check_record(r)
+
+
+def test_a_job_name_with_stray_bytes_does_not_block_the_batch(tmp_path):
+    store = Store(":memory:")
+    bad = rec(11, "start", 10.0, job_name="bad\udcff\x1b[31m", user="\udcfe")  # what an older hook wrote
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / "11.0.start.prolog_slurmctld.json").write_text(jobrecord.to_json(bad))  # \udcff escaped in JSON
+    jobrecord.write_record(str(spool), rec(12, "start", 11.0))
+    res = ingest(store, spool)
+    assert (res.read, res.bad, res.error) == (2, [], "")
+    (r11,) = store.job_records(11)
+    assert r11["job_name"] == "bad\ufffd\x1b[31m" and r11["user"] == "\ufffd"
+    assert len(store.job_records(12)) == 1

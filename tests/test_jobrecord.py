@@ -208,3 +208,17 @@ def test_cli_hooks_install(tmp_path):
     assert f"PrologSlurmctld={tmp_path}/h/slurm-fair-hook" in r.output
     r = CliRunner().invoke(main, ["hooks", "install", "relative/dir"])
     assert r.exit_code == 2 and "error: DEST: must be an absolute path (got 'relative/dir')" in r.output
+
+
+def test_stray_bytes_in_the_environment_become_replacement_characters(tmp_path):
+    exe = _fake_scontrol(tmp_path, f"cat <<'EOF'\n{SCONTROL_2205}EOF\n")
+    name = os.fsdecode(b"bad\xff\x1b[31mname")  # how os.environ holds a job name that is not UTF-8
+    assert "\udcff" in name
+    env = {"SLURM_SCRIPT_CONTEXT": "prolog_slurmctld", "SLURM_JOB_ID": "42", "SLURM_JOB_NAME": name,
+           "SLURM_JOB_ACCOUNT": "acct_a"}
+    rec = jobrecord.build_record(env, {"scontrol": str(exe)})
+    assert rec["job_name"] == "bad\ufffd\x1b[31mname"
+    text = jobrecord.to_json(rec)
+    text.encode("utf-8")  # valid UTF-8: storable
+    assert json.loads(text)["job_name"] == "bad\ufffd\x1b[31mname"
+    assert jobrecord.clean_text("plain") == "plain" and jobrecord.clean_text("\ud800x\udfff") == "\ufffdx\ufffd"

@@ -52,8 +52,10 @@ class CliCluster(Cluster):
     def _start(self, argv: Sequence[str]) -> subprocess.Popen[str]:
         self.calls.append(list(argv))
         try:
+            # UTF-8 whatever the locale, and a byte that is not UTF-8 (squeue --json passes a job name's or
+            # comment's bytes through as they are) becomes U+FFFD: one user's job never fails the whole call
             return subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    env=self.env, stdin=subprocess.DEVNULL)
+                                    encoding="utf-8", errors="replace", env=self.env, stdin=subprocess.DEVNULL)
         except FileNotFoundError:
             raise CommandFailed(argv, 127, f"{argv[0]}: command not found (is the Slurm client installed "
                                            "and on PATH?)") from None
