@@ -156,3 +156,19 @@ def test_world_readable_names_the_private_folder(tmp_path):
     os.chmod(d, 0o755)
     os.chmod(f, 0o600)
     assert public.world_readable(f) == f"{f} is not readable by other users (mode 600)"
+
+
+def test_the_daemon_rewrites_the_file_from_each_poll(tmp_path):
+    from slurm_fair.daemon.service import refresh_status
+
+    cfg, store, cluster, res = _round(tmp_path)
+    before = public.read_status(cfg.status_path)
+    cluster.advance(cluster.clock() + 30.0)
+    assert refresh_status(res, cluster.snapshot(), cfg)
+    after = public.read_status(cfg.status_path)
+    assert after.written > before.written and after.round == before.round and after == res.public
+    assert not refresh_status(None, cluster.snapshot(), cfg)  # no round yet: nothing to publish
+    (tmp_path / "status.json").unlink()
+    (tmp_path / "status.json").mkdir()  # cannot be replaced: logged, not raised
+    assert not refresh_status(res, cluster.snapshot(), cfg)
+    store.close()
