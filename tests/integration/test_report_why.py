@@ -196,3 +196,6 @@ def test_a_job_name_and_comment_with_any_bytes_break_nothing(testbed, tmp_path):
     out = r.stdout.decode("utf-8")
     assert '"bad\ufffd\\x1b[31mname"' in out and "\x1b" not in out and "\x07" not in out, out
     assert "runs on 1 v100" in out
+    # the other commands that read jobs from Slurm while it is listed
+    for args in (["status", "--json"], ["explain", "acct_c"], ["profile", "status"]):
+        _slurm_fair(testbed, *args, "--config", str(cfg))
