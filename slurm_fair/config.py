@@ -22,6 +22,7 @@ from .validate import number
 
 DEFAULT_PATH = Path("/etc/slurm-fair/slurm-fair.toml")
 ENV_VAR = "SLURM_FAIR_CONFIG"
+STATUS_NAME = "status.json"  # the status file's name beside the database (daemon.status_file = "")
 
 SOLVERS = ("ECOS", "HIGHS", "CLARABEL", "SCIPY")  # cvxpy solvers by name; lp.py maps them (one list for CLI and config)
 BACKENDS = ("auto", "cli", "pyslurm")
@@ -262,6 +263,19 @@ SPEC: dict[str, dict[str, Key]] = {
                        "anything in Slurm; `slurm-fair status`, `explain` and `report` show what it would do.\n"
                        "Set false to let slurm-fair write limits, SiteFactors and the type map."),
         "log_level": Key("info", _choice(LOG_LEVELS), "One of: " + ", ".join(LOG_LEVELS) + "."),
+        "publish_status": Key(
+            True, _bool,
+            "true = each round (and each poll between rounds) writes a small world-readable status file\n"
+            "(status_file): per account and GPU type its guarantee, claims, GPUs in use and limit, per type the\n"
+            "capacity and idle GPUs; `slurm-fair why JOBID` reads it, so users need no access to the database.\n"
+            "It shows every account's numbers to every user (as squeue and sshare do); false = not written.",
+        ),
+        "status_file": Key(
+            "", _path_or_empty,
+            'Where the status file goes; "" = status.json in the database\'s folder (that folder must be\n'
+            "world-searchable, as the systemd unit's StateDirectoryMode=0755 makes it). A relative path is\n"
+            "relative to this file's folder.",
+        ),
     },
     "policy": {
         "name": Key(
@@ -423,6 +437,8 @@ class DaemonConfig:
     database: str = "/var/lib/slurm-fair/slurm-fair.sqlite"
     dry_run: bool = True
     log_level: str = "info"
+    publish_status: bool = True
+    status_file: str = ""
 
 
 @dataclass(frozen=True)
@@ -550,6 +566,7 @@ class Config:
     spool_path: Path | None = None  # hooks.spool, resolved; None = no ingestion
     type_map_path: Path | None = None  # submit.type_map, resolved; None = do not publish
     nvml_map_path: Path | None = None  # profiling.nvml_map, resolved; None = the shipped map
+    status_path: Path | None = None  # daemon.status_file, resolved (default: beside the database); None = off
 
     def as_dict(self) -> dict[str, dict[str, Any]]:
         """Section -> key -> value, TOML/JSON friendly (tuples become lists)."""
@@ -620,10 +637,14 @@ def from_dict(data: Mapping[str, Any], source: str = "defaults", base: Path | No
     db = Path(sections["daemon"].database).expanduser()
     if not db.is_absolute():
         db = Path(os.path.normpath((base or Path.cwd()) / db))
+    status = None
+    if sections["daemon"].publish_status:
+        status = _optional_path(sections["daemon"].status_file, base) or db.parent / STATUS_NAME
     return Config(**sections, source=source, database_path=db,
                   spool_path=_optional_path(sections["hooks"].spool, base),
                   type_map_path=_optional_path(sections["submit"].type_map, base),
-                  nvml_map_path=_optional_path(sections["profiling"].nvml_map, base))
+                  nvml_map_path=_optional_path(sections["profiling"].nvml_map, base),
+                  status_path=status)
 
 
 def _optional_path(value: str, base: Path | None) -> Path | None:

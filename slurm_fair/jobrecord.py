@@ -26,6 +26,9 @@ Rules:
   restart N with ``requeued`` true. slurmd epilogs cannot tell and keep the count Slurm gives them.
 * **Times**: ``time`` is the hook's clock; ``start_time``/``end_time`` are Slurm's (second resolution)
   when scontrol answered for this very run (same restart count) and the time is not in the future.
+  ``submit_time`` is Slurm's SubmitTime of the job (controller hooks, when scontrol answered and it is not in
+  the future; Slurm may move it on a requeue, so the daemon takes the earliest of a job's records): with it
+  ``slurm-fair report`` gives queue wait (start - submit) and job completion time (end - submit).
 
 hooks.conf (``key=value`` lines, ``#`` comments): ``spool`` (default /var/spool/slurm-fair/records),
 ``log``, ``slurm_conf`` (SLURM_CONF for scontrol: controller hooks get none), ``scontrol`` (default: found
@@ -222,10 +225,19 @@ def run(exe: str, args: list[str], env: dict[str, str], timeout: float) -> tuple
     return os.waitstatus_to_exitcode(status), b"".join(chunks).decode("utf-8", "replace")
 
 
+def clean_text(v: str) -> str:
+    """``v`` as text that is valid UTF-8: a byte that was not UTF-8 (``os.environ`` keeps it as a lone surrogate,
+    e.g. in SLURM_JOB_NAME) becomes U+FFFD. A record must be storable whatever bytes a user put in a job name."""
+    if not any("\ud800" <= c <= "\udfff" for c in v):
+        return v
+    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in v)
+
+
 def build_record(env: dict[str, str], conf: dict[str, str], now: float | None = None) -> dict:
     """The record for this hook call, from the hook environment (and scontrol for controller hooks).
     Raises ValueError when the environment is not a Slurm hook's (no job id or unknown context)."""
     now = time.time() if now is None else now
+    env = {k: clean_text(v) for k, v in env.items()}
     context = env.get("SLURM_SCRIPT_CONTEXT", "")
     if context not in CONTEXTS:
         raise ValueError(f"SLURM_SCRIPT_CONTEXT: not a slurm-fair hook context (got {context!r})")
@@ -242,7 +254,7 @@ def build_record(env: dict[str, str], conf: dict[str, str], now: float | None = 
         "node": env.get("SLURMD_NODENAME", ""),
         "nodelist": env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST", ""),
         "gpus": {}, "gpu_count": None, "gpu_indices": "", "gpu_info": "",
-        "start_time": None, "end_time": None,
+        "start_time": None, "end_time": None, "submit_time": None,
         "exit_code": None, "exit_signal": None, "exit_status": None, "derived_exit_code": None,
         "job_state": "", "requeued": False,
     }
@@ -280,6 +292,8 @@ def build_record(env: dict[str, str], conf: dict[str, str], now: float | None = 
     rec["fair_tokens"] = " ".join(t for t in split_tokens(fields.get("Comment", "")) if t.startswith("fair:"))
     rec["job_name"] = rec["job_name"] or fields.get("JobName", "")
     rec["account"] = rec["account"] or fields.get("Account", "")
+    sub = _slurm_time(fields.get("SubmitTime"))
+    rec["submit_time"] = sub if sub is not None and sub <= now + 1 else None
     if _int(fields.get("Restarts")) == restart:
         st = _slurm_time(fields.get("StartTime"))
         et = _slurm_time(fields.get("EndTime")) if event == "end" else None

@@ -137,6 +137,9 @@ BAD = [
     ("daemon", "database", "3"),
     ("daemon", "dry_run", '"yes"'),
     ("daemon", "log_level", '"loud"'),
+    ("daemon", "publish_status", '"on"'),
+    ("daemon", "status_file", "3"),
+    ("daemon", "status_file", '"  "'),
     ("policy", "name", '"oef"'),
     ("policy", "solver", '"GUROBI"'),
     ("policy", "themis_f", "1.0"),
@@ -321,3 +324,11 @@ def test_metrics_listen_addresses(tmp_path, listen, address):
     assert config.Config().metrics.address == ("127.0.0.1", 9817)  # loopback by default
     cfg = config.load(write(tmp_path, f'[metrics]\nlisten = "{listen}"\n'))
     assert cfg.metrics.listen == listen and cfg.metrics.address == address
+
+
+def test_status_file_defaults_beside_the_database_and_can_be_moved_or_turned_off(tmp_path):
+    cfg = config.from_dict({"daemon": {"database": "state/sf.sqlite"}}, base=tmp_path)
+    assert cfg.status_path == tmp_path / "state" / config.STATUS_NAME
+    cfg = config.from_dict({"daemon": {"status_file": "pub/status.json"}}, base=tmp_path)
+    assert cfg.status_path == tmp_path / "pub" / "status.json"
+    assert config.from_dict({"daemon": {"publish_status": False, "status_file": "/x.json"}}).status_path is None

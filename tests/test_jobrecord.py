@@ -312,3 +312,32 @@ def test_cli_hooks_chain_and_uninstall(tmp_path):
     assert r.exit_code == 0 and f"PrologSlurmctld={site}" in r.output and Path(d).exists()
     r = CliRunner().invoke(main, ["hooks", "uninstall", d])
     assert r.exit_code == 0 and "removed the hooks" in r.output and not Path(d).exists()
+
+
+def test_stray_bytes_in_the_environment_become_replacement_characters(tmp_path):
+    exe = _fake_scontrol(tmp_path, f"cat <<'EOF'\n{SCONTROL_2205}EOF\n")
+    name = os.fsdecode(b"bad\xff\x1b[31mname")  # how os.environ holds a job name that is not UTF-8
+    assert "\udcff" in name
+    env = {"SLURM_SCRIPT_CONTEXT": "prolog_slurmctld", "SLURM_JOB_ID": "42", "SLURM_JOB_NAME": name,
+           "SLURM_JOB_ACCOUNT": "acct_a"}
+    rec = jobrecord.build_record(env, {"scontrol": str(exe)})
+    assert rec["job_name"] == "bad\ufffd\x1b[31mname"
+    text = jobrecord.to_json(rec)
+    text.encode("utf-8")  # valid UTF-8: storable
+    assert json.loads(text)["job_name"] == "bad\ufffd\x1b[31mname"
+    assert jobrecord.clean_text("plain") == "plain" and jobrecord.clean_text("\ud800x\udfff") == "\ufffdx\ufffd"
+
+
+def test_submit_time_is_slurms_and_never_in_the_future(tmp_path):
+    out = SCONTROL_2205.replace("   RunTime=", "   SubmitTime=2026-11-23T20:40:00 EligibleTime=2026-11-23T20:40:00\n"
+                                "   RunTime=")
+    exe = _fake_scontrol(tmp_path, f"cat <<'EOF'\n{out}EOF\n")
+    env = {"SLURM_SCRIPT_CONTEXT": "prolog_slurmctld", "SLURM_JOB_ID": "42", "SLURM_JOB_RESTART_COUNT": "1"}
+    now = time.mktime((2026, 11, 23, 20, 45, 2, 0, 0, -1))
+    rec = jobrecord.build_record(env, {"scontrol": str(exe)}, now=now)
+    assert rec["submit_time"] == time.mktime((2026, 11, 23, 20, 40, 0, 0, 0, -1)) == now - 302
+    # a clock far behind Slurm's (the SubmitTime would be in the future): not recorded
+    assert jobrecord.build_record(env, {"scontrol": str(exe)}, now=now - 3600)["submit_time"] is None
+    # no SubmitTime in the output (or scontrol failed): None, the record is still written
+    exe2 = _fake_scontrol(tmp_path, f"cat <<'EOF'\n{SCONTROL_2205}EOF\n")
+    assert jobrecord.build_record(env, {"scontrol": str(exe2)}, now=now)["submit_time"] is None

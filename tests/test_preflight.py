@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from slurm_fair import config
 from slurm_fair.cluster.base import Account, Node, Snapshot
 from slurm_fair.daemon import preflight as PF
@@ -115,3 +117,28 @@ def test_privileges_root_or_operator():
     f = PF.privilege("slurm-fair", 990, "None")
     assert f.level == PF.PROBLEM and "sacctmgr add user slurm-fair account=<any> adminlevel=Operator" in f.detail
     assert PF.privilege("slurm-fair", 990, None) is None
+
+
+def test_a_status_file_users_cannot_reach_is_a_note(tmp_path):
+    import os
+
+    (tmp_path / "db").mkdir()
+    os.chmod(tmp_path / "db", 0o750)
+    found = PF.check(PF.parse_config(GOOD), snap(), cfg(tmp_path, dry_run=False), qos={}, partitions={},
+                     slurm_conf=None, site={})
+    (f,) = [f for f in found if f.what == "daemon.status_file"]
+    assert f.level == PF.NOTE and f.detail.startswith(f"the folder {tmp_path / 'db'} is not searchable by other "
+                                                      "users (mode 750): users cannot read status.json there")
+    import shutil
+    import tempfile
+
+    pub = Path(tempfile.mkdtemp(prefix="sf-status-", dir="/tmp"))  # /tmp and / are world-searchable
+    try:
+        os.chmod(pub, 0o755)
+        c = config.from_dict({"daemon": {"database": str(tmp_path / "db" / "s.sqlite"),
+                                         "status_file": str(pub / "s.json")}})
+        (f,) = [f for f in PF.check(PF.parse_config(GOOD), snap(), c, qos={}, partitions={}, slurm_conf=None,
+                                    site={}) if f.what == "daemon.status_file"]
+        assert f.level == PF.OK and f.detail == f"{pub / 's.json'} (every user can reach it: slurm-fair why)"
+    finally:
+        shutil.rmtree(pub)

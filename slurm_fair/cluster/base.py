@@ -162,6 +162,14 @@ class Cluster(ABC):
     def requeue_job(self, job_id: int) -> None:
         """Requeue a job (scontrol requeue)."""
 
+    def job_info(self, job_id: int) -> Job | None:
+        """One job as Slurm shows it now, in any state (finished ones while slurmctld still knows them; its GPUs
+        may be 0), with its SiteFactor where Slurm gives it; None if Slurm does not know the job. Needs no rights
+        beyond seeing the job (``slurm-fair why`` runs it as the job's user)."""
+        from .errors import Unsupported
+
+        raise Unsupported(f"the {self.name} backend cannot look up a single job")
+
 
 def version_tuple(v: str) -> tuple[int, ...]:
     parts = []

@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 
 from ..errors import InputError
 from . import parse
-from .base import ANY_GPU, CLEAR, Cluster, Snapshot, supports_pending_retype, version_tuple
+from .base import ANY_GPU, CLEAR, Cluster, Job, Snapshot, supports_pending_retype, version_tuple
 from .errors import ClusterUnreachable, CommandFailed, ParseError, Unsupported
 
 _UNREACHABLE = parse.UNREACHABLE_PHRASES
@@ -52,8 +52,10 @@ class CliCluster(Cluster):
     def _start(self, argv: Sequence[str]) -> subprocess.Popen[str]:
         self.calls.append(list(argv))
         try:
+            # UTF-8 whatever the locale, and a byte that is not UTF-8 (squeue --json passes a job name's or
+            # comment's bytes through as they are) becomes U+FFFD: one user's job never fails the whole call
             return subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    env=self.env, stdin=subprocess.DEVNULL)
+                                    encoding="utf-8", errors="replace", env=self.env, stdin=subprocess.DEVNULL)
         except FileNotFoundError:
             raise CommandFailed(argv, 127, f"{argv[0]}: command not found (is the Slurm client installed "
                                            "and on PATH?)") from None
@@ -170,6 +172,30 @@ class CliCluster(Cluster):
             if parse.num(rec.get("job_id")) == job_id:
                 return rec
         return {}
+
+    def job_info(self, job_id: int) -> Job | None:
+        """The job (``squeue --json --jobs=N --states=all``, any state) and its SiteFactor (``sprio``, only for a
+        pending job; 0 when sprio says nothing); None when Slurm does not know it."""
+        _check_job_id(job_id)
+        try:
+            out = self._run(["squeue", "--json", f"--jobs={job_id}", "--states=all"])
+        except CommandFailed as e:
+            if "invalid job id" in e.stderr.lower():
+                return None
+            raise
+        doc = parse.load_json(out, "squeue --json --jobs")
+        recs = [r for r in doc.get("jobs") or [] if isinstance(r, dict) and parse.num(r.get("job_id")) == job_id]
+        if not recs:
+            return None
+        job = parse.parse_job(recs[0])
+        if job.pending:
+            try:
+                site = parse.parse_sprio(self._run(["sprio", "-h", "-j", str(job_id), "-o", "%i|%S"]))
+            except (CommandFailed, ParseError):
+                site = {}
+            if site.get(job_id):
+                job = replace(job, site_factor=site[job_id])
+        return job
 
     # -- actions -------------------------------------------------------------------------------
     def set_accounts_gpu_limits(self, limits: Mapping[str, Mapping[str, int]]) -> None:

@@ -35,7 +35,7 @@ import time
 from typing import Any, Callable, Mapping, TypeVar
 
 from . import parse
-from .base import Cluster, Snapshot, version_tuple
+from .base import Cluster, Job, Snapshot, version_tuple
 from .cli import CliCluster
 from .errors import ClusterUnreachable, CommandFailed, ParseError, Unsupported
 
@@ -201,6 +201,9 @@ class PyslurmCluster(Cluster):
 
     def requeue_job(self, job_id: int) -> None:
         self._cli.requeue_job(job_id)
+
+    def job_info(self, job_id: int) -> Job | None:
+        return self._cli.job_info(job_id)
 
 
 _users: dict[int, str] = {}

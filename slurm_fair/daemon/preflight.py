@@ -11,7 +11,9 @@ Checks (each a :class:`Finding`; ``problem`` fails the command, ``note`` does no
   ``hooks install --chain`` that keeps it; ``Prolog``/``Epilog`` likewise, as notes).
 * Files: the type map's folder exists and is writable by this process; ``job_submit.lua`` is next to
   ``slurm.conf`` and reads the map (it reads ``gpu_type_map.txt`` next to itself: the map is there, or a link
-  there points to it — the systemd unit writes it in its state folder); the database's folder is writable.
+  there points to it — the systemd unit writes it in its state folder); the database's folder is writable; the
+  status file's folder (``daemon.status_file``) is searchable by every user (a note: else ``slurm-fair why``
+  cannot read it).
 * Privileges: root, or an sacctmgr AdminLevel of Operator (or Administrator) for the user running it.
 * What overrides slurm-fair (notes): QOS with GPU limits (Slurm applies QOS limits before association
   limits), partitions with a QOS, accounts with GPU limits of their own (left alone or adopted,
@@ -32,6 +34,7 @@ from typing import Any, Mapping
 from ..cluster.base import Snapshot
 from ..cluster.parse import grptres_limits
 from . import plan as P
+from . import public
 
 PROBLEM, NOTE, OK = "problem", "note", "ok"
 
@@ -161,6 +164,13 @@ def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Any, *, qos: Mappi
     db = cfg.database_path.parent
     need(db.is_dir() and os.access(db, os.W_OK | os.X_OK), "daemon.database", str(cfg.database_path),
          f"{db} is missing or not writable by this user")
+    if cfg.status_path is not None:
+        why_not = public.searchable(cfg.status_path.parent)
+        out.append(Finding(OK if not why_not else NOTE, "daemon.status_file",
+                           f"{cfg.status_path} (every user can reach it: slurm-fair why)" if not why_not else
+                           f"{why_not}: users cannot read {cfg.status_path.name} there, so slurm-fair why cannot "
+                           "explain their jobs; make the folder world-searchable (the systemd unit's "
+                           "StateDirectoryMode=0755) or set daemon.status_file elsewhere"))
     for name, lim in sorted(qos.items()):
         out.append(Finding(NOTE, f"QOS {name}", f"{lim}: applied before account limits, it wins over slurm-fair"))
     for part, q in sorted(partitions.items()):

@@ -11,7 +11,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
 
 from slurm_fair import config as config_mod
 from slurm_fair.cluster.cli import CliCluster
