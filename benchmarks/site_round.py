@@ -342,8 +342,8 @@ def ours() -> list[str]:
 def cleanup(db: Path | None, map_before: bytes | None, map_path: Path | None) -> dict[str, Any]:
     t = time.monotonic()
     accounts = set(ours())
-    ids = [ln.split("|")[0] for ln in run(["squeue", "-h", "-o", "%i|%a", "-t", "all"]).splitlines()
-           if ln.split("|")[-1] in accounts]
+    ids = sorted({ln.split("|")[0] for ln in run(["squeue", "-h", "-o", "%F|%a"]).splitlines()
+                  if ln.split("|")[-1] in accounts})  # pending and running; an array by its job id
     for i in range(0, len(ids), 500):
         run(["scancel", *ids[i:i + 500]], check=False)
     for _ in range(120):
