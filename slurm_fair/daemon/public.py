@@ -122,14 +122,6 @@ def _counts(row: Mapping[str, Any] | None, *, limits: bool = False) -> dict[str,
             and (limits or int(n) != 0)}
 
 
-def _pending(snapshot: Snapshot, cfg: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for j in P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts):
-        if j.pending:
-            out[j.account] = out.get(j.account, 0) + j.gpus
-    return out
-
-
 def _types(snapshot: Snapshot, cfg: Any, plan: P.Plan) -> dict[str, TypeStatus]:
     free = P.FreeGPUs.of(snapshot, cfg.cluster.partitions)
     idle = free.totals()
@@ -151,7 +143,7 @@ def build_status(snapshot: Snapshot, decisions: P.Decisions, cfg: Any, *, round_
     the accounts' GPU limits in Slurm (default: the snapshot's; a round passes them as it left them)."""
     plan = decisions.plan
     in_use = P.gpus_in_use(snapshot)
-    pending = _pending(snapshot, cfg)
+    pending = P.pending_gpus(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
     live = {a.name: dict(a.limits) for a in snapshot.accounts} if limits is None else limits
     managed = (set(decisions.planned) - set(decisions.left_alone)) if (cfg.limits.manage and not dry_run) else set()
     names = sorted(a for a in set(plan.accounts) | set(in_use) | set(pending) if _NAME.fullmatch(a)

@@ -16,7 +16,7 @@ module.
 """
 
 from .decide import MAX_RETYPES, MAX_SITE_FACTOR_UPDATES, UNKNOWN_SOURCES, Decisions, decide, known_types, type_map
-from .demand import (DEFAULT_CLASS, LIMIT_REASONS, NEVER_MANAGED, ClassDemand, FreeGPUs, Triggers, Waiting, early_triggers, flexible_as_untyped, gpu_jobs, gpus_in_use,
+from .demand import (DEFAULT_CLASS, LIMIT_REASONS, NEVER_MANAGED, ClassDemand, FreeGPUs, Triggers, Waiting, early_triggers, flexible_as_untyped, gpu_jobs, gpus_in_use, pending_gpus,
                      held_elsewhere, idle_gpus, job_class, managed_accounts, parent_accounts, observe_demand,
                      partition_view, pending_typed, received_gpus, startable, typed_claims, usable_capacity,
                      waiting_gpus)
@@ -30,7 +30,7 @@ from .typemap import (DEFAULT_TARGET, PartitionTypes, Retype, Target, explore_pl
 
 __all__ = [
     "MAX_RETYPES", "MAX_SITE_FACTOR_UPDATES", "UNKNOWN_SOURCES", "Decisions", "decide", "known_types", "type_map",
-    "DEFAULT_CLASS", "LIMIT_REASONS", "NEVER_MANAGED", "ClassDemand", "FreeGPUs", "Triggers", "Waiting", "early_triggers", "flexible_as_untyped", "gpu_jobs", "gpus_in_use",
+    "DEFAULT_CLASS", "LIMIT_REASONS", "NEVER_MANAGED", "ClassDemand", "FreeGPUs", "Triggers", "Waiting", "early_triggers", "flexible_as_untyped", "gpu_jobs", "gpus_in_use", "pending_gpus",
     "held_elsewhere", "idle_gpus", "job_class", "managed_accounts", "parent_accounts", "observe_demand",
     "partition_view", "pending_typed", "received_gpus", "startable", "typed_claims", "usable_capacity",
     "waiting_gpus",

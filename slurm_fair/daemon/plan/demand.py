@@ -59,6 +59,15 @@ def gpu_jobs(snapshot: Snapshot, partitions: Iterable[str] = (), accounts: Itera
     ]
 
 
+def pending_gpus(snapshot: Snapshot, partitions: Iterable[str] = (), accounts: Iterable[str] = ()) -> dict[str, int]:
+    """account -> GPUs its pending GPU jobs ask for, in the managed partitions (and accounts, if any are named)."""
+    out: dict[str, int] = {}
+    for j in gpu_jobs(snapshot, partitions, accounts):
+        if j.pending:
+            out[j.account] = out.get(j.account, 0) + j.gpus
+    return out
+
+
 def partition_view(snapshot: Snapshot, partitions: Iterable[str] = ()) -> Snapshot:
     """The snapshot as a partition pilot (``cluster.partitions``) sees it: the nodes of its partitions and the
     jobs that may run there (all of them when no partition is named)."""
