@@ -142,3 +142,30 @@ def test_a_status_file_users_cannot_reach_is_a_note(tmp_path):
         assert f.level == PF.OK and f.detail == f"{pub / 's.json'} (every user can reach it: slurm-fair why)"
     finally:
         shutil.rmtree(pub)
+
+
+def test_slurm_24_11_lists_hook_keys_by_index_and_runs_each_line(tmp_path):
+    # scontrol show config on 24.11.5 (measured on the trixie testbed): one indexed entry per slurm.conf line
+    (tmp_path / "db").mkdir()
+    c = config.from_dict({"daemon": {"database": str(tmp_path / "db" / "s.sqlite")},
+                          "hooks": {"spool": str(tmp_path / "spool")}})
+    base = GOOD.replace("PrologSlurmctld         = /etc/slurm/hooks/slurm-fair-hook\n", "").replace(
+        "EpilogSlurmctld         = /etc/slurm/hooks/slurm-fair-hook\n", "")
+    text = base + ("EpilogSlurmctld[0]      = /testbed/hooks/slurm-fair-hook\n"
+                   "Prolog[0]               = /testbed/hooks/slurm-fair-hook\n"
+                   "PrologEpilogTimeout     = 65534\n"
+                   "PrologSlurmctld[0]      = /etc/slurm/site_prolog.sh\n"
+                   "PrologSlurmctld[1]      = /testbed/hooks/slurm-fair-hook\n"
+                   "SlurmctldHost[0]        = vm(127.0.0.1)\n")
+    parsed = PF.parse_config(text)
+    assert PF.config_values(parsed, "PrologSlurmctld") == ["/etc/slurm/site_prolog.sh", "/testbed/hooks/slurm-fair-hook"]
+    assert PF.config_values(parsed, "Epilog") == [] and PF.config_values(parsed, "ClusterName") == ["lab"]
+    found = {f.what: f for f in PF.check(parsed, snap(), c, qos={}, partitions={}, slurm_conf=None, site={})}
+    assert found["PrologSlurmctld"].level == PF.OK and "each PrologSlurmctld line runs" in found["PrologSlurmctld"].detail
+    assert found["EpilogSlurmctld"].level == PF.OK and found["EpilogSlurmctld"].detail == "/testbed/hooks/slurm-fair-hook"
+    assert found["Prolog"].level == PF.OK and found["Epilog"].level == PF.NOTE
+    two_site = base + "PrologSlurmctld[0]      = /a.sh\nPrologSlurmctld[1]      = /b.sh\n"
+    found = {f.what: f for f in PF.check(PF.parse_config(two_site), snap(), c, qos={}, partitions={},
+                                         slurm_conf=None, site={})}
+    assert found["PrologSlurmctld"].level == PF.PROBLEM
+    assert "add a line PrologSlurmctld=DEST/slurm-fair-hook" in found["PrologSlurmctld"].detail

@@ -65,6 +65,22 @@ def test_pending_on_its_accounts_limit():
     assert ex.notes == () and ex.status.available and not ex.status.stale
 
 
+def test_slurm_shows_resources_but_the_limit_holds_it_too():
+    # measured on 24.11.5: a job at its account's k80 limit while no k80 is free shows Resources, not AssocGrpGRES
+    st = status({"acct_a": acct({"k80": 2}, in_use={"k80": 2}, limits={"k80": 2}, pending=2)}, lend=False)
+    ex = explain_job(job(reason="Resources"), st, NOW)
+    assert ex.verdict == "limit"
+    assert ex.summary == ("it waits on its account's GPU limit (Slurm shows Resources: no GPU it can use is free "
+                          "either, and the limit holds it when one is): account acct_a — it may hold at most 2 k80 "
+                          "GPU(s) (GrpTRES gres/gpu:k80=2) and holds 2")
+    # room under the limit: Slurm's reason stands
+    st = status({"acct_a": acct({"k80": 3}, in_use={"k80": 2}, limits={"k80": 3})})
+    assert explain_job(job(reason="Resources"), st, NOW).verdict == "resources"
+    # an untyped job is held by the limits only when every type's (or the total) is reached
+    st = status({"acct_a": acct({"k80": 2}, in_use={"k80": 2}, limits={"k80": 2})})
+    assert explain_job(job(reason="Priority", gpu_type=None), st, NOW).verdict == "priority"
+
+
 def test_pending_on_the_total_limit_and_under_hard_caps():
     st = status({"acct_a": acct({"k80": 1, "v100": 1}, in_use={"v100": 1, "k80": 1}, limits={"*": 2})}, lend=False)
     ex = explain_job(job(reason="AssocGrpGRES", gpu_type=None), st, NOW)  # an untyped job: every type

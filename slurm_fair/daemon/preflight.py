@@ -50,13 +50,23 @@ class Finding:
 
 
 def parse_config(text: str) -> dict[str, str]:
-    """``scontrol show config`` -> {Key: value} (the ``Key = value`` lines)."""
+    """``scontrol show config`` -> {Key: value} (the ``Key = value`` lines). A key Slurm lists by index
+    (24.11: ``PrologSlurmctld[0] = …``, one per ``PrologSlurmctld=`` line of slurm.conf, each run) is kept as
+    ``Key[0]``, ``Key[1]``, …: :func:`config_values` reads both forms."""
     out: dict[str, str] = {}
     for line in text.splitlines():
-        m = re.match(r"^([A-Za-z][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$", line)
+        m = re.match(r"^([A-Za-z][A-Za-z0-9_]*(?:\[\d+\])?)\s*=\s*(.*?)\s*$", line)
         if m and m.group(1) not in out:
             out[m.group(1)] = m.group(2)
     return out
+
+
+def config_values(config: Mapping[str, str], key: str) -> list[str]:
+    """Every value of ``key`` that is set: ``Key`` (22.05, one program) or ``Key[0]``, ``Key[1]``, … (24.11)."""
+    indexed = sorted((int(k[len(key) + 1:-1]), v) for k, v in config.items()
+                     if k.startswith(key + "[") and k.endswith("]") and k[len(key) + 1:-1].isdigit())
+    values = [v for _, v in indexed] if indexed else [config.get(key, "")]
+    return [v for v in values if v not in ("(null)", "")]
 
 
 def qos_gpu_limits(text: str) -> dict[str, str]:
@@ -144,17 +154,20 @@ def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Any, *, qos: Mappi
     if cfg.spool_path is not None:
         for key, needed in (("PrologSlurmctld", True), ("EpilogSlurmctld", True), ("Prolog", False),
                             ("Epilog", False)):
-            value = config.get(key, "(null)")
-            if value in ("(null)", ""):
+            values = config_values(config, key)
+            value = values[0] if len(values) == 1 else ",".join(values)
+            if not values:
                 if needed:
                     need(False, key, "", "not set: no job records (slurm-fair hooks install; "
                          "slurm_fair/share/slurm.conf.hooks)")
                 else:
                     out.append(Finding(NOTE, key, "not set: no node-side records (device indices)"))
-            elif runs_slurm_fair_hook(value):
-                out.append(Finding(OK, key, value))
+            elif any(runs_slurm_fair_hook(v) for v in values):
+                out.append(Finding(OK, key, value if len(values) == 1 else
+                                   f"{' and '.join(values)} (each {key} line runs, Slurm >= 24.11)"))
             else:
-                fix = (f"keep it by chaining: slurm-fair hooks install DEST --chain {key}={value}, then "
+                fix = (f"add a line {key}=DEST/slurm-fair-hook (this Slurm runs every {key} line)" if len(values) > 1
+                       else f"keep it by chaining: slurm-fair hooks install DEST --chain {key}={value}, then "
                        f"{key}=DEST/slurm-fair-hook" if not any(c in value for c in "*?[") else
                        "link the shim into that folder: ln -s DEST/slurm-fair-hook " + value.rsplit("/", 1)[0])
                 if needed:

@@ -195,6 +195,16 @@ def _held(job: Job) -> tuple[str, str, list[str]] | None:
     return None
 
 
+def _limit_binds(job: Job, types: list[TypeFacts], total: int | None, acct: AccountStatus | None) -> bool:
+    """Whether the account's limits (as the status file has them) keep the job from starting on every GPU type it
+    can use, whatever is free."""
+    if acct is None or not types:
+        return False
+    if total is not None and sum(acct.in_use.values()) + job.gpus > total:
+        return True
+    return all(t.limit is not None and (t.in_use or 0) + job.gpus > t.limit for t in types)
+
+
 def _limit(job: Job, types: list[TypeFacts], total: int | None, acct: AccountStatus, status: PublicStatus | None
            ) -> tuple[str, list[str], list[str]]:
     held = sum(acct.in_use.values())
@@ -206,7 +216,9 @@ def _limit(job: Job, types: list[TypeFacts], total: int | None, acct: AccountSta
         where = f"it may hold at most {total} GPU(s) in all (GrpTRES gres/gpu={total}) and holds {held}"
     else:
         where = "the limit's numbers are not in slurm-fair's status"
-    summary = f"it waits on its account's GPU limit ({job.reason}): account {printable(job.account, 64)} — {where}"
+    why = (job.reason if (job.reason or "").startswith(LIMIT_REASONS) else
+           f"Slurm shows {job.reason or 'None'}: no GPU it can use is free either, and the limit holds it when one is")
+    summary = f"it waits on its account's GPU limit ({why}): account {printable(job.account, 64)} — {where}"
     details, changes = [], [f"a job of account {printable(job.account, 64)} ending (it frees room under the limit)"]
     lend = status is not None and status.lend
     if status is not None and not lend and acct.managed:
@@ -346,6 +358,11 @@ def explain_job(job: Job | None, status: PublicStatus | None, now: float, *, job
         verdict, summary, changes = held
         details = ["slurm-fair makes no claim and holds no GPU for it until it could start"]
     elif (job.reason or "").startswith(LIMIT_REASONS):
+        verdict = "limit"
+        summary, details, changes = _limit(job, types, total, acct or AccountStatus(), status)
+    elif job.reason in ("Resources", "Priority", "None", "") and _limit_binds(job, types, total, acct):
+        # Slurm names one reason; which it shows depends on the order its scheduler checks things (24.11 shows
+        # Resources while no GPU of the type is free even when the account's limit would hold the job too)
         verdict = "limit"
         summary, details, changes = _limit(job, types, total, acct or AccountStatus(), status)
     elif job.reason in ("Resources", "Priority", "None", ""):
