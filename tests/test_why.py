@@ -70,9 +70,10 @@ def test_slurm_shows_resources_but_the_limit_holds_it_too():
     st = status({"acct_a": acct({"k80": 2}, in_use={"k80": 2}, limits={"k80": 2}, pending=2)}, lend=False)
     ex = explain_job(job(reason="Resources"), st, NOW)
     assert ex.verdict == "limit"
-    assert ex.summary == ("it waits on its account's GPU limit (Slurm shows Resources: no GPU it can use is free "
-                          "either, and the limit holds it when one is): account acct_a — it may hold at most 2 k80 "
-                          "GPU(s) (GrpTRES gres/gpu:k80=2) and holds 2")
+    assert ex.summary == ("it waits on its account's GPU limit (Slurm shows Resources now; the limit holds it "
+                          "whatever GPUs are free): account acct_a — it may hold at most 2 k80 GPU(s) (GrpTRES "
+                          "gres/gpu:k80=2) and holds 2")
+    assert explain_job(job(reason="None"), st, NOW).verdict == "limit"  # right after a job update (24.11)
     # room under the limit: Slurm's reason stands
     st = status({"acct_a": acct({"k80": 3}, in_use={"k80": 2}, limits={"k80": 3})})
     assert explain_job(job(reason="Resources"), st, NOW).verdict == "resources"

@@ -217,7 +217,7 @@ def _limit(job: Job, types: list[TypeFacts], total: int | None, acct: AccountSta
     else:
         where = "the limit's numbers are not in slurm-fair's status"
     why = (job.reason if (job.reason or "").startswith(LIMIT_REASONS) else
-           f"Slurm shows {job.reason or 'None'}: no GPU it can use is free either, and the limit holds it when one is")
+           f"Slurm shows {job.reason or 'None'} now; the limit holds it whatever GPUs are free")
     summary = f"it waits on its account's GPU limit ({why}): account {printable(job.account, 64)} — {where}"
     details, changes = [], [f"a job of account {printable(job.account, 64)} ending (it frees room under the limit)"]
     lend = status is not None and status.lend
@@ -361,8 +361,8 @@ def explain_job(job: Job | None, status: PublicStatus | None, now: float, *, job
         verdict = "limit"
         summary, details, changes = _limit(job, types, total, acct or AccountStatus(), status)
     elif job.reason in ("Resources", "Priority", "None", "") and _limit_binds(job, types, total, acct):
-        # Slurm names one reason; which it shows depends on the order its scheduler checks things (24.11 shows
-        # Resources while no GPU of the type is free even when the account's limit would hold the job too)
+        # Slurm names one reason; which depends on when and in what order its scheduler last looked (24.11 shows
+        # Resources while no GPU of the type is free, None right after an update, though the limit holds the job)
         verdict = "limit"
         summary, details, changes = _limit(job, types, total, acct or AccountStatus(), status)
     elif job.reason in ("Resources", "Priority", "None", ""):
