@@ -13,7 +13,6 @@ import re
 import stat
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
