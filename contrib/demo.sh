@@ -49,6 +49,7 @@ cat >"$CFG" <<EOF
 period = $PERIOD
 early_round_after = 2
 database = "demo.sqlite"
+dry_run = false  # the demo acts; a site's fresh config starts in shadow mode (dry_run = true)
 
 [policy]
 name = "oef-coop"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The full test run (README's test command; CI runs it via .ci/run). As root:
 #   1. .venv (created if absent) with `pip install -c constraints.txt -e '.[test]'` (SLURM_FAIR_UNPINNED=1: no -c)
-#   1b. etc/job_submit.lua: `luac5.1 -p` + the offline Lua tests (tests/lua/; lua5.1 installed with apt if missing)
+#   1b. etc/job_submit.lua and the site example: `luac5.1 -p` + the offline Lua tests (tests/lua/test_*.lua;
+#       lua5.1 installed with apt if missing)
 #   2. Slurm 22.05 testbed up (contrib/testbed/testbed.sh), `pytest -q tests` against it
 #   3. unless SLURM_FAIR_SKIP_TRIXIE=1: Slurm 24.11 testbed (trixie chroot) up,
 #      `pytest -q tests/integration` inside the chroot
@@ -99,11 +100,14 @@ if ! command -v lua5.1 >/dev/null || ! command -v luac5.1 >/dev/null; then
     { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends lua5.1 >/dev/null; }; } ||
     FAILED+=("apt-get install lua5.1")
 fi
-if luac5.1 -p etc/job_submit.lua; then
+if luac5.1 -p etc/job_submit.lua slurm_fair/share/job_submit_site_example.lua; then
   lua5.1 tests/lua/test_job_submit.lua etc/job_submit.lua | tail -1 | tee "$LOGDIR/lua.log" | grep -qx '[0-9]* passed, 0 failed' ||
     FAILED+=("lua tests ($(cat "$LOGDIR/lua.log"))")
+  lua5.1 tests/lua/test_partitions.lua etc/job_submit.lua slurm_fair/share/job_submit_site_example.lua | tail -1 |
+    tee "$LOGDIR/lua-partitions.log" | grep -qx '[0-9]* passed, 0 failed' ||
+    FAILED+=("lua partition/module tests ($(cat "$LOGDIR/lua-partitions.log"))")
 else
-  FAILED+=("luac5.1 -p etc/job_submit.lua")
+  FAILED+=("luac5.1 -p etc/job_submit.lua slurm_fair/share/job_submit_site_example.lua")
 fi
 
 phase "bookworm testbed up"

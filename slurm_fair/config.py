@@ -22,11 +22,13 @@ from .validate import number
 
 DEFAULT_PATH = Path("/etc/slurm-fair/slurm-fair.toml")
 ENV_VAR = "SLURM_FAIR_CONFIG"
+STATUS_NAME = "status.json"  # the status file's name beside the database (daemon.status_file = "")
 
 SOLVERS = ("ECOS", "HIGHS", "CLARABEL", "SCIPY")  # cvxpy solvers by name; lp.py maps them (one list for CLI and config)
 BACKENDS = ("auto", "cli", "pyslurm")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 CLASS_SOURCES = ("comment", "wckey", "name")
+SITE_LIMIT_MODES = ("respect", "adopt")
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,7 +245,7 @@ SECTION_DOCS = {
     "submit": "Submission: the GPU type map read by etc/job_submit.lua to type untyped GPU requests.",
     "preemption": "Preemption: over-share running jobs get a checkpoint signal, then a requeue after the grace.",
     "profiling": "Profiling: throughput reports from jobs (`slurm-fair profile ...`), how they update profiles.",
-    "metrics": "Prometheus metrics: the daemon serves /metrics over HTTP (README, 'Metrics (Prometheus)').",
+    "metrics": "Prometheus metrics: the daemon serves /metrics over HTTP (docs/metrics-reports.md, 'Metrics (Prometheus)').",
 }
 
 SPEC: dict[str, dict[str, Key]] = {
@@ -257,8 +259,23 @@ SPEC: dict[str, dict[str, Key]] = {
             "/var/lib/slurm-fair/slurm-fair.sqlite", _db_path,
             "SQLite database (profiles, rounds, deviations). A relative path is relative to this file's folder.",
         ),
-        "dry_run": Key(False, _bool, "true = compute and record rounds but never change anything in Slurm."),
+        "dry_run": Key(True, _bool, "true (the default: shadow mode) = compute and record rounds but never change\n"
+                       "anything in Slurm; `slurm-fair status`, `explain` and `report` show what it would do.\n"
+                       "Set false to let slurm-fair write limits, SiteFactors and the type map."),
         "log_level": Key("info", _choice(LOG_LEVELS), "One of: " + ", ".join(LOG_LEVELS) + "."),
+        "publish_status": Key(
+            True, _bool,
+            "true = each round (and each poll between rounds) writes a small world-readable status file\n"
+            "(status_file): per account and GPU type its guarantee, claims, GPUs in use and limit, per type the\n"
+            "capacity and idle GPUs; `slurm-fair why JOBID` reads it, so users need no access to the database.\n"
+            "It shows every account's numbers to every user (as squeue and sshare do); false = not written.",
+        ),
+        "status_file": Key(
+            "", _path_or_empty,
+            'Where the status file goes; "" = status.json in the database\'s folder (that folder must be\n'
+            "world-searchable, as the systemd unit's StateDirectoryMode=0755 makes it). A relative path is\n"
+            "relative to this file's folder.",
+        ),
     },
     "policy": {
         "name": Key(
@@ -299,7 +316,7 @@ SPEC: dict[str, dict[str, Key]] = {
     "priority": {
         "site_factor_min": Key(0, _int, "Lowest SiteFactor slurm-fair sets (integer)."),
         "site_factor_max": Key(100000, _int, "Highest SiteFactor slurm-fair sets (integer, > site_factor_min)."),
-        "levels": Key(100, _pos_int, "Number of distinct SiteFactor values used (priority bands, >= 1)."),
+        "levels": Key(10000, _pos_int, "Number of distinct SiteFactor values used (priority bands, >= 1; the default gives 300 accounts 33 levels each and 10 000 accounts one each)."),
     },
     "limits": {
         "manage": Key(True, _bool, "true = write per-account GrpTRES gres/gpu limits; false = priorities only."),
@@ -311,7 +328,14 @@ SPEC: dict[str, dict[str, Key]] = {
         ),
         "accounts": Key(
             [], _str_list,
-            "Accounts to manage; empty = every account with GPU jobs or a fair-share share.",
+            "Accounts to manage; empty = every leaf account (parents are never limited) with GPU jobs or a\n"
+            "fair-share share.",
+        ),
+        "site_limits": Key(
+            "respect", _choice(SITE_LIMIT_MODES),
+            'GPU limits an account had before slurm-fair: "respect" = such an account is left alone (its\n'
+            'limits kept); "adopt" = slurm-fair manages it and each of its own limits stays an upper bound.\n'
+            "`slurm-fair rollback` restores them either way.",
         ),
     },
     "hooks": {
@@ -411,8 +435,10 @@ class DaemonConfig:
     period: float = 300
     early_round_after: float = 30
     database: str = "/var/lib/slurm-fair/slurm-fair.sqlite"
-    dry_run: bool = False
+    dry_run: bool = True
     log_level: str = "info"
+    publish_status: bool = True
+    status_file: str = ""
 
 
 @dataclass(frozen=True)
@@ -449,7 +475,7 @@ class TenantsConfig:
 class PriorityConfig:
     site_factor_min: int = 0
     site_factor_max: int = 100000
-    levels: int = 100
+    levels: int = 10000
 
 
 @dataclass(frozen=True)
@@ -457,6 +483,7 @@ class LimitsConfig:
     manage: bool = True
     lend: bool = True
     accounts: tuple[str, ...] = ()
+    site_limits: str = "respect"
 
 
 @dataclass(frozen=True)
@@ -539,6 +566,7 @@ class Config:
     spool_path: Path | None = None  # hooks.spool, resolved; None = no ingestion
     type_map_path: Path | None = None  # submit.type_map, resolved; None = do not publish
     nvml_map_path: Path | None = None  # profiling.nvml_map, resolved; None = the shipped map
+    status_path: Path | None = None  # daemon.status_file, resolved (default: beside the database); None = off
 
     def as_dict(self) -> dict[str, dict[str, Any]]:
         """Section -> key -> value, TOML/JSON friendly (tuples become lists)."""
@@ -609,10 +637,14 @@ def from_dict(data: Mapping[str, Any], source: str = "defaults", base: Path | No
     db = Path(sections["daemon"].database).expanduser()
     if not db.is_absolute():
         db = Path(os.path.normpath((base or Path.cwd()) / db))
+    status = None
+    if sections["daemon"].publish_status:
+        status = _optional_path(sections["daemon"].status_file, base) or db.parent / STATUS_NAME
     return Config(**sections, source=source, database_path=db,
                   spool_path=_optional_path(sections["hooks"].spool, base),
                   type_map_path=_optional_path(sections["submit"].type_map, base),
-                  nvml_map_path=_optional_path(sections["profiling"].nvml_map, base))
+                  nvml_map_path=_optional_path(sections["profiling"].nvml_map, base),
+                  status_path=status)
 
 
 def _optional_path(value: str, base: Path | None) -> Path | None:

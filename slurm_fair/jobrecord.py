@@ -26,6 +26,9 @@ Rules:
   restart N with ``requeued`` true. slurmd epilogs cannot tell and keep the count Slurm gives them.
 * **Times**: ``time`` is the hook's clock; ``start_time``/``end_time`` are Slurm's (second resolution)
   when scontrol answered for this very run (same restart count) and the time is not in the future.
+  ``submit_time`` is Slurm's SubmitTime of the job (controller hooks, when scontrol answered and it is not in
+  the future; Slurm may move it on a requeue, so the daemon takes the earliest of a job's records): with it
+  ``slurm-fair report`` gives queue wait (start - submit) and job completion time (end - submit).
 
 hooks.conf (``key=value`` lines, ``#`` comments): ``spool`` (default /var/spool/slurm-fair/records),
 ``log``, ``slurm_conf`` (SLURM_CONF for scontrol: controller hooks get none), ``scontrol`` (default: found
@@ -222,10 +225,19 @@ def run(exe: str, args: list[str], env: dict[str, str], timeout: float) -> tuple
     return os.waitstatus_to_exitcode(status), b"".join(chunks).decode("utf-8", "replace")
 
 
+def clean_text(v: str) -> str:
+    """``v`` as text that is valid UTF-8: a byte that was not UTF-8 (``os.environ`` keeps it as a lone surrogate,
+    e.g. in SLURM_JOB_NAME) becomes U+FFFD. A record must be storable whatever bytes a user put in a job name."""
+    if not any("\ud800" <= c <= "\udfff" for c in v):
+        return v
+    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in v)
+
+
 def build_record(env: dict[str, str], conf: dict[str, str], now: float | None = None) -> dict:
     """The record for this hook call, from the hook environment (and scontrol for controller hooks).
     Raises ValueError when the environment is not a Slurm hook's (no job id or unknown context)."""
     now = time.time() if now is None else now
+    env = {k: clean_text(v) for k, v in env.items()}
     context = env.get("SLURM_SCRIPT_CONTEXT", "")
     if context not in CONTEXTS:
         raise ValueError(f"SLURM_SCRIPT_CONTEXT: not a slurm-fair hook context (got {context!r})")
@@ -242,7 +254,7 @@ def build_record(env: dict[str, str], conf: dict[str, str], now: float | None = 
         "node": env.get("SLURMD_NODENAME", ""),
         "nodelist": env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST", ""),
         "gpus": {}, "gpu_count": None, "gpu_indices": "", "gpu_info": "",
-        "start_time": None, "end_time": None,
+        "start_time": None, "end_time": None, "submit_time": None,
         "exit_code": None, "exit_signal": None, "exit_status": None, "derived_exit_code": None,
         "job_state": "", "requeued": False,
     }
@@ -280,6 +292,8 @@ def build_record(env: dict[str, str], conf: dict[str, str], now: float | None = 
     rec["fair_tokens"] = " ".join(t for t in split_tokens(fields.get("Comment", "")) if t.startswith("fair:"))
     rec["job_name"] = rec["job_name"] or fields.get("JobName", "")
     rec["account"] = rec["account"] or fields.get("Account", "")
+    sub = _slurm_time(fields.get("SubmitTime"))
+    rec["submit_time"] = sub if sub is not None and sub <= now + 1 else None
     if _int(fields.get("Restarts")) == restart:
         st = _slurm_time(fields.get("StartTime"))
         et = _slurm_time(fields.get("EndTime")) if event == "end" else None
@@ -384,11 +398,69 @@ def slurm_conf_lines(dest: str) -> str:
     return "".join(f"{k}={shim}\n" for k in SLURM_CONF_KEYS)
 
 
+CHAIN_DIR = "chain"  # DEST/chain/<context>: links to the site's own hook programs, run after the record
+
+
+def chain_context(key: str) -> str:
+    """The Slurm context of a chain key: a slurm.conf key (PrologSlurmctld, ...) or a context name."""
+    if key in SLURM_CONF_KEYS:
+        return SLURM_CONF_KEYS[key]
+    if key in CONTEXTS:
+        return key
+    raise ValueError(f"--chain: {key!r} is not one of {', '.join(SLURM_CONF_KEYS)} (got {key!r})")
+
+
+def _check_program(context: str, program: str, shim: str) -> None:
+    if not os.path.isabs(program) or any(c in program for c in "*?[\n\r"):
+        raise ValueError(f"--chain: {context}: must be one absolute path, not a pattern (got {program!r}); "
+                         "a Prolog/Epilog folder (Prolog=/etc/slurm/prolog.d/*) can hold a link to the shim "
+                         "instead")
+    if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+        raise ValueError(f"--chain: {context}: not an executable file (got {program!r})")
+    if os.path.realpath(program) == os.path.realpath(shim) or os.path.basename(program) == SHIM_NAME:
+        raise ValueError(f"--chain: {context}: that is slurm-fair's own hook (got {program!r}): it would run "
+                         "itself")
+
+
+def chained(dest: str) -> dict[str, str]:
+    """context -> the site program chained after the record in ``dest`` (absent: none)."""
+    folder = os.path.join(dest, CHAIN_DIR)
+    out = {}
+    for c in CONTEXTS:
+        link = os.path.join(folder, c)
+        if os.path.islink(link):
+            out[c] = os.readlink(link)
+    return out
+
+
+def _set_chain(dest: str, chain: dict[str, str]) -> None:
+    folder = os.path.join(dest, CHAIN_DIR)
+    shim = os.path.join(dest, SHIM_NAME)
+    todo = {chain_context(k): v for k, v in chain.items()}
+    for c, program in todo.items():
+        if program:
+            _check_program(c, program, shim)
+    os.makedirs(folder, mode=0o755, exist_ok=True)
+    for c, program in sorted(todo.items()):
+        link = os.path.join(folder, c)
+        if not program:
+            if os.path.lexists(link):
+                os.unlink(link)
+            continue
+        tmp = os.path.join(folder, f".{c}.tmp")
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(program, tmp)
+        os.replace(tmp, link)
+
+
 def install(dest: str, spool: str = DEFAULT_SPOOL, slurm_conf: str = "", log: str = "",
-            source: str | None = None) -> str:
+            source: str | None = None, chain: dict[str, str] | None = None) -> str:
     """Copy the shim and this module into ``dest``, write ``dest/hooks.conf``, create the spool; returns
-    the slurm.conf lines to add. ``source`` is the folder holding the shim (default: the checkout's
-    ``hooks/``). Raises ValueError naming the field on bad input, OSError when a copy fails."""
+    the slurm.conf lines to add. ``source`` is the folder holding the shim (default: the package's ``share/``,
+    shipped in the wheel). ``chain``: slurm.conf key (or context) -> the site's own program for that hook, run
+    by the shim after the record (``""`` removes a chain; chains set earlier are kept). Raises ValueError
+    naming the field on bad input, OSError when a copy fails."""
     if not dest or not os.path.isabs(dest):
         raise ValueError(f"DEST: must be an absolute path (got {dest!r})")
     for field, value in (("--spool", spool), ("--slurm-conf", slurm_conf), ("--log", log)):
@@ -396,11 +468,16 @@ def install(dest: str, spool: str = DEFAULT_SPOOL, slurm_conf: str = "", log: st
             raise ValueError(f"{field}: must be an absolute path (got {value!r})")
         if any(c in value for c in "\n\r"):
             raise ValueError(f"{field}: must not contain line breaks (got {value!r})")
+    for k, program in (chain or {}).items():  # every chain checked before anything is written
+        if program:
+            _check_program(chain_context(k), program, os.path.join(dest, SHIM_NAME))
+        else:
+            chain_context(k)
     here = os.path.dirname(os.path.abspath(__file__))
-    source = source or os.path.join(os.path.dirname(here), "hooks")
+    source = source or os.path.join(here, "share")
     shim_src = os.path.join(source, SHIM_NAME)
     if not os.path.isfile(shim_src):
-        raise ValueError(f"source: no {SHIM_NAME} in {source} (install from a slurm-fair checkout)")
+        raise ValueError(f"source: no {SHIM_NAME} in {source} (a broken slurm-fair installation?)")
     os.makedirs(dest, mode=0o755, exist_ok=True)
     for src, name, mode in ((shim_src, SHIM_NAME, 0o755), (os.path.abspath(__file__), "jobrecord.py", 0o644)):
         with open(src, "rb") as f:
@@ -421,20 +498,60 @@ def install(dest: str, spool: str = DEFAULT_SPOOL, slurm_conf: str = "", log: st
         f.write("\n".join(lines) + "\n")
     os.chmod(tmp, 0o644)
     os.replace(tmp, os.path.join(dest, CONF_NAME))
+    _set_chain(dest, chain or {})
     os.makedirs(spool, mode=0o755, exist_ok=True)
     return slurm_conf_lines(dest)
+
+
+def uninstall(dest: str, dry_run: bool = False) -> str:
+    """Remove what :func:`install` put in ``dest`` (the shim, this module, hooks.conf, the chain links, the
+    bytecode cache; the folder itself when that leaves it empty; the spool is kept: it holds job records).
+    Returns the slurm.conf lines that put the site's own hooks back (a chained program) or mark the key for
+    removal; ``dry_run``: only that, nothing removed. Raises ValueError when ``dest`` holds no slurm-fair hook."""
+    if not dest or not os.path.isabs(dest):
+        raise ValueError(f"DEST: must be an absolute path (got {dest!r})")
+    if not os.path.isfile(os.path.join(dest, SHIM_NAME)):
+        raise ValueError(f"DEST: no {SHIM_NAME} in {dest} (got {dest!r})")
+    links = chained(dest)
+    out = []
+    for key, context in SLURM_CONF_KEYS.items():
+        out.append(f"{key}={links[context]}\n" if context in links else f"# {key}= (remove the line)\n")
+    if dry_run:
+        return "".join(out)
+    folder = os.path.join(dest, CHAIN_DIR)
+    for c in CONTEXTS:
+        if os.path.lexists(os.path.join(folder, c)):
+            os.unlink(os.path.join(folder, c))
+    for name in (SHIM_NAME, "jobrecord.py", CONF_NAME):
+        if os.path.lexists(os.path.join(dest, name)):
+            os.unlink(os.path.join(dest, name))
+    cache = os.path.join(dest, "__pycache__")
+    if os.path.isdir(cache):
+        for name in os.listdir(cache):
+            if name.startswith("jobrecord."):
+                os.unlink(os.path.join(cache, name))
+    for d in (folder, cache, dest):
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+    return "".join(out)
 
 
 def main(argv: list[str]) -> int:
     if len(argv) >= 2 and argv[0] == "hook":
         return hook(argv[1])
-    if argv and argv[0] == "install":  # install DEST [--spool DIR] [--slurm-conf PATH] [--log PATH]
+    if argv and argv[0] == "install":  # install DEST [--spool DIR] [--slurm-conf PATH] [--log PATH] [--chain K=P]
         opts = {"--spool": DEFAULT_SPOOL, "--slurm-conf": "", "--log": ""}
+        chain: dict[str, str] = {}
         args = argv[1:]
         dest = None
         while args:
             a = args.pop(0)
-            if a in opts and args:
+            if a == "--chain" and args and "=" in args[0]:
+                k, _, v = args.pop(0).partition("=")
+                chain[k] = v
+            elif a in opts and args:
                 opts[a] = args.pop(0)
             elif dest is None and not a.startswith("-"):
                 dest = a
@@ -442,12 +559,13 @@ def main(argv: list[str]) -> int:
                 sys.stderr.write(f"error: {a}: unknown or incomplete argument\n")
                 return 2
         try:
-            sys.stdout.write(install(dest or "", opts["--spool"], opts["--slurm-conf"], opts["--log"]))
+            sys.stdout.write(install(dest or "", opts["--spool"], opts["--slurm-conf"], opts["--log"], chain=chain))
         except ValueError as e:
             sys.stderr.write(f"error: {e}\n")
             return 2
         return 0
-    sys.stderr.write("usage: jobrecord.py hook CONF | install DEST [--spool DIR] [--slurm-conf PATH] [--log PATH]\n")
+    sys.stderr.write("usage: jobrecord.py hook CONF | install DEST [--spool DIR] [--slurm-conf PATH] [--log PATH]"
+                     " [--chain KEY=PROGRAM]...\n")
     return 2
 
 

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import sqlite_utils
 
 from . import statefiles
+from .jobrecord import clean_text
 from .errors import InputError, SlurmFairError
 from .validate import gpu_type as _check_gpu_type, name as _check_name, number
 
@@ -157,9 +158,38 @@ def _m7_upgrade_moves(db: sqlite_utils.Database) -> None:
     db["preemptions"].add_column("target_type", str)
 
 
+def _m8_site_limits(db: sqlite_utils.Database) -> None:
+    """The GPU limits an account had before slurm-fair first changed them (``limits``: JSON {gpu type or "*":
+    value}; {} = none): what ``slurm-fair rollback`` restores. Filled from ``applied`` for databases that
+    already changed limits: per account and key, the ``old`` value of its first change."""
+    db["site_limits"].create({"account": str, "limits": str, "recorded": float}, pk="account",
+                             not_null={"account", "limits", "recorded"})
+    first: dict[str, dict[str, Any]] = {}
+    when: dict[str, float] = {}
+    for r in db.execute("select account, key, old, time from applied order by rowid").fetchall():
+        acct, key, old, t = r
+        row = first.setdefault(acct, {})
+        when.setdefault(acct, t)
+        if key not in row:
+            row[key] = old
+    if first:
+        db["site_limits"].insert_all([{"account": a, "recorded": when[a],
+                                       "limits": json.dumps({k: v for k, v in row.items() if v is not None})}
+                                      for a, row in first.items()])
+
+
+def _m9_submit_time(db: sqlite_utils.Database) -> None:
+    """Hook records carry the job's Slurm SubmitTime (``submit_time``, epoch seconds; null in records of hooks
+    older than this column, or where scontrol did not answer): queue wait and job completion time in
+    ``slurm-fair report``. Filled from the stored record (``data``) where it holds one."""
+    db["job_records"].add_column("submit_time", float)
+    db.execute("update job_records set submit_time = json_extract(data, '$.submit_time') "
+               "where case when json_valid(data) then json_type(data, '$.submit_time') in ('integer', 'real') else 0 end")
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _m1_initial, _m2_indexes, _m3_job_records, _m4_preemptions, _m5_warm_start, _m6_profile_sources,
-    _m7_upgrade_moves,
+    _m7_upgrade_moves, _m8_site_limits, _m9_submit_time,
 )
 
 # hook records written by the controller (PrologSlurmctld/EpilogSlurmctld) carry the job's GPU types
@@ -237,6 +267,8 @@ def job_runs(records: Iterable[Mapping]) -> list[dict]:
     Slurm EndTime, else the end hook's clock; without an end record it is open (``end`` None), unless a
     later run of the same job started: then it ends there. GPUs per type come from the start record when it
     read them from Slurm, else from the end record; GPUs counted only in ``gres/gpu`` are ``untyped``.
+    ``submit``: the earliest Slurm SubmitTime the run's records hold (None: none does; records from before
+    migration 9 or where scontrol did not answer).
     """
     by_run: dict[tuple[int, int], dict[str, Mapping]] = {}
     for r in records:
@@ -259,8 +291,10 @@ def job_runs(records: Iterable[Mapping]) -> list[dict]:
             rest = int(src["gpu_count"] or 0) - sum(gpus.values())
             if rest > 0:
                 gpus[UNTYPED_GPU] = rest
+        subs = [float(r["submit_time"]) for r in (s, e) if r is not None and r.get("submit_time") is not None]
         runs.append({"job_id": job, "restart_count": restart, "account": (s or e)["account"] or (e or s)["account"],
                      "class": (s or e)["class"] or (e or s)["class"], "start": float(start),
+                     "submit": min(subs) if subs else None,
                      "end": None if end is None else float(end), "gpus": gpus,
                      "gpu_info": (src or s or e)["gpu_info"]})
     nxt: dict[int, float] = {}
@@ -716,6 +750,30 @@ class Store:
     def managed(self) -> set[str]:
         return {r["account"] for r in self.db["managed"].rows}
 
+    def record_site_limits(self, limits: Mapping[str, Mapping[str, int]], now: float | None = None) -> list[str]:
+        """Keep each account's GPU limits as they are before slurm-fair first changes them: an account already
+        recorded keeps its first record. Returns the accounts recorded now."""
+        have = {r["account"] for r in self.db["site_limits"].rows}
+        t = time.time() if now is None else float(now)
+        new = [{"account": a, "limits": _dumps({k: int(v) for k, v in sorted(row.items())}), "recorded": t}
+               for a, row in sorted(limits.items()) if a not in have]
+        if new:
+            with self.transaction():
+                self.db["site_limits"].insert_all(new)
+        return [r["account"] for r in new]
+
+    def site_limits(self) -> dict[str, dict[str, int]]:
+        """account -> its GPU limits before slurm-fair first changed them ({}: none)."""
+        return {r["account"]: {k: int(v) for k, v in (_loads(r["limits"]) or {}).items()}
+                for r in self.db["site_limits"].rows}
+
+    def forget_site_limits(self, accounts: Iterable[str]) -> None:
+        """Drop the records of ``accounts`` (after a rollback restored them)."""
+        names = sorted(set(accounts))
+        if names:
+            with self.transaction():
+                self.db.execute(f"delete from site_limits where account in ({','.join('?' * len(names))})", names)
+
     def set_managed(self, accounts: Iterable[str]) -> None:
         """Replace the set of accounts whose limits slurm-fair has set."""
         data = [{"account": a} for a in sorted(set(accounts))]
@@ -746,24 +804,28 @@ class Store:
 
     def upsert_job_records(self, rows: Iterable[Mapping], file_names: Iterable[str] | None = None) -> int:
         """Insert or replace hook records (jobrecord's format), keyed by job id, restart count, event, context
-        and node (empty for controller hooks): ingesting a record twice changes nothing. Returns the count."""
+        and node (empty for controller hooks): ingesting a record twice changes nothing. Returns the count.
+        Text that is not valid UTF-8 (a lone surrogate from a job name's stray byte) is stored with U+FFFD in
+        its place: one user's job name never blocks the batch."""
         now = time.time()
         names = list(file_names) if file_names is not None else None
         data = []
         for i, r in enumerate(rows):
+            text = {k: clean_text(str(r.get(k) or "")) for k in ("event", "context", "node", "account", "user",
+                                                                 "partition", "class", "job_name", "gpu_info")}
+            derived = r.get("derived_exit_code")
             data.append({
-                "job_id": int(r["job_id"]), "restart_count": int(r["restart_count"]), "event": r["event"],
-                "context": r["context"], "node": r.get("node") or "", "time": float(r["time"]),
+                "job_id": int(r["job_id"]), "restart_count": int(r["restart_count"]), "time": float(r["time"]),
+                **text,
                 "start_time": _float(r.get("start_time")), "end_time": _float(r.get("end_time")),
-                "account": r.get("account") or "", "user": r.get("user") or "",
-                "partition": r.get("partition") or "", "class": r.get("class") or "",
-                "job_name": r.get("job_name") or "", "gpus": _dumps(r.get("gpus") or {}),
-                "gpu_count": _int(r.get("gpu_count"), "gpu_count"), "gpu_info": r.get("gpu_info") or "",
+                "submit_time": _float(r.get("submit_time")), "gpus": _dumps(r.get("gpus") or {}),
+                "gpu_count": _int(r.get("gpu_count"), "gpu_count"),
                 "exit_code": _int(r.get("exit_code"), "exit_code"),
                 "exit_signal": _int(r.get("exit_signal"), "exit_signal"),
                 "exit_status": _int(r.get("exit_status"), "exit_status"),
-                "derived_exit_code": r.get("derived_exit_code"),
-                "file": names[i] if names is not None else None, "ingested": now, "data": _dumps(dict(r)),
+                "derived_exit_code": None if derived is None else clean_text(str(derived)),
+                "file": clean_text(names[i]) if names is not None else None, "ingested": now,
+                "data": _dumps(dict(r)),
             })
         with self.transaction():
             if data:
@@ -783,8 +845,8 @@ class Store:
     def job_runs(self) -> list[dict]:
         """Job runs from the controller hook records (see :func:`job_runs`)."""
         rows = self.db.execute(
-            "select job_id, restart_count, event, context, time, start_time, end_time, account, class, gpus, "
-            "gpu_count, gpu_info from job_records where context in (?, ?)", list(CONTROLLER_CONTEXTS))
+            "select job_id, restart_count, event, context, time, start_time, end_time, submit_time, account, class, "
+            "gpus, gpu_count, gpu_info from job_records where context in (?, ?)", list(CONTROLLER_CONTEXTS))
         cols = [d[0] for d in rows.description]
         return job_runs(dict(zip(cols, r)) for r in rows.fetchall())
 

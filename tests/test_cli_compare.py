@@ -36,7 +36,7 @@ def test_compare_on_the_paper_2_4_instance_shows_table_1_where_our_checker_agree
     """OEF paper Table 1: Gavel and Gandiva_fair keep sharing incentive, break envy-freeness and
     strategy-proofness; Gandiva_fair is Pareto-efficient; OEF keeps all (EF and SI: cooperative; SP:
     non-cooperative). Gavel's PE: the paper marks it broken for its rounded allocation; the exact max-min
-    allocation is Pareto-efficient on this instance, and our check says so (README)."""
+    allocation is Pareto-efficient on this instance, and our check says so (docs/policies.md, "Comparing policies")."""
     props = {n: r["properties"] for n, r in json.loads(invoke("compare", "-i", PAPER_24, "--json").output)["policies"].items()}
     for pol in ("gavel", "gandiva-fair"):
         assert props[pol]["sharing_incentive"] is True

@@ -31,14 +31,15 @@ def sim_store(tmp_path_factory):
                  horizon=2400, store_path=path)
     assert r.rounds >= 5 and not r.round_errors
     with Store(path) as store:
-        # job 1: one run 600 s -> 1800 s; job 2: two runs (requeued), 900 -> 1200 and 1500 -> 2100 (1200 s in all)
+        # job 1: submitted at 500 s, one run 600 s -> 1800 s; job 2 (no submit time recorded): two runs (requeued),
+        # 900 -> 1200 and 1500 -> 2100 (1200 s in all)
         recs = []
         for job, restart, start, end in ((1, 0, 600.0, 1800.0), (2, 0, 900.0, 1200.0), (2, 1, 1500.0, 2100.0)):
             for event, ctx, t in (("start", "prolog_slurmctld", start), ("end", "epilog_slurmctld", end)):
                 recs.append({"job_id": job, "restart_count": restart, "event": event, "context": ctx, "node": "",
                              "time": EPOCH + t, "start_time": EPOCH + start, "end_time": EPOCH + end if event == "end" else None,
                              "account": "a" if job == 1 else "b", "class": "c", "gpus": {"v100": 1}, "gpu_count": 1,
-                             "gpu_info": "scontrol"})
+                             "gpu_info": "scontrol", "submit_time": EPOCH + 500.0 if job == 1 else None})
         store.upsert_job_records(recs)
         store.add_preemption(job_id=7, account="b", gpu_type="v100", gpus=1, signal="USR1", reason="over share",
                              grace=60, now=EPOCH + 700)
@@ -81,6 +82,13 @@ def test_json_numbers_are_the_stores_rows(sim_store):
     assert rep["jobs"]["measured"] == "start_to_end" and rep["jobs"]["count"] == 2
     assert rep["jobs"]["times"] == [1200.0, 1200.0] and pol["jobs"]["count"] == 2
     assert rep["jobs"]["by_account"]["b"]["mean_s"] == 1200.0
+    # queue wait and JCT: job 1 waited 100 s and completed 1300 s after its submission; job 2 has no submit time
+    assert rep["waits"]["by_account"] == {
+        "a": {"v100": {"jobs": 1, "with_submit": 1, "wait_mean_s": 100.0, "wait_p50_s": 100.0, "wait_p95_s": 100.0,
+                       "wait_max_s": 100.0, "jct_mean_s": 1300.0, "run_mean_s": 1200.0}},
+        "b": {"v100": {"jobs": 1, "with_submit": 0, "wait_mean_s": None, "wait_p50_s": None, "wait_p95_s": None,
+                       "wait_max_s": None, "jct_mean_s": None, "run_mean_s": 1200.0}}}
+    assert (rep["waits"]["jobs"], rep["waits"]["with_submit"]) == (2, 1)
     assert rep["preemptions"] == {"total": 1, "by_state": {"signalled": 1}, "by_account": {"b": 1}}
 
 
@@ -97,7 +105,15 @@ def test_the_window_selects_rounds_jobs_and_preemptions(sim_store):
 def test_table_plots_and_empty_windows(sim_store, tmp_path):
     r = run("--database", str(sim_store), "--plot", str(tmp_path / "plots"))
     assert r.exit_code == 0, r.output
-    assert "oef-coop" in r.output and "ENVY ROUNDS I/R" in r.output and "not the JCT" in r.output
+    assert "oef-coop" in r.output and "ENVY ROUNDS I/R" in r.output and "run time, first start to last end" in r.output
+    # the queue wait table: one row per account and GPU type, durations with their unit
+    head = next(ln for ln in r.output.splitlines() if ln.startswith("ACCOUNT  GPU TYPE"))
+    assert head.split() == ["ACCOUNT", "GPU", "TYPE", "JOBS", "WITH", "SUBMIT", "WAIT", "MEAN", "WAIT", "P50", "WAIT",
+                            "P95", "JCT", "MEAN"]
+    rows = {ln.split()[0]: ln.split()[1:] for ln in r.output.splitlines() if ln.startswith(("a ", "b "))
+            and "v100" in ln}
+    assert rows["a"] == ["v100", "1", "1", "1.7m", "1.7m", "1.7m", "21.7m"] and rows["b"] == ["v100", "1", "0", "-", "-",
+                                                                                          "-", "-"]
     pngs = sorted(p.name for p in (tmp_path / "plots").iterdir())
     assert pngs == ["compare.png", "fairness.png", "jct-cdf.png", "shares-oef-coop.png"]
     for p in pngs:

@@ -249,7 +249,7 @@ def test_tres_strings():
     (lambda: P.parse_nodes('{"nodes": [{"name": "n1"}]}'), "node n1: no state"),
     (lambda: P.parse_nodes('{"nodes": [{"name": "n1", "state": "idle", "gres": "gpu:v100:zz"}]}'),
      "node n1.gres"),
-    (lambda: P.parse_assoc("c|acct_a||1"), "sacctmgr line 1: expected 5"),
+    (lambda: P.parse_assoc("c|acct_a||1"), "sacctmgr line 1: expected at least 5"),
     (lambda: P.parse_assoc("c|acct_a||lots|"), "account acct_a: bad fairshare 'lots'"),
     (lambda: P.parse_assoc("c|acct_a||1|gres/gpu:v100=many"), "bad GPU limit 'gres/gpu:v100=many'"),
     (lambda: P.parse_sprio("12 34"), "sprio line 1"),

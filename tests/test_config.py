@@ -24,13 +24,13 @@ def test_defaults(tmp_path):
     cfg = config.load(write(tmp_path, ""))
     assert cfg.daemon.period == 300
     assert cfg.daemon.early_round_after == 30
-    assert cfg.daemon.dry_run is False
+    assert cfg.daemon.dry_run is True  # shadow mode until the admin turns it off
     assert cfg.daemon.log_level == "info"
     assert cfg.policy.name == "oef-coop" and cfg.policy.solver == ""
     assert (cfg.cluster.backend, cfg.cluster.timeout, cfg.cluster.partitions) == ("auto", 30, ())
     assert cfg.classes.order == ("comment", "wckey", "name")
     assert dict(cfg.tenants.map) == {} and dict(cfg.tenants.weights) == {}
-    assert (cfg.priority.site_factor_min, cfg.priority.site_factor_max, cfg.priority.levels) == (0, 100000, 100)
+    assert (cfg.priority.site_factor_min, cfg.priority.site_factor_max, cfg.priority.levels) == (0, 100000, 10000)
     assert cfg.limits.manage is True and cfg.limits.accounts == ()
     assert cfg.database_path == Path("/var/lib/slurm-fair/slurm-fair.sqlite")
     assert cfg.source == str(tmp_path / "slurm-fair.toml")
@@ -137,6 +137,9 @@ BAD = [
     ("daemon", "database", "3"),
     ("daemon", "dry_run", '"yes"'),
     ("daemon", "log_level", '"loud"'),
+    ("daemon", "publish_status", '"on"'),
+    ("daemon", "status_file", "3"),
+    ("daemon", "status_file", '"  "'),
     ("policy", "name", '"oef"'),
     ("policy", "solver", '"GUROBI"'),
     ("policy", "themis_f", "1.0"),
@@ -154,6 +157,7 @@ BAD = [
     ("priority", "levels", "0"),
     ("limits", "manage", "1"),
     ("limits", "lend", "\"yes\""),
+    ("limits", "site_limits", "\"keep\""),
     ("limits", "accounts", "[1]"),
     ("hooks", "spool", "1"),
     ("hooks", "spool", '" /var/spool "'),
@@ -320,3 +324,11 @@ def test_metrics_listen_addresses(tmp_path, listen, address):
     assert config.Config().metrics.address == ("127.0.0.1", 9817)  # loopback by default
     cfg = config.load(write(tmp_path, f'[metrics]\nlisten = "{listen}"\n'))
     assert cfg.metrics.listen == listen and cfg.metrics.address == address
+
+
+def test_status_file_defaults_beside_the_database_and_can_be_moved_or_turned_off(tmp_path):
+    cfg = config.from_dict({"daemon": {"database": "state/sf.sqlite"}}, base=tmp_path)
+    assert cfg.status_path == tmp_path / "state" / config.STATUS_NAME
+    cfg = config.from_dict({"daemon": {"status_file": "pub/status.json"}}, base=tmp_path)
+    assert cfg.status_path == tmp_path / "pub" / "status.json"
+    assert config.from_dict({"daemon": {"publish_status": False, "status_file": "/x.json"}}).status_path is None

@@ -4,7 +4,7 @@ Slurm JSON and text parsers (22.05 and 24.11 captures mutated), GRES/TRES string
 Each input either parses to sane values or raises the project's own error (``InputError`` / ``ClusterError``,
 both ``SlurmFairError``) naming what was wrong — never another exception. The default examples are few and
 derandomized (CI runs the same ones every time); ``SLURM_FAIR_HYPOTHESIS_EXAMPLES=N`` runs N fresh random
-examples per test (the soak; README "Tests").
+examples per test (the soak; docs/testing.md, "Fuzzing").
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ repository computes for them with its heterogeneity-aware max-min fairness with 
 (``MaxMinFairnessWaterFillingPolicyWithPerf``, commit recorded in the file; run outside this project). Each
 Gavel job is a one-class tenant with a 1-GPU demand (Gavel's scale factor 1), so both normalize by the same
 equal share and the max-min (leximin) throughputs are unique: ours must match job by job. Where demands bind,
-the two differ by design (ours caps each class's reference share at its demand; README, policy table).
+the two differ by design (ours caps each class's reference share at its demand; docs/policies.md, policy table).
 """
 
 from __future__ import annotations

@@ -176,3 +176,33 @@ def test_every_key_the_recorder_writes_is_known_to_ingest():
            "SLURM_JOB_UID": "1000", "SLURM_JOB_GPUS": "0,1", "SLURM_JOB_EXIT_CODE2": "0:0", "SLURM_JOB_EXIT_CODE": "0"}
     r = jobrecord.build_record(env, {}, now=123.0)
     assert check_record(r) == "", check_record(r)
+
+
+def test_a_job_name_with_stray_bytes_does_not_block_the_batch(tmp_path):
+    store = Store(":memory:")
+    bad = rec(11, "start", 10.0, job_name="bad\udcff\x1b[31m", user="\udcfe")  # what an older hook wrote
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / "11.0.start.prolog_slurmctld.json").write_text(jobrecord.to_json(bad))  # \udcff escaped in JSON
+    jobrecord.write_record(str(spool), rec(12, "start", 11.0))
+    res = ingest(store, spool)
+    assert (res.read, res.bad, res.error) == (2, [], "")
+    (r11,) = store.job_records(11)
+    assert r11["job_name"] == "bad\ufffd\x1b[31m" and r11["user"] == "\ufffd"
+    assert len(store.job_records(12)) == 1
+
+
+def test_submit_time_is_ingested_and_runs_take_the_earliest(tmp_path):
+    store = Store(":memory:")
+    spool = spool_with(tmp_path,
+                       rec(9, "start", 100.0, start_time=99.0, submit_time=40.0),
+                       rec(9, "end", 160.0, end_time=159.0, submit_time=40.0),
+                       rec(9, "start", 200.0, restart=1, start_time=199.0, submit_time=180.0),  # moved on requeue
+                       rec(9, "end", 260.0, restart=1, end_time=259.0, submit_time=180.0))
+    assert ingest(store, spool).read == 4
+    assert [r["submit_time"] for r in store.job_records(9)] == [40.0, 40.0, 180.0, 180.0]
+    runs = store.job_runs()
+    assert [(r["restart_count"], r["submit"]) for r in runs] == [(0, 40.0), (1, 180.0)]
+    # a record without the key (hooks older than submit times) is valid and gives None
+    assert check_record(rec(10, "start", 1.0)) == "" and job_runs([rec(10, "start", 1.0)])[0]["submit"] is None
+    assert "submit_time: wrong type" in check_record(rec(10, "start", 1.0, submit_time="yesterday"))

@@ -208,3 +208,136 @@ def test_cli_hooks_install(tmp_path):
     assert f"PrologSlurmctld={tmp_path}/h/slurm-fair-hook" in r.output
     r = CliRunner().invoke(main, ["hooks", "install", "relative/dir"])
     assert r.exit_code == 2 and "error: DEST: must be an absolute path (got 'relative/dir')" in r.output
+
+
+def _site_program(path: Path, rc: int) -> Path:
+    """A site hook that writes its context, job id and arguments to ``<path>.out`` and exits ``rc``."""
+    path.write_text("#!/bin/sh\n"
+                    f'echo "$SLURM_SCRIPT_CONTEXT $SLURM_JOB_ID $*" >> "{path}.out"\n'
+                    f"exit {rc}\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_chained_site_hook_runs_after_the_record_with_its_exit_status(tmp_path):
+    site = _site_program(tmp_path / "site-prolog", 3)
+    dest = tmp_path / "h"
+    jobrecord.install(str(dest), str(tmp_path / "spool"), chain={"PrologSlurmctld": str(site)})
+    assert jobrecord.chained(str(dest)) == {"prolog_slurmctld": str(site)}
+    env = {"SLURM_SCRIPT_CONTEXT": "prolog_slurmctld", "SLURM_JOB_ID": "21"}
+    r = subprocess.run([str(dest / "slurm-fair-hook"), "a1"], env=env, capture_output=True, timeout=20)
+    assert r.returncode == 3  # the site's own status: its way of requeueing a job is kept
+    assert (tmp_path / "site-prolog.out").read_text() == "prolog_slurmctld 21 a1\n"
+    assert (tmp_path / "spool" / "21.0.start.prolog_slurmctld.json").exists()  # recorded first
+    # other contexts have no chain: exit 0 as before
+    r = subprocess.run([str(dest / "slurm-fair-hook")], env={"SLURM_SCRIPT_CONTEXT": "epilog_slurmctld",
+                                                           "SLURM_JOB_ID": "21"}, capture_output=True, timeout=20)
+    assert r.returncode == 0 and (tmp_path / "site-prolog.out").read_text().count("\n") == 1
+
+
+def test_reinstall_keeps_chains_and_key_equals_nothing_removes_one(tmp_path):
+    pro = _site_program(tmp_path / "p", 0)
+    epi = _site_program(tmp_path / "e", 0)
+    dest = tmp_path / "h"
+    jobrecord.install(str(dest), str(tmp_path / "s"), chain={"Prolog": str(pro), "epilog_slurmd": str(epi)})
+    jobrecord.install(str(dest), str(tmp_path / "s"))  # an upgrade: the site's hooks keep running
+    assert jobrecord.chained(str(dest)) == {"prolog_slurmd": str(pro), "epilog_slurmd": str(epi)}
+    jobrecord.install(str(dest), str(tmp_path / "s"), chain={"Prolog": ""})
+    assert jobrecord.chained(str(dest)) == {"epilog_slurmd": str(epi)}
+
+
+@pytest.mark.parametrize("key,program,field", [
+    ("Prologue", "/bin/true", "is not one of PrologSlurmctld"),
+    ("Prolog", "/etc/slurm/prolog.d/*", "not a pattern"),
+    ("Prolog", "relative", "must be one absolute path"),
+    ("Epilog", "/nonexistent/site-epilog", "not an executable file"),
+])
+def test_chain_rejects_bad_input_before_writing_anything(tmp_path, key, program, field):
+    dest = tmp_path / "h"
+    with pytest.raises(ValueError, match="--chain: .*" + field.replace("*", r"\*")):
+        jobrecord.install(str(dest), str(tmp_path / "s"), chain={key: program})
+    assert not dest.exists()
+
+
+def test_chain_refuses_the_shim_itself(tmp_path):
+    dest = tmp_path / "h"
+    jobrecord.install(str(dest), str(tmp_path / "s"))
+    with pytest.raises(ValueError, match="slurm-fair's own hook"):
+        jobrecord.install(str(dest), str(tmp_path / "s"), chain={"Epilog": str(dest / "slurm-fair-hook")})
+
+
+def test_shim_linked_from_a_prolog_folder_finds_its_own_folder(tmp_path):
+    dest = tmp_path / "h"
+    jobrecord.install(str(dest), str(tmp_path / "spool"))
+    pd = tmp_path / "prolog.d"
+    pd.mkdir()
+    (pd / "50-slurm-fair").symlink_to(dest / "slurm-fair-hook")
+    env = {"SLURM_SCRIPT_CONTEXT": "prolog_slurmd", "SLURM_JOB_ID": "5", "SLURMD_NODENAME": "n2"}
+    r = subprocess.run([str(pd / "50-slurm-fair")], env=env, capture_output=True, timeout=20)
+    assert r.returncode == 0
+    assert (tmp_path / "spool" / "5.0.start.prolog_slurmd.n2.json").exists()
+
+
+def test_uninstall_gives_back_the_chained_lines_and_leaves_no_trace(tmp_path):
+    site = _site_program(tmp_path / "site-epilogctld", 0)
+    dest = tmp_path / "h"
+    jobrecord.install(str(dest), str(tmp_path / "spool"), chain={"EpilogSlurmctld": str(site)})
+    subprocess.run([str(dest / "slurm-fair-hook")], env={"SLURM_SCRIPT_CONTEXT": "epilog_slurmctld",
+                                                         "SLURM_JOB_ID": "8"}, capture_output=True, timeout=20)
+    want = ["# PrologSlurmctld= (remove the line)", f"EpilogSlurmctld={site}",
+            "# Prolog= (remove the line)", "# Epilog= (remove the line)"]
+    assert jobrecord.uninstall(str(dest), dry_run=True).splitlines() == want
+    assert (dest / "slurm-fair-hook").exists()
+    assert jobrecord.uninstall(str(dest)).splitlines() == want
+    assert not dest.exists()  # the folder held only what install put there (and the bytecode cache)
+    assert (tmp_path / "spool" / "8.0.end.epilog_slurmctld.json").exists()  # records are kept
+    with pytest.raises(ValueError, match="DEST: no slurm-fair-hook"):
+        jobrecord.uninstall(str(dest))
+
+
+def test_cli_hooks_chain_and_uninstall(tmp_path):
+    from click.testing import CliRunner
+
+    from slurm_fair.cli import main
+
+    site = _site_program(tmp_path / "site", 0)
+    d = str(tmp_path / "h")
+    r = CliRunner().invoke(main, ["hooks", "install", d, "--spool", str(tmp_path / "s"),
+                                  "--chain", f"PrologSlurmctld={site}"])
+    assert r.exit_code == 0, r.output
+    assert f"# prolog_slurmctld: runs {site} after the record" in r.output
+    r = CliRunner().invoke(main, ["hooks", "install", d, "--chain", "PrologSlurmctld"])
+    assert r.exit_code == 2 and "--chain: expected KEY=PROGRAM (got 'PrologSlurmctld')" in r.output
+    r = CliRunner().invoke(main, ["hooks", "uninstall", d, "--dry-run"])
+    assert r.exit_code == 0 and f"PrologSlurmctld={site}" in r.output and Path(d).exists()
+    r = CliRunner().invoke(main, ["hooks", "uninstall", d])
+    assert r.exit_code == 0 and "removed the hooks" in r.output and not Path(d).exists()
+
+
+def test_stray_bytes_in_the_environment_become_replacement_characters(tmp_path):
+    exe = _fake_scontrol(tmp_path, f"cat <<'EOF'\n{SCONTROL_2205}EOF\n")
+    name = os.fsdecode(b"bad\xff\x1b[31mname")  # how os.environ holds a job name that is not UTF-8
+    assert "\udcff" in name
+    env = {"SLURM_SCRIPT_CONTEXT": "prolog_slurmctld", "SLURM_JOB_ID": "42", "SLURM_JOB_NAME": name,
+           "SLURM_JOB_ACCOUNT": "acct_a"}
+    rec = jobrecord.build_record(env, {"scontrol": str(exe)})
+    assert rec["job_name"] == "bad\ufffd\x1b[31mname"
+    text = jobrecord.to_json(rec)
+    text.encode("utf-8")  # valid UTF-8: storable
+    assert json.loads(text)["job_name"] == "bad\ufffd\x1b[31mname"
+    assert jobrecord.clean_text("plain") == "plain" and jobrecord.clean_text("\ud800x\udfff") == "\ufffdx\ufffd"
+
+
+def test_submit_time_is_slurms_and_never_in_the_future(tmp_path):
+    out = SCONTROL_2205.replace("   RunTime=", "   SubmitTime=2026-11-23T20:40:00 EligibleTime=2026-11-23T20:40:00\n"
+                                "   RunTime=")
+    exe = _fake_scontrol(tmp_path, f"cat <<'EOF'\n{out}EOF\n")
+    env = {"SLURM_SCRIPT_CONTEXT": "prolog_slurmctld", "SLURM_JOB_ID": "42", "SLURM_JOB_RESTART_COUNT": "1"}
+    now = time.mktime((2026, 11, 23, 20, 45, 2, 0, 0, -1))
+    rec = jobrecord.build_record(env, {"scontrol": str(exe)}, now=now)
+    assert rec["submit_time"] == time.mktime((2026, 11, 23, 20, 40, 0, 0, 0, -1)) == now - 302
+    # a clock far behind Slurm's (the SubmitTime would be in the future): not recorded
+    assert jobrecord.build_record(env, {"scontrol": str(exe)}, now=now - 3600)["submit_time"] is None
+    # no SubmitTime in the output (or scontrol failed): None, the record is still written
+    exe2 = _fake_scontrol(tmp_path, f"cat <<'EOF'\n{SCONTROL_2205}EOF\n")
+    assert jobrecord.build_record(env, {"scontrol": str(exe2)}, now=now)["submit_time"] is None

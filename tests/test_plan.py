@@ -497,3 +497,101 @@ def test_lend_limits_and_changes_clear_what_is_no_longer_limited():
                    "c": {"v100": 1, "k80": 0, ANY_GPU: 1}}
     ch = P.limit_changes({"a": {"v100": 2, "k80": 3, ANY_GPU: 5}}, {"a": {"v100": 2}}, {"a"})
     assert ch == {"a": {"k80": CLEAR, ANY_GPU: CLEAR}}
+
+
+# ------------------------------------------------------------------------------------------- account trees
+
+
+def tree_snap(jobs=()):
+    """root -> dept (2) -> {kid1 (1), kid2 (3) -> {g1 (1), g2 (1)}}; root -> solo (2)."""
+    accts = (Account("dept", 2, {}, (), "root"), Account("kid1", 1, {}, ("alice",), "dept"),
+             Account("kid2", 3, {}, (), "dept"), Account("g1", 1, {}, ("bob",), "kid2"),
+             Account("g2", 1, {}, ("carol",), "kid2"), Account("solo", 2, {}, ("dave",), "root"))
+    return Snapshot("22.05.8", 0.0, NODES, tuple(jobs), accts, ("gpu",))
+
+
+def test_parse_assoc_reads_the_parent_and_old_output_without_it():
+    text = ("testbed|dept||2||root\ntestbed|kid1||1|gres/gpu:v100=2|dept\ntestbed|kid1|alice|1||\n"
+            "testbed|solo||1||root\n")
+    from slurm_fair.cluster import parse
+
+    accts = {a.name: a for a in parse.parse_assoc(text)}
+    assert (accts["dept"].parent, accts["kid1"].parent, accts["solo"].parent) == ("root", "dept", "root")
+    assert accts["kid1"].limits == {"v100": 2} and accts["kid1"].users == ("alice",)
+    header = "Cluster|Account|User|Share|GrpTRES|ParentName\n" + text
+    assert {a.name: a.parent for a in parse.parse_assoc(header)} == {a: accts[a].parent for a in accts}
+    assert {a.parent for a in parse.parse_assoc("c|acct_a||1|\n")} == {""}  # five columns: no parent known
+
+
+def test_fair_tree_weights_split_a_parents_shares_among_its_children():
+    s = tree_snap()
+    w = {a: P.tree_weight(s, a) for a in ("dept", "kid1", "kid2", "g1", "g2", "solo")}
+    assert w["dept"] == 2.0 and w["solo"] == 2.0  # top level: their Shares
+    assert w["kid1"] == pytest.approx(2 * 1 / 4) and w["kid2"] == pytest.approx(2 * 3 / 4)
+    assert w["g1"] == w["g2"] == pytest.approx(1.5 / 2)
+    assert w["g1"] + w["g2"] + w["kid1"] == pytest.approx(w["dept"])  # the subtree weighs its root
+
+
+def test_only_the_leaves_of_the_tree_are_managed_and_parents_never_get_a_limit():
+    jobs = [job(1, "kid1", 1, "v100"), job(2, "g1", 1, "v100"), job(3, "g2", 1, "k80"), job(4, "solo", 1, "k80"),
+            job(5, "kid2", 1, "v100")]  # kid2 is a parent with a job of its own
+    s = tree_snap(jobs)
+    d = P.observe_demand(s, CFG)
+    assert P.parent_accounts(s) == {"dept", "kid2"}
+    assert P.managed_accounts(s, d, CFG) == ["g1", "g2", "kid1", "solo"]
+    dec = P.decide(s, cfg(preemption={"enabled": True}), lambda problem: get_policy("equal-share")(problem),
+                   profiles=[], shipped=[], deviations={}, deficits={},
+                   managed_before={"dept", "kid2"}, last_ok_started=None, now=0.0, empty_alloc=None)
+    assert "dept" not in dec.planned and "kid2" not in dec.planned
+    assert dec.built.weights["g1"] == pytest.approx(0.75) and dec.built.weights["kid1"] == pytest.approx(0.5)
+    # a parent slurm-fair limited before (an older version) has its limits cleared, not left capping a subtree
+    s2 = Snapshot("22.05.8", 0.0, NODES, tuple(jobs), tuple(
+        Account(a.name, a.shares, {"v100": 0, ANY_GPU: 0} if a.name == "dept" else {}, a.users, a.parent)
+        for a in s.accounts), ("gpu",))
+    dec2 = P.decide(s2, CFG, lambda problem: get_policy("equal-share")(problem), profiles=[], shipped=[],
+                    deviations={}, deficits={}, managed_before={"dept"}, last_ok_started=None, now=0.0,
+                    empty_alloc=None)
+    assert dec2.changes["dept"] == {"v100": CLEAR, ANY_GPU: CLEAR}
+
+
+def test_a_pilot_divides_only_its_accounts_part_and_touches_no_other_account():
+    """limits.accounts = [acct_a]: acct_b's jobs still compete for the GPUs, so acct_a's guarantee is its part
+    (half of each type with equal shares), not the whole cluster; only acct_a gets limits, SiteFactors and a
+    line in the type map (the map says @listed-only)."""
+    jobs = [job(i, "acct_a", 1, "v100") for i in range(1, 9)] + [job(i, "acct_b", 1, "v100") for i in range(11, 19)]
+    jobs += [job(30, "acct_a", 1, None), job(31, "acct_b", 1, None)]
+    s = snap(jobs, accounts={"acct_a": 1, "acct_b": 1})
+    c = cfg(limits={"accounts": ["acct_a"]})
+    dec = P.decide(s, c, lambda problem: get_policy("equal-share")(problem), profiles=[], shipped=[], deviations={},
+                   deficits={}, managed_before=set(), last_ok_started=None, now=0.0, empty_alloc=None)
+    assert dec.plan.real["acct_a"]["v100"] == 2  # of 4 V100s: the other half is acct_b's
+    assert set(dec.planned) == {"acct_a"} and set(dec.changes) <= {"acct_a"}
+    assert {k.partition("/")[0] for k in dec.targets} == {"acct_a"}
+    assert {j for j in dec.factors} == {j.job_id for j in jobs if j.account == "acct_a"}
+    whole = P.decide(snap([j for j in jobs if j.account == "acct_a"], accounts={"acct_a": 1, "acct_b": 1}), c,
+                     lambda problem: get_policy("equal-share")(problem), profiles=[], shipped=[], deviations={},
+                     deficits={}, managed_before=set(), last_ok_started=None, now=0.0, empty_alloc=None)
+    assert whole.plan.real["acct_a"]["v100"] == 4  # alone, the pilot account may have them all
+
+
+def test_a_partition_pilot_divides_its_partitions_gpus_and_its_limits_leave_other_partitions_running():
+    """cluster.partitions = [pilot] (the v100 node): acct_a also runs 2 K80 jobs in partition 'other'. The
+    pilot divides only the V100s; Slurm's GrpTRES counts every partition, so the GPUs held elsewhere are added
+    to acct_a's limits (their type's, when the pilot limits it, and the total) and its K80 jobs are not
+    squeezed by the pilot."""
+    nodes = (Node("v100-1", ("MIXED",), ("pilot",), {"v100": 4}, {}),
+             Node("k80-1", ("MIXED",), ("other",), {"k80": 4}, {"k80": 2}))
+    jobs = [job(1, "acct_a", 2, "k80", state="RUNNING", partition="other", alloc={"k80": 2}),
+            job(2, "acct_a", 1, "v100", partition="pilot"), job(3, "acct_a", 1, "v100", partition="pilot"),
+            job(4, "acct_b", 2, "v100", partition="pilot"), job(5, "acct_b", 1, "k80", partition="other")]
+    s = snap(jobs, nodes=nodes, accounts={"acct_a": 1, "acct_b": 1})
+    c = cfg(cluster={"partitions": ["pilot"]}, limits={"lend": False})
+    dec = P.decide(s, c, lambda problem: get_policy("equal-share")(problem), profiles=[], shipped=[], deviations={},
+                   deficits={}, managed_before=set(), last_ok_started=None, now=0.0, empty_alloc=None)
+    assert dec.built.capacity == {"v100": 4}  # only the pilot's GPUs are divided
+    assert dec.plan.real["acct_a"] == {"v100": 2} and dec.plan.real["acct_b"] == {"v100": 2}
+    assert dec.plan.limits["acct_a"]["v100"] == 2
+    assert "k80" not in dec.planned["acct_a"]  # a type the pilot does not manage gets no limit
+    assert dec.planned["acct_a"][ANY_GPU] == dec.plan.limits["acct_a"][ANY_GPU] + 2  # its K80 jobs elsewhere
+    assert dec.planned["acct_b"] == dec.plan.limits["acct_b"]  # nothing elsewhere is running for acct_b
+    assert set(dec.factors) == {2, 3, 4}  # jobs outside the pilot get no SiteFactor

@@ -164,7 +164,7 @@ def test_the_round_records_the_counts_and_survives_their_failure(monkeypatch, tm
 
     thr = {"fast": {"k80": 1.0, "v100": 3.0}, "flat": {"k80": 1.0, "v100": 2.0}}
     jobs = [TraceJob(f"{a}{i}", 0.0, a, c, 1, 1e6) for i in range(4) for a, c in (("a", "fast"), ("b", "flat"))]
-    cfg = config.from_dict({"daemon": {"database": str(tmp_path / "s.sqlite")}, "hooks": {"spool": str(tmp_path / "sp")}})
+    cfg = config.from_dict({"daemon": {"database": str(tmp_path / "s.sqlite"), "dry_run": False}, "hooks": {"spool": str(tmp_path / "sp")}})
     with Store(cfg.database_path) as store:
         for c, row in thr.items():
             for g, v in row.items():

@@ -15,7 +15,7 @@ factor without a measured throughput — left out on both sides), the same clust
   starts jobs first come first served, each on its fastest type with room — what ``fifo_perf`` does).
 
 On 23dbec the mean JCT is outside 15 % under both policies; those two cases are expected failures (strict: if
-they start passing, the test says so) and the README explains why: Gavel moves a job to another GPU type
+they start passing, the test says so) and docs/simulator.md explains why: Gavel moves a job to another GPU type
 every 6-minute round for free, a Slurm job keeps the GPUs it started on, and on this 8-job trace one 8-GPU
 job left on P100s decides the mean.
 """
@@ -39,7 +39,7 @@ TRACES = ("23dbec", "51b7ef")
 TOLERANCE = 0.15
 CLUSTER = "k80=16,p100=16,v100=16"  # Gavel's --cluster_spec 16:16:16 (v100:p100:k80)
 OURS = {"max_min_fairness_perf": {"dry_run": False}, "fifo_perf": {"dry_run": True}}
-# (trace, Gavel policy, metric) outside 15 %: measured, explained in the README ("Validation against Gavel's simulator")
+# (trace, Gavel policy, metric) outside 15 %: measured, explained in docs/simulator.md ("Validation against Gavel's simulator")
 OUTSIDE = {("23dbec", "max_min_fairness_perf", "mean_jct"), ("23dbec", "fifo_perf", "mean_jct")}
 
 needs_gavel = pytest.mark.skipif(not THROUGHPUTS.exists(), reason=f"Gavel's traces and throughputs not present under {GAVEL}")
@@ -72,7 +72,7 @@ def ours(trace: str, gavel_policy: str):
 
 CASES = [pytest.param(t, p, m, id=f"{t}-{p}-{m}",
                       marks=[pytest.mark.xfail(strict=True, reason="outside 15 %: Gavel migrates jobs between GPU "
-                                               "types every round, Slurm jobs stay put (README)")]
+                                               "types every round, Slurm jobs stay put (docs/simulator.md)")]
                       if (t, p, m) in OUTSIDE else [])
          for t in TRACES for p in OURS for m in ("mean_jct", "makespan")]
 

@@ -422,3 +422,30 @@ def test_preemption_lifecycle_steps_and_queries(store):
         store.preemption_step(pid, "x", state="bogus")
     with pytest.raises(InputError, match="preemption_id"):
         store.preemption_step(999, "x")
+
+
+def test_migration_9_adds_submit_time_and_keeps_every_job_record(path):
+    import json as _json
+
+    path.parent.mkdir()
+    db = sqlite_utils.Database(sqlite3.connect(path, isolation_level=None))
+    assert migrate(db, upto=8) == 8
+    rows = [{"job_id": j, "restart_count": 0, "event": ev, "context": ctx, "node": "", "time": 100.0 + j,
+             "start_time": 99.0, "end_time": 160.0 if ev == "end" else None, "account": "acct_a", "user": "alice",
+             "partition": "gpu", "class": "cnn", "job_name": "n", "gpus": '{"a100": 1}', "gpu_count": 1,
+             "gpu_info": "scontrol TRES", "exit_code": None, "exit_signal": None, "exit_status": None,
+             "derived_exit_code": None, "file": f"{j}.json", "ingested": 1.0, "data": data}
+            for j, ev, ctx, data in ((1, "start", "prolog_slurmctld", '{"job_id": 1}'),
+                                     (1, "end", "epilog_slurmctld", None),
+                                     (2, "start", "prolog_slurmctld", _json.dumps({"submit_time": 42.5})),
+                                     (3, "start", "prolog_slurmctld", "{broken"))]
+    db["job_records"].insert_all(rows)
+    before = [dict(r) for r in db["job_records"].rows]
+    db.close()
+    with Store(path) as s:
+        assert s.version == len(MIGRATIONS) == 9
+        after = list(s.db["job_records"].rows)
+        assert [{k: v for k, v in r.items() if k != "submit_time"} for r in after] == before
+        # the one stored record that held a submit time gives it; the others (none, or unreadable data): null
+        assert [r["submit_time"] for r in after] == [None, None, 42.5, None]
+        assert {r["job_id"]: r["submit"] for r in s.job_runs()} == {1: None, 2: 42.5, 3: None}

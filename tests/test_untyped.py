@@ -174,6 +174,33 @@ def test_render_map_sorted_default_last_and_never_broken():
                     "* a100:4:4 most idle"]
 
 
+def test_partition_types_are_the_gpu_types_of_each_partitions_nodes():
+    nodes = (Node("a100-1", ("IDLE",), ("p1", "gpu"), {"a100": 4}, {}),
+             Node("v100-1", ("DOWN",), ("p2", "gpu"), {"v100": 4}, {}),  # down nodes count: Slurm accepts the type
+             Node("mixed-1", ("MIXED",), ("p2",), {"v100": 2, "k80": 2}, {"k80": 1}),
+             Node("none-1", ("IDLE",), ("p3",), {"k80": 0}, {}))
+    snapshot = Snapshot("22.05.8", 0.0, nodes, (), (), ("p1", "gpu", "p2", "p3"))
+    assert P.partition_types(snapshot) == (P.PartitionTypes("gpu", ("a100", "v100")),
+                                           P.PartitionTypes("p1", ("a100",)),
+                                           P.PartitionTypes("p2", ("k80", "v100")))
+    assert P.partition_types(snap()) == (P.PartitionTypes("gpu", ("a100", "k80", "v100")),)
+
+
+def test_render_map_partition_lines_after_classes_sorted_and_never_broken():
+    T, PT = P.Target, P.PartitionTypes
+    parts = (PT("p2", ("v100", "k80")), PT("p1", ("a100",)), PT("bad part", ("a100",)), PT("p3", ("gpu:x", "2")),
+             PT("p4", ("k80", "bad type", "k80")))
+    text = publish.render_map({"acct_a": T((("a100", 2), ("v100", 1)), "room"), "*": T((("k80", 1),), "free")},
+                              ("comment",), parts)
+    lines = text.splitlines()
+    assert [ln for ln in lines if not ln.startswith("# ")] == [
+        "@classes comment", "#@partition p1 a100", "#@partition p2 k80,v100", "#@partition p4 k80",
+        "acct_a a100:2,v100:1 room", "* k80:1 free"]
+    # without partitions: no partition line (a map as before)
+    assert not [ln for ln in publish.render_map({"*": T((("k80", 1),), "free")}).splitlines()
+                if ln.startswith("#@")]
+
+
 def test_write_map_atomic_mode_mtime_and_only_on_change(tmp_path):
     p = tmp_path / "gpu_type_map.txt"
     assert publish.write_map(p, "acct_a v100\n", now=1_000_000_000.0)
@@ -190,19 +217,24 @@ def test_write_map_atomic_mode_mtime_and_only_on_change(tmp_path):
 
 @pytest.mark.skipif(shutil.which("lua5.1") is None, reason="lua5.1 not installed (apt-get install lua5.1)")
 def test_published_map_is_what_job_submit_lua_reads(tmp_path):
-    """The daemon's output parsed by the real script: the same entries, reasons included."""
+    """The daemon's output parsed by the real script (loaded as a module): the same entries, reasons and
+    partitions included."""
     targets = {"acct_a": P.Target((("v100", 1), ("k80", 2)), "room: v100 1 (free), k80 2 (free)", {"v100": 1}),
                "acct_a/rl": P.Target((("k80", 0), ("v100", 0)), "class order"),
                "*": P.Target((("a100", 4),), "free GPUs no waiting account's guarantee holds")}
-    publish.publish(tmp_path / "gpu_type_map.txt", targets)
-    shutil.copy(REPO / "etc" / "job_submit.lua", tmp_path / "job_submit.lua")
+    parts = (P.PartitionTypes("gpu", ("a100", "k80", "v100")), P.PartitionTypes("old", ("k80",)))
+    publish.publish(tmp_path / "gpu_type_map.txt", targets, partitions=parts)
+    shutil.copy(REPO / "etc" / "job_submit.lua", tmp_path / "slurm_fair_submit.lua")
     probe = (
         "slurm = {SUCCESS = 0, ERROR = -1, log_info = function() end, log_error = function() end,"
         " log_user = function(f, ...) print(string.format(f, ...)) end}\n"
-        f"dofile('{tmp_path}/job_submit.lua')\n"
-        "for _, a in ipairs({{'acct_a', 'x'}, {'acct_a', 'x'}, {'acct_a', 'rl'}, {'acct_z', 'x'}}) do\n"
-        "  local j = {account = a[1], name = a[2], tres_per_job = 'gres:gpu:1'}\n"
-        "  assert(slurm_job_submit(j, {}, 0) == 0); print(j.tres_per_job, j.comment)\n"
+        f"local sf = dofile('{tmp_path}/slurm_fair_submit.lua')\n"
+        "assert(slurm_job_submit == nil and slurm_fair_submit == nil, 'a module defines no globals')\n"
+        "local default = {gpu = {flag_default = 1}, old = {flag_default = 0}}\n"
+        "for _, a in ipairs({{'acct_a', 'x'}, {'acct_a', 'x'}, {'acct_a', 'rl'}, {'acct_z', 'x'},\n"
+        "                    {'acct_a', 'y', 'old'}}) do\n"
+        "  local j = {account = a[1], name = a[2], partition = a[3], tres_per_job = 'gres:gpu:1'}\n"
+        "  assert(sf.job_submit(j, default, 0) == 0); print(j.tres_per_job, j.comment)\n"
         "end\n")
     r = subprocess.run(["lua5.1", "-"], input=probe, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
@@ -216,6 +248,9 @@ def test_published_map_is_what_job_submit_lua_reads(tmp_path):
         "slurm-fair: untyped GPU request given type 'a100' (account acct_z: no entry for the account; "
         "default: free GPUs no waiting account's guarantee holds)",
         "gres:gpu:a100:1\tfair:flex",
+        "slurm-fair: untyped GPU request given type 'k80' (account acct_a: every type's room in the map is used by "
+        "earlier submissions; waits for k80)",
+        "gres:gpu:k80:1\tfair:flex",  # partition old has only k80, whose room is used up: it waits there
     ]
 
 
@@ -260,3 +295,11 @@ def test_explore_plan_moves_one_unused_gpu_of_a_hard_cap_to_an_unprofiled_type_n
     full = [job(1, "acct_a", 3, "v100", "RUNNING", alloc={"v100": 3})]
     assert P.explore_plan(p, snap(full), src, {("acct_a", "cnn")})[1] == []
     assert P.explore_plan(plan({}, real={"acct_a": {}}, lend=True), snap(jobs), src, {("acct_a", "cnn")})[1] == []
+
+
+def test_render_map_listed_only_for_a_pilot():
+    T = P.Target
+    text = publish.render_map({"acct_a": T((("v100", 2),), "room")}, ("comment",), listed_only=True)
+    assert [x for x in text.splitlines() if not x.startswith("# ")] == ["@classes comment", "#@listed-only",
+                                                                       "acct_a v100:2 room"]
+    assert "#@listed-only" not in publish.render_map({"acct_a": T((("v100", 2),), "room")})

@@ -1,4 +1,4 @@
-"""A Python training loop that survives slurm-fair preemption (see slurm_checkpoint.py and README.md).
+"""A Python training loop that survives slurm-fair preemption (see slurm_checkpoint.py and docs/preemption.md).
 
 Environment: CKPT (default ckpt-$SLURM_JOB_ID.json), STEPS (100), STEP_SECONDS (1).
 """

@@ -7,7 +7,7 @@
 # chroot under the state dir.  Everything (munge key+socket, MariaDB, slurmdbd, slurmctld, 4 slurmd)
 # lives under the state dir: <repo>/.testbed/<TESTBED_NAME or release>, or $TESTBED_DIR.  Ports: TESTBED_PORT_BASE
 # (slurmctld; slurmdbd = +2, slurmd = +4..+7) and TESTBED_MYSQL_PORT.  Must run as root.
-# Daemons are stopped only by their recorded PIDs.  See CI.md and the README for details.
+# Daemons are stopped only by their recorded PIDs.  See CI.md and docs/testing.md for details.
 set -euo pipefail
 umask 022
 
@@ -77,6 +77,7 @@ DBD_PORT=$((BASE + 2))
 NODES=(a100-1 v100-1 k80-1 mixed-1)
 declare -A NODE_GRES=([a100-1]="a100:4" [v100-1]="v100:4" [k80-1]="k80:4" [mixed-1]="v100:2,k80:2")
 USERS=(alice bob carol)
+OPERATOR=slurm-fair  # a Unix user for the non-root daemon test (it grants itself sacctmgr AdminLevel=Operator)
 declare -A USER_ACCT=([alice]=acct_a [bob]=acct_b [carol]=acct_c)
 declare -A ACCT_SHARE=([acct_a]=1 [acct_b]=1 [acct_c]=2)
 CLUSTER=testbed
@@ -587,6 +588,7 @@ EOF
 [daemon]
 database = "$LABIN/slurm-fair.sqlite"
 period = 20
+dry_run = false  # the testbed is for trying slurm-fair for real (a fresh site config starts in shadow mode)
 
 [cluster]
 backend = "cli"
@@ -665,7 +667,7 @@ cmd_up() {
     for p in "$CTLD_PORT" "$DBD_PORT" $(seq $((BASE + 4)) $((BASE + 7))) "$MYSQL_PORT"; do
       port_in_use "$p" && die "port $p is already in use (another testbed? set TESTBED_PORT_BASE/TESTBED_MYSQL_PORT)"
     done
-    for name in "${USERS[@]}"; do
+    for name in "${USERS[@]}" "$OPERATOR"; do
       add_unix_user "$name"
       [[ -n $ROOT ]] && add_unix_user "$name" "$(id -u "$name")"
     done

@@ -23,9 +23,9 @@ def console_main() -> None:
 
 
 def _register() -> None:
-    from . import admin, cluster, compare, hooks, profile, profiles, report, simulate, solve
+    from . import admin, cluster, compare, hooks, profile, profiles, report, simulate, site, solve, why
 
-    for mod in (solve, compare, simulate, cluster, admin, report, profiles, profile, hooks):
+    for mod in (solve, compare, simulate, cluster, admin, site, report, why, profiles, profile, hooks):
         mod.register(main)
 
 

@@ -205,13 +205,17 @@ def history_cmd(config_path: str | None, limit: int, as_json: bool) -> None:
 
 @click.command("apply")
 @config_option
-@click.option("--dry-run", is_flag=True, help="Only print what the next round would change (changes nothing).")
+@click.option("--commit", is_flag=True, help="Run one real round (like `daemon --once`): write what it decides.")
+@click.option("--dry-run", is_flag=True, help="Only print what the next round would change (the default).")
 @json_option
 @handle_errors
-def apply_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
-    """Compute the next round now. With --dry-run: print the limit and SiteFactor changes it would make,
-    without changing Slurm or slurm-fair's database. Without: run one real round (like `daemon --once`)."""
-    if not dry_run:
+def apply_cmd(config_path: str | None, commit: bool, dry_run: bool, as_json: bool) -> None:
+    """Compute the next round now and print the limit and SiteFactor changes it would make, without changing
+    Slurm or slurm-fair's database. With --commit: run one real round (like `daemon --once`; in shadow mode,
+    daemon.dry_run = true, it records but still writes nothing to Slurm)."""
+    if commit and dry_run:
+        raise InputError("--commit", True, "and --dry-run contradict each other")
+    if commit:
         from ..daemon.service import serve
 
         sys.exit(serve(config_path, once=True))

@@ -13,7 +13,7 @@ from .. import jobrecord
 
 @click.group("hooks")
 def hooks_group() -> None:
-    """Slurm hooks that record job starts and ends for the daemon (README: Job records from Slurm hooks)."""
+    """Slurm hooks that record job starts and ends for the daemon (docs/hooks.md: Job records from Slurm hooks)."""
 
 
 @hooks_group.command("install")
@@ -24,11 +24,23 @@ def hooks_group() -> None:
               help="SLURM_CONF for the controller hooks' scontrol call (they get none; default: Slurm's default).")
 @click.option("--log", "log", default="", metavar="PATH",
               help="File the hooks log their errors to (default: <spool>.log).")
-def install_cmd(dest: str, spool: str, slurm_conf: str, log: str) -> None:
+@click.option("--chain", "chain", multiple=True, metavar="KEY=PROGRAM",
+              help="Run the site's own hook PROGRAM after the record, in its place (same arguments, environment "
+                   "and exit status), for KEY = PrologSlurmctld, EpilogSlurmctld, Prolog or Epilog: what slurm.conf "
+                   "had there before. KEY= removes a chain; chains set earlier are kept. Repeatable.")
+def install_cmd(dest: str, spool: str, slurm_conf: str, log: str, chain: tuple[str, ...]) -> None:
     """Copy the hook shim and jobrecord.py into DEST (absolute path), write DEST/hooks.conf, create the
-    spool, and print the slurm.conf lines to add (then run `scontrol reconfigure`)."""
+    spool, and print the slurm.conf lines to add (then run `scontrol reconfigure`). A hook slurm.conf already
+    has keeps running when chained (--chain); `hooks uninstall` gives its line back."""
+    pairs = {}
+    for c in chain:
+        key, eq, program = c.partition("=")
+        if not eq:
+            click.echo(f"error: --chain: expected KEY=PROGRAM (got {c!r})", err=True)
+            raise SystemExit(2)
+        pairs[key] = program
     try:
-        lines = jobrecord.install(dest, spool, slurm_conf, log)
+        lines = jobrecord.install(dest, spool, slurm_conf, log, chain=pairs)
     except ValueError as e:
         click.echo(f"error: {e}", err=True)
         raise SystemExit(2) from None
@@ -36,6 +48,29 @@ def install_cmd(dest: str, spool: str, slurm_conf: str, log: str) -> None:
         click.echo(f"error: DEST: cannot install into {dest}: {e.strerror or e} (got {dest!r})", err=True)
         raise SystemExit(1) from None
     click.echo(f"# installed into {dest}; add to slurm.conf, then: scontrol reconfigure")
+    for context, program in sorted(jobrecord.chained(dest).items()):
+        click.echo(f"# {context}: runs {program} after the record")
+    click.echo(lines, nl=False)
+
+
+@hooks_group.command("uninstall")
+@click.argument("dest", metavar="DEST")
+@click.option("--dry-run", is_flag=True, help="Only print the slurm.conf lines; remove nothing.")
+def uninstall_cmd(dest: str, dry_run: bool) -> None:
+    """Remove the hooks from DEST (the spool and its records stay) and print the slurm.conf lines that give
+    each hook back what was chained there before (or remove it). In this order: --dry-run for the lines,
+    put them in slurm.conf, `scontrol reconfigure`, then this without --dry-run (a hook slurm.conf still
+    names must exist)."""
+    try:
+        lines = jobrecord.uninstall(dest, dry_run=dry_run)
+    except ValueError as e:
+        click.echo(f"error: {e}", err=True)
+        raise SystemExit(2) from None
+    except OSError as e:
+        click.echo(f"error: DEST: cannot remove from {dest}: {e.strerror or e} (got {dest!r})", err=True)
+        raise SystemExit(1) from None
+    click.echo(f"# {'would remove' if dry_run else 'removed'} the hooks in {dest}; slurm.conf lines that restore "
+               "the site's own hooks:")
     click.echo(lines, nl=False)
 
 

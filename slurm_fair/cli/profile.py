@@ -16,6 +16,7 @@ import click
 from .. import config as config_mod
 from ..cluster import connect
 from ..errors import InputError, SlurmFairError
+from ..daemon.why import printable
 from ..profiling import agent, client
 from .common import config_option, handle_errors, json_option
 from .table import render
@@ -97,8 +98,9 @@ def submit_cmd(config_path: str | None, account: str, cls: str, types: str | Non
 
 def _profile_jobs(timeout: float) -> list[dict]:
     """Profiling jobs Slurm still knows (running, pending, or ended within MinJobAge), with their reports."""
+    # any job's name or comment may hold bytes that are not UTF-8: they become U+FFFD, never a traceback
     r = subprocess.run(["squeue", "--states=all", "-h", "-o", "%i|%T|%a|%j|%b|%M|%k"], capture_output=True,
-                       text=True, timeout=timeout)
+                       text=True, encoding="utf-8", errors="replace", timeout=timeout)
     if r.returncode != 0:
         raise SlurmFairError(f"squeue exited {r.returncode}: {r.stderr.strip()}")
     out = []
@@ -146,7 +148,7 @@ def status_cmd(config_path: str | None, as_json: bool) -> None:
         return
     if jobs:
         click.echo(render(["JOB", "STATE", "ACCOUNT", "CLASS", "GRES", "ELAPSED", "REPORTED", "N", "NVML"],
-                          [[j["job_id"], j["state"], j["account"], j["class"], j["gres"], j["elapsed"],
+                          [[j["job_id"], j["state"], j["account"], printable(j["class"], 40), j["gres"], j["elapsed"],
                             j["throughput"] or "-", j["reports"] or "-", j["nvml"] or "-"] for j in jobs]))
     else:
         click.echo("no profiling jobs known to Slurm (ended ones are forgotten after MinJobAge)")

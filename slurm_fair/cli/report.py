@@ -41,6 +41,32 @@ def _ir(f: dict, key: str) -> str:
     return f"{f['ideal'][key]}/{f['real'][key]}" if f["real"]["rounds"] else "-"
 
 
+def _dur(seconds: float | None) -> str:
+    """A duration that reads at a glance: 42s, 12.5m, 3.20h (one unit per cell)."""
+    if seconds is None:
+        return "-"
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.1f}m"
+    return f"{seconds / 3600:.2f}h"
+
+
+def _print_waits(waits: dict) -> None:
+    rows = [[a, t, w["jobs"], w["with_submit"], _dur(w["wait_mean_s"]), _dur(w["wait_p50_s"]), _dur(w["wait_p95_s"]),
+             _dur(w["jct_mean_s"])]
+            for a, row in (waits.get("by_account") or {}).items() for t, w in row.items()]
+    click.echo("")
+    if not rows:
+        click.echo("queue wait and JCT: no finished GPU job in the window")
+        return
+    click.echo(render(["ACCOUNT", "GPU TYPE", "JOBS", "WITH SUBMIT", "WAIT MEAN", "WAIT P50", "WAIT P95", "JCT MEAN"],
+                      rows, right=range(2, 8)))
+    click.echo("WAIT: queue wait, first start - submit; JCT: job completion time, last end - submit; over the "
+               "finished GPU jobs whose hook records hold the submit time (WITH SUBMIT of JOBS); GPU TYPE: the type "
+               "the job's first run got ('untyped': counted in gres/gpu only, '?': not read)")
+
+
 def _print_table(rep: dict) -> None:
     click.echo(f"{rep['rounds']} round(s) from {_time(rep['first'])} to {_time(rep['last'])}: "
                + ", ".join(f"{n} {s}" for s, n in sorted(rep["statuses"].items())))
@@ -65,9 +91,9 @@ def _print_table(rep: dict) -> None:
     click.echo("")
     click.echo("IDEAL, REAL, LIMIT: mean GPUs per round (policy's share, whole GPUs placed, limit set); THROUGHPUT: "
                "mean normalized throughput of the share / of the placed GPUs; I/R: policy's shares / placed GPUs")
-    click.echo(f"jobs: {jobs['count']} finished; time from first start to last end (the hook records hold no submit "
-               f"time, so this is not the JCT): mean {_h(jobs['mean_s'])} h, median {_h(jobs['median_s'])} h, "
-               f"p95 {_h(jobs['p95_s'])} h")
+    click.echo(f"jobs: {jobs['count']} finished; run time, first start to last end (requeues included): mean "
+               f"{_h(jobs['mean_s'])} h, median {_h(jobs['median_s'])} h, p95 {_h(jobs['p95_s'])} h")
+    _print_waits(rep.get("waits") or {})
     by_state = rep["preemptions"]["by_state"]
     click.echo(f"preemptions: {rep['preemptions']['total']}"
                + (" (" + ", ".join(f"{n} {s}" for s, n in by_state.items()) + ")" if by_state else ""))
@@ -88,13 +114,16 @@ def _print_table(rep: dict) -> None:
                    "per policy, job times, envy and sharing-incentive violations per round, a policy comparison.")
 @json_option(help='Print JSON: {window, rounds, first, last, statuses, policies {name: {rounds, ok_rounds, '
                   'mean_round_seconds, mean_solve_seconds, mean_total_throughput, fairness, jobs}}, fairness, '
-                  'accounts, jobs, preemptions, timeline}.')
+                  'accounts, jobs, waits {jobs, with_submit, by_account {account: {gpu type: {jobs, with_submit, '
+                  'wait_mean_s, wait_p50_s, wait_p95_s, wait_max_s, jct_mean_s, run_mean_s}}}}, preemptions, '
+                  'timeline}.')
 @handle_errors
 def report_cmd(config_path: str | None, db_path: str | None, since: str | None, until: str | None,
                plot_dir: str | None, as_json: bool) -> None:
     """What the store recorded over a window: per account and round the policy's share, the whole GPUs
     placed, the limit and their throughput; envy and sharing-incentive violations per round; each policy
-    used (rounds, round seconds, throughput, fairness); job times from the hook records; preemptions.
+    used (rounds, round seconds, throughput, fairness); job times from the hook records, and per account and
+    GPU type the queue wait (start - submit, mean, p50, p95) and JCT (end - submit); preemptions.
 
     \b
         slurm-fair report --since 3d

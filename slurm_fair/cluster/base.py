@@ -86,6 +86,7 @@ class Account:
     shares: int  # fair-share Shares of the account association (parent=cluster level)
     limits: Mapping[str, int]  # GrpTRES GPU limits: type -> N, ANY_GPU -> untyped total; absent = none
     users: tuple[str, ...] = ()
+    parent: str = ""  # parent account ("root" for a top-level account; "" when not known)
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,14 @@ class Cluster(ABC):
     @abstractmethod
     def requeue_job(self, job_id: int) -> None:
         """Requeue a job (scontrol requeue)."""
+
+    def job_info(self, job_id: int) -> Job | None:
+        """One job as Slurm shows it now, in any state (finished ones while slurmctld still knows them; its GPUs
+        may be 0), with its SiteFactor where Slurm gives it; None if Slurm does not know the job. Needs no rights
+        beyond seeing the job (``slurm-fair why`` runs it as the job's user)."""
+        from .errors import Unsupported
+
+        raise Unsupported(f"the {self.name} backend cannot look up a single job")
 
 
 def version_tuple(v: str) -> tuple[int, ...]:

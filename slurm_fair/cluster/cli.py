@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 
 from ..errors import InputError
 from . import parse
-from .base import ANY_GPU, CLEAR, Cluster, Snapshot, supports_pending_retype, version_tuple
+from .base import ANY_GPU, CLEAR, Cluster, Job, Snapshot, supports_pending_retype, version_tuple
 from .errors import ClusterUnreachable, CommandFailed, ParseError, Unsupported
 
 _UNREACHABLE = parse.UNREACHABLE_PHRASES
@@ -45,14 +45,17 @@ class CliCluster(Cluster):
         self.env = dict(os.environ if env is None else env)
         self._version: str | None = None
         self._json: str | None = None
+        self._cluster: str | None = None
         self.calls: list[list[str]] = []  # every argv run, for tests and debugging
 
     # -- running commands ----------------------------------------------------------------------
     def _start(self, argv: Sequence[str]) -> subprocess.Popen[str]:
         self.calls.append(list(argv))
         try:
+            # UTF-8 whatever the locale, and a byte that is not UTF-8 (squeue --json passes a job name's or
+            # comment's bytes through as they are) becomes U+FFFD: one user's job never fails the whole call
             return subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    env=self.env, stdin=subprocess.DEVNULL)
+                                    encoding="utf-8", errors="replace", env=self.env, stdin=subprocess.DEVNULL)
         except FileNotFoundError:
             raise CommandFailed(argv, 127, f"{argv[0]}: command not found (is the Slurm client installed "
                                            "and on PATH?)") from None
@@ -82,6 +85,18 @@ class CliCluster(Cluster):
             self._version = parse.parse_version_output(self._run(["scontrol", "--version"]))
         return self._version
 
+    def cluster_name(self) -> str:
+        """``ClusterName`` of the slurm.conf the clients use (``scontrol show config``), read once: every
+        ``sacctmgr`` call names it, so a slurmdbd shared by several clusters sees only this one's associations
+        read and changed."""
+        if self._cluster is None:
+            out = self._run(["scontrol", "show", "config"])
+            m = re.search(r"^ClusterName\s*=\s*(\S+)", out, re.MULTILINE)
+            if not m or not _NAME_RE.fullmatch(m.group(1)):
+                raise ParseError(f"scontrol show config: no usable ClusterName ({m.group(1) if m else 'missing'})")
+            self._cluster = m.group(1)
+        return self._cluster
+
     def _nodes_argv(self) -> list[str]:
         if version_tuple(self.version()) >= (23, 2):
             return ["scontrol", "show", "node", "--json"]
@@ -103,7 +118,8 @@ class CliCluster(Cluster):
     def snapshot(self) -> Snapshot:
         nodes_argv = self._nodes_argv()
         jobs_argv = ["squeue", self._json_flag(), "--states=PENDING,RUNNING"]
-        assoc_argv = ["sacctmgr", "-P", "-n", "show", "assoc", f"format={parse.ASSOC_FORMAT}"]
+        assoc_argv = ["sacctmgr", "-P", "-n", "show", "assoc", "where", f"cluster={self.cluster_name()}",
+                      f"format={parse.ASSOC_FORMAT}"]
         sprio_argv = ["sprio", "-h", "-o", "%i|%S"]
         deadline = time.monotonic() + self.timeout
         procs = [(a, self._start(a)) for a in (jobs_argv, nodes_argv, assoc_argv, sprio_argv)]
@@ -138,18 +154,9 @@ class CliCluster(Cluster):
         if site:
             jobs = [j if not site.get(j.job_id) else replace(j, site_factor=site[j.job_id]) for j in jobs]
         nodes = parse.parse_nodes(nodes_out, what=" ".join(nodes_argv))
-        accounts = parse.parse_assoc(assoc_out, cluster=self._cluster_name(nodes_out, outs[0]))
+        accounts = parse.parse_assoc(assoc_out, cluster=self.cluster_name())
         return Snapshot(slurm_version=self.version(), taken_at=time.time(), nodes=tuple(nodes),
                         jobs=tuple(jobs), accounts=tuple(accounts), partitions=parse.partitions_of(nodes))
-
-    @staticmethod
-    def _cluster_name(nodes_out: str, jobs_out: str) -> str | None:
-        """The cluster name, from the 24.11 envelope (meta.slurm.cluster); None on 22.05 (then every
-        cluster's associations are read, which is right for the usual one-cluster slurmdbd)."""
-        m = re.search(r'"cluster"\s*:\s*"([^"]*)"', nodes_out[:2000] + nodes_out[-2000:])
-        if m and m.group(1):
-            return m.group(1)
-        return None
 
     def job(self, job_id: int) -> dict:
         """The raw JSON record of one job (squeue --json --jobs=N); {} if it is gone."""
@@ -165,6 +172,30 @@ class CliCluster(Cluster):
             if parse.num(rec.get("job_id")) == job_id:
                 return rec
         return {}
+
+    def job_info(self, job_id: int) -> Job | None:
+        """The job (``squeue --json --jobs=N --states=all``, any state) and its SiteFactor (``sprio``, only for a
+        pending job; 0 when sprio says nothing); None when Slurm does not know it."""
+        _check_job_id(job_id)
+        try:
+            out = self._run(["squeue", "--json", f"--jobs={job_id}", "--states=all"])
+        except CommandFailed as e:
+            if "invalid job id" in e.stderr.lower():
+                return None
+            raise
+        doc = parse.load_json(out, "squeue --json --jobs")
+        recs = [r for r in doc.get("jobs") or [] if isinstance(r, dict) and parse.num(r.get("job_id")) == job_id]
+        if not recs:
+            return None
+        job = parse.parse_job(recs[0])
+        if job.pending:
+            try:
+                site = parse.parse_sprio(self._run(["sprio", "-h", "-j", str(job_id), "-o", "%i|%S"]))
+            except (CommandFailed, ParseError):
+                site = {}
+            if site.get(job_id):
+                job = replace(job, site_factor=site[job_id])
+        return job
 
     # -- actions -------------------------------------------------------------------------------
     def set_accounts_gpu_limits(self, limits: Mapping[str, Mapping[str, int]]) -> None:
@@ -186,7 +217,7 @@ class CliCluster(Cluster):
         for items, accounts in groups.items():
             tres = ",".join(("gres/gpu" if t == ANY_GPU else f"gres/gpu:{t}") + f"={v}" for t, v in items)
             self._run(["sacctmgr", "-i", "modify", "account", "where", "name=" + ",".join(sorted(accounts)),
-                       "set", f"GrpTRES={tres}"])
+                       f"cluster={self.cluster_name()}", "set", f"GrpTRES={tres}"])
 
     def set_site_factors(self, factors: Mapping[int, int]) -> None:
         by_value: dict[int, list[int]] = {}

@@ -496,7 +496,7 @@ def parse_nodes(data: str | bytes | Mapping[str, Any], what: str = "nodes JSON",
 
 # ------------------------------------------------------------------------------------------------
 # accounts (sacctmgr -P -n show assoc format=cluster,account,user,fairshare,grptres)
-ASSOC_FORMAT = "cluster,account,user,fairshare,grptres"
+ASSOC_FORMAT = "cluster,account,user,fairshare,grptres,parentname"
 
 
 def grptres_limits(text: str, where: str = "GrpTRES") -> dict[str, int]:
@@ -518,16 +518,17 @@ def grptres_limits(text: str, where: str = "GrpTRES") -> dict[str, int]:
 
 
 def parse_assoc(text: str, cluster: str | None = None) -> list[Account]:
-    """``sacctmgr -P -n show assoc format=cluster,account,user,fairshare,grptres`` -> Accounts.
+    """``sacctmgr -P -n show assoc format=cluster,account,user,fairshare,grptres,parentname`` -> Accounts.
 
-    Account rows (empty user) give shares and GPU limits; user rows give ``users``.  The ``root``
-    account is left out.  ``fairshare=parent`` reads as 0.  With ``cluster``, other clusters' rows are
-    skipped."""
+    Account rows (empty user) give shares, GPU limits and the parent account (``root`` for a top-level one;
+    output without the sixth column reads as no parent); user rows give ``users``. The ``root`` account is
+    left out. ``fairshare=parent`` reads as 0. With ``cluster``, other clusters' rows are skipped."""
     shares: dict[str, int] = {}
     limits: dict[str, dict[str, int]] = {}
+    parents: dict[str, str] = {}
     users: dict[str, list[str]] = {}
     order: list[str] = []
-    columns = [0, 1, 2, 3, 4]
+    columns = [0, 1, 2, 3, 4, 5]
     for n, line in enumerate((text or "").splitlines(), 1):
         if not line.strip():
             continue
@@ -537,12 +538,13 @@ def parse_assoc(text: str, cluster: str | None = None) -> list[Account]:
             missing = [w for w in want if w not in parts]
             if missing:
                 raise ParseError(f"sacctmgr header: missing column(s) {missing} in {line!r}")
-            columns = [parts.index(w) for w in want]
+            columns = [parts.index(w) for w in want] + ([parts.index("ParentName")] if "ParentName" in parts else [])
             continue
-        if len(parts) <= max(columns):
-            raise ParseError(f"sacctmgr line {n}: expected {max(columns) + 1} '|'-separated fields "
+        if len(parts) <= max(columns[:5]):
+            raise ParseError(f"sacctmgr line {n}: expected at least {max(columns[:5]) + 1} '|'-separated fields "
                              f"({ASSOC_FORMAT}), got {line!r}")
-        clu, acct, user, share, grptres = (parts[c] for c in columns)
+        clu, acct, user, share, grptres = (parts[c] for c in columns[:5])
+        parent = parts[columns[5]] if len(columns) > 5 and len(parts) > columns[5] else ""
         if cluster and clu and clu != cluster:
             continue
         if not acct:
@@ -563,8 +565,9 @@ def parse_assoc(text: str, cluster: str | None = None) -> list[Account]:
         else:
             raise ParseError(f"sacctmgr line {n}: account {acct}: bad fairshare {share!r}")
         limits[acct] = grptres_limits(grptres, f"sacctmgr line {n}: account {acct}: GrpTRES")
-    return [Account(name=a, shares=shares.get(a, 0), limits=limits.get(a, {}), users=tuple(users.get(a, ())))
-            for a in order if a in shares]
+        parents[acct] = parent
+    return [Account(name=a, shares=shares.get(a, 0), limits=limits.get(a, {}), users=tuple(users.get(a, ())),
+                    parent=parents.get(a, "")) for a in order if a in shares]
 
 
 def partitions_of(nodes: Iterable[Node]) -> tuple[str, ...]:

@@ -1,9 +1,9 @@
 """PyslurmCluster: the Cluster interface with jobs and nodes read in-process through pyslurm.
 
 Optional.  PyPI only has pyslurm 25.11; for another Slurm release pyslurm's matching branch must be built
-from source (README: "pyslurm backend").  pyslurm's major.minor must equal the running Slurm's, which is
-checked *before* ``import pyslurm``: importing it runs libslurm's ``slurm_init``, which aborts the whole
-process on a slurm.conf it cannot read.
+from source (docs/slurm-backends.md: "Optional: the in-process pyslurm backend").  pyslurm's major.minor must
+equal the running Slurm's, which is checked *before* ``import pyslurm``: importing it runs libslurm's
+``slurm_init``, which aborts the whole process on a slurm.conf it cannot read.
 
 What goes through pyslurm: the job table and the node table (one RPC each, no JSON, no child process),
 the controller's version and cluster name.  What does not, because pyslurm 22.5 is broken or lacks it
@@ -35,7 +35,7 @@ import time
 from typing import Any, Callable, Mapping, TypeVar
 
 from . import parse
-from .base import Cluster, Snapshot, version_tuple
+from .base import Cluster, Job, Snapshot, version_tuple
 from .cli import CliCluster
 from .errors import ClusterUnreachable, CommandFailed, ParseError, Unsupported
 
@@ -156,7 +156,9 @@ class PyslurmCluster(Cluster):
 
     def snapshot(self) -> Snapshot:
         cli = self._cli
-        assoc_argv = ["sacctmgr", "-P", "-n", "show", "assoc", f"format={parse.ASSOC_FORMAT}"]
+        assoc_argv = ["sacctmgr", "-P", "-n", "show", "assoc", *(["where", f"cluster={self._cluster_name}"]
+                                                                  if self._cluster_name else []),
+                      f"format={parse.ASSOC_FORMAT}"]
         sprio_argv = ["sprio", "-h", "-o", "%i|%S"]
         deadline = time.monotonic() + self.timeout
         procs = [(a, cli._start(a)) for a in (assoc_argv, sprio_argv)]
@@ -199,6 +201,9 @@ class PyslurmCluster(Cluster):
 
     def requeue_job(self, job_id: int) -> None:
         self._cli.requeue_job(job_id)
+
+    def job_info(self, job_id: int) -> Job | None:
+        return self._cli.job_info(job_id)
 
 
 _users: dict[int, str] = {}

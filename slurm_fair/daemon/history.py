@@ -7,27 +7,30 @@ account and GPU type per round), the job runs from the hooks' records (``store.j
 preemptions. A round belongs to the window when it *started* in it; a job when its last run *ended* in it;
 a preemption when it was *created* in it.
 
-Jobs: the hook records hold each run's start and end but not the job's submit time, so the job time shown
-is **start to end** (first run's start to last run's end, requeue waits included), not the job completion
-time (which also counts the wait before the first start). Each job is counted under the policy of the last
-round started at or before its end.
+Jobs (:mod:`.jobtimes`): ``jobs`` shows each finished job's run time, **start to end** (first run's start to
+last run's end, requeue waits included); ``waits`` shows, per account and GPU type, the queue wait (first start −
+submit) and the job completion time (last end − submit) from the submit time the controller hooks record. Each
+job is counted under the policy of the last round started at or before its end.
 """
 
 from __future__ import annotations
 
 import bisect
 import datetime
-import math
 import re
 import statistics
 from typing import Any, Iterable, Mapping
 
 from ..errors import InputError
 from ..store import Store
+from .jobtimes import FinishedJob, finished_jobs, percentile, wait_stats
+
+__all__ = ["JOB_TIME", "WAIT_TIME", "fairness_summary", "load", "parse_when", "percentile", "report"]
 
 RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 JOB_TIME = "start_to_end"  # what the job times measure (see the module docstring)
+WAIT_TIME = "queue wait = first start - submit; jct = last end - submit"
 SIDES = ("ideal", "real")
 
 
@@ -80,34 +83,6 @@ def fairness_summary(series: Iterable[Mapping[str, Any] | None]) -> dict[str, An
 # ------------------------------------------------------------------------------------------- report
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """The ``q`` quantile (0..1) of ``values``, linear between order statistics (numpy's default); None if empty."""
-    if not values:
-        return None
-    v = sorted(values)
-    k = (len(v) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
-
-
-def job_times(runs: Iterable[Mapping[str, Any]], since: float | None, until: float | None) -> list[dict[str, Any]]:
-    """Finished jobs (every run has ended) whose last run ended in [since, until]: job_id, account, start
-    (first run), end (last run), seconds (end - start), runs."""
-    by_job: dict[int, list[Mapping[str, Any]]] = {}
-    for r in runs:
-        by_job.setdefault(int(r["job_id"]), []).append(r)
-    out = []
-    for jid, rs in sorted(by_job.items()):
-        if any(r["end"] is None for r in rs):
-            continue
-        start, end = min(r["start"] for r in rs), max(r["end"] for r in rs)
-        if (since is not None and end < since) or (until is not None and end > until):
-            continue
-        out.append({"job_id": jid, "account": rs[-1]["account"], "start": start, "end": end,
-                    "seconds": end - start, "runs": len(rs)})
-    return out
-
-
 def _stats(values: list[float]) -> dict[str, Any]:
     return {"count": len(values), "mean_s": statistics.fmean(values) if values else None,
             "median_s": percentile(values, 0.5), "p95_s": percentile(values, 0.95),
@@ -135,7 +110,9 @@ def report(rounds: list[Mapping[str, Any]], placements: Iterable[Mapping[str, An
     ok_rounds, mean_round_seconds, mean_solve_seconds, mean_total_throughput, fairness (summary), jobs
     (start-to-end statistics)}; ``fairness``: the summary over the window; ``jobs``: {measured:
     "start_to_end", count, mean_s, median_s, p95_s, max_s, by_account {account: same}, times [seconds of
-    each job]}; ``preemptions``: {total, by_state, by_account}."""
+    each job]}; ``waits``: {measured, jobs, with_submit, by_account {account: {GPU type: {jobs, with_submit,
+    wait_mean_s, wait_p50_s, wait_p95_s, wait_max_s, jct_mean_s, run_mean_s}}}} (:mod:`.jobtimes`);
+    ``preemptions``: {total, by_state, by_account}."""
     per_round: dict[int, dict[str, dict[str, float]]] = {}
     for p in placements:
         row = per_round.setdefault(int(p["round_id"]), {"ideal": {}, "real": {}, "limit": {}})
@@ -164,11 +141,11 @@ def report(rounds: list[Mapping[str, Any]], placements: Iterable[Mapping[str, An
                 for a, v in sorted(accounts.items())}
 
     starts = [float(r["started"]) for r in rounds]
-    jobs = job_times(runs, since, until)
+    jobs: list[FinishedJob] = finished_jobs(runs, since, until)
     policy_of_job: dict[int, str | None] = {}
     for j in jobs:
-        i = bisect.bisect_right(starts, j["end"]) - 1
-        policy_of_job[j["job_id"]] = rounds[i]["policy"] if i >= 0 else None
+        i = bisect.bisect_right(starts, j.end) - 1
+        policy_of_job[j.job_id] = rounds[i]["policy"] if i >= 0 else None
     policies: dict[str, dict[str, Any]] = {}
     for name in dict.fromkeys(r["policy"] for r in rounds):
         rs = [r for r in rounds if r["policy"] == name]
@@ -179,11 +156,11 @@ def report(rounds: list[Mapping[str, Any]], placements: Iterable[Mapping[str, An
             "mean_solve_seconds": _mean(r["solve_seconds"] for r in ok),
             "mean_total_throughput": _mean(r["total_throughput"] for r in ok),
             "fairness": fairness_summary(r.get("fairness") for r in rs),
-            "jobs": _stats([j["seconds"] for j in jobs if policy_of_job[j["job_id"]] == name]),
+            "jobs": _stats([j.seconds for j in jobs if policy_of_job[j.job_id] == name]),
         }
     by_account: dict[str, list[float]] = {}
     for j in jobs:
-        by_account.setdefault(j["account"], []).append(j["seconds"])
+        by_account.setdefault(j.account, []).append(j.seconds)
     pre = list(preemptions)
     by_state: dict[str, int] = {}
     pre_acct: dict[str, int] = {}
@@ -199,11 +176,14 @@ def report(rounds: list[Mapping[str, Any]], placements: Iterable[Mapping[str, An
         "policies": policies,
         "fairness": fairness_summary(r.get("fairness") for r in rounds),
         "accounts": accounts,
-        "jobs": {"measured": JOB_TIME, **_stats([j["seconds"] for j in jobs]),
+        "jobs": {"measured": JOB_TIME, **_stats([j.seconds for j in jobs]),
                  "by_account": {a: _stats(v) for a, v in sorted(by_account.items())},
-                 "by_policy": {name: [j["seconds"] for j in jobs if policy_of_job[j["job_id"]] == name]
+                 "by_policy": {name: [j.seconds for j in jobs if policy_of_job[j.job_id] == name]
                                for name in policies},
-                 "times": [j["seconds"] for j in jobs]},
+                 "times": [j.seconds for j in jobs]},
+        "waits": {"measured": WAIT_TIME, "jobs": sum(1 for j in jobs if j.gpu_type),
+                  "with_submit": sum(1 for j in jobs if j.gpu_type and j.submit is not None),
+                  "by_account": {a: {t: w.as_dict() for t, w in row.items()} for a, row in wait_stats(jobs).items()}},
         "preemptions": {"total": len(pre), "by_state": dict(sorted(by_state.items())),
                         "by_account": dict(sorted(pre_acct.items()))},
         "timeline": timeline,

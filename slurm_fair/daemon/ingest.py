@@ -35,6 +35,7 @@ _FIELDS: dict[str, tuple[type, ...]] = {
 }
 _OPTIONAL: dict[str, tuple[type, ...]] = {
     "start_time": (int, float, type(None)), "end_time": (int, float, type(None)),
+    "submit_time": (int, float, type(None)),
     "gpu_count": (int, type(None)), "exit_code": (int, type(None)), "exit_signal": (int, type(None)),
     "exit_status": (int, type(None)), "user": (str,), "partition": (str,), "class": (str,), "job_name": (str,),
     "node": (str,), "gpu_info": (str,), "derived_exit_code": (str, type(None)),

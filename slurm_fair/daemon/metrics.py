@@ -1,4 +1,4 @@
-"""Prometheus metrics of the daemon: ``GET /metrics`` on ``metrics.listen`` (README, "Metrics (Prometheus)").
+"""Prometheus metrics of the daemon: ``GET /metrics`` on ``metrics.listen`` (docs/metrics-reports.md, "Metrics (Prometheus)").
 
 Two parts:
 

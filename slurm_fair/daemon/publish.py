@@ -5,13 +5,15 @@ The decision is :func:`slurm_fair.daemon.plan.untyped_targets` (pure); this modu
 Rules:
 
 * Format (what the Lua script parses): ``#`` comment lines, an ``@classes`` line (where a job's class is read),
-  then one ``ACCOUNT TYPE:ROOM[:BLOCK],... REASON`` line per account (sorted), ``ACCOUNT/CLASS TYPE,...`` class
-  lines, and a last ``* TYPE:ROOM[:BLOCK],... REASON`` line (the default): the types in the order
-  job_submit.lua hands them out, each with the GPUs it may give there and the largest job that fits there
-  now (:class:`~.plan.Target`); ``|`` instead of ``,`` starts the next tier (class lines reorder within a
-  tier only). Accounts and
-  types that the script would refuse (anything but ``[A-Za-z0-9_.-]``) are left out, so a published map is
-  never "broken"; reasons are flattened to one line of printable text.
+  ``#@partition NAME TYPE,...`` lines (the GPU types each partition's nodes have, :func:`.plan.partition_types`;
+  job_submit.lua types a job only among the types of its partitions; to a script older than these lines they
+  are comments, so it types as before), then one ``ACCOUNT TYPE:ROOM[:BLOCK],... REASON`` line per account
+  (sorted), ``ACCOUNT/CLASS TYPE,...`` class lines, and a last ``* TYPE:ROOM[:BLOCK],... REASON`` line (the
+  default): the types in the order job_submit.lua hands them out, each with the GPUs it may give there and the
+  largest job that fits there now (:class:`~.plan.Target`); ``|`` instead of ``,`` starts the next tier (class
+  lines reorder within a tier only). Partitions, accounts and types that the script would refuse (anything but
+  ``[A-Za-z0-9_.-]``) are left out, so a published map is never "broken"; reasons are flattened to one line of
+  printable text.
 * Writing is atomic: a temporary file in the same folder, ``fsync``, mode 0644, mtime set explicitly to
   now, then ``os.replace`` over the map. A submission reads either the old or the new map, never half.
 * The file is rewritten only when its content would change (no timestamp in it), so an unchanged plan
@@ -27,25 +29,41 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .plan import DEFAULT_TARGET, Target
+from .plan import DEFAULT_TARGET, PartitionTypes, Target
 
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 HEADER = (
     "# slurm-fair GPU type map, rewritten by the daemon each round: do not edit.\n"
-    "# Read by job_submit.lua on every submission: ACCOUNT TYPE:ROOM,... REASON; '*' = accounts without a line.\n"
+    "# Read by job_submit.lua on every submission: ACCOUNT TYPE:ROOM,... REASON; '*' = accounts without a line;\n"
+    "# '#@partition NAME TYPE,...': a job is typed only among the GPU types of its partitions.\n"
 )
 
 
-def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("comment", "wckey", "name")) -> str:
+def _valid_type(g: str) -> bool:
+    return bool(_NAME.fullmatch(g)) and not g.isdigit()
+
+
+def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("comment", "wckey", "name"),
+               partitions: Sequence[PartitionTypes] = (), listed_only: bool = False) -> str:
     """The map file's text for ``{account: Target}`` (``"*"`` = default line, written last; ``account/class``
-    keys are class lines: the order of types alone) and the ``@classes`` line (``classes.order``)."""
+    keys are class lines: the order of types alone), the ``@classes`` line (``classes.order``) and one
+    ``#@partition NAME TYPE,...`` line per partition (by name; a partition or type the script would refuse is
+    left out: untyped jobs in a partition without a line pass unchanged). ``listed_only`` (a pilot,
+    ``limits.accounts``) adds ``#@listed-only``: job_submit.lua leaves the untyped requests of accounts without a
+    line as they are (instead of refusing them when there is no ``*`` line)."""
     lines = [HEADER.rstrip("\n"), "@classes " + ",".join(class_order)]
+    if listed_only:
+        lines.append("#@listed-only")
+    for part in sorted(partitions, key=lambda p: p.name):
+        types = sorted({g for g in part.types if _valid_type(g)})
+        if _NAME.fullmatch(part.name) and types:
+            lines.append(f"#@partition {part.name} {','.join(types)}")
     keys = sorted(k for k in targets if k != DEFAULT_TARGET)
     if DEFAULT_TARGET in targets:
         keys.append(DEFAULT_TARGET)
     for k in keys:
         tg = targets[k]
-        types = [(g, int(n)) for g, n in tg.types if _NAME.fullmatch(g) and not g.isdigit() and int(n) >= 0]
+        types = [(g, int(n)) for g, n in tg.types if _valid_type(g) and int(n) >= 0]
         acct, _, cls = k.partition("/")
         if (acct != DEFAULT_TARGET and not _NAME.fullmatch(acct)) or (cls and not _NAME.fullmatch(cls)) or not types:
             continue
@@ -92,6 +110,7 @@ def write_map(path: str | os.PathLike, text: str, now: float | None = None) -> b
 
 
 def publish(path: str | os.PathLike, targets: Mapping[str, Target],
-            class_order: Sequence[str] = ("comment", "wckey", "name")) -> bool:
+            class_order: Sequence[str] = ("comment", "wckey", "name"),
+            partitions: Sequence[PartitionTypes] = (), listed_only: bool = False) -> bool:
     """Render and write the map; True if the file changed."""
-    return write_map(path, render_map(targets, class_order))
+    return write_map(path, render_map(targets, class_order, partitions, listed_only))

@@ -22,14 +22,6 @@ def live_snapshot(cluster: Any) -> tuple[Snapshot | None, str]:
         return None, str(e)
 
 
-def _pending(snapshot: Snapshot, cfg: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for j in P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts):
-        if j.pending:
-            out[j.account] = out.get(j.account, 0) + j.gpus
-    return out
-
-
 def profile_conflicts(store: Store, cfg: Any) -> list[dict[str, Any]]:
     """{account, class, gpu_type, reference, reported, measured, reported_speedup, measured_speedup, ratio,
     samples} for each conflict beyond ``profiling.conflict_margin``."""
@@ -58,7 +50,7 @@ def status(store: Store, cfg: Any, snapshot: Snapshot | None, unreachable: str =
     d = (last or {}).get("details") or {}
     live_limits = {a.name: dict(a.limits) for a in snapshot.accounts} if snapshot else {}
     in_use_now = P.gpus_in_use(snapshot) if snapshot else {}
-    pending_now = _pending(snapshot, cfg) if snapshot else {}
+    pending_now = P.pending_gpus(snapshot, cfg.cluster.partitions, cfg.limits.accounts) if snapshot else {}
     accounts = sorted(set(d.get("accounts", [])) | (set(pending_now) | set(in_use_now)) - P.NEVER_MANAGED)
     for a in accounts:
         out["accounts"][a] = {

@@ -40,12 +40,13 @@ import numpy as np
 
 from .. import policies
 from .. import profiles as shipped_profiles
-from ..cluster.base import ANY_GPU, Cluster, Snapshot, supports_pending_retype
+from ..cluster.base import ANY_GPU, CLEAR, Cluster, Snapshot, supports_pending_retype
 from ..cluster.errors import ClusterError, ClusterUnreachable
 from ..model import Allocation
 from ..store import Store
 from . import plan as P
 from . import preemption, publish
+from . import public as public_mod
 from .harvest import harvest
 from .ingest import ingest_round
 
@@ -71,6 +72,7 @@ class RoundResult:
     plan: P.Plan | None = None
     details: dict[str, Any] = field(default_factory=dict)
     decisions: P.Decisions | None = None  # what the round decided (the daemon refreshes the type map from it)
+    public: public_mod.PublicStatus | None = None  # the status file it wrote (the daemon refreshes it from polls)
 
     @property
     def n_changes(self) -> int:
@@ -116,7 +118,8 @@ def compute(snapshot: Snapshot, store: Store, cfg: Any, policy: str, now: float)
                                                                   options=opts),
                     profiles=store.profiles(cfg.profiling.prefer_measured), shipped=shipped_profiles.load_shipped(), deviations=store.deviations(),
                     deficits=store.deficits(), managed_before=store.managed(), last_ok_started=_last_ok_started(store, None),
-                    now=now, empty_alloc=lambda built: _empty_alloc(built, policy), moving=moving)
+                    now=now, empty_alloc=lambda built: _empty_alloc(built, policy), moving=moving,
+                    site=store.site_limits())
 
 
 def _warm(store: Store, policy: str, now: float | None = None) -> Any:
@@ -188,11 +191,14 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> dict[str, Any]:
         "deficits": c.deficits,
         "limits_before": {a: c.current.get(a, {}) for a in plan.accounts},
         "limit_changes": c.changes,
+        "left_alone": list(c.left_alone),  # accounts whose own GPU limits are respected (limits.site_limits)
         "site_factor_changes": len(c.factor_changes),
         "site_factors_set": len(c.factors),
         "site_factor_changes_deferred": c.factors_deferred,
         "dt": c.dt,
         "untyped_targets": {a: v.as_json() for a, v in c.targets.items()},
+        # GPU types per partition (the map's #@partition lines: of these, a partition pilot's own only)
+        "partition_types": {p.name: list(p.types) for p in P.partition_types(snapshot)},
         "explore_moves": c.explored,  # profiling.explore: one GPU of a limit moved to an unprofiled type
         "retype_supported": supports_pending_retype(snapshot.slurm_version),
         # market policies (bud): the price of one GPU of each type, in budget units
@@ -411,6 +417,8 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
         if pause:
             print(f"slurm-fair: pausing {float(pause):g} s before apply (round {round_id})", file=sys.stderr, flush=True)
             time.sleep(float(pause))
+        # what each account's limits were before slurm-fair first changes them: what rollback restores
+        _with_retry(lambda: store.record_site_limits({a: c.current.get(a, {}) for a in c.changes}, now=now))
         try:
             applied = apply_limits(cluster, c.changes)
             factors_set, factor_failed = apply_factors(cluster, c.factor_changes)
@@ -439,7 +447,9 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
             res.details["retype_error"] = cause(e)
         if cfg.type_map_path is not None:
             try:
-                res.details["type_map_written"] = publish.publish(cfg.type_map_path, c.targets, cfg.classes.order)
+                parts = P.partition_types(P.partition_view(snapshot, cfg.cluster.partitions))
+                res.details["type_map_written"] = publish.publish(cfg.type_map_path, c.targets, cfg.classes.order,
+                                                                  parts, bool(cfg.limits.accounts))
             except OSError as e:  # recorded on the round; never stops it
                 res.details["type_map_error"] = f"{cfg.type_map_path}: {e.strerror or e}"
         if cfg.preemption.enabled:
@@ -457,6 +467,8 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
                 applied_rows.append({"round_id": round_id, "account": a, "key": k,
                                      "old": c.current.get(a, {}).get(k), "new": v, "time": t})
 
+    if record and cfg.status_path is not None:
+        _publish_status(res, snapshot, c, cfg, dry_run, now, applied.ok if not dry_run else {})
     if not record:
         res.seconds = time.monotonic() - t0
         return res
@@ -507,6 +519,9 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
                 for key, msg in sorted(factor_failed.items()):
                     store.event("apply-failed", f"SiteFactor {key}: {msg}", round_id=round_id,
                                 job_id=int(key) if key.isdigit() else None)
+            if "status_file_error" in res.details:
+                store.event("status-file", f"writing the status file failed: {res.details['status_file_error']}",
+                            round_id=round_id)
             res.seconds = time.monotonic() - t0
             store.finish_round(round_id, res.status, solve_seconds=res.solve_seconds, n_accounts=res.n_accounts,
                                n_changes=res.n_changes, message=res.message, details=res.details,
@@ -514,6 +529,38 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
 
     _with_retry(write)
     return res
+
+
+def limits_after(current: Mapping[str, Mapping[str, int]], applied: Mapping[str, Mapping[str, int]]
+                 ) -> dict[str, dict[str, int]]:
+    """The accounts' GPU limits once ``applied`` is written over ``current`` (CLEAR removes a key)."""
+    out = {a: dict(v) for a, v in current.items()}
+    for a, ch in applied.items():
+        row = out.setdefault(a, {})
+        for k, v in ch.items():
+            if v == CLEAR:
+                row.pop(k, None)
+            else:
+                row[k] = v
+    return out
+
+
+def _publish_status(res: RoundResult, snapshot: Snapshot, c: P.Decisions, cfg: Any, dry_run: bool, now: float,
+                    applied: Mapping[str, Mapping[str, int]]) -> None:
+    """Write the public status file (``daemon/public.py``) of this round; a failure is recorded on the round
+    (``status_file_error``), never raised."""
+    try:
+        st = public_mod.build_status(snapshot, c, cfg, round_id=res.round_id, round_time=now,
+                                     round_status=res.status, dry_run=dry_run,
+                                     limits=limits_after(c.current, applied))
+        public_mod.write_status(cfg.status_path, st)
+        res.public = st
+        res.details["status_file"] = str(cfg.status_path)
+        private = public_mod.world_readable(cfg.status_path)
+        if private:
+            res.details["status_file_private"] = private + ": users cannot run slurm-fair why"
+    except Exception as e:  # noqa: BLE001 - the status file never stops a round
+        res.details["status_file_error"] = f"{cfg.status_path}: {cause(e)}"
 
 
 def summary(result: RoundResult) -> Mapping[str, Any]:

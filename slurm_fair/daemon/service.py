@@ -15,6 +15,8 @@
   such job triggers once) — ``plan.early_triggers``, the same rule the simulator runs.
 * Type map: each poll publishes the GPU type map again from its snapshot under the last ok round's decisions
   (the rooms follow GPUs freed and jobs submitted since the round; guarantees and limits stay the round's).
+* Status file (``daemon.publish_status``): each poll writes the public status file again from its snapshot (GPUs
+  in use, idle, pending, limits in Slurm now; guarantees and claims stay the round's), for ``slurm-fair why``.
 * Preemption: when a signalled job's grace ends before the next periodic round, the round runs 1 s after it
   (so the requeue is not delayed by up to a period).
 * Metrics: unless ``--once``, the daemon serves Prometheus metrics on ``metrics.listen`` (``daemon/metrics.py``),
@@ -42,7 +44,7 @@ from ..cluster.errors import ClusterError
 from ..errors import SlurmFairError
 from ..store import Store
 from . import plan as P
-from . import publish
+from . import public, publish
 from .metrics import Exporter
 from .round import RoundResult, cause, run_round
 
@@ -89,9 +91,26 @@ def refresh_type_map(res: RoundResult | None, snapshot: Any, cfg: Any, dry_run: 
             or dry_run or cfg.daemon.dry_run):
         return False
     try:
-        return publish.publish(cfg.type_map_path, P.type_map(res.decisions, snapshot, cfg), cfg.classes.order)
+        return publish.publish(cfg.type_map_path, P.type_map(res.decisions, snapshot, cfg), cfg.classes.order,
+                               P.partition_types(P.partition_view(snapshot, cfg.cluster.partitions)),
+                               bool(cfg.limits.accounts))
     except Exception as e:  # noqa: BLE001 - the round's map stays; the next poll tries again
         log(f"type map refresh failed: {cause(e)}")
+        return False
+
+
+def refresh_status(res: RoundResult | None, snapshot: Any, cfg: Any) -> bool:
+    """Write the public status file again from a poll's snapshot (GPUs in use, idle, pending and limits now; the
+    round's guarantees and claims): ``slurm-fair why`` sees what changed since the round. True if written; a
+    failure is logged, never raised."""
+    if res is None or res.public is None or res.decisions is None or cfg.status_path is None:
+        return False
+    try:
+        res.public = public.refreshed(res.public, snapshot, res.decisions, cfg)
+        public.write_status(cfg.status_path, res.public)
+        return True
+    except Exception as e:  # noqa: BLE001 - the round's file stays; the next poll tries again
+        log(f"status file refresh failed: {cause(e)}")
         return False
 
 
@@ -226,6 +245,7 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
                     try:
                         snap = cluster.snapshot()
                         refresh_type_map(res, snap, cfg, dry_run)
+                        refresh_status(res, snap, cfg)
                         trig = P.early_triggers(snap, last_demand, cfg)
                         blocked = trig.blocked - triggered
                         triggered = set(trig.blocked)  # a job triggers once while it stays blocked

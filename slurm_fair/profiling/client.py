@@ -83,7 +83,8 @@ def throughput_of(steps: float | None = None, seconds: float | None = None,
 
 def _scontrol(args: list[str], timeout: float = 10.0) -> str:
     try:
-        r = subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(["scontrol", *args], capture_output=True, text=True, encoding="utf-8", errors="replace",
+                           timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise ReportError(f"scontrol {args[0]}: {e}") from None
     if r.returncode != 0:

@@ -31,7 +31,7 @@ def sf(testbed, tmp_path):
     """A config file + database for this test, profiles set, and a runner for the CLI."""
     cfg = tmp_path / "slurm-fair.toml"
     cfg.write_text(
-        '[daemon]\nperiod = 3\nearly_round_after = 1\ndatabase = "sf.sqlite"\n'
+        '[daemon]\nperiod = 3\nearly_round_after = 1\ndatabase = "sf.sqlite"\ndry_run = false\n'
         '[policy]\nname = "oef-coop"\n[cluster]\nbackend = "cli"\ntimeout = 15\n'
     )
     store = Store(tmp_path / "sf.sqlite")

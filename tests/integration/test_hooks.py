@@ -101,7 +101,7 @@ def test_daemon_round_ingests_records_and_gpu_time_matches(testbed, spool, tmp_p
     rs = wait_records(testbed, spool, job, {(0, "start"), (0, "end")}, timeout=90)
     s, e = ctld(rs, 0, "start"), ctld(rs, 0, "end")
     cfg = tmp_path / "sf.toml"
-    cfg.write_text(f'[daemon]\ndatabase = "sf.sqlite"\n[cluster]\nbackend = "cli"\n[hooks]\nspool = "{spool}"\n')
+    cfg.write_text(f'[daemon]\ndatabase = "sf.sqlite"\ndry_run = false\n[cluster]\nbackend = "cli"\n[hooks]\nspool = "{spool}"\n')
     r = subprocess.run([*PY, "daemon", "--once", "--config", str(cfg)], env=testbed.env, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -118,3 +118,40 @@ def test_daemon_round_ingests_records_and_gpu_time_matches(testbed, spool, tmp_p
                         text=True, timeout=60)
     assert st.returncode == 0, st.stderr
     assert json.loads(st.stdout)["received_gpu_seconds"]["acct_c"]["a100"] >= got
+
+
+def test_a_sites_own_hooks_keep_running_when_chained(testbed, spool, tmp_path):
+    """A site had its own PrologSlurmctld, EpilogSlurmctld and Epilog: `hooks install --chain` runs each of them
+    after slurm-fair's record, with Slurm's environment; removing the chain leaves only the record."""
+    dest = Path(testbed.run(["scontrol", "show", "config"]).stdout.split("PrologSlurmctld", 1)[1]
+                .split("=", 1)[1].split()[0]).parent
+    conf = jobrecord.read_conf(str(dest / jobrecord.CONF_NAME))
+    site = tmp_path / "site"
+    site.mkdir()
+    site.chmod(0o755)
+    programs = {}
+    for key in ("PrologSlurmctld", "EpilogSlurmctld", "Epilog"):
+        p = site / f"{key}.sh"
+        p.write_text(f'#!/bin/sh\necho "$SLURM_SCRIPT_CONTEXT $SLURM_JOB_ID" > "{site}/{key}.$SLURM_JOB_ID"\nexit 0\n')
+        p.chmod(0o755)
+        programs[key] = str(p)
+
+    def install(chain):
+        jobrecord.install(str(dest), conf["spool"], conf.get("slurm_conf", ""), conf.get("log", ""), chain=chain)
+
+    install(programs)
+    try:
+        job = testbed.sbatch("acct_b", gpus=1, gpu_type="v100", command="sleep 1")
+        wait_records(testbed, spool, job, {(0, "start"), (0, "end")})
+        testbed.wait_for(lambda: all((site / f"{k}.{job}").exists() for k in programs), 60,
+                         what="the site's chained hooks ran")
+        assert (site / f"PrologSlurmctld.{job}").read_text() == f"prolog_slurmctld {job}\n"
+        assert (site / f"EpilogSlurmctld.{job}").read_text() == f"epilog_slurmctld {job}\n"
+        assert (site / f"Epilog.{job}").read_text() == f"epilog_slurmd {job}\n"
+        testbed.wait_state(job, "COMPLETED")
+    finally:
+        install({k: "" for k in programs})
+    assert jobrecord.chained(str(dest)) == {}
+    job = testbed.sbatch("acct_b", gpus=1, gpu_type="v100", command="sleep 1")
+    wait_records(testbed, spool, job, {(0, "start"), (0, "end")})
+    assert not list(site.glob(f"*.{job}"))

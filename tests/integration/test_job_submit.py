@@ -131,7 +131,7 @@ def test_flexible_job_seen_by_the_daemon_and_explained(testbed, type_map, tmp_pa
     (job,) = [j for j in snap.jobs if j.job_id == jid]
     assert job.flexible and job.gpu_type == "v100" and job.comment == "class=cnn fair:flex"
     cfg = tmp_path / "c.toml"
-    cfg.write_text('[daemon]\ndatabase = "sf.sqlite"\n[cluster]\nbackend = "cli"\n[limits]\nmanage = false\n')
+    cfg.write_text('[daemon]\ndatabase = "sf.sqlite"\ndry_run = false\n[cluster]\nbackend = "cli"\n[limits]\nmanage = false\n')
     r = subprocess.run([*PY, "explain", "acct_a", "--config", str(cfg)], env=testbed.env, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -147,7 +147,7 @@ def test_daemon_round_publishes_the_planned_types(testbed, type_map, tmp_path):
     submit(testbed, "--gres=gpu:v100:1", "--job-name=cnn")
     submit(testbed, "--gres=gpu:k80:1", account="acct_b", user=ACCOUNT_USER["acct_b"])
     cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[daemon]\ndatabase = "sf.sqlite"\n[cluster]\nbackend = "cli"\n'
+    cfg.write_text(f'[daemon]\ndatabase = "sf.sqlite"\ndry_run = false\n[cluster]\nbackend = "cli"\n'
                    f'[submit]\ntype_map = {json.dumps(str(type_map))}\n')
     r = subprocess.run([*PY, "daemon", "--once", "--config", str(cfg)], env=testbed.env, capture_output=True,
                        text=True, timeout=180)

@@ -27,7 +27,8 @@ def _config(testbed, tmp_path: Path) -> Path:
     base = tomllib.loads(Path(testbed.env["SLURM_FAIR_CONFIG"]).read_text())
     if not base.get("submit", {}).get("type_map"):
         pytest.skip("the testbed has no submit.type_map: restart it (testbed.sh down; up) to install it")
-    base.setdefault("daemon", {}).update(database=str(tmp_path / "sf.sqlite"), period=300, early_round_after=2)
+    base.setdefault("daemon", {}).update(database=str(tmp_path / "sf.sqlite"), period=300, early_round_after=2,
+                                         dry_run=False)
     base["metrics"] = {"listen": ""}
     path = tmp_path / "slurm-fair.toml"
     path.write_text(config_mod.render(config_mod.from_dict(base).as_dict()))

@@ -24,7 +24,7 @@ def test_running_daemon_serves_the_recorded_shares_and_limits(testbed, tmp_path)
     port = free_port()
     cfg = tmp_path / "slurm-fair.toml"
     # one round in the test's window: the period is long, and after it every account has a share (no early round)
-    cfg.write_text('[daemon]\nperiod = 600\ndatabase = "sf.sqlite"\n[policy]\nname = "oef-coop"\n'
+    cfg.write_text('[daemon]\nperiod = 600\ndatabase = "sf.sqlite"\ndry_run = false\n[policy]\nname = "oef-coop"\n'
                    f'[cluster]\nbackend = "cli"\ntimeout = 15\n[metrics]\nlisten = "127.0.0.1:{port}"\n')
     with Store(tmp_path / "sf.sqlite") as st:
         for cls, thr in PROFILES.items():

@@ -40,7 +40,7 @@ def sf(testbed, tmp_path):
         pytest.skip(f"{SYS_PY} missing: jobs need a Python their users can run")
     spool = config.load(testbed.env["SLURM_FAIR_CONFIG"]).spool_path
     cfg = tmp_path / "slurm-fair.toml"
-    cfg.write_text('[daemon]\nperiod = 3\ndatabase = "sf.sqlite"\n[policy]\nname = "oef-noncoop"\n'
+    cfg.write_text('[daemon]\nperiod = 3\ndatabase = "sf.sqlite"\ndry_run = false\n[policy]\nname = "oef-noncoop"\n'
                    '[cluster]\nbackend = "cli"\ntimeout = 15\n'
                    + (f'[hooks]\nspool = "{spool}"\n' if spool else ""))
     store = Store(tmp_path / "sf.sqlite")

@@ -55,7 +55,7 @@ def test_bad_account_failing_call_and_locked_store_are_recorded_and_the_rest_app
         env = dict(testbed.env, PATH=f"{shim}:{testbed.env.get('PATH', '/usr/bin:/bin')}")
         cfg_file = tmp_path / "slurm-fair.toml"
         # hard caps (limits.lend = false): every account gets limits to write, so the failures have calls to hit
-        cfg_file.write_text('[daemon]\ndatabase = "sf.sqlite"\n[policy]\nname = "oef-noncoop"\n'
+        cfg_file.write_text('[daemon]\ndatabase = "sf.sqlite"\ndry_run = false\n[policy]\nname = "oef-noncoop"\n'
                             '[cluster]\nbackend = "cli"\ntimeout = 30\n[limits]\nlend = false\n')
         cfg = config_mod.load(cfg_file)
         cluster = CliCluster(timeout=30, env=env)
@@ -141,7 +141,7 @@ def test_a_job_gone_before_its_site_factor_is_set_leaves_the_other_jobs_set(test
             return snap
 
     cfg_file = tmp_path / "slurm-fair.toml"
-    cfg_file.write_text('[daemon]\ndatabase = "sf.sqlite"\n[cluster]\nbackend = "cli"\ntimeout = 30\n')
+    cfg_file.write_text('[daemon]\ndatabase = "sf.sqlite"\ndry_run = false\n[cluster]\nbackend = "cli"\ntimeout = 30\n')
     cfg = config_mod.load(cfg_file)
     store = Store(cfg.database_path)
     r = run_round(CancelAfterSnapshot(timeout=30, env=testbed.env), store, cfg)

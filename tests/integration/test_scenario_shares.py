@@ -40,7 +40,7 @@ def _config(testbed, tmp_path: Path) -> Path:
     for section, key in (("submit", "type_map"), ("hooks", "spool")):
         if not base.get(section, {}).get(key):
             pytest.skip(f"the testbed has no {section}.{key}: restart it (testbed.sh down; up) to install it")
-    base.setdefault("daemon", {}).update(database=str(tmp_path / "sf.sqlite"), period=300)
+    base.setdefault("daemon", {}).update(database=str(tmp_path / "sf.sqlite"), period=300, dry_run=False)
     base["preemption"] = {"enabled": True, "grace": 5, "min_runtime": 0}
     path = tmp_path / "slurm-fair.toml"
     path.write_text(config_mod.render(config_mod.from_dict(base).as_dict()))

@@ -1,55 +1,18 @@
 -- Offline tests of etc/job_submit.lua with a mocked `slurm` table (no cluster needed).
 -- Run: lua5.1 tests/lua/test_job_submit.lua [path/to/job_submit.lua]   (from the repository root)
 -- Each case copies the script into a fresh folder, writes (or not) gpu_type_map.txt next to it, loads it
--- and calls slurm_job_submit with a plain table as job_desc. Prints "N passed, N failed"; exit 1 on failure.
+-- as slurmctld does (the top-level script) and calls slurm_job_submit with a plain table as job_desc. Prints
+-- "N passed, N failed"; exit 1 on failure. Partitions and the module form: tests/lua/test_partitions.lua.
 
 local SCRIPT = arg[1] or "etc/job_submit.lua"
-
-local function read(path)
-	local f = assert(io.open(path, "r"))
-	local s = f:read("*a")
-	f:close()
-	return s
-end
-
-local function write(path, text)
-	local f = assert(io.open(path, "w"))
-	f:write(text)
-	f:close()
-end
-
+local H = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/harness.lua")
+local read, write, case, eq, has = H.read, H.write, H.case, H.eq, H.has
 local SOURCE = read(SCRIPT)
-local tmp_dirs = {}
 
-local function new_dir()
-	local d = os.tmpname()
-	os.remove(d)
-	assert(os.execute("mkdir -m 700 '" .. d .. "'") == 0, "mkdir " .. d)
-	tmp_dirs[#tmp_dirs + 1] = d
-	return d
-end
-
--- the mocked slurm table: collects what the script tells the user and logs
-local function mock_slurm()
-	local m = { SUCCESS = 0, ERROR = -1, user = {}, info = {}, err = {} }
-	m.log_user = function(fmt, ...) m.user[#m.user + 1] = string.format(fmt, ...) end
-	m.log_info = function(fmt, ...) m.info[#m.info + 1] = string.format(fmt, ...) end
-	m.log_error = function(fmt, ...) m.err[#m.err + 1] = string.format(fmt, ...) end
-	m.log_debug = m.log_info
-	return m
-end
-
--- load the script from a fresh folder; map_text nil = no map file
+-- load the script from a fresh folder as slurmctld does; map_text nil = no map file
 local function load(map_text)
-	local dir = new_dir()
-	write(dir .. "/job_submit.lua", SOURCE)
-	if map_text then
-		write(dir .. "/gpu_type_map.txt", map_text)
-	end
-	slurm = mock_slurm()
-	slurm_job_submit, slurm_job_modify, slurm_fair_submit = nil, nil, nil
-	local chunk = assert(loadfile(dir .. "/job_submit.lua"))
-	assert(chunk() == slurm.SUCCESS, "top level returns slurm.SUCCESS")
+	local dir = H.prepare(SOURCE, map_text)
+	assert(H.load_top(dir .. "/job_submit.lua") == slurm.SUCCESS, "top level returns slurm.SUCCESS")
 	return dir
 end
 
@@ -60,34 +23,6 @@ local MAP = table.concat({
 	"",
 	"* a100 most unallocated GPUs",
 }, "\n") .. "\n"
-
-local passed, failed = 0, 0
-local function case(name, fn)
-	local ok, err = pcall(fn)
-	if ok then
-		passed = passed + 1
-		print("ok   " .. name)
-	else
-		failed = failed + 1
-		print("FAIL " .. name .. ": " .. tostring(err))
-	end
-end
-
-local function eq(got, want, what)
-	if got ~= want then
-		error(string.format("%s: got %s, want %s", what or "value", tostring(got), tostring(want)), 2)
-	end
-end
-
-local function has(list, needle, what)
-	for _, s in ipairs(list) do
-		if s:find(needle, 1, true) then
-			return s
-		end
-	end
-	error(string.format("%s: no message contains %q (got: %s)", what or "messages", needle,
-		table.concat(list, " | ")), 2)
-end
 
 local function submit(job)
 	return slurm_job_submit(job, {}, 1000)
@@ -212,6 +147,18 @@ case("no entry and no '*': untyped GPU job rejected, others pass", function()
 	has(slurm.user, "Request a type explicitly, e.g. --gres=gpu:v100:1 or --gpus=v100:1")
 	eq(submit({ account = "acct_c" }), slurm.SUCCESS, "non-GPU job")
 	eq(submit({ account = "acct_c", tres_per_node = "gres:gpu:k80:1" }), slurm.SUCCESS, "typed job")
+end)
+
+case("#@listed-only (a pilot): an account without a line is left alone; a listed one is typed", function()
+	load("@classes comment,wckey,name\n#@listed-only\n#@a-newer-directive x y\nacct_a v100:4\n")
+	local job = { account = "acct_c", tres_per_node = "gres:gpu:1" }
+	eq(submit(job), slurm.SUCCESS, "rc")
+	eq(job.tres_per_node, "gres:gpu:1", "unchanged")
+	eq(job.comment, nil, "no flex mark")
+	eq(#slurm.user, 0, "nothing said to the user")
+	local mine = { account = "acct_a", tres_per_node = "gres:gpu:1" }
+	eq(submit(mine), slurm.SUCCESS, "rc")
+	eq(mine.tres_per_node, "gres:gpu:v100:1", "pilot account typed")
 end)
 
 case("missing map: job passes unchanged with a note", function()
@@ -402,8 +349,4 @@ case("script folder found from the loaded file", function()
 	eq(slurm_fair_submit.map_path(), dir .. "/gpu_type_map.txt")
 end)
 
-for _, d in ipairs(tmp_dirs) do
-	os.execute("rm -rf '" .. d .. "'")
-end
-print(string.format("%d passed, %d failed", passed, failed))
-os.exit(failed == 0 and 0 or 1)
+H.finish()

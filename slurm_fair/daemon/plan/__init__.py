@@ -16,27 +16,29 @@ module.
 """
 
 from .decide import MAX_RETYPES, MAX_SITE_FACTOR_UPDATES, UNKNOWN_SOURCES, Decisions, decide, known_types, type_map
-from .demand import (DEFAULT_CLASS, LIMIT_REASONS, NEVER_MANAGED, ClassDemand, FreeGPUs, Triggers, Waiting, early_triggers, flexible_as_untyped, gpu_jobs, gpus_in_use,
-                     idle_gpus, job_class, managed_accounts, observe_demand, pending_typed, received_gpus, startable,
-                     typed_claims, usable_capacity, waiting_gpus)
+from .demand import (DEFAULT_CLASS, LIMIT_REASONS, NEVER_MANAGED, ClassDemand, FreeGPUs, Triggers, Waiting, early_triggers, flexible_as_untyped, gpu_jobs, gpus_in_use, pending_gpus,
+                     held_elsewhere, idle_gpus, job_class, managed_accounts, parent_accounts, observe_demand,
+                     partition_view, pending_typed, received_gpus, startable, typed_claims, usable_capacity,
+                     waiting_gpus)
 from .limits import (Plan, account_throughput, claims_of, lend_limits, limit_batches, limit_changes, make_plan,
-                     real_per_class, round_fairness)
+                     real_per_class, round_fairness, with_held_elsewhere)
 from .priority import level_value, site_factors, update_deficit
 from .problem import (SRC_ACCOUNT, SRC_ASSUMED, SRC_SHIPPED, SRC_SITE, SRC_UNPROFILED, Built, ProfileIndex,
-                      build_problem, lookup_throughput, tenant_weights, type_order)
-from .typemap import (DEFAULT_TARGET, Retype, Target, explore_plan, explore_targets, flexible_note, retype_moves,
-                      share_room, untyped_targets, with_retypes)
+                      build_problem, lookup_throughput, tenant_weights, tree_weight, type_order)
+from .typemap import (DEFAULT_TARGET, PartitionTypes, Retype, Target, explore_plan, explore_targets, flexible_note,
+                      partition_types, retype_moves, share_room, untyped_targets, with_retypes)
 
 __all__ = [
     "MAX_RETYPES", "MAX_SITE_FACTOR_UPDATES", "UNKNOWN_SOURCES", "Decisions", "decide", "known_types", "type_map",
-    "DEFAULT_CLASS", "LIMIT_REASONS", "NEVER_MANAGED", "ClassDemand", "FreeGPUs", "Triggers", "Waiting", "early_triggers", "flexible_as_untyped", "gpu_jobs", "gpus_in_use",
-    "idle_gpus", "job_class", "managed_accounts", "observe_demand", "pending_typed", "received_gpus", "startable",
-    "typed_claims", "usable_capacity", "waiting_gpus",
+    "DEFAULT_CLASS", "LIMIT_REASONS", "NEVER_MANAGED", "ClassDemand", "FreeGPUs", "Triggers", "Waiting", "early_triggers", "flexible_as_untyped", "gpu_jobs", "gpus_in_use", "pending_gpus",
+    "held_elsewhere", "idle_gpus", "job_class", "managed_accounts", "parent_accounts", "observe_demand",
+    "partition_view", "pending_typed", "received_gpus", "startable", "typed_claims", "usable_capacity",
+    "waiting_gpus",
     "Plan", "account_throughput", "claims_of", "lend_limits", "limit_batches", "limit_changes", "make_plan",
-    "real_per_class", "round_fairness",
+    "real_per_class", "round_fairness", "with_held_elsewhere",
     "level_value", "site_factors", "update_deficit",
     "SRC_ACCOUNT", "SRC_ASSUMED", "SRC_SHIPPED", "SRC_SITE", "SRC_UNPROFILED", "Built", "ProfileIndex",
-    "build_problem", "lookup_throughput", "tenant_weights", "type_order",
-    "DEFAULT_TARGET", "Retype", "Target", "explore_plan", "explore_targets", "flexible_note", "retype_moves",
-    "share_room", "untyped_targets", "with_retypes",
+    "build_problem", "lookup_throughput", "tenant_weights", "tree_weight", "type_order",
+    "DEFAULT_TARGET", "PartitionTypes", "Retype", "Target", "explore_plan", "explore_targets", "flexible_note",
+    "partition_types", "retype_moves", "share_room", "untyped_targets", "with_retypes",
 ]

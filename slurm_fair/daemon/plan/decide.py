@@ -7,9 +7,9 @@ from typing import Any, Mapping, Sequence
 
 from ...cluster.base import Job, Snapshot, supports_pending_retype
 from ...model import Allocation
-from .demand import (ClassDemand, FreeGPUs, flexible_as_untyped, job_class, gpus_in_use, managed_accounts, observe_demand, received_gpus,
-                     waiting_gpus)
-from .limits import Plan, limit_changes, make_plan
+from .demand import (ClassDemand, FreeGPUs, flexible_as_untyped, gpus_in_use, held_elsewhere, job_class,
+                     managed_accounts, observe_demand, parent_accounts, partition_view, received_gpus, waiting_gpus)
+from .limits import Plan, limit_changes, make_plan, site_bounded, with_held_elsewhere
 from .priority import site_factors, update_deficit
 from .problem import SRC_ASSUMED, SRC_UNPROFILED, Built, build_problem, type_order
 from .typemap import (Retype, Target, explore_plan, explore_targets, retype_moves, untyped_targets,
@@ -45,17 +45,22 @@ class Decisions:
     dt: float  # seconds of deficit accounting since the last ok round
     explored: list[dict[str, Any]] = field(default_factory=list)  # exploration's limit moves (explore_plan)
     reporting: frozenset[tuple[str, str]] = frozenset()  # (account, class) with measured or harvested values
+    left_alone: tuple[str, ...] = ()  # accounts whose own (site) GPU limits slurm-fair respects
 
 
 def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: Any, deviations: Mapping[str, Any],
            deficits: Mapping[str, float], managed_before: set[str], last_ok_started: float | None, now: float,
-           empty_alloc: Any, moving: Sequence[tuple[str, str, int]] = ()) -> Decisions:
+           empty_alloc: Any, moving: Sequence[tuple[str, str, int]] = (),
+           site: Mapping[str, Mapping[str, int]] | None = None) -> Decisions:
     """One round's decisions from the snapshot and the state carried from earlier rounds, with no side effects:
     demand per class, the problem and its allocation (``solve(problem) -> Allocation``; ``empty_alloc(built)``
     when nobody asks for GPUs), the plan (integer GPUs, limits), deficits and SiteFactors, limit changes, retypes
-    and the untyped-request targets. ``moving``: upgrade moves in flight (``make_plan``). Raises what the policy
-    raises (SolverError, InputError)."""
+    and the untyped-request targets. ``moving``: upgrade moves in flight (``make_plan``). ``site``: the GPU
+    limits accounts had before slurm-fair first changed them (:func:`.limits.site_bounded`). Raises what the
+    policy raises (SolverError, InputError)."""
     profiles = list(profiles)
+    elsewhere = held_elsewhere(snapshot, cfg.cluster.partitions)
+    snapshot = partition_view(snapshot, cfg.cluster.partitions)  # a partition pilot's GPUs and jobs
     retype_ok = supports_pending_retype(snapshot.slurm_version)
     # a pending fair:flex job can still be moved where Slurm retypes pending jobs: its demand is untyped
     seen = flexible_as_untyped(snapshot) if retype_ok else snapshot
@@ -86,7 +91,11 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
         deferred = len(order) - MAX_SITE_FACTOR_UPDATES
         factor_changes = {j: factor_changes[j] for j in sorted(order[:MAX_SITE_FACTOR_UPDATES])}
     current = {a.name: dict(a.limits) for a in snapshot.accounts}
-    planned = {a: lim for a, lim in plan.limits.items() if a in known}
+    parents = parent_accounts(snapshot)  # never limited: a parent's limit caps its whole subtree
+    mine = set(managed)  # a pilot's (limits.accounts) plan has the other accounts too: they get no limit
+    planned = {a: lim for a, lim in plan.limits.items() if a in known and a not in parents and a in mine}
+    planned = with_held_elsewhere(planned, elsewhere)
+    planned, left_alone = site_bounded(planned, current, site or {}, managed_before, cfg.limits.site_limits)
     changes = limit_changes(current, planned, managed_before & known) if cfg.limits.manage else {}
 
     retypes = (retype_moves(plan, snapshot, MAX_RETYPES, built.throughput, lambda j: known_types(built, cfg, j))
@@ -94,7 +103,7 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
     d = Decisions(demand=demand, built=built, alloc=alloc, plan=plan, received=received, deficits=new_deficits,
                   factors=factors, factor_changes=factor_changes, factors_deferred=deferred, current=current,
                   planned=planned, changes=changes, retypes=retypes, targets={}, dt=dt, explored=explored,
-                  reporting=frozenset(reporting))
+                  reporting=frozenset(reporting), left_alone=tuple(left_alone))
     return replace(d, targets=type_map(d, with_retypes(snapshot, retypes), cfg))
 
 
@@ -113,8 +122,12 @@ def type_map(d: Decisions, snapshot: Snapshot, cfg: Any) -> dict[str, Target]:
     daemon publishes it again from each later poll's snapshot (the rooms follow the GPUs that free up and the
     jobs that arrive between rounds, as Slurm alone would see them; the guarantees and limits stay the
     round's)."""
+    snapshot = partition_view(snapshot, cfg.cluster.partitions)
     targets = untyped_targets(d.plan, snapshot, d.built.throughput, reclaim=bool(cfg.preemption.enabled),
                               site_speed=d.built.site_speed, class_speed=d.built.class_speed)
     if cfg.profiling.explore:
         targets = explore_targets(targets, d.plan, snapshot, d.built.sources, d.reporting)
+    if cfg.limits.accounts:  # a pilot types only its own accounts' jobs (the map says @listed-only)
+        pilot = set(cfg.limits.accounts)
+        targets = {k: t for k, t in targets.items() if k.partition("/")[0] in pilot}
     return targets

@@ -59,6 +59,36 @@ def gpu_jobs(snapshot: Snapshot, partitions: Iterable[str] = (), accounts: Itera
     ]
 
 
+def pending_gpus(snapshot: Snapshot, partitions: Iterable[str] = (), accounts: Iterable[str] = ()) -> dict[str, int]:
+    """account -> GPUs its pending GPU jobs ask for, in the managed partitions (and accounts, if any are named)."""
+    out: dict[str, int] = {}
+    for j in gpu_jobs(snapshot, partitions, accounts):
+        if j.pending:
+            out[j.account] = out.get(j.account, 0) + j.gpus
+    return out
+
+
+def partition_view(snapshot: Snapshot, partitions: Iterable[str] = ()) -> Snapshot:
+    """The snapshot as a partition pilot (``cluster.partitions``) sees it: the nodes of its partitions and the
+    jobs that may run there (all of them when no partition is named)."""
+    parts = tuple(partitions)
+    if not parts:
+        return snapshot
+    return replace(snapshot, nodes=tuple(n for n in snapshot.nodes if any(p in parts for p in n.partitions)),
+                   jobs=tuple(j for j in snapshot.jobs if _in_partitions(j.partition, parts)))
+
+
+def held_elsewhere(snapshot: Snapshot, partitions: Iterable[str] = ()) -> dict[str, dict[str, int]]:
+    """account -> type -> GPUs its running jobs hold outside the managed partitions (none when every partition
+    is managed). Slurm has no per-partition account limit (``sacctmgr add account … partition=`` is refused by
+    Slurm 22.05; only user associations have a partition), so an account's GrpTRES counts these too."""
+    parts = tuple(partitions)
+    if not parts:
+        return {}
+    return gpus_in_use(replace(snapshot, jobs=tuple(j for j in snapshot.jobs
+                                                    if j.running and not _in_partitions(j.partition, parts))))
+
+
 @dataclass
 class ClassDemand:
     """What one (account, class) asks for now."""
@@ -107,9 +137,11 @@ class ClassDemand:
 
 
 def observe_demand(snapshot: Snapshot, cfg: Any) -> dict[tuple[str, str], ClassDemand]:
-    """(account, class) -> ClassDemand over the pending and running GPU jobs of ``snapshot``."""
+    """(account, class) -> ClassDemand over the pending and running GPU jobs of ``snapshot`` in the managed
+    partitions, of every account: a pilot (``limits.accounts``) divides only its accounts' part of the GPUs,
+    the others' jobs compete for them as they do in Slurm (only the pilot's accounts get limits)."""
     out: dict[tuple[str, str], ClassDemand] = {}
-    for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts):
+    for j in gpu_jobs(snapshot, cfg.cluster.partitions):
         if j.account in NEVER_MANAGED:
             continue
         out.setdefault((j.account, job_class(j, cfg.classes.order)), ClassDemand()).add(j, snapshot.taken_at)
@@ -132,7 +164,7 @@ def usable_capacity(snapshot: Snapshot, partitions: Iterable[str] = ()) -> dict[
 def received_gpus(snapshot: Snapshot, cfg: Any) -> dict[str, float]:
     """GPUs each account's running GPU jobs hold now."""
     out: dict[str, float] = {}
-    for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts):
+    for j in gpu_jobs(snapshot, cfg.cluster.partitions):
         if j.running:
             n = sum(j.gpus_allocated.values()) if j.gpus_allocated else j.gpus
             out[j.account] = out.get(j.account, 0.0) + n
@@ -155,12 +187,19 @@ def gpus_in_use(snapshot: Snapshot) -> dict[str, dict[str, int]]:
     return out
 
 
+def parent_accounts(snapshot: Snapshot) -> frozenset[str]:
+    """Accounts some other account names as its parent. A parent's GrpTRES caps its whole subtree, so slurm-fair
+    never writes one there: it manages the leaves of the account tree."""
+    return frozenset(a.parent for a in snapshot.accounts if a.parent and a.parent != "root")
+
+
 def managed_accounts(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassDemand], cfg: Any) -> list[str]:
-    """Accounts whose limits slurm-fair sets: ``limits.accounts``, else every account with GPU jobs or a
-    fair-share share (every account association the snapshot lists)."""
+    """Accounts whose limits slurm-fair sets: ``limits.accounts``, else every leaf account of the tree that has
+    GPU jobs or a fair-share share (parents never: :func:`parent_accounts`)."""
+    parents = parent_accounts(snapshot)
     if cfg.limits.accounts:
-        return sorted(cfg.limits.accounts)
-    return sorted(({a.name for a in snapshot.accounts} | {a for (a, _c) in demand}) - NEVER_MANAGED)
+        return sorted(set(cfg.limits.accounts) - parents)
+    return sorted(({a.name for a in snapshot.accounts} | {a for (a, _c) in demand}) - NEVER_MANAGED - parents)
 
 
 # Pending jobs that cannot start now whatever slurm-fair does — held, waiting on another job, or not before a
@@ -197,7 +236,7 @@ def waiting_gpus(snapshot: Snapshot, cfg: Any) -> dict[str, Waiting]:
     first (SiteFactor, then submit time, then id); a job asking for several types (``a100,v100``) counts as
     untyped."""
     out: dict[str, Waiting] = {}
-    jobs = [j for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
+    jobs = [j for j in gpu_jobs(snapshot, cfg.cluster.partitions)
             if j.account not in NEVER_MANAGED and startable(j)]
     for j in sorted(jobs, key=lambda j: (-j.site_factor, j.submit_time, j.job_id)):
         t = j.gpu_type if j.gpu_type and "," not in j.gpu_type else None

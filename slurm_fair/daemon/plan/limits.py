@@ -343,6 +343,50 @@ def limit_changes(current: Mapping[str, Mapping[str, int]], planned: Mapping[str
     return out
 
 
+def with_held_elsewhere(planned: Mapping[str, Mapping[str, int]],
+                        elsewhere: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """Limits for a partition pilot: an account's GrpTRES counts its jobs in every partition, so the GPUs it
+    holds outside the managed ones (:func:`.demand.held_elsewhere`) are added to each planned limit of their
+    type and to the total — the limit then binds the managed partitions as planned and leaves what runs
+    elsewhere running."""
+    out = {}
+    for a, lim in planned.items():
+        away = {g: int(n) for g, n in elsewhere.get(a, {}).items() if n > 0}
+        row = {}
+        for k, n in lim.items():
+            row[k] = int(n) + (sum(away.values()) if k == ANY_GPU else away.get(k, 0))
+        out[a] = row
+    return out
+
+
+def site_bounded(planned: Mapping[str, Mapping[str, int]], current: Mapping[str, Mapping[str, int]],
+                 site: Mapping[str, Mapping[str, int]], managed_before: Iterable[str], mode: str
+                 ) -> tuple[dict[str, dict[str, int]], list[str]]:
+    """The planned limits with the site's own GPU limits honoured; returns (limits, accounts left alone).
+
+    An account's site limits are the ones recorded before slurm-fair first changed it (``site``), else — for
+    an account slurm-fair never managed — the ones it has now. ``mode = "respect"``: an account with site
+    limits is left alone, its limits kept (restored, if slurm-fair had changed them); ``"adopt"``: it is
+    managed, and each site limit stays an upper bound of the planned one (a key the plan leaves unlimited
+    takes the site's value)."""
+    before = set(managed_before)
+    out: dict[str, dict[str, int]] = {}
+    alone: list[str] = []
+    for a, lim in planned.items():
+        own = dict(site[a]) if a in site else (dict(current.get(a, {})) if a not in before else {})
+        if not own:
+            out[a] = dict(lim)
+        elif mode == "adopt":
+            row = dict(lim)
+            for k, v in own.items():
+                row[k] = min(int(v), int(row[k])) if k in row else int(v)
+            out[a] = row
+        else:
+            out[a] = {k: int(v) for k, v in own.items()}
+            alone.append(a)
+    return out, sorted(alone)
+
+
 def limit_batches(changes: Mapping[str, Mapping[str, int]]) -> list[dict[str, dict[str, int]]]:
     """Split limit changes into calls of ``Cluster.set_accounts_gpu_limits`` so that the backend (which
     writes accounts with identical settings in one sacctmgr call) needs as few calls as possible.

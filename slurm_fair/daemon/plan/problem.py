@@ -130,15 +130,37 @@ class Built:
     class_speed: dict[str, dict[str, float]] = field(default_factory=dict)  # ProfileIndex.class_speeds
 
 
+def tree_weight(snapshot: Snapshot, account: str) -> float:
+    """An account's weight as Slurm's Fair Tree splits shares down the account tree: a top-level account (parent
+    ``root``, or none known) weighs its fair-share Shares; a child account weighs its parent's weight times its
+    Shares over the Shares of its parent's children (itself included; the parent's own users count as one
+    more child of 1 share when the parent has any). Shares of 0 count as 1."""
+    seen: set[str] = set()
+
+    def shares(acct: Any) -> float:
+        return float(acct.shares) if acct is not None and acct.shares > 0 else 1.0
+
+    def weight(name: str) -> float:
+        acct = snapshot.account(name)
+        if acct is None or not acct.parent or acct.parent == "root" or name in seen:
+            return shares(acct)
+        seen.add(name)
+        parent = snapshot.account(acct.parent)
+        siblings = [a for a in snapshot.accounts if a.parent == acct.parent]
+        total = sum(shares(a) for a in siblings) + (1.0 if parent is not None and parent.users else 0.0)
+        return weight(acct.parent) * shares(acct) / total
+
+    return weight(account)
+
+
 def tenant_weights(snapshot: Snapshot, accounts: Iterable[str], cfg: Any) -> tuple[dict[str, str], dict[str, float]]:
-    """(account -> tenant, tenant -> weight) for ``accounts``."""
+    """(account -> tenant, tenant -> weight) for ``accounts``: a tenant weighs the sum of its accounts'
+    :func:`tree_weight` (their Shares in a flat tree), unless ``tenants.weights`` names it."""
     tmap = dict(cfg.tenants.map)
     tenant_of = {a: tmap.get(a, a) for a in accounts}
     weights: dict[str, float] = {}
     for a, t in sorted(tenant_of.items()):
-        acct = snapshot.account(a)
-        shares = acct.shares if acct is not None and acct.shares > 0 else 1
-        weights[t] = weights.get(t, 0.0) + float(shares)
+        weights[t] = weights.get(t, 0.0) + tree_weight(snapshot, a)
     for t in weights:
         if t in cfg.tenants.weights:
             weights[t] = float(cfg.tenants.weights[t])

@@ -37,6 +37,26 @@ class Target:
         return {"types": [[t, n] for t, n in self.types], "reason": self.reason, "blocks": dict(self.blocks)}
 
 
+@dataclass(frozen=True)
+class PartitionTypes:
+    """One ``#@partition`` line of the type map: the GPU types configured on a partition's nodes. job_submit.lua
+    types a job only among the types of the partitions it is submitted to."""
+
+    name: str
+    types: tuple[str, ...]
+
+
+def partition_types(snapshot: Snapshot) -> tuple[PartitionTypes, ...]:
+    """Per partition with GPU nodes, the GPU types configured on them (sorted; partitions by name). Down and
+    drained nodes count: Slurm accepts a typed request for any type a partition's nodes have (the job waits).
+    A partition without GPU nodes is not listed (the script leaves untyped requests there unchanged)."""
+    types: dict[str, set[str]] = {}
+    for n in snapshot.nodes:
+        for p in n.partitions:
+            types.setdefault(p, set()).update(g for g, c in n.gpus.items() if int(c) > 0)
+    return tuple(PartitionTypes(p, tuple(sorted(ts))) for p, ts in sorted(types.items()) if ts)
+
+
 def share_room(plan: Plan, in_use: Mapping[str, Mapping[str, int]],
                pending: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
     """account -> type -> room under its limit: limit − GPUs in use − GPUs of pending jobs typed for it."""

@@ -1,0 +1,128 @@
+"""Site commands: ``preflight``, ``rollback``. They only parse options and print; the work is in
+:mod:`slurm_fair.daemon.preflight` and :mod:`slurm_fair.daemon.rollback`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from .. import config as config_mod
+from ..errors import SlurmFairError
+from .common import config_option, handle_errors, json_option
+from .table import render
+
+
+@click.command("rollback")
+@config_option
+@click.option("--dry-run", is_flag=True, help="Only print what would be restored (changes nothing).")
+@json_option
+@handle_errors
+def rollback_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
+    """Take slurm-fair off the cluster: every GPU limit it changed back to the value recorded before its first
+    change (site limits included, exact; cleared where the account had none), every SiteFactor it set back
+    to 0, the type map removed. Refuses while the daemon runs. Running it again changes nothing. Exit 1 if
+    something could not be restored (each named)."""
+    from ..cluster import connect
+    from ..daemon import rollback
+    from ..daemon.service import AlreadyRunning, lock
+    from ..store import Store
+
+    cfg = config_mod.load(config_path)
+    try:
+        held = None if dry_run else lock(cfg.database_path)
+    except AlreadyRunning as e:
+        raise SlurmFairError(f"{e}: stop the daemon first (it would put its limits back)") from None
+    try:
+        cluster = connect(backend=cfg.cluster.backend, timeout=float(cfg.cluster.timeout))
+        with Store(cfg.database_path) as store:
+            out = rollback.run(cluster, store, cfg, dry_run=dry_run)
+    finally:
+        if held is not None:
+            held.close()
+    if as_json:
+        click.echo(json.dumps(out, indent=2, sort_keys=True))
+    else:
+        verb = "would restore" if dry_run else "restored"
+        rows = [[a, ("gres/gpu" if k == "*" else f"gres/gpu:{k}"), "clear" if v == -1 else v]
+                for a, ch in sorted(out["limits"].items()) for k, v in sorted(ch.items())]
+        click.echo(render(["ACCOUNT", "LIMIT", "RESTORED TO"], rows) if rows else "no GPU limit to restore")
+        click.echo(f"{verb}: {len(rows)} limit(s) of {len(out['limits'])} account(s); "
+                   f"SiteFactor back to 0 on {len(out['site_factors'])} pending job(s); "
+                   + (f"type map {out['type_map']} {'would be ' if dry_run else ''}removed" if out["type_map"]
+                      else "no type map"))
+        for what, why in sorted(out["failed"].items()):
+            click.echo(f"failed: {what}: {why}", err=True)
+    if out["failed"]:
+        sys.exit(1)
+
+
+@click.command("preflight")
+@config_option
+@json_option
+@handle_errors
+def preflight_cmd(config_path: str | None, as_json: bool) -> None:
+    """Check what rounds need (root or sacctmgr AdminLevel=Operator, limits enforced, typed GPU TRES tracked,
+    multifactor priority for SiteFactor, job_submit.lua and a writable type map next to it, the hooks, a
+    writable database) and list what will override slurm-fair (QOS GPU limits, partition QOS, accounts with
+    limits of their own, parents of the account tree). Exit 1 with every problem named."""
+    import os
+    import pwd
+
+    from ..cluster.cli import CliCluster
+    from ..daemon import preflight
+    from ..store import Store
+
+    cfg = config_mod.load(config_path)
+    cluster = CliCluster(timeout=float(cfg.cluster.timeout))
+    snapshot = cluster.snapshot()
+    config, qos, parts = preflight.gather(cluster)
+    site = {}
+    if cfg.database_path.exists():
+        with Store(cfg.database_path) as store:
+            site = store.site_limits()
+    found = preflight.check(config, snapshot, cfg, qos=qos, partitions=parts, slurm_conf=os.environ.get("SLURM_CONF")
+                            or "/etc/slurm/slurm.conf", site=site)
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    allowed = preflight.privilege(user, os.geteuid(),
+                                  None if os.geteuid() == 0 else preflight.my_admin_level(cluster, user))
+    if allowed is not None:
+        found.insert(0, allowed)
+    problems = [f for f in found if f.level == preflight.PROBLEM]
+    if as_json:
+        click.echo(json.dumps({"ok": not problems, "slurm_version": snapshot.slurm_version,
+                               "findings": [f.as_dict() for f in found]}, indent=2))
+    else:
+        click.echo(f"Slurm {snapshot.slurm_version}, cluster {cluster.cluster_name()}")
+        click.echo(render(["", "CHECK", "DETAIL"], [[f.level, f.what, f.detail] for f in found]))
+        click.echo(f"{len(problems)} problem(s)" + ("" if problems else ": ready for rounds"))
+    if problems:
+        sys.exit(1)
+
+
+@click.command("files")
+@click.option("--copy", "dest", metavar="DIR", help="Copy them into DIR (created if missing; existing files are "
+              "replaced).")
+def files_cmd(dest: str | None) -> None:
+    """The site files shipped with slurm-fair (in the wheel too): job_submit.lua, the hook shim, the systemd unit,
+    the commented default config, the slurm.conf lines for the hooks. Prints where they are; --copy DIR copies
+    them there."""
+    import shutil
+    from pathlib import Path
+
+    share = Path(__file__).resolve().parent.parent / "share"
+    files = sorted(p for p in share.iterdir() if p.is_file() and not p.name.startswith((".", "_")))
+    if dest:
+        out = Path(dest)
+        out.mkdir(parents=True, exist_ok=True)
+        for p in files:
+            shutil.copy2(p, out / p.name)
+    for p in files:
+        click.echo(str((Path(dest) / p.name) if dest else p))
+
+
+def register(main: click.Group) -> None:
+    main.add_command(files_cmd)
+    main.add_command(preflight_cmd)
+    main.add_command(rollback_cmd)

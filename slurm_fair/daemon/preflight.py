@@ -1,0 +1,239 @@
+"""``slurm-fair preflight``: what a site must have before rounds can work, and what will override them.
+
+Checks (each a :class:`Finding`; ``problem`` fails the command, ``note`` does not):
+
+* slurmctld's configuration (``scontrol show config``): ``AccountingStorageEnforce`` includes ``limits`` (else
+  no GrpTRES is enforced); ``AccountingStorageTRES`` lists ``gres/gpu`` and ``gres/gpu:<type>`` for every GPU
+  type of the cluster (an untracked TRES cannot be limited); ``PriorityType = priority/multifactor`` (else
+  SiteFactor is ignored); with a type map configured, ``JobSubmitPlugins`` includes ``lua`` (else untyped GPU
+  requests escape the per-type limits); with a hook spool configured, ``PrologSlurmctld`` and
+  ``EpilogSlurmctld`` run slurm-fair's hook (else no job records; a site program there is named with the
+  ``hooks install --chain`` that keeps it; ``Prolog``/``Epilog`` likewise, as notes).
+* Files: the type map's folder exists and is writable by this process; ``job_submit.lua`` is next to
+  ``slurm.conf`` and reads the map (it reads ``gpu_type_map.txt`` next to itself: the map is there, or a link
+  there points to it — the systemd unit writes it in its state folder); the database's folder is writable; the
+  status file's folder (``daemon.status_file``) is searchable by every user (a note: else ``slurm-fair why``
+  cannot read it).
+* Privileges: root, or an sacctmgr AdminLevel of Operator (or Administrator) for the user running it.
+* What overrides slurm-fair (notes): QOS with GPU limits (Slurm applies QOS limits before association
+  limits), partitions with a QOS, accounts with GPU limits of their own (left alone or adopted,
+  ``limits.site_limits``), parent accounts of the tree (never limited).
+
+``check`` is pure (texts and a snapshot in, findings out); ``gather`` runs the Slurm commands.
+"""
+
+from __future__ import annotations
+
+import glob as globmod
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..cluster.base import Snapshot
+from ..cluster.parse import grptres_limits
+from . import plan as P
+from . import public
+
+PROBLEM, NOTE, OK = "problem", "note", "ok"
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str  # problem | note | ok
+    what: str
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"level": self.level, "what": self.what, "detail": self.detail}
+
+
+def parse_config(text: str) -> dict[str, str]:
+    """``scontrol show config`` -> {Key: value} (the ``Key = value`` lines). A key Slurm lists by index
+    (24.11: ``PrologSlurmctld[0] = …``, one per ``PrologSlurmctld=`` line of slurm.conf, each run) is kept as
+    ``Key[0]``, ``Key[1]``, …: :func:`config_values` reads both forms."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = re.match(r"^([A-Za-z][A-Za-z0-9_]*(?:\[\d+\])?)\s*=\s*(.*?)\s*$", line)
+        if m and m.group(1) not in out:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def config_values(config: Mapping[str, str], key: str) -> list[str]:
+    """Every value of ``key`` that is set: ``Key`` (22.05, one program) or ``Key[0]``, ``Key[1]``, … (24.11)."""
+    indexed = sorted((int(k[len(key) + 1:-1]), v) for k, v in config.items()
+                     if k.startswith(key + "[") and k.endswith("]") and k[len(key) + 1:-1].isdigit())
+    values = [v for _, v in indexed] if indexed else [config.get(key, "")]
+    return [v for v in values if v not in ("(null)", "")]
+
+
+def qos_gpu_limits(text: str) -> dict[str, str]:
+    """``sacctmgr -P -n show qos format=name,grptres,maxtres,maxtrespu,maxtrespa`` -> {qos: its GPU limits}."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split("|")
+        if not parts or not parts[0]:
+            continue
+        gpu = []
+        for col, value in zip(("GrpTRES", "MaxTRES", "MaxTRESPU", "MaxTRESPA"), parts[1:]):
+            try:
+                lim = grptres_limits(value)
+            except Exception:  # noqa: BLE001 - shown as it is
+                lim = {"?": -1}
+            if lim:
+                gpu.append(f"{col}={','.join(e for e in value.split(',') if e.startswith('gres/gpu'))}")
+        if gpu:
+            out[parts[0]] = " ".join(gpu)
+    return out
+
+
+def partition_qos(text: str) -> dict[str, str]:
+    """``scontrol show partition`` -> {partition: its QOS} for partitions that have one."""
+    out: dict[str, str] = {}
+    name = None
+    for tok in text.split():
+        k, _, v = tok.partition("=")
+        if k == "PartitionName":
+            name = v
+        elif k == "QoS" and name and v not in ("N/A", "(null)", ""):
+            out[name] = v
+    return out
+
+
+def runs_slurm_fair_hook(value: str) -> bool:
+    """Whether a slurm.conf hook value (a path, or a glob for Prolog/Epilog) runs slurm-fair's shim (by its name,
+    also through a link)."""
+    paths = globmod.glob(value) if any(c in value for c in "*?[") else [value]
+    return any(os.path.basename(os.path.realpath(p)) == "slurm-fair-hook" or os.path.basename(p) == "slurm-fair-hook"
+               for p in paths)
+
+
+def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Any, *, qos: Mapping[str, str],
+          partitions: Mapping[str, str], slurm_conf: str | None, site: Mapping[str, Mapping[str, int]]) -> list[Finding]:
+    """Every finding (module docstring)."""
+    out: list[Finding] = []
+
+    def need(ok: bool, what: str, good: str, bad: str) -> None:
+        out.append(Finding(OK if ok else PROBLEM, what, good if ok else bad))
+
+    enforce = config.get("AccountingStorageEnforce", "")
+    need("limits" in enforce.split(","), "AccountingStorageEnforce", enforce,
+         f"is {enforce or 'empty'}: add 'limits' (and 'associations'), or no GrpTRES limit is enforced")
+    tracked = {t.strip() for t in config.get("AccountingStorageTRES", "").split(",")}
+    types = sorted(t for t, c in snapshot.capacity().items() if c > 0)
+    missing = [t for t in ["gres/gpu"] + [f"gres/gpu:{g}" for g in types] if t not in tracked]
+    need(not missing, "AccountingStorageTRES", f"tracks gres/gpu and {len(types)} GPU type(s)",
+         f"does not track {', '.join(missing)}: add them (an untracked TRES cannot be limited)")
+    prio = config.get("PriorityType", "")
+    need(prio == "priority/multifactor", "PriorityType", prio,
+         f"is {prio or 'unset'}: SiteFactor (slurm-fair's job order) needs priority/multifactor")
+    if cfg.type_map_path is not None:
+        plugins = config.get("JobSubmitPlugins", "")
+        need("lua" in plugins.split(","), "JobSubmitPlugins", plugins,
+             f"is {plugins or 'unset'}: add lua (etc/job_submit.lua), or untyped GPU requests escape the "
+             "per-type limits")
+        folder = cfg.type_map_path.parent
+        writable = folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
+        need(writable, "submit.type_map", f"{cfg.type_map_path} (folder writable)",
+             f"{folder} is missing or not writable by this user: the map is never published")
+        if slurm_conf:
+            script = Path(slurm_conf).parent / "job_submit.lua"
+            seen = script.parent / "gpu_type_map.txt"  # where the script reads the map
+            here = folder.resolve() == script.parent.resolve() and cfg.type_map_path.name == seen.name
+            linked = seen.is_symlink() and Path(os.path.realpath(seen)) == Path(os.path.realpath(cfg.type_map_path))
+            if not script.exists():
+                need(False, "job_submit.lua", "", f"{script} does not exist (etc/job_submit.lua goes next to "
+                     "slurm.conf)")
+            else:
+                need(here or linked, "job_submit.lua", f"{script} reads the map "
+                     + ("next to it" if here else f"through the link {seen}"),
+                     f"{script} reads {seen}, which is not the map slurm-fair writes ({cfg.type_map_path}): "
+                     f"write the map there, or link it: ln -s {cfg.type_map_path} {seen}")
+    if cfg.spool_path is not None:
+        for key, needed in (("PrologSlurmctld", True), ("EpilogSlurmctld", True), ("Prolog", False),
+                            ("Epilog", False)):
+            values = config_values(config, key)
+            value = values[0] if len(values) == 1 else ",".join(values)
+            if not values:
+                if needed:
+                    need(False, key, "", "not set: no job records (slurm-fair hooks install; "
+                         "slurm_fair/share/slurm.conf.hooks)")
+                else:
+                    out.append(Finding(NOTE, key, "not set: no node-side records (device indices)"))
+            elif any(runs_slurm_fair_hook(v) for v in values):
+                out.append(Finding(OK, key, value if len(values) == 1 else
+                                   f"{' and '.join(values)} (each {key} line runs, Slurm >= 24.11)"))
+            else:
+                fix = (f"add a line {key}=DEST/slurm-fair-hook (this Slurm runs every {key} line)" if len(values) > 1
+                       else f"keep it by chaining: slurm-fair hooks install DEST --chain {key}={value}, then "
+                       f"{key}=DEST/slurm-fair-hook" if not any(c in value for c in "*?[") else
+                       "link the shim into that folder: ln -s DEST/slurm-fair-hook " + value.rsplit("/", 1)[0])
+                if needed:
+                    need(False, key, "", f"runs {value}, not slurm-fair's hook: no job records; {fix}")
+                else:
+                    out.append(Finding(NOTE, key, f"runs {value}, not slurm-fair's hook: no node-side records; {fix}"))
+    db = cfg.database_path.parent
+    need(db.is_dir() and os.access(db, os.W_OK | os.X_OK), "daemon.database", str(cfg.database_path),
+         f"{db} is missing or not writable by this user")
+    if cfg.status_path is not None:
+        why_not = public.searchable(cfg.status_path.parent)
+        out.append(Finding(OK if not why_not else NOTE, "daemon.status_file",
+                           f"{cfg.status_path} (every user can reach it: slurm-fair why)" if not why_not else
+                           f"{why_not}: users cannot read {cfg.status_path.name} there, so slurm-fair why cannot "
+                           "explain their jobs; make the folder world-searchable (the systemd unit's "
+                           "StateDirectoryMode=0755) or set daemon.status_file elsewhere"))
+    for name, lim in sorted(qos.items()):
+        out.append(Finding(NOTE, f"QOS {name}", f"{lim}: applied before account limits, it wins over slurm-fair"))
+    for part, q in sorted(partitions.items()):
+        out.append(Finding(NOTE, f"partition {part}", f"QOS {q}: its limits apply to every job there first"))
+    mode = cfg.limits.site_limits
+    for a in snapshot.accounts:
+        own = site.get(a.name, a.limits)
+        if own:
+            shown = ",".join(("gres/gpu" if k == "*" else f"gres/gpu:{k}") + f"={v}" for k, v in sorted(own.items()))
+            out.append(Finding(NOTE, f"account {a.name}", f"has GPU limits of its own ({shown}): "
+                               + ("left alone" if mode == "respect" else "adopted, each an upper bound")
+                               + f" (limits.site_limits = {mode}); rollback restores them"))
+    parents = sorted(P.parent_accounts(snapshot))
+    if parents:
+        out.append(Finding(NOTE, "account tree", f"parents {', '.join(parents)} are never limited (their limit "
+                           "would cap the whole subtree): slurm-fair manages the leaves"))
+    if cfg.daemon.dry_run:
+        out.append(Finding(NOTE, "daemon.dry_run", "true: shadow mode, rounds record what they would do and write "
+                           "nothing; set it false to turn slurm-fair on"))
+    return out
+
+
+def gather(cluster: Any) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """(slurmctld config, QOS GPU limits, partition QOS) from the Slurm commands (a CLI backend's ``_run``)."""
+    config = parse_config(cluster._run(["scontrol", "show", "config"]))
+    qos = qos_gpu_limits(cluster._run(["sacctmgr", "-P", "-n", "show", "qos",
+                                       "format=name,grptres,maxtres,maxtrespu,maxtrespa"]))
+    parts = partition_qos(cluster._run(["scontrol", "show", "partition"]))
+    return config, qos, parts
+
+
+def my_admin_level(cluster: Any, user: str) -> str:
+    """``user``'s sacctmgr AdminLevel ("None" when the user is not in the accounting database)."""
+    out = cluster._run(["sacctmgr", "-P", "-n", "show", "user", user, "format=user,adminlevel"])
+    for line in out.splitlines():
+        name, _, level = line.partition("|")
+        if name == user:
+            return level.strip() or "None"
+    return "None"
+
+
+def privilege(user: str, uid: int, level: str | None) -> Finding | None:
+    """Whether this user may write limits (sacctmgr) and other users' SiteFactors (scontrol): root, or an
+    AdminLevel of Operator or Administrator. None when the level was not looked up."""
+    if uid == 0:
+        return Finding(OK, "privileges", f"{user} (root)")
+    if level is None:
+        return None
+    if level.lower() in ("operator", "administrator"):
+        return Finding(OK, "privileges", f"{user}: AdminLevel {level}")
+    return Finding(PROBLEM, "privileges", f"{user} has AdminLevel {level}: sacctmgr refuses its limit changes and "
+                   f"scontrol its SiteFactor updates (as root: sacctmgr add user {user} account=<any> "
+                   "adminlevel=Operator)")

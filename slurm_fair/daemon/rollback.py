@@ -1,0 +1,91 @@
+"""``slurm-fair rollback``: take slurm-fair off a cluster without a trace.
+
+* **Limits**: every account slurm-fair changed or manages gets back the GPU limits it had before slurm-fair first
+  changed it (recorded in the store's ``site_limits`` at that first change, the exact values; an account never
+  recorded had none). Only what differs from what Slurm shows now is written; a GPU limit slurm-fair had set
+  where the account had none is cleared. Non-GPU TRES are never touched.
+* **SiteFactor**: set back to 0 on every pending GPU job of the managed partitions that has one (slurm-fair sets
+  the factor of those jobs; Slurm's own default is 0).
+* **Type map**: the published file is removed (job_submit.lua then lets untyped requests through unchanged).
+* **State**: the managed set is emptied, restored accounts' records dropped (a later start records afresh), a
+  ``rollback`` event written. Running it again finds nothing to do.
+
+The daemon must not run meanwhile (it would put its limits back): the command takes the daemon's lock and
+refuses while a daemon holds it. ``plan_rollback`` is pure; ``run`` does the I/O.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ..cluster.base import CLEAR, Cluster, Snapshot
+from ..store import Store
+from . import plan as P
+from .round import apply_factors, apply_limits
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """What a rollback changes."""
+
+    limits: dict[str, dict[str, int]]  # account -> key -> value (CLEAR: remove the limit)
+    site_factors: dict[int, int]  # pending job -> 0
+    type_map: str | None  # the map file to remove (None: none there)
+    accounts: list[str] = field(default_factory=list)  # every account slurm-fair touched
+
+
+def plan_rollback(snapshot: Snapshot, site: Mapping[str, Mapping[str, int]], managed: Iterable[str],
+                  type_map: Path | None, cfg: Any) -> Rollback:
+    """The changes that restore the cluster (module docstring)."""
+    accounts = sorted(set(site) | set(managed))
+    changes: dict[str, dict[str, int]] = {}
+    for a in accounts:
+        acct = snapshot.account(a)
+        if acct is None:  # gone from Slurm: nothing to restore
+            continue
+        target = {k: int(v) for k, v in site.get(a, {}).items()}
+        now = dict(acct.limits)
+        diff = {k: v for k, v in target.items() if now.get(k) != v}
+        diff.update({k: CLEAR for k in now if k not in target})
+        if diff:
+            changes[a] = diff
+    factors = {j.job_id: 0 for j in P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
+               if j.pending and j.site_factor}
+    present = str(type_map) if type_map is not None and (type_map.exists() or type_map.is_symlink()) else None
+    return Rollback(changes, factors, present, accounts)
+
+
+def run(cluster: Cluster, store: Store, cfg: Any, dry_run: bool = False) -> dict[str, Any]:
+    """Roll back (module docstring); with ``dry_run`` only say what would change. Returns the report:
+    ``limits`` {account: {key: value, -1 = clear}}, ``site_factors`` (jobs reset), ``type_map`` (file removed
+    or None), ``failed`` {account or 'site_factor' or 'type_map': cause}, ``dry_run``."""
+    snapshot = cluster.snapshot()
+    rb = plan_rollback(snapshot, store.site_limits(), store.managed(), cfg.type_map_path, cfg)
+    out: dict[str, Any] = {"dry_run": dry_run, "accounts": rb.accounts, "limits": rb.limits,
+                           "site_factors": sorted(rb.site_factors), "type_map": rb.type_map, "failed": {}}
+    if dry_run:
+        return out
+    applied = apply_limits(cluster, rb.limits)
+    out["failed"].update(applied.failed)
+    _done, factor_failed = apply_factors(cluster, rb.site_factors)
+    if factor_failed:
+        out["failed"]["site_factor"] = "; ".join(f"{k}: {v}" for k, v in sorted(factor_failed.items()))
+    if rb.type_map is not None:
+        try:
+            os.unlink(rb.type_map)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            out["failed"]["type_map"] = f"{rb.type_map}: {e.strerror or e}"
+    restored = [a for a in rb.accounts if a not in applied.failed]
+    with store.transaction():
+        store.set_managed(sorted(set(store.managed()) - set(restored)))
+        store.forget_site_limits(restored)
+        store.event("rollback", f"rolled back {len(restored)} account(s), {len(rb.site_factors)} SiteFactor(s)"
+                    + (", removed the type map" if rb.type_map and "type_map" not in out["failed"] else "")
+                    + (f"; failed: {', '.join(sorted(out['failed']))}" if out["failed"] else ""),
+                    data={"limits": rb.limits, "failed": out["failed"]})
+    return out

@@ -1,0 +1,613 @@
+--[[
+slurm-fair job_submit.lua: gives untyped GPU requests the GPU type slurm-fair planned for the account.
+
+Slurm does not count an untyped request (--gres=gpu:1, --gpus=1, --gpus-per-task=1, ...) against typed
+GrpTRES=gres/gpu:<type>=N limits (checked on 22.05 and 24.11). This script types such requests at
+submission, so the per-type limits slurm-fair sets hold for every GPU job.
+
+Rules:
+  * The map is `gpu_type_map.txt` in this script's folder, re-read on every submission. slurm-fair's daemon
+    writes it each round (config [submit] type_map). Lines: `ACCOUNT TYPES [REASON...]`; `* TYPES [REASON]`
+    is the default for accounts without a line; `#` starts a comment line; blank lines are ignored. TYPES is
+    `TYPE` or a comma-separated list `TYPE:ROOM[:BLOCK],...` in the order to use them (ROOM: how many GPUs
+    of that type the account's untyped jobs may be given until the map changes; BLOCK: the largest job, in
+    GPUs, that fits that type's free GPUs now; none = no bound); a `|` instead of a `,` starts the next tier
+    (types with free GPUs come before types the account waits for).
+  * Job classes: `ACCOUNT/CLASS TYPE,TYPE,...` lines give the order in which a class of that account tries the
+    types of its account's line within each tier (fastest for the class first; a type left out is not used
+    for it; rooms stay the account's); `*/CLASS` lines do so for the class in every account without a line of its own. The job's class is found as slurm-fair finds it, from the sources named by the
+    `@classes comment,wckey,name` line (default that order): a `class=NAME` token in the comment, the wckey,
+    the job name. A class without a line uses its account's order.
+  * Spreading a burst: the script counts, per account and type, the GPUs it has handed out since the map
+    text last changed (a global table: slurmctld keeps the script's Lua state between submissions and
+    reloads it only when the file changes). A job gets the first type of its line whose room is not used
+    up by those counts (a job of N GPUs needs N left, and N at most the type's BLOCK); when none has room,
+    the first type (the job waits there; the daemon publishes new room as GPUs free up).
+  * A GPU entry without a type in tres_per_node / tres_per_job / tres_per_task / tres_per_socket gets the
+    chosen type (account = job_desc.account or job_desc.default_account), keeping the prefix it was
+    written with (22.05 `gres:gpu:2` -> `gres:gpu:v100:2`; 24.11 `gres/gpu:2` -> `gres/gpu:v100:2`,
+    `gres/gpu=1` -> `gres/gpu:v100:1`). The comment gets the token `fair:flex` (the user's comment is kept);
+    the user is told the type and why on stderr.
+  * Typed GPU requests, requests for 0 GPUs and non-GPU jobs are never changed.
+  * No map file (the daemon never ran): the job passes unchanged, with a note to the user.
+  * Unreadable or broken map, or no line for the account and no `*` line: an untyped GPU job is rejected
+    with a message naming the problem and how to request a type; every other job passes.
+  * Internal error (a bug here): logged; a job with an untyped GPU request is rejected, every other job
+    passes.
+  * slurm_job_modify changes nothing (scontrol update of a pending job passes unchanged; on 22.05 changing a
+    pending job's GPU type is broken, Slurm bug 17184).
+  * Partitions: with `#@partition NAME TYPE,...` lines in the map (comments to older scripts), a job is typed
+    only among its partitions' types: `-p a,b` their union; no -p, the partition part_list flags as default
+    (several flagged: the types all have). None fits, or no partition known: the job passes untyped, a note.
+  * Module: a site's own job_submit.lua may load this file once at its top (`local sf =
+    dofile("/etc/slurm/slurm_fair_submit.lua")`, or `require`) and call sf.job_submit(job_desc, part_list,
+    submit_uid) and sf.job_modify(job_desc, job_rec, part_list, modify_uid) from its own functions (see
+    job_submit_site_example.lua). Loaded by Lua code, it defines no globals and returns its table (sf.map_file
+    may name the map). slurmctld reloads only the site's script: touch it after replacing this file.
+Check before installing: luac5.1 -p job_submit.lua (a broken script stops slurmctld from starting).
+]]
+
+-- Loaded by slurmctld as its job_submit.lua, the chunk is called from C: there is no Lua caller. Loaded by a
+-- site's script (dofile, require, loadfile), there is one: then it is a module.
+local AS_MODULE = debug.getinfo(2, "S") ~= nil
+
+local SF = {}
+
+SF.MAP_NAME = "gpu_type_map.txt"
+SF.FLEX_TOKEN = "fair:flex"
+SF.FIELDS = { "tres_per_node", "tres_per_job", "tres_per_task", "tres_per_socket" }
+local ENOENT = 2
+
+-- The folder this script was loaded from ("/etc/slurm" if Slurm did not load it from a file).
+function SF.script_dir()
+	local src = debug.getinfo(1, "S").source or ""
+	if src:sub(1, 1) == "@" then
+		local dir = src:sub(2):match("^(.*)/[^/]*$")
+		if dir and dir ~= "" then
+			return dir
+		end
+	end
+	return "/etc/slurm"
+end
+
+SF.map_file = nil -- a site loading this as a module may set another path for the map
+
+function SF.map_path()
+	return SF.map_file or (SF.script_dir() .. "/" .. SF.MAP_NAME)
+end
+
+local function trim(s)
+	return (s:gsub("^%s+", ""):gsub("%s+$", ""))
+end
+
+local function valid_name(s)
+	return s ~= nil and s:match("^[%w_.%-]+$") ~= nil
+end
+
+-- Parse the TYPES field: `TYPE` or `TYPE:ROOM[:BLOCK],...`, `|` instead of `,` starting the next tier.
+-- Returns a list of {type=, room=, block= (nil: no bound), tier=} or nil, problem.
+function SF.parse_types(field)
+	local list = {}
+	local tier = 0
+	for item, sep in (field .. ","):gmatch("([^,|]*)([,|])") do
+		local gtype, room, block = item:match("^([^:]+):(%d+):(%d+)$")
+		if not gtype then
+			gtype, room = item:match("^([^:]+):(%d+)$")
+		end
+		if not gtype then
+			gtype = item
+		end
+		if not valid_name(gtype) or gtype:match("^%d+$") then
+			return nil, string.format("bad GPU type '%s'", gtype)
+		end
+		list[#list + 1] = { type = gtype, room = room and tonumber(room) or nil, block = block and tonumber(block) or nil,
+			tier = tier }
+		if sep == "|" then
+			tier = tier + 1
+		end
+	end
+	return list
+end
+
+SF.CLASS_SOURCES = { comment = true, wckey = true, name = true }
+
+-- Parse a `#@partition NAME TYPE,...` line. Returns name, {type -> true} or nil, problem.
+local function parse_partition(line)
+	local name, field = line:match("^#@partition%s+(%S+)%s+(%S+)$")
+	local list, err = nil, nil
+	if name and valid_name(name) then
+		list, err = SF.parse_types(field)
+	end
+	if not list then
+		return nil, err or string.format("expected '#@partition NAME TYPE,...', got '%s'", line)
+	end
+	local types = {}
+	for _, t in ipairs(list) do
+		types[t.type] = true
+	end
+	return name, types
+end
+
+-- Parse the map text. Returns {entries = {account -> {types=, type=, reason=}}, default = (the same) or nil,
+-- classes = {"account/class" -> {type, ...}}, order = {source, ...}, partitions = {name -> {type -> true}},
+-- partitioned = (the map has partition lines), listed_only = true|nil} or nil, "line N: problem". `type` is the
+-- first of `types`. `#@listed-only` (a pilot): accounts without a line are left alone. Directives start with
+-- `#@` so that a script older than the map reads them as comments.
+function SF.parse_map(text)
+	local map = { entries = {}, default = nil, types = {}, classes = {}, order = { "comment", "wckey", "name" },
+		partitions = {}, partitioned = false }
+	local n = 0
+	for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+		n = n + 1
+		line = trim(line:gsub("\r$", ""))
+		local directive = line:match("^@classes%s+(%S+)$")
+		if line == "#@partition" or line:match("^#@partition%s") then
+			local name, types = parse_partition(line)
+			if not name then
+				return nil, string.format("line %d: %s", n, types)
+			end
+			if map.partitions[name] then
+				return nil, string.format("line %d: second line for partition '%s'", n, name)
+			end
+			map.partitions[name] = types
+			map.partitioned = true
+		elseif directive then
+			map.order = {}
+			for src in directive:gmatch("[^,]+") do
+				if not SF.CLASS_SOURCES[src] then
+					return nil, string.format("line %d: unknown class source '%s'", n, src)
+				end
+				map.order[#map.order + 1] = src
+			end
+		elseif line == "#@listed-only" then
+			map.listed_only = true -- a pilot: accounts without a line are not slurm-fair's to type
+		elseif line ~= "" and line:sub(1, 1) ~= "#" then
+			local acct, field, rest = line:match("^(%S+)%s+(%S+)%s*(.*)$")
+			if not acct then
+				return nil, string.format("line %d: expected 'ACCOUNT TYPES [REASON]', got '%s'", n, line)
+			end
+			local cacct, cls = acct:match("^([^/]+)/([^/]+)$")
+			if cacct then
+				if (cacct ~= "*" and not valid_name(cacct)) or not valid_name(cls) then
+					return nil, string.format("line %d: bad account/class '%s'", n, acct)
+				end
+				local list, terr = SF.parse_types(field)
+				if not list then
+					return nil, string.format("line %d: %s", n, terr)
+				end
+				local order = {}
+				for _, t in ipairs(list) do
+					order[#order + 1] = t.type
+				end
+				map.classes[acct] = order
+				acct = nil
+			end
+			if acct and acct ~= "*" and not valid_name(acct) then
+				return nil, string.format("line %d: bad account name '%s'", n, acct)
+			end
+			local list, terr = nil, nil
+			if acct then
+				list, terr = SF.parse_types(field)
+				if not list then
+					return nil, string.format("line %d: %s", n, terr)
+				end
+			end
+			local gtype = list and list[1].type
+			local e = acct and { type = gtype, types = list, reason = rest ~= "" and rest or nil }
+			if not acct then
+				-- a class line: nothing more
+			elseif acct == "*" then
+				if map.default then
+					return nil, string.format("line %d: second '*' line", n)
+				end
+				map.default = e
+			else
+				if map.entries[acct] then
+					return nil, string.format("line %d: second line for account '%s'", n, acct)
+				end
+				map.entries[acct] = e
+			end
+			for _, t in ipairs(list or {}) do
+				map.types[t.type] = true
+			end
+		end
+	end
+	return map
+end
+
+-- GPUs handed out per account and type since the map text last changed (kept between submissions: the Lua
+-- state lives as long as slurmctld does not reload the script).
+SF.state = { text = nil, spent = {} }
+
+-- The GPUs a job asks for in all (its untyped GPU entries; per node x nodes, per task x tasks). A field Slurm
+-- left unset (nil, 0, or NO_VAL) counts as 1.
+local function count_of(v)
+	v = tonumber(v)
+	if v == nil or v < 1 or v >= 0xfffffffe then
+		return 1
+	end
+	return v
+end
+
+function SF.job_gpus(job_desc)
+	local total = 0
+	for _, name in ipairs(SF.FIELDS) do
+		local v = job_desc[name]
+		if type(v) == "string" then
+			for entry in v:gmatch("[^,]+") do
+				local prefix, count = SF.untyped_gpu(entry)
+				if prefix then
+					local n = count and tonumber(count) or 1
+					if name == "tres_per_node" then
+						n = n * count_of(job_desc.min_nodes)
+					elseif name == "tres_per_task" then
+						n = n * count_of(job_desc.num_tasks)
+					end
+					total = total + n
+				end
+			end
+		end
+	end
+	return math.max(total, 1)
+end
+
+-- The job's class as slurm-fair finds it (sources in `order`); nil when none names one.
+function SF.job_class(job_desc, order)
+	for _, src in ipairs(order) do
+		if src == "comment" then
+			local c = " " .. tostring(job_desc.comment or "")
+			local cls = c:match("[%s,;]class=([^%s,;]+)")
+			if cls then
+				return cls
+			end
+		elseif src == "wckey" then
+			local wk = tostring(job_desc.wckey or ""):gsub("^%*", "")
+			if wk ~= "" then
+				return wk
+			end
+		elseif src == "name" then
+			local name = job_desc.name
+			if type(name) == "string" and name ~= "" then
+				return name
+			end
+		end
+	end
+	return nil
+end
+
+-- The entry's types in the class's order (its class line) within each tier of the entry, those the class
+-- line leaves out dropped; the entry itself when the class has no line or the line keeps none of them.
+function SF.for_class(entry, class_order)
+	if not class_order then
+		return entry
+	end
+	local by_type = {}
+	for _, t in ipairs(entry.types or { { type = entry.type } }) do
+		by_type[t.type] = t
+	end
+	local list, rank = {}, {}
+	for i, name in ipairs(class_order) do
+		if by_type[name] then
+			list[#list + 1] = by_type[name]
+			rank[name] = i
+		end
+	end
+	if #list == 0 then
+		return entry
+	end
+	table.sort(list, function(x, y)
+		if (x.tier or 0) ~= (y.tier or 0) then
+			return (x.tier or 0) < (y.tier or 0)
+		end
+		return rank[x.type] < rank[y.type]
+	end)
+	return { type = list[1].type, types = list, reason = entry.reason }
+end
+
+-- The partitions a job is submitted to: job_desc.partition ("a" or "a,b"; returns names, false), else those
+-- part_list (the partitions the user may use, keyed by name) flags as the default (returns names, true); nil
+-- when neither names one. After `scontrol update PartitionName=X Default=YES` the old default keeps its flag
+-- for a while (Slurm clears it when it next saves or sends partition state): then several are flagged.
+function SF.job_partitions(job_desc, part_list)
+	local names = {}
+	local given = job_desc.partition
+	if type(given) == "string" and given ~= "" then
+		for name in given:gmatch("[^,]+") do
+			names[#names + 1] = trim(name)
+		end
+		return names, false
+	end
+	for key, part in pairs(type(part_list) == "table" and part_list or {}) do
+		if tonumber(part.flag_default) == 1 then
+			names[#names + 1] = type(key) == "string" and key or tostring(part.name)
+		end
+	end
+	table.sort(names)
+	return #names > 0 and names or nil, true
+end
+
+-- The entry with only the types in `allowed` ({type -> true}), in its order and tiers; nil when none is.
+function SF.within(entry, allowed)
+	local list = {}
+	for _, t in ipairs(entry.types or { { type = entry.type } }) do
+		if allowed[t.type] then
+			list[#list + 1] = t
+		end
+	end
+	if #list == 0 then
+		return nil
+	end
+	return { type = list[1].type, types = list, reason = entry.reason }
+end
+
+-- The GPU types of the partitions `names` ({type -> true}) from the map's partition lines: their union (a job
+-- submitted to several may run in any), or with `every` the types all of them have (of several partitions
+-- flagged default only one is the default: a type they all have is in it).
+function SF.partition_types(map, names, every)
+	local allowed = {}
+	for i, name in ipairs(names) do
+		local types, add = map.partitions[name] or {}, i == 1 or not every
+		for gtype in pairs(add and types or allowed) do
+			allowed[gtype] = add or types[gtype] -- (every: clearing a field while traversing is allowed)
+		end
+	end
+	return allowed
+end
+
+-- The entry with only the types of the job's partitions (map with partition lines); nil, why when none is left.
+function SF.in_partitions(map, entry, job_desc, part_list, account)
+	local parts, default = SF.job_partitions(job_desc, part_list)
+	if not parts then
+		return nil, "the job names no partition and none is the default"
+	end
+	local allowed = SF.partition_types(map, parts, default)
+	local kept = SF.within(entry, allowed)
+	if kept then
+		return kept
+	end
+	local where = (default and "default partition " or "partition ") .. table.concat(parts, ",")
+	if next(allowed) == nil then
+		return nil, where .. (default and #parts > 1 and " (all flagged) have no GPU type in common in the map"
+			or " has no GPU type in the map")
+	end
+	local mine, have = {}, {}
+	for _, t in ipairs(entry.types or { { type = entry.type } }) do
+		mine[#mine + 1] = t.type
+	end
+	for gtype in pairs(allowed) do
+		have[#have + 1] = gtype
+	end
+	table.sort(have)
+	return nil, string.format("none of the types for account %s (%s) is in %s (%s)", tostring(account),
+		table.concat(mine, ","), where, table.concat(have, ","))
+end
+
+-- Pick the type for a job of `gpus` GPUs of `account` from its map entry (module comment); counts it.
+-- Returns type, note (nil, or why the first type was taken without room).
+function SF.choose(map_text, account, entry, gpus)
+	if SF.state.text ~= map_text then
+		SF.state = { text = map_text, spent = {} }
+	end
+	local key = account or "*"
+	local spent = SF.state.spent[key]
+	if not spent then
+		spent = {}
+		SF.state.spent[key] = spent
+	end
+	local pick, note = nil, nil
+	for _, t in ipairs(entry.types or { { type = entry.type } }) do
+		if (t.room == nil or (spent[t.type] or 0) + gpus <= t.room) and (t.block == nil or gpus <= t.block) then
+			pick = t.type
+			break
+		end
+	end
+	if not pick then
+		pick = entry.type
+		note = "every type's room in the map is used by earlier submissions; waits for " .. pick
+	end
+	spent[pick] = (spent[pick] or 0) + gpus
+	return pick, note
+end
+
+-- Read the map. Returns map | nil, kind ("missing" | "broken"), message.
+function SF.read_map(path)
+	local f, err, code = io.open(path, "r")
+	if not f then
+		if code == ENOENT then
+			return nil, "missing", path .. " does not exist"
+		end
+		return nil, "broken", "cannot read " .. tostring(err)
+	end
+	local text = f:read("*a")
+	f:close()
+	if text == nil then
+		return nil, "broken", "cannot read " .. path
+	end
+	local map, perr = SF.parse_map(text)
+	if not map then
+		return nil, "broken", path .. " " .. perr
+	end
+	map.text = text
+	return map
+end
+
+-- One entry of a tres_per_* list. Returns prefix, count (string or nil) when it is an untyped GPU request
+-- for at least one GPU; nil otherwise (typed GPU, 0 GPUs, not a GPU).
+function SF.untyped_gpu(entry)
+	local prefix, rest = entry:match("^(gres[:/])gpu(.*)$")
+	if not prefix then
+		return nil
+	end
+	if rest == "" then
+		return prefix, nil
+	end
+	local count = rest:match("^[:=](%d+)$")
+	if count and tonumber(count) > 0 then
+		return prefix, count
+	end
+	return nil -- typed (":v100", ":v100:2", ":v100=2"), zero GPUs, or something unknown: left alone
+end
+
+-- The value with every untyped GPU entry typed; nil if nothing changed.
+function SF.type_value(value, gtype)
+	if type(value) ~= "string" or value == "" then
+		return nil
+	end
+	local out, changed = {}, false
+	for entry in value:gmatch("[^,]+") do
+		local prefix, count = SF.untyped_gpu(entry)
+		if prefix then
+			entry = prefix .. "gpu:" .. gtype .. (count and (":" .. count) or "")
+			changed = true
+		end
+		out[#out + 1] = entry
+	end
+	if not changed then
+		return nil
+	end
+	return table.concat(out, ",")
+end
+
+-- Fields of job_desc that hold an untyped GPU request (a list of names, empty if none).
+function SF.untyped_fields(job_desc)
+	local names = {}
+	for _, name in ipairs(SF.FIELDS) do
+		local v = job_desc[name]
+		if type(v) == "string" and SF.type_value(v, "x") then
+			names[#names + 1] = name
+		end
+	end
+	return names
+end
+
+function SF.with_flex(comment)
+	if comment == nil or comment == "" then
+		return SF.FLEX_TOKEN
+	end
+	for tok in comment:gmatch("[^%s,;]+") do
+		if tok == SF.FLEX_TOKEN then
+			return comment
+		end
+	end
+	return comment .. " " .. SF.FLEX_TOKEN
+end
+
+local function example(map)
+	local t = map and (map.default and map.default.type or next(map.types)) or nil
+	t = t or "TYPE"
+	return string.format("--gres=gpu:%s:1 or --gpus=%s:1", t, t)
+end
+
+-- The decision for one submission: returns slurm.SUCCESS or slurm.ERROR (and edits job_desc).
+function SF.submit(job_desc, part_list, uid)
+	local fields = SF.untyped_fields(job_desc)
+	if #fields == 0 then
+		return slurm.SUCCESS -- typed or no GPU request: untouched
+	end
+	local account = job_desc.account or job_desc.default_account
+	local path = SF.map_path()
+	local map, kind, msg = SF.read_map(path)
+	if not map then
+		if kind == "missing" then
+			slurm.log_user("slurm-fair: note: no GPU type map yet (%s); untyped GPU request left unchanged", msg)
+			slurm.log_info("job_submit.lua: uid=%s account=%s: no type map (%s), untyped request passed",
+				tostring(uid), tostring(account), msg)
+			return slurm.SUCCESS
+		end
+		slurm.log_user("slurm-fair: GPU request without a type, and the GPU type map is broken (%s). "
+			.. "Request a type explicitly, e.g. %s.", msg, example(nil))
+		slurm.log_error("job_submit.lua: broken type map: %s", msg)
+		return slurm.ERROR
+	end
+	local entry, why = map.entries[account or ""], nil
+	if entry then
+		why = entry.reason
+	elseif map.default then
+		entry = map.default
+		why = entry.reason and ("no entry for the account; default: " .. entry.reason)
+			or "no entry for the account; cluster default"
+	elseif map.listed_only then
+		return slurm.SUCCESS -- not a pilot account: Slurm alone decides, as without slurm-fair
+	else
+		slurm.log_user("slurm-fair: GPU request without a type, and no GPU type is known for account '%s' "
+			.. "(no line for it and no '*' line in %s). Request a type explicitly, e.g. %s.",
+			tostring(account), path, example(map))
+		return slurm.ERROR
+	end
+	local key = map.entries[account or ""] and account or "*"
+	if map.partitioned then
+		local kept, why_not = SF.in_partitions(map, entry, job_desc, part_list, account)
+		if not kept then
+			slurm.log_user("slurm-fair: note: %s; untyped GPU request left unchanged", why_not)
+			slurm.log_info("job_submit.lua: uid=%s account=%s: %s, untyped request passed", tostring(uid),
+				tostring(account), why_not)
+			return slurm.SUCCESS
+		end
+		entry = kept
+	end
+	local cls = SF.job_class(job_desc, map.order)
+	if cls and account then
+		entry = SF.for_class(entry, map.classes[account .. "/" .. cls] or map.classes["*/" .. cls])
+	end
+	local gtype, note = SF.choose(map.text, key, entry, SF.job_gpus(job_desc))
+	if note then
+		why = note
+	end
+	local changes = {}
+	for _, name in ipairs(fields) do
+		local old = job_desc[name]
+		local new = SF.type_value(old, gtype)
+		job_desc[name] = new
+		changes[#changes + 1] = string.format("%s %s -> %s", name, old, new)
+	end
+	job_desc.comment = SF.with_flex(job_desc.comment)
+	slurm.log_user("slurm-fair: untyped GPU request given type '%s' (account %s%s)", gtype,
+		tostring(account), why and (": " .. why) or "")
+	slurm.log_info("job_submit.lua: uid=%s account=%s: %s", tostring(uid), tostring(account),
+		table.concat(changes, "; "))
+	return slurm.SUCCESS
+end
+
+local function mentions_gpu(job_desc)
+	for _, name in ipairs(SF.FIELDS) do
+		local v = job_desc[name]
+		if type(v) == "string" and v:find("gpu", 1, true) then
+			return true
+		end
+	end
+	return false
+end
+
+-- slurm_job_submit: the decision under pcall (a bug here is logged; it rejects only untyped GPU jobs).
+function SF.job_submit(job_desc, part_list, submit_uid)
+	local ok, rc = pcall(SF.submit, job_desc, part_list, submit_uid)
+	if ok then
+		return rc
+	end
+	slurm.log_error("job_submit.lua: internal error: %s", tostring(rc))
+	local ok2, fields = pcall(SF.untyped_fields, job_desc)
+	local needs = (ok2 and #fields > 0) or (not ok2 and mentions_gpu(job_desc))
+	if needs then
+		slurm.log_user("slurm-fair: job_submit.lua internal error while typing this GPU request (%s); "
+			.. "request a GPU type explicitly (e.g. --gres=gpu:TYPE:1) or contact the admins.", tostring(rc))
+		return slurm.ERROR
+	end
+	return slurm.SUCCESS
+end
+
+-- slurm_job_modify: changes nothing.
+function SF.job_modify(job_desc, job_rec, part_list, modify_uid)
+	return slurm.SUCCESS
+end
+
+if AS_MODULE then
+	slurm.log_info("slurm-fair job_submit module loaded; type map %s", SF.map_path())
+	return SF
+end
+
+slurm_fair_submit = SF -- internals, reachable by the offline tests (tests/lua/)
+slurm_job_submit = SF.job_submit
+slurm_job_modify = SF.job_modify
+
+slurm.log_info("job_submit.lua (slurm-fair) loaded; type map %s", SF.map_path())
+return slurm.SUCCESS
