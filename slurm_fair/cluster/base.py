@@ -42,6 +42,10 @@ class Job:
     site_factor: int = 0
     requeue: bool = False  # Slurm may requeue the job (--requeue, or JobRequeue=1 without --no-requeue)
     time_limit: int | None = None  # minutes; None = unlimited or not known
+    # why a pending job cannot start now whatever slurm-fair does ("" = it could): held, dependency, begin-time,
+    # reservation — computed by the backend from Slurm's fields (cluster/blocked.py); such a job is not demand
+    blocked: str = ""
+    batch: bool = True  # a batch job (sbatch); False = an interactive allocation (salloc), never signalled
 
     @property
     def gpus(self) -> int:

@@ -179,7 +179,7 @@ class PyslurmCluster(Cluster):
                     proc.communicate()
         site = parse.parse_sprio(sprio_out)
         jobs = parse.parse_jobs({"jobs": [_job_record(r) for r in raw_jobs.values()]}, site_factors=site,
-                                what="pyslurm.job().get()")
+                                what="pyslurm.job().get()", now=time.time())
         nodes = parse.parse_nodes({"nodes": [_node_record(r) for r in raw_nodes.values()]},
                                   what="pyslurm.node().get()")
         accounts = parse.parse_assoc(assoc_out, cluster=self._cluster_name)

@@ -186,6 +186,7 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> dict[str, Any]:
         "demand": plan.demand,
         "pending_gpus": pending,
         "pending_jobs": pending_jobs,
+        "not_demand": c.not_demand,  # account -> why -> GPUs of pending jobs that could not start (plan.eligible)
         "in_use": P.gpus_in_use(snapshot),
         "classes": classes,
         "deficits": c.deficits,

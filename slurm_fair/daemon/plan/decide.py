@@ -7,8 +7,10 @@ from typing import Any, Mapping, Sequence
 
 from ...cluster.base import Job, Snapshot, supports_pending_retype
 from ...model import Allocation
-from .demand import (ClassDemand, FreeGPUs, flexible_as_untyped, gpus_in_use, held_elsewhere, job_class,
+from .demand import (NEVER_MANAGED, ClassDemand, FreeGPUs, flexible_as_untyped, gpu_jobs, gpus_in_use,
+                     held_elsewhere, job_class,
                      managed_accounts, observe_demand, parent_accounts, partition_view, received_gpus, waiting_gpus)
+from .eligible import not_demand
 from .limits import Plan, limit_changes, make_plan, site_bounded, with_held_elsewhere
 from .priority import site_factors, update_deficit
 from .problem import SRC_ASSUMED, SRC_UNPROFILED, Built, build_problem, type_order
@@ -46,6 +48,8 @@ class Decisions:
     explored: list[dict[str, Any]] = field(default_factory=list)  # exploration's limit moves (explore_plan)
     reporting: frozenset[tuple[str, str]] = frozenset()  # (account, class) with measured or harvested values
     left_alone: tuple[str, ...] = ()  # accounts whose own (site) GPU limits slurm-fair respects
+    # account -> why -> GPUs of its pending jobs that are not demand (held, dependency, begin-time, reservation)
+    not_demand: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: Any, deviations: Mapping[str, Any],
@@ -103,7 +107,9 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
     d = Decisions(demand=demand, built=built, alloc=alloc, plan=plan, received=received, deficits=new_deficits,
                   factors=factors, factor_changes=factor_changes, factors_deferred=deferred, current=current,
                   planned=planned, changes=changes, retypes=retypes, targets={}, dt=dt, explored=explored,
-                  reporting=frozenset(reporting), left_alone=tuple(left_alone))
+                  reporting=frozenset(reporting), left_alone=tuple(left_alone),
+                  not_demand=not_demand([j for j in gpu_jobs(snapshot, cfg.cluster.partitions)
+                                         if j.account not in NEVER_MANAGED]))
     return replace(d, targets=type_map(d, with_retypes(snapshot, retypes), cfg))
 
 
