@@ -166,6 +166,12 @@ class Cluster(ABC):
     def requeue_job(self, job_id: int) -> None:
         """Requeue a job (scontrol requeue)."""
 
+    def cancel_job(self, job_id: int) -> None:
+        """Cancel a job (scancel): ``preemption.unrequeueable = "cancel"`` only."""
+        from .errors import Unsupported
+
+        raise Unsupported(f"the {self.name} backend cannot cancel jobs")
+
     def job_info(self, job_id: int) -> Job | None:
         """One job as Slurm shows it now, in any state (finished ones while slurmctld still knows them; its GPUs
         may be 0), with its SiteFactor where Slurm gives it; None if Slurm does not know the job. Needs no rights

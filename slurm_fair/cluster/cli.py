@@ -267,6 +267,10 @@ class CliCluster(Cluster):
         _check_job_id(job_id)
         self._run(["scontrol", "requeue", str(job_id)])
 
+    def cancel_job(self, job_id: int) -> None:
+        _check_job_id(job_id)
+        self._run(["scancel", str(job_id)])
+
 
 def _check_job_id(job_id: object) -> None:
     if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id <= 0:

@@ -202,6 +202,9 @@ class PyslurmCluster(Cluster):
     def requeue_job(self, job_id: int) -> None:
         self._cli.requeue_job(job_id)
 
+    def cancel_job(self, job_id: int) -> None:
+        self._cli.cancel_job(job_id)
+
     def job_info(self, job_id: int) -> Job | None:
         return self._cli.job_info(job_id)
 

@@ -145,6 +145,8 @@ def explain(store: Store, cfg: Any, account: str, snapshot: Snapshot | None, unr
         # GPUs of its pending jobs that are not demand, per why (held, dependency, begin-time, reservation): in
         # the last round, and in Slurm now when it answers (plan.eligible)
         "not_demand": d.get("not_demand", {}).get(account, {}),
+        # per type, GPUs its limits were lowered by: its running jobs preemption could not requeue (held-back)
+        "held_back": d.get("held_back", {}).get(account, {}),
         "not_demand_now": (P.not_demand(j for j in P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
                                         if j.account == account).get(account, {}) if snapshot else None),
         # whether its pending fair:flex jobs can still be moved to another GPU type (None: it has none)

@@ -119,7 +119,7 @@ def compute(snapshot: Snapshot, store: Store, cfg: Any, policy: str, now: float)
                     profiles=store.profiles(cfg.profiling.prefer_measured), shipped=shipped_profiles.load_shipped(), deviations=store.deviations(),
                     deficits=store.deficits(), managed_before=store.managed(), last_ok_started=_last_ok_started(store, None),
                     now=now, empty_alloc=lambda built: _empty_alloc(built, policy), moving=moving,
-                    site=store.site_limits())
+                    site=store.site_limits(), held_back=preemption.held_back(store, now, cfg, snapshot))
 
 
 def _warm(store: Store, policy: str, now: float | None = None) -> Any:
@@ -186,6 +186,7 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> dict[str, Any]:
         "demand": plan.demand,
         "pending_gpus": pending,
         "pending_jobs": pending_jobs,
+        "held_back": c.held_back,  # account -> type -> GPUs its limits are lowered by (daemon/unrequeueable.py)
         "not_demand": c.not_demand,  # account -> why -> GPUs of pending jobs that could not start (plan.eligible)
         "in_use": P.gpus_in_use(snapshot),
         "classes": classes,
