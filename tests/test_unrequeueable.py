@@ -124,6 +124,9 @@ def test_penalties_and_hold_back_arithmetic():
     assert out["A"] == {"a100": 2, ANY_GPU: 6}  # no limit = the capacity, lowered
     assert out["B"] == {"a100": 2, ANY_GPU: 2} and out["C"] == {"v100": 1} and "D" not in out
     assert UR.hold_back({"A": {"a100": 1, ANY_GPU: 1}}, {"A": {"a100": 3}}, cap)["A"] == {"a100": 0, ANY_GPU: 0}
+    # hard caps: preemption enforces the limits without the hold-back (the held-back job is not taken twice)
+    assert UR.without_hold_back(out, pen) == {"A": {"a100": 4, ANY_GPU: 6}, "B": {"a100": 3, ANY_GPU: 2},
+                                              "C": {"v100": 1}}
 
 
 def test_the_round_lowers_the_limits_of_held_back_accounts():

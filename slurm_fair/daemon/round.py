@@ -46,6 +46,7 @@ from ..model import Allocation
 from ..store import Store
 from . import plan as P
 from . import preemption, publish
+from .unrequeueable import without_hold_back
 from . import public as public_mod
 from .harvest import harvest
 from .ingest import ingest_round
@@ -410,7 +411,8 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
     applied = Applied(ok={a: dict(ch) for a, ch in c.changes.items()})
     factor_failed: dict[str, str] = {}
     # what preemption enforces: the guarantees when limits lend (borrowed GPUs come back), else the limits
-    enforced = ({a: g for a, g in plan.real.items() if a in c.planned} if plan.lend else c.planned)
+    enforced = ({a: g for a, g in plan.real.items() if a in c.planned} if plan.lend
+                else without_hold_back(c.planned, c.held_back))  # a held-back job is not taken twice
     if dry_run and cfg.preemption.enabled:
         res.details["preemption"] = preemption.run(None, store, cfg, snapshot, enforced, round_id, now, act=False,
                                             decisions=c)

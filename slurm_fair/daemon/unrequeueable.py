@@ -83,3 +83,16 @@ def hold_back(limits: Mapping[str, Mapping[str, int]], held: Mapping[str, Mappin
         base_any = row.get(ANY_GPU, sum(int(c) for c in capacity.values()))
         row[ANY_GPU] = max(0, int(base_any) - sum(int(n) for n in per.values()))
     return out
+
+
+def without_hold_back(limits: Mapping[str, Mapping[str, int]], held: Mapping[str, Mapping[str, int]]
+                      ) -> dict[str, dict[str, int]]:
+    """The limits before :func:`hold_back` lowered them (per type; what preemption enforces with hard caps: the
+    held-back job already counts against its account there, so lowering the target too would take its GPUs twice)."""
+    out = {a: dict(v) for a, v in limits.items()}
+    for a, per in held.items():
+        if a in out:
+            for t, n in per.items():
+                if t in out[a]:
+                    out[a][t] = int(out[a][t]) + int(n)
+    return out
