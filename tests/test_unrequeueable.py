@@ -70,6 +70,18 @@ def test_new_candidate_that_cannot_be_requeued_is_held_back_and_the_next_job_is_
     assert kinds(d) == [("signal", 1)] and "min_runtime" in d.skipped[0].reason
 
 
+def test_at_most_the_excess_is_held_back():
+    """A uses 4 a100s with a guarantee of 2, all --no-requeue: its two newest are held back (what preemption would
+    have taken), the two others are only listed; a job already held back counts first."""
+    jobs = [run(i, "A", ran=4000 - i, requeue=False) for i in range(1, 5)] + [pend(10, "B"), pend(11, "B")]
+    lim = {"A": {"a100": 2}, "B": {"a100": 2}}
+    d = decide(lim, jobs, [], NOW, CFG)
+    assert kinds(d) == [("hold-back", 4), ("hold-back", 3)]
+    assert sorted(s.job_id for s in d.skipped) == [1, 2] and all("not requeue-able" in s.reason for s in d.skipped)
+    held = [Record(8, 4, "A", "a100", 1, UR.HELD_BACK, None, None)]
+    assert kinds(decide(lim, jobs, held, NOW, CFG)) == [("hold-back", 3)]
+
+
 def test_interactive_allocations_are_never_signalled_nor_cancelled():
     jobs = [run(1, "A", ran=4000), run(2, "A", ran=3000, batch=False), pend(10, "B")]
     d = decide(LIMITS, jobs, [], NOW, cfg(unrequeueable="cancel", cancel_grace=60))

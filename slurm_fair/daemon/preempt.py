@@ -309,6 +309,15 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
             candidates[(a, t)] = sorted(js, key=lambda j: (-(j.start_time or 0), -j.job_id), reverse=True)
     considered: set[tuple[int, str]] = set()
     n_signals = 0
+    # GPUs preemption would take from each (account, type) that non-requeue-able jobs may still stand for: a
+    # hold-back replaces a preemption, so at most the excess is held back (GPUs already held back count first)
+    dodge = {(a, t): n for a, per in over.items() for t, n in per.items()}
+    for x in actions:
+        if x.kind == UR.HOLD_BACK:
+            dodge[(x.account, x.gpu_type)] = dodge.get((x.account, x.gpu_type), 0) - x.gpus
+    for r in history:
+        if r.state == UR.HELD_BACK and r.job_id in running:
+            dodge[(r.account, r.gpu_type)] = dodge.get((r.account, r.gpu_type), 0) - r.gpus
 
     def key(a: str, t: str) -> tuple[int, int, str, str]:
         return (-sum(max(v, 0) for v in excess[a].values()), -excess[a][t], a, t)
@@ -334,7 +343,8 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
         why = _ineligible(job, g, avail, t, by_job.get(job.job_id, ()), now, cfg)
         nr = UR.why_not_requeueable(job) if why is None else None
         if nr is not None:  # preemption would take it, but Slurm cannot requeue it: the rule, not the cap
-            if UR.acts(rule):
+            if UR.acts(rule) and dodge.get((a, t), 0) > 0:
+                dodge[(a, t)] -= g
                 actions.append(Action(
                     UR.HOLD_BACK, job.job_id, a, t, g,
                     f"{a} uses {use[a][t]} {t} GPUs with a {word} of {int(limits[a][t])} and accounts under their "
