@@ -111,3 +111,58 @@ def test_salloc_allocation_is_counted_and_never_signalled(testbed, tmp_path):
         assert testbed.job_state(inter)[0] == "RUNNING" and waiter
     finally:
         testbed.run(["scancel", "-n", "interactive"], check=False)
+
+
+def test_no_requeue_at_submission_with_cancel_is_held_back_then_cancelled(testbed, tmp_path):
+    """``--no-requeue`` at submission, ``unrequeueable = "cancel"``, acct_a holds all four a100s and has no other
+    job above its guarantee that could be preempted in its place (the others are --no-requeue too): the newest is
+    held back, then cancelled after cancel_grace while acct_b still waits, and acct_b's job starts."""
+    cfg = write_config(testbed, tmp_path, unrequeueable="cancel", cancel_grace=3)
+    jobs = [testbed.sbatch("acct_a", gpu_type="a100", name="norequeue", extra=["--no-requeue"], command=IGNORE_USR1)
+            for _ in range(4)]
+    for j in jobs:
+        testbed.wait_state(j, "RUNNING")
+    waiter = testbed.sbatch("acct_b", gpu_type="a100", name="waiter")
+    d1 = _round(testbed, cfg, tmp_path)
+    pre = d1["preemption"]
+    assert [h["job_id"] for h in pre["held-back"]] == [jobs[-1]] and pre["signalled"] == []
+    assert {s["job_id"] for s in pre["skipped"]} == set(jobs[:-1])  # at most the excess (1) is held back
+    assert testbed.gpu_limits()["acct_a"]["a100"] == pre["held_back_limits"]["accounts"]["acct_a"]["a100"]
+    time.sleep(4)  # cancel_grace
+    d2 = _round(testbed, cfg, tmp_path)
+    assert [c["job_id"] for c in d2["preemption"]["cancelled"]] == [jobs[-1]]
+    rows = _rows(tmp_path)
+    assert rows[jobs[-1]]["state"] == "cancelled" and [s["step"] for s in rows[jobs[-1]]["steps"]] == [
+        "held-back", "cancelled"]
+    testbed.wait_for(lambda: testbed.job_state(jobs[-1])[0] == "CANCELLED", 30, what="cancelled by slurm-fair")
+    testbed.wait_state(waiter, "RUNNING", timeout=60)
+
+
+def test_a_requeue_slurm_refuses_becomes_a_hold_back(testbed, tmp_path):
+    """requeue=0 set between the round's snapshot and its requeue (the race the decision cannot see): Slurm refuses
+    the requeue ("Requested operation is presently disabled"), and the job is held back instead of left running."""
+    from slurm_fair import config as config_mod
+    from slurm_fair.cluster import connect
+    from slurm_fair.daemon.preemption import run as preempt
+
+    cfg = config_mod.load(write_config(testbed, tmp_path))
+    jobs = [testbed.sbatch("acct_a", gpu_type="a100", name="sleeper", extra=["--requeue"], command=IGNORE_USR1)
+            for _ in range(4)]
+    for j in jobs:
+        testbed.wait_state(j, "RUNNING")
+    testbed.sbatch("acct_b", gpu_type="a100", name="waiter")
+    cluster = connect(backend="cli", timeout=15, env=testbed.env)
+    guarantees = {"acct_a": {"a100": 3}, "acct_b": {"a100": 1}}
+    with Store(tmp_path / "sf.sqlite") as store:
+        out = preempt(cluster, store, cfg, cluster.snapshot(), guarantees, None, time.time())
+        assert [s["job_id"] for s in out["signalled"]] == [jobs[-1]]
+        time.sleep(6)
+        snap = cluster.snapshot()
+        assert next(j for j in snap.jobs if j.job_id == jobs[-1]).requeue
+        testbed.run(["scontrol", "update", f"jobid={jobs[-1]}", "requeue=0"])
+        out = preempt(cluster, store, cfg, snap, guarantees, None, time.time())
+        row = {r["job_id"]: r for r in store.preemptions()}[jobs[-1]]
+    assert [h["job_id"] for h in out["held-back"]] == [jobs[-1]] and out["requeued"] == []
+    assert row["state"] == "held-back" and [s["step"] for s in row["steps"]] == ["signalled", "requeue-failed"]
+    assert "presently disabled" in row["steps"][-1]["message"]
+    assert testbed.job_state(jobs[-1])[0] == "RUNNING"
