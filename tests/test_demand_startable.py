@@ -16,6 +16,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slurm_fair import config
 from slurm_fair.cluster import parse
@@ -190,3 +192,31 @@ def test_held_jobs_trigger_no_preemption():
     ready = [job(1, "acct_a", 1, "a100"), job(2, "acct_a", 1, "a100")]
     d2 = PR.decide(guarantees, running + ready, [], 5000.0, pc)
     assert [a.job_id for a in d2.of("signal")] == [13, 12]
+
+_TEXT = st.text(max_size=40)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(state=st.sampled_from(["PENDING", "RUNNING", "COMPLETING", ""]), reason=_TEXT,
+       priority=st.one_of(st.none(), st.integers(-5, 2**32)), hold=st.booleans(), dependency=_TEXT,
+       eligible=st.one_of(st.none(), st.integers(0, 2**40)), reservation=_TEXT,
+       now=st.one_of(st.none(), st.floats(0, 2**40)))
+def test_rule_is_total_and_only_for_pending_jobs(state, reason, priority, hold, dependency, eligible, reservation,
+                                                 now):
+    kind = blocked_reason(state=state, reason=reason, priority=priority, hold=hold, dependency=dependency,
+                          eligible_time=eligible, reservation=reservation, now=now)
+    assert kind in ("", HELD, DEPENDENCY, BEGIN_TIME, RESERVATION)
+    assert state == "PENDING" or kind == ""
+    if state == "PENDING" and (hold or priority == 0):
+        assert kind != ""
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(dependency=st.one_of(st.none(), st.integers(), _TEXT, st.lists(_TEXT, max_size=2)),
+       resv=st.one_of(st.none(), st.integers(), _TEXT))
+def test_odd_dependency_and_reservation_values_never_stop_parsing(dependency, resv):
+    """A user sets the dependency and the reservation name: whatever Slurm prints there, the job parses."""
+    rec = copy.deepcopy(next(r for r in _load(BLOCKED_22)["jobs"] if r["job_id"] == 4))
+    rec["dependency"], rec["resv_name"] = dependency, resv
+    job = parse.parse_job(rec, now=CAPTURED_AT)
+    assert job.blocked == DEPENDENCY  # its reason still says so
