@@ -40,5 +40,6 @@ def test_explain_and_status_speak_of_guarantees_claims_and_lending(tmp_path):
     held = next(j for j in ex_b["pending_jobs"] if j["job_id"] == 5)
     assert (held["counted"], held["blocked"]) == (False, "held")
     assert ex_b["not_demand_now"] == {"held": 1} and ex_a["not_demand_now"] == {}
+    assert stat["accounts"]["b"]["pending_gpus"] == 1  # status's PENDING: its demand, not the held job
     assert why[6].startswith("no limit holds it back; it waits for free GPUs (Resources); SiteFactor 7")
     assert stat["accounts"]["a"]["claims"] == {"v100": 1} and stat["accounts"]["b"]["real"] == {"v100": 2}

@@ -24,9 +24,10 @@ def live_snapshot(cluster: Any) -> tuple[Snapshot | None, str]:
 
 
 def _pending(snapshot: Snapshot, cfg: Any) -> dict[str, int]:
+    """account -> GPUs of its pending jobs that could start (its demand, as the round's ``pending_gpus``)."""
     out: dict[str, int] = {}
     for j in P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts):
-        if j.pending:
+        if P.startable(j):
             out[j.account] = out.get(j.account, 0) + j.gpus
     return out
 
