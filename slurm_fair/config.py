@@ -29,6 +29,7 @@ BACKENDS = ("auto", "cli", "pyslurm")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 CLASS_SOURCES = ("comment", "wckey", "name")
 SITE_LIMIT_MODES = ("respect", "adopt")
+UNREQUEUEABLE_ACTIONS = ("hold-back", "cancel", "ignore")  # daemon/unrequeueable.py
 
 
 # --------------------------------------------------------------------------------------------
@@ -377,6 +378,17 @@ SPEC: dict[str, dict[str, Key]] = {
             "Seconds a move costs the job (restart, reload, the work since its last checkpoint; >= 0): a move\n"
             "must save more than this.",
         ),
+        "unrequeueable": Key(
+            "hold-back", _choice(UNREQUEUEABLE_ACTIONS),
+            "A job preemption would take that Slurm cannot requeue (--no-requeue, scontrol update requeue=0 during\n"
+            "its grace, an salloc allocation): hold-back = its account's limits on that type are lowered by its\n"
+            "GPUs until it ends; cancel = the same, then scancel after cancel_grace (batch jobs only);\n"
+            "ignore = leave it running (it is only listed as skipped).",
+        ),
+        "cancel_grace": Key(
+            1800, _nonneg,
+            'Seconds a job found non-requeue-able runs on before unrequeueable = "cancel" cancels it (>= 0).',
+        ),
     },
     "profiling": {
         "min_throughput": Key(1e-6, _positive, "Smallest throughput (steps/s) a report or profile may have (> 0)."),
@@ -505,6 +517,8 @@ class PreemptionConfig:
     max_jobs_per_round: int = 10
     upgrade: bool = False
     upgrade_cost: float = 300
+    unrequeueable: str = "hold-back"
+    cancel_grace: float = 1800
 
 
 @dataclass(frozen=True)

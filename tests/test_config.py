@@ -174,6 +174,8 @@ BAD = [
     ("preemption", "max_jobs_per_round", "1.5"),
     ("preemption", "upgrade", "2"),
     ("preemption", "upgrade_cost", "-1"),
+    ("preemption", "unrequeueable", "\"requeue\""),
+    ("preemption", "cancel_grace", "-1"),
     ("profiling", "min_throughput", "0"),
     ("profiling", "min_throughput", "nan"),
     ("profiling", "max_throughput", "1e-9"),  # below min_throughput

@@ -34,7 +34,8 @@ def record_ok_round(store: Store, ideal=IDEAL, pending=PENDING) -> int:
     """A round written with the store API the way daemon/round.py writes one."""
     rid = store.begin_round("oef-noncoop", "")
     details = {"policy": "oef-noncoop", "capacity": CAPACITY, "accounts": sorted(ideal), "ideal": ideal,
-               "real": REAL, "limits": LIMIT, "deviations": DEV, "pending_gpus": pending, "in_use": IN_USE}
+               "real": REAL, "limits": LIMIT, "deviations": DEV, "pending_gpus": pending, "in_use": IN_USE,
+               "not_demand": {"acct_b": {"held": 6, "dependency": 1}, "root": {"held": 1}}}
     with store.transaction():
         store.record_shares(rid, [{"account": a, "class": "c", "gpu_type": g, "ideal": v, "real": None}
                                   for a, row in ideal.items() for g, v in row.items()])
@@ -99,6 +100,10 @@ def test_endpoint_serves_what_the_rounds_recorded(store):
     assert not any(k[0] == "slurm_fair_usage_gpus" and ("account", "root") in k[1] for k in v)
     assert at(v, "slurm_fair_pending_gpus", account="acct_a") == 3
     assert at(v, "slurm_fair_pending_gpus", account="acct_b") == 0
+    # pending jobs that are not demand (issue 21 item 2), per reason; never root
+    assert at(v, "slurm_fair_not_demand_gpus", account="acct_b", reason="held") == 6
+    assert at(v, "slurm_fair_not_demand_gpus", account="acct_b", reason="dependency") == 1
+    assert not any(k[0] == "slurm_fair_not_demand_gpus" and ("account", "root") in k[1] for k in v)
     assert at(v, "slurm_fair_capacity_gpus", gpu_type="v100") == 6
     assert at(v, "slurm_fair_shares_round_timestamp_seconds") == good["finished"]
     # the newest finished round: its status, timings

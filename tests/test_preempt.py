@@ -79,9 +79,11 @@ def test_min_runtime_protects_young_jobs():
     assert decide(LIMITS, young, [], NOW, CFG).actions == ()
 
 
-def test_not_requeueable_jobs_are_skipped():
+def test_not_requeueable_jobs_are_skipped_when_the_rule_is_ignore():
+    """preemption.unrequeueable = "ignore" (the behaviour before the rule; the default, hold-back, is tested in
+    tests/test_unrequeueable.py)."""
     jobs = [run(1, "A", ran=4000), run(2, "A", ran=3000, requeue=False), pend(10, "B")]
-    d = decide(LIMITS, jobs, [], NOW, CFG)
+    d = decide(LIMITS, jobs, [], NOW, PreemptionConfig(**{**CFG.__dict__, "unrequeueable": "ignore"}))
     assert kinds(d) == [("signal", 1)]
     assert d.skipped[0].job_id == 2 and "not requeue-able" in d.skipped[0].reason
 

@@ -36,6 +36,10 @@ def test_explain_and_status_speak_of_guarantees_claims_and_lending(tmp_path):
     why = {j["job_id"]: j["slurm_fair"] for j in ex_b["pending_jobs"] + ex_a["pending_jobs"]}
     assert why[4].startswith("held back by its limit (holds 3 GPUs; limit 3; v100=3): other accounts' waiting "
                              "jobs claim the GPUs of their guarantees; this account's guarantee is v100=2")
-    assert why[5].startswith("Slurm holds it back (JobHeldUser): it is not demand")
+    assert why[5].startswith("Slurm holds it back (JobHeldUser): not counted as demand: it is held")
+    held = next(j for j in ex_b["pending_jobs"] if j["job_id"] == 5)
+    assert (held["counted"], held["blocked"]) == (False, "held")
+    assert ex_b["not_demand_now"] == {"held": 1} and ex_a["not_demand_now"] == {}
+    assert stat["accounts"]["b"]["pending_gpus"] == 1  # status's PENDING: its demand, not the held job
     assert why[6].startswith("no limit holds it back; it waits for free GPUs (Resources); SiteFactor 7")
     assert stat["accounts"]["a"]["claims"] == {"v100": 1} and stat["accounts"]["b"]["real"] == {"v100": 2}

@@ -132,7 +132,20 @@ def test_pending_on_priority_and_on_a_block_no_node_has():
 def test_held_dependency_and_begin_time(reason, verdict, change):
     ex = explain_job(job(reason=reason), status({"acct_a": acct({"k80": 2})}), NOW)
     assert ex.verdict == verdict and ex.changes[0].startswith(change)
-    assert "slurm-fair makes no claim and holds no GPU for it until it could start" in ex.details
+    assert any(d.startswith("it is not counted as demand") and "SiteFactor or preemption" in d for d in ex.details)
+
+
+@pytest.mark.parametrize("reason, blocked, verdict, change", [
+    ("Priority", "held", "held", "release it: scontrol release 42"),  # priority 0 / hold flag, reason not yet set
+    ("Reservation", "reservation", "reservation", "its reservation starting"),
+    ("ReqNodeNotAvail", "reservation", "reservation", "its reservation starting"),
+    ("Priority", "begin-time", "begin-time", "its begin time passing"),  # eligible_time in the future
+])
+def test_blocked_from_slurms_other_fields(reason, blocked, verdict, change):
+    """The backend's ``Job.blocked`` (cluster/blocked.py) decides where Slurm's reason alone does not."""
+    ex = explain_job(job(reason=reason, blocked=blocked), status({"acct_a": acct({"k80": 2})}), NOW)
+    assert ex.verdict == verdict and ex.changes[0].startswith(change)
+    assert any(d.startswith("it is not counted as demand") for d in ex.details)
 
 
 def test_running_on_borrowed_gpus_could_be_preempted():

@@ -278,6 +278,10 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
                             " ".join(f"{g}={t:.3g}({v['source'].get(g, '?')})" for g, t in v["throughput"].items()),
                             _types(v["ideal"])] for c, v in ex["classes"].items()]))
     click.echo(f"demand:        {ex['demand_gpus']} GPUs")
+    nd = ex.get("not_demand_now") if ex.get("not_demand_now") is not None else ex.get("not_demand")
+    if nd:
+        click.echo(f"not demand:    {_types(nd)} GPUs of pending jobs that cannot start now (not counted: no "
+                   "share, claim, SiteFactor or preemption for them)")
     click.echo(f"ideal share:   {_types(ex['ideal'])}")
     if ex.get("lend"):
         click.echo(f"guarantee:     {_types(ex['real'])}  (the rounded share; claimed for waiting jobs: "
@@ -290,6 +294,9 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
     click.echo("limit planned: " + (_types(ex["planned_limits"]) if ex["planned_limits"] else "none"))
     click.echo("limit in Slurm: " + (_types(ex["limits_in_slurm"]) if ex["reachable"] else f"? ({ex['unreachable']})"))
     click.echo(f"in use:        {_types(ex['in_use'])}")
+    if ex.get("held_back"):
+        click.echo(f"held back:     {_types(ex['held_back'])}  (its limits are lowered by the GPUs of its running jobs "
+                   "preemption could not requeue, until they end: preemption.unrequeueable)")
     if ex.get("prices"):
         budget = "-" if ex.get("budget") is None else f"{ex['budget']:.4g}"
         click.echo(f"prices:        {_types(ex['prices'])}  (budget units; this account's ideal share costs "

@@ -42,6 +42,10 @@ class Job:
     site_factor: int = 0
     requeue: bool = False  # Slurm may requeue the job (--requeue, or JobRequeue=1 without --no-requeue)
     time_limit: int | None = None  # minutes; None = unlimited or not known
+    # why a pending job cannot start now whatever slurm-fair does ("" = it could): held, dependency, begin-time,
+    # reservation — computed by the backend from Slurm's fields (cluster/blocked.py); such a job is not demand
+    blocked: str = ""
+    batch: bool = True  # a batch job (sbatch); False = an interactive allocation (salloc), never signalled
 
     @property
     def gpus(self) -> int:
@@ -161,6 +165,12 @@ class Cluster(ABC):
     @abstractmethod
     def requeue_job(self, job_id: int) -> None:
         """Requeue a job (scontrol requeue)."""
+
+    def cancel_job(self, job_id: int) -> None:
+        """Cancel a job (scancel): ``preemption.unrequeueable = "cancel"`` only."""
+        from .errors import Unsupported
+
+        raise Unsupported(f"the {self.name} backend cannot cancel jobs")
 
     def job_info(self, job_id: int) -> Job | None:
         """One job as Slurm shows it now, in any state (finished ones while slurmctld still knows them; its GPUs

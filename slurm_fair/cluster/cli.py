@@ -140,7 +140,7 @@ class CliCluster(Cluster):
             if argv is jobs_argv and not errors:
                 # parse the big one while sacctmgr/sprio are still running
                 try:
-                    jobs = parse.parse_jobs(outs[0], what=" ".join(jobs_argv))
+                    jobs = parse.parse_jobs(outs[0], what=" ".join(jobs_argv), now=time.time())
                 except (ParseError, ClusterUnreachable) as e:
                     errors.append(e)
         if errors:
@@ -187,7 +187,7 @@ class CliCluster(Cluster):
         recs = [r for r in doc.get("jobs") or [] if isinstance(r, dict) and parse.num(r.get("job_id")) == job_id]
         if not recs:
             return None
-        job = parse.parse_job(recs[0])
+        job = parse.parse_job(recs[0], now=time.time())
         if job.pending:
             try:
                 site = parse.parse_sprio(self._run(["sprio", "-h", "-j", str(job_id), "-o", "%i|%S"]))
@@ -266,6 +266,10 @@ class CliCluster(Cluster):
     def requeue_job(self, job_id: int) -> None:
         _check_job_id(job_id)
         self._run(["scontrol", "requeue", str(job_id)])
+
+    def cancel_job(self, job_id: int) -> None:
+        _check_job_id(job_id)
+        self._run(["scancel", str(job_id)])
 
 
 def _check_job_id(job_id: object) -> None:

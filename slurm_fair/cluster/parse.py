@@ -24,6 +24,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from .base import ANY_GPU, Account, Job, Node
+from .blocked import blocked_reason
 from .errors import ClusterUnreachable, ParseError
 
 # Untyped GPUs on a node whose gres.conf gives no type are counted under this name.
@@ -347,8 +348,9 @@ def _job_gpu_request(rec: Mapping[str, Any], nodes: int, where: str) -> tuple[in
     return total, gtype
 
 
-def parse_job(rec: Mapping[str, Any], index: int = 0) -> Job:
-    """One job record (``squeue --json`` / ``scontrol show job --json`` ``jobs[]``) -> Job."""
+def parse_job(rec: Mapping[str, Any], index: int = 0, now: float | None = None) -> Job:
+    """One job record (``squeue --json`` / ``scontrol show job --json`` ``jobs[]``) -> Job. ``now``: the time
+    a future ``eligible_time`` (begin time) is compared with (None: only Slurm's reason says so)."""
     where = f"jobs[{index}]"
     if not isinstance(rec, Mapping):
         raise ParseError(f"{where}: expected an object, got {type(rec).__name__}")
@@ -383,6 +385,16 @@ def parse_job(rec: Mapping[str, Any], index: int = 0) -> Job:
     if isinstance(wckey, dict):
         wckey = wckey.get("wckey") or ""
     wckey = (wckey or "").lstrip("*") if isinstance(wckey, str) else ""
+    reason = _str(rec, "state_reason", where)
+    prio = num(rec.get("priority"), f"{where}.priority")
+    priority = int(prio) if prio is not None and prio != math.inf else 0
+    dependency = rec.get("dependency")
+    resv = rec.get("resv_name")
+    blocked = blocked_reason(
+        state=state, reason=reason, priority=priority if prio is not None else None,
+        hold=_flag(rec.get("hold"), f"{where}.hold"), dependency=dependency if isinstance(dependency, str) else "",
+        eligible_time=_int(rec.get("eligible_time"), f"{where}.eligible_time", 0),
+        reservation=resv if isinstance(resv, str) else "", now=now)
     return Job(
         job_id=job_id,
         name=_str(rec, "name", where),
@@ -390,8 +402,8 @@ def parse_job(rec: Mapping[str, Any], index: int = 0) -> Job:
         user=_str(rec, "user_name", where) or str(rec.get("user_id", "")),
         partition=_str(rec, "partition", where),
         state=state,
-        reason=_str(rec, "state_reason", where),
-        priority=_int(rec.get("priority"), f"{where}.priority", 0),
+        reason=reason,
+        priority=priority,
         submit_time=_int(rec.get("submit_time"), f"{where}.submit_time", 0),
         start_time=start if (start and state != "PENDING") else None,
         gpus_per_node=gpn,
@@ -404,16 +416,19 @@ def parse_job(rec: Mapping[str, Any], index: int = 0) -> Job:
         site_factor=0,
         requeue=_flag(rec.get("requeue"), f"{where}.requeue"),
         time_limit=_minutes(rec.get("time_limit"), f"{where}.time_limit"),
+        blocked=blocked,
+        batch=_flag(rec.get("batch_flag"), f"{where}.batch_flag", default=True),
     )
 
 
 def parse_jobs(data: str | bytes | Mapping[str, Any], site_factors: Mapping[int, int] | None = None,
-               what: str = "squeue --json") -> list[Job]:
+               what: str = "squeue --json", now: float | None = None) -> list[Job]:
     """PENDING and RUNNING jobs that request GPUs, from either layout.
 
     22.05 ``squeue --json`` ignores state filters and also lists finished jobs: they are dropped here.
     A pending array whose tasks are not split yet is ONE record (one Job, its per-task request).
-    ``site_factors`` (job id -> SiteFactor, from ``sprio``) fills ``Job.site_factor``."""
+    ``site_factors`` (job id -> SiteFactor, from ``sprio``) fills ``Job.site_factor``; ``now`` (the snapshot's
+    time) is what a pending job's begin time is compared with (:func:`parse_job`)."""
     doc = load_json(data, what)
     jobs = doc.get("jobs")
     if not isinstance(jobs, list):
@@ -425,7 +440,7 @@ def parse_jobs(data: str | bytes | Mapping[str, Any], site_factors: Mapping[int,
             continue
         if isinstance(st, list) and st and st[0] not in _ACTIVE_STATES:
             continue
-        job = parse_job(rec, i)
+        job = parse_job(rec, i, now)
         if job.state not in _ACTIVE_STATES or job.gpus <= 0:
             continue
         if site_factors and job.job_id in site_factors:

@@ -179,7 +179,7 @@ class PyslurmCluster(Cluster):
                     proc.communicate()
         site = parse.parse_sprio(sprio_out)
         jobs = parse.parse_jobs({"jobs": [_job_record(r) for r in raw_jobs.values()]}, site_factors=site,
-                                what="pyslurm.job().get()")
+                                what="pyslurm.job().get()", now=time.time())
         nodes = parse.parse_nodes({"nodes": [_node_record(r) for r in raw_nodes.values()]},
                                   what="pyslurm.node().get()")
         accounts = parse.parse_assoc(assoc_out, cluster=self._cluster_name)
@@ -201,6 +201,9 @@ class PyslurmCluster(Cluster):
 
     def requeue_job(self, job_id: int) -> None:
         self._cli.requeue_job(job_id)
+
+    def cancel_job(self, job_id: int) -> None:
+        self._cli.cancel_job(job_id)
 
     def job_info(self, job_id: int) -> Job | None:
         return self._cli.job_info(job_id)

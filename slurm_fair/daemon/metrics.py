@@ -107,9 +107,15 @@ def families(inp: Inputs) -> list[Family]:
                   '(gpu_type "?": type unknown).', usage),
         _per_type("deviation_gpus", "Deviation carried to the next round (ideal minus rounded, accumulated) after "
                   "the last good round.", deviation),
-        Family(PREFIX + "pending_gpus", "gauge", "GPUs requested by the account's pending jobs at the last good "
-               "round's observation.", ("account",),
+        Family(PREFIX + "pending_gpus", "gauge", "GPUs requested by the account's pending jobs that could start "
+               "(its demand) at the last good round's observation.", ("account",),
                tuple(((a,), float(v)) for a, v in sorted(pending.items()) if _num(v) is not None)),
+        Family(PREFIX + "not_demand_gpus", "gauge", "GPUs of the account's pending jobs that could not start at "
+               "the last good round's observation and are not demand (reason: held, dependency, begin-time, "
+               "reservation).", ("account", "reason"),
+               tuple(((a, k), float(v)) for a, row in sorted((d.get("not_demand") or {}).items())
+                     if a not in NEVER_MANAGED and isinstance(row, dict)
+                     for k, v in sorted(row.items()) if _num(v) is not None)),
         Family(PREFIX + "capacity_gpus", "gauge", "Usable GPUs of the type at the last good round's observation.",
                ("gpu_type",), tuple(((g,), float(v)) for g, v in sorted(capacity.items()) if _num(v) is not None)),
     ]

@@ -14,7 +14,10 @@ Rules for a new signal (all must hold):
     their pending GPUs, each bounded by its limit room (an untyped pending GPU counts once, on one type);
     GPUs already being freed (signalled jobs waiting their grace) count first;
 (c) the job has run at least ``preemption.min_runtime`` seconds;
-(d) Slurm may requeue it (``Job.requeue``);
+(d) Slurm may requeue it (``Job.requeue``, and a batch job: an ``salloc`` allocation is never signalled); a job
+    that meets every other condition but cannot be requeued is handled by ``preemption.unrequeueable``
+    (``daemon/unrequeueable.py``: its account is held back by its GPUs, or it is cancelled later, or it is only
+    listed), as is a signalled job found non-requeue-able when its grace ends;
 (e) its lease is over: ``min_runtime`` after its start, its last requeue and its last signal by slurm-fair
     (so a job is never preempted twice within a lease and never re-signalled while it waits its grace).
 
@@ -34,10 +37,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..cluster.base import Job
+from . import unrequeueable as UR
 from .plan.demand import startable
 
 OPEN = "signalled"  # state of a preemption waiting for its grace to end
-STATES = ("signalled", "requeued", "resolved", "gone", "failed")
+STATES = ("signalled", "requeued", "resolved", "gone", "failed", UR.HELD_BACK, "cancelled")
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,7 @@ class Record:
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # signal | requeue | resolve | gone
+    kind: str  # signal | requeue | resolve | gone | hold-back | cancel
     job_id: int
     account: str
     gpu_type: str
@@ -67,6 +71,7 @@ class Action:
     signal: str = ""  # for kind == "signal"
     record_id: int | None = None  # the preemption this step belongs to (requeue/resolve/gone)
     target_type: str | None = None  # an upgrade move: the type the job gets with its requeue
+    due: float | None = None  # hold-back: when the job is cancelled (preemption.unrequeueable = cancel), else None
 
 
 @dataclass(frozen=True)
@@ -220,6 +225,11 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
     actions: list[Action] = []
     skipped: list[Skip] = []
 
+    rule = str(getattr(cfg, "unrequeueable", UR.IGNORE))
+    cancel_grace = float(getattr(cfg, "cancel_grace", 0.0))
+    # 0. jobs held back because they cannot be requeued (daemon/unrequeueable.py): gone, cancelled or resolved
+    actions.extend(_held_back(history, running, excess, waiting, now, rule, limits, use, word))
+
     # 1. open preemptions: they free GPUs first (in grace), or are requeued / resolved / gone now
     for r in sorted((r for r in history if r.state == OPEN), key=lambda r: (r.signalled_at or 0, r.id)):
         job = running.get(r.job_id)
@@ -255,6 +265,19 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
             excess.setdefault(r.account, {})[r.gpu_type] = ex - g
             waiting.take(r.gpu_type, g)
             continue
+        nr = UR.why_not_requeueable(job)
+        if ex > 0 and avail > 0 and nr is not None:  # made non-requeue-able during its grace: nothing is freed
+            if UR.acts(rule):
+                actions.append(Action(
+                    UR.HOLD_BACK, r.job_id, r.account, r.gpu_type, g,
+                    f"grace over, but it is {nr}: {r.account}'s {r.gpu_type} limits are lowered by its {g} GPUs until "
+                    f"it ends (preemption.unrequeueable = {rule})", record_id=r.id,
+                    due=UR.cancel_due(rule, job, now, cancel_grace)))
+            else:
+                actions.append(Action("resolve", r.job_id, r.account, r.gpu_type, g,
+                                      f"resolved, not requeued: it is {nr} (preemption.unrequeueable = ignore)",
+                                      record_id=r.id))
+            continue
         if ex > 0 and avail > 0:
             lim = int(limits[r.account][r.gpu_type])
             actions.append(Action(
@@ -271,7 +294,7 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
 
     # 2. new signals: most over-share account first, its newest job first
     cap = int(cfg.max_jobs_per_round)
-    taken: set[int] = {r.job_id for r in history if r.state == OPEN}
+    taken: set[int] = {r.job_id for r in history if r.state in (OPEN, UR.HELD_BACK)}
     by_job: dict[int, list[Record]] = {}
     for r in history:
         by_job.setdefault(r.job_id, []).append(r)
@@ -286,6 +309,15 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
             candidates[(a, t)] = sorted(js, key=lambda j: (-(j.start_time or 0), -j.job_id), reverse=True)
     considered: set[tuple[int, str]] = set()
     n_signals = 0
+    # GPUs preemption would take from each (account, type) that non-requeue-able jobs may still stand for: a
+    # hold-back replaces a preemption, so at most the excess is held back (GPUs already held back count first)
+    dodge = {(a, t): n for a, per in over.items() for t, n in per.items()}
+    for x in actions:
+        if x.kind == UR.HOLD_BACK:
+            dodge[(x.account, x.gpu_type)] = dodge.get((x.account, x.gpu_type), 0) - x.gpus
+    for r in history:
+        if r.state == UR.HELD_BACK and r.job_id in running:
+            dodge[(r.account, r.gpu_type)] = dodge.get((r.account, r.gpu_type), 0) - r.gpus
 
     def key(a: str, t: str) -> tuple[int, int, str, str]:
         return (-sum(max(v, 0) for v in excess[a].values()), -excess[a][t], a, t)
@@ -309,6 +341,21 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
         g = int(job.gpus_allocated[t])
         avail = waiting.available(t)
         why = _ineligible(job, g, avail, t, by_job.get(job.job_id, ()), now, cfg)
+        nr = UR.why_not_requeueable(job) if why is None else None
+        if nr is not None:  # preemption would take it, but Slurm cannot requeue it: the rule, not the cap
+            if UR.acts(rule) and dodge.get((a, t), 0) > 0:
+                dodge[(a, t)] -= g
+                actions.append(Action(
+                    UR.HOLD_BACK, job.job_id, a, t, g,
+                    f"{a} uses {use[a][t]} {t} GPUs with a {word} of {int(limits[a][t])} and accounts under their "
+                    f"share can start {avail} {t} GPUs, but the job is {nr}: {a}'s {t} limits are lowered by its "
+                    f"{g} GPUs until it ends (preemption.unrequeueable = {rule})",
+                    due=UR.cancel_due(rule, job, now, cancel_grace)))
+                taken.add(job.job_id)
+            elif (job.job_id, t) not in considered:
+                skipped.append(Skip(job.job_id, a, t, nr))
+                considered.add((job.job_id, t))
+            continue
         if why is None and n_signals >= cap:  # would be signalled: listed, and its GPUs counted as handled
             skipped.append(Skip(job.job_id, a, t, f"per-round cap reached (preemption.max_jobs_per_round = {cap})"))
             excess[a][t] -= g
@@ -332,9 +379,40 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
     return Decision(tuple(actions), tuple(skipped), over, waiting_before)
 
 
+def _held_back(history: Sequence[Record], running: Mapping[int, Job], excess: dict[str, dict[str, int]],
+               waiting: _Waiting, now: float, rule: str, limits: Mapping[str, Mapping[str, int]],
+               use: Mapping[str, Mapping[str, int]], word: str) -> list[Action]:
+    """Held-back jobs (:mod:`.unrequeueable`): ``gone`` once they stop running (the hold-back ends); with
+    ``unrequeueable = "cancel"``, once their cancel time passed, ``cancel`` while their account is still over on
+    that type and someone waits (the GPUs count as freed), else ``resolve`` (the hold-back ends)."""
+    out: list[Action] = []
+    for r in sorted((r for r in history if r.state == UR.HELD_BACK), key=lambda r: r.id):
+        job = running.get(r.job_id)
+        if job is None:
+            out.append(Action("gone", r.job_id, r.account, r.gpu_type, r.gpus,
+                              "no longer running: the hold-back on its account ends", record_id=r.id))
+            continue
+        if rule != UR.CANCEL or r.requeue_at is None or now < r.requeue_at or not job.batch:
+            continue
+        g = int(job.gpus_allocated.get(r.gpu_type, r.gpus))
+        ex, avail = excess.get(r.account, {}).get(r.gpu_type, 0), waiting.available(r.gpu_type)
+        if ex > 0 and avail > 0:
+            out.append(Action("cancel", r.job_id, r.account, r.gpu_type, g,
+                              f"cancel_grace over; {r.account} still uses {use[r.account][r.gpu_type]} {r.gpu_type} GPUs "
+                              f"with a {word} of {int(limits[r.account][r.gpu_type])} and accounts under their share "
+                              f"can start {avail} there; it cannot be requeued (preemption.unrequeueable = cancel)",
+                              record_id=r.id))
+            excess[r.account][r.gpu_type] = ex - g
+            waiting.take(r.gpu_type, g)
+        else:
+            why = (f"{r.account} is no longer above its {r.gpu_type} {word}" if ex <= 0 else
+                   f"no account under its share waits for {r.gpu_type} any more")
+            out.append(Action("resolve", r.job_id, r.account, r.gpu_type, g,
+                              f"resolved, not cancelled: {why}; the hold-back ends", record_id=r.id))
+    return out
+
+
 def _ineligible(job: Job, g: int, avail: int, t: str, history: Sequence[Record], now: float, cfg: Any) -> str | None:
-    if not job.requeue:
-        return "not requeue-able (submitted with --no-requeue, or JobRequeue=0)"
     ran = now - float(job.start_time or now)
     if ran < float(cfg.min_runtime):
         return f"ran {ran:.0f} s < preemption.min_runtime {float(cfg.min_runtime):g} s"

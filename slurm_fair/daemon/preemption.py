@@ -14,6 +14,7 @@ from ..store import Store
 from . import plan as P
 from . import preempt as PR
 from . import upgrade as U
+from . import unrequeueable as UR
 
 
 def history(store: Store, now: float, cfg: Any) -> list[PR.Record]:
@@ -21,6 +22,15 @@ def history(store: Store, now: float, cfg: Any) -> list[PR.Record]:
     rows = store.preemption_history(since=now - float(cfg.preemption.min_runtime) - 1.0)
     return [PR.Record(r["id"], r["job_id"], r["account"], r["gpu_type"] or "", r["gpus"] or 0, r["state"],
                       r["signalled_at"], r["requeue_at"], r["requeued_at"], r.get("target_type")) for r in rows]
+
+
+def held_back(store: Store, now: float, cfg: Any, snapshot: Snapshot) -> dict[str, dict[str, int]]:
+    """account -> type -> GPUs its running held-back jobs hold (``daemon/unrequeueable.py``): what the round
+    lowers its limits by. Empty when preemption is off or ``preemption.unrequeueable = "ignore"``."""
+    if not cfg.preemption.enabled or not UR.acts(cfg.preemption.unrequeueable):
+        return {}
+    records = [(r.job_id, r.account, r.gpu_type, r.gpus) for r in history(store, now, cfg) if r.state == UR.HELD_BACK]
+    return UR.penalties(records, {j.job_id: j for j in snapshot.jobs if j.running})
 
 
 def moving(store: Store, now: float, cfg: Any) -> list[tuple[str, str, int]]:
@@ -76,13 +86,17 @@ def run(cluster: Cluster | None, store: Store, cfg: Any, snapshot: Snapshot, lim
                          "gpus": a.gpus, "reason": a.reason, "target_type": a.target_type} for a in actions]
         return out
     users = {j.job_id: j.user for j in jobs}
-    done = {"signal": "signalled", "requeue": "requeued", "resolve": "resolved", "gone": "gone"}
+    done = {"signal": "signalled", "requeue": "requeued", "resolve": "resolved", "gone": "gone",
+            UR.HOLD_BACK: UR.HELD_BACK, "cancel": "cancelled"}
+    rule = cfg.preemption.unrequeueable
+    for k in (UR.HELD_BACK, "cancelled"):
+        out[k] = []
     by_id = {j.job_id: j for j in snapshot.jobs}
     for a in actions:
         item = {"job_id": a.job_id, "account": a.account, "gpu_type": a.gpu_type, "gpus": a.gpus, "reason": a.reason}
         if a.target_type:
             item["target_type"] = a.target_type
-        step, state, msg = done[a.kind], done[a.kind], a.reason
+        step, state, msg, due = done[a.kind], done[a.kind], a.reason, a.due
         try:
             if a.kind == "signal":
                 cluster.signal_job(a.job_id, a.signal)
@@ -95,10 +109,28 @@ def run(cluster: Cluster | None, store: Store, cfg: Any, snapshot: Snapshot, lim
                         msg = f"{a.reason}; requeued as gres/gpu:{a.target_type}"
                     except (ClusterError, InputError) as e:
                         msg = f"{a.reason}; requeued, but retyping it failed (it waits for {a.gpu_type}): {e}"
+            elif a.kind == "cancel":
+                cluster.cancel_job(a.job_id)
         except (ClusterError, InputError) as e:
             step, state, msg = f"{a.kind}-failed", "failed", f"{a.kind} failed: {e}"
             item["error"] = str(e)
-        if a.kind == "signal":
+            job = by_id.get(a.job_id)
+            if a.kind == "requeue" and not a.target_type and UR.acts(rule) and job is not None:
+                # Slurm refused the requeue (requeue=0 set since the snapshot, an salloc): the rule holds it back
+                state = UR.HELD_BACK
+                msg = (f"requeue failed: {e}; {a.account}'s {a.gpu_type} limits are lowered by its {a.gpus} GPUs "
+                       f"until it ends (preemption.unrequeueable = {rule})")
+                due = UR.cancel_due(rule, job, stamp if stamp is not None else now, cfg.preemption.cancel_grace)
+                a = PR.Action(UR.HOLD_BACK, a.job_id, a.account, a.gpu_type, a.gpus, msg, record_id=a.record_id,
+                              due=due)
+        if a.kind == UR.HOLD_BACK and a.record_id is None:
+            pid = store.add_preemption(job_id=a.job_id, account=a.account, user=users.get(a.job_id, ""),
+                                       gpu_type=a.gpu_type, gpus=a.gpus, signal="", reason=a.reason, grace=0.0,
+                                       round_id=round_id, message=msg, now=stamp, held_back=True, due=due)
+        elif a.kind == UR.HOLD_BACK:
+            pid = a.record_id
+            store.preemption_step(pid, step, msg, state=state, round_id=round_id, now=stamp, due=due)
+        elif a.kind == "signal":
             pid = store.add_preemption(job_id=a.job_id, account=a.account, user=users.get(a.job_id, ""),
                                        gpu_type=a.gpu_type, gpus=a.gpus, signal=a.signal, reason=a.reason,
                                        grace=float(cfg.preemption.grace), round_id=round_id,
@@ -112,4 +144,30 @@ def run(cluster: Cluster | None, store: Store, cfg: Any, snapshot: Snapshot, lim
         store.event("preemption", f"job {a.job_id} ({a.account}, {a.gpus} {a.gpu_type}): {step}: {msg}",
                     round_id=round_id, job_id=a.job_id, account=a.account,
                     data={"step": step, "preemption_id": pid, "gpu_type": a.gpu_type, "gpus": a.gpus})
+    new = [x for x in out[UR.HELD_BACK]]
+    if new and decisions is not None:
+        out["held_back_limits"] = _lower_now(cluster, decisions, new, store, round_id)
     return out
+
+
+def _lower_now(cluster: Cluster, decisions: P.Decisions, marked: list[dict[str, Any]], store: Store,
+               round_id: int | None) -> dict[str, Any]:
+    """Lower the limits of the accounts whose jobs were held back in this round at once (the round's limits,
+    already applied, do not have them yet; the next round's do: ``held_back``). Returns what was written (or the
+    error); a failure is recorded, never raised."""
+    pen: dict[str, dict[str, int]] = {}
+    for m in marked:
+        row = pen.setdefault(m["account"], {})
+        row[m["gpu_type"]] = row.get(m["gpu_type"], 0) + int(m["gpus"])
+    lowered = UR.hold_back(decisions.planned, pen, decisions.plan.capacity)
+    changes = {a: {k: v for k, v in lowered[a].items() if decisions.planned[a].get(k) != v}
+               for a in pen if a in lowered}
+    changes = {a: ch for a, ch in changes.items() if ch}
+    if not changes:
+        return {"accounts": {}, "note": "no managed account to lower"}
+    try:
+        cluster.set_accounts_gpu_limits(changes)
+    except ClusterError as e:
+        store.event("preemption", f"lowering held-back limits failed: {e}", round_id=round_id)
+        return {"accounts": changes, "error": str(e)}
+    return {"accounts": changes}

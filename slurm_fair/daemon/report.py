@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..cluster.base import ANY_GPU, Snapshot
+from ..cluster.blocked import describe
 from ..cluster.errors import ClusterError
 from ..errors import InputError
 from ..profiling.core import find_conflicts
@@ -71,9 +72,9 @@ def status(store: Store, cfg: Any, snapshot: Snapshot | None, unreachable: str =
 def _why(job: Any, cls: str, types: list[str], acct: dict[str, Any], limits_now: dict[str, int],
          in_use: dict[str, int]) -> str:
     """slurm-fair's view of why a pending job waits."""
-    if not P.startable(job):
-        return (f"Slurm holds it back ({job.reason}): it is not demand — no share, no claim, no preemption is "
-                "made for it until it could start")
+    kind = P.blocked_kind(job)
+    if kind:
+        return f"Slurm holds it back ({job.reason}): {describe(kind)}"
     held = sum(v for k, v in in_use.items())
     total_limit = limits_now.get(ANY_GPU)
     usable = types if job.gpu_type is None else [job.gpu_type]
@@ -133,6 +134,13 @@ def explain(store: Store, cfg: Any, account: str, snapshot: Snapshot | None, unr
         "reachable": snapshot is not None,
         "unreachable": unreachable,
         "pending_jobs": [],
+        # GPUs of its pending jobs that are not demand, per why (held, dependency, begin-time, reservation): in
+        # the last round, and in Slurm now when it answers (plan.eligible)
+        "not_demand": d.get("not_demand", {}).get(account, {}),
+        # per type, GPUs its limits were lowered by: its running jobs preemption could not requeue (held-back)
+        "held_back": d.get("held_back", {}).get(account, {}),
+        "not_demand_now": (P.not_demand(j for j in P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
+                                        if j.account == account).get(account, {}) if snapshot else None),
         # whether its pending fair:flex jobs can still be moved to another GPU type (None: it has none)
         "flexible_note": P.flexible_note(snapshot, account),
         "preemptions": store.preemptions(account=account, limit=50),  # newest first, with their steps
@@ -155,6 +163,7 @@ def explain(store: Store, cfg: Any, account: str, snapshot: Snapshot | None, unr
             out["pending_jobs"].append({
                 "job_id": j.job_id, "class": cls, "gpus": j.gpus, "gpu_type": j.gpu_type,
                 "slurm_reason": j.reason, "site_factor": j.site_factor, "priority": j.priority,
+                "counted": P.startable(j), "blocked": P.blocked_kind(j),
                 "waited_s": max(0, int(snapshot.taken_at - j.submit_time)),
                 "slurm_fair": _why(j, cls, types, acct_view, limits_now, in_use),
             })

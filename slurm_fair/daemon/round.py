@@ -46,6 +46,7 @@ from ..model import Allocation
 from ..store import Store
 from . import plan as P
 from . import preemption, publish
+from .unrequeueable import without_hold_back
 from . import public as public_mod
 from .harvest import harvest
 from .ingest import ingest_round
@@ -119,7 +120,7 @@ def compute(snapshot: Snapshot, store: Store, cfg: Any, policy: str, now: float)
                     profiles=store.profiles(cfg.profiling.prefer_measured), shipped=shipped_profiles.load_shipped(), deviations=store.deviations(),
                     deficits=store.deficits(), managed_before=store.managed(), last_ok_started=_last_ok_started(store, None),
                     now=now, empty_alloc=lambda built: _empty_alloc(built, policy), moving=moving,
-                    site=store.site_limits())
+                    site=store.site_limits(), held_back=preemption.held_back(store, now, cfg, snapshot))
 
 
 def _warm(store: Store, policy: str, now: float | None = None) -> Any:
@@ -186,6 +187,8 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> dict[str, Any]:
         "demand": plan.demand,
         "pending_gpus": pending,
         "pending_jobs": pending_jobs,
+        "held_back": c.held_back,  # account -> type -> GPUs its limits are lowered by (daemon/unrequeueable.py)
+        "not_demand": c.not_demand,  # account -> why -> GPUs of pending jobs that could not start (plan.eligible)
         "in_use": P.gpus_in_use(snapshot),
         "classes": classes,
         "deficits": c.deficits,
@@ -408,7 +411,8 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
     applied = Applied(ok={a: dict(ch) for a, ch in c.changes.items()})
     factor_failed: dict[str, str] = {}
     # what preemption enforces: the guarantees when limits lend (borrowed GPUs come back), else the limits
-    enforced = ({a: g for a, g in plan.real.items() if a in c.planned} if plan.lend else c.planned)
+    enforced = ({a: g for a, g in plan.real.items() if a in c.planned} if plan.lend
+                else without_hold_back(c.planned, c.held_back))  # a held-back job is not taken twice
     if dry_run and cfg.preemption.enabled:
         res.details["preemption"] = preemption.run(None, store, cfg, snapshot, enforced, round_id, now, act=False,
                                             decisions=c)

@@ -119,7 +119,7 @@ def preemption_wakeup(store: Store, cfg: Any, now: float) -> float | None:
     (preemption off, or nothing waiting). The loop wakes up then instead of after a whole period."""
     if not cfg.preemption.enabled:
         return None
-    due = store.next_preemption_due()
+    due = store.next_preemption_due(held_back=cfg.preemption.unrequeueable == "cancel")
     return None if due is None else max(due + 1.0 - now, 0.0)
 
 

@@ -6,7 +6,8 @@ in use and limits; per type the idle GPUs) into an :class:`Explanation`: a verdi
 numbers per GPU type the job can use, and what would change it. It reads no database, so any user can run it.
 
 Verdicts (:data:`VERDICTS`): ``unknown`` (Slurm does not know the job), ``finished``, ``not-gpu`` (slurm-fair
-does not manage it), ``held``, ``dependency``, ``begin-time`` (Slurm holds it back: no claim is made for it),
+does not manage it), ``held``, ``dependency``, ``begin-time``, ``reservation`` (Slurm holds it back: it is not demand, no claim is
+made for it),
 ``limit`` (its account's GPU limit, Slurm's AssocGrpGRES/AssocGrpTRES), ``resources`` (no free GPUs of its types),
 ``priority`` (others go first), ``qos`` (a QOS limit, not slurm-fair's), ``other`` (any other Slurm reason),
 ``running``, ``running-borrowed`` (its account holds more than its guarantee of a type the job runs on).
@@ -22,9 +23,10 @@ from typing import Mapping
 
 from ..cluster.base import ANY_GPU, Job
 from .plan.demand import LIMIT_REASONS
+from .plan.eligible import blocked_kind
 from .public import AccountStatus, PublicStatus
 
-VERDICTS = ("unknown", "finished", "not-gpu", "held", "dependency", "begin-time", "limit", "resources", "priority",
+VERDICTS = ("unknown", "finished", "not-gpu", "held", "dependency", "begin-time", "reservation", "limit", "resources", "priority",
             "qos", "other", "running", "running-borrowed")
 MAX_NAME = 120
 
@@ -192,6 +194,16 @@ def _held(job: Job) -> tuple[str, str, list[str]] | None:
         return "dependency", "it waits for the jobs it depends on", ["the jobs it depends on ending as required"]
     if r.startswith("BeginTime"):
         return "begin-time", "it may not start before its begin time", ["its begin time passing"]
+    kind = blocked_kind(job)  # what the backend read from Slurm's other fields (priority 0, hold, begin time …)
+    if kind == "reservation":
+        return ("reservation", f"its reservation cannot serve it now ({r or 'no reason'})",
+                ["its reservation starting (scontrol show reservation), or submitting it outside the reservation"])
+    if kind == "held":
+        return "held", "it is held (priority 0)", [f"release it: scontrol release {jid}"]
+    if kind == "dependency":
+        return "dependency", "it waits for the jobs it depends on", ["the jobs it depends on ending as required"]
+    if kind == "begin-time":
+        return "begin-time", "it may not start before its begin time", ["its begin time passing"]
     return None
 
 
@@ -356,7 +368,8 @@ def explain_job(job: Job | None, status: PublicStatus | None, now: float, *, job
             summary = f"it is {facts.state.lower()}; " + summary
     elif (held := _held(job)) is not None:
         verdict, summary, changes = held
-        details = ["slurm-fair makes no claim and holds no GPU for it until it could start"]
+        details = ["it is not counted as demand: slurm-fair gives its account no share, claim, SiteFactor or "
+                   "preemption for it, and holds no GPU for it, until it could start"]
     elif (job.reason or "").startswith(LIMIT_REASONS):
         verdict = "limit"
         summary, details, changes = _limit(job, types, total, acct or AccountStatus(), status)

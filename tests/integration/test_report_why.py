@@ -126,9 +126,6 @@ def test_why_tells_the_jobs_user_it_waits_on_its_accounts_limit(testbed, tmp_pat
         held = {a: [testbed.sbatch(a, gpus=1, gpu_type="k80", name="why", extra=["--hold"]) for _ in range(4)]
                 for a in ("acct_a", "acct_b")}
         _slurm_fair(testbed, "daemon", "--once", "--config", str(cfg))
-        limits = testbed.gpu_limits()
-        k80 = {a: limits.get(a, {}).get("k80") for a in held}
-        assert any(v is not None and v < 4 for v in k80.values()), k80  # 6 K80s, 8 GPUs asked: someone is capped
         py = _user_python(testbed, "alice")
         if py is not None:  # alice cannot read the database (it is in the test's private tmp folder)
             r = subprocess.run(["runuser", "-u", "alice", "--", "test", "-r", str(tmp_path / "sf.sqlite")],
@@ -142,6 +139,11 @@ def test_why_tells_the_jobs_user_it_waits_on_its_accounts_limit(testbed, tmp_pat
         assert ex["status"]["available"] and ex["job"]["account"] == "acct_a"
 
         testbed.run(["scontrol", "release", ",".join(str(j) for js in held.values() for j in js)])
+        # held jobs are not demand (issue 21 item 2): only now, released, do they get shares and limits
+        _slurm_fair(testbed, "daemon", "--once", "--config", str(cfg))
+        limits = testbed.gpu_limits()
+        k80 = {a: limits.get(a, {}).get("k80") for a in held}
+        assert any(v is not None and v < 4 for v in k80.values()), k80  # 6 K80s, 8 GPUs asked: someone is capped
         acct = next(a for a, v in sorted(k80.items()) if v is not None and v < 4)
         limit = k80[acct]
         user = ACCOUNT_USER[acct]

@@ -4,6 +4,7 @@ type map. Pure functions of data (no I/O): the daemon's round (``daemon/round.py
 
 One concern a module:
 
+* :mod:`.eligible` — demand is what could start: held, dependent, future, reservation-bound jobs are not;
 * :mod:`.demand` — which jobs count, their class, what each (account, class) asks for now;
 * :mod:`.problem` — profiles per (account, class, type), tenants and weights: the policy's input;
 * :mod:`.limits` — the policy's fractional shares to whole GPUs and per-account GrpTRES limits;
@@ -20,6 +21,7 @@ from .demand import (DEFAULT_CLASS, LIMIT_REASONS, NEVER_MANAGED, ClassDemand, F
                      held_elsewhere, idle_gpus, job_class, managed_accounts, parent_accounts, observe_demand,
                      partition_view, pending_typed, received_gpus, startable, typed_claims, usable_capacity,
                      waiting_gpus)
+from .eligible import blocked_kind, counted, not_demand
 from .limits import (Plan, account_throughput, claims_of, lend_limits, limit_batches, limit_changes, make_plan,
                      real_per_class, round_fairness, with_held_elsewhere)
 from .priority import level_value, site_factors, update_deficit
@@ -33,7 +35,7 @@ __all__ = [
     "DEFAULT_CLASS", "LIMIT_REASONS", "NEVER_MANAGED", "ClassDemand", "FreeGPUs", "Triggers", "Waiting", "early_triggers", "flexible_as_untyped", "gpu_jobs", "gpus_in_use", "pending_gpus",
     "held_elsewhere", "idle_gpus", "job_class", "managed_accounts", "parent_accounts", "observe_demand",
     "partition_view", "pending_typed", "received_gpus", "startable", "typed_claims", "usable_capacity",
-    "waiting_gpus",
+    "waiting_gpus", "blocked_kind", "counted", "not_demand",
     "Plan", "account_throughput", "claims_of", "lend_limits", "limit_batches", "limit_changes", "make_plan",
     "real_per_class", "round_fairness", "with_held_elsewhere",
     "level_value", "site_factors", "update_deficit",

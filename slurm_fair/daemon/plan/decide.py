@@ -7,8 +7,11 @@ from typing import Any, Mapping, Sequence
 
 from ...cluster.base import Job, Snapshot, supports_pending_retype
 from ...model import Allocation
-from .demand import (ClassDemand, FreeGPUs, flexible_as_untyped, gpus_in_use, held_elsewhere, job_class,
+from .demand import (NEVER_MANAGED, ClassDemand, FreeGPUs, flexible_as_untyped, gpu_jobs, gpus_in_use,
+                     held_elsewhere, job_class,
                      managed_accounts, observe_demand, parent_accounts, partition_view, received_gpus, waiting_gpus)
+from ..unrequeueable import hold_back
+from .eligible import not_demand
 from .limits import Plan, limit_changes, make_plan, site_bounded, with_held_elsewhere
 from .priority import site_factors, update_deficit
 from .problem import SRC_ASSUMED, SRC_UNPROFILED, Built, build_problem, type_order
@@ -46,18 +49,23 @@ class Decisions:
     explored: list[dict[str, Any]] = field(default_factory=list)  # exploration's limit moves (explore_plan)
     reporting: frozenset[tuple[str, str]] = frozenset()  # (account, class) with measured or harvested values
     left_alone: tuple[str, ...] = ()  # accounts whose own (site) GPU limits slurm-fair respects
+    # account -> why -> GPUs of its pending jobs that are not demand (held, dependency, begin-time, reservation)
+    not_demand: dict[str, dict[str, int]] = field(default_factory=dict)
+    held_back: dict[str, dict[str, int]] = field(default_factory=dict)  # limits lowered: unrequeueable jobs
 
 
 def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: Any, deviations: Mapping[str, Any],
            deficits: Mapping[str, float], managed_before: set[str], last_ok_started: float | None, now: float,
            empty_alloc: Any, moving: Sequence[tuple[str, str, int]] = (),
-           site: Mapping[str, Mapping[str, int]] | None = None) -> Decisions:
+           site: Mapping[str, Mapping[str, int]] | None = None,
+           held_back: Mapping[str, Mapping[str, int]] | None = None) -> Decisions:
     """One round's decisions from the snapshot and the state carried from earlier rounds, with no side effects:
     demand per class, the problem and its allocation (``solve(problem) -> Allocation``; ``empty_alloc(built)``
     when nobody asks for GPUs), the plan (integer GPUs, limits), deficits and SiteFactors, limit changes, retypes
     and the untyped-request targets. ``moving``: upgrade moves in flight (``make_plan``). ``site``: the GPU
-    limits accounts had before slurm-fair first changed them (:func:`.limits.site_bounded`). Raises what the
-    policy raises (SolverError, InputError)."""
+    limits accounts had before slurm-fair first changed them (:func:`.limits.site_bounded`). ``held_back``:
+    account -> type -> GPUs of its running jobs preemption could not requeue (``daemon/unrequeueable.py``): its
+    limits are lowered by them. Raises what the policy raises (SolverError, InputError)."""
     profiles = list(profiles)
     elsewhere = held_elsewhere(snapshot, cfg.cluster.partitions)
     snapshot = partition_view(snapshot, cfg.cluster.partitions)  # a partition pilot's GPUs and jobs
@@ -95,6 +103,8 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
     mine = set(managed)  # a pilot's (limits.accounts) plan has the other accounts too: they get no limit
     planned = {a: lim for a, lim in plan.limits.items() if a in known and a not in parents and a in mine}
     planned = with_held_elsewhere(planned, elsewhere)
+    if held_back:  # jobs preemption could not requeue hold their accounts back (daemon/unrequeueable.py)
+        planned = hold_back(planned, held_back, plan.capacity)
     planned, left_alone = site_bounded(planned, current, site or {}, managed_before, cfg.limits.site_limits)
     changes = limit_changes(current, planned, managed_before & known) if cfg.limits.manage else {}
 
@@ -103,7 +113,10 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
     d = Decisions(demand=demand, built=built, alloc=alloc, plan=plan, received=received, deficits=new_deficits,
                   factors=factors, factor_changes=factor_changes, factors_deferred=deferred, current=current,
                   planned=planned, changes=changes, retypes=retypes, targets={}, dt=dt, explored=explored,
-                  reporting=frozenset(reporting), left_alone=tuple(left_alone))
+                  reporting=frozenset(reporting), left_alone=tuple(left_alone),
+                  held_back={a: dict(v) for a, v in (held_back or {}).items()},
+                  not_demand=not_demand([j for j in gpu_jobs(snapshot, cfg.cluster.partitions)
+                                         if j.account not in NEVER_MANAGED]))
     return replace(d, targets=type_map(d, with_retypes(snapshot, retypes), cfg))
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from ...cluster.base import Job, Snapshot, supports_pending_retype
+from .eligible import counted, startable
 
 _CLASS_TOKEN = re.compile(r"(?:^|[\s,;])class=([^\s,;]+)")
 DEFAULT_CLASS = "default"
@@ -60,10 +61,12 @@ def gpu_jobs(snapshot: Snapshot, partitions: Iterable[str] = (), accounts: Itera
 
 
 def pending_gpus(snapshot: Snapshot, partitions: Iterable[str] = (), accounts: Iterable[str] = ()) -> dict[str, int]:
-    """account -> GPUs its pending GPU jobs ask for, in the managed partitions (and accounts, if any are named)."""
+    """account -> GPUs its pending GPU jobs that could start ask for (its demand, as the round's ``pending_gpus``:
+    not held, not waiting on a dependency, a begin time or a reservation), in the managed partitions (and
+    accounts, if any are named)."""
     out: dict[str, int] = {}
     for j in gpu_jobs(snapshot, partitions, accounts):
-        if j.pending:
+        if startable(j):
             out[j.account] = out.get(j.account, 0) + j.gpus
     return out
 
@@ -137,12 +140,13 @@ class ClassDemand:
 
 
 def observe_demand(snapshot: Snapshot, cfg: Any) -> dict[tuple[str, str], ClassDemand]:
-    """(account, class) -> ClassDemand over the pending and running GPU jobs of ``snapshot`` in the managed
-    partitions, of every account: a pilot (``limits.accounts``) divides only its accounts' part of the GPUs,
+    """(account, class) -> ClassDemand over the running GPU jobs of ``snapshot`` in the managed partitions and its
+    pending ones that could start (:func:`.eligible.counted`: held, dependent, future and reservation-bound jobs
+    are not demand), of every account: a pilot (``limits.accounts``) divides only its accounts' part of the GPUs,
     the others' jobs compete for them as they do in Slurm (only the pilot's accounts get limits)."""
     out: dict[tuple[str, str], ClassDemand] = {}
     for j in gpu_jobs(snapshot, cfg.cluster.partitions):
-        if j.account in NEVER_MANAGED:
+        if j.account in NEVER_MANAGED or not counted(j):  # demand is what could start (.eligible)
             continue
         out.setdefault((j.account, job_class(j, cfg.classes.order)), ClassDemand()).add(j, snapshot.taken_at)
     return dict(sorted(out.items()))
@@ -200,16 +204,6 @@ def managed_accounts(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassD
     if cfg.limits.accounts:
         return sorted(set(cfg.limits.accounts) - parents)
     return sorted(({a.name for a in snapshot.accounts} | {a for (a, _c) in demand}) - NEVER_MANAGED - parents)
-
-
-# Pending jobs that cannot start now whatever slurm-fair does — held, waiting on another job, or not before a
-# begin time — claim no guarantee: a claim keeps GPUs from others, and these would keep them idle for nothing.
-NOT_STARTABLE = ("JobHeld", "Dependency", "BeginTime", "DependencyNeverSatisfied")
-
-
-def startable(job: Job) -> bool:
-    """A pending job Slurm could start once GPUs and limits allow (not held, no dependency, no begin time)."""
-    return job.pending and not (job.reason or "").startswith(NOT_STARTABLE)
 
 
 @dataclass

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from ...cluster.base import Job, Snapshot
 from .demand import gpu_jobs
+from .eligible import startable
 
 # ------------------------------------------------------------------------------------------- priorities
 
@@ -26,7 +27,7 @@ def update_deficit(deficits: Mapping[str, float], ideal: Mapping[str, float], re
 
 
 def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Any) -> dict[int, int]:
-    """SiteFactor for every pending GPU job that is not held (job id -> int in [site_factor_min, site_factor_max]).
+    """SiteFactor for every pending GPU job that could start (:func:`.eligible.startable`; not held, dependent …) (job id -> int in [site_factor_min, site_factor_max]).
 
     Accounts with pending GPU jobs are ranked by deficit (largest first, then name); within an account,
     jobs are ranked longest-waiting first (submit time, then job id): OEF's round robin by starvation.
@@ -39,7 +40,7 @@ def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Any) ->
     pr = cfg.priority
     levels = int(pr.levels)
     jobs = [j for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
-            if j.pending and not j.reason.startswith("JobHeld")]  # held jobs have no priority to order
+            if startable(j)]  # held, dependent, future jobs are not demand (.eligible): no band for them
     by_acct: dict[str, list[Job]] = {}
     for j in jobs:
         by_acct.setdefault(j.account, []).append(j)

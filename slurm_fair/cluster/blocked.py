@@ -1,0 +1,83 @@
+"""Why a pending job cannot start now whatever slurm-fair does: held, waiting on a dependency, not before its
+begin time, or in a reservation it cannot use now. Pure; the backends fill ``Job.blocked`` with it from Slurm's
+own fields, the same in both JSON layouts (22.05 ``openapi/v0.0.38``, 24.11 ``data_parser/v0.0.42``) and in
+pyslurm's legacy job records.
+
+The rule (first match wins; ``""`` = the job could start once GPUs and limits allow):
+
+* :data:`HELD` — Slurm's reason ``JobHeldUser`` / ``JobHeldAdmin`` (``--hold``, ``scontrol hold``), or the
+  24.11 ``hold`` flag, or priority 0 while pending (Slurm gives every job it may start a priority >= 1; a hold
+  sets it to 0, and 22.05's JSON has no ``hold`` field);
+* :data:`DEPENDENCY` — reason ``Dependency`` / ``DependencyNeverSatisfied``, or a ``dependency`` string that
+  still has an ``(unfulfilled)`` or ``(failed)`` part (before slurmctld's next pass updates the reason);
+* :data:`BEGIN_TIME` — reason ``BeginTime``, or an ``eligible_time`` (the ``--begin`` time; 0 for a held job)
+  after ``now``;
+* :data:`RESERVATION` — reason ``Reservation`` (its reservation has not started), ``ReservationDeleted``, or
+  ``ReqNodeNotAvail`` for a job submitted into a reservation (``resv_name``) — its reserved nodes cannot serve
+  it now.
+
+Anything else (``Priority``, ``Resources``, ``AssocGrpGRES``, ``QOSGrpGRES``, ``ReqNodeNotAvail`` outside a
+reservation …) is demand.
+"""
+
+from __future__ import annotations
+
+HELD = "held"
+DEPENDENCY = "dependency"
+BEGIN_TIME = "begin-time"
+RESERVATION = "reservation"
+KINDS = (HELD, DEPENDENCY, BEGIN_TIME, RESERVATION)
+
+_HELD_REASONS = ("JobHeldUser", "JobHeldAdmin", "JobHeld")
+_DEPENDENCY_REASONS = ("Dependency", "DependencyNeverSatisfied")
+_RESERVATION_REASONS = ("Reservation", "ReservationDeleted")
+
+
+def by_reason(reason: str) -> str:
+    """The part of the rule that needs only Slurm's reason (for a job record that has nothing else)."""
+    r = (reason or "").strip()
+    if r.startswith(_HELD_REASONS):
+        return HELD
+    if r.startswith(_DEPENDENCY_REASONS):
+        return DEPENDENCY
+    if r.startswith("BeginTime"):
+        return BEGIN_TIME
+    if r in _RESERVATION_REASONS:
+        return RESERVATION
+    return ""
+
+
+def blocked_reason(*, state: str, reason: str, priority: int | None = None, hold: bool = False,
+                   dependency: str = "", eligible_time: int | None = None, reservation: str = "",
+                   now: float | None = None) -> str:
+    """Why a pending job cannot start now (one of :data:`KINDS`), ``""`` when it could; always ``""`` for a job
+    that is not pending. ``now``: the snapshot's time (None: a future ``eligible_time`` is not checked)."""
+    if state != "PENDING":
+        return ""
+    r = (reason or "").strip()
+    kind = by_reason(r)
+    if kind:
+        return kind
+    if hold or priority == 0:
+        return HELD
+    dep = dependency or ""
+    if "(unfulfilled)" in dep or "(failed)" in dep:
+        return DEPENDENCY
+    if now is not None and eligible_time and eligible_time > now:
+        return BEGIN_TIME
+    if reservation and r.startswith("ReqNodeNotAvail"):
+        return RESERVATION
+    return ""
+
+
+def describe(kind: str, reason: str = "") -> str:
+    """A plain sentence for ``explain``: why such a job is not demand."""
+    what = {
+        HELD: "it is held (scontrol release starts counting it)",
+        DEPENDENCY: "it waits on a dependency",
+        BEGIN_TIME: "its begin time has not come",
+        RESERVATION: "its reservation cannot serve it now",
+    }.get(kind, kind)
+    tail = f" (Slurm reason {reason})" if reason else ""
+    return (f"not counted as demand: {what}{tail} — no share, no claim, no SiteFactor and no preemption is made "
+            "for it until it could start")

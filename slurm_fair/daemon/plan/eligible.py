@@ -1,0 +1,51 @@
+"""Demand is what could start. Pure.
+
+A pending job that cannot start now whatever slurm-fair does — held (``--hold``, ``scontrol hold``), waiting on a
+dependency, not before its begin time, in a reservation it cannot use now — is **not demand**: it gets no share
+in the policy's problem, claims no GPUs, earns no SiteFactor band for its account and triggers no preemption.
+Counting it would hand GPUs to work that never starts (a held flood took 2 of 16 GPUs on the testbed) and, with
+preemption on, requeue other accounts' running jobs for nothing. The job counts again from the first round after
+Slurm would start it (``scontrol release``, its dependency met, its begin time passed).
+
+Why a job is blocked is read once, by the backend, from Slurm's fields (:mod:`slurm_fair.cluster.blocked`, into
+``Job.blocked``); a job record without it (the simulator's, a test's) falls back to Slurm's reason alone.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ...cluster.base import Job
+from ...cluster.blocked import by_reason, describe
+
+__all__ = ["blocked_kind", "startable", "counted", "not_demand", "describe"]
+
+
+def blocked_kind(job: Job) -> str:
+    """Why a pending job cannot start now (``held``, ``dependency``, ``begin-time``, ``reservation``), ``""`` when
+    it could or when it is not pending."""
+    if not job.pending:
+        return ""
+    return job.blocked or by_reason(job.reason)
+
+
+def startable(job: Job) -> bool:
+    """A pending job Slurm could start once GPUs and limits allow."""
+    return job.pending and not blocked_kind(job)
+
+
+def counted(job: Job) -> bool:
+    """The job is demand: it runs, or it is pending and could start."""
+    return job.running or startable(job)
+
+
+def not_demand(jobs: Iterable[Job]) -> dict[str, dict[str, int]]:
+    """account -> why (``held`` …) -> GPUs of its pending GPU jobs that are not demand, for the round's record and
+    ``explain``."""
+    out: dict[str, dict[str, int]] = {}
+    for j in jobs:
+        kind = blocked_kind(j)
+        if kind and j.gpus > 0:
+            row = out.setdefault(j.account, {})
+            row[kind] = row.get(kind, 0) + j.gpus
+    return {a: dict(sorted(r.items())) for a, r in sorted(out.items())}

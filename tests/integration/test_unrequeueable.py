@@ -1,0 +1,168 @@
+"""Preemption cannot be dodged (issue 21 item 4), on the real testbed: a job made non-requeue-able during its grace
+(``scontrol update jobid=N requeue=0``) is handled by the default rule, ``preemption.unrequeueable = "hold-back"``:
+it keeps running, its account's a100 limit is lowered by its GPU until it ends, and its account's next job is
+preempted in its place; an ``salloc`` allocation is counted as usage and never signalled.
+
+Set-up as in test_preemption.py (its config and CLI helpers): acct_a holds all four a100s, acct_b waits for one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+from slurm_fair.store import Store
+
+from .test_preemption import cli, write_config
+
+IGNORE_USR1 = "trap '' USR1; sleep 600"  # a job that does not checkpoint: it keeps running after the signal
+
+
+def _round(testbed, cfg, tmp_path) -> dict:
+    cli(testbed, cfg, "daemon", "--once")
+    with Store(tmp_path / "sf.sqlite") as store:
+        r = store.round()
+    assert r["status"] == "ok", r
+    return r["details"]
+
+
+def _rows(tmp_path) -> dict[int, dict]:
+    with Store(tmp_path / "sf.sqlite") as store:
+        return {r["job_id"]: r for r in store.preemptions()}
+
+
+def test_job_made_non_requeueable_during_its_grace_is_held_back(testbed, tmp_path):
+    cfg = write_config(testbed, tmp_path)  # grace 5 s, min_runtime 0, unrequeueable = hold-back (the default)
+    sleepers = [testbed.sbatch("acct_a", gpu_type="a100", name="sleeper", extra=["--requeue"],
+                              command=IGNORE_USR1) for _ in range(3)]
+    for j in sleepers:
+        testbed.wait_state(j, "RUNNING")
+    dodger = testbed.sbatch("acct_a", gpu_type="a100", name="dodger", extra=["--requeue"],
+                            command=IGNORE_USR1)
+    testbed.wait_state(dodger, "RUNNING")
+    waiter = testbed.sbatch("acct_b", gpu_type="a100", name="waiter")
+    assert testbed.job_state(waiter)[0] == "PENDING"
+
+    d1 = _round(testbed, cfg, tmp_path)  # signals the newest acct_a job
+    assert [s["job_id"] for s in d1["preemption"]["signalled"]] == [dodger]
+    # the user dodges during the grace
+    testbed.run(["scontrol", "update", f"jobid={dodger}", "requeue=0"])
+    assert "Requeue=0" in testbed.run(["scontrol", "show", "job", str(dodger)]).stdout
+    time.sleep(6)  # the grace (5 s) ends
+
+    d2 = _round(testbed, cfg, tmp_path)
+    pre = d2["preemption"]
+    assert [h["job_id"] for h in pre["held-back"]] == [dodger] and pre["requeued"] == []
+    assert [s["job_id"] for s in pre["signalled"]] == [sleepers[-1]]  # the next newest goes in its place
+    rows = _rows(tmp_path)
+    assert rows[dodger]["state"] == "held-back" and [s["step"] for s in rows[dodger]["steps"]] == [
+        "signalled", "held-back"]
+    assert "not requeue-able" in rows[dodger]["steps"][-1]["message"]
+    # its account's a100 limit (and total) are lowered by its GPU at once
+    planned = d2["limits"]["acct_a"]
+    lowered = pre["held_back_limits"]["accounts"]["acct_a"]
+    assert lowered["a100"] == planned.get("a100", 4) - 1 and lowered["*"] == planned.get("*", 16) - 1
+    assert testbed.gpu_limits()["acct_a"]["a100"] == lowered["a100"]
+    assert testbed.job_state(dodger)[0] == "RUNNING"
+
+    time.sleep(6)
+    d3 = _round(testbed, cfg, tmp_path)  # the sleeper is requeued; the hold-back stays, in the round's limits now
+    assert [r["job_id"] for r in d3["preemption"]["requeued"]] == [sleepers[-1]]
+    assert d3["held_back"] == {"acct_a": {"a100": 1}}
+    assert testbed.gpu_limits()["acct_a"]["a100"] == d3["limits"]["acct_a"].get("a100", 4) - 1
+    testbed.wait_state(waiter, "RUNNING", timeout=60)  # acct_b got its a100 all the same
+    ex = json.loads(cli(testbed, cfg, "explain", "acct_a", "--json").stdout)
+    assert ex["held_back"] == {"a100": 1}
+    assert {p["job_id"]: p["state"] for p in ex["preemptions"]}[dodger] == "held-back"
+    text = cli(testbed, cfg, "explain", "acct_a").stdout
+    assert "held back:     a100=1" in text and f"job {dodger} (1 a100, USR1): held-back" in text
+    with Store(tmp_path / "sf.sqlite") as store:
+        assert any(e["job_id"] == dodger and "held-back" in e["message"] for e in store.events(kind="preemption"))
+
+    # the job ends: the hold-back ends with it
+    testbed.run(["scancel", str(dodger)])
+    testbed.wait_for(lambda: testbed.job_state(dodger)[0] not in ("RUNNING", "COMPLETING"), 30, what="ended")
+    d4 = _round(testbed, cfg, tmp_path)
+    assert d4["held_back"] == {"acct_a": {}} or d4["held_back"] == {}
+    assert _rows(tmp_path)[dodger]["state"] == "gone"
+
+
+def test_salloc_allocation_is_counted_and_never_signalled(testbed, tmp_path):
+    cfg = write_config(testbed, tmp_path)
+    sleepers = [testbed.sbatch("acct_a", gpu_type="a100", name="sleeper", extra=["--requeue"],
+                              command=IGNORE_USR1) for _ in range(3)]
+    for j in sleepers:
+        testbed.wait_state(j, "RUNNING")
+    alloc = subprocess.Popen(["salloc", "--no-shell", "-A", "acct_a", "--gres=gpu:a100:1", "-J", "interactive"],
+                             env=testbed.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+    try:
+        alloc.communicate(timeout=60)
+        inter = testbed.wait_for(lambda: [int(x) for x in testbed.run(
+            ["squeue", "-h", "-n", "interactive", "-t", "R", "-o", "%i"]).stdout.split()], 30, what="salloc running")[0]
+        waiter = testbed.sbatch("acct_b", gpu_type="a100", name="waiter")
+        d = _round(testbed, cfg, tmp_path)
+        assert d["in_use"]["acct_a"] == {"a100": 4}  # the allocation counts as usage
+        pre = d["preemption"]
+        assert [h["job_id"] for h in pre["held-back"]] == [inter]  # newest, not signalled: held back
+        assert [s["job_id"] for s in pre["signalled"]] == [sleepers[-1]]
+        assert "interactive allocation" in _rows(tmp_path)[inter]["reason"]
+        assert testbed.job_state(inter)[0] == "RUNNING" and waiter
+    finally:
+        testbed.run(["scancel", "-n", "interactive"], check=False)
+
+
+def test_no_requeue_at_submission_with_cancel_is_held_back_then_cancelled(testbed, tmp_path):
+    """``--no-requeue`` at submission, ``unrequeueable = "cancel"``, acct_a holds all four a100s and has no other
+    job above its guarantee that could be preempted in its place (the others are --no-requeue too): the newest is
+    held back, then cancelled after cancel_grace while acct_b still waits, and acct_b's job starts."""
+    cfg = write_config(testbed, tmp_path, unrequeueable="cancel", cancel_grace=3)
+    jobs = [testbed.sbatch("acct_a", gpu_type="a100", name="norequeue", extra=["--no-requeue"], command=IGNORE_USR1)
+            for _ in range(4)]
+    for j in jobs:
+        testbed.wait_state(j, "RUNNING")
+    waiter = testbed.sbatch("acct_b", gpu_type="a100", name="waiter")
+    d1 = _round(testbed, cfg, tmp_path)
+    pre = d1["preemption"]
+    assert [h["job_id"] for h in pre["held-back"]] == [jobs[-1]] and pre["signalled"] == []
+    assert {s["job_id"] for s in pre["skipped"]} == set(jobs[:-1])  # at most the excess (1) is held back
+    assert testbed.gpu_limits()["acct_a"]["a100"] == pre["held_back_limits"]["accounts"]["acct_a"]["a100"]
+    time.sleep(4)  # cancel_grace
+    d2 = _round(testbed, cfg, tmp_path)
+    assert [c["job_id"] for c in d2["preemption"]["cancelled"]] == [jobs[-1]]
+    rows = _rows(tmp_path)
+    assert rows[jobs[-1]]["state"] == "cancelled" and [s["step"] for s in rows[jobs[-1]]["steps"]] == [
+        "held-back", "cancelled"]
+    testbed.wait_for(lambda: testbed.job_state(jobs[-1])[0] == "CANCELLED", 30, what="cancelled by slurm-fair")
+    testbed.wait_state(waiter, "RUNNING", timeout=60)
+
+
+def test_a_requeue_slurm_refuses_becomes_a_hold_back(testbed, tmp_path):
+    """requeue=0 set between the round's snapshot and its requeue (the race the decision cannot see): Slurm refuses
+    the requeue ("Requested operation is presently disabled"), and the job is held back instead of left running."""
+    from slurm_fair import config as config_mod
+    from slurm_fair.cluster import connect
+    from slurm_fair.daemon.preemption import run as preempt
+
+    cfg = config_mod.load(write_config(testbed, tmp_path))
+    jobs = [testbed.sbatch("acct_a", gpu_type="a100", name="sleeper", extra=["--requeue"], command=IGNORE_USR1)
+            for _ in range(4)]
+    for j in jobs:
+        testbed.wait_state(j, "RUNNING")
+    testbed.sbatch("acct_b", gpu_type="a100", name="waiter")
+    cluster = connect(backend="cli", timeout=15, env=testbed.env)
+    guarantees = {"acct_a": {"a100": 3}, "acct_b": {"a100": 1}}
+    with Store(tmp_path / "sf.sqlite") as store:
+        out = preempt(cluster, store, cfg, cluster.snapshot(), guarantees, None, time.time())
+        assert [s["job_id"] for s in out["signalled"]] == [jobs[-1]]
+        time.sleep(6)
+        snap = cluster.snapshot()
+        assert next(j for j in snap.jobs if j.job_id == jobs[-1]).requeue
+        testbed.run(["scontrol", "update", f"jobid={jobs[-1]}", "requeue=0"])
+        out = preempt(cluster, store, cfg, snap, guarantees, None, time.time())
+        row = {r["job_id"]: r for r in store.preemptions()}[jobs[-1]]
+    assert [h["job_id"] for h in out["held-back"]] == [jobs[-1]] and out["requeued"] == []
+    assert row["state"] == "held-back" and [s["step"] for s in row["steps"]] == ["signalled", "requeue-failed"]
+    assert "presently disabled" in row["steps"][-1]["message"]
+    assert testbed.job_state(jobs[-1])[0] == "RUNNING"

@@ -1,0 +1,178 @@
+"""Preemption cannot be dodged (issue 21 item 4): the pure rule (slurm_fair/daemon/unrequeueable.py), its place in
+the preemption decision (daemon/preempt.py), the limits it lowers (plan.decide) and its records in the store."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from slurm_fair import config
+from slurm_fair.cluster.base import ANY_GPU, Account, Job, Node, Snapshot
+from slurm_fair.config import PreemptionConfig
+from slurm_fair.daemon import plan as P
+from slurm_fair.daemon import unrequeueable as UR
+from slurm_fair.daemon.preempt import Record, decide
+from slurm_fair.policies import get as get_policy
+from slurm_fair.store import Store
+
+NOW = 100_000.0
+CFG = PreemptionConfig(enabled=True, grace=120, min_runtime=600, signal="USR1", max_jobs_per_round=10)
+LIMITS = {"A": {"a100": 1, "*": 1}, "B": {"a100": 2, "*": 2}}
+
+
+def cfg(**kw):
+    return dataclasses.replace(CFG, **kw)
+
+
+def run(job_id, account, ran=3600.0, requeue=True, batch=True, gtype="a100", gpus=1):
+    return Job(job_id=job_id, name=f"j{job_id}", account=account, user="u", partition="gpu", state="RUNNING",
+               reason="None", priority=1, submit_time=int(NOW - ran - 10), start_time=int(NOW - ran),
+               gpus_per_node=gpus, nodes=1, gpu_type=gtype, gpus_allocated={gtype: gpus}, requeue=requeue,
+               batch=batch)
+
+
+def pend(job_id, account, gtype="a100", gpus=1):
+    return Job(job_id=job_id, name=f"p{job_id}", account=account, user="u", partition="gpu", state="PENDING",
+               reason="AssocGrpGRES", priority=1, submit_time=int(NOW - 50), start_time=None, gpus_per_node=gpus,
+               nodes=1, gpu_type=gtype)
+
+
+def kinds(d):
+    return [(a.kind, a.job_id) for a in d.actions]
+
+
+def test_why_not_requeueable():
+    assert UR.why_not_requeueable(run(1, "A")) is None
+    assert "not requeue-able" in UR.why_not_requeueable(run(1, "A", requeue=False))
+    # salloc: Slurm's JSON says requeue=true (testbed capture), but only batch jobs can be requeued
+    assert "interactive allocation" in UR.why_not_requeueable(run(1, "A", batch=False))
+    assert [a for a in config.UNREQUEUEABLE_ACTIONS] == ["hold-back", "cancel", "ignore"]
+    assert config.Config().preemption.unrequeueable == "hold-back"
+
+
+def test_new_candidate_that_cannot_be_requeued_is_held_back_and_the_next_job_is_preempted():
+    """A's newest job (2) is --no-requeue: it is held back (not signalled), and A's next job is signalled in its
+    place — dodging spares nobody. The hold-back uses no signal of the per-round cap."""
+    jobs = [run(1, "A", ran=4000), run(2, "A", ran=3000, requeue=False), run(3, "A", ran=3500), pend(10, "B"),
+            pend(11, "B")]
+    d = decide(LIMITS, jobs, [], NOW, cfg(max_jobs_per_round=1))
+    assert kinds(d) == [("hold-back", 2), ("signal", 3)]
+    hb = d.actions[0]
+    assert hb.due is None and "not requeue-able" in hb.reason and "lowered by its 1 GPUs until it ends" in hb.reason
+    assert [(s.job_id, s.reason.split(" (")[0]) for s in d.skipped] == [(1, "per-round cap reached")]
+    # ignore: the old behaviour, listed as skipped
+    d = decide(LIMITS, jobs, [], NOW, cfg(unrequeueable="ignore"))
+    assert kinds(d) == [("signal", 3), ("signal", 1)] and d.skipped[0].job_id == 2
+    # only when preemption would take it: a job that ran less than min_runtime is just skipped for that
+    young = [run(1, "A", ran=4000), run(2, "A", ran=100, requeue=False), pend(10, "B")]
+    d = decide(LIMITS, young, [], NOW, CFG)
+    assert kinds(d) == [("signal", 1)] and "min_runtime" in d.skipped[0].reason
+
+
+def test_at_most_the_excess_is_held_back():
+    """A uses 4 a100s with a guarantee of 2, all --no-requeue: its two newest are held back (what preemption would
+    have taken), the two others are only listed; a job already held back counts first."""
+    jobs = [run(i, "A", ran=4000 - i, requeue=False) for i in range(1, 5)] + [pend(10, "B"), pend(11, "B")]
+    lim = {"A": {"a100": 2}, "B": {"a100": 2}}
+    d = decide(lim, jobs, [], NOW, CFG)
+    assert kinds(d) == [("hold-back", 4), ("hold-back", 3)]
+    assert sorted(s.job_id for s in d.skipped) == [1, 2] and all("not requeue-able" in s.reason for s in d.skipped)
+    held = [Record(8, 4, "A", "a100", 1, UR.HELD_BACK, None, None)]
+    assert kinds(decide(lim, jobs, held, NOW, CFG)) == [("hold-back", 3)]
+
+
+def test_interactive_allocations_are_never_signalled_nor_cancelled():
+    jobs = [run(1, "A", ran=4000), run(2, "A", ran=3000, batch=False), pend(10, "B")]
+    d = decide(LIMITS, jobs, [], NOW, cfg(unrequeueable="cancel", cancel_grace=60))
+    assert kinds(d) == [("hold-back", 2), ("signal", 1)]
+    assert d.actions[0].due is None  # never cancelled: held back until it ends
+    d = decide(LIMITS, jobs, [], NOW, cfg(unrequeueable="ignore"))
+    assert kinds(d) == [("signal", 1)] and "interactive allocation" in d.skipped[0].reason
+    # batch jobs under "cancel" get a cancel time
+    d = decide(LIMITS, [run(1, "A"), run(2, "A", requeue=False), pend(10, "B")], [], NOW,
+               cfg(unrequeueable="cancel", cancel_grace=60))
+    assert kinds(d)[0] == ("hold-back", 2) and d.actions[0].due == NOW + 60
+
+
+def test_made_non_requeueable_during_the_grace():
+    """scontrol update jobid=2 requeue=0 after the signal: at the end of the grace it is held back instead of a
+    requeue that Slurm would refuse, and (nothing freed) A's other job is signalled in the same round."""
+    jobs = [run(1, "A", ran=4000), run(2, "A", ran=3000, requeue=False), pend(10, "B")]
+    hist = [Record(7, 2, "A", "a100", 1, "signalled", NOW - 130, NOW - 10)]
+    d = decide(LIMITS, jobs, hist, NOW, CFG)
+    assert kinds(d) == [("hold-back", 2), ("signal", 1)]
+    assert d.actions[0].record_id == 7 and d.actions[0].reason.startswith("grace over, but it is not requeue-able")
+    d = decide(LIMITS, jobs, hist, NOW, cfg(unrequeueable="ignore"))
+    assert kinds(d) == [("resolve", 2), ("signal", 1)] and "unrequeueable = ignore" in d.actions[0].reason
+    # still in its grace: nothing yet
+    early = [Record(7, 2, "A", "a100", 1, "signalled", NOW - 30, NOW + 90)]
+    assert kinds(decide(LIMITS, jobs, early, NOW, CFG)) == []
+
+
+def test_held_back_record_ends_when_the_job_ends_and_is_cancelled_after_its_grace():
+    jobs = [run(1, "A", ran=4000), run(2, "A", ran=3000, requeue=False), pend(10, "B")]
+    held = Record(8, 2, "A", "a100", 1, UR.HELD_BACK, None, NOW - 1)  # requeue_at = cancel time
+    # hold-back: it stays (never re-marked, never signalled); A's other job is signalled
+    assert kinds(decide(LIMITS, jobs, [held], NOW, CFG)) == [("signal", 1)]
+    # cancel: its cancel time passed, A still over, B waits
+    d = decide(LIMITS, jobs, [held], NOW, cfg(unrequeueable="cancel"))
+    assert kinds(d) == [("cancel", 2)] and "cancel_grace over" in d.actions[0].reason
+    # cancel, but A is no longer over (a limit of 2): resolved, the hold-back ends
+    d = decide({"A": {"a100": 2}, "B": {"a100": 2}}, jobs, [held], NOW, cfg(unrequeueable="cancel"))
+    assert kinds(d) == [("resolve", 2)] and "the hold-back ends" in d.actions[0].reason
+    # the job ended: gone
+    d = decide(LIMITS, [run(1, "A"), pend(10, "B")], [held], NOW, CFG)
+    assert ("gone", 2) in kinds(d) and "hold-back on its account ends" in d.actions[0].reason
+
+
+def test_penalties_and_hold_back_arithmetic():
+    running = {2: run(2, "A", gpus=2), 3: run(3, "B", batch=False)}
+    pen = UR.penalties([(2, "A", "a100", 2), (3, "B", "a100", 1), (4, "C", "a100", 1)], running)
+    assert pen == {"A": {"a100": 2}, "B": {"a100": 1}}  # job 4 no longer runs: nothing held back
+    cap = {"a100": 4, "v100": 4}
+    lim = {"A": {}, "B": {"a100": 3, ANY_GPU: 3}, "C": {"v100": 1}}
+    out = UR.hold_back(lim, {**pen, "D": {"a100": 1}}, cap)
+    assert out["A"] == {"a100": 2, ANY_GPU: 6}  # no limit = the capacity, lowered
+    assert out["B"] == {"a100": 2, ANY_GPU: 2} and out["C"] == {"v100": 1} and "D" not in out
+    assert UR.hold_back({"A": {"a100": 1, ANY_GPU: 1}}, {"A": {"a100": 3}}, cap)["A"] == {"a100": 0, ANY_GPU: 0}
+    # hard caps: preemption enforces the limits without the hold-back (the held-back job is not taken twice)
+    assert UR.without_hold_back(out, pen) == {"A": {"a100": 4, ANY_GPU: 6}, "B": {"a100": 3, ANY_GPU: 2},
+                                              "C": {"v100": 1}}
+
+
+def test_the_round_lowers_the_limits_of_held_back_accounts():
+    nodes = (Node("a100-1", ("MIXED",), ("gpu",), {"a100": 4}, {"a100": 4}),)
+    jobs = [run(1, "A"), run(2, "A", requeue=False), run(3, "A"), run(4, "A"), pend(10, "B"), pend(11, "A")]
+    s = Snapshot("22.05.8", NOW, nodes, tuple(jobs), (Account("A", 1, {}), Account("B", 1, {})), ("gpu",))
+    c = config.from_dict({"preemption": {"enabled": True}})
+
+    def dec(held):
+        return P.decide(s, c, lambda problem: get_policy("equal-share")(problem), profiles=[], shipped=[],
+                        deviations={}, deficits={}, managed_before=set(), last_ok_started=None, now=NOW,
+                        empty_alloc=None, held_back=held)
+    plain, held = dec(None), dec({"A": {"a100": 1}})
+    assert held.held_back == {"A": {"a100": 1}} and plain.held_back == {}
+    pa, ha = plain.planned["A"], held.planned["A"]
+    assert ha["a100"] == pa.get("a100", 4) - 1 and ha[ANY_GPU] == pa.get(ANY_GPU, 4) - 1
+    assert held.planned["B"] == plain.planned["B"]
+
+
+def test_store_keeps_held_back_records_open(tmp_path):
+    with Store(tmp_path / "s.sqlite") as st:
+        pid = st.add_preemption(job_id=5, account="A", gpu_type="a100", gpus=1, signal="", reason="r", grace=0,
+                                held_back=True, due=None, now=NOW, message="held back")
+        sig = st.add_preemption(job_id=6, account="A", gpu_type="a100", gpus=1, signal="USR1", reason="r",
+                                grace=120, now=NOW)
+        st.preemption_step(sig, "requeue-failed", "requeue failed", state=UR.HELD_BACK, now=NOW + 130,
+                           due=NOW + 1930)
+        rows = {r["id"]: r for r in st.preemption_history(since=NOW + 10_000)}
+        assert rows[pid]["state"] == rows[sig]["state"] == UR.HELD_BACK
+        assert rows[sig]["finished_at"] is None and rows[sig]["requeue_at"] == NOW + 1930
+        assert [s["step"] for s in rows[sig]["steps"]] == ["signalled", "requeue-failed"]
+        assert st.next_preemption_due() is None  # hold-back: no wake-up for held-back jobs
+        assert st.next_preemption_due(held_back=True) == NOW + 1930
+        st.preemption_step(pid, "gone", "ended", state="gone", now=NOW + 50)
+        assert st.preemption_counts() == {"gone": 1, UR.HELD_BACK: 1}
+        with pytest.raises(Exception, match="state"):
+            st.preemption_step(pid, "x", state="bogus")
