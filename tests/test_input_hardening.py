@@ -289,3 +289,25 @@ def test_shares_history_explain_and_status_print_no_control_character(tmp_path, 
     r = CliRunner().invoke(main, ["shares", "--config", str(cfg)])
     assert "\\x1b]0;owned\\x07" in r.output and "\ufffd" in r.output
     assert not any(ln.startswith("ACCOUNT  forged") for ln in r.output.split("\n"))
+
+
+@pytest.mark.parametrize("value", ["[" * 5000 + "]" * 5000, "[" * 100000 + "]" * 100000, "{a=" * 2000 + "1" + "}" * 2000])
+def test_config_check_on_a_deeply_nested_toml_value_is_a_clear_error(tmp_path, value):
+    cfg = tmp_path / "deep.toml"
+    cfg.write_text(f"[daemon]\nx = {value}\n")
+    r = CliRunner().invoke(main, ["config", "check", "--config", str(cfg)])
+    assert_error(r, "config: invalid TOML: a value nested too deeply", str(cfg))
+    assert len(r.stderr) < 1000  # the value is not printed whole
+    with pytest.raises(InputError):
+        config_mod.load(str(cfg))
+
+
+def test_a_job_id_given_twice_in_a_problem_is_refused_naming_it():
+    p = base()
+    p["tenants"][0]["classes"][0]["jobs"] = [{"id": "42", "gpus": 1, "remaining": 60}]
+    p["tenants"][1]["classes"][0]["jobs"] = [{"id": "7", "gpus": 1, "remaining": 60},
+                                             {"id": "42", "gpus": 2, "remaining": 60}]
+    with pytest.raises(InputError, match=r"tenants\[1\]\.classes\[0\]\.jobs\[1\]\.id: duplicate job id: also "
+                                         r"tenants\[0\]\.classes\[0\]\.jobs\[0\] \(got '42'\)"):
+        problem_from_dict(p)
+    assert_error(solve(json.dumps(p)), "tenants[1].classes[0].jobs[1].id", "duplicate job id", "'42'")
