@@ -103,8 +103,14 @@ def _profile_jobs(timeout: float) -> list[dict]:
                        text=True, encoding="utf-8", errors="replace", timeout=timeout)
     if r.returncode != 0:
         raise SlurmFairError(f"squeue exited {r.returncode}: {r.stderr.strip()}")
+    return parse_profile_jobs(r.stdout)
+
+
+def parse_profile_jobs(text: str) -> list[dict]:
+    """The profiling jobs (``fair:profile`` in the comment) of squeue's ``%i|%T|%a|%j|%b|%M|%k`` lines (pure).
+    A name or comment may hold ``|`` or a line break: a line whose job id is not ASCII digits is skipped."""
     out = []
-    for line in r.stdout.splitlines():
+    for line in text.split("\n"):
         parts = line.split("|", 6)
         if len(parts) < 7:
             continue
