@@ -207,3 +207,20 @@ def test_fuzz_hook_environment_and_scontrol_text_bytes_then_ingest(tmp_path_fact
 def test_fuzz_spool_near_records(tmp_path_factory, rng):
     o = H.run_case(H.random_case(rng, "spool"), tmp_path_factory.mktemp("spool"))
     assert not o.traceback, o
+
+
+@SETTINGS
+@given(st.sampled_from(H.VERSIONS), st.lists(st.tuples(st.integers(0, 5), BYTES), min_size=1, max_size=4))
+def test_fuzz_sacctmgr_and_sprio_text_bytes(version, edits):
+    """sacctmgr's assoc lines and sprio's lines with any bytes in any field (names there are the admin's, not
+    users': a line a byte breaks is our ParseError, which names the line, never another exception)."""
+    for name in ("sacctmgr_assoc_fmt_limits.txt", "sprio.txt"):
+        lines = (H.FIX / version / name).read_bytes().split(b"\n")
+        for field, b in edits:
+            i = (field * 7 + len(b)) % max(1, len(lines))
+            cells = lines[i].split(b"|")
+            cells[field % len(cells)] += b
+            lines[i] = b"|".join(cells)
+        text = b"\n".join(lines).decode("utf-8", "replace")  # as the CLI backend reads it
+        fn = parse.parse_assoc if name.startswith("sacctmgr") else parse.parse_sprio
+        _only_our_errors(fn, text)
