@@ -144,10 +144,13 @@ def parse_scontrol_checked(text: str, name: str | None = None) -> tuple[dict[str
     lines = rest.split("\n")
     heads = [ln.strip().split("=", 1)[0] if ln.startswith(" ") and "=" in ln else "" for ln in lines]
     n_header = next((i for i, h in enumerate(heads) if not h or h in _HEADER_END), len(lines))
+    seen: dict[str, int] = {}
+    for h in heads:
+        seen[h] = seen.get(h, 0) + 1
     problem, last = "", -1
     for i in range(max(1, n_header)):
         h = heads[i] if i < len(heads) else ""
-        if (i == 0 and h != "UserId") or (h in _RANK and (_RANK[h] <= last or heads.count(h) > 1)):
+        if (i == 0 and h != "UserId") or (h in _RANK and (_RANK[h] <= last or seen[h] > 1)):
             problem = (f"scontrol: a {h or 'text'} line where Slurm writes none (a job name or field with a line "
                        "break?): no field of its header is trusted")
             break
