@@ -429,7 +429,7 @@ def _log(conf: dict[str, str], spool: str, msg: str) -> None:
         if not path:
             continue
         try:
-            with open(path, "a", encoding="utf-8") as f:
+            with open(path, "a", encoding="utf-8", errors="backslashreplace") as f:  # any byte in env
                 f.write(line)
             return
         except OSError:

@@ -222,6 +222,20 @@ def hook_case(version: str, where: str, b: bytes, context: str, tmp: Path) -> Ou
     jobrecord.run = lambda exe, args, env, timeout: (0, raw.decode("utf-8", "surrogateescape"))
     try:
         rec = jobrecord.build_record(env, {"scontrol": "scontrol"})
+        # the hook itself, with the bytes also in the variables it must refuse (job id, context, restart
+        # count): it returns 0 whatever happens, and writes a record or logs one line
+        conf = tmp / "hooks.conf"
+        conf.write_text(f"spool={tmp / 'hookspool'}\nlog={tmp / 'hook.log'}\n")
+        bad = dict(env, **{k: os.fsdecode(os.fsencode(env[k]) + b) for k in
+                           ("SLURM_JOB_ID", "SLURM_SCRIPT_CONTEXT", "SLURM_JOB_RESTART_COUNT") if len(b) % 3 == 0})
+        if jobrecord.hook(str(conf), bad) != 0:
+            raise AssertionError("the hook returned non-zero")
+        written = list((tmp / "hookspool").glob("*.json")) if (tmp / "hookspool").exists() else []
+        if not written and not (tmp / "hook.log").exists():
+            raise AssertionError("the hook neither wrote a record nor logged why")
+        for f in written:
+            json.loads(f.read_bytes().decode("utf-8"))
+            f.unlink()
     finally:
         jobrecord.run = real_run
     typed, count = jobrecord.gpus_from_tres(_real_tres(chunk))

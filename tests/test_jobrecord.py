@@ -437,3 +437,12 @@ def test_hook_record_with_a_forged_line_in_the_name_and_stray_bytes(tmp_path):
     # without SLURM_JOB_NAME the same text is refused: no GPUs, and the record says why
     rec = jobrecord.build_record({k: v for k, v in env.items() if k != "SLURM_JOB_NAME"}, {"scontrol": str(exe)})
     assert rec["gpus"] == {} and rec["gpu_info"].startswith("none: scontrol: a AllocTRES line where Slurm writes none")
+
+
+def test_the_hook_logs_a_refused_environment_with_stray_bytes_and_returns_0(tmp_path):
+    conf = tmp_path / "hooks.conf"
+    conf.write_text(f"spool={tmp_path / 'spool'}\nlog={tmp_path / 'hook.log'}\n")
+    env = {"SLURM_SCRIPT_CONTEXT": os.fsdecode(b"prolog_slurmctld\xff"), "SLURM_JOB_ID": os.fsdecode(b"4\xfe")}
+    assert jobrecord.hook(str(conf), env) == 0  # the log line used to raise UnicodeEncodeError out of the hook
+    line = (tmp_path / "hook.log").read_text()
+    assert "job 4\\udcfe prolog_slurmctld\\udcff: record not written: ValueError: SLURM_SCRIPT_CONTEXT" in line
