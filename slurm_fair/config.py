@@ -691,6 +691,10 @@ def load(path: str | os.PathLike | None = None) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise InputError("config", str(p), f"invalid TOML: {e}") from e
+    except RecursionError:
+        raise InputError("config", str(p), "invalid TOML: a value nested too deeply") from None
+    except ValueError as e:  # e.g. an integer literal longer than Python's digit limit
+        raise InputError("config", str(p), f"invalid TOML: {e}") from None
     return from_dict(data, source=str(p), base=p.resolve().parent)
 
 

@@ -14,7 +14,8 @@ Rules:
   ``<spool>.log``, else stderr). A record without GPU information says why in ``gpu_info``.
 * **Event**: ``start`` for prolog_slurmctld / prolog_slurmd, ``end`` for the epilogs (SLURM_SCRIPT_CONTEXT).
 * **GPUs**: controller hooks get no GPU information from Slurm; they run ``scontrol show job -d <id>``
-  (argument list, ``scontrol_timeout`` seconds, default 2) and read AllocTRES (24.11) or TRES (22.05):
+  (argument list, ``scontrol_timeout`` seconds, default 2; its text trusted only where Slurm wrote it, see
+  :func:`parse_scontrol_checked`) and read AllocTRES (24.11) or TRES (22.05):
   ``gres/gpu:<type>=N`` per type, ``gres/gpu=N`` total. The same output gives the class (a ``class=NAME``
   token in the comment, else the wckey, else the job name: ``daemon/plan.py::job_class``'s default order)
   and Slurm's StartTime/EndTime of this run, and ``fair_tokens``: the comment's ``fair:`` tokens (throughput
@@ -97,28 +98,89 @@ def _slurm_time(v: str | None) -> float | None:
         return None
 
 
-def parse_scontrol(text: str) -> dict[str, str]:
-    """``scontrol show job -d <id>`` (multi-line form) as key -> value. ``Comment`` and ``JobName`` keep
-    their spaces (each ends its line); other values are single tokens. The first job only."""
+# The lines Slurm writes before the first free-text field, by their first key, in Slurm's order (22.05, 24.11;
+# older and optional lines as seen elsewhere); keys are read only from these lines (see parse_scontrol_checked).
+_ORDER = ("UserId", "Priority", "JobState", "Requeue", "DerivedExitCode", "RunTime", "SubmitTime", "AccrueTime",
+          "StartTime", "PreemptEligibleTime", "PreemptTime", "SuspendTime", "Partition", "ReqNodeList", "NodeList",
+          "BatchHost", "NumNodes", "TRES", "ReqTRES", "AllocTRES")
+_RANK = {h: i for i, h in enumerate(_ORDER)}
+_HEADER_END = frozenset({"MinCPUsNode", "Features", "OverSubscribe", "Shared", "Command", "WorkDir", "Comment",
+                         "AdminComment", "SystemComment", "StdErr", "StdIn", "StdOut", "JobId"})
+_FREE_TEXT_LINES = ("Comment=", "AdminComment=", "SystemComment=")
+
+
+def parse_scontrol_checked(text: str, name: str | None = None) -> tuple[dict[str, str], str]:
+    """``scontrol show job -d <id>`` (multi-line form) as (key -> value, problem). A job name,
+    comment, work dir, output path, wckey... may hold anything, line breaks too, so values are trusted only
+    where Slurm wrote them (the rule):
+
+    * line 0 is ``JobId=N [...] JobName=<name>``; ``name`` (the hook's SLURM_JOB_NAME) is cut off exactly,
+      line breaks and all; without it (or when it does not match) the name runs to the end of line 0;
+    * then the header, up to the first free-text line (Features=, Command=, WorkDir=, Comment=...): keys are
+      read only from Slurm's own lines there (_ORDER, by their first key), which must come in Slurm's order,
+      the first right after the name being UserId=, each once and none after the header in the whole text
+      (so a listing of several jobs, a heterogeneous job's, gives no header fields); a wckey (the job's own)
+      is the rest of its line;
+    * ``Comment`` (and AdminComment, SystemComment) is the rest of the first line after the header that starts
+      with it (a line break ends it).
+
+    A header line out of place (a forged ``\n   TRES=...`` after the name or wckey, a second copy anywhere)
+    gives no header keys and the problem says why: a record then has no GPU information, never a forged one."""
+    text = text.replace("\r\n", "\n")
+    if not text.startswith("JobId="):
+        return {}, "scontrol: no JobId= at the start of its output"
+    first, _, rest = text.partition("\n")
+    head, sep, after = text.partition(" JobName=")
     out: dict[str, str] = {}
-    for i, line in enumerate(text.splitlines()):
-        s = line.strip()
-        if i > 0 and s.startswith("JobId="):
-            break  # a second job (heterogeneous/array listing)
-        for key in ("Comment=", "AdminComment=", "SystemComment="):
-            if s.startswith(key):
-                out[key[:-1]] = s[len(key):]
-                break
+    if sep and "\n" not in head:
+        if name is not None and after.startswith(name + "\n"):
+            out["JobName"], rest = name, after[len(name) + 1:]
         else:
-            if i == 0 and " JobName=" in s:
-                head, name = s.split(" JobName=", 1)
-                out["JobName"] = name
-                s = head
-            for tok in s.split():
-                if "=" in tok:
-                    k, v = tok.split("=", 1)
+            out["JobName"] = first[len(head) + len(sep):]
+    for tok in (head if sep and "\n" not in head else first).split():
+        k, eq, v = tok.partition("=")
+        if eq:
+            out.setdefault(k, v)
+    lines = rest.split("\n")
+    heads = [ln.strip().split("=", 1)[0] if ln.startswith(" ") and "=" in ln else "" for ln in lines]
+    n_header = next((i for i, h in enumerate(heads) if not h or h in _HEADER_END), len(lines))
+    seen: dict[str, int] = {}
+    for h in heads:
+        seen[h] = seen.get(h, 0) + 1
+    problem, last = "", -1
+    for i in range(max(1, n_header)):
+        h = heads[i] if i < len(heads) else ""
+        if (i == 0 and h != "UserId") or (h in _RANK and (_RANK[h] <= last or seen[h] > 1)):
+            problem = (f"scontrol: a {h or 'text'} line where Slurm writes none (a job name or field with a line "
+                       "break?): no field of its header is trusted")
+            break
+        last = _RANK.get(h, last)
+    late = next((h for h in heads[n_header:] if h in _RANK), "")
+    if late and not problem:
+        problem = (f"scontrol: a {late} line after its free text (a field with a line break?): no field of its "
+                   "header is trusted")
+    for i in range(0 if problem else n_header):
+        if heads[i] in _RANK:
+            for tok in lines[i].split():
+                k, eq, v = tok.partition("=")
+                if k == "WCKey":  # last on its line: the rest of the line is its value
+                    out.setdefault(k, lines[i].split(" WCKey=", 1)[1].strip())
+                    break
+                if eq:
                     out.setdefault(k, v)
-    return out
+    for ln in lines[n_header:]:
+        s = ln.strip()
+        if s.startswith("JobId="):
+            break  # a second job (heterogeneous/array listing)
+        for key in _FREE_TEXT_LINES:
+            if s.startswith(key):
+                out.setdefault(key[:-1], s[len(key):])
+    return out, problem
+
+
+def parse_scontrol(text: str, name: str | None = None) -> dict[str, str]:
+    """The fields :func:`parse_scontrol_checked` trusts (a problem only leaves header keys out)."""
+    return parse_scontrol_checked(text, name)[0]
 
 
 def gpus_from_tres(tres: str) -> tuple[dict[str, int], int]:
@@ -167,8 +229,10 @@ def job_class(comment: str, wckey: str, name: str) -> str:
     return wk or name or ""
 
 
-def scontrol_job(job_id: str, conf: dict[str, str], env: dict[str, str]) -> tuple[dict[str, str] | None, str]:
-    """(fields, "") or (None, why)."""
+def scontrol_job(job_id: str, conf: dict[str, str], env: dict[str, str],
+                 name: str | None = None) -> tuple[dict[str, str] | None, str]:
+    """(fields, problem) or (None, why). ``name``: the job's name as the hook's environment gives it (a byte
+    that is not UTF-8 as a lone surrogate, as scontrol's output is read here); values come back as clean text."""
     exe = conf.get("scontrol") or "scontrol"
     try:
         timeout = float(conf.get("scontrol_timeout") or 2)
@@ -185,8 +249,9 @@ def scontrol_job(job_id: str, conf: dict[str, str], env: dict[str, str]) -> tupl
     except OSError as e:
         return None, f"scontrol: {e}"
     if rc != 0:
-        return None, f"scontrol exited {rc}: {out.strip()[:200]}"
-    return parse_scontrol(out), ""
+        return None, clean_text(f"scontrol exited {rc}: {out.strip()[:200]}")
+    fields, problem = parse_scontrol_checked(out, name)
+    return {k: clean_text(v) for k, v in fields.items()}, problem
 
 
 def run(exe: str, args: list[str], env: dict[str, str], timeout: float) -> tuple[int, str]:
@@ -222,7 +287,7 @@ def run(exe: str, args: list[str], env: dict[str, str], timeout: float) -> tuple
     finally:
         os.close(r)
     _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode("utf-8", "replace")
+    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode("utf-8", "surrogateescape")
 
 
 def clean_text(v: str) -> str:
@@ -237,6 +302,7 @@ def build_record(env: dict[str, str], conf: dict[str, str], now: float | None = 
     """The record for this hook call, from the hook environment (and scontrol for controller hooks).
     Raises ValueError when the environment is not a Slurm hook's (no job id or unknown context)."""
     now = time.time() if now is None else now
+    raw_name = env.get("SLURM_JOB_NAME")
     env = {k: clean_text(v) for k, v in env.items()}
     context = env.get("SLURM_SCRIPT_CONTEXT", "")
     if context not in CONTEXTS:
@@ -271,7 +337,7 @@ def build_record(env: dict[str, str], conf: dict[str, str], now: float | None = 
         rec["gpu_count"] = len([i for i in idx.split(",") if i.strip()])
         rec["gpu_info"] = "slurmd: device indices on this node, type not given to node hooks"
         return rec
-    fields, why = scontrol_job(str(job_id), conf, env)
+    fields, why = scontrol_job(str(job_id), conf, env, raw_name)
     if fields is None:
         rec["gpu_info"] = f"none: {why}"
         return rec
@@ -284,7 +350,7 @@ def build_record(env: dict[str, str], conf: dict[str, str], now: float | None = 
         restart = rec["restart_count"] = restart - 1
         rec["requeued"] = True
     rec["gpus"], rec["gpu_count"] = gpus_from_tres(tres)
-    rec["gpu_info"] = "scontrol " + ("AllocTRES" if fields.get("AllocTRES") else "TRES")
+    rec["gpu_info"] = f"none: {why}" if why else "scontrol " + ("AllocTRES" if fields.get("AllocTRES") else "TRES")
     rec["class"] = job_class(fields.get("Comment", ""), fields.get("WCKey", ""),
                              fields.get("JobName") or rec["job_name"])
     # throughput reports (fair:tput=..., fair:gpu=..., fair:profile; slurm_fair/profiling/client.py): the
@@ -363,7 +429,7 @@ def _log(conf: dict[str, str], spool: str, msg: str) -> None:
         if not path:
             continue
         try:
-            with open(path, "a", encoding="utf-8") as f:
+            with open(path, "a", encoding="utf-8", errors="backslashreplace") as f:  # any byte in env
                 f.write(line)
             return
         except OSError:

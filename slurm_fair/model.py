@@ -351,6 +351,7 @@ def problem_from_dict(data: Any) -> Problem:
         gpu_types[g] = int(v)
     tenants = []
     weights: list[tuple[str, float]] = []
+    job_ids: dict[str, str] = {}  # job id -> where it was first given: a job belongs to one class of one tenant
     for p, t in _named_items("tenants", data.get("tenants"), TENANT_KEYS):
         weight = _number(f"{p}.weight", t.get("weight", 1), positive=True, most=MAX_RATIO)
         if weight < 1 / MAX_RATIO:
@@ -373,6 +374,10 @@ def problem_from_dict(data: Any) -> Problem:
             type_demand = None if td is None else _per_type(f"{cp}.type_demand", td, gpu_types, "GPUs",
                                                             most=MAX_GPUS)
             jobs = None if c.get("jobs") is None else _jobs(f"{cp}.jobs", c["jobs"])
+            for i, j in enumerate(jobs or ()):
+                if j.id in job_ids:
+                    raise InputError(f"{cp}.jobs[{i}].id", j.id, f"duplicate job id: also {job_ids[j.id]}")
+                job_ids[j.id] = f"{cp}.jobs[{i}]"
             classes.append(JobClass(name=c["name"], throughput=thr, demand=demand, type_demand=type_demand,
                                     jobs=jobs))
         tenants.append(Tenant(name=t["name"], classes=tuple(classes), weight=weight))

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_fair import config as config_mod
+from slurm_fair import jobrecord
 from slurm_fair.cluster import parse
 from slurm_fair.daemon.ingest import ingest
 from slurm_fair.errors import SlurmFairError
@@ -169,3 +170,57 @@ def test_fuzz_spool_files_never_stop_ingest(tmp_path_factory, blobs):
     res = ingest(store, spool)  # never raises
     left = {p.name for p in spool.iterdir() if p.is_file() and not p.is_symlink()}
     assert not any(n.startswith("rec-") for n in left), (left, res)  # each read in or moved to bad/
+
+
+# ---- issue 21, item 6: any byte a user can set, through the real parse paths (tests/_hostile.py; the
+# 10 000-case soak: benchmarks/fuzz_soak.py)
+
+from tests import _hostile as H  # noqa: E402
+
+BYTES = st.one_of(st.binary(max_size=30), st.lists(st.sampled_from(H.SPECIAL), max_size=6).map(b"".join))
+FEW = settings(SETTINGS, max_examples=int(SOAK or "12"))
+
+
+@FEW
+@given(st.sampled_from(H.VERSIONS), st.dictionaries(st.tuples(st.integers(0, 15), st.sampled_from(H.USER_FIELDS_JSON)),
+                                                    BYTES, min_size=1, max_size=5), st.booleans())
+def test_fuzz_squeue_json_bytes_through_the_backend_and_a_round(version, fields, round_):
+    o = H.squeue_case(version, fields, round_)
+    assert not o.stopped, o
+
+
+@SETTINGS
+@given(BYTES, BYTES)
+def test_fuzz_profile_status_lines(name, comment):
+    H.squeue_text_case(name, comment)
+
+
+@FEW
+@given(st.sampled_from(H.VERSIONS), st.sampled_from(["name", "comment", "workdir", "stdout", "wckey"]), BYTES,
+       st.sampled_from(sorted(jobrecord.CONTEXTS)))
+def test_fuzz_hook_environment_and_scontrol_text_bytes_then_ingest(tmp_path_factory, version, where, b, context):
+    H.hook_case(version, where, b, context, tmp_path_factory.mktemp("hook"))
+
+
+@FEW
+@given(st.randoms(use_true_random=False))
+def test_fuzz_spool_near_records(tmp_path_factory, rng):
+    o = H.run_case(H.random_case(rng, "spool"), tmp_path_factory.mktemp("spool"))
+    assert not o.traceback, o
+
+
+@SETTINGS
+@given(st.sampled_from(H.VERSIONS), st.lists(st.tuples(st.integers(0, 5), BYTES), min_size=1, max_size=4))
+def test_fuzz_sacctmgr_and_sprio_text_bytes(version, edits):
+    """sacctmgr's assoc lines and sprio's lines with any bytes in any field (names there are the admin's, not
+    users': a line a byte breaks is our ParseError, which names the line, never another exception)."""
+    for name in ("sacctmgr_assoc_fmt_limits.txt", "sprio.txt"):
+        lines = (H.FIX / version / name).read_bytes().split(b"\n")
+        for field, b in edits:
+            i = (field * 7 + len(b)) % max(1, len(lines))
+            cells = lines[i].split(b"|")
+            cells[field % len(cells)] += b
+            lines[i] = b"|".join(cells)
+        text = b"\n".join(lines).decode("utf-8", "replace")  # as the CLI backend reads it
+        fn = parse.parse_assoc if name.startswith("sacctmgr") else parse.parse_sprio
+        _only_our_errors(fn, text)

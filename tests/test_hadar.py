@@ -170,7 +170,7 @@ def instances(draw):
             if draw(st.booleans()):
                 cls["type_demand"] = {g: draw(st.sampled_from([0, 1, 1.5, 3])) for g in types if draw(st.booleans())}
             if draw(st.booleans()):
-                cls["jobs"] = [{"id": f"j{i}", "gpus": draw(st.integers(1, 5)),
+                cls["jobs"] = [{"id": f"t{t}c{c}j{i}", "gpus": draw(st.integers(1, 5)),
                                 "remaining": draw(st.sampled_from([0, 60, 360, 5000, 86400]))}
                                for i in range(draw(st.integers(0, 4)))]
             classes.append(cls)

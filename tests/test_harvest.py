@@ -51,8 +51,15 @@ def test_running_jobs_reports_taken_once_per_number_per_gpu_and_by_source():
 
 @pytest.mark.parametrize("comment, alloc, why", [
     ("class=cnn fair:tput=5000@1", {"v100": 1}, "max_throughput"),
-    ("class=cnn fair:tput=nan@1", {"v100": 1}, "finite"),
-    ("class=cnn fair:tput=-3@1", {"v100": 1}, "> 0"),
+    ("class=cnn fair:tput=nan@1", {"v100": 1}, "not a plain number"),
+    ("class=cnn fair:tput=-3@1", {"v100": 1}, "not a plain number"),
+    ("class=cnn fair:tput=0@1", {"v100": 1}, "> 0"),
+    ("class=cnn fair:tput=\u0663@1", {"v100": 1}, "ASCII digits"),  # Arabic-Indic 3: float() takes it
+    ("class=cnn fair:tput=1_0@1", {"v100": 1}, "ASCII digits"),
+    ("class=cnn fair:tput=5@\u00b2", {"v100": 1}, "whole number"),  # '²'.isdigit() is True, int('²') raises
+    ("class=cnn fair:tput=5@\u0663", {"v100": 1}, "whole number"),  # int('٣') is 3
+    ("class=cnn fair:tput=5@0", {"v100": 1}, "whole number"),
+    ("class=cnn fair:tput=5@99999999999", {"v100": 1}, "whole number"),
     ("class=cnn fair:tput=@1", {"v100": 1}, "empty"),
     ("class=cnn fair:tput=3@x", {"v100": 1}, "whole number"),
     ("class=cnn fair:tput=3@1", {"v100": 1, "k80": 1}, "several GPU types"),
@@ -67,6 +74,30 @@ def test_bad_reports_are_refused_with_an_event_and_change_no_profile(comment, al
     (e,) = s.events(kind="profile-report-refused")
     assert why in e["message"] and e["job_id"] == 5 and e["round_id"] == 9
     assert harvest(s, snap(job(5, comment, alloc)), CFG, 10, now=2.0)["refused"] == 0  # taken once
+
+
+def test_a_bad_token_is_skipped_and_every_later_job_is_still_harvested():
+    s = Store(":memory:")
+    jobs = [job(1, "class=a fair:tput=5@\u00b2", {"v100": 1}), job(2, "class=b fair:tput=\u00b2@1", {"v100": 1}),
+            job(3, "class=c fair:tput=6@1", {"v100": 1})]
+    s.upsert_job_records([{"v": 1, "event": "end", "context": "epilog_slurmctld", "job_id": 9, "restart_count": 0,
+                           "time": 5.0, "account": "acct_a", "class": "d", "gpus": {"v100": "\u00b2"},
+                           "fair_tokens": "fair:tput=4@1"}])  # GPU counts not what the hook writes
+    out = harvest(s, snap(*jobs), CFG, 4, now=10.0)
+    assert out == {"accepted": 1, "rejected": 0, "refused": 3}, out  # job 9: no GPU type (its counts are not ints)
+    assert values(s) == {("acct_a", "c", "v100", "harvested"): (6.0, 1, 0)}
+    assert {e["job_id"] for e in s.events(kind="profile-report-refused")} == {1, 2, 9}
+    assert not s.events(kind="profile-harvest-error")
+
+
+def test_report_grammar_is_ascii_only():
+    from slurm_fair.profiling.client import ascii_int, ascii_number
+    assert [ascii_number(t) for t in ("12.5", ".5", "5.", "1.2e+03", "1E-3")] == [12.5, 0.5, 5.0, 1200.0, 0.001]
+    for bad in ("", "nan", "inf", "-1", "+1", "1_0", "\u0663", "\u00b2", "1.2.3", "e5", "1e", "1e+", ".", "1 ", "9" * 41):
+        assert ascii_number(bad) is None, bad
+    assert [ascii_int(t) for t in ("1", "01", "1000000000")] == [1, 1, 10 ** 9]
+    for bad in ("", "0", "\u00b2", "\u0663", "10000000000", "-1", "1.0"):
+        assert ascii_int(bad) is None, bad
 
 
 def test_nvml_name_gives_the_type_when_slurm_gives_none_and_outliers_are_rejected():

@@ -206,3 +206,30 @@ def test_submit_time_is_ingested_and_runs_take_the_earliest(tmp_path):
     # a record without the key (hooks older than submit times) is valid and gives None
     assert check_record(rec(10, "start", 1.0)) == "" and job_runs([rec(10, "start", 1.0)])[0]["submit"] is None
     assert "submit_time: wrong type" in check_record(rec(10, "start", 1.0, submit_time="yesterday"))
+
+
+def test_a_record_the_store_refuses_is_quarantined_and_the_rest_of_the_batch_ingested(tmp_path):
+    store = Store(":memory:")
+    # valid to check_record (ints), refused by SQLite (an int past 64 bits): the whole batch used to roll back
+    huge = rec(21, "end", 10.0, exit_code=2 ** 70)
+    spool = spool_with(tmp_path, rec(20, "start", 9.0), huge, rec(22, "start", 11.0))
+    assert check_record(huge) == ""
+    res = ingest(store, spool, round_id=7)
+    assert res.read == 2 and res.bad == ["21.0.end.epilog_slurmctld.json"] and res.error == ""
+    assert {r["job_id"] for r in store.job_records()} == {20, 22}
+    assert os.listdir(spool) == ["bad"] and os.listdir(spool / "bad") == ["21.0.end.epilog_slurmctld.json"]
+    (e,) = store.events(kind="hook-record-quarantined")
+    assert e["round_id"] == 7 and e["message"].startswith("21.0.end.epilog_slurmctld.json: the store refused it")
+    assert "OverflowError" in e["message"] and str(spool / "bad") in e["message"]
+    assert ingest(store, spool).read == 0  # nothing left to retry
+
+
+def test_a_failing_database_moves_nothing_and_the_next_round_retries(tmp_path):
+    db = tmp_path / "s.db"
+    spool = spool_with(tmp_path, rec(30, "start", 9.0), rec(31, "start", 10.0))
+    closed = Store(str(db))
+    closed.close()
+    res = ingest(closed, spool)
+    assert res.read == 0 and res.bad == [] and "ProgrammingError" in res.error
+    assert sorted(os.listdir(spool)) == ["30.0.start.prolog_slurmctld.json", "31.0.start.prolog_slurmctld.json"]
+    assert ingest(Store(str(db)), spool).read == 2

@@ -247,3 +247,67 @@ def test_fuzz_profiles_import_never_tracebacks_and_keeps_what_was_stored(profile
     assert ("", "keep", "v100", 2.5) in stored(profiles_cfg)
     if r.exit_code == 2:
         assert r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1, (data, r.output)
+
+
+# ---- terminal escapes: every user-settable string a command prints is escaped (slurm_fair.text.printable)
+
+HOSTILE = "\x1b]0;owned\x07\x1b[2J\rcls\nACCOUNT  forged\u202e\ufffd"
+
+
+def test_printable_escapes_control_characters_and_is_idempotent_without_backslashes():
+    from slurm_fair.text import printable
+    out = printable(HOSTILE, None)
+    assert out.isprintable() and "\\x1b" in out and "\\n" in out and "\\u202e" in out and "\ufffd" in out
+    once = printable(HOSTILE, None, backslash=False)
+    assert printable(once, None, backslash=False) == once
+    assert printable("a\\b") == "a\\\\b" and printable("a\\b", backslash=False) == "a\\b"
+    assert printable("x" * 200, 10) == "x" * 10 + "…" and printable(3) == "3"
+
+
+def test_shares_history_explain_and_status_print_no_control_character(tmp_path, monkeypatch):
+    from slurm_fair.cli import admin
+
+    db = tmp_path / "sf.sqlite"
+    cfg = tmp_path / "sf.toml"
+    cfg.write_text(f'[daemon]\ndatabase = "{db}"\n')
+    with Store(db) as store:
+        rid = store.begin_round("oef-coop", now=1.0)
+        store.record_shares(rid, [{"account": "acct_a", "class": HOSTILE, "gpu_type": "v100", "ideal": 2.0, "real": 2}])
+        store.record_placements(rid, [{"account": "acct_a", "gpu_type": "v100", "ideal": 2.0, "real": 2, "limit": 2}])
+        store.finish_round(rid, "ok", n_accounts=1, details={"accounts": ["acct_a", HOSTILE]})
+        bad = store.begin_round("oef-coop", now=2.0)
+        store.finish_round(bad, "error", message="squeue: job name " + HOSTILE)
+        store.add_preemption(job_id=7, account="acct_a", gpu_type="v100", gpus=1, signal="USR1", reason=HOSTILE,
+                             grace=60, now=3.0)
+    monkeypatch.setattr(admin, "_snapshot", lambda cfg: (None, "Slurm says " + HOSTILE))
+    for args in (["shares"], ["history"], ["explain", "acct_a"], ["explain", HOSTILE], ["status"]):
+        r = CliRunner().invoke(main, [*args, "--config", str(cfg)])
+        assert r.exit_code == 0, (args, r.output, r.exception)
+        lines = r.output.split("\n")
+        assert all(ln.isprintable() for ln in lines), (args, [ln for ln in lines if not ln.isprintable()])
+        assert "\x1b" not in r.output and "\r" not in r.output
+    r = CliRunner().invoke(main, ["shares", "--config", str(cfg)])
+    assert "\\x1b]0;owned\\x07" in r.output and "\ufffd" in r.output
+    assert not any(ln.startswith("ACCOUNT  forged") for ln in r.output.split("\n"))
+
+
+@pytest.mark.parametrize("value", ["[" * 5000 + "]" * 5000, "[" * 100000 + "]" * 100000, "{a=" * 2000 + "1" + "}" * 2000])
+def test_config_check_on_a_deeply_nested_toml_value_is_a_clear_error(tmp_path, value):
+    cfg = tmp_path / "deep.toml"
+    cfg.write_text(f"[daemon]\nx = {value}\n")
+    r = CliRunner().invoke(main, ["config", "check", "--config", str(cfg)])
+    assert_error(r, "config: invalid TOML: a value nested too deeply", str(cfg))
+    assert len(r.stderr) < 1000  # the value is not printed whole
+    with pytest.raises(InputError):
+        config_mod.load(str(cfg))
+
+
+def test_a_job_id_given_twice_in_a_problem_is_refused_naming_it():
+    p = base()
+    p["tenants"][0]["classes"][0]["jobs"] = [{"id": "42", "gpus": 1, "remaining": 60}]
+    p["tenants"][1]["classes"][0]["jobs"] = [{"id": "7", "gpus": 1, "remaining": 60},
+                                             {"id": "42", "gpus": 2, "remaining": 60}]
+    with pytest.raises(InputError, match=r"tenants\[1\]\.classes\[0\]\.jobs\[1\]\.id: duplicate job id: also "
+                                         r"tenants\[0\]\.classes\[0\]\.jobs\[0\] \(got '42'\)"):
+        problem_from_dict(p)
+    assert_error(solve(json.dumps(p)), "tenants[1].classes[0].jobs[1].id", "duplicate job id", "'42'")

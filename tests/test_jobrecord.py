@@ -329,8 +329,8 @@ def test_stray_bytes_in_the_environment_become_replacement_characters(tmp_path):
 
 
 def test_submit_time_is_slurms_and_never_in_the_future(tmp_path):
-    out = SCONTROL_2205.replace("   RunTime=", "   SubmitTime=2026-11-23T20:40:00 EligibleTime=2026-11-23T20:40:00\n"
-                                "   RunTime=")
+    out = SCONTROL_2205.replace("   StartTime=", "   SubmitTime=2026-11-23T20:40:00 EligibleTime=2026-11-23T20:40:00\n"
+                                "   StartTime=")
     exe = _fake_scontrol(tmp_path, f"cat <<'EOF'\n{out}EOF\n")
     env = {"SLURM_SCRIPT_CONTEXT": "prolog_slurmctld", "SLURM_JOB_ID": "42", "SLURM_JOB_RESTART_COUNT": "1"}
     now = time.mktime((2026, 11, 23, 20, 45, 2, 0, 0, -1))
@@ -341,3 +341,108 @@ def test_submit_time_is_slurms_and_never_in_the_future(tmp_path):
     # no SubmitTime in the output (or scontrol failed): None, the record is still written
     exe2 = _fake_scontrol(tmp_path, f"cat <<'EOF'\n{SCONTROL_2205}EOF\n")
     assert jobrecord.build_record(env, {"scontrol": str(exe2)}, now=now)["submit_time"] is None
+
+
+# ---- scontrol text a user can put line breaks into (real captures: tests/fixtures/slurm-json/<v>/scontrol_job.txt)
+
+FIX = REPO / "tests" / "fixtures" / "slurm-json"
+
+
+def _captured(version: str) -> list[str]:
+    text = (FIX / version / "scontrol_job.txt").read_text()
+    return ["JobId=" + chunk for chunk in text.split("\nJobId=") if chunk.strip()] if text.startswith("JobId=") else []
+
+
+def _gpu_job(version: str) -> str:
+    key = "AllocTRES=" if version == "24.11" else "TRES="
+    return next(c for c in _captured(version) if f"   {key}" in c and "gres/gpu:" in c.split(f"   {key}")[1].split("\n")[0])
+
+
+@pytest.mark.parametrize("version", ["22.05", "24.11"])
+def test_every_captured_job_parses_with_no_problem(version):
+    jobs = _captured(version)
+    assert len(jobs) >= 12
+    for chunk in jobs:
+        name = chunk.split(" JobName=", 1)[1].split("\n", 1)[0]
+        for given in (name, None):
+            fields, problem = jobrecord.parse_scontrol_checked(chunk, given)
+            assert problem == "" and fields["JobName"] == name and fields["JobState"], (chunk, problem)
+            assert fields["Account"].startswith("acct_") and fields["Restarts"].isdigit()
+            key = "AllocTRES" if version == "24.11" else "TRES"
+            assert fields[key] == chunk.split(f"   {key}=")[1].split("\n")[0]
+
+
+FORGED = "gres/gpu=8,gres/gpu:a100=8"
+
+
+def _forge(chunk: str, where: str, payload: str) -> tuple[str, str]:
+    """(text, the job name) with ``payload`` put where a user can: the name, the comment, the work dir, the
+    output path, or the wckey (the end of the Priority line)."""
+    name = chunk.split(" JobName=", 1)[1].split("\n", 1)[0]
+    if where == "name":
+        return chunk.replace(f" JobName={name}\n", f" JobName={name}{payload}\n", 1), name + payload
+    if where == "wckey":
+        line = next(ln for ln in chunk.split("\n") if ln.startswith("   Priority="))
+        return chunk.replace(line, line + " WCKey=*w" + payload, 1), name
+    key = {"comment": "   WorkDir=", "workdir": "   WorkDir=", "stdout": "   StdOut="}[where]
+    line = next(ln for ln in chunk.split("\n") if ln.startswith(key))
+    new = line + payload if where != "comment" else line + "\n   Comment=x" + payload
+    return chunk.replace(line, new, 1), name
+
+
+PAYLOADS = [
+    f"\n   AllocTRES={FORGED}",  # 22.05 prints no AllocTRES line: the issue's example
+    f"\n   TRES={FORGED}\n   AllocTRES={FORGED}",
+    f"\n   NumNodes=1\n   ReqTRES=x\n   AllocTRES={FORGED}",
+    f"\n   UserId=root(0)\n   Priority=1 Account=victim\n   JobState=RUNNING\n   Requeue=1 Restarts=0\n"
+    f"   NumNodes=1\n   TRES={FORGED}\n   ReqTRES=x\n   AllocTRES={FORGED}\n   Features=(null)",  # a whole header
+    f"\n   Features=(null)\nJobId=9 JobName=y\n   UserId=root(0)\n   TRES={FORGED}",
+    f" AllocTRES={FORGED} TRES={FORGED} Account=victim",  # no line break: tokens after the value
+]
+
+
+@pytest.mark.parametrize("version", ["22.05", "24.11"])
+@pytest.mark.parametrize("where", ["name", "comment", "workdir", "stdout", "wckey"])
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_a_line_break_in_a_user_field_never_forges_a_field(version, where, payload):
+    chunk = _gpu_job(version)
+    real, _ = jobrecord.parse_scontrol_checked(chunk, None)
+    text, name = _forge(chunk, where, payload)
+    for given in (name, None):
+        fields, problem = jobrecord.parse_scontrol_checked(text, given)
+        typed, count = jobrecord.gpus_from_tres(fields.get("AllocTRES") or fields.get("TRES") or "")
+        assert count != 8 and "a100" not in typed and fields.get("Account") in (None, real["Account"]), (text, fields)
+        if problem:  # refused as a whole: no header field at all
+            assert not {"TRES", "AllocTRES", "Account", "JobState", "Restarts"} & set(fields)
+        else:
+            for k in ("TRES", "AllocTRES", "Account", "JobState", "Restarts", "StartTime"):
+                assert fields.get(k) == real.get(k)
+    if where == "name":  # the hook knows the name: nothing is lost, the name keeps its line breaks
+        fields, problem = jobrecord.parse_scontrol_checked(text, name)
+        assert problem == "" and fields["JobName"] == name and fields == {**real, "JobName": name}
+
+
+def test_hook_record_with_a_forged_line_in_the_name_and_stray_bytes(tmp_path):
+    chunk = _gpu_job("22.05")
+    raw_name = b"x\xff\n   AllocTRES=gres/gpu=8"
+    name = chunk.split(" JobName=", 1)[1].split("\n", 1)[0]
+    out = tmp_path / "out.txt"
+    out.write_bytes(chunk.encode().replace(f" JobName={name}\n".encode(), b" JobName=" + raw_name + b"\n", 1))
+    exe = _fake_scontrol(tmp_path, f"cat '{out}'\n")
+    env = {"SLURM_SCRIPT_CONTEXT": "epilog_slurmctld", "SLURM_JOB_ID": "3", "SLURM_JOB_NAME": os.fsdecode(raw_name)}
+    rec = jobrecord.build_record(env, {"scontrol": str(exe)})
+    assert rec["gpus"] == {"v100": 1} and rec["gpu_count"] == 1 and rec["gpu_info"] == "scontrol TRES"
+    assert rec["job_name"] == rec["class"] == "x\ufffd\n   AllocTRES=gres/gpu=8"  # its comment has no class= token
+    json.loads(jobrecord.to_json(rec))
+    # without SLURM_JOB_NAME the same text is refused: no GPUs, and the record says why
+    rec = jobrecord.build_record({k: v for k, v in env.items() if k != "SLURM_JOB_NAME"}, {"scontrol": str(exe)})
+    assert rec["gpus"] == {} and rec["gpu_info"].startswith("none: scontrol: a AllocTRES line where Slurm writes none")
+
+
+def test_the_hook_logs_a_refused_environment_with_stray_bytes_and_returns_0(tmp_path):
+    conf = tmp_path / "hooks.conf"
+    conf.write_text(f"spool={tmp_path / 'spool'}\nlog={tmp_path / 'hook.log'}\n")
+    env = {"SLURM_SCRIPT_CONTEXT": os.fsdecode(b"prolog_slurmctld\xff"), "SLURM_JOB_ID": os.fsdecode(b"4\xfe")}
+    assert jobrecord.hook(str(conf), env) == 0  # the log line used to raise UnicodeEncodeError out of the hook
+    line = (tmp_path / "hook.log").read_text()
+    assert "job 4\\udcfe prolog_slurmctld\\udcff: record not written: ValueError: SLURM_SCRIPT_CONTEXT" in line

@@ -114,8 +114,7 @@ def test_a_job_that_can_never_fit_is_refused():
     (["--cluster", "v100=4"], "--trace"),
     (["--trace", "x.trace", "--cluster", "v100=4"], "--throughputs"),
     (["--trace", "x.csv", "--cluster", "v100=4"], "--profiles"),
-    # a newcomer's first try: the generator draws 8-GPU jobs, the cluster has 4 of a type (no traceback)
-    (["--generate", "60", "--cluster", "k80=4,v100=4"], "trace"),
+    (["--generate", "5", "--cluster", "a100=4"], "capacity"),  # no shipped class runs on a100
 ])
 def test_simulate_bad_input_is_a_clear_error(args, field):
     r = CliRunner().invoke(main, ["simulate", *args])
@@ -188,3 +187,30 @@ def test_a_small_simulation_matches_numbers_computed_by_hand():
     assert r.utilization == pytest.approx(0.3)
     # finish-time fairness: T_isolated = 3600 s (best type), one account in the system: rho = 1, 1, 10
     assert r.max_rho == pytest.approx(10.0) and r.mean_rho == pytest.approx(4.0)
+
+
+def test_a_newcomers_first_try_works_the_generator_draws_sizes_that_fit():
+    """`simulate --generate 60 --cluster k80=4,v100=4` (the README's first try) used to end in a traceback: the
+    generator drew 8-GPU jobs for a cluster with 4 of a type."""
+    r = CliRunner().invoke(main, ["simulate", "--generate", "60", "--cluster", "k80=4,v100=4", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["policies"]["oef-coop"]["finished"] == 60
+    cap = {"k80": 4, "v100": 2}
+    small = generate(seed=0, jobs=400, accounts=3, rate=30.0, mean_duration=600.0, capacity=cap)
+    assert {j.gpus for j in small.jobs} == {1, 2, 4}
+    for j in small.jobs:  # every job fits a type its class runs on
+        assert max((cap.get(t, 0) for t, v in small.throughput[j.cls].items() if v > 0), default=0) >= j.gpus
+    roomy = generate(seed=0, jobs=400, accounts=3, rate=30.0, mean_duration=600.0,
+                     capacity={"k80": 8, "p100": 8, "v100": 8})
+    plain = generate(seed=0, jobs=400, accounts=3, rate=30.0, mean_duration=600.0)
+    assert roomy.jobs == plain.jobs  # every draw fits: the same trace
+
+
+def test_a_trace_job_that_can_never_fit_exits_2_with_the_error(tmp_path):
+    trace, profiles = tmp_path / "t.csv", tmp_path / "p.csv"
+    trace.write_text("submit_time,account,class,gpus,work\n0,a,big,1,100\n10,a,big,8,100\n")
+    profiles.write_text("class,gpu_type,throughput\nbig,v100,1.0\n")
+    r = CliRunner().invoke(main, ["simulate", "--trace", str(trace), "--profiles", str(profiles),
+                                  "--cluster", "k80=4,v100=4"])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert r.output.startswith("error: trace: asks for 8 GPU(s) of one type; the cluster has at most 4"), r.output

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from .. import __version__
@@ -19,6 +21,11 @@ def console_main() -> None:
     from ..stdio import protect_stdout
 
     protect_stdout()
+    for stream in (sys.stdout, sys.stderr):  # a character the terminal cannot show is printed as its escape
+        try:
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError):
+            pass
     main()
 
 

@@ -16,6 +16,7 @@ from .. import config as config_mod
 from ..cluster.base import ANY_GPU
 from ..cluster.errors import ClusterError
 from ..errors import InputError, SlurmFairError
+from ..text import printable
 from .common import config_option, handle_errors, json_option
 from .table import render
 
@@ -50,7 +51,7 @@ def _snapshot(cfg: Any) -> tuple[Any, str]:
 
 
 def _types(d: dict) -> str:
-    return " ".join(f"{'any' if k == ANY_GPU else k}={_num(v)}" for k, v in sorted(d.items(), key=lambda kv: kv[0] == ANY_GPU)
+    return " ".join(f"{'any' if k == ANY_GPU else printable(k, 40)}={_num(v)}" for k, v in sorted(d.items(), key=lambda kv: kv[0] == ANY_GPU)
                     if v not in (None, 0, 0.0) or k == ANY_GPU) or "-"
 
 
@@ -118,9 +119,10 @@ def status_cmd(config_path: str | None, as_json: bool) -> None:
         click.echo(f"round {st['round']} ({st['round_status']}, {_time(st['finished'])}), policy {st['policy']}")
     lr = st["latest_round"]
     if lr and lr["id"] != st["round"]:
-        click.echo(f"latest round {lr['id']}: {lr['status']} {lr['message'] or ''}".rstrip())
+        click.echo(f"latest round {lr['id']}: {lr['status']} {printable(lr['message'] or '', 300)}".rstrip())
     if not st["reachable"]:
-        click.echo(f"Slurm not reachable ({st['unreachable']}): limits, usage and pending are from the last round")
+        click.echo(f"Slurm not reachable ({printable(st['unreachable'], 300)}): limits, usage and pending are from "
+                   "the last round")
     rows = [[a, _num(v["weight"]) if v["weight"] is not None else "-", _types(v["ideal"]), _types(v["real"]),
              _types(v["deviation"]), _types(v["limits"]), _types(v["in_use"]), v["pending_gpus"]]
             for a, v in st["accounts"].items()]
@@ -270,7 +272,7 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
     if as_json:
         _dump(ex)
         return
-    click.echo(f"account {ex['account']} (tenant {ex['tenant']}, weight {_num(ex['weight']) if ex['weight'] is not None else '-'}"
+    click.echo(f"account {printable(ex['account'])} (tenant {printable(ex['tenant'])}, weight {_num(ex['weight']) if ex['weight'] is not None else '-'}"
                f"), round {ex['round']}, policy {ex['policy']}")
     if ex["classes"]:
         click.echo(render(["CLASS", "JOB GPUS", "PENDING", "RUNNING", "THROUGHPUT (SOURCE)", "IDEAL"],
@@ -292,7 +294,8 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
         click.echo(f"rounded:       {_types(ex['real'])}  (+ work conservation: {_types(ex['extra'])})")
     click.echo(f"deviation:     {_types(ex['deviation_before'])} -> {_types(ex['deviation'])}")
     click.echo("limit planned: " + (_types(ex["planned_limits"]) if ex["planned_limits"] else "none"))
-    click.echo("limit in Slurm: " + (_types(ex["limits_in_slurm"]) if ex["reachable"] else f"? ({ex['unreachable']})"))
+    click.echo("limit in Slurm: " + (_types(ex["limits_in_slurm"]) if ex["reachable"]
+                                     else f"? ({printable(ex['unreachable'], 300)})"))
     click.echo(f"in use:        {_types(ex['in_use'])}")
     if ex.get("held_back"):
         click.echo(f"held back:     {_types(ex['held_back'])}  (its limits are lowered by the GPUs of its running jobs "
@@ -307,16 +310,17 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
                           [[j["job_id"], j["class"], j["gpus"], j["gpu_type"] or "any", j["waited_s"],
                             j["site_factor"], j["slurm_reason"], j["slurm_fair"]] for j in ex["pending_jobs"]]))
     if ex["flexible_note"]:
-        click.echo(f"note: {ex['flexible_note']}")
+        click.echo(f"note: {printable(ex['flexible_note'], 500)}")
     if ex["preemptions"]:
         click.echo("")
-        click.echo(f"preemptions of {account}'s jobs (newest first):")
+        click.echo(f"preemptions of {printable(account)}'s jobs (newest first):")
         for p in ex["preemptions"]:
-            click.echo(f"  job {p['job_id']} ({p['gpus']} {p['gpu_type']}, {p['signal']}): {p['state']} - {p['reason']}")
+            click.echo(f"  job {p['job_id']} ({p['gpus']} {printable(p['gpu_type'])}, {printable(p['signal'])}): "
+                       f"{printable(p['state'])} - {printable(p['reason'], 300)}")
             for st in p["steps"]:
-                click.echo(f"    {_time(st['time'])}  {st['step']}"
+                click.echo(f"    {_time(st['time'])}  {printable(st['step'])}"
                            + (f" (round {st['round_id']})" if st.get("round_id") else "")
-                           + (f": {st['message']}" if st.get("message") else ""))
+                           + (f": {printable(st['message'], 300)}" if st.get("message") else ""))
     _conflicts(ex["profile_conflicts"])
 
 

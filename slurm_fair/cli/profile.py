@@ -16,7 +16,7 @@ import click
 from .. import config as config_mod
 from ..cluster import connect
 from ..errors import InputError, SlurmFairError
-from ..daemon.why import printable
+from ..text import printable
 from ..profiling import agent, client
 from .common import config_option, handle_errors, json_option
 from .table import render
@@ -103,12 +103,20 @@ def _profile_jobs(timeout: float) -> list[dict]:
                        text=True, encoding="utf-8", errors="replace", timeout=timeout)
     if r.returncode != 0:
         raise SlurmFairError(f"squeue exited {r.returncode}: {r.stderr.strip()}")
+    return parse_profile_jobs(r.stdout)
+
+
+def parse_profile_jobs(text: str) -> list[dict]:
+    """The profiling jobs (``fair:profile`` in the comment) of squeue's ``%i|%T|%a|%j|%b|%M|%k`` lines (pure).
+    A name or comment may hold ``|`` or a line break: a line whose job id is not ASCII digits is skipped."""
     out = []
-    for line in r.stdout.splitlines():
+    for line in text.split("\n"):
         parts = line.split("|", 6)
         if len(parts) < 7:
             continue
         jid, state, account, name, gres, elapsed, comment = parts
+        if not (jid.isascii() and jid.isdigit()):  # a line of a name or comment holding a line break
+            continue
         tok = client.parse_tokens(comment)
         if "profile" not in tok:
             continue
@@ -160,11 +168,12 @@ def status_cmd(config_path: str | None, as_json: bool) -> None:
                             r["status"] + (f": {r['message']}" if r["message"] else ""),
                             time.strftime("%H:%M:%S", time.localtime(r["time"]))] for r in taken]))
     for c in conflicts:
-        click.echo(f"conflict: {c['account']} {c['class']} on {c['gpu_type']}: reported speedup "
+        click.echo(f"conflict: {printable(c['account'])} {printable(c['class'])} on {printable(c['gpu_type'])}: "
+                   "reported speedup "
                    f"{c['reported_speedup']:.3g}x over {c['reference']}, measured {c['measured_speedup']:.3g}x "
                    f"({c['samples']} sample(s))")
     if db_note:
-        click.echo(f"({db_note})")
+        click.echo(f"({printable(db_note, 500)})")
 
 
 _FORWARD = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}

@@ -15,13 +15,15 @@ from .table import render
 
 
 def _trace(paths: tuple[str, ...], profiles: str | None, throughputs: str | None, accounts: str, unmeasured: str,
-           generate: int | None, seed: int, gen_accounts: int, rate: float, mean_duration: float):
+           generate: int | None, seed: int, gen_accounts: int, rate: float, mean_duration: float,
+           capacity: dict[str, int] | None = None):
     from ..sim import traces
 
     if generate is not None:
         if paths:
             raise InputError("--generate", generate, "is used instead of --trace, not with it")
-        return traces.generate(seed=seed, jobs=generate, accounts=gen_accounts, rate=rate, mean_duration=mean_duration)
+        return traces.generate(seed=seed, jobs=generate, accounts=gen_accounts, rate=rate, mean_duration=mean_duration,
+                               capacity=capacity)
     if not paths:
         raise InputError("--trace", None, "give a trace (--trace FILE, repeatable) or --generate N")
     kinds = {Path(p).suffix.lower() for p in paths}
@@ -85,7 +87,7 @@ def store_paths(path: str | None, names: list[str]) -> dict[str, Path | None]:
               help="Gavel traces: a job at a scale factor Gavel did not measure is an error, gets the throughput "
                    "of a smaller measured one scaled linearly, or is left out.")
 @click.option("--generate", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Instead of a trace: N jobs drawn like Philly (seeded, Poisson arrivals).")
+              help="Instead of a trace: N jobs drawn like Philly (seeded, Poisson arrivals), sizes that fit --cluster.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of --generate.")
 @click.option("--gen-accounts", type=click.IntRange(min=1), default=8, show_default=True, help="Accounts of --generate.")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
@@ -140,7 +142,7 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
             policies.get(n)
         nodes = cluster_spec(spec, node_size)
         trace = _trace(paths, profiles, throughputs, accounts, unmeasured, generate, seed, gen_accounts, rate,
-                       mean_duration)
+                       mean_duration, _capacity(nodes))
         stores = store_paths(store_path, names)
     except (SlurmFairError, OSError) as e:
         fail(e if isinstance(e, SlurmFairError) else InputError("--trace", getattr(e, "filename", None), str(e)))

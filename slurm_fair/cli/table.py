@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from ..text import printable
+
 
 def _is_number(cell: str) -> bool:
     try:
@@ -18,10 +20,12 @@ def render(header: Sequence[Any], rows: Iterable[Sequence[Any]], right: Iterable
 
     ``right``: indices of right-aligned columns; None = every column whose body cells are all numbers
     (empty cells and "-" ignored). Cells are converted with ``str``; None prints as empty. Rows shorter than
-    the header are padded. Trailing spaces are stripped.
+    the header are padded. Trailing spaces are stripped. Every cell is escaped by
+    :func:`slurm_fair.text.printable` (control characters and line breaks as escapes: a job name or class
+    never moves the cursor or forges a row).
     """
-    head = ["" if h is None else str(h) for h in header]
-    body = [["" if c is None else str(c) for c in r] for r in rows]
+    head = ["" if h is None else printable(h, None, backslash=False) for h in header]
+    body = [["" if c is None else printable(c, None, backslash=False) for c in r] for r in rows]
     ncol = max([len(head), *[len(r) for r in body]]) if body or head else 0
     head += [""] * (ncol - len(head))
     for r in body:

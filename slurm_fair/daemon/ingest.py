@@ -10,6 +10,12 @@ Called once per round, before planning (:func:`ingest_round`). Rules:
 * Good records are upserted in one transaction (key: job id, restart count, event, context, node), and
   their files removed only after the commit: a crash in between re-reads them next round, which changes
   nothing (idempotent).
+* A record the store refuses (any exception for that row: a number too large for SQLite, ...) is quarantined:
+  the batch is retried one record at a time, the refused file moved to ``<spool>/bad/`` with a
+  ``hook-record-quarantined`` event naming the file and the error, and the others ingested. When the database
+  itself fails (an sqlite3 error other than an integrity/data error: locked, disk full, read-only, closed),
+  nothing is moved: a
+  ``hook-ingest-error`` event, and the next round retries what was not stored.
 * Nothing here raises: an unreadable spool becomes a ``hook-ingest-error`` event and the round goes on.
 """
 
@@ -18,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,13 +164,11 @@ def ingest(store: Store, spool: Path, round_id: int | None = None, now: float | 
         except OSError as e:
             res.error = f"{name}: {e}"
             _event(store, "hook-ingest-error", res.error, round_id)
-    try:
-        store.upsert_job_records(good, good_names)
-    except Exception as e:  # noqa: BLE001 - a record the store rejects must not stop the round
-        res.error = f"storing {len(good)} records: {type(e).__name__}: {e}"
-        _event(store, "hook-ingest-error", res.error, round_id)
+    stored = _store(store, spool, good, good_names, res, round_id)
+    if stored is None:
         return res
-    res.read = len(good)
+    good_names = stored
+    res.read = len(good_names)
     for name in good_names:
         try:
             (spool / name).unlink()
@@ -174,6 +179,48 @@ def ingest(store: Store, spool: Path, round_id: int | None = None, now: float | 
     if res.error:
         _event(store, "hook-ingest-error", res.error, round_id)
     return res
+
+
+def _store(store: Store, spool: Path, good: list[dict], names: list[str], res: IngestResult,
+           round_id: int | None) -> list[str] | None:
+    """Upsert the batch; if the store refuses it, each record on its own, and a record it still refuses is
+    quarantined (moved to bad/, a ``hook-record-quarantined`` event naming the file and the error). Returns the
+    names stored, or None when none was and the database itself failed (nothing moved: the next round retries)."""
+    try:
+        store.upsert_job_records(good, names)
+        return names
+    except Exception as e:  # noqa: BLE001 - one record must not hold back the batch
+        batch_error = f"{type(e).__name__}: {e}"
+    if not good:  # nothing to blame but the store
+        res.error = f"storing 0 records: {batch_error}"
+        _event(store, "hook-ingest-error", res.error, round_id)
+        return None
+    stored: list[str] = []
+    refused: list[tuple[str, str]] = []
+    for rec, name in zip(good, names):
+        try:
+            store.upsert_job_records([rec], [name])
+            stored.append(name)
+        except sqlite3.Error as e:
+            if isinstance(e, (sqlite3.IntegrityError, sqlite3.DataError)):  # the record's own values
+                refused.append((name, f"{type(e).__name__}: {e}"))
+                continue
+            # the database itself (locked, disk full, read-only, closed), not the record
+            res.error = f"storing {len(good)} records: {batch_error}; then {type(e).__name__}: {e}"
+            _event(store, "hook-ingest-error", res.error, round_id)
+            return stored or None
+        except Exception as e:  # noqa: BLE001
+            refused.append((name, f"{type(e).__name__}: {e}"))
+    for name, why in refused:
+        try:
+            _move_bad(spool, name)
+        except OSError as e:
+            res.error = f"cannot quarantine {name}: {e}"
+            continue
+        res.bad.append(name)
+        _event(store, "hook-record-quarantined", f"{name}: the store refused it ({why}); moved to {spool / BAD_DIR}",
+               round_id, data={"file": name, "why": why})
+    return stored
 
 
 def _event(store: Store, kind: str, message: str, round_id: int | None, data: Any = None) -> None:

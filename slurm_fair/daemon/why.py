@@ -22,23 +22,13 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..cluster.base import ANY_GPU, Job
+from ..text import printable
 from .plan.demand import LIMIT_REASONS
 from .plan.eligible import blocked_kind
 from .public import AccountStatus, PublicStatus
 
 VERDICTS = ("unknown", "finished", "not-gpu", "held", "dependency", "begin-time", "reservation", "limit", "resources", "priority",
             "qos", "other", "running", "running-borrowed")
-MAX_NAME = 120
-
-
-def printable(text: str, limit: int = MAX_NAME) -> str:
-    """``text`` safe to print on a terminal: every character that is not printable (control characters, escape
-    sequences, line breaks, U+FFFD stays) and the backslash are written as Python escapes; at most ``limit``
-    characters, then ``…``."""
-    out = []
-    for c in text[:limit]:
-        out.append(c if c.isprintable() and c != "\\" else c.encode("unicode_escape").decode("ascii"))
-    return "".join(out) + ("…" if len(text) > limit else "")
 
 
 @dataclass(frozen=True)

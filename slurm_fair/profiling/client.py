@@ -39,6 +39,41 @@ def format_token(throughput: float, n: int) -> str:
     return f"{TPUT}{throughput:.6g}@{int(n)}"
 
 
+_DIGITS = frozenset("0123456789")
+MAX_REPORT_N = 10 ** 9
+
+
+def ascii_int(text: str) -> int | None:
+    """``text`` as a whole number 1..10^9 written in ASCII digits only, else None. (``str.isdigit`` is true for
+    ``'²'`` and ``'٣'`` too; ``int('²')`` raises and ``int('٣')`` is 3: neither is a report number.)"""
+    if not text or len(text) > 10 or not all(c in _DIGITS for c in text):
+        return None
+    n = int(text)
+    return n if 1 <= n <= MAX_REPORT_N else None
+
+
+def ascii_number(text: str) -> float | None:
+    """``text`` as a float when it matches the report grammar, else None::
+
+        number   = digits [ "." [ digits ] ] [ exponent ] | "." digits [ exponent ]
+        exponent = ( "e" | "E" ) [ "+" | "-" ] digits
+        digits   = one or more of 0-9 (ASCII only)
+
+    (what :func:`format_token` writes; no sign, no ``nan``/``inf``, no ``_``, no other scripts' digits, at most
+    40 characters). Range checks are the daemon's."""
+    if not text or len(text) > 40:
+        return None
+    mant, _, exp = text.replace("E", "e").partition("e")
+    whole, dot, frac = mant.partition(".")
+    if not all(c in _DIGITS for c in whole + frac) or not (whole or frac) or (dot and "." in frac):
+        return None
+    if "e" in text.replace("E", "e"):
+        e = exp[1:] if exp[:1] in ("+", "-") else exp
+        if not e or not all(c in _DIGITS for c in e):
+            return None
+    return float(text)
+
+
 def parse_tokens(comment: str) -> dict[str, str]:
     """The ``fair:`` report tokens of a comment: ``{"tput": "<value>", "n": "<n>", "gpu": "<name>",
     "profile": ""}`` (keys present only when the token is; the last of each wins; values as text: the
@@ -122,8 +157,8 @@ def report(steps: float | None = None, seconds: float | None = None, *, throughp
     value = throughput_of(steps, seconds, throughput)
     jid = _job_id(job_id)
     comment = job_comment(jid)
-    prev = parse_tokens(comment).get("n", "0")
-    n = int(prev) + 1 if prev.isdigit() else 1
+    prev = ascii_int(parse_tokens(comment).get("n", ""))
+    n = prev + 1 if prev is not None and prev < MAX_REPORT_N else 1
     write_tokens(jid, [format_token(value, n)], comment)
     return value
 

@@ -502,7 +502,7 @@ def shipped_classes() -> dict[str, dict[str, float]]:
 
 
 def generate(*, seed: int, jobs: int, accounts: int, classes: Mapping[str, Mapping[str, float]] | None = None,
-             rate: float, mean_duration: float) -> Trace:
+             rate: float, mean_duration: float, capacity: Mapping[str, int] | None = None) -> Trace:
     """A synthetic trace, the same for the same arguments (numpy ``default_rng(seed)``).
 
     ``jobs`` jobs arrive as a Poisson process of ``rate`` jobs per hour (independent exponential gaps; the first
@@ -513,13 +513,29 @@ def generate(*, seed: int, jobs: int, accounts: int, classes: Mapping[str, Mappi
     steps/s per GPU}}, 0 = cannot run there; default :func:`shipped_classes`). As in :func:`parse_csv`, scaling
     is linear: a ``g``-GPU job has the class ``scaled_class(base, g)`` and ``g`` x the per-GPU throughput, and
     its work is its duration times its throughput on its slowest usable type. Jobs are ``job-<n>`` in arrival
-    order and untyped."""
+    order and untyped.
+
+    ``capacity`` ({gpu type: GPUs in the cluster}): draw only jobs that fit it some day: base classes that run
+    on none of its types are left out, and a GPU count larger than the most GPUs of one type the class runs on
+    is drawn again among the Philly sizes that fit (so the sizes that fit keep their relative shares; a trace
+    whose every draw fits is the same as without ``capacity``). InputError when no class runs on the cluster."""
     seed = _count("seed", seed, 0)
     jobs = _count("jobs", jobs, 1)
     accounts = _count("accounts", accounts, 1)
     rate = number("rate", rate, positive=True)
     mean_duration = number("mean_duration", mean_duration, positive=True)
     per_gpu = _per_gpu_classes(shipped_classes() if classes is None else classes)
+    fit: dict[str, int] = {}
+    if capacity is not None:
+        cap = {str(t): int(n) for t, n in capacity.items()}
+        fit = {c: max((cap.get(t, 0) for t, v in thr.items() if v > 0), default=0) for c, thr in per_gpu.items()}
+        per_gpu = {c: thr for c, thr in per_gpu.items() if fit[c] >= min(PHILLY_GPUS)}
+        if not per_gpu:
+            raise InputError("capacity", dict(sorted(cap.items())),
+                             "no class runs on the cluster's GPU types (classes run on: "
+                             + ", ".join(sorted({t for thr in _per_gpu_classes(shipped_classes() if classes is None
+                                                                                 else classes).values()
+                                                 for t, v in thr.items() if v > 0})) + ")")
     names = sorted(per_gpu)  # the draw does not depend on the mapping's order
     rng = np.random.default_rng(seed)
     submit = np.cumsum(rng.exponential(3600.0 / rate, jobs))
@@ -533,11 +549,17 @@ def generate(*, seed: int, jobs: int, accounts: int, classes: Mapping[str, Mappi
     out = []
     for i in range(jobs):
         g, c = int(gpus[i]), names[base[i]]
+        if fit and g > fit[c]:  # a size the cluster cannot hold: drawn again among the sizes that fit
+            sizes = [s for s in PHILLY_GPUS if s <= fit[c]]
+            shares = np.array([PHILLY_GPU_SHARES[PHILLY_GPUS.index(s)] for s in sizes])
+            g = int(rng.choice(sizes, p=shares / shares.sum()))
         cls = scaled_class(c, g)
         thr = throughput.setdefault(cls, {t: v * g for t, v in per_gpu[c].items()})
         out.append(TraceJob(f"job-{i + 1}", float(submit[i]), f"acct-{int(account[i]):0{width}d}", cls, g,
                             float(duration[i]) * min(thr.values())))
     source = (f"generate(seed={seed}, jobs={jobs}, accounts={accounts}, "
               f"classes={'shipped' if classes is None else len(names)}, rate={rate:g}, "
-              f"mean_duration={mean_duration:g})")
+              f"mean_duration={mean_duration:g}"
+              + (f", capacity={','.join(f'{t}={n}' for t, n in sorted(capacity.items()))}" if capacity is not None
+                 else "") + ")")
     return Trace(tuple(out), throughput, source)

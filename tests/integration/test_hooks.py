@@ -155,3 +155,31 @@ def test_a_sites_own_hooks_keep_running_when_chained(testbed, spool, tmp_path):
     job = testbed.sbatch("acct_b", gpus=1, gpu_type="v100", command="sleep 1")
     wait_records(testbed, spool, job, {(0, "start"), (0, "end")})
     assert not list(site.glob(f"*.{job}"))
+
+
+def test_a_record_the_store_refuses_is_quarantined_while_the_others_ingest(testbed, spool, tmp_path):
+    """A record the store cannot take (an exit code past 64 bits, valid JSON and valid to the format check)
+    sits in the spool next to real records of a real job: the round moves it to bad/ with an event naming the
+    file, and ingests the real job's records (the whole batch used to roll back, every round, for good)."""
+    job = testbed.sbatch("acct_c", gpus=1, gpu_type="a100", command="sleep 2")
+    rs = wait_records(testbed, spool, job, {(0, "start"), (0, "end")}, timeout=90)
+    bad = dict(ctld(rs, 0, "end"), job_id=job + 900000, exit_code=2 ** 70)
+    bad_name = Path(jobrecord.write_record(str(spool), bad)).name
+    cfg = tmp_path / "sf.toml"
+    cfg.write_text(f'[daemon]\ndatabase = "sf.sqlite"\ndry_run = false\n[cluster]\nbackend = "cli"\n[hooks]\nspool = "{spool}"\n')
+    try:
+        r = subprocess.run([*PY, "daemon", "--once", "--config", str(cfg)], env=testbed.env, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert not list(spool.glob(f"{job}.*.json")) and not (spool / bad_name).exists()
+        assert (spool / "bad" / bad_name).exists()
+        with Store(tmp_path / "sf.sqlite") as store:
+            assert {x["event"] for x in store.job_records(job)} >= {"start", "end"}
+            assert not store.job_records(job + 900000)
+            (e,) = [e for e in store.events(kind="hook-record-quarantined") if bad_name in e["message"]]
+            assert "OverflowError" in e["message"]
+            (rnd,) = store.db.execute("select status from rounds order by id desc limit 1").fetchall()
+            assert rnd[0] == "ok"
+    finally:
+        for f in (spool / "bad").glob(f"{job + 900000}.*"):
+            f.unlink()

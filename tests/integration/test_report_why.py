@@ -5,8 +5,9 @@
 * ``slurm-fair why JOBID``, run as the job's own user (alice or bob, who cannot read the database), says that a
   pending job waits on its account's limit and names it, that a held job is held, that a running job runs
   within its guarantee;
-* a job name and comment with bytes that are not UTF-8 and terminal escapes neither stop a round nor the hooks'
-  records, and ``why`` prints them escaped.
+* a job name and comment with bytes that are not UTF-8, terminal escapes and line breaks (a forged Slurm line),
+  running and then cancelled (slurmctld keeps them), neither stop a round nor the hooks' records nor forge a GPU
+  count, and ``why``, ``status``, ``explain`` and ``profile status`` print them escaped.
 """
 
 from __future__ import annotations
@@ -204,3 +205,29 @@ def test_a_job_name_and_comment_with_any_bytes_break_nothing(testbed, tmp_path):
     # the other commands that read jobs from Slurm while it is listed
     for args in (["status", "--json"], ["explain", "acct_c"], ["profile", "status"]):
         _slurm_fair(testbed, *args, "--config", str(cfg))
+    # a second job whose comment holds a line break and a line of Slurm's own (22.05 prints no AllocTRES line:
+    # the hook's record must not take it), then both cancelled: slurmctld keeps them (MinJobAge) and the rounds
+    # must stay ok, the end records be ingested without a forged GPU count, and status print
+    forged = testbed.sbatch("acct_c", gpus=1, gpu_type="v100", name=os.fsdecode(b"x\xfe\ny"),
+                            comment="c\n   AllocTRES=gres/gpu=8,gres/gpu:v100=8", command="sleep 30")
+    testbed.wait_for(lambda: testbed.run(["squeue", "-h", "-j", str(forged), "-o", "%T"]).stdout.strip() == "RUNNING",
+                     60, what=f"job {forged} running")
+    testbed.run(["scancel", str(job), str(forged)])
+    testbed.wait_for(lambda: all((spool / f"{j}.0.end.epilog_slurmctld.json").exists() for j in (job, forged)), 60,
+                     what="their end records")  # (the first round ingested and removed the start records)
+    assert testbed.run(["squeue", "-h", "--states=all", "-j", f"{job},{forged}", "-o", "%T"]).stdout.split() \
+        == ["CANCELLED", "CANCELLED"]  # still listed by slurmctld
+    _slurm_fair(testbed, "daemon", "--once", "--config", str(cfg))
+    with Store(tmp_path / "sf.sqlite") as store:
+        (rnd,) = store.rounds(limit=1)
+        assert rnd["status"] == "dry-run", rnd["message"]
+        ends = {r["job_id"]: r for r in store.job_records() if r["context"] == "epilog_slurmctld"}
+        assert ends[job]["gpus"] == {"v100": 1} and ends[job]["job_name"] == "bad\ufffd\x1b[31mname"
+        # the name's line break is cut off exactly (SLURM_JOB_NAME); the comment's forged line makes the header
+        # untrusted: no GPUs recorded for this job, never the forged 8
+        assert ends[forged]["gpus"] == {} and ends[forged]["gpu_count"] == 0, ends[forged]
+        assert ends[forged]["gpu_info"].startswith("none: scontrol: a AllocTRES line after its free text")
+        assert ends[forged]["job_name"] == "x\ufffd\ny"
+    for args in (["status"], ["status", "--json"], ["explain", "acct_c"], ["profile", "status"]):
+        out = _slurm_fair(testbed, *args, "--config", str(cfg)).stdout.decode("utf-8")
+        assert "\x1b" not in out and "\x07" not in out, (args, out)
