@@ -42,6 +42,7 @@ class Job:
     site_factor: int = 0
     requeue: bool = False  # Slurm may requeue the job (--requeue, or JobRequeue=1 without --no-requeue)
     time_limit: int | None = None  # minutes; None = unlimited or not known
+    cls: str | None = None  # the class the daemon assigned (plan/classcap.py folds extra classes), else read
 
     @property
     def gpus(self) -> int:
