@@ -103,13 +103,16 @@ def test_window_restarts_after_change_window_from_the_value_then():
 # ------------------------------------------------------------------------------------ references
 
 def test_reference_order_and_sources_per_kind_of_report():
-    vals = [row("acct", "cnn", "v100", "harvested", 99.0), row("", "cnn", "v100", "set", 12.0),
-            row("acct", "cnn", "v100", "measured", 9.0)]
-    assert "measured value of account acct" in reference(vals, {}, "acct", "cnn", "v100", "harvested", T).why
-    b = reference(vals, {}, "acct", "cnn", "v100", "measured", T)  # a profiling run is bounded by set/imported
-    assert b.hi == pytest.approx(36.0) and "set value of the site" in b.why
-    b = reference([], {("cnn", "v100"): 15.0}, "acct", "cnn", "v100", "measured", T)
+    vals = [row("acct", "cnn", "v100", "harvested", 99.0), row("acct", "cnn", "v100", "set", 12.0),
+            row("", "cnn", "v100", "measured", 9.0)]
+    assert "measured value of the site" in reference(vals, {}, "acct", "cnn", "v100", "harvested", T).why
+    # a tenant's set/imported claim bounds nothing (lie detection checks it against the reports)
+    assert reference(vals, {}, "acct", "cnn", "v100", "measured", T) is None
+    b = reference(vals, {("cnn", "v100"): 15.0}, "acct", "cnn", "v100", "measured", T)
     assert (b.lo, b.hi) == (5.0, 45.0) and "shipped table" in b.why
+    vals.append(row("acct", "cnn", "v100", "shipped", 30.0))  # a stored shipped value before the table
+    assert "shipped value of account acct" in reference(vals, {("cnn", "v100"): 15.0}, "acct", "cnn", "v100",
+                                                          "measured", T).why
     assert reference([row("acct", "cnn", "v100", "harvested", 9.0)], {}, "acct", "cnn", "v100", "harvested", T) is None
 
 

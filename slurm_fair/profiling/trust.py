@@ -11,9 +11,10 @@ Everything in a job's comment is the job owner's to write, so a report is a clai
   Every other report is ``harvested`` (the job's own report).
 * **Reference** (:func:`reference`): the bounds a report must fall in, from the first sample on. A
   harvested report is bounded by the trusted values of the same class and GPU type: the account's (then the
-  site-wide) ``measured`` value, then ``set``/``imported``, then ``shipped`` (stored or the built-in table); a
-  measured report by ``set``/``imported``/``shipped`` ones. Bounds: ``[ref / outlier_factor, ref *
-  outlier_factor]``. With no value of that type, the class's trusted values on *other* types and the shipped
+  site-wide) ``measured`` value (a profiling run), else a ``shipped`` one (stored, or the built-in table); a
+  measured report by a ``shipped`` one. Never by ``set``/``imported`` values: those are what a tenant
+  *claims*, the very values lie detection checks the reports against (and they may count in another unit).
+  Bounds: ``[ref / outlier_factor, ref * outlier_factor]``. With no value of that type, the class's trusted values on *other* types and the shipped
   prior (the range of speed ratios between the two types over the shipped classes, widened by
   ``outlier_factor``) bound it; with neither, nothing does (the first sample of a new class).
 * **A sample** (:func:`take_sample`) outside the bounds, or (once the value has ``outlier_after`` samples)
@@ -39,7 +40,8 @@ from .core import Rules, effective, find_conflicts
 
 ON_CONFLICT = ("flag", "ignore-tenant", "fallback")
 # sources that bound a report of each kind, most trusted first
-REFERENCE_SOURCES = {"harvested": ("measured", "set", "imported", "shipped"), "measured": ("set", "imported", "shipped")}
+# (not set/imported: those are the tenant's claims lie detection checks the reports against, maybe in another unit)
+REFERENCE_SOURCES = {"harvested": ("measured", "shipped"), "measured": ("shipped",)}
 OWNING_SOURCES = ("set", "imported", "measured", "harvested")
 
 
