@@ -5,12 +5,15 @@ account's class has its report refused with an event; ``fair:profile`` on a job 
 
 from __future__ import annotations
 
-from .test_profiling import pylib, reporting_job, sf, wait_comment  # noqa: F401 - fixtures
+from . import test_profiling as P
+from .test_profiling import reporting_job, wait_comment
+
+sf, pylib = P.sf, P.pylib  # the fixtures, shared
 
 REPORT = "import slurm_fair; slurm_fair.report(throughput=10)"
 
 
-def test_reports_name_only_their_accounts_classes_and_untrusted_profile_tokens_are_job_reports(testbed, sf, pylib):  # noqa: F811
+def test_reports_name_only_their_accounts_classes_and_untrusted_profile_tokens_are_job_reports(testbed, sf, pylib):
     sf.path.write_text(sf.path.read_text() + '[profiling]\ntrusted_users = ["nobody-runs-profiling"]\n')
     ja = reporting_job(testbed, pylib, "acct_a", "v100", "owned", REPORT)
     wait_comment(testbed, ja, "fair:tput=10@1")
@@ -31,7 +34,7 @@ def test_reports_name_only_their_accounts_classes_and_untrusted_profile_tokens_a
         testbed.run(["scancel", str(j)])
 
 
-def test_classes_beyond_the_cap_count_as_default_with_an_event(testbed, sf):  # noqa: F811
+def test_classes_beyond_the_cap_count_as_default_with_an_event(testbed, sf):
     sf.path.write_text(sf.path.read_text() + "[profiling]\nmax_classes_per_account = 1\n")
     # ranked by their oldest job's submit time, then by name: "early" is kept, "late" counts as default
     jobs = [testbed.sbatch("acct_c", gpus=1, comment=f"class={c}", command="sleep 60") for c in ("early", "late")]
