@@ -2,18 +2,22 @@
 """The database after a simulated year of a 300-account site, with and without retention ([store] retention_days).
 
 Usage: python3 benchmarks/retention.py [--days 365] [--accounts 300] [--active 60] [--retention 90] [--dir DIR]
+                                       [--only-pruned]
 
-Two SQLite databases (the daemon's schema, WAL, as the daemon opens them) get the same synthetic history, day
-by day, at a site's rates: a round every 5 minutes (288 a day) writing what a round writes (its row with a
-details JSON shaped like daemon/round.py's, shares for ``--active`` accounts x 2 classes x 4 GPU types,
-placements per active account and type, a few applied limit changes, 2 events); ~2 000 jobs a day with a
-PrologSlurmctld and an EpilogSlurmctld hook record each (the record JSON as the hooks write it); profile
-reports from 10% of the jobs (3 each); 20 preemptions a day; 300 further events a day. One database is never
-pruned; the other is pruned once a day as the daemon does (``Store.prune``, live jobs = the last day's). Rows
-are written with executemany in one transaction per day (faster than the daemon's per-round writes; the
-sizes are the same). Prints a table at checkpoints: file size (database + WAL), rows per table, the daily
-prune's time, and, at the end, one first prune of the never-pruned database (a site that turns retention on
-after a year) and its VACUUM.
+Two SQLite databases (the daemon's schema, WAL, as the daemon opens them) get the same history, day by day, at a
+site's rates. Rounds: one every 5 minutes (288 a day), each writing what a real round writes. The shapes come
+from one real round (:func:`slurm_fair.daemon.round.run_round` on the simulator, :mod:`slurm_fair.sim.cluster`,
+with ``--accounts`` accounts, ``--active`` of them with pending jobs of 2 classes, 4 GPU types): its details
+JSON (reused for every round), its shares (active accounts x classes x types) and its placements (every
+account x type), plus 3 applied limit changes and 2 events. Jobs: ~2 000 a day, each with a PrologSlurmctld and
+an EpilogSlurmctld hook record (the record JSON as the hooks write it); profile reports from 10% of the jobs
+(3 each); 20 preemptions and 300 further events a day. One database is never pruned; the other is pruned once
+a day as the daemon does (``Store.prune``, live jobs = 50 of the last day's). Rows are written with
+executemany, one transaction per day (faster than the daemon's per-round writes; the sizes are the same).
+Prints a table at checkpoints: file size (database + WAL), rows per table, the daily prune's time and the time
+to write a day; at the end, the first prune of the never-pruned database (a site that turns retention on after
+a year) and a VACUUM. ``--only-pruned`` writes only the pruned database (a year of the never-pruned one at
+these rates is ~36 GB: run it for fewer days and extrapolate; growth is linear by construction).
 """
 
 from __future__ import annotations
@@ -39,24 +43,33 @@ TABLES = ("rounds", "shares", "placements", "applied", "events", "job_records", 
 CHECKPOINTS = (1, 30, 90, 180, 365)
 
 
-def details(accounts: list[str], rng: random.Random) -> str:
-    """A round's details JSON with the keys and shapes daemon/round.py's _details writes."""
-    per_type = lambda: {t: round(rng.random() * 4, 6) for t in TYPES}  # noqa: E731
-    per_type_i = lambda: {t: rng.randint(0, 8) for t in TYPES}  # noqa: E731
-    classes = {a: {f"cls{c}": {"gpus": 4, "pending_gpus": 2, "running_gpus": 2, "min_pending": 1, "types": None,
-                               "throughput": per_type(), "source": {t: "shipped" for t in TYPES},
-                               "ideal": per_type()} for c in range(2)} for a in accounts}
-    d = {"policy": "oef-coop", "slurm_version": "22.05.8", "capacity": {t: 64 for t in TYPES},
-         "accounts": accounts, "tenants": {a: a for a in accounts}, "weights": {a: 1.0 for a in accounts}}
-    for k in ("ideal", "deviation_before", "deviations"):
-        d[k] = {a: per_type() for a in accounts}
-    for k in ("real", "extra", "limits", "claims", "lendable", "limits_before"):
-        d[k] = {a: per_type_i() for a in accounts}
-    d.update({"lend": True, "min_gpus": {a: 1 for a in accounts}, "demand": {a: 8 for a in accounts},
-              "pending_gpus": {a: 2 for a in accounts}, "pending_jobs": {a: 1 for a in accounts},
-              "in_use": {a: 4 for a in accounts}, "classes": classes, "deficits": {a: 0.0 for a in accounts},
-              "limit_changes": {}, "left_alone": [], "profile_reports": {"accepted": 1, "rejected": 0, "refused": 0}})
-    return json.dumps(d)
+def real_round(n_accounts: int, active: int) -> tuple[str, list[dict], list[dict]]:
+    """(details JSON, share rows, placement rows) of one real round (module docstring)."""
+    from types import SimpleNamespace as NS
+
+    from slurm_fair import config, profiles
+    from slurm_fair.daemon.round import run_round
+    from slurm_fair.sim.cluster import SimCluster
+
+    thr: dict[str, dict[str, float]] = {}
+    for r in profiles.load_shipped():
+        thr.setdefault(r["class"], {})[r["gpu_type"]] = r["throughput"]
+    classes = [c for c, v in sorted(thr.items()) if len(v) >= 3][:2]
+    for c in classes:  # a fourth type (the shipped tables have three): as fast as the fastest
+        thr[c]["a100"] = max(thr[c].values())
+    nodes = {f"n{i:03d}": {t: 8} for i, t in enumerate(TYPES * 8)}
+    accounts = [f"acct{i:04d}" for i in range(n_accounts)]
+    jobs = [NS(id=f"{a}-{cls}-{k}", submit=0.0, account=a, cls=cls, gpus=1, work=1e9, gpu_type=None)
+            for a in accounts[:active] for cls in classes for k in range(3)]
+    sim = SimCluster(nodes, {a: 1 for a in accounts}, thr, jobs, epoch=1.7e9)
+    sim.advance(1.0)
+    with Store(":memory:") as st:
+        res = run_round(sim, st, config.from_dict({"daemon": {"dry_run": False}}))
+        if res.status != "ok":
+            raise SystemExit(f"the template round failed: {res.status} {res.message}")
+        rid = res.round_id
+        details = st.db.execute("select details from rounds where id = ?", [rid]).fetchone()[0]
+        return details, st.shares(rid), st.placements(rid)
 
 
 def hook_record(job_id: int, event: str, t: float, account: str, rng: random.Random) -> dict:
@@ -86,25 +99,22 @@ def insert(db, table: str, rows: list[dict]) -> None:
                             f'values ({", ".join("?" for _ in cols)})', [[r[c] for c in cols] for r in rows])
 
 
-def write_day(store: Store, day: int, t0: float, accounts: list[str], active: int, rng: random.Random,
-              next_job: int) -> tuple[int, list[int]]:
+def write_day(store: Store, day: int, t0: float, accounts: list[str], template: tuple[str, list[dict], list[dict]],
+              rng: random.Random, next_job: int) -> tuple[int, list[int]]:
     """One day of history; returns (next job id, the day's job ids)."""
     db = store.db
     start = t0 + day * DAY
+    details, shares, places = template
     with store.transaction():
         for k in range(ROUNDS_PER_DAY):
             t = start + k * 300.0
-            act = rng.sample(accounts, active)
             rid = db.conn.execute(
                 "insert into rounds (started, finished, policy, solver, status, solve_seconds, total_throughput, "
                 "n_accounts, n_changes, message, details) values (?, ?, 'oef-coop', '', 'ok', 0.2, 100.0, ?, 3, '', ?)",
-                [t, t + 2, active, details(act, rng)]).lastrowid
-            insert(db, "shares", [{"round_id": rid, "account": a, "class": f"cls{c}", "gpu_type": g,
-                                   "ideal": rng.random(), "real": None} for a in act for c in range(2) for g in TYPES])
-            insert(db, "placements", [{"round_id": rid, "account": a, "gpu_type": g, "ideal": rng.random(),
-                                       "deviation_before": rng.random(), "real": 1, "limit": 2}
-                                      for a in act for g in TYPES])
-            insert(db, "applied", [{"round_id": rid, "account": rng.choice(act), "key": rng.choice(TYPES),
+                [t, t + 2, len(accounts), details]).lastrowid
+            insert(db, "shares", [{**r, "round_id": rid, "ideal": rng.random()} for r in shares])
+            insert(db, "placements", [{**r, "round_id": rid, "ideal": rng.random()} for r in places])
+            insert(db, "applied", [{"round_id": rid, "account": rng.choice(accounts), "key": rng.choice(TYPES),
                                     "old": 1, "new": 2, "time": t} for _ in range(3)])
             insert(db, "events", [{"time": t, "kind": "round", "round_id": rid, "job_id": None, "account": None,
                                    "message": "started", "data": None},
@@ -149,52 +159,61 @@ def main() -> int:
     ap.add_argument("--active", type=int, default=60, help="accounts with demand in each round")
     ap.add_argument("--retention", type=float, default=90.0, help="retention_days of the pruned database")
     ap.add_argument("--dir", default=None, help="folder for the databases (default: a temporary folder)")
+    ap.add_argument("--only-pruned", action="store_true", help="write only the daily-pruned database")
     a = ap.parse_args()
     rng = random.Random(21)
     accounts = [f"acct{i:04d}" for i in range(a.accounts)]
     t0 = 1.7e9
     checkpoints = sorted({d for d in CHECKPOINTS if d <= a.days} | {a.days})
+    template = real_round(a.accounts, a.active)
     with tempfile.TemporaryDirectory(dir=a.dir) as d:
         pa, pb = Path(d) / "never-pruned.sqlite", Path(d) / "pruned.sqlite"
-        sa, sb = Store(pa), Store(pb)
-        print(f"# {a.accounts} accounts ({a.active} with demand per round), {ROUNDS_PER_DAY} rounds/day, "
-              f"{JOBS_PER_DAY} jobs/day, retention {a.retention:g} days; sizes = database + WAL")
+        sa, sb = (None if a.only_pruned else Store(pa)), Store(pb)
+        print(f"# {a.accounts} accounts ({a.active} with demand per round), {ROUNDS_PER_DAY} rounds/day of "
+              f"{len(template[1])} shares, {len(template[2])} placements and {len(template[0]) / 1e3:.0f} kB of "
+              f"details (a real round's), {JOBS_PER_DAY} jobs/day, retention {a.retention:g} days; "
+              "sizes = database + WAL")
         print(f"{'day':>4} {'never pruned MB':>15} {'pruned MB':>9} {'prune s':>7} {'write s/day':>11}  "
               + " ".join(f"{t:>15}" for t in TABLES) + "   (rows: never pruned / pruned)")
-        nj, write_s, prune_s = 1, 0.0, 0.0
+        nj = 1
         for day in range(a.days):
             st = time.perf_counter()
             state = rng.getstate()
-            nj2, ids = write_day(sa, day, t0, accounts, a.active, rng, nj)
-            rng.setstate(state)
-            write_day(sb, day, t0, accounts, a.active, rng, nj)
+            nj2, ids = write_day(sb, day, t0, accounts, template, rng, nj)
+            write_s = time.perf_counter() - st
+            if sa is not None:
+                rng.setstate(state)
+                write_day(sa, day, t0, accounts, template, rng, nj)
             nj = nj2
-            write_s = (time.perf_counter() - st) / 2
             now = t0 + (day + 1) * DAY
             tp = time.perf_counter()
             sb.prune(a.retention, now=now, live_jobs=ids[-50:])
             prune_s = time.perf_counter() - tp
             if day + 1 in checkpoints:
-                ra, rb = rows(sa), rows(sb)
-                print(f"{day + 1:>4} {size_mb(pa):>15.1f} {size_mb(pb):>9.1f} {prune_s:>7.2f} {write_s:>11.2f}  "
+                rb = rows(sb)
+                ra = rows(sa) if sa is not None else {t: "-" for t in TABLES}
+                big = f"{size_mb(pa):>15.1f}" if sa is not None else f"{'-':>15}"
+                print(f"{day + 1:>4} {big} {size_mb(pb):>9.1f} {prune_s:>7.2f} {write_s:>11.2f}  "
                       + " ".join(f"{f'{ra[t]}/{rb[t]}':>15}" for t in TABLES), flush=True)
-        for s in (sa, sb):
-            s.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        tp = time.perf_counter()
-        got = sa.prune(a.retention, now=t0 + a.days * DAY, live_jobs=[])
-        first = time.perf_counter() - tp
-        sa.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        mean = (sb.db.execute("select avg(length(details)) from rounds").fetchone()[0],
-                sb.db.execute("select avg(length(data)) from (select data from job_records limit 1000)").fetchone()[0])
-        print(f"\nmean round details JSON {mean[0] / 1e3:.1f} kB, hook record JSON {mean[1] / 1e3:.2f} kB")
-        print(f"first prune of the never-pruned database after {a.days} days: {first:.1f} s, rows deleted "
-              + ", ".join(f"{t} {n}" for t, n in got.items()) + f"; file then {size_mb(pa):.1f} MB")
-        tv = time.perf_counter()
-        sa.db.execute("VACUUM")
-        sa.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        print(f"VACUUM: {time.perf_counter() - tv:.1f} s, file then {size_mb(pa):.1f} MB "
-              f"(the daily-pruned database: {size_mb(pb):.1f} MB)")
-        sa.close()
+        sb.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        mean = sb.db.execute("select avg(length(data)) from (select data from job_records limit 1000)").fetchone()[0]
+        print(f"\nhook record JSON {mean / 1e3:.2f} kB; the daily-pruned database after {a.days} days, WAL "
+              f"checkpointed: {size_mb(pb):.1f} MB")
+        if sa is not None:
+            sa.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            before = size_mb(pa)
+            tp = time.perf_counter()
+            got = sa.prune(a.retention, now=t0 + a.days * DAY, live_jobs=[])
+            first = time.perf_counter() - tp
+            sa.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            print(f"never-pruned database after {a.days} days: {before:.1f} MB ({before / a.days:.1f} MB/day); its "
+                  f"first prune: {first:.1f} s, rows deleted " + ", ".join(f"{t} {n}" for t, n in got.items())
+                  + f"; file then {size_mb(pa):.1f} MB")
+            tv = time.perf_counter()
+            sa.db.execute("VACUUM")
+            sa.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            print(f"VACUUM: {time.perf_counter() - tv:.1f} s, file then {size_mb(pa):.1f} MB")
+            sa.close()
         sb.close()
     return 0
 

@@ -47,7 +47,7 @@ def candidates(snapshot: Snapshot, end_records: Iterable[dict], class_order: Ite
         if "tput" in tokens:
             gpus = {str(t): int(n) for t, n in (r.get("gpus") or {}).items() if int(n) > 0}
             out[int(r["job_id"])] = {"job_id": int(r["job_id"]), "tokens": tokens, "account": r.get("account") or "",
-                                     "user": str(r.get("user") or ""), "end_record": True,
+                                     "user": str(r.get("user") or ""),
                                      "class": r.get("class") or "", "gpus": gpus,
                                      "gpu_count": int(r.get("gpu_count") or sum(gpus.values()) or 0)}
     for j in snapshot.jobs:
