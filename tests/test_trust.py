@@ -124,6 +124,11 @@ def test_cross_type_prior_bounds_a_type_the_class_has_no_value_on():
     # 10 on k80 x [2, 4] widened 3x: [20/3, 120]
     assert b.lo == pytest.approx(20 / 3) and b.hi == pytest.approx(120.0) and "k80" in b.why
     assert take_sample(None, 1000.0, 0.0, b, R, T).status == "rejected"  # a 100x speedup claim
+    # two other types whose bounds do not overlap: any of them (their hull), not nothing
+    shipped2 = {**shipped, ("a", "p100"): 2.0, ("b", "p100"): 2.0}  # v100/p100 in [2, 2]
+    vals2 = vals + [row("acct", "cnn", "p100", "measured", 1000.0)]  # 2000 x [1/3, 3] vs [20/3, 120]
+    b2 = reference(vals2, shipped2, "acct", "cnn", "v100", "harvested", T)
+    assert b2.lo == pytest.approx(20 / 3) and b2.hi == pytest.approx(6000.0)
 
 
 # ------------------------------------------------------------------------------------ class names

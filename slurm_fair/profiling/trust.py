@@ -141,7 +141,8 @@ def reference(values: Iterable[Mapping[str, Any]], shipped: Mapping[tuple[str, s
         v, why = same
         return Bounds(v / f, v * f, f"within {f:g}x of the {why} ({v:.6g})")
     ranges = type_ratio_ranges(shipped)
-    lo, hi, whys = 0.0, float("inf"), []
+    spans: list[tuple[float, float]] = []
+    whys = []
     types = sorted({g for (_a, g, _s) in vals} | {g for (c, g) in shipped if c == cls})
     for h in types:
         if h == gpu_type or (gpu_type, h) not in ranges:
@@ -151,13 +152,14 @@ def reference(values: Iterable[Mapping[str, Any]], shipped: Mapping[tuple[str, s
             continue
         v, why = other
         rlo, rhi = ranges[(gpu_type, h)]
-        lo, hi = max(lo, v * rlo / f), min(hi, v * rhi * f)
+        spans.append((v * rlo / f, v * rhi * f))
         whys.append(f"the {why} on {h} ({v:.6g}) times the shipped {gpu_type}/{h} ratios "
                     f"[{rlo:.3g}, {rhi:.3g}] widened {f:g}x")
     if not whys:
         return None
-    if lo > hi:  # the other types' values disagree with each other: the widest of their bounds
-        lo, hi = min(lo, hi), max(lo, hi)
+    lo, hi = max(a for a, _ in spans), min(b for _, b in spans)  # every other type's bound at once
+    if lo > hi:  # the other types' values disagree with each other: any of their bounds
+        lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
     return Bounds(lo, hi, "; ".join(whys))
 
 
