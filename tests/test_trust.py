@@ -292,3 +292,12 @@ def test_fold_round_emits_one_event_per_class_a_day():
     assert out.folded == {"acct_a": ("b",)}
     evs = s.events(kind="class-folded")
     assert len(evs) == 2 and "'b'" in evs[0]["message"] and evs[0]["data"] == {"class": "b"}
+
+
+def test_profiles_list_marks_as_used_what_the_rounds_use_under_on_conflict():
+    from slurm_fair.cli.profiles import list_rows
+
+    used = {cfg: {(r["account"], r["gpu_type"], r["source"]) for r in list_rows(CONFLICT, config.from_dict(
+        {"profiling": {"on_conflict": cfg}}), 0.0) if r["used"]} for cfg in ("flag", "fallback")}
+    assert ("acct", "v100", "set") in used["flag"] and ("acct", "v100", "measured") not in used["flag"]
+    assert ("acct", "v100", "measured") in used["fallback"] and ("acct", "v100", "set") not in used["fallback"]
