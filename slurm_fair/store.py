@@ -798,15 +798,19 @@ class Store:
             if data:
                 self.db["managed"].insert_all(data)
 
-    def prune(self, retention_days: float, now: float | None = None,
-              live_jobs: Iterable[int] | None = None) -> dict[str, int]:
+    def prune(self, retention_days: float, now: float | None = None, live_jobs: Iterable[int] | None = None,
+              step_days: float | None = None) -> dict[str, int]:
         """Delete what is older than ``retention_days`` (store_retention.prune: what is kept, rows deleted
-        per table); 0 days deletes nothing."""
-        from .store_retention import prune
+        per table; ``step_days``: at most that many days of the oldest history at once, ``behind``: 1 when
+        more is left); 0 days deletes nothing."""
+        from .store_retention import cutoff_for, prune
 
+        if retention_days <= 0:
+            return {}
         now = time.time() if now is None else float(now)
+        cutoff, behind = cutoff_for(self.db, now - float(retention_days) * 86400.0, step_days)
         with self.transaction():
-            return prune(self.db, now - float(retention_days) * 86400.0, live_jobs) if retention_days > 0 else {}
+            return {**prune(self.db, cutoff, live_jobs), "behind": int(behind)}
 
     # -------------------------------------------------------------------------------- events
 

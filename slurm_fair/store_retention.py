@@ -28,6 +28,22 @@ import sqlite_utils
 TABLES = ("events", "job_records", "profile_reports", "rounds", "shares", "placements", "applied", "preemptions")
 
 
+def cutoff_for(db: sqlite_utils.Database, cutoff: float, step_days: float | None) -> tuple[float, bool]:
+    """(the cutoff of one prune, whether history older than ``cutoff`` is left after it): with ``step_days``,
+    at most that many days past the oldest event or prunable round (indexed minima; what is kept whatever
+    its age is not counted), so a database that turns retention on after years catches up in bounded steps."""
+    if step_days is None:
+        return cutoff, False
+    oldest = [t for (t,) in (db.conn.execute(q).fetchone() for q in (
+        "select min(time) from events",
+        "select min(started) from rounds where id < (select max(id) from rounds) and id not in "
+        "(select round_id from preemptions where state = 'signalled' and round_id is not null)")) if t is not None]
+    if not oldest:
+        return cutoff, False
+    step = min(oldest) + float(step_days) * 86400.0
+    return (step, True) if step < cutoff else (cutoff, False)
+
+
 def prune(db: sqlite_utils.Database, cutoff: float, live_jobs: Iterable[int] | None = None) -> dict[str, int]:
     """Delete what is older than ``cutoff`` (module docstring); rows deleted per table."""
     ex = db.conn.execute

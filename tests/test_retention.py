@@ -54,7 +54,8 @@ def test_prune_deletes_old_history_and_keeps_what_rounds_need():
     got = s.prune(90, now=NOW, live_jobs={2})
     after = counts(s)
     assert got == {"events": 1, "job_records": 3, "profile_reports": 1, "rounds": 1, "shares": 1,
-                   "placements": 1, "applied": 1, "preemptions": 1}
+                   "placements": 1, "applied": 1, "preemptions": 1, "behind": 0}
+    del got["behind"]
     assert {k: before[k] - after[k] for k in got} == got
     assert after["profiles"] == 1  # profile values stay, however old
     ids = [r for (r,) in s.db.execute("select id from rounds order by id")]
@@ -80,11 +81,32 @@ def test_the_newest_round_is_kept_even_when_everything_is_old():
 def test_maybe_prune_runs_at_most_once_a_day_with_an_event():
     s = filled()
     cfg = config.from_dict({"store": {"retention_days": 90}})
-    first = bounded.maybe_prune(s, cfg, NOW, {2})
-    assert first["events"] == 1 and first["rounds"] == 1 and "seconds" in first
+    first = bounded.maybe_prune(s, cfg, NOW, {2})  # 100-day-old history: 7 days of it, then the rest
+    assert first["events"] == 1 and first["rounds"] == 1 and "seconds" in first and first["behind"] == 1
+    assert bounded.maybe_prune(s, cfg, NOW + 60, {2})["behind"] == 0  # the next round: caught up
     assert bounded.maybe_prune(s, cfg, NOW + 3600, {2}) is None
-    again = bounded.maybe_prune(s, cfg, NOW + DAY, {2})
+    again = bounded.maybe_prune(s, cfg, NOW + DAY + 60, {2})
     assert again is not None and again["rounds"] == 0
-    (e, _) = s.events(kind="store-pruned")
+    e = s.events(kind="store-pruned")[0]
     assert "older than 90 days" in e["message"]
     assert bounded.maybe_prune(s, config.from_dict({"store": {"retention_days": 0}}), NOW + 9 * DAY, None) is None
+
+
+def test_a_database_far_behind_catches_up_in_steps_one_a_round_then_daily():
+    s = Store(":memory:")  # a round and an event every day for 100 days; retention 30 days; steps of 7 days
+    for d in range(100, -1, -1):
+        s.finish_round(s.begin_round("oef-coop", now=NOW - d * DAY), "ok")
+        s.event("x", at=NOW - d * DAY)
+    cfg = config.from_dict({"store": {"retention_days": 30}})
+    calls = []
+    while True:
+        got = bounded.maybe_prune(s, cfg, NOW + len(calls), None)  # the next rounds, seconds apart
+        assert got is not None
+        calls.append(got["rounds"])
+        if not got["behind"]:
+            break
+    # days -100..-31 in ten steps of 7, one a round; then day -30 (the clock moved on by seconds)
+    assert calls == [7] * 10 + [1]
+    assert bounded.maybe_prune(s, cfg, NOW + 3600, None) is None  # caught up: daily again
+    assert s.db.execute("select count(*) from rounds").fetchone()[0] == 30
+    assert "the rest next round" in s.events(kind="store-pruned", limit=20)[-1]["message"]

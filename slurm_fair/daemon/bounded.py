@@ -6,6 +6,7 @@ writes events and never raises into a round (a failure is an event).
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Iterable
 
@@ -16,6 +17,7 @@ from ..store import Store
 from .plan.classcap import Folded, fold
 
 PRUNE_EVERY = 86400.0  # seconds between two prunes
+PRUNE_STEP_DAYS = 7.0  # days of the oldest history one prune deletes at most (catching up: one step a round)
 PRUNE_EVENT = "store-pruned"
 PRUNE_ERROR = "store-prune-error"
 FOLD_EVENT = "class-folded"
@@ -54,21 +56,24 @@ def round_profiles(store: Store, cfg: Any) -> list[dict]:
 
 def maybe_prune(store: Store, cfg: Any, now: float, live_jobs: Iterable[int] | None,
                 round_id: int | None = None) -> dict[str, Any] | None:
-    """Prune (``Store.prune``) when the last prune is a day old or more; the counts, or None when not due.
-    Each prune is a ``store-pruned`` event (rows deleted per table, seconds it took)."""
+    """Prune (``Store.prune``) when the last prune is a day old or more, or left history behind (a database
+    catching up deletes at most ``PRUNE_STEP_DAYS`` of its oldest days a round); the counts, or None when not
+    due. Each prune is a ``store-pruned`` event (rows deleted per table, seconds it took, ``behind``)."""
     days = float(cfg.store.retention_days)
     if days <= 0:
         return None
     try:
-        last = store.db.execute("select max(time) from events where kind in (?, ?)",
-                                [PRUNE_EVENT, PRUNE_ERROR]).fetchone()[0]
-        if last is not None and now - float(last) < PRUNE_EVERY:
+        last = store.db.execute("select time, kind, data from events where kind in (?, ?) order by id desc limit 1",
+                                [PRUNE_EVENT, PRUNE_ERROR]).fetchone()
+        behind = bool(last and last[1] == PRUNE_EVENT and (json.loads(last[2] or "{}") or {}).get("behind"))
+        if last is not None and now - float(last[0]) < PRUNE_EVERY and not behind:
             return None
         t0 = time.monotonic()
-        counts: dict[str, Any] = dict(store.prune(days, now=now, live_jobs=live_jobs))
+        counts: dict[str, Any] = dict(store.prune(days, now=now, live_jobs=live_jobs, step_days=PRUNE_STEP_DAYS))
         counts["seconds"] = round(time.monotonic() - t0, 3)
-        store.event(PRUNE_EVENT, f"pruned what is older than {days:g} days: "
-                    + ", ".join(f"{k} {v}" for k, v in counts.items() if k != "seconds" and v)
+        store.event(PRUNE_EVENT, f"pruned what is older than {days:g} days"
+                    + (f" (the oldest {PRUNE_STEP_DAYS:g} days of it; the rest next round)" if counts["behind"] else "")
+                    + ": " + ", ".join(f"{k} {v}" for k, v in counts.items() if k not in ("seconds", "behind") and v)
                     + f" ({counts['seconds']:g} s)", round_id=round_id, data=counts, at=now)
         return counts
     except Exception as e:  # noqa: BLE001 - pruning never stops a round; tried again next round
