@@ -27,6 +27,7 @@ STATUS_NAME = "status.json"  # the status file's name beside the database (daemo
 SOLVERS = ("ECOS", "HIGHS", "CLARABEL", "SCIPY")  # cvxpy solvers by name; lp.py maps them (one list for CLI and config)
 BACKENDS = ("auto", "cli", "pyslurm")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+ON_CONFLICT = ("flag", "ignore-tenant", "fallback")  # profiling.on_conflict (profiling/trust.py)
 CLASS_SOURCES = ("comment", "wckey", "name")
 SITE_LIMIT_MODES = ("respect", "adopt")
 UNREQUEUEABLE_ACTIONS = ("hold-back", "cancel", "ignore")  # daemon/unrequeueable.py
@@ -246,6 +247,7 @@ SECTION_DOCS = {
     "submit": "Submission: the GPU type map read by etc/job_submit.lua to type untyped GPU requests.",
     "preemption": "Preemption: over-share running jobs get a checkpoint signal, then a requeue after the grace.",
     "profiling": "Profiling: throughput reports from jobs (`slurm-fair profile ...`), how they update profiles.",
+    "store": "The database: how long records are kept.",
     "metrics": "Prometheus metrics: the daemon serves /metrics over HTTP (docs/metrics-reports.md, 'Metrics (Prometheus)').",
 }
 
@@ -395,10 +397,11 @@ SPEC: dict[str, dict[str, Key]] = {
         "max_throughput": Key(1e7, _positive, "Largest throughput (steps/s) a report may have (> min_throughput)."),
         "outlier_factor": Key(
             3.0, _gt1,
-            "Once a measured value has outlier_after samples, a sample more than this factor above or below\n"
-            "it is rejected and counted (> 1).",
+            "A report more than this factor above or below its reference (a trusted value of the same class\n"
+            "and type, or the shipped prior) or, once the value has outlier_after samples, the value itself\n"
+            "is rejected and counted (> 1).",
         ),
-        "outlier_after": Key(3, _pos_int, "Samples a measured value needs before outliers are rejected (>= 1)."),
+        "outlier_after": Key(1, _pos_int, "Samples a measured value needs before a report is also checked against it (>= 1)."),
         "average_weight": Key(
             0.25, _weight,
             "Moving average: the weight of a new sample, once the plain mean of the first 1/weight samples\n"
@@ -424,6 +427,39 @@ SPEC: dict[str, dict[str, Key]] = {
             "", _path_or_empty,
             'CSV (nvml_name,gpu_type) mapping NVML device names to this site\'s GRES types; "" = the\n'
             "shipped map (profiles/nvml-gpu-types.csv). A relative path is relative to this file's folder.",
+        ),
+        "trusted_users": Key(
+            [], _str_list,
+            "Users whose profiling runs count as measured; empty = any user's. A profiling run is a one-GPU\n"
+            "job with fair:profile in its comment (what `profile submit` submits); the token is not proof:\n"
+            "any job can carry it, so list the users who run `profile submit` for the site (docs/profiling.md).",
+        ),
+        "max_change_factor": Key(
+            2.0, _gt1,
+            "A measured or harvested value moves at most this factor up or down within change_window (> 1).",
+        ),
+        "change_window": Key(86400, _positive, "Seconds of the window max_change_factor applies to (> 0)."),
+        "shared_classes": Key(
+            [], _str_list,
+            "Classes any account's jobs may report on although another account has values for them (the\n"
+            "site-wide and shipped classes are always shared); a report naming another account's class is refused.",
+        ),
+        "on_conflict": Key(
+            "flag", _choice(ON_CONFLICT),
+            "What a profile conflict does: flag (status/explain show it) | ignore-tenant (the account's job\n"
+            "reports of that class are not used) | fallback (only profiling runs, site-wide and shipped values are).",
+        ),
+        "max_classes_per_account": Key(
+            20, _pos_int,
+            "Job classes per account in a round (>= 1); the jobs of further classes count as the class\n"
+            "\"default\" (an event names them), so random job names cannot grow the solver's problem.",
+        ),
+    },
+    "store": {
+        "retention_days": Key(
+            90, _nonneg,
+            "Days of events, job records, profile reports and rounds the daemon keeps; older ones are\n"
+            "pruned once a day (0 = keep everything). Profiles and state a round needs are never pruned.",
         ),
     },
     "metrics": {
@@ -526,13 +562,24 @@ class ProfilingConfig:
     min_throughput: float = 1e-6
     max_throughput: float = 1e7
     outlier_factor: float = 3.0
-    outlier_after: int = 3
+    outlier_after: int = 1
     average_weight: float = 0.25
     stale_after: float = 30 * 86400
     conflict_margin: float = 0.25
     prefer_measured: bool = False
     explore: bool = True
     nvml_map: str = ""
+    trusted_users: tuple[str, ...] = ()
+    max_change_factor: float = 2.0
+    change_window: float = 86400
+    shared_classes: tuple[str, ...] = ()
+    on_conflict: str = "flag"
+    max_classes_per_account: int = 20
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    retention_days: float = 90
 
 
 @dataclass(frozen=True)
@@ -557,6 +604,7 @@ _SECTION_TYPES = {
     "submit": SubmitConfig,
     "preemption": PreemptionConfig,
     "profiling": ProfilingConfig,
+    "store": StoreConfig,
     "metrics": MetricsConfig,
 }
 
@@ -574,6 +622,7 @@ class Config:
     submit: SubmitConfig = field(default_factory=SubmitConfig)
     preemption: PreemptionConfig = field(default_factory=PreemptionConfig)
     profiling: ProfilingConfig = field(default_factory=ProfilingConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     source: str = "defaults"  # the config file's path, or "defaults" (no file read)
     database_path: Path = Path("/var/lib/slurm-fair/slurm-fair.sqlite")  # daemon.database, resolved

@@ -187,9 +187,21 @@ def _m9_submit_time(db: sqlite_utils.Database) -> None:
                "where case when json_valid(data) then json_type(data, '$.submit_time') in ('integer', 'real') else 0 end")
 
 
+def _m10_trust_retention(db: sqlite_utils.Database) -> None:
+    """A measured or harvested value remembers the change window it is in (``window_start``, ``window_base``:
+    profiling/trust.py holds it within [profiling] max_change_factor of that base), and indexes on the times
+    retention prunes by (store_retention.py)."""
+    db["profiles"].add_column("window_start", float)
+    db["profiles"].add_column("window_base", float)
+    db["events"].create_index(["time"])
+    db["job_records"].create_index(["time"])
+    db["profile_reports"].create_index(["time"])
+    db["rounds"].create_index(["started"])
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _m1_initial, _m2_indexes, _m3_job_records, _m4_preemptions, _m5_warm_start, _m6_profile_sources,
-    _m7_upgrade_moves, _m8_site_limits, _m9_submit_time,
+    _m7_upgrade_moves, _m8_site_limits, _m9_submit_time, _m10_trust_retention,
 )
 
 # hook records written by the controller (PrologSlurmctld/EpilogSlurmctld) carry the job's GPU types
@@ -451,10 +463,13 @@ class Store:
         return effective(self.profile_values(), prefer_measured)
 
     def record_sample(self, account: str, cls: str, gpu_type: str, value: float, source: str, rules: Any,
-                      now: float | None = None) -> tuple[dict, bool]:
+                      now: float | None = None,
+                      take: Callable[[dict | None], tuple[dict | None, bool]] | None = None) -> tuple[dict, bool]:
         """Add one measured sample (``source`` measured or harvested, ``value`` already checked with
         ``profiling.core.check_sample``) to the moving average of (account, class, GPU type, source).
-        Returns (the stored row, accepted); an outlier is counted in ``rejected`` and changes nothing else."""
+        Returns (the stored row, accepted); an outlier is counted in ``rejected`` and changes nothing else.
+        ``take(old row or None)`` replaces ``profiling.core.update`` (profiling/trust.py); a None row from it
+        stores nothing."""
         from .profiling.core import MEASURED, update
 
         if source not in MEASURED:
@@ -465,10 +480,11 @@ class Store:
         with self.transaction():
             old = next(self.db["profiles"].rows_where(
                 "account = ? and class = ? and gpu_type = ? and source = ?", key), None)
-            new, ok = update(old, float(value), now, rules)
+            new, ok = update(old, float(value), now, rules) if take is None else take(old)
             row = {"account": key[0], "class": key[1], "gpu_type": key[2], "source": source,
-                   "detail": None if old is None else old.get("detail"), **new}
-            self.db["profiles"].upsert(row, pk=_PROFILE_PK)
+                   "detail": None if old is None else old.get("detail"), **(new or {})}
+            if new is not None:
+                self.db["profiles"].upsert(row, pk=_PROFILE_PK)
         return row, ok
 
     # -------------------------------------------------------------------------------- profile reports/jobs
@@ -783,11 +799,25 @@ class Store:
             if data:
                 self.db["managed"].insert_all(data)
 
+    def prune(self, retention_days: float, now: float | None = None, live_jobs: Iterable[int] | None = None,
+              step_days: float | None = None) -> dict[str, int]:
+        """Delete what is older than ``retention_days`` (store_retention.prune: what is kept, rows deleted
+        per table; ``step_days``: at most that many days of the oldest history at once, ``behind``: 1 when
+        more is left); 0 days deletes nothing."""
+        from .store_retention import cutoff_for, prune
+
+        if retention_days <= 0:
+            return {}
+        now = time.time() if now is None else float(now)
+        cutoff, behind = cutoff_for(self.db, now - float(retention_days) * 86400.0, step_days)
+        with self.transaction():
+            return {**prune(self.db, cutoff, live_jobs), "behind": int(behind)}
+
     # -------------------------------------------------------------------------------- events
 
     def event(self, kind: str, message: str = "", round_id: int | None = None, job_id: int | None = None,
-              account: str | None = None, data: Any = None) -> int:
-        row = {"time": time.time(), "kind": kind, "round_id": _int(round_id, "round_id"), "job_id": _int(job_id, "job_id"),
+              account: str | None = None, data: Any = None, at: float | None = None) -> int:
+        row = {"time": time.time() if at is None else float(at), "kind": kind, "round_id": _int(round_id, "round_id"), "job_id": _int(job_id, "job_id"),
                "account": account, "message": message, "data": _dumps(data)}
         with self.transaction():
             return self.db["events"].insert(row).last_pk

@@ -38,11 +38,14 @@ def values(store):
 def test_running_jobs_reports_taken_once_per_number_per_gpu_and_by_source():
     s = Store(":memory:")
     jobs = [job(1, "class=cnn fair:tput=10@1", {"v100": 1}),
-            job(2, "class=cnn fair:profile fair:tput=8@3", {"k80": 2}, gpus=2),  # 4 steps/s per GPU
-            job(3, "class=cnn fair:tput=10@1", {}, state="PENDING")]  # not running: ignored
-    assert harvest(s, snap(*jobs), CFG, None, now=100.0) == {"accepted": 2, "rejected": 0, "refused": 0}
+            # 4 steps/s per GPU; fair:profile on two GPUs is not a profiling run (one GPU): a job report
+            job(2, "class=cnn fair:profile fair:tput=8@3", {"k80": 2}, gpus=2),
+            job(3, "class=cnn fair:tput=10@1", {}, state="PENDING"),  # not running: ignored
+            job(4, "class=rnn fair:profile fair:tput=6@1", {"k80": 1})]  # a profiling run
+    assert harvest(s, snap(*jobs), CFG, None, now=100.0) == {"accepted": 3, "rejected": 0, "refused": 0}
     assert values(s) == {("acct_a", "cnn", "v100", "harvested"): (10.0, 1, 0),
-                         ("acct_a", "cnn", "k80", "measured"): (4.0, 1, 0)}
+                         ("acct_a", "cnn", "k80", "harvested"): (4.0, 1, 0),
+                         ("acct_a", "rnn", "k80", "measured"): (6.0, 1, 0)}
     assert harvest(s, snap(*jobs), CFG, None, now=200.0) == {"accepted": 0, "rejected": 0, "refused": 0}
     jobs[0] = job(1, "class=cnn fair:tput=20@2", {"v100": 1})
     harvest(s, snap(*jobs), CFG, None, now=300.0)

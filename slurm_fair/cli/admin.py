@@ -143,10 +143,12 @@ def _conflicts(conflicts: list[dict]) -> None:
     """Profile conflicts: a tenant's reported speedup vs its measured one (profiling.core.find_conflicts)."""
     if not conflicts:
         return
-    click.echo("\nprofile conflicts (reported speedup vs measured, relative to the REF type):")
-    click.echo(render(["ACCOUNT", "CLASS", "GPU_TYPE", "REF", "REPORTED", "MEASURED", "RATIO", "SAMPLES"],
+    click.echo("\nprofile conflicts (reported speedup vs measured, relative to the REF type; ACTION: "
+               "[profiling] on_conflict):")
+    click.echo(render(["ACCOUNT", "CLASS", "GPU_TYPE", "REF", "REPORTED", "MEASURED", "RATIO", "SAMPLES", "ACTION"],
                       [[c["account"], c["class"], c["gpu_type"], c["reference"], f"{c['reported_speedup']:.3g}x",
-                        f"{c['measured_speedup']:.3g}x", f"{c['ratio']:.3g}", c["samples"]] for c in conflicts]))
+                        f"{c['measured_speedup']:.3g}x", f"{c['ratio']:.3g}", c["samples"], c.get("action", "flag")]
+                       for c in conflicts]))
 
 
 # ------------------------------------------------------------------------------------------- shares

@@ -45,11 +45,13 @@ def list_rows(values: list[dict], cfg: Any, now: float) -> list[dict]:
     """``profiles list`` rows: every stored value (all sources side by side) with ``used`` (the value the
     policies use for that key), ``stale``/``single`` flags and ``speedup`` (throughput over the lowest
     throughput of the same account, class and source)."""
-    from ..profiling.core import Rules, effective, flags
+    from ..profiling.core import Rules, flags
+    from ..profiling.trust import effective_values
 
     rules = Rules.from_config(cfg.profiling)
-    used = {(r["account"], r["class"], r["gpu_type"], r["source"])
-            for r in effective(values, rules.prefer_measured)}
+    used = {(r["account"], r["class"], r["gpu_type"], r["source"])  # as the rounds pick them ([profiling] on_conflict)
+            for r in effective_values(values, rules.conflict_margin, cfg.profiling.on_conflict,
+                                      rules.prefer_measured)[0]}
     slowest: dict[tuple[str, str, str], float] = {}
     for r in values:
         k = (r["account"], r["class"], r["source"])

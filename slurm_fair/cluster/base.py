@@ -46,6 +46,7 @@ class Job:
     # reservation — computed by the backend from Slurm's fields (cluster/blocked.py); such a job is not demand
     blocked: str = ""
     batch: bool = True  # a batch job (sbatch); False = an interactive allocation (salloc), never signalled
+    cls: str | None = None  # the class the daemon assigned (plan/classcap.py folds extra classes), else read
 
     @property
     def gpus(self) -> int:

@@ -11,8 +11,11 @@ ended: ``profile run`` does). Rules:
   job (a job on several types is refused); without one, the NVML device name of a ``fair:gpu=`` token through
   the NVML map ([profiling] nvml_map).
 * Value: the report divided by the job's GPU count (profiles are per GPU: linear scaling is assumed),
-  checked by :func:`slurm_fair.profiling.core.check_sample`; source ``measured`` for ``profile submit``
-  jobs (``fair:profile`` in the comment), else ``harvested``.
+  checked by :func:`slurm_fair.profiling.core.check_sample`; source ``measured`` for profiling runs, else
+  ``harvested``, and how far it is trusted: :mod:`slurm_fair.profiling.trust` (bounds from the first sample,
+  the change window, which classes a job may name); a report naming another account's class is refused.
+  An account's classes beyond ``[profiling] max_classes_per_account`` count as ``default``
+  (:mod:`slurm_fair.daemon.plan.classcap`).
 * Grammar (:func:`slurm_fair.profiling.client.ascii_number` / ``ascii_int``): ``fair:tput=<number>@<n>`` with
   the number in ASCII digits (``12.5``, ``1.2e+03``; no sign, nan, inf, ``_`` or other scripts' digits) and
   ``n`` a whole number 1..10^9 in ASCII digits. Anything else is refused with an event, never parsed further.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .. import profiles as shipped_profiles
@@ -32,8 +36,10 @@ from ..cluster.base import Snapshot
 from ..errors import InputError
 from ..profiling.client import MAX_REPORT_N, ascii_int, ascii_number, parse_tokens
 from ..profiling.core import Rules, check_sample
+from ..profiling.trust import TrustRules, Verdict, class_refusal, reference, report_source, take_sample
 from ..store import Store
-from .plan import job_class
+from .plan import DEFAULT_CLASS, job_class
+from .plan.classcap import report_class
 
 END_RECORD_WINDOW = 86400.0
 
@@ -49,7 +55,7 @@ def _end_candidate(r: dict) -> dict | None:
     count = r.get("gpu_count")
     count = count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else sum(gpus.values())
     return {"job_id": job_id, "tokens": tokens, "account": str(r.get("account") or ""),
-            "class": str(r.get("class") or ""), "gpus": gpus, "gpu_count": count}
+            "user": str(r.get("user") or ""), "class": str(r.get("class") or ""), "gpus": gpus, "gpu_count": count}
 
 
 def candidates(snapshot: Snapshot, end_records: Iterable[dict], class_order: Iterable[str]) -> list[dict]:
@@ -66,7 +72,7 @@ def candidates(snapshot: Snapshot, end_records: Iterable[dict], class_order: Ite
         tokens = parse_tokens(j.comment)
         if "tput" in tokens:
             gpus = {t: n for t, n in j.gpus_allocated.items() if n > 0}
-            out[j.job_id] = {"job_id": j.job_id, "tokens": tokens, "account": j.account,
+            out[j.job_id] = {"job_id": j.job_id, "tokens": tokens, "account": j.account, "user": j.user,
                              "class": job_class(j, class_order), "gpus": gpus,
                              "gpu_count": sum(gpus.values()) or j.gpus}
     return [out[k] for k in sorted(out)]
@@ -104,48 +110,79 @@ def _end_records(store: Store, now: float) -> list[dict]:
     return out
 
 
-def _take(store: Store, c: dict, rules: Rules, known: list[str], nvml: dict[str, str],
-          round_id: int | None, now: float) -> str | None:
+@dataclass(frozen=True)
+class _Context:
+    """What every report of one harvest is judged against."""
+
+    rules: Rules
+    trust: TrustRules
+    known: list[str]
+    nvml: dict[str, str]
+    values: list[dict]  # the stored profile values
+    shipped: dict[tuple[str, str], float]  # (class, type) -> shipped throughput
+    own: dict[str, set[str]]  # account -> the classes it has values for
+    kept: dict[str, tuple[str, ...]]  # account -> the classes the round kept (plan/classcap.py)
+    cap: int  # [profiling] max_classes_per_account
+    round_id: int | None
+    now: float
+
+
+def _refuse(store: Store, base: dict, n: int, msg: str, round_id: int | None, data: dict) -> str:
+    store.record_report({**base, "n": n, "status": "refused", "message": msg})
+    store.event("profile-report-refused", msg, round_id=round_id, job_id=base["job_id"], account=base["account"],
+                data=data)
+    return "refused"
+
+
+def _take(store: Store, c: dict, x: _Context) -> str | None:
     """Take one candidate's report: its status (accepted, rejected, refused) or None (already taken)."""
+    if c["class"] and c["class"] != DEFAULT_CLASS:
+        c["class"] = report_class(c["account"], c["class"], x.own.get(c["account"], set()),
+                                  x.kept.get(c["account"], ()), x.cap)
     n_text = c["tokens"].get("n", "")
     n_ok = ascii_int(n_text)
-    base = {"job_id": c["job_id"], "time": now, "round_id": round_id, "account": c["account"],
+    base = {"job_id": c["job_id"], "time": x.now, "round_id": x.round_id, "account": c["account"],
             "class": c["class"], "nvml": c["tokens"].get("gpu")}
     if n_ok is None:
-        n = 0
-        if store.report_taken(c["job_id"], n):
+        if store.report_taken(c["job_id"], 0):
             return None
-        msg = (f"job {c['job_id']}: report number {n_text!r} is not a whole number 1..{MAX_REPORT_N} "
-               "in ASCII digits")
-        store.record_report({**base, "n": n, "status": "refused", "message": msg})
-        store.event("profile-report-refused", msg, round_id=round_id, job_id=c["job_id"],
-                    account=c["account"], data={"tokens": c["tokens"]})
-        return "refused"
+        return _refuse(store, base, 0, f"job {c['job_id']}: report number {n_text!r} is not a whole number "
+                       f"1..{MAX_REPORT_N} in ASCII digits", x.round_id, {"tokens": c["tokens"]})
     n = n_ok
     if store.report_taken(c["job_id"], n):
         return None
     try:
-        g, value, source = judge(c, rules, known, nvml)
+        g, value, _ = judge(c, x.rules, x.known, x.nvml)
     except InputError as e:
-        store.record_report({**base, "n": n, "status": "refused", "message": str(e)})
-        store.event("profile-report-refused", f"job {c['job_id']}: {e}", round_id=round_id,
-                    job_id=c["job_id"], account=c["account"], data={"tokens": c["tokens"], "gpus": c["gpus"]})
-        return "refused"
+        return _refuse(store, base, n, f"job {c['job_id']}: {e}", x.round_id, {"tokens": c["tokens"], "gpus": c["gpus"]})
+    refusal = class_refusal(x.values, {k[0] for k in x.shipped} | {DEFAULT_CLASS}, c["account"], c["class"], x.trust)
+    if refusal:
+        return _refuse(store, base, n, f"job {c['job_id']}: {refusal}", x.round_id, {"class": c["class"], "gpu_type": g})
+    source, demoted = report_source("profile" in c["tokens"], c.get("user") or "", int(c["gpu_count"] or 0), x.trust)
+    bounds = reference(x.values, x.shipped, c["account"], c["class"], g, source, x.trust)
+    got: list[Verdict] = []
+
+    def take(old: dict | None) -> tuple[dict | None, bool]:
+        got.append(take_sample(old, value, x.now, bounds, x.rules, x.trust))
+        return got[0].row, got[0].status == "accepted"
+
     with store.transaction():
-        row, ok = store.record_sample(c["account"], c["class"], g, value, source, rules, now=now)
-        status = "accepted" if ok else "rejected"
-        msg = "" if ok else (f"job {c['job_id']}: {value:.6g} steps/s is more than "
-                             f"{rules.outlier_factor:g}x away from {row['throughput']:.6g}")
+        store.record_sample(c["account"], c["class"], g, value, source, x.rules, now=x.now, take=take)
+        v = got[0]
+        msg = "; ".join(m for m in (v.message and f"job {c['job_id']}: {v.message}", demoted) if m)
         store.record_report({**base, "n": n, "gpu_type": g, "throughput": value, "source": source,
-                             "status": status, "message": msg})
-        if not ok:
-            store.event("profile-report-rejected", msg, round_id=round_id, job_id=c["job_id"],
-                        account=c["account"], data={"gpu_type": g, "class": c["class"], "value": value})
-    return status
+                             "status": v.status, "message": msg})
+        if v.status != "accepted" or v.limited:
+            store.event("profile-report-rejected" if v.status != "accepted" else "profile-value-limited",
+                        msg, round_id=x.round_id, job_id=c["job_id"], account=c["account"],
+                        data={"gpu_type": g, "class": c["class"], "value": value, "source": source})
+    return v.status
 
 
-def harvest(store: Store, snapshot: Snapshot, cfg: Any, round_id: int | None, now: float | None = None) -> dict:
-    """Take the new reports into the store (module docstring); returns counts for the round's details."""
+def harvest(store: Store, snapshot: Snapshot, cfg: Any, round_id: int | None, now: float | None = None,
+            kept: dict[str, tuple[str, ...]] | None = None) -> dict:
+    """Take the new reports into the store (module docstring); returns counts for the round's details.
+    ``kept``: per account the classes the round kept (plan/classcap.py)."""
     now = time.time() if now is None else now
     counts = {"accepted": 0, "rejected": 0, "refused": 0}
     try:
@@ -154,10 +191,19 @@ def harvest(store: Store, snapshot: Snapshot, cfg: Any, round_id: int | None, no
             return counts
         rules = Rules.from_config(cfg.profiling)
         nvml = shipped_profiles.nvml_map(str(cfg.nvml_map_path) if cfg.nvml_map_path else None)
-        known = list(snapshot.gpu_types())
+        values = store.profile_values()
+        own: dict[str, set[str]] = {}
+        for r in values:
+            if r.get("account") and r.get("source") != "shipped":
+                own.setdefault(r["account"], set()).add(r["class"])
+        x = _Context(rules=rules, trust=TrustRules.from_config(cfg.profiling), known=list(snapshot.gpu_types()),
+                     nvml=nvml, values=values,
+                     shipped={(r["class"], r["gpu_type"]): float(r["throughput"]) for r in shipped_profiles.load_shipped()},
+                     own=own, kept=dict(kept or {}), cap=int(cfg.profiling.max_classes_per_account),
+                     round_id=round_id, now=now)
         for c in found:
             try:
-                status = _take(store, c, rules, known, nvml, round_id, now)
+                status = _take(store, c, x)
             except Exception as e:  # noqa: BLE001 - one bad report never stops the others
                 store.event("profile-report-refused", f"job {c.get('job_id')}: {type(e).__name__}: {e}",
                             round_id=round_id, job_id=c.get("job_id"), account=c.get("account"))

@@ -25,8 +25,10 @@ def live_snapshot(cluster: Any) -> tuple[Snapshot | None, str]:
 
 def profile_conflicts(store: Store, cfg: Any) -> list[dict[str, Any]]:
     """{account, class, gpu_type, reference, reported, measured, reported_speedup, measured_speedup, ratio,
-    samples} for each conflict beyond ``profiling.conflict_margin``."""
-    return find_conflicts(store.profile_values(), float(cfg.profiling.conflict_margin))
+    samples, action} for each conflict beyond ``profiling.conflict_margin``; ``action``: what the rounds do
+    about it (``profiling.on_conflict``: flag | ignore-tenant | fallback, profiling/trust.py)."""
+    return [{**c, "action": cfg.profiling.on_conflict}
+            for c in find_conflicts(store.profile_values(), float(cfg.profiling.conflict_margin))]
 
 
 def status(store: Store, cfg: Any, snapshot: Snapshot | None, unreachable: str = "") -> dict[str, Any]:

@@ -48,6 +48,7 @@ from . import plan as P
 from . import preemption, publish
 from .unrequeueable import without_hold_back
 from . import public as public_mod
+from . import bounded
 from .harvest import harvest
 from .ingest import ingest_round
 
@@ -117,7 +118,7 @@ def compute(snapshot: Snapshot, store: Store, cfg: Any, policy: str, now: float)
     moving = preemption.moving(store, now, cfg) if cfg.preemption.upgrade else []
     return P.decide(snapshot, cfg, lambda problem: policies.solve(policy, problem, solver=solver, warm=warm,
                                                                   options=opts),
-                    profiles=store.profiles(cfg.profiling.prefer_measured), shipped=shipped_profiles.load_shipped(), deviations=store.deviations(),
+                    profiles=bounded.round_profiles(store, cfg), shipped=shipped_profiles.load_shipped(), deviations=store.deviations(),
                     deficits=store.deficits(), managed_before=store.managed(), last_ok_started=_last_ok_started(store, None),
                     now=now, empty_alloc=lambda built: _empty_alloc(built, policy), moving=moving,
                     site=store.site_limits(), held_back=preemption.held_back(store, now, cfg, snapshot))
@@ -389,9 +390,13 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
     except ClusterError as e:
         status = "unreachable" if isinstance(e, ClusterUnreachable) else "error"
         return finish(RoundResult(round_id, status, policy, message=f"observe: {e}"))
-    harvested = None
+    harvested = pruned = None
+    folded = bounded.fold_round(store, snapshot, cfg, round_id, now) if record else None
+    if folded is not None:
+        snapshot = folded.snapshot  # an account's classes beyond [profiling] max_classes_per_account: default
     if record:  # reports in job comments first: this round's shares use them
-        harvested = harvest(store, snapshot, cfg, round_id, now)
+        harvested = harvest(store, snapshot, cfg, round_id, now, kept=folded.kept if folded else None)
+        pruned = bounded.maybe_prune(store, cfg, now, {j.job_id for j in snapshot.jobs}, round_id)
     try:
         c = compute(snapshot, store, cfg, policy, now)
     except Exception as e:  # noqa: BLE001 - a solver/policy failure must not take the daemon down
@@ -406,6 +411,10 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
         res.details["hook_records"] = ingested.as_dict()
     if harvested is not None:
         res.details["profile_reports"] = harvested
+    if folded is not None and folded.folded:
+        res.details["classes_folded"] = {a: list(cs) for a, cs in folded.folded.items()}
+    if pruned is not None:
+        res.details["pruned"] = pruned
 
     applied_rows = []
     applied = Applied(ok={a: dict(ch) for a, ch in c.changes.items()})

@@ -28,6 +28,9 @@ NEVER_MANAGED = frozenset({"root"})
 
 def job_class(job: Job, order: Iterable[str] = ("comment", "wckey", "name")) -> str:
     """The job's class: the first source in ``order`` that names one (see the module docstring)."""
+    assigned = getattr(job, "cls", None)  # assigned by the daemon (plan/classcap.py)
+    if assigned is not None:
+        return assigned
     for src in order:
         if src == "comment":
             m = _CLASS_TOKEN.search(job.comment or "")

@@ -1,0 +1,81 @@
+"""The daemon's side of bounded state and trusted profiles (issue 21): fold an account's extra job classes,
+the profile values a round uses (``[profiling] on_conflict``), and the daily prune (``[store] retention_days``).
+The rules are pure (plan/classcap.py, profiling/trust.py, store_retention.py); this module reads the store,
+writes events and never raises into a round (a failure is an event).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterable
+
+from .. import profiles as shipped_profiles
+from ..cluster.base import Snapshot
+from ..profiling.trust import effective_values
+from ..store import Store
+from .plan.classcap import Folded, fold
+
+PRUNE_EVERY = 86400.0  # seconds between two prunes
+PRUNE_STEP_DAYS = 7.0  # days of the oldest history one prune deletes at most (catching up: one step a round)
+PRUNE_EVENT = "store-pruned"
+PRUNE_ERROR = "store-prune-error"
+FOLD_EVENT = "class-folded"
+
+
+def fold_round(store: Store, snapshot: Snapshot, cfg: Any, round_id: int | None, now: float) -> Folded:
+    """The snapshot with each account's classes beyond ``[profiling] max_classes_per_account`` folded into
+    ``default``; one ``class-folded`` event per account and class a day."""
+    try:
+        values = store.profile_values()
+        known = {(r["account"], r["class"]) for r in values if r.get("account")}
+        site = {r["class"] for r in values if not r.get("account")} | {r["class"] for r in shipped_profiles.load_shipped()}
+        out = fold(snapshot, cfg.classes.order, int(cfg.profiling.max_classes_per_account), known, site)
+        for acct, classes in out.folded.items():
+            recent = {str(m) for (m,) in store.db.execute(
+                "select message from events where kind = ? and account = ? and time >= ?",
+                [FOLD_EVENT, acct, now - PRUNE_EVERY]).fetchall()}
+            for c in classes:
+                msg = (f"class {c!r} of account {acct!r} counts as 'default': the account has more than "
+                       f"{cfg.profiling.max_classes_per_account} classes ([profiling] max_classes_per_account)")
+                if msg not in recent:
+                    store.event(FOLD_EVENT, msg, round_id=round_id, account=acct, data={"class": c}, at=now)
+        return out
+    except Exception as e:  # noqa: BLE001 - never stops a round: the classes stay as they are
+        store.event("class-fold-error", f"{type(e).__name__}: {e}", round_id=round_id)
+        return Folded(snapshot, {}, {})
+
+
+def round_profiles(store: Store, cfg: Any) -> list[dict]:
+    """The profile values the policies use this round (profiling/trust.py ``effective_values``)."""
+    p = cfg.profiling
+    rows, _acted = effective_values(store.profile_values(), float(p.conflict_margin), p.on_conflict,
+                                    bool(p.prefer_measured))
+    return rows
+
+
+def maybe_prune(store: Store, cfg: Any, now: float, live_jobs: Iterable[int] | None,
+                round_id: int | None = None) -> dict[str, Any] | None:
+    """Prune (``Store.prune``) when the last prune is a day old or more, or left history behind (a database
+    catching up deletes at most ``PRUNE_STEP_DAYS`` of its oldest days a round); the counts, or None when not
+    due. Each prune is a ``store-pruned`` event (rows deleted per table, seconds it took, ``behind``)."""
+    days = float(cfg.store.retention_days)
+    if days <= 0:
+        return None
+    try:
+        last = store.db.execute("select time, kind, data from events where kind in (?, ?) order by id desc limit 1",
+                                [PRUNE_EVENT, PRUNE_ERROR]).fetchone()
+        behind = bool(last and last[1] == PRUNE_EVENT and (json.loads(last[2] or "{}") or {}).get("behind"))
+        if last is not None and now - float(last[0]) < PRUNE_EVERY and not behind:
+            return None
+        t0 = time.monotonic()
+        counts: dict[str, Any] = dict(store.prune(days, now=now, live_jobs=live_jobs, step_days=PRUNE_STEP_DAYS))
+        counts["seconds"] = round(time.monotonic() - t0, 3)
+        store.event(PRUNE_EVENT, f"pruned what is older than {days:g} days"
+                    + (f" (the oldest {PRUNE_STEP_DAYS:g} days of it; the rest next round)" if counts["behind"] else "")
+                    + ": " + ", ".join(f"{k} {v}" for k, v in counts.items() if k not in ("seconds", "behind") and v)
+                    + f" ({counts['seconds']:g} s)", round_id=round_id, data=counts, at=now)
+        return counts
+    except Exception as e:  # noqa: BLE001 - pruning never stops a round; tried again next round
+        store.event(PRUNE_ERROR, f"{type(e).__name__}: {e}", round_id=round_id, at=now)  # next try in a day
+        return {"error": f"{type(e).__name__}: {e}"}

@@ -1,0 +1,68 @@
+"""At most ``[profiling] max_classes_per_account`` job classes per account (issue 21, "bounded state"). Pure.
+
+Every distinct class of an account is one virtual user of the sharing problem, so a user looping over random
+job names would grow the solver's problem without bound. Each round, per account, the classes of its pending
+and running jobs are ranked and the first ``cap`` kept; the jobs of the others count as the class
+``default`` (:data:`DEFAULT_CLASS`, not counted in the cap). Ranking, so the kept set is stable from round to
+round: classes the account already has stored profile values for (or site-wide/shipped classes) first, then
+by the submit time of their oldest job, then by name. A report of an ended job (hook record) names a class
+that is folded the same way when the account already has ``cap`` classes of its own and this is not one of
+them (:func:`report_class`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+from ...cluster.base import Job, Snapshot
+from .demand import DEFAULT_CLASS, job_class
+
+
+@dataclass(frozen=True)
+class Folded:
+    """The snapshot with folded jobs' class set, and per account the classes folded into ``default``."""
+
+    snapshot: Snapshot
+    folded: dict[str, tuple[str, ...]]  # account -> classes folded this round
+    kept: dict[str, tuple[str, ...]]  # account -> classes kept
+
+
+def fold(snapshot: Snapshot, order: Iterable[str], cap: int, known: set[tuple[str, str]],
+         site_classes: set[str]) -> Folded:
+    """Fold each account's classes beyond ``cap`` into ``default`` (module docstring). ``known``: (account,
+    class) with stored values of the account; ``site_classes``: classes with site-wide or shipped values."""
+    order = tuple(order)
+    first: dict[str, dict[str, int]] = {}
+    cls_of: dict[int, str] = {}
+    for j in snapshot.jobs:
+        if not (j.pending or j.running):
+            continue
+        c = job_class(j, order)
+        cls_of[j.job_id] = c
+        if c != DEFAULT_CLASS:
+            per = first.setdefault(j.account, {})
+            per[c] = min(per.get(c, j.submit_time), j.submit_time)
+    kept: dict[str, tuple[str, ...]] = {}
+    folded: dict[str, tuple[str, ...]] = {}
+    for acct, classes in first.items():
+        ranked = sorted(classes, key=lambda c: (not ((acct, c) in known or c in site_classes), classes[c], c))
+        kept[acct] = tuple(sorted(ranked[:cap]))
+        if len(ranked) > cap:
+            folded[acct] = tuple(sorted(ranked[cap:]))
+    if not folded:
+        return Folded(snapshot, {}, kept)
+    out: list[Job] = []
+    for j in snapshot.jobs:
+        c = cls_of.get(j.job_id)
+        out.append(replace(j, cls=DEFAULT_CLASS) if c is not None and c in folded.get(j.account, ()) else j)
+    return Folded(replace(snapshot, jobs=tuple(out)), folded, kept)
+
+
+def report_class(account: str, cls: str, own: set[str], kept: Iterable[str], cap: int) -> str:
+    """The class a report of an ended job counts for: ``cls``, or ``default`` when the account already has
+    ``cap`` classes of its own (``own``: classes it has stored values for) and ``cls`` is neither one of them
+    nor kept this round."""
+    if cls == DEFAULT_CLASS or cls in own or cls in set(kept) or len(own - {DEFAULT_CLASS}) < cap:
+        return cls
+    return DEFAULT_CLASS

@@ -1,0 +1,244 @@
+"""How far a job's throughput report is trusted (issue 21, "reports earn trust"). Pure: no I/O.
+
+Everything in a job's comment is the job owner's to write, so a report is a claim. The rules:
+
+* **Profiling run or job report** (:func:`report_source`). A report counts as ``measured`` only from a
+  profiling run: a job with ``fair:profile`` in its comment that holds exactly one GPU (what
+  ``profile submit`` submits) and, when ``[profiling] trusted_users`` lists users, whose Slurm user (set by
+  Slurm, not by the job) is one of them. Nothing else about a profiling job is unforgeable: the token, the job
+  name and the fixed batch script can all be copied by any user, and ``profile run`` runs the user's own
+  command, so with an empty ``trusted_users`` a "measured" value is still the tenant's word, bounded below.
+  Every other report is ``harvested`` (the job's own report).
+* **Reference** (:func:`reference`): the bounds a report must fall in, from the first sample on. A
+  harvested report is bounded by the trusted values of the same class and GPU type: the account's (then the
+  site-wide) ``measured`` value (a profiling run), else a ``shipped`` one (stored, or the built-in table); a
+  measured report by a ``shipped`` one. Never by ``set``/``imported`` values: those are what a tenant
+  *claims*, the very values lie detection checks the reports against (and they may count in another unit).
+  Bounds: ``[ref / outlier_factor, ref * outlier_factor]``. With no value of that type, the class's trusted values on *other* types and the shipped
+  prior (the range of speed ratios between the two types over the shipped classes, widened by
+  ``outlier_factor``) bound it; with neither, nothing does (the first sample of a new class).
+* **A sample** (:func:`take_sample`) outside the bounds, or (once the value has ``outlier_after`` samples)
+  more than ``outlier_factor`` away from the value itself, is rejected. An accepted one updates the moving
+  average as :func:`slurm_fair.profiling.core.update` does, and the result is then held within
+  ``max_change_factor`` of the value at the start of the current ``change_window`` (the window starts at the
+  first sample after the previous one ended): 29 reports at 2.99x each move a value at most 2x per day.
+* **Class names** (:func:`class_refusal`): a report names a class of its own account, a new class, a
+  site-wide or shipped class, or one listed in ``[profiling] shared_classes``; a class another account has
+  values for (and this one has none) is refused.
+* **Conflicts act** (:func:`usable_values`), ``[profiling] on_conflict``: ``flag`` (only shown),
+  ``ignore-tenant`` (the account's harvested values of that class are not used), ``fallback`` (the
+  account's set, imported and harvested values of that class are not used: its profiling runs', then the
+  site-wide and shipped values are).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from .core import Rules, effective, find_conflicts
+
+ON_CONFLICT = ("flag", "ignore-tenant", "fallback")
+# sources that bound a report of each kind, most trusted first
+# (not set/imported: those are the tenant's claims lie detection checks the reports against, maybe in another unit)
+REFERENCE_SOURCES = {"harvested": ("measured", "shipped"), "measured": ("shipped",)}
+OWNING_SOURCES = ("set", "imported", "measured", "harvested")
+
+
+@dataclass(frozen=True)
+class TrustRules:
+    """The ``[profiling]`` knobs of this module (``from_config``: the config's values)."""
+
+    outlier_factor: float = 3.0
+    outlier_after: int = 1
+    max_change_factor: float = 2.0
+    change_window: float = 86400.0
+    trusted_users: tuple[str, ...] = ()
+    shared_classes: tuple[str, ...] = ()
+    on_conflict: str = "flag"
+
+    @classmethod
+    def from_config(cls, p: Any) -> "TrustRules":
+        return cls(outlier_factor=float(p.outlier_factor), outlier_after=int(p.outlier_after),
+                   max_change_factor=float(p.max_change_factor), change_window=float(p.change_window),
+                   trusted_users=tuple(p.trusted_users), shared_classes=tuple(p.shared_classes),
+                   on_conflict=str(p.on_conflict))
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A report must lie in ``[lo, hi]``; ``why`` says where the bounds come from."""
+
+    lo: float
+    hi: float
+    why: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one sample did: the stored value after it, ``accepted`` or ``rejected``, a message, and whether the
+    change window held the value back (``limited``)."""
+
+    row: dict | None  # None: nothing to store (the first sample of a value was rejected)
+    status: str
+    message: str = ""
+    limited: bool = False
+
+
+def report_source(has_profile_token: bool, user: str, gpu_count: int, rules: TrustRules) -> tuple[str, str]:
+    """(``measured`` | ``harvested``, why a job with ``fair:profile`` is not a profiling run, or "")."""
+    if not has_profile_token:
+        return "harvested", ""
+    if gpu_count != 1:
+        return "harvested", f"fair:profile on a job with {gpu_count} GPUs (a profiling run has one): a job report"
+    if rules.trusted_users and user not in rules.trusted_users:
+        return "harvested", f"fair:profile from user {user!r}, not in [profiling] trusted_users: a job report"
+    return "measured", ""
+
+
+def _values_of(values: Iterable[Mapping[str, Any]], cls: str) -> dict[tuple[str, str, str], float]:
+    return {(r.get("account") or "", r["gpu_type"], r["source"]): float(r["throughput"])
+            for r in values if r["class"] == cls and float(r.get("throughput") or 0) > 0}
+
+
+def _trusted(vals: Mapping[tuple[str, str, str], float], shipped: Mapping[tuple[str, str], float], cls: str,
+             account: str, gpu_type: str, sources: tuple[str, ...]) -> tuple[float, str] | None:
+    for src in sources:
+        for acct in (account, ""):
+            if (acct, gpu_type, src) in vals:
+                return vals[(acct, gpu_type, src)], f"{src} value of {('account ' + acct) if acct else 'the site'}"
+    if "shipped" in sources and (cls, gpu_type) in shipped:
+        return shipped[(cls, gpu_type)], "the shipped table"
+    return None
+
+
+def type_ratio_ranges(shipped: Mapping[tuple[str, str], float]) -> dict[tuple[str, str], tuple[float, float]]:
+    """(g, h) -> (lowest, highest) ratio throughput(g) / throughput(h) over the shipped classes measured on
+    both types: how much faster one type can be than another (the shipped prior)."""
+    by_class: dict[str, dict[str, float]] = {}
+    for (c, g), v in shipped.items():
+        if v > 0:
+            by_class.setdefault(c, {})[g] = v
+    out: dict[tuple[str, str], tuple[float, float]] = {}
+    for row in by_class.values():
+        for g, vg in row.items():
+            for h, vh in row.items():
+                if g != h:
+                    r = vg / vh
+                    lo, hi = out.get((g, h), (r, r))
+                    out[(g, h)] = (min(lo, r), max(hi, r))
+    return out
+
+
+def reference(values: Iterable[Mapping[str, Any]], shipped: Mapping[tuple[str, str], float], account: str,
+              cls: str, gpu_type: str, source: str, rules: TrustRules) -> Bounds | None:
+    """The bounds a ``source`` report of (account, class, type) must fall in (module docstring), or None."""
+    f = rules.outlier_factor
+    vals = _values_of(values, cls)
+    sources = REFERENCE_SOURCES[source]
+    same = _trusted(vals, shipped, cls, account, gpu_type, sources)
+    if same is not None:
+        v, why = same
+        return Bounds(v / f, v * f, f"within {f:g}x of the {why} ({v:.6g})")
+    ranges = type_ratio_ranges(shipped)
+    spans: list[tuple[float, float]] = []
+    whys = []
+    types = sorted({g for (_a, g, _s) in vals} | {g for (c, g) in shipped if c == cls})
+    for h in types:
+        if h == gpu_type or (gpu_type, h) not in ranges:
+            continue
+        other = _trusted(vals, shipped, cls, account, h, sources)
+        if other is None:
+            continue
+        v, why = other
+        rlo, rhi = ranges[(gpu_type, h)]
+        spans.append((v * rlo / f, v * rhi * f))
+        whys.append(f"the {why} on {h} ({v:.6g}) times the shipped {gpu_type}/{h} ratios "
+                    f"[{rlo:.3g}, {rhi:.3g}] widened {f:g}x")
+    if not whys:
+        return None
+    lo, hi = max(a for a, _ in spans), min(b for _, b in spans)  # every other type's bound at once
+    if lo > hi:  # the other types' values disagree with each other: any of their bounds
+        lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
+    return Bounds(lo, hi, "; ".join(whys))
+
+
+def take_sample(old: Mapping[str, Any] | None, value: float, now: float, bounds: Bounds | None,
+                rules: Rules, trust: TrustRules) -> Verdict:
+    """One sample applied to the stored value ``old`` (``throughput, samples, rejected, updated,
+    window_start, window_base``; None = none yet) under the module docstring's rules."""
+    old = dict(old or {})
+    n = int(old.get("samples") or 0)
+    rejected = int(old.get("rejected") or 0)
+    kept = {"throughput": old.get("throughput"), "samples": n, "rejected": rejected + 1,
+            "updated": old.get("updated"), "window_start": old.get("window_start"),
+            "window_base": old.get("window_base")}
+    if bounds is not None and not bounds.lo <= value <= bounds.hi:
+        return Verdict(kept if n else None, "rejected",
+                       f"{value:.6g} steps/s is outside [{bounds.lo:.6g}, {bounds.hi:.6g}]: {bounds.why}")
+    f = rules.outlier_factor
+    if n >= rules.outlier_after and n > 0:
+        avg = float(old["throughput"])
+        if value > avg * f or value < avg / f:
+            return Verdict(kept, "rejected", f"{value:.6g} steps/s is more than {f:g}x away from "
+                                             f"the value {avg:.6g}")
+    if n == 0:
+        return Verdict({"throughput": float(value), "samples": 1, "rejected": rejected, "updated": float(now),
+                        "window_start": float(now), "window_base": float(value)}, "accepted")
+    avg = float(old["throughput"])
+    w = max(rules.average_weight, 1.0 / (n + 1))
+    new = avg + w * (value - avg)
+    start, base = old.get("window_start"), old.get("window_base")
+    if start is None or base is None or now - float(start) >= trust.change_window:
+        start, base = float(now), avg
+    m = trust.max_change_factor
+    held = min(max(new, float(base) / m), float(base) * m)
+    msg = "" if held == new else (f"{value:.6g} steps/s would move the value to {new:.6g}; held at {held:.6g} "
+                                  f"({m:g}x of {float(base):.6g} per {trust.change_window:g} s)")
+    return Verdict({"throughput": held, "samples": n + 1, "rejected": rejected, "updated": float(now),
+                    "window_start": float(start), "window_base": float(base)}, "accepted", msg, held != new)
+
+
+def class_refusal(values: Iterable[Mapping[str, Any]], shipped_classes: Iterable[str], account: str, cls: str,
+                  rules: TrustRules) -> str:
+    """Why a report of ``account`` may not name ``cls`` ("" = it may): another account has values for the
+    class, this account has none, and the class is neither site-wide, shipped nor in ``shared_classes``."""
+    if not account or cls in rules.shared_classes or cls in set(shipped_classes):
+        return ""
+    owners = set()
+    for r in values:
+        if r["class"] != cls:
+            continue
+        acct = r.get("account") or ""
+        if not acct or acct == account:
+            return ""  # a site-wide class, or the account's own
+        if r.get("source") in OWNING_SOURCES:
+            owners.add(acct)
+    if not owners:
+        return ""
+    return (f"class {cls!r} belongs to account(s) {', '.join(sorted(owners))}; account {account!r} has no value "
+            "for it and [profiling] shared_classes does not list it")
+
+
+def usable_values(values: Iterable[Mapping[str, Any]], margin: float,
+                  on_conflict: str) -> tuple[list[Mapping[str, Any]], list[dict]]:
+    """(the stored values the policies may use, the conflicts acted on) under ``on_conflict`` (module
+    docstring); ``flag`` keeps every value."""
+    rows = list(values)
+    if on_conflict not in ON_CONFLICT:
+        raise ValueError(f"on_conflict must be one of {', '.join(ON_CONFLICT)} (got {on_conflict!r})")
+    conflicts = find_conflicts(rows, margin)
+    if on_conflict == "flag" or not conflicts:
+        return rows, []
+    hit = {(c["account"], c["class"]) for c in conflicts}
+    drop = ("harvested",) if on_conflict == "ignore-tenant" else ("harvested", "set", "imported")
+    kept = [r for r in rows if not ((r.get("account") or "", r["class"]) in hit and r.get("source") in drop)]
+    return kept, conflicts
+
+
+def effective_values(values: Iterable[Mapping[str, Any]], margin: float, on_conflict: str,
+                     prefer_measured: bool) -> tuple[list[dict], list[dict]]:
+    """(one value per (account, class, type) as :func:`slurm_fair.profiling.core.effective` picks it among the
+    usable values, the conflicts acted on)."""
+    rows, acted = usable_values(values, margin, on_conflict)
+    return effective(rows, prefer_measured), acted
