@@ -9,15 +9,14 @@ tmp_path, preemption on so that a share would also mean reclaiming GPUs).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 from slurm_fair import config as config_mod
 from slurm_fair.store import Store
 
-PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]
+from .test_scenario_shares import _sf
+
 CAPACITY = {"a100": 4, "v100": 6, "k80": 6}
 
 
@@ -28,13 +27,6 @@ def _config(testbed, tmp_path: Path) -> Path:
     path = tmp_path / "slurm-fair.toml"
     path.write_text(config_mod.render(config_mod.from_dict(base).as_dict()))
     return path
-
-
-def _sf(testbed, cfg: Path, *args: str) -> str:
-    r = subprocess.run([*PY, *args, "--config", str(cfg)], env=testbed.env, capture_output=True, text=True,
-                       timeout=180)
-    assert r.returncode == 0, f"slurm-fair {' '.join(args)} exited {r.returncode}\n{r.stdout}\n{r.stderr}"
-    return r.stdout
 
 
 def _round(testbed, cfg: Path, tmp_path: Path) -> dict:
