@@ -1,4 +1,4 @@
-"""Retention (store_retention.py, Store.prune, daemon/bounded.maybe_prune): what is pruned and what is kept."""
+"""Retention (store/retention.py, Store.prune, daemon/bounded.maybe_prune): what is pruned and what is kept."""
 
 from __future__ import annotations
 

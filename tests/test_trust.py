@@ -1,4 +1,4 @@
-"""Reports earn trust (profiling/trust.py) and bounded state (plan/classcap.py, store_retention.py): pure rules
+"""Reports earn trust (profiling/trust.py) and bounded state (plan/classcap.py, store/retention.py): pure rules
 with hand-computed numbers, and the same rules through harvest() and a store."""
 
 from __future__ import annotations

@@ -24,10 +24,10 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import sqlite_utils
 
-from . import statefiles
-from .jobrecord import clean_text
-from .errors import InputError, SlurmFairError
-from .validate import gpu_type as _check_gpu_type, name as _check_name, number
+from .. import statefiles
+from ..jobrecord import clean_text
+from ..errors import InputError, SlurmFairError
+from ..validate import gpu_type as _check_gpu_type, name as _check_name, number
 
 CSV_HEADER = ("account", "class", "gpu_type", "throughput")
 PROFILE_SOURCES = ("imported", "set", "measured", "harvested", "shipped")  # = profiling.core.SOURCES
@@ -132,7 +132,7 @@ def _m6_profile_sources(db: sqlite_utils.Database) -> None:
     ``detail``), gavel -> shipped), plus ``rejected`` (outlier samples refused). ``profile_reports``: one row
     per job report the daemon took (key: job id and the report's number, so none counts twice), accepted,
     rejected (outlier) or refused (bad value)."""
-    from .profiling.core import source_of_legacy
+    from ..profiling.core import source_of_legacy
 
     tbl = db["profiles"]
     tbl.add_column("rejected", int, not_null_default=0)
@@ -190,7 +190,7 @@ def _m9_submit_time(db: sqlite_utils.Database) -> None:
 def _m10_trust_retention(db: sqlite_utils.Database) -> None:
     """A measured or harvested value remembers the change window it is in (``window_start``, ``window_base``:
     profiling/trust.py holds it within [profiling] max_change_factor of that base), and indexes on the times
-    retention prunes by (store_retention.py)."""
+    retention prunes by (store/retention.py)."""
     db["profiles"].add_column("window_start", float)
     db["profiles"].add_column("window_base", float)
     db["events"].create_index(["time"])
@@ -458,7 +458,7 @@ class Store:
     def profiles(self, prefer_measured: bool = False) -> list[dict]:
         """The values the policies use: one per (account, class, GPU type), chosen among the sources by
         :func:`slurm_fair.profiling.core.effective`."""
-        from .profiling.core import effective
+        from ..profiling.core import effective
 
         return effective(self.profile_values(), prefer_measured)
 
@@ -470,7 +470,7 @@ class Store:
         Returns (the stored row, accepted); an outlier is counted in ``rejected`` and changes nothing else.
         ``take(old row or None)`` replaces ``profiling.core.update`` (profiling/trust.py); a None row from it
         stores nothing."""
-        from .profiling.core import MEASURED, update
+        from ..profiling.core import MEASURED, update
 
         if source not in MEASURED:
             raise InputError("source", source, f"a sample's source must be one of {', '.join(MEASURED)}")
@@ -801,10 +801,10 @@ class Store:
 
     def prune(self, retention_days: float, now: float | None = None, live_jobs: Iterable[int] | None = None,
               step_days: float | None = None) -> dict[str, int]:
-        """Delete what is older than ``retention_days`` (store_retention.prune: what is kept, rows deleted
+        """Delete what is older than ``retention_days`` (store.retention.prune: what is kept, rows deleted
         per table; ``step_days``: at most that many days of the oldest history at once, ``behind``: 1 when
         more is left); 0 days deletes nothing."""
-        from .store_retention import cutoff_for, prune
+        from .retention import cutoff_for, prune
 
         if retention_days <= 0:
             return {}
