@@ -21,9 +21,13 @@ of history; the file itself shrinks only with ``VACUUM``.
 
 from __future__ import annotations
 
-from typing import Iterable
+import time
+from typing import Any, Iterable
 
 import sqlite_utils
+
+from .base import StoreBase
+from .codec import _dumps, _int, _loads
 
 TABLES = ("events", "job_records", "profile_reports", "rounds", "shares", "placements", "applied", "preemptions")
 
@@ -82,3 +86,37 @@ def prune(db: sqlite_utils.Database, cutoff: float, live_jobs: Iterable[int] | N
     for t in ("_live", "_runs", "_rounds"):
         ex(f"delete from {t}")
     return {t: out.get(t, 0) for t in TABLES}
+
+
+class RetentionMixin(StoreBase):
+    """The ``events`` table, and pruning the history (:func:`prune`)."""
+
+    def prune(self, retention_days: float, now: float | None = None, live_jobs: Iterable[int] | None = None,
+              step_days: float | None = None) -> dict[str, int]:
+        """Delete what is older than ``retention_days`` (store.retention.prune: what is kept, rows deleted
+        per table; ``step_days``: at most that many days of the oldest history at once, ``behind``: 1 when
+        more is left); 0 days deletes nothing."""
+        if retention_days <= 0:
+            return {}
+        now = time.time() if now is None else float(now)
+        cutoff, behind = cutoff_for(self.db, now - float(retention_days) * 86400.0, step_days)
+        with self.transaction():
+            return {**prune(self.db, cutoff, live_jobs), "behind": int(behind)}
+
+    # -------------------------------------------------------------------------------- events
+
+    def event(self, kind: str, message: str = "", round_id: int | None = None, job_id: int | None = None,
+              account: str | None = None, data: Any = None, at: float | None = None) -> int:
+        row = {"time": time.time() if at is None else float(at), "kind": kind, "round_id": _int(round_id, "round_id"), "job_id": _int(job_id, "job_id"),
+               "account": account, "message": message, "data": _dumps(data)}
+        with self.transaction():
+            return self.db["events"].insert(row).last_pk
+
+    def events(self, limit: int = 100, kind: str | None = None) -> list[dict]:
+        """The newest ``limit`` events (of ``kind``), newest first."""
+        where, args = ("kind = ?", [kind]) if kind else (None, [])
+        out = []
+        for r in self.db["events"].rows_where(where, args, order_by="id desc", limit=limit):
+            r["data"] = _loads(r["data"])
+            out.append(r)
+        return out

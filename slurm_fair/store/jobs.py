@@ -1,0 +1,133 @@
+"""The hooks' job records, and the job runs and GPU-seconds computed from them."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable, Mapping
+
+from ..jobrecord import clean_text
+from .base import StoreBase
+from .codec import _dumps, _float, _int, _loads
+
+# hook records written by the controller (PrologSlurmctld/EpilogSlurmctld) carry the job's GPU types
+CONTROLLER_CONTEXTS = ("prolog_slurmctld", "epilog_slurmctld")
+UNTYPED_GPU = "untyped"  # GPUs a record counts in gres/gpu but under no gres/gpu:<type>
+
+
+def job_runs(records: Iterable[Mapping]) -> list[dict]:
+    """Runs (one per job id and restart count) from controller hook records (``job_records`` rows).
+
+    Rules: a run starts at its start record's Slurm StartTime, else the start hook's clock, else (no start
+    record) the end record's StartTime; a run with no known start is left out. It ends at its end record's
+    Slurm EndTime, else the end hook's clock; without an end record it is open (``end`` None), unless a
+    later run of the same job started: then it ends there. GPUs per type come from the start record when it
+    read them from Slurm, else from the end record; GPUs counted only in ``gres/gpu`` are ``untyped``.
+    ``submit``: the earliest Slurm SubmitTime the run's records hold (None: none does; records from before
+    migration 9 or where scontrol did not answer).
+    """
+    by_run: dict[tuple[int, int], dict[str, Mapping]] = {}
+    for r in records:
+        if r["context"] in CONTROLLER_CONTEXTS:
+            by_run.setdefault((int(r["job_id"]), int(r["restart_count"])), {})[r["event"]] = r
+    runs = []
+    for (job, restart), ev in sorted(by_run.items()):
+        s, e = ev.get("start"), ev.get("end")
+        start = (s["start_time"] if s and s["start_time"] is not None else s["time"] if s
+                 else e["start_time"] if e else None)
+        if start is None:
+            continue
+        end = None if e is None else (e["end_time"] if e["end_time"] is not None else e["time"])
+        src = next((r for r in (s, e) if r is not None and str(r.get("gpu_info") or "").startswith("scontrol")),
+                   None)
+        gpus: dict[str, int] = {}
+        if src is not None:
+            typed = src["gpus"] if isinstance(src["gpus"], Mapping) else (_loads(src["gpus"]) or {})
+            gpus = {str(t): int(n) for t, n in typed.items() if int(n) > 0}
+            rest = int(src["gpu_count"] or 0) - sum(gpus.values())
+            if rest > 0:
+                gpus[UNTYPED_GPU] = rest
+        subs = [float(r["submit_time"]) for r in (s, e) if r is not None and r.get("submit_time") is not None]
+        runs.append({"job_id": job, "restart_count": restart, "account": (s or e)["account"] or (e or s)["account"],
+                     "class": (s or e)["class"] or (e or s)["class"], "start": float(start),
+                     "submit": min(subs) if subs else None,
+                     "end": None if end is None else float(end), "gpus": gpus,
+                     "gpu_info": (src or s or e)["gpu_info"]})
+    nxt: dict[int, float] = {}
+    for run in reversed(runs):  # sorted by (job, restart): a later run of the same job closes an open one
+        if run["end"] is None and run["job_id"] in nxt:
+            run["end"] = max(run["start"], nxt[run["job_id"]])
+        nxt[run["job_id"]] = run["start"]
+    return runs
+
+
+def gpu_seconds(runs: Iterable[Mapping], since: float | None, until: float) -> dict[str, dict[str, float]]:
+    """GPU-seconds per account and GPU type received in [since, until] (since None = from the first run):
+    each run's overlap with the window times its GPUs of each type; an open run counts up to ``until``."""
+    out: dict[str, dict[str, float]] = {}
+    for run in runs:
+        lo = run["start"] if since is None else max(run["start"], since)
+        hi = min(until, run["end"] if run["end"] is not None else until)
+        if hi <= lo or not run["gpus"]:
+            continue
+        per = out.setdefault(run["account"], {})
+        for t, n in run["gpus"].items():
+            per[t] = per.get(t, 0.0) + n * (hi - lo)
+    return out
+
+
+class JobsMixin(StoreBase):
+    """The ``job_records`` table."""
+
+    def upsert_job_records(self, rows: Iterable[Mapping], file_names: Iterable[str] | None = None) -> int:
+        """Insert or replace hook records (jobrecord's format), keyed by job id, restart count, event, context
+        and node (empty for controller hooks): ingesting a record twice changes nothing. Returns the count.
+        Text that is not valid UTF-8 (a lone surrogate from a job name's stray byte) is stored with U+FFFD in
+        its place: one user's job name never blocks the batch."""
+        now = time.time()
+        names = list(file_names) if file_names is not None else None
+        data = []
+        for i, r in enumerate(rows):
+            text = {k: clean_text(str(r.get(k) or "")) for k in ("event", "context", "node", "account", "user",
+                                                                 "partition", "class", "job_name", "gpu_info")}
+            derived = r.get("derived_exit_code")
+            data.append({
+                "job_id": int(r["job_id"]), "restart_count": int(r["restart_count"]), "time": float(r["time"]),
+                **text,
+                "start_time": _float(r.get("start_time")), "end_time": _float(r.get("end_time")),
+                "submit_time": _float(r.get("submit_time")), "gpus": _dumps(r.get("gpus") or {}),
+                "gpu_count": _int(r.get("gpu_count"), "gpu_count"),
+                "exit_code": _int(r.get("exit_code"), "exit_code"),
+                "exit_signal": _int(r.get("exit_signal"), "exit_signal"),
+                "exit_status": _int(r.get("exit_status"), "exit_status"),
+                "derived_exit_code": None if derived is None else clean_text(str(derived)),
+                "file": clean_text(names[i]) if names is not None else None, "ingested": now,
+                "data": _dumps(dict(r)),
+            })
+        with self.transaction():
+            if data:
+                self.db["job_records"].upsert_all(data, pk=("job_id", "restart_count", "event", "context", "node"))
+        return len(data)
+
+    def job_records(self, job_id: int | None = None) -> list[dict]:
+        """Stored hook records (of ``job_id``), ``gpus`` as a dict, ordered by job, restart, time."""
+        where, args = ("job_id = ?", [job_id]) if job_id is not None else (None, [])
+        out = []
+        for r in self.db["job_records"].rows_where(where, args, order_by="job_id, restart_count, time, context, node"):
+            r["gpus"] = _loads(r["gpus"]) or {}
+            r["data"] = _loads(r["data"])
+            out.append(r)
+        return out
+
+    def job_runs(self) -> list[dict]:
+        """Job runs from the controller hook records (see :func:`job_runs`)."""
+        rows = self.db.execute(
+            "select job_id, restart_count, event, context, time, start_time, end_time, submit_time, account, class, "
+            "gpus, gpu_count, gpu_info from job_records where context in (?, ?)", list(CONTROLLER_CONTEXTS))
+        cols = [d[0] for d in rows.description]
+        return job_runs(dict(zip(cols, r)) for r in rows.fetchall())
+
+    def received_gpu_seconds(self, since: float | None = None, until: float | None = None
+                             ) -> dict[str, dict[str, float]]:
+        """GPU-seconds per account and GPU type in [since, until] (default: all, up to now), from the hook
+        records (see :func:`job_runs`, :func:`gpu_seconds`)."""
+        return gpu_seconds(self.job_runs(), since, time.time() if until is None else until)

@@ -1,0 +1,61 @@
+"""What slurm-fair changed in Slurm: the limits each round applied, the accounts it manages and the limits
+accounts had before its first change (what ``slurm-fair rollback`` restores)."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable, Mapping
+
+from .base import StoreBase
+from .codec import _dumps, _int, _loads
+
+
+class LimitsMixin(StoreBase):
+    """The ``applied``, ``managed`` and ``site_limits`` tables."""
+
+    def record_applied(self, round_id: int, rows: Iterable[Mapping]) -> None:
+        now = time.time()
+        data = [{"round_id": round_id, "account": r["account"], "key": r["key"], "old": _int(r.get("old"), "old"),
+                 "new": _int(r.get("new"), "new"), "time": float(r.get("time", now))} for r in rows]
+        with self.transaction():
+            if data:
+                self.db["applied"].insert_all(data)
+
+    def applied(self, round_id: int) -> list[dict]:
+        return list(self.db["applied"].rows_where(
+            "round_id = ?", [round_id], order_by="rowid", select="round_id, account, key, old, new, time"))
+
+    def managed(self) -> set[str]:
+        return {r["account"] for r in self.db["managed"].rows}
+
+    def record_site_limits(self, limits: Mapping[str, Mapping[str, int]], now: float | None = None) -> list[str]:
+        """Keep each account's GPU limits as they are before slurm-fair first changes them: an account already
+        recorded keeps its first record. Returns the accounts recorded now."""
+        have = {r["account"] for r in self.db["site_limits"].rows}
+        t = time.time() if now is None else float(now)
+        new = [{"account": a, "limits": _dumps({k: int(v) for k, v in sorted(row.items())}), "recorded": t}
+               for a, row in sorted(limits.items()) if a not in have]
+        if new:
+            with self.transaction():
+                self.db["site_limits"].insert_all(new)
+        return [r["account"] for r in new]
+
+    def site_limits(self) -> dict[str, dict[str, int]]:
+        """account -> its GPU limits before slurm-fair first changed them ({}: none)."""
+        return {r["account"]: {k: int(v) for k, v in (_loads(r["limits"]) or {}).items()}
+                for r in self.db["site_limits"].rows}
+
+    def forget_site_limits(self, accounts: Iterable[str]) -> None:
+        """Drop the records of ``accounts`` (after a rollback restored them)."""
+        names = sorted(set(accounts))
+        if names:
+            with self.transaction():
+                self.db.execute(f"delete from site_limits where account in ({','.join('?' * len(names))})", names)
+
+    def set_managed(self, accounts: Iterable[str]) -> None:
+        """Replace the set of accounts whose limits slurm-fair has set."""
+        data = [{"account": a} for a in sorted(set(accounts))]
+        with self.transaction():
+            self.db.execute("delete from managed")
+            if data:
+                self.db["managed"].insert_all(data)

@@ -1,0 +1,184 @@
+"""Profiles: throughput values per (account, class, GPU type) and source, the job reports the daemon took, CSV
+import and export."""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from typing import Any, Callable, Mapping
+
+from ..errors import InputError
+from ..validate import gpu_type as _check_gpu_type, name as _check_name, number
+from .base import StoreBase
+
+CSV_HEADER = ("account", "class", "gpu_type", "throughput")
+PROFILE_SOURCES = ("imported", "set", "measured", "harvested", "shipped")  # = profiling.core.SOURCES
+_PROFILE_PK = ("account", "class", "gpu_type", "source")
+
+
+def _check_throughput(field: str, value: Any) -> float:
+    return number(field, value, positive=True, text=True)  # CSV cells are text
+
+
+class ProfilesMixin(StoreBase):
+    """The ``profiles`` and ``profile_reports`` tables."""
+
+    def set_profile(self, cls: str, gpu_type: str, throughput: float, account: str = "",
+                    samples: int = 1, source: str = "set", detail: str | None = None) -> None:
+        """Store a profile value of ``source`` (replacing that source's value for the key)."""
+        if source not in PROFILE_SOURCES:
+            raise InputError("source", source, f"must be one of {', '.join(PROFILE_SOURCES)}")
+        row = {
+            "account": _check_name("account", account, allow_empty=True),
+            "class": _check_name("class", cls),
+            "gpu_type": _check_gpu_type("gpu_type", gpu_type),
+            "throughput": _check_throughput("throughput", throughput),
+            "samples": int(samples),
+            "source": source,
+            "updated": time.time(),
+            "rejected": 0,
+            "detail": detail,
+        }
+        if row["samples"] < 1:
+            raise InputError("samples", samples, "must be >= 1")
+        with self.transaction():
+            self.db["profiles"].upsert(row, pk=_PROFILE_PK)
+
+    def delete_profiles(self, cls: str, account: str = "", gpu_type: str | None = None,
+                        source: str | None = None) -> int:
+        """Delete the profiles of ``cls`` for ``account`` (all GPU types and sources, or only ``gpu_type`` /
+        ``source``); count deleted."""
+        where = "account = ? and class = ?"
+        args: list[Any] = [account, cls]
+        if gpu_type is not None:
+            where += " and gpu_type = ?"
+            args.append(gpu_type)
+        if source is not None:
+            where += " and source = ?"
+            args.append(source)
+        with self.transaction():
+            cur = self.db.execute(f"delete from profiles where {where}", args)
+            return cur.rowcount
+
+    def profile_values(self) -> list[dict]:
+        """Every stored profile value, all sources side by side (``account, class, gpu_type, source,
+        throughput, samples, rejected, updated, detail``)."""
+        return list(self.db["profiles"].rows_where(order_by="account, class, gpu_type, source"))
+
+    def profiles(self, prefer_measured: bool = False) -> list[dict]:
+        """The values the policies use: one per (account, class, GPU type), chosen among the sources by
+        :func:`slurm_fair.profiling.core.effective`."""
+        from ..profiling.core import effective
+
+        return effective(self.profile_values(), prefer_measured)
+
+    def record_sample(self, account: str, cls: str, gpu_type: str, value: float, source: str, rules: Any,
+                      now: float | None = None,
+                      take: Callable[[dict | None], tuple[dict | None, bool]] | None = None) -> tuple[dict, bool]:
+        """Add one measured sample (``source`` measured or harvested, ``value`` already checked with
+        ``profiling.core.check_sample``) to the moving average of (account, class, GPU type, source).
+        Returns (the stored row, accepted); an outlier is counted in ``rejected`` and changes nothing else.
+        ``take(old row or None)`` replaces ``profiling.core.update`` (profiling/trust.py); a None row from it
+        stores nothing."""
+        from ..profiling.core import MEASURED, update
+
+        if source not in MEASURED:
+            raise InputError("source", source, f"a sample's source must be one of {', '.join(MEASURED)}")
+        key = [_check_name("account", account, allow_empty=True), _check_name("class", cls),
+               _check_gpu_type("gpu_type", gpu_type), source]
+        now = time.time() if now is None else float(now)
+        with self.transaction():
+            old = next(self.db["profiles"].rows_where(
+                "account = ? and class = ? and gpu_type = ? and source = ?", key), None)
+            new, ok = update(old, float(value), now, rules) if take is None else take(old)
+            row = {"account": key[0], "class": key[1], "gpu_type": key[2], "source": source,
+                   "detail": None if old is None else old.get("detail"), **(new or {})}
+            if new is not None:
+                self.db["profiles"].upsert(row, pk=_PROFILE_PK)
+        return row, ok
+
+    # -------------------------------------------------------------------------------- profile reports/jobs
+
+    def report_taken(self, job_id: int, n: int) -> bool:
+        """Whether report ``n`` of job ``job_id`` was already taken (accepted, rejected or refused)."""
+        return self.db.execute("select 1 from profile_reports where job_id = ? and n = ?",
+                               [int(job_id), int(n)]).fetchone() is not None
+
+    def record_report(self, row: Mapping[str, Any]) -> None:
+        """One report the daemon took (see migration 6); a second one with the same (job_id, n) is ignored."""
+        data = {k: row.get(k) for k in ("job_id", "n", "time", "round_id", "account", "class", "gpu_type", "nvml",
+                                         "throughput", "source", "status", "message")}
+        with self.transaction():
+            self.db["profile_reports"].insert(data, pk=("job_id", "n"), ignore=True)
+
+    def profile_reports(self, account: str | None = None, limit: int = 100) -> list[dict]:
+        """The newest ``limit`` reports (of ``account``), newest first."""
+        where, args = ("account = ?", [account]) if account is not None else (None, [])
+        return list(self.db["profile_reports"].rows_where(where, args, order_by="time desc, job_id desc",
+                                                          limit=limit))
+
+    def import_csv(self, text: str, source: str = "imported", detail: str | None = None) -> int:
+        """Upsert profiles from CSV text with header ``account,class,gpu_type,throughput``.
+
+        Every row is checked first; any bad row raises InputError naming ``line N <column>`` and the value,
+        and then nothing is written. Returns the number of rows imported. ``source``: imported or shipped.
+        """
+        if source not in PROFILE_SOURCES:
+            raise InputError("source", source, f"must be one of {', '.join(PROFILE_SOURCES)}")
+        reader = csv.reader(io.StringIO(text, newline=""))
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise InputError("line 1", "", f"empty file; the header must be {','.join(CSV_HEADER)}") from None
+        except csv.Error as e:
+            raise InputError("line 1", text[:80], f"not CSV: {e}") from None
+        if tuple(h.strip() for h in header) != CSV_HEADER:
+            raise InputError("line 1", ",".join(header), f"the header must be exactly {','.join(CSV_HEADER)}")
+        now = time.time()
+        rows: dict[tuple[str, str, str], dict] = {}
+        first_seen: dict[tuple[str, str, str], int] = {}
+        try:
+            for record in reader:
+                n = reader.line_num
+                if not record or all(not c.strip() for c in record):
+                    continue  # blank line
+                if len(record) != len(CSV_HEADER):
+                    raise InputError(
+                        f"line {n}", ",".join(record), f"has {len(record)} columns, expected {len(CSV_HEADER)}"
+                    )
+                account, cls, gpu_type, thr = (c.strip() for c in record)
+                row = {
+                    "account": _check_name(f"line {n} account", account, allow_empty=True),
+                    "class": _check_name(f"line {n} class", cls),
+                    "gpu_type": _check_gpu_type(f"line {n} gpu_type", gpu_type),
+                    "throughput": _check_throughput(f"line {n} throughput", thr),
+                    "samples": 1,
+                    "source": source,
+                    "updated": now,
+                    "rejected": 0,
+                    "detail": detail,
+                }
+                key = (row["account"], row["class"], row["gpu_type"])
+                if key in rows:
+                    raise InputError(
+                        f"line {n} gpu_type", gpu_type,
+                        f"duplicate of line {first_seen[key]} (account {account!r}, class {cls!r})",
+                    )
+                rows[key] = row
+                first_seen[key] = n
+        except csv.Error as e:
+            raise InputError(f"line {reader.line_num}", "", f"not valid CSV: {e}") from None
+        with self.transaction():
+            if rows:
+                self.db["profiles"].upsert_all(rows.values(), pk=_PROFILE_PK)
+        return len(rows)
+
+    def export_csv(self) -> str:
+        """The values the policies use (:meth:`profiles`) as CSV (``profiles import`` reads it back)."""
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(CSV_HEADER)
+        for r in self.profiles():
+            w.writerow([r["account"], r["class"], r["gpu_type"], repr(float(r["throughput"]))])
+        return out.getvalue()
