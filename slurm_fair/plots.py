@@ -119,7 +119,7 @@ REPORT_METRICS = (("mean_total_throughput", "mean total normalized throughput"),
 
 
 def plot_report(rep: Mapping[str, Any], folder: str | Path) -> list[Path]:
-    """The report's charts (``daemon.history.report``) into ``folder``: ``shares-<policy>.png`` (GPUs placed
+    """The report's charts (``views.report.report``) into ``folder``: ``shares-<policy>.png`` (GPUs placed
     and the placement's throughput per account over the window), ``jct-cdf.png`` (start-to-end times of the
     jobs, per policy), ``fairness.png`` and ``compare.png``; returns the files."""
     out = Path(folder)

@@ -37,7 +37,7 @@ from slurm_fair.cluster.errors import CommandFailed
 from slurm_fair.daemon.harvest import candidates
 from slurm_fair.daemon.ingest import ingest
 from slurm_fair.daemon.round import run_round
-from slurm_fair.daemon.why import explain_job
+from slurm_fair.views.why import explain_job
 from slurm_fair.text import printable
 
 FIX = Path(__file__).parent / "fixtures" / "slurm-json"

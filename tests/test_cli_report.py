@@ -1,4 +1,4 @@
-"""`slurm-fair report` and daemon.history: the numbers of a window of recorded rounds, checked against the
+"""`slurm-fair report` and views.report: the numbers of a window of recorded rounds, checked against the
 store's own rows (a small simulation keeps its store) and against hand-made rows."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from slurm_fair.cli import main
-from slurm_fair.daemon import history
+from slurm_fair.views import report
 from slurm_fair.errors import InputError
 from slurm_fair.sim.cluster import cluster_spec
 from slurm_fair.sim.engine import EPOCH, simulate
@@ -146,15 +146,15 @@ def test_bad_input_is_a_clear_error(args, field, sim_store):
 
 def test_parse_when():
     now = 1_800_000_000.0
-    assert history.parse_when("--since", None, now) is None
-    assert history.parse_when("--since", "90m", now) == now - 5400
-    assert history.parse_when("--since", "1.5d", now) == now - 1.5 * 86400
-    assert history.parse_when("--since", "2w", now) == now - 14 * 86400
-    assert history.parse_when("--since", "2026-11-25T12:00:00Z", now) == datetime.datetime(
+    assert report.parse_when("--since", None, now) is None
+    assert report.parse_when("--since", "90m", now) == now - 5400
+    assert report.parse_when("--since", "1.5d", now) == now - 1.5 * 86400
+    assert report.parse_when("--since", "2w", now) == now - 14 * 86400
+    assert report.parse_when("--since", "2026-11-25T12:00:00Z", now) == datetime.datetime(
         2026, 11, 25, 12, tzinfo=datetime.timezone.utc).timestamp()
-    assert history.parse_when("--since", "2026-11-25", now) == datetime.datetime(2026, 11, 25).timestamp()
+    assert report.parse_when("--since", "2026-11-25", now) == datetime.datetime(2026, 11, 25).timestamp()
     with pytest.raises(InputError, match="--until"):
-        history.parse_when("--until", "soon", now)
+        report.parse_when("--until", "soon", now)
 
 
 def _counts(envy, si):
@@ -179,7 +179,7 @@ def test_report_groups_rounds_and_jobs_by_policy():
     runs = [{"job_id": 1, "account": "a", "start": 10.0, "end": 150.0},  # ends under gavel (round 2 started at 100)
             {"job_id": 2, "account": "b", "start": 50.0, "end": 250.0},  # under oef-coop
             {"job_id": 3, "account": "b", "start": 60.0, "end": None}]  # still running: not counted
-    rep = history.report(rounds, placements, runs, [])
+    rep = report.report(rounds, placements, runs, [])
     g, o = rep["policies"]["gavel"], rep["policies"]["oef-coop"]
     assert (g["rounds"], g["ok_rounds"], o["rounds"], o["ok_rounds"]) == (2, 1, 2, 2)
     assert g["mean_round_seconds"] == 3.0 and g["mean_total_throughput"] == 10.0 and o["mean_total_throughput"] == 13.0

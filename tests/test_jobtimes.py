@@ -1,10 +1,10 @@
-"""Queue wait and JCT per account and GPU type (slurm_fair/daemon/jobtimes.py): hand-computed numbers."""
+"""Queue wait and JCT per account and GPU type (slurm_fair/views/jobtimes.py): hand-computed numbers."""
 
 from __future__ import annotations
 
 import pytest
 
-from slurm_fair.daemon.jobtimes import (NO_GPU, UNKNOWN_TYPE, FinishedJob, finished_jobs, gpu_type_of, percentile,
+from slurm_fair.views.jobtimes import (NO_GPU, UNKNOWN_TYPE, FinishedJob, finished_jobs, gpu_type_of, percentile,
                                         wait_stats)
 
 

@@ -1,11 +1,11 @@
-"""status and explain (daemon/report.py) in lending terms, on a store with one recorded round and a hand-built
+"""status and explain (views/status.py) in lending terms, on a store with one recorded round and a hand-built
 snapshot: guarantees, claims, lendable GPUs, and why each pending job waits."""
 
 from __future__ import annotations
 
 from slurm_fair import config
 from slurm_fair.cluster.base import ANY_GPU, Account, Job, Node, Snapshot
-from slurm_fair.daemon import report
+from slurm_fair.views import status
 from slurm_fair.store import Store
 
 
@@ -29,9 +29,9 @@ def test_explain_and_status_speak_of_guarantees_claims_and_lending(tmp_path):
                          job(4, "b", reason="AssocGrpGRES"), job(5, "b", reason="JobHeldUser"),
                          job(6, "a", reason="Resources")),
                         (Account("a", 1, {}), Account("b", 1, {"v100": 3, ANY_GPU: 3})), ("gpu",))
-        ex_b = report.explain(st, cfg, "b", snap)
-        ex_a = report.explain(st, cfg, "a", snap)
-        stat = report.status(st, cfg, snap)
+        ex_b = status.explain(st, cfg, "b", snap)
+        ex_a = status.explain(st, cfg, "a", snap)
+        stat = status.status(st, cfg, snap)
     assert ex_b["real"] == {"v100": 2} and ex_b["claims"] == {"v100": 0} and ex_b["lendable"] == {"v100": 3}
     why = {j["job_id"]: j["slurm_fair"] for j in ex_b["pending_jobs"] + ex_a["pending_jobs"]}
     assert why[4].startswith("held back by its limit (holds 3 GPUs; limit 3; v100=3): other accounts' waiting "

@@ -1,4 +1,4 @@
-"""`slurm-fair why JOBID` (slurm_fair/daemon/why.py): the explanation of a job from Slurm's view of it and the
+"""`slurm-fair why JOBID` (slurm_fair/views/why.py): the explanation of a job from Slurm's view of it and the
 public status file, case by case; and that the command never prints a user's bytes raw."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from slurm_fair.cli import main
 from slurm_fair.cli.why import _print
 from slurm_fair.cluster.base import Job
 from slurm_fair.daemon.public import AccountStatus, PreemptionStatus, PublicStatus, TypeStatus
-from slurm_fair.daemon.why import VERDICTS, explain_job, printable
+from slurm_fair.views.why import VERDICTS, explain_job, printable
 
 NOW = 1_800_000_000.0
 

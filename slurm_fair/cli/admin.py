@@ -42,7 +42,7 @@ def _cluster(cfg: Any, timeout: float | None = None) -> tuple[Any, str]:
 
 def _snapshot(cfg: Any) -> tuple[Any, str]:
     """What Slurm shows now, for status/explain (at most 10 s: they fall back to the last round)."""
-    from ..daemon.report import live_snapshot
+    from ..views.status import live_snapshot
 
     cluster, why = _cluster(cfg, timeout=min(float(cfg.cluster.timeout), 10.0))
     if cluster is None:
@@ -104,7 +104,7 @@ def status_cmd(config_path: str | None, as_json: bool) -> None:
     """Last round per account: weight, ideal share per GPU type, guarantee (the rounded share), deviation, limit
     in Slurm now (if Slurm answers; '-': none, every GPU no one claims is lent), GPUs in use and pending
     GPUs."""
-    from ..daemon.report import status
+    from ..views.status import status
 
     cfg = config_mod.load(config_path)
     snap, why = _snapshot(cfg)
@@ -265,7 +265,7 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
     slurm-fair's view), whether its pending fair:flex jobs can still be moved to another GPU type, with bud
     the GPU prices and what its share costs of its budget, and every
     preemption of its jobs with its reason and steps."""
-    from ..daemon.report import explain
+    from ..views.status import explain
 
     cfg = config_mod.load(config_path)
     snap, why = _snapshot(cfg)

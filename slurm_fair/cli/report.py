@@ -1,6 +1,6 @@
 """``slurm-fair report``: what the store recorded over a window of time (shares, GPUs placed, throughput and
 fairness per account and round, policies compared, job times, preemptions), as a table, JSON or PNG charts.
-The data come from :mod:`slurm_fair.daemon.history`; this module only parses and prints."""
+The data come from :mod:`slurm_fair.views.report`; this module only parses and prints."""
 
 from __future__ import annotations
 
@@ -130,12 +130,12 @@ def report_cmd(config_path: str | None, db_path: str | None, since: str | None, 
         slurm-fair report --since 2026-11-01 --until 2026-11-08 --plot /tmp/report
         slurm-fair report --database sim.sqlite --json
     """
-    from ..daemon import history
+    from ..views import report
     from ..store import Store
 
     now = time.time()
-    lo = history.parse_when("--since", since, now)
-    hi = history.parse_when("--until", until, now)
+    lo = report.parse_when("--since", since, now)
+    hi = report.parse_when("--until", until, now)
     if lo is not None and hi is not None and hi < lo:
         raise InputError("--until", until, f"is before --since ({since})")
     if db_path is not None:
@@ -148,7 +148,7 @@ def report_cmd(config_path: str | None, db_path: str | None, since: str | None, 
             click.echo(f"no store at {path} yet: no rounds to report (start the daemon: slurm-fair daemon)")
             return
     with Store(path) as store:
-        rep = history.load(store, lo, hi)
+        rep = report.load(store, lo, hi)
     if rep["rounds"] == 0:
         where = ("in the store" if lo is None and hi is None
                  else f"between {_time(lo) if lo is not None else 'the start'} and {_time(hi) if hi is not None else 'now'}")

@@ -1,5 +1,5 @@
 """``slurm-fair why JOBID``: why a job waits, for any user. Only parses and prints; the work is
-:func:`slurm_fair.daemon.why.explain_job` (pure) over the job from Slurm and the public status file
+:func:`slurm_fair.views.why.explain_job` (pure) over the job from Slurm and the public status file
 (:mod:`slurm_fair.daemon.public`). It never opens the database."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def why_cmd(job_id_text: str, config_path: str | None, status_file: str | None, 
     """
     from ..cluster import connect
     from ..daemon import public
-    from ..daemon.why import explain_job
+    from ..views.why import explain_job
 
     jid = _job_id(job_id_text)
     try:  # a terminal that cannot show a character gets its escape, never an error

@@ -8,10 +8,10 @@ from typing import Any
 from ..cluster.base import ANY_GPU, Snapshot
 from ..cluster.blocked import describe
 from ..cluster.errors import ClusterError
+from ..daemon import plan as P
 from ..errors import InputError
 from ..profiling.core import find_conflicts
 from ..store import Store
-from . import plan as P
 
 
 def live_snapshot(cluster: Any) -> tuple[Snapshot | None, str]:

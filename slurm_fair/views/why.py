@@ -1,7 +1,7 @@
 """Why a job waits (``slurm-fair why JOBID``): pure, no I/O.
 
 :func:`explain_job` combines the job as Slurm shows it (:class:`~slurm_fair.cluster.base.Job`, its Slurm
-reason first) with the public status file (:mod:`.public`: per account and GPU type the guarantee, claims, GPUs
+reason first) with the public status file (:mod:`slurm_fair.daemon.public`: per account and GPU type the guarantee, claims, GPUs
 in use and limits; per type the idle GPUs) into an :class:`Explanation`: a verdict, one plain sentence, the
 numbers per GPU type the job can use, and what would change it. It reads no database, so any user can run it.
 
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..cluster.base import ANY_GPU, Job
+from ..daemon.plan.demand import LIMIT_REASONS
+from ..daemon.plan.eligible import blocked_kind
+from ..daemon.public import AccountStatus, PublicStatus
 from ..text import printable
-from .plan.demand import LIMIT_REASONS
-from .plan.eligible import blocked_kind
-from .public import AccountStatus, PublicStatus
 
 VERDICTS = ("unknown", "finished", "not-gpu", "held", "dependency", "begin-time", "reservation", "limit", "resources", "priority",
             "qos", "other", "running", "running-borrowed")
