@@ -126,9 +126,9 @@ def test_bud_is_not_strategy_proof_counter_example():
 
 
 def test_the_round_records_the_prices_and_explain_shows_them(tmp_path):
-    from slurm_fair.views import status
     from slurm_fair.daemon import round as R
     from slurm_fair.store import Store
+    from slurm_fair.views import explain
 
     from .test_plan import CFG, job, snap
 
@@ -141,7 +141,7 @@ def test_the_round_records_the_prices_and_explain_shows_them(tmp_path):
     assert details["prices"] == c.alloc.prices and set(c.alloc.prices) == {"k80", "v100"}
     rid = store.begin_round("bud")
     store.finish_round(rid, "ok", details=details)
-    ex = status.explain(store, CFG, "acct_a", None)
+    ex = explain.explain(store, CFG, "acct_a", None)
     assert ex["prices"] == pytest.approx(c.alloc.prices)
     # acct_a and acct_b weigh 1 (acct_c has no GPU jobs: it is not in the market); acct_a's share, below its
     # demand of 8 GPUs, costs its whole budget

@@ -1,12 +1,12 @@
-"""status and explain (views/status.py) in lending terms, on a store with one recorded round and a hand-built
-snapshot: guarantees, claims, lendable GPUs, and why each pending job waits."""
+"""status and explain (views/status.py, views/explain.py) in lending terms, on a store with one recorded round
+and a hand-built snapshot: guarantees, claims, lendable GPUs, and why each pending job waits."""
 
 from __future__ import annotations
 
 from slurm_fair import config
 from slurm_fair.cluster.base import ANY_GPU, Account, Job, Node, Snapshot
-from slurm_fair.views import status
 from slurm_fair.store import Store
+from slurm_fair.views import explain, status
 
 
 def job(jid, account, gpu_type="v100", reason="Resources", state="PENDING"):
@@ -29,8 +29,8 @@ def test_explain_and_status_speak_of_guarantees_claims_and_lending(tmp_path):
                          job(4, "b", reason="AssocGrpGRES"), job(5, "b", reason="JobHeldUser"),
                          job(6, "a", reason="Resources")),
                         (Account("a", 1, {}), Account("b", 1, {"v100": 3, ANY_GPU: 3})), ("gpu",))
-        ex_b = status.explain(st, cfg, "b", snap)
-        ex_a = status.explain(st, cfg, "a", snap)
+        ex_b = explain.explain(st, cfg, "b", snap)
+        ex_a = explain.explain(st, cfg, "a", snap)
         stat = status.status(st, cfg, snap)
     assert ex_b["real"] == {"v100": 2} and ex_b["claims"] == {"v100": 0} and ex_b["lendable"] == {"v100": 3}
     why = {j["job_id"]: j["slurm_fair"] for j in ex_b["pending_jobs"] + ex_a["pending_jobs"]}

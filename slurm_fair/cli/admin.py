@@ -265,7 +265,7 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
     slurm-fair's view), whether its pending fair:flex jobs can still be moved to another GPU type, with bud
     the GPU prices and what its share costs of its budget, and every
     preemption of its jobs with its reason and steps."""
-    from ..views.status import explain
+    from ..views.explain import explain
 
     cfg = config_mod.load(config_path)
     snap, why = _snapshot(cfg)

@@ -1,9 +1,10 @@
 """Why a job waits (``slurm-fair why JOBID``): pure, no I/O.
 
 :func:`explain_job` combines the job as Slurm shows it (:class:`~slurm_fair.cluster.base.Job`, its Slurm
-reason first) with the public status file (:mod:`slurm_fair.daemon.public`: per account and GPU type the guarantee, claims, GPUs
-in use and limits; per type the idle GPUs) into an :class:`Explanation`: a verdict, one plain sentence, the
-numbers per GPU type the job can use, and what would change it. It reads no database, so any user can run it.
+reason first) with the public status file (:mod:`slurm_fair.daemon.public`: per account and GPU type the
+guarantee, claims, GPUs in use and limits; per type the idle GPUs) into an :class:`Explanation`: a verdict, one
+plain sentence, the numbers per GPU type the job can use, and what would change it. It reads no database, so any
+user can run it.
 
 Verdicts (:data:`VERDICTS`): ``unknown`` (Slurm does not know the job), ``finished``, ``not-gpu`` (slurm-fair
 does not manage it), ``held``, ``dependency``, ``begin-time``, ``reservation`` (Slurm holds it back: it is not demand, no claim is

@@ -1,0 +1,114 @@
+"""Data behind ``slurm-fair explain``: one account in the last recorded round, joined with what Slurm shows now
+when it answers, and why each of its pending jobs waits. Returns a plain JSON-able dict; the CLI only prints it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..cluster.base import ANY_GPU, Snapshot
+from ..cluster.blocked import describe
+from ..daemon import plan as P
+from ..errors import InputError
+from ..store import Store
+from .status import profile_conflicts
+
+
+def _why(job: Any, cls: str, types: list[str], acct: dict[str, Any], limits_now: dict[str, int],
+         in_use: dict[str, int]) -> str:
+    """slurm-fair's view of why a pending job waits."""
+    kind = P.blocked_kind(job)
+    if kind:
+        return f"Slurm holds it back ({job.reason}): {describe(kind)}"
+    held = sum(v for k, v in in_use.items())
+    total_limit = limits_now.get(ANY_GPU)
+    usable = types if job.gpu_type is None else [job.gpu_type]
+    typed_room = {g: limits_now.get(g, None) for g in usable}
+    guarantee = acct.get("real", {})
+    if (job.reason or "").startswith(P.LIMIT_REASONS) or (total_limit is not None and held + job.gpus > total_limit):
+        lim = ", ".join(f"{g}={v}" for g, v in typed_room.items() if v is not None) or "none per type"
+        mine = ", ".join(f"{g}={guarantee.get(g, 0)}" for g in usable)
+        return (f"held back by its limit (holds {held} GPUs; limit {total_limit if total_limit is not None else '-'}"
+                f"; {lim}): other accounts' waiting jobs claim the GPUs of their guarantees; this account's "
+                f"guarantee is {mine} (fair share {sum(acct.get('ideal', {}).values()):.2f} GPUs)")
+    if job.reason in ("Resources", "Priority"):
+        return (f"no limit holds it back; it waits for free GPUs ({job.reason}); SiteFactor {job.site_factor} "
+                "orders it among the pending jobs (accounts owed the most first)")
+    return f"no limit holds it back; Slurm reason {job.reason or 'None'}"
+
+
+def explain(store: Store, cfg: Any, account: str, snapshot: Snapshot | None, unreachable: str = "") -> dict[str, Any]:
+    last = store.round()
+    d = (last or {}).get("details") or {}
+    known = set(d.get("accounts", []))
+    if snapshot is not None:
+        known |= {a.name for a in snapshot.accounts}
+    if account not in known:
+        raise InputError("account", account, f"unknown account (known: {', '.join(sorted(known)) or 'none'})")
+    tenant = d.get("tenants", {}).get(account, dict(cfg.tenants.map).get(account, account))
+    live_acct = snapshot.account(account) if snapshot else None
+    limits_now = dict(live_acct.limits) if live_acct else {}
+    in_use = (P.gpus_in_use(snapshot).get(account, {}) if snapshot else d.get("in_use", {}).get(account, {}))
+    acct_view = {
+        "ideal": d.get("ideal", {}).get(account, {}),
+        "deviation": d.get("deviations", {}).get(account, {}),
+        "real": d.get("real", {}).get(account, {}),
+    }
+    out: dict[str, Any] = {
+        "account": account,
+        "round": last["id"] if last else None,
+        "policy": last["policy"] if last else cfg.policy.name,
+        "tenant": tenant,
+        "weight": d.get("weights", {}).get(tenant),
+        "shares": live_acct.shares if live_acct else None,
+        "classes": d.get("classes", {}).get(account, {}),
+        "demand_gpus": d.get("demand", {}).get(account, 0),
+        "ideal": acct_view["ideal"],
+        "real": d.get("real", {}).get(account, {}),  # its guarantee per type (the rounded share)
+        "claims": d.get("claims", {}).get(account, {}),  # of it, held for its waiting jobs
+        "lendable": d.get("lendable", {}),  # per type, GPUs no waiting account's claim holds
+        "lend": d.get("lend", False),
+        "extra": d.get("extra", {}).get(account, {}),
+        "deviation_before": d.get("deviation_before", {}).get(account, {}),
+        "deviation": acct_view["deviation"],
+        "min_gpus": d.get("min_gpus", {}).get(account),
+        "planned_limits": d.get("limits", {}).get(account, {}),
+        "limits_in_slurm": limits_now if snapshot else None,
+        "in_use": in_use,
+        "deficit": d.get("deficits", {}).get(account),
+        "reachable": snapshot is not None,
+        "unreachable": unreachable,
+        "pending_jobs": [],
+        # GPUs of its pending jobs that are not demand, per why (held, dependency, begin-time, reservation): in
+        # the last round, and in Slurm now when it answers (plan.eligible)
+        "not_demand": d.get("not_demand", {}).get(account, {}),
+        # per type, GPUs its limits were lowered by: its running jobs preemption could not requeue (held-back)
+        "held_back": d.get("held_back", {}).get(account, {}),
+        "not_demand_now": (P.not_demand(j for j in P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
+                                        if j.account == account).get(account, {}) if snapshot else None),
+        # whether its pending fair:flex jobs can still be moved to another GPU type (None: it has none)
+        "flexible_note": P.flexible_note(snapshot, account),
+        "preemptions": store.preemptions(account=account, limit=50),  # newest first, with their steps
+        "profile_conflicts": [c for c in profile_conflicts(store, cfg) if c["account"] == account],
+    }
+    prices = d.get("prices")
+    out["prices"] = prices  # bud: the price of one GPU per type (None for the other policies)
+    if prices:
+        weights = d.get("weights", {})
+        total = sum(float(w) for w in weights.values())
+        out["budget"] = float(weights.get(tenant, 0.0)) / total if total > 0 else None  # the tenant's
+        out["spend"] = sum(float(prices.get(g, 0.0)) * float(v) for g, v in acct_view["ideal"].items())
+    if snapshot is not None:
+        types = list(P.usable_capacity(snapshot, cfg.cluster.partitions))
+        for j in sorted(P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts),
+                        key=lambda j: (j.submit_time, j.job_id)):
+            if j.account != account or not j.pending:
+                continue
+            cls = P.job_class(j, cfg.classes.order)
+            out["pending_jobs"].append({
+                "job_id": j.job_id, "class": cls, "gpus": j.gpus, "gpu_type": j.gpu_type,
+                "slurm_reason": j.reason, "site_factor": j.site_factor, "priority": j.priority,
+                "counted": P.startable(j), "blocked": P.blocked_kind(j),
+                "waited_s": max(0, int(snapshot.taken_at - j.submit_time)),
+                "slurm_fair": _why(j, cls, types, acct_view, limits_now, in_use),
+            })
+    return out
