@@ -1,11 +1,12 @@
-"""Queue wait and JCT per account and GPU type (slurm_fair/views/jobtimes.py): hand-computed numbers."""
+"""Queue wait and JCT per account and GPU type (slurm_fair/views/jobtimes.py; percentile from
+slurm_fair/stats.py): hand-computed numbers."""
 
 from __future__ import annotations
 
 import pytest
 
-from slurm_fair.views.jobtimes import (NO_GPU, UNKNOWN_TYPE, FinishedJob, finished_jobs, gpu_type_of, percentile,
-                                        wait_stats)
+from slurm_fair.stats import percentile
+from slurm_fair.views.jobtimes import NO_GPU, UNKNOWN_TYPE, FinishedJob, finished_jobs, gpu_type_of, wait_stats
 
 
 def run(job, start, end, submit=None, account="a", gpus=None, restart=0, info="scontrol TRES"):

@@ -23,7 +23,7 @@ Metrics (:class:`SimResult`), all from the simulated jobs:
 * per account, per round: GPUs held and normalized throughput (for plots of shares over time);
 * per round, the envy and sharing-incentive violations the daemon recorded (``details["fairness"]``, read
   back from the store once at the end: ``timeline[i]["fairness"]``) and their summary (``fairness``:
-  ``views.report.fairness_summary``).
+  ``stats.fairness_summary``).
 
 ``store_path``: keep the daemon's store at that path (a new file) instead of a scratch folder, e.g. for
 ``slurm-fair report --database``.
@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .. import config as config_mod
-from ..views.report import fairness_summary, percentile
 from ..daemon.plan import early_triggers, type_map
 from ..daemon.round import run_round
 from ..errors import InputError
+from ..stats import fairness_summary, percentile
 from ..store import Store
 from .cluster import SimCluster
 

@@ -15,23 +15,14 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
 
+from ..stats import percentile
+
 UNKNOWN_TYPE = "?"
 NO_GPU = ""
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """The ``q`` quantile (0..1) of ``values``, linear between order statistics (numpy's default); None if empty."""
-    if not values:
-        return None
-    v = sorted(values)
-    k = (len(v) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
 
 def gpu_type_of(run: Mapping[str, Any]) -> str:

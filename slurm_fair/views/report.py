@@ -23,15 +23,15 @@ from typing import Any, Iterable, Mapping
 
 from ..errors import InputError
 from ..store import Store
-from .jobtimes import FinishedJob, finished_jobs, percentile, wait_stats
+from ..stats import fairness_summary, percentile
+from .jobtimes import FinishedJob, finished_jobs, wait_stats
 
-__all__ = ["JOB_TIME", "WAIT_TIME", "fairness_summary", "load", "parse_when", "percentile", "report"]
+__all__ = ["JOB_TIME", "WAIT_TIME", "load", "parse_when", "report"]
 
 RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 JOB_TIME = "start_to_end"  # what the job times measure (see the module docstring)
 WAIT_TIME = "queue wait = first start - submit; jct = last end - submit"
-SIDES = ("ideal", "real")
 
 
 def parse_when(option: str, text: str | None, now: float) -> float | None:
@@ -49,35 +49,6 @@ def parse_when(option: str, text: str | None, now: float) -> float | None:
         raise InputError(option, text, "must be an ISO date/time (2026-11-25, 2026-11-25T14:00) or a span "
                          "before now (90m, 2h, 3d, 1w)") from None
     return when.timestamp()
-
-
-# ------------------------------------------------------------------------------------------- fairness
-
-
-def fairness_summary(series: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
-    """Over rounds' ``details["fairness"]`` (None or ``{"error": ...}``: not counted), for the ideal and the
-    real allocation: ``rounds`` counted, ``rounds_with_envy`` (envy_pairs > 0), ``max_envy_pairs``,
-    ``mean_envy_pairs``, ``max_envy``, ``rounds_with_si_violation`` (si_violations > 0),
-    ``max_si_violations``, ``min_si_ratio`` (None when never compared); and ``errors``: rounds whose
-    counts failed."""
-    out: dict[str, Any] = {}
-    items = list(series)
-    good = [f for f in items if f and "error" not in f]
-    for side in SIDES:
-        rows = [f[side] for f in good if side in f]
-        ratios = [r["min_si_ratio"] for r in rows if r.get("min_si_ratio") is not None]
-        out[side] = {
-            "rounds": len(rows),
-            "rounds_with_envy": sum(r["envy_pairs"] > 0 for r in rows),
-            "max_envy_pairs": max((r["envy_pairs"] for r in rows), default=0),
-            "mean_envy_pairs": statistics.fmean(r["envy_pairs"] for r in rows) if rows else 0.0,
-            "max_envy": max((r["max_envy"] for r in rows), default=0.0),
-            "rounds_with_si_violation": sum(r["si_violations"] > 0 for r in rows),
-            "max_si_violations": max((r["si_violations"] for r in rows), default=0),
-            "min_si_ratio": min(ratios) if ratios else None,
-        }
-    out["errors"] = sum(1 for f in items if f and "error" in f)
-    return out
 
 
 # ------------------------------------------------------------------------------------------- report
