@@ -57,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import _site_probe as S  # noqa: E402
 from benchmarks import _site_report as report  # noqa: E402
+from benchmarks.observe import config as slurm_config  # noqa: E402
 
 PREFIX = "sfb"  # every account this benchmark creates: sfb<NNNN> leaves, sfbd<NN> departments, sfbd<NN>g<N> groups
 OURS = re.compile(r"^sfb(\d{4}|d\d{2}(g\d+)?)$")
@@ -70,15 +71,6 @@ def run(argv: list[str], timeout: float = 300, check: bool = True, cwd: str | No
     if check and r.returncode != 0:
         raise SystemExit(f"{' '.join(argv[:6])}... exited {r.returncode}: {r.stderr.strip()[:400]}")
     return r.stdout
-
-
-def slurm_config() -> dict[str, str]:
-    out = {}
-    for line in run(["scontrol", "show", "config"]).splitlines():
-        k, eq, v = line.partition("=")
-        if eq:
-            out[k.strip()] = v.strip()
-    return out
 
 
 # ------------------------------------------------------------------------------------------------ setup

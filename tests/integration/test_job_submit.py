@@ -5,7 +5,6 @@ publishes the map. Works on Slurm 22.05 (`gres:gpu:`) and 24.11 (`gres/gpu:`). E
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from slurm_fair.cluster import connect
 from slurm_fair.store import Store
 
 from .conftest import ACCOUNT_USER
+from .test_partitions import daemon_round
 
 PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]
 
@@ -146,12 +146,7 @@ def test_daemon_round_publishes_the_planned_types(testbed, type_map, tmp_path):
     type_map.unlink(missing_ok=True)
     submit(testbed, "--gres=gpu:v100:1", "--job-name=cnn")
     submit(testbed, "--gres=gpu:k80:1", account="acct_b", user=ACCOUNT_USER["acct_b"])
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[daemon]\ndatabase = "sf.sqlite"\ndry_run = false\n[cluster]\nbackend = "cli"\n'
-                   f'[submit]\ntype_map = {json.dumps(str(type_map))}\n')
-    r = subprocess.run([*PY, "daemon", "--once", "--config", str(cfg)], env=testbed.env, capture_output=True,
-                       text=True, timeout=180)
-    assert r.returncode == 0, r.stdout + r.stderr
+    daemon_round(testbed, tmp_path, type_map)
     assert type_map.exists() and (type_map.stat().st_mode & 0o777) == 0o644
     lines = [ln for ln in type_map.read_text().splitlines() if not ln.startswith(("#", "@"))]
     published = {ln.split()[0]: ln.split()[1] for ln in lines}
