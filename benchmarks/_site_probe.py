@@ -290,6 +290,7 @@ def child_main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     from slurm_fair import config
     from slurm_fair.daemon.round import run_round
+    from slurm_fair.records import RoundDetails
     from slurm_fair.store import Store
 
     import_s = time.perf_counter() - t
@@ -332,7 +333,7 @@ def child_main(argv: list[str] | None = None) -> int:
             phases["solve"] = res.solve_seconds
             if "solve+plan" in phases:
                 phases["plan"] = phases.pop("solve+plan") - res.solve_seconds
-            d = res.details or {}
+            d = res.details or RoundDetails()
             rounds.append({
                 "round": r, "variant": variant, "status": res.status, "message": res.message, "seconds": res.seconds, "wall": wall,
                 "phases": phases, "calls": calls_by_kind(cluster.log), "window": window(p0, p1),
@@ -344,8 +345,8 @@ def child_main(argv: list[str] | None = None) -> int:
                 "limit_accounts": len(res.limit_changes),
                 "limit_keys": sum(len(v) for v in res.limit_changes.values()),
                 "factor_changes": len(res.factor_changes),
-                "factors_deferred": d.get("site_factor_changes_deferred", 0),
-                "factors_planned": d.get("site_factors_set", 0),
+                "factors_deferred": d.site_factor_changes_deferred,
+                "factors_planned": d.site_factors_set,
                 "bands_planned": bands(c.factors, account_of) if c is not None else None,
                 "type_map_lines": _lines(cfg.type_map_path),
             })

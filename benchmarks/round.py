@@ -145,7 +145,7 @@ def main() -> None:
                 progs = Counter(c[0] for c in inner.calls)
                 rows.append([r, res.status, f"{cl.snapshot_s:.2f}", f"{res.solve_seconds:.2f}", f"{res.seconds:.2f}",
                              sum(len(v) for v in res.limit_changes.values()), len(res.factor_changes),
-                             res.details.get("site_factor_changes_deferred", 0),
+                             res.details.site_factor_changes_deferred if res.details else 0,
                              progs.get("sacctmgr", 0), progs.get("scontrol", 0),
                              sum(progs.values()) - progs.get("sacctmgr", 0) - progs.get("scontrol", 0)])
                 if res.status != "ok":

@@ -180,7 +180,7 @@ def squeue_case(version: str, fields: dict[tuple[int, str], bytes], round_: bool
             res = run_round(cluster, store, _CFG, dry_run=True)
             if res.status not in ("ok", "dry-run"):
                 out.stopped = f"{res.status}: {res.message}"
-            _no_surrogates(res.message, res.details)
+            _no_surrogates(res.message, res.details.to_json() if res.details else None)
     return out
 
 

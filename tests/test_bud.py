@@ -138,9 +138,9 @@ def test_the_round_records_the_prices_and_explain_shows_them(tmp_path):
     s = snap([job(1, "acct_a", gpus=8, name="x"), job(2, "acct_b", gpus=8, name="y")])
     c = R.compute(s, store, CFG, "bud", 1000.0)
     details = R._details(s, c, "bud")
-    assert details["prices"] == c.alloc.prices and set(c.alloc.prices) == {"k80", "v100"}
+    assert details.prices == c.alloc.prices and set(c.alloc.prices) == {"k80", "v100"}
     rid = store.begin_round("bud")
-    store.finish_round(rid, "ok", details=details)
+    store.finish_round(rid, "ok", details=details.to_json())
     ex = explain.explain(store, CFG, "acct_a", None)
     assert ex["prices"] == pytest.approx(c.alloc.prices)
     # acct_a and acct_b weigh 1 (acct_c has no GPU jobs: it is not in the market); acct_a's share, below its

@@ -239,7 +239,7 @@ def apply_cmd(config_path: str | None, commit: bool, dry_run: bool, as_json: boo
                "site_factor_changes": {str(k): v for k, v in res.factor_changes.items()},
                "limits": plan.limits, "ideal": plan.ideal, "real": plan.real, "deviations": plan.deviations})
         return
-    before = res.details.get("limits_before", {})
+    before = res.details.limits_before if res.details else {}
     click.echo(f"dry run (policy {res.policy}): nothing was changed")
     if res.limit_changes:
         click.echo(render(["ACCOUNT", "LIMIT", "NOW", "WOULD_BE"],

@@ -23,6 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
+from ..records import RoundDetails
 from ..store import ROUND_STATUSES, Store
 from .plan import NEVER_MANAGED
 
@@ -77,23 +78,23 @@ def families(inp: Inputs) -> list[Family]:
     whose limits are in force, as ``slurm-fair status`` shows), every account it managed and every GPU type
     of its capacity, so a series drops to 0 instead of vanishing; round timings and the status come from the
     newest finished round of any status."""
-    d: Mapping[str, Any] = (inp.good or {}).get("details") or {}
-    capacity: Mapping[str, Any] = d.get("capacity") or {}
-    accounts = sorted(set(d.get("accounts") or []) | {p["account"] for p in inp.placements})
+    d = RoundDetails.of_round(inp.good)
+    capacity: Mapping[str, Any] = d.capacity
+    accounts = sorted(set(d.accounts) | {p["account"] for p in inp.placements})
     types = sorted(set(capacity) | {p["gpu_type"] for p in inp.placements})
     ideal, real, limit = {}, {}, {}
     for p in inp.placements:
         key = (p["account"], p["gpu_type"])
         ideal[key], real[key], limit[key] = p["ideal"], p["real"], p["limit"]
-    devs = d.get("deviations") or {}
+    devs = d.deviations
     deviation = {(a, g): (devs.get(a) or {}).get(g, 0.0) for a in accounts for g in types}
-    in_use = d.get("in_use") or {}
+    in_use = d.in_use
     usage = {(a, g): 0 for a in accounts for g in types}
     for a, row in in_use.items():
         for g, n in (row or {}).items():
             if a not in NEVER_MANAGED:  # also accounts it did not manage, and "?" (a running job of unknown type)
                 usage[(a, g)] = n
-    pending_d = d.get("pending_gpus") or {}
+    pending_d = d.pending_gpus
     pending = {a: pending_d.get(a, 0) for a in accounts} | {a: v for a, v in pending_d.items() if a not in NEVER_MANAGED}
 
     out = [
@@ -113,7 +114,7 @@ def families(inp: Inputs) -> list[Family]:
         Family(PREFIX + "not_demand_gpus", "gauge", "GPUs of the account's pending jobs that could not start at "
                "the last good round's observation and are not demand (reason: held, dependency, begin-time, "
                "reservation).", ("account", "reason"),
-               tuple(((a, k), float(v)) for a, row in sorted((d.get("not_demand") or {}).items())
+               tuple(((a, k), float(v)) for a, row in sorted(d.not_demand.items())
                      if a not in NEVER_MANAGED and isinstance(row, dict)
                      for k, v in sorted(row.items()) if _num(v) is not None)),
         Family(PREFIX + "capacity_gpus", "gauge", "Usable GPUs of the type at the last good round's observation.",

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from ..cluster.base import Cluster, Snapshot, supports_pending_retype
 from ..cluster.errors import ClusterError
 from ..errors import InputError
+from ..records import PreemptionSummary
 from ..store import Store
 from . import plan as P
 from . import preempt as PR
@@ -40,7 +41,7 @@ def moving(store: Store, now: float, cfg: Any) -> list[tuple[str, str, int]]:
 
 def run(cluster: Cluster | None, store: Store, cfg: Any, snapshot: Snapshot, limits: Mapping[str, Mapping[str, int]],
             round_id: int | None, now: float, act: bool = True, stamp: float | None = None,
-            decisions: P.Decisions | None = None) -> dict[str, Any]:
+            decisions: P.Decisions | None = None) -> PreemptionSummary:
     """Decide this round's preemption steps (:func:`preempt.decide` on ``limits``: the guarantees when limits
     lend, the applied limits when they are hard caps) and, with ``act``,
     perform and record them: every step goes into the store's preemptions table and the events. A failure
@@ -84,7 +85,7 @@ def run(cluster: Cluster | None, store: Store, cfg: Any, snapshot: Snapshot, lim
     if not act or cluster is None:
         out["would"] = [{"step": a.kind, "job_id": a.job_id, "account": a.account, "gpu_type": a.gpu_type,
                          "gpus": a.gpus, "reason": a.reason, "target_type": a.target_type} for a in actions]
-        return out
+        return PreemptionSummary.from_json(out)
     users = {j.job_id: j.user for j in jobs}
     done = {"signal": "signalled", "requeue": "requeued", "resolve": "resolved", "gone": "gone",
             UR.HOLD_BACK: UR.HELD_BACK, "cancel": "cancelled"}
@@ -147,7 +148,7 @@ def run(cluster: Cluster | None, store: Store, cfg: Any, snapshot: Snapshot, lim
     new = [x for x in out[UR.HELD_BACK]]
     if new and decisions is not None:
         out["held_back_limits"] = _lower_now(cluster, decisions, new, store, round_id)
-    return out
+    return PreemptionSummary.from_json(out)
 
 
 def _lower_now(cluster: Cluster, decisions: P.Decisions, marked: list[dict[str, Any]], store: Store,

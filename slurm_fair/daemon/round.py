@@ -43,6 +43,7 @@ from .. import profiles as shipped_profiles
 from ..cluster.base import ANY_GPU, CLEAR, Cluster, Snapshot, supports_pending_retype
 from ..cluster.errors import ClusterError, ClusterUnreachable
 from ..model import Allocation
+from ..records import RoundDetails
 from ..store import Store
 from . import plan as P
 from . import preemption, publish
@@ -72,7 +73,7 @@ class RoundResult:
     factor_changes: dict[int, int] = field(default_factory=dict)
     message: str = ""
     plan: P.Plan | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    details: RoundDetails | None = None  # None: the round failed before it decided anything
     decisions: P.Decisions | None = None  # what the round decided (the daemon refreshes the type map from it)
     public: public_mod.PublicStatus | None = None  # the status file it wrote (the daemon refreshes it from polls)
 
@@ -153,7 +154,7 @@ def _retype(cluster: Cluster, moves: list[P.Retype]) -> list[dict[str, Any]]:
     return out
 
 
-def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> dict[str, Any]:
+def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> RoundDetails:
     plan, built = c.plan, c.built
     pending: dict[str, int] = {}
     pending_jobs: dict[str, int] = {}
@@ -168,50 +169,50 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> dict[str, Any]:
             "source": built.sources.get(a, {}).get(cls, {}),
             "ideal": plan.ideal_class.get(a, {}).get(cls, {}),
         }
-    return {
-        "policy": policy,
-        "slurm_version": snapshot.slurm_version,
-        "capacity": plan.capacity,
-        "accounts": list(plan.accounts),
-        "tenants": built.tenant_of,
-        "weights": built.weights,
-        "ideal": plan.ideal,
-        "real": plan.real,
-        "extra": plan.extra,
-        "limits": plan.limits,
-        "lend": plan.lend,
-        "claims": plan.claims,
-        "lendable": plan.lendable(),
-        "deviation_before": plan.deviation_before,
-        "deviations": plan.deviations,
-        "min_gpus": plan.min_gpus,
-        "demand": plan.demand,
-        "pending_gpus": pending,
-        "pending_jobs": pending_jobs,
-        "held_back": c.held_back,  # account -> type -> GPUs its limits are lowered by (daemon/unrequeueable.py)
-        "not_demand": c.not_demand,  # account -> why -> GPUs of pending jobs that could not start (plan.eligible)
-        "in_use": P.gpus_in_use(snapshot),
-        "classes": classes,
-        "deficits": c.deficits,
-        "limits_before": {a: c.current.get(a, {}) for a in plan.accounts},
-        "limit_changes": c.changes,
-        "left_alone": list(c.left_alone),  # accounts whose own GPU limits are respected (limits.site_limits)
-        "site_factor_changes": len(c.factor_changes),
-        "site_factors_set": len(c.factors),
-        "site_factor_changes_deferred": c.factors_deferred,
-        "dt": c.dt,
-        "untyped_targets": {a: v.as_json() for a, v in c.targets.items()},
+    return RoundDetails(
+        policy=policy,
+        slurm_version=snapshot.slurm_version,
+        capacity=plan.capacity,
+        accounts=list(plan.accounts),
+        tenants=built.tenant_of,
+        weights=built.weights,
+        ideal=plan.ideal,
+        real=plan.real,
+        extra=plan.extra,
+        limits=plan.limits,
+        lend=plan.lend,
+        claims=plan.claims,
+        lendable=plan.lendable(),
+        deviation_before=plan.deviation_before,
+        deviations=plan.deviations,
+        min_gpus=plan.min_gpus,
+        demand=plan.demand,
+        pending_gpus=pending,
+        pending_jobs=pending_jobs,
+        held_back=c.held_back,  # account -> type -> GPUs its limits are lowered by (daemon/unrequeueable.py)
+        not_demand=c.not_demand,  # account -> why -> GPUs of pending jobs that could not start (plan.eligible)
+        in_use=P.gpus_in_use(snapshot),
+        classes=classes,
+        deficits=c.deficits,
+        limits_before={a: c.current.get(a, {}) for a in plan.accounts},
+        limit_changes=c.changes,
+        left_alone=list(c.left_alone),  # accounts whose own GPU limits are respected (limits.site_limits)
+        site_factor_changes=len(c.factor_changes),
+        site_factors_set=len(c.factors),
+        site_factor_changes_deferred=c.factors_deferred,
+        dt=c.dt,
+        untyped_targets={a: v.as_json() for a, v in c.targets.items()},
         # GPU types per partition (the map's #@partition lines: of these, a partition pilot's own only)
-        "partition_types": {p.name: list(p.types) for p in P.partition_types(snapshot)},
-        "explore_moves": c.explored,  # profiling.explore: one GPU of a limit moved to an unprofiled type
-        "retype_supported": supports_pending_retype(snapshot.slurm_version),
+        partition_types={p.name: list(p.types) for p in P.partition_types(snapshot)},
+        explore_moves=c.explored,  # profiling.explore: one GPU of a limit moved to an unprofiled type
+        retype_supported=supports_pending_retype(snapshot.slurm_version),
         # market policies (bud): the price of one GPU of each type, in budget units
-        "prices": dict(c.alloc.prices) if c.alloc.prices is not None else None,
+        prices=dict(c.alloc.prices) if c.alloc.prices is not None else None,
         # oef-coop's warm start: what seeded this solve (None: none taken) and the binding rows kept
-        "warm_start": {"seeded": next((n for n in c.alloc.notes if n.startswith("warm start:")), None),
-                       "pairs_saved": len(c.alloc.warm)},
+        warm_start={"seeded": next((n for n in c.alloc.notes if n.startswith("warm start:")), None),
+                    "pairs_saved": len(c.alloc.warm)},
         **_fairness(c),
-    }
+    )
 
 
 def _fairness(c: P.Decisions) -> dict[str, Any]:
@@ -408,13 +409,13 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
                       plan=plan, decisions=c)
     res.details = _details(snapshot, c, policy)
     if ingested is not None:
-        res.details["hook_records"] = ingested.as_dict()
+        res.details.hook_records = ingested.as_dict()
     if harvested is not None:
-        res.details["profile_reports"] = harvested
+        res.details.profile_reports = harvested
     if folded is not None and folded.folded:
-        res.details["classes_folded"] = {a: list(cs) for a, cs in folded.folded.items()}
+        res.details.classes_folded = {a: list(cs) for a, cs in folded.folded.items()}
     if pruned is not None:
-        res.details["pruned"] = pruned
+        res.details.pruned = pruned
 
     applied_rows = []
     applied = Applied(ok={a: dict(ch) for a, ch in c.changes.items()})
@@ -423,7 +424,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
     enforced = ({a: g for a, g in plan.real.items() if a in c.planned} if plan.lend
                 else without_hold_back(c.planned, c.held_back))  # a held-back job is not taken twice
     if dry_run and cfg.preemption.enabled:
-        res.details["preemption"] = preemption.run(None, store, cfg, snapshot, enforced, round_id, now, act=False,
+        res.details.preemption = preemption.run(None, store, cfg, snapshot, enforced, round_id, now, act=False,
                                             decisions=c)
     if not dry_run:
         pause = os.environ.get(PAUSE_ENV)
@@ -438,41 +439,41 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
         except ClusterUnreachable as e:
             res.status = "unreachable"
             res.message = f"apply: {e}"
-            res.details["apply_error"] = str(e)
-            return finish(res, details=res.details, total_throughput=plan.total_throughput)
+            res.details.apply_error = str(e)
+            return finish(res, details=res.details.to_json(), total_throughput=plan.total_throughput)
         res.limit_changes = applied.ok
         res.factor_changes = factors_set
         problems = []
         if applied.failed:
-            res.details["apply_failures"] = dict(applied.failed)
+            res.details.apply_failures = dict(applied.failed)
             problems.append(f"{len(applied.failed)} of {len(c.changes)} account(s) failed: "
                             + "; ".join(f"{a}: {m}" for a, m in sorted(applied.failed.items())))
         if applied.batch_errors:
-            res.details["apply_batch_errors"] = list(applied.batch_errors)
+            res.details.apply_batch_errors = list(applied.batch_errors)
         if factor_failed:
-            res.details["site_factor_failures"] = factor_failed
+            res.details.site_factor_failures = factor_failed
             problems.append(f"SiteFactor failed for {len(factor_failed)} job(s)/group(s)")
         if problems:
             res.message = "apply: " + "; ".join(problems)
         try:
-            res.details["retyped"] = _retype(cluster, c.retypes)
+            res.details.retyped = _retype(cluster, c.retypes)
         except Exception as e:  # noqa: BLE001 - recorded on the round
-            res.details["retype_error"] = cause(e)
+            res.details.retype_error = cause(e)
         if cfg.type_map_path is not None:
             try:
                 parts = P.partition_types(P.partition_view(snapshot, cfg.cluster.partitions))
-                res.details["type_map_written"] = publish.publish(cfg.type_map_path, c.targets, cfg.classes.order,
+                res.details.type_map_written = publish.publish(cfg.type_map_path, c.targets, cfg.classes.order,
                                                                   parts, bool(cfg.limits.accounts))
             except OSError as e:  # recorded on the round; never stops it
-                res.details["type_map_error"] = f"{cfg.type_map_path}: {e.strerror or e}"
+                res.details.type_map_error = f"{cfg.type_map_path}: {e.strerror or e}"
         if cfg.preemption.enabled:
             try:
-                res.details["preemption"] = pre = preemption.run(cluster, store, cfg, snapshot, enforced, round_id,
+                res.details.preemption = pre = preemption.run(cluster, store, cfg, snapshot, enforced, round_id,
                                                           now, stamp=stamp, decisions=c)
-                if pre["failed"]:
-                    res.message = (res.message + "; " if res.message else "") + f"preemption: {len(pre['failed'])} failed"
+                if pre.failed:
+                    res.message = (res.message + "; " if res.message else "") + f"preemption: {len(pre.failed)} failed"
             except Exception as e:  # noqa: BLE001 - the limits are applied: record the rest of the round
-                res.details["preemption_error"] = cause(e)
+                res.details.preemption_error = cause(e)
                 res.message = (res.message + "; " if res.message else "") + f"preemption: {cause(e)}"
         t = time.time()
         for a, ch in applied.ok.items():
@@ -516,12 +517,12 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
                     store.record_applied(round_id, applied_rows)
                 if cfg.limits.manage:
                     store.set_managed(c.planned)
-                for r in res.details.get("retyped", []):
+                for r in res.details.retyped or []:
                     store.event("retype", f"gres/gpu:{r['old_type']} -> gres/gpu:{r['new_type']}"
                                 + (f" failed: {r['error']}" if r.get("error") else ""),
                                 round_id=round_id, job_id=r["job_id"], account=r["account"], data=r)
-                if "type_map_error" in res.details:
-                    store.event("type-map", f"publishing the GPU type map failed: {res.details['type_map_error']}",
+                if res.details.type_map_error is not None:
+                    store.event("type-map", f"publishing the GPU type map failed: {res.details.type_map_error}",
                                 round_id=round_id)
                 for a, ch in applied.ok.items():
                     store.event("limits", ", ".join(f"{'gres/gpu' if k == ANY_GPU else 'gres/gpu:' + k}={v}"
@@ -532,12 +533,12 @@ def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: b
                 for key, msg in sorted(factor_failed.items()):
                     store.event("apply-failed", f"SiteFactor {key}: {msg}", round_id=round_id,
                                 job_id=int(key) if key.isdigit() else None)
-            if "status_file_error" in res.details:
-                store.event("status-file", f"writing the status file failed: {res.details['status_file_error']}",
+            if res.details.status_file_error is not None:
+                store.event("status-file", f"writing the status file failed: {res.details.status_file_error}",
                             round_id=round_id)
             res.seconds = time.monotonic() - t0
             store.finish_round(round_id, res.status, solve_seconds=res.solve_seconds, n_accounts=res.n_accounts,
-                               n_changes=res.n_changes, message=res.message, details=res.details,
+                               n_changes=res.n_changes, message=res.message, details=res.details.to_json(),
                                total_throughput=plan.total_throughput, **_finished(stamp, t0))
 
     _with_retry(write)
@@ -568,12 +569,12 @@ def _publish_status(res: RoundResult, snapshot: Snapshot, c: P.Decisions, cfg: A
                                      limits=limits_after(c.current, applied))
         public_mod.write_status(cfg.status_path, st)
         res.public = st
-        res.details["status_file"] = str(cfg.status_path)
+        res.details.status_file = str(cfg.status_path)
         private = public_mod.world_readable(cfg.status_path)
         if private:
-            res.details["status_file_private"] = private + ": users cannot run slurm-fair why"
+            res.details.status_file_private = private + ": users cannot run slurm-fair why"
     except Exception as e:  # noqa: BLE001 - the status file never stops a round
-        res.details["status_file_error"] = f"{cfg.status_path}: {cause(e)}"
+        res.details.status_file_error = f"{cfg.status_path}: {cause(e)}"
 
 
 def summary(result: RoundResult) -> Mapping[str, Any]:

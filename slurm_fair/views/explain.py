@@ -9,6 +9,7 @@ from ..cluster.base import ANY_GPU, Snapshot
 from ..cluster.blocked import describe
 from ..daemon import plan as P
 from ..errors import InputError
+from ..records import RoundDetails
 from ..store import Store
 from .status import profile_conflicts
 
@@ -38,51 +39,51 @@ def _why(job: Any, cls: str, types: list[str], acct: dict[str, Any], limits_now:
 
 def explain(store: Store, cfg: Any, account: str, snapshot: Snapshot | None, unreachable: str = "") -> dict[str, Any]:
     last = store.round()
-    d = (last or {}).get("details") or {}
-    known = set(d.get("accounts", []))
+    d = RoundDetails.of_round(last)
+    known = set(d.accounts)
     if snapshot is not None:
         known |= {a.name for a in snapshot.accounts}
     if account not in known:
         raise InputError("account", account, f"unknown account (known: {', '.join(sorted(known)) or 'none'})")
-    tenant = d.get("tenants", {}).get(account, dict(cfg.tenants.map).get(account, account))
+    tenant = d.tenants.get(account, dict(cfg.tenants.map).get(account, account))
     live_acct = snapshot.account(account) if snapshot else None
     limits_now = dict(live_acct.limits) if live_acct else {}
-    in_use = (P.gpus_in_use(snapshot).get(account, {}) if snapshot else d.get("in_use", {}).get(account, {}))
+    in_use = (P.gpus_in_use(snapshot).get(account, {}) if snapshot else d.in_use.get(account, {}))
     acct_view = {
-        "ideal": d.get("ideal", {}).get(account, {}),
-        "deviation": d.get("deviations", {}).get(account, {}),
-        "real": d.get("real", {}).get(account, {}),
+        "ideal": d.ideal.get(account, {}),
+        "deviation": d.deviations.get(account, {}),
+        "real": d.real.get(account, {}),
     }
     out: dict[str, Any] = {
         "account": account,
         "round": last["id"] if last else None,
         "policy": last["policy"] if last else cfg.policy.name,
         "tenant": tenant,
-        "weight": d.get("weights", {}).get(tenant),
+        "weight": d.weights.get(tenant),
         "shares": live_acct.shares if live_acct else None,
-        "classes": d.get("classes", {}).get(account, {}),
-        "demand_gpus": d.get("demand", {}).get(account, 0),
+        "classes": d.classes.get(account, {}),
+        "demand_gpus": d.demand.get(account, 0),
         "ideal": acct_view["ideal"],
-        "real": d.get("real", {}).get(account, {}),  # its guarantee per type (the rounded share)
-        "claims": d.get("claims", {}).get(account, {}),  # of it, held for its waiting jobs
-        "lendable": d.get("lendable", {}),  # per type, GPUs no waiting account's claim holds
-        "lend": d.get("lend", False),
-        "extra": d.get("extra", {}).get(account, {}),
-        "deviation_before": d.get("deviation_before", {}).get(account, {}),
+        "real": d.real.get(account, {}),  # its guarantee per type (the rounded share)
+        "claims": d.claims.get(account, {}),  # of it, held for its waiting jobs
+        "lendable": d.lendable,  # per type, GPUs no waiting account's claim holds
+        "lend": d.lend,
+        "extra": d.extra.get(account, {}),
+        "deviation_before": d.deviation_before.get(account, {}),
         "deviation": acct_view["deviation"],
-        "min_gpus": d.get("min_gpus", {}).get(account),
-        "planned_limits": d.get("limits", {}).get(account, {}),
+        "min_gpus": d.min_gpus.get(account),
+        "planned_limits": d.limits.get(account, {}),
         "limits_in_slurm": limits_now if snapshot else None,
         "in_use": in_use,
-        "deficit": d.get("deficits", {}).get(account),
+        "deficit": d.deficits.get(account),
         "reachable": snapshot is not None,
         "unreachable": unreachable,
         "pending_jobs": [],
         # GPUs of its pending jobs that are not demand, per why (held, dependency, begin-time, reservation): in
         # the last round, and in Slurm now when it answers (plan.eligible)
-        "not_demand": d.get("not_demand", {}).get(account, {}),
+        "not_demand": d.not_demand.get(account, {}),
         # per type, GPUs its limits were lowered by: its running jobs preemption could not requeue (held-back)
-        "held_back": d.get("held_back", {}).get(account, {}),
+        "held_back": d.held_back.get(account, {}),
         "not_demand_now": (P.not_demand(j for j in P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
                                         if j.account == account).get(account, {}) if snapshot else None),
         # whether its pending fair:flex jobs can still be moved to another GPU type (None: it has none)
@@ -90,10 +91,10 @@ def explain(store: Store, cfg: Any, account: str, snapshot: Snapshot | None, unr
         "preemptions": store.preemptions(account=account, limit=50),  # newest first, with their steps
         "profile_conflicts": [c for c in profile_conflicts(store, cfg) if c["account"] == account],
     }
-    prices = d.get("prices")
+    prices = d.prices
     out["prices"] = prices  # bud: the price of one GPU per type (None for the other policies)
     if prices:
-        weights = d.get("weights", {})
+        weights = d.weights
         total = sum(float(w) for w in weights.values())
         out["budget"] = float(weights.get(tenant, 0.0)) / total if total > 0 else None  # the tenant's
         out["spend"] = sum(float(prices.get(g, 0.0)) * float(v) for g, v in acct_view["ideal"].items())

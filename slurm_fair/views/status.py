@@ -10,6 +10,7 @@ from ..cluster.base import Snapshot
 from ..cluster.errors import ClusterError
 from ..daemon import plan as P
 from ..profiling.core import find_conflicts
+from ..records import RoundDetails
 from ..store import Store
 
 
@@ -49,22 +50,22 @@ def status(store: Store, cfg: Any, snapshot: Snapshot | None, unreachable: str =
         # where a tenant's reported profile contradicts what its jobs measured (profiling.core.find_conflicts)
         "profile_conflicts": profile_conflicts(store, cfg),
     }
-    d = (last or {}).get("details") or {}
+    d = RoundDetails.of_round(last)
     live_limits = {a.name: dict(a.limits) for a in snapshot.accounts} if snapshot else {}
     in_use_now = P.gpus_in_use(snapshot) if snapshot else {}
     pending_now = P.pending_gpus(snapshot, cfg.cluster.partitions, cfg.limits.accounts) if snapshot else {}
-    accounts = sorted(set(d.get("accounts", [])) | (set(pending_now) | set(in_use_now)) - P.NEVER_MANAGED)
+    accounts = sorted(set(d.accounts) | (set(pending_now) | set(in_use_now)) - P.NEVER_MANAGED)
     for a in accounts:
         out["accounts"][a] = {
-            "weight": d.get("weights", {}).get(d.get("tenants", {}).get(a, a)),
-            "ideal": d.get("ideal", {}).get(a, {}),
-            "real": d.get("real", {}).get(a, {}),  # the rounded share: the account's guarantee per type
-            "claims": d.get("claims", {}).get(a, {}),  # of it, held for its waiting jobs in that round
-            "deviation": d.get("deviations", {}).get(a, {}),
-            "planned_limits": d.get("limits", {}).get(a, {}),
-            "limits": live_limits.get(a, {}) if snapshot else d.get("limits", {}).get(a, {}),
+            "weight": d.weights.get(d.tenants.get(a, a)),
+            "ideal": d.ideal.get(a, {}),
+            "real": d.real.get(a, {}),  # the rounded share: the account's guarantee per type
+            "claims": d.claims.get(a, {}),  # of it, held for its waiting jobs in that round
+            "deviation": d.deviations.get(a, {}),
+            "planned_limits": d.limits.get(a, {}),
+            "limits": live_limits.get(a, {}) if snapshot else d.limits.get(a, {}),
             "limits_from": "slurm" if snapshot else "last round",
-            "in_use": in_use_now.get(a, {}) if snapshot else d.get("in_use", {}).get(a, {}),
-            "pending_gpus": pending_now.get(a, 0) if snapshot else d.get("pending_gpus", {}).get(a, 0),
+            "in_use": in_use_now.get(a, {}) if snapshot else d.in_use.get(a, {}),
+            "pending_gpus": pending_now.get(a, 0) if snapshot else d.pending_gpus.get(a, 0),
         }
     return out
