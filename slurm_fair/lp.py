@@ -16,14 +16,14 @@ from typing import Iterator
 
 import cvxpy as cp
 
-from .config import SOLVERS
+from .catalog import SOLVERS
 from .errors import InputError, SolverError
 from .stdio import prime_highs
 
 DEFAULT_SOLVER = "ECOS"
 
 # Public names accepted by ``--solver``, the config's ``policy.solver`` and the policies (one list, in
-# ``config.SOLVERS``), mapped to cvxpy's solver constants.
+# ``catalog.SOLVERS``), mapped to cvxpy's solver constants.
 KNOWN_SOLVERS = {name: getattr(cp, name, name) for name in SOLVERS}
 
 

@@ -37,15 +37,41 @@ def test_defaults(tmp_path):
 
 
 def test_spec_and_dataclasses_agree():
-    """Each section's dataclass has exactly the SPEC keys, with the SPEC defaults."""
+    """Each key is declared once (a section field); SPEC, the defaults and the TOML defaults all come from it."""
     cfg = config.Config()
     assert cfg.as_dict() == config.from_dict({}).as_dict()
+    assert list(config.SPEC) == [f.name for f in dataclasses.fields(config.Config) if "section" in f.metadata]
     for section, keys in config.SPEC.items():
         names = [f.name for f in dataclasses.fields(getattr(cfg, section))]
         assert names == list(keys), section
         for key, spec in keys.items():
             got = cfg.as_dict()[section][key]
             assert got == spec.default, f"{section}.{key}"
+
+
+def test_the_config_needs_neither_the_policies_nor_cvxpy():
+    """config validates policy.name and policy.solver against catalog.py (a leaf), not against the policies."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import slurm_fair.config as c; c.from_dict({'policy': {'name': 'gavel', 'solver': 'ECOS'}}); "
+            "print(sorted(m for m in sys.modules if m.startswith(('slurm_fair.policies', 'cvxpy', 'numpy'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    assert out.strip() == "[]"
+    from slurm_fair import catalog, policies
+
+    assert policies.names() == list(catalog.POLICIES)
+    for name in catalog.POLICIES:
+        assert callable(policies.get(name))
+
+
+def test_the_reference_page_is_generated_from_the_fields():
+    assert (REPO / "docs" / "config-reference.md").read_text() == config.render_reference()
+    page = config.render_reference()
+    for section, keys in config.SPEC.items():
+        assert f"## [{section}]" in page
+        for key in keys:
+            assert f"| `{key}` |" in page
 
 
 def test_repo_file_is_render_default_and_parses_to_defaults():

@@ -6,21 +6,11 @@ import importlib
 import inspect
 from typing import Any, Callable
 
+from ..catalog import POLICIES
 from ..errors import InputError
 from ..model import Allocation, Problem
 
-_MODULES = {
-    "oef-noncoop": "oef_noncoop",
-    "oef-coop": "oef_coop",
-    "max-throughput": "max_throughput",
-    "equal-share": "equal_share",
-    "gavel": "gavel",
-    "gandiva-fair": "gandiva_fair",
-    "bud": "bud",
-    "bud": "bud",
-    "themis": "themis",
-    "hadar": "hadar",
-}
+_MODULES = POLICIES  # name -> module, declared once in catalog.py (the config validates against it too)
 
 Policy = Callable[..., Allocation]
 

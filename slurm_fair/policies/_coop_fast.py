@@ -53,12 +53,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import SOLVERS
+from ..catalog import SOLVERS
 from ..errors import InputError, SolverError
 from ..stdio import new_highs
 
 #: cvxpy solvers accepted by name (plain form); HIGHS means the fast method of this module.
-CVXPY_SOLVERS = tuple(n for n in SOLVERS if n != "HIGHS")  # the plain form through cvxpy (one list: config.SOLVERS)
+CVXPY_SOLVERS = tuple(n for n in SOLVERS if n != "HIGHS")  # the plain form through cvxpy (one list: catalog.SOLVERS)
 
 _TOL = 1e-12  # envy violation (in units of S.x/w on the scaled problem) still accepted as satisfied
 _SLACK = 1e-6  # an envy row this slack (times w_l) may be taken out of the model

@@ -1,0 +1,21 @@
+"""The names other layers validate against: the allocation policies (name -> module in ``slurm_fair.policies``)
+and the LP solvers a policy can run its LPs through (cvxpy's names; ``lp.py`` maps them to cvxpy's constants).
+
+A leaf module, so that the config (which validates ``policy.name`` and ``policy.solver``) needs neither the
+policies nor cvxpy: each list is declared here once and read by ``config``, ``policies`` and ``lp``."""
+
+from __future__ import annotations
+
+POLICIES = {
+    "oef-noncoop": "oef_noncoop",
+    "oef-coop": "oef_coop",
+    "max-throughput": "max_throughput",
+    "equal-share": "equal_share",
+    "gavel": "gavel",
+    "gandiva-fair": "gandiva_fair",
+    "bud": "bud",
+    "themis": "themis",
+    "hadar": "hadar",
+}
+
+SOLVERS = ("ECOS", "HIGHS", "CLARABEL", "SCIPY")  # cvxpy solvers by name (one list for CLI, config and policies)
