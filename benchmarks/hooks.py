@@ -2,7 +2,7 @@
 
     eval "$(contrib/testbed/testbed.sh env)"; python benchmarks/hooks.py [--n 50]
 
-Installs hooks/ into a temp folder (slurm_fair.jobrecord.install, spool in the temp folder, SLURM_CONF of the
+Installs hooks/ into a temp folder (slurm_fair.hookinstall.install, spool in the temp folder, SLURM_CONF of the
 testbed for scontrol), submits one real GPU job so scontrol has something to show, then times N calls of
 each context. Prints a table; goals: median <= 50 ms, p99 <= 200 ms.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from slurm_fair import jobrecord  # noqa: E402
+from slurm_fair import hookinstall, jobrecord  # noqa: E402
 
 
 def main() -> int:
@@ -33,7 +33,7 @@ def main() -> int:
         print("set SLURM_CONF (eval \"$(contrib/testbed/testbed.sh env)\")", file=sys.stderr)
         return 2
     tmp = Path(tempfile.mkdtemp(prefix="hookbench-", dir="/tmp"))
-    jobrecord.install(str(tmp / "hooks"), str(tmp / "spool"), slurm_conf=conf)
+    hookinstall.install(str(tmp / "hooks"), str(tmp / "spool"), slurm_conf=conf)
     shim = str(tmp / "hooks" / jobrecord.SHIM_NAME)
     job = subprocess.run(["sbatch", "--parsable", "-A", "acct_a", "--gres=gpu:1", "-o", "/dev/null",
                           "--comment", "class=bench", "--wrap", "sleep 300"], capture_output=True, text=True,

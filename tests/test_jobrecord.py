@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_fair import jobrecord
+from slurm_fair import hookinstall, jobrecord
 
 REPO = Path(__file__).resolve().parent.parent
 SHIM = REPO / "hooks" / "slurm-fair-hook"
@@ -32,7 +32,7 @@ SCONTROL_2205 = """JobId=42 JobName=my job
 
 def _install(tmp_path: Path, scontrol: str = "", extra: str = "") -> Path:
     dest = tmp_path / "hooks"
-    jobrecord.install(str(dest), str(tmp_path / "spool"))
+    hookinstall.install(str(dest), str(tmp_path / "spool"))
     if scontrol or extra:
         with open(dest / "hooks.conf", "a") as f:
             f.write((f"scontrol={scontrol}\n" if scontrol else "") + extra)
@@ -164,7 +164,7 @@ def test_shim_exits_0_fast_with_unwritable_spool_and_broken_env(tmp_path):
 
 def test_shim_writes_a_record_and_install_writes_conf(tmp_path):
     dest = tmp_path / "h"
-    lines = jobrecord.install(str(dest), str(tmp_path / "spool"), slurm_conf="/etc/x/slurm.conf")
+    lines = hookinstall.install(str(dest), str(tmp_path / "spool"), slurm_conf="/etc/x/slurm.conf")
     assert lines.splitlines() == [f"{k}={dest}/slurm-fair-hook" for k in
                                   ("PrologSlurmctld", "EpilogSlurmctld", "Prolog", "Epilog")]
     assert stat.S_IMODE((dest / "slurm-fair-hook").stat().st_mode) == 0o755
@@ -180,9 +180,9 @@ def test_shim_writes_a_record_and_install_writes_conf(tmp_path):
 
 def test_install_rejects_relative_paths(tmp_path):
     with pytest.raises(ValueError, match="DEST: must be an absolute path"):
-        jobrecord.install("rel", str(tmp_path))
+        hookinstall.install("rel", str(tmp_path))
     with pytest.raises(ValueError, match="--spool: must be an absolute path"):
-        jobrecord.install(str(tmp_path / "h"), "spool")
+        hookinstall.install(str(tmp_path / "h"), "spool")
 
 
 def test_runs_by_path_with_isolated_python_and_imports_no_package():
@@ -196,6 +196,21 @@ def test_runs_by_path_with_isolated_python_and_imports_no_package():
     r = subprocess.run([sys.executable, "-I", "-S", str(REPO / "slurm_fair" / "jobrecord.py")],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "usage: jobrecord.py hook CONF" in r.stderr
+
+
+def test_the_installer_runs_by_path_too_as_the_testbed_runs_it(tmp_path):
+    """hookinstall.py (split from jobrecord.py so the hook file holds only what a hook call needs) installs from
+    an isolated python without the package: the testbed's chroot has none."""
+    dest = tmp_path / "hooks"
+    r = subprocess.run([sys.executable, "-I", "-S", str(REPO / "slurm_fair" / "hookinstall.py"), "install", str(dest),
+                        "--spool", str(tmp_path / "spool")], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == hookinstall.slurm_conf_lines(str(dest))
+    assert (dest / "jobrecord.py").read_bytes() == (REPO / "slurm_fair" / "jobrecord.py").read_bytes()
+    assert "spool=" + str(tmp_path / "spool") in (dest / "hooks.conf").read_text()
+    r = subprocess.run([sys.executable, "-I", "-S", str(REPO / "slurm_fair" / "hookinstall.py"), "install"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "DEST: must be an absolute path" in r.stderr
 
 
 def test_cli_hooks_install(tmp_path):
@@ -222,8 +237,8 @@ def _site_program(path: Path, rc: int) -> Path:
 def test_chained_site_hook_runs_after_the_record_with_its_exit_status(tmp_path):
     site = _site_program(tmp_path / "site-prolog", 3)
     dest = tmp_path / "h"
-    jobrecord.install(str(dest), str(tmp_path / "spool"), chain={"PrologSlurmctld": str(site)})
-    assert jobrecord.chained(str(dest)) == {"prolog_slurmctld": str(site)}
+    hookinstall.install(str(dest), str(tmp_path / "spool"), chain={"PrologSlurmctld": str(site)})
+    assert hookinstall.chained(str(dest)) == {"prolog_slurmctld": str(site)}
     env = {"SLURM_SCRIPT_CONTEXT": "prolog_slurmctld", "SLURM_JOB_ID": "21"}
     r = subprocess.run([str(dest / "slurm-fair-hook"), "a1"], env=env, capture_output=True, timeout=20)
     assert r.returncode == 3  # the site's own status: its way of requeueing a job is kept
@@ -239,11 +254,11 @@ def test_reinstall_keeps_chains_and_key_equals_nothing_removes_one(tmp_path):
     pro = _site_program(tmp_path / "p", 0)
     epi = _site_program(tmp_path / "e", 0)
     dest = tmp_path / "h"
-    jobrecord.install(str(dest), str(tmp_path / "s"), chain={"Prolog": str(pro), "epilog_slurmd": str(epi)})
-    jobrecord.install(str(dest), str(tmp_path / "s"))  # an upgrade: the site's hooks keep running
-    assert jobrecord.chained(str(dest)) == {"prolog_slurmd": str(pro), "epilog_slurmd": str(epi)}
-    jobrecord.install(str(dest), str(tmp_path / "s"), chain={"Prolog": ""})
-    assert jobrecord.chained(str(dest)) == {"epilog_slurmd": str(epi)}
+    hookinstall.install(str(dest), str(tmp_path / "s"), chain={"Prolog": str(pro), "epilog_slurmd": str(epi)})
+    hookinstall.install(str(dest), str(tmp_path / "s"))  # an upgrade: the site's hooks keep running
+    assert hookinstall.chained(str(dest)) == {"prolog_slurmd": str(pro), "epilog_slurmd": str(epi)}
+    hookinstall.install(str(dest), str(tmp_path / "s"), chain={"Prolog": ""})
+    assert hookinstall.chained(str(dest)) == {"epilog_slurmd": str(epi)}
 
 
 @pytest.mark.parametrize("key,program,field", [
@@ -255,20 +270,20 @@ def test_reinstall_keeps_chains_and_key_equals_nothing_removes_one(tmp_path):
 def test_chain_rejects_bad_input_before_writing_anything(tmp_path, key, program, field):
     dest = tmp_path / "h"
     with pytest.raises(ValueError, match="--chain: .*" + field.replace("*", r"\*")):
-        jobrecord.install(str(dest), str(tmp_path / "s"), chain={key: program})
+        hookinstall.install(str(dest), str(tmp_path / "s"), chain={key: program})
     assert not dest.exists()
 
 
 def test_chain_refuses_the_shim_itself(tmp_path):
     dest = tmp_path / "h"
-    jobrecord.install(str(dest), str(tmp_path / "s"))
+    hookinstall.install(str(dest), str(tmp_path / "s"))
     with pytest.raises(ValueError, match="slurm-fair's own hook"):
-        jobrecord.install(str(dest), str(tmp_path / "s"), chain={"Epilog": str(dest / "slurm-fair-hook")})
+        hookinstall.install(str(dest), str(tmp_path / "s"), chain={"Epilog": str(dest / "slurm-fair-hook")})
 
 
 def test_shim_linked_from_a_prolog_folder_finds_its_own_folder(tmp_path):
     dest = tmp_path / "h"
-    jobrecord.install(str(dest), str(tmp_path / "spool"))
+    hookinstall.install(str(dest), str(tmp_path / "spool"))
     pd = tmp_path / "prolog.d"
     pd.mkdir()
     (pd / "50-slurm-fair").symlink_to(dest / "slurm-fair-hook")
@@ -281,18 +296,18 @@ def test_shim_linked_from_a_prolog_folder_finds_its_own_folder(tmp_path):
 def test_uninstall_gives_back_the_chained_lines_and_leaves_no_trace(tmp_path):
     site = _site_program(tmp_path / "site-epilogctld", 0)
     dest = tmp_path / "h"
-    jobrecord.install(str(dest), str(tmp_path / "spool"), chain={"EpilogSlurmctld": str(site)})
+    hookinstall.install(str(dest), str(tmp_path / "spool"), chain={"EpilogSlurmctld": str(site)})
     subprocess.run([str(dest / "slurm-fair-hook")], env={"SLURM_SCRIPT_CONTEXT": "epilog_slurmctld",
                                                          "SLURM_JOB_ID": "8"}, capture_output=True, timeout=20)
     want = ["# PrologSlurmctld= (remove the line)", f"EpilogSlurmctld={site}",
             "# Prolog= (remove the line)", "# Epilog= (remove the line)"]
-    assert jobrecord.uninstall(str(dest), dry_run=True).splitlines() == want
+    assert hookinstall.uninstall(str(dest), dry_run=True).splitlines() == want
     assert (dest / "slurm-fair-hook").exists()
-    assert jobrecord.uninstall(str(dest)).splitlines() == want
+    assert hookinstall.uninstall(str(dest)).splitlines() == want
     assert not dest.exists()  # the folder held only what install put there (and the bytecode cache)
     assert (tmp_path / "spool" / "8.0.end.epilog_slurmctld.json").exists()  # records are kept
     with pytest.raises(ValueError, match="DEST: no slurm-fair-hook"):
-        jobrecord.uninstall(str(dest))
+        hookinstall.uninstall(str(dest))
 
 
 def test_cli_hooks_chain_and_uninstall(tmp_path):

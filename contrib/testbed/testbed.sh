@@ -579,7 +579,7 @@ EOF
 
   # slurm-fair's job start/end hooks (same code path as `slurm-fair hooks install`, with the python3 that
   # slurmctld runs them with: the host's, or the chroot's for trixie)
-  in_env python3 -I -S "$REPO/slurm_fair/jobrecord.py" install "$LABIN/hooks" --spool "$LABIN/hooks-spool" \
+  in_env python3 -I -S "$REPO/slurm_fair/hookinstall.py" install "$LABIN/hooks" --spool "$LABIN/hooks-spool" \
     --slurm-conf "$LABIN/etc/slurm.conf" --log "$LABIN/log/hooks.log" >/dev/null ||
     die "installing the slurm-fair hooks into $LAB/hooks failed"
 

@@ -1,6 +1,6 @@
 """``slurm-fair hooks install``: put the Slurm hook shim where slurmctld/slurmd can run it.
 
-Only parses and prints; the work is :func:`slurm_fair.jobrecord.install` (stdlib only, so the testbed runs
+Only parses and prints; the work is :func:`slurm_fair.hookinstall.install` (stdlib only, so the testbed runs
 the same code with the system python3).
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from .. import jobrecord
+from .. import hookinstall, jobrecord
 
 
 @click.group("hooks")
@@ -40,7 +40,7 @@ def install_cmd(dest: str, spool: str, slurm_conf: str, log: str, chain: tuple[s
             raise SystemExit(2)
         pairs[key] = program
     try:
-        lines = jobrecord.install(dest, spool, slurm_conf, log, chain=pairs)
+        lines = hookinstall.install(dest, spool, slurm_conf, log, chain=pairs)
     except ValueError as e:
         click.echo(f"error: {e}", err=True)
         raise SystemExit(2) from None
@@ -48,7 +48,7 @@ def install_cmd(dest: str, spool: str, slurm_conf: str, log: str, chain: tuple[s
         click.echo(f"error: DEST: cannot install into {dest}: {e.strerror or e} (got {dest!r})", err=True)
         raise SystemExit(1) from None
     click.echo(f"# installed into {dest}; add to slurm.conf, then: scontrol reconfigure")
-    for context, program in sorted(jobrecord.chained(dest).items()):
+    for context, program in sorted(hookinstall.chained(dest).items()):
         click.echo(f"# {context}: runs {program} after the record")
     click.echo(lines, nl=False)
 
@@ -62,7 +62,7 @@ def uninstall_cmd(dest: str, dry_run: bool) -> None:
     put them in slurm.conf, `scontrol reconfigure`, then this without --dry-run (a hook slurm.conf still
     names must exist)."""
     try:
-        lines = jobrecord.uninstall(dest, dry_run=dry_run)
+        lines = hookinstall.uninstall(dest, dry_run=dry_run)
     except ValueError as e:
         click.echo(f"error: {e}", err=True)
         raise SystemExit(2) from None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_fair import config, jobrecord
+from slurm_fair import config, hookinstall, jobrecord
 from slurm_fair.store import Store
 
 from .conftest import GPUS
@@ -85,7 +85,7 @@ def test_requeue_gives_one_record_pair_per_run(testbed, spool):
 
 def test_broken_env_or_unwritable_spool_exits_0_fast(testbed, tmp_path):
     dest = tmp_path / "hooks"
-    jobrecord.install(str(dest), str(tmp_path / "spool"), slurm_conf=testbed.env["SLURM_CONF"])
+    hookinstall.install(str(dest), str(tmp_path / "spool"), slurm_conf=testbed.env["SLURM_CONF"])
     (dest / "hooks.conf").write_text(f"spool=/proc/slurm-fair-no-spool\nslurm_conf={testbed.env['SLURM_CONF']}\n")
     shim = str(dest / jobrecord.SHIM_NAME)
     for env in ({}, {"SLURM_SCRIPT_CONTEXT": "prolog_slurmctld"},
@@ -137,7 +137,7 @@ def test_a_sites_own_hooks_keep_running_when_chained(testbed, spool, tmp_path):
         programs[key] = str(p)
 
     def install(chain):
-        jobrecord.install(str(dest), conf["spool"], conf.get("slurm_conf", ""), conf.get("log", ""), chain=chain)
+        hookinstall.install(str(dest), conf["spool"], conf.get("slurm_conf", ""), conf.get("log", ""), chain=chain)
 
     install(programs)
     try:
@@ -151,7 +151,7 @@ def test_a_sites_own_hooks_keep_running_when_chained(testbed, spool, tmp_path):
         testbed.wait_state(job, "COMPLETED")
     finally:
         install({k: "" for k in programs})
-    assert jobrecord.chained(str(dest)) == {}
+    assert hookinstall.chained(str(dest)) == {}
     job = testbed.sbatch("acct_b", gpus=1, gpu_type="v100", command="sleep 1")
     wait_records(testbed, spool, job, {(0, "start"), (0, "end")})
     assert not list(site.glob(f"*.{job}"))
