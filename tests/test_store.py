@@ -415,7 +415,7 @@ def test_preemption_lifecycle_steps_and_queries(store):
     f = store.preemptions(job_id=43)[0]
     assert (f["id"], f["state"], f["signalled_at"], f["steps"][0]["step"]) == (failed, "failed", None, "signal-failed")
     assert store.preemption_counts() == {"requeued": 1, "failed": 1}
-    assert [p["job_id"] for p in store.preemption_history(since=1125.0)] == [42, 43]  # requeued at 1130, created 1200
+    assert [p.job_id for p in store.preemption_history(since=1125.0)] == [42, 43]  # requeued at 1130, created 1200
     assert store.preemption_history(since=5000.0) == []
     assert store.preemptions(account="acct_c") == []
     with pytest.raises(InputError, match="state"):

@@ -166,7 +166,7 @@ def test_store_keeps_held_back_records_open(tmp_path):
                                 grace=120, now=NOW)
         st.preemption_step(sig, "requeue-failed", "requeue failed", state=UR.HELD_BACK, now=NOW + 130,
                            due=NOW + 1930)
-        rows = {r["id"]: r for r in st.preemption_history(since=NOW + 10_000)}
+        rows = {r.id: r.to_row() for r in st.preemption_history(since=NOW + 10_000)}
         assert rows[pid]["state"] == rows[sig]["state"] == UR.HELD_BACK
         assert rows[sig]["finished_at"] is None and rows[sig]["requeue_at"] == NOW + 1930
         assert [s["step"] for s in rows[sig]["steps"]] == ["signalled", "requeue-failed"]

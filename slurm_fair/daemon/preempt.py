@@ -37,27 +37,12 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..cluster.base import Job
+from ..preemptions import SIGNALLED, STATES, PreemptionRecord  # noqa: F401 - STATES: the states, re-exported
 from . import unrequeueable as UR
 from .plan.demand import startable
 
-OPEN = "signalled"  # state of a preemption waiting for its grace to end
-STATES = ("signalled", "requeued", "resolved", "gone", "failed", UR.HELD_BACK, "cancelled")
-
-
-@dataclass(frozen=True)
-class Record:
-    """A preemption the store knows (one per signalled job)."""
-
-    id: int
-    job_id: int
-    account: str
-    gpu_type: str
-    gpus: int
-    state: str  # one of STATES
-    signalled_at: float | None  # None when the signal failed
-    requeue_at: float | None  # signalled_at + grace
-    requeued_at: float | None = None
-    target_type: str | None = None  # an upgrade move's faster type (None: a reclaim)
+OPEN = SIGNALLED  # state of a preemption waiting for its grace to end (the states: slurm_fair/preemptions.py)
+Record = PreemptionRecord  # what decisions read of a preemption: the typed record of the store
 
 
 @dataclass(frozen=True)

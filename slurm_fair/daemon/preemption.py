@@ -20,9 +20,7 @@ from . import unrequeueable as UR
 
 def history(store: Store, now: float, cfg: Any) -> list[PR.Record]:
     """The preemptions that matter now: open ones, and those whose lease (``min_runtime``) is not over."""
-    rows = store.preemption_history(since=now - float(cfg.preemption.min_runtime) - 1.0)
-    return [PR.Record(r["id"], r["job_id"], r["account"], r["gpu_type"] or "", r["gpus"] or 0, r["state"],
-                      r["signalled_at"], r["requeue_at"], r["requeued_at"], r.get("target_type")) for r in rows]
+    return store.preemption_history(since=now - float(cfg.preemption.min_runtime) - 1.0)
 
 
 def held_back(store: Store, now: float, cfg: Any, snapshot: Snapshot) -> dict[str, dict[str, int]]:

@@ -5,16 +5,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .. import preemptions as P
 from ..errors import InputError
+from ..preemptions import OPEN_STATES, STATES, PreemptionRecord
 from .base import StoreBase
 from .codec import _dumps, _int, _loads
 
-PREEMPTION_STATES = ("signalled", "requeued", "resolved", "gone", "failed", "held-back", "cancelled")
-OPEN_PREEMPTIONS = ("signalled", "held-back")  # held-back: daemon/unrequeueable.py, open until the job ends
+PREEMPTION_STATES = STATES  # the state machine is slurm_fair/preemptions.py; the store only stores
+OPEN_PREEMPTIONS = OPEN_STATES
 
 
 class PreemptionsMixin(StoreBase):
-    """The ``preemptions`` table."""
+    """The ``preemptions`` table: rows of :class:`~slurm_fair.preemptions.PreemptionRecord`. What a step does to
+    a record (its state, requeue_at, requeued_at, finished_at) is decided in ``slurm_fair/preemptions.py``."""
 
     @staticmethod
     def _preemption_row(r: dict) -> dict:
@@ -22,63 +25,50 @@ class PreemptionsMixin(StoreBase):
         r["steps"] = _loads(r["steps"]) or []
         return r
 
+    def _insert_preemption(self, rec: PreemptionRecord) -> int:
+        row = rec.to_row()
+        row["steps"] = _dumps(row["steps"])
+        with self.transaction():
+            return self.db["preemptions"].insert(row).last_pk
+
     def add_preemption(self, *, job_id: int, account: str, gpu_type: str, gpus: int, signal: str, reason: str,
                        grace: float, round_id: int | None = None, user: str = "", ok: bool = True,
                        message: str = "", now: float | None = None, target_type: str | None = None,
                        held_back: bool = False, due: float | None = None) -> int:
-        """Record a checkpoint signal sent to a job (``ok``) or that failed (state ``failed``, ``message``
-        says why); returns the preemption id. A sent signal opens the preemption (state ``signalled``) until
-        ``now + grace``. ``target_type``: an upgrade move's faster type (None: a reclaim). ``held_back``: no signal
-        was sent, the job cannot be requeued and its account is held back (state ``held-back``, open until the job
-        ends; ``due``: when it is cancelled, None = never)."""
+        """Record a checkpoint signal sent to a job (``ok``: :func:`~slurm_fair.preemptions.signal_sent`) or that
+        failed (:func:`~slurm_fair.preemptions.signal_failed`, ``message`` says why), or a job held back
+        (``held_back``: :func:`~slurm_fair.preemptions.held_back`, ``due`` its cancel time); returns its id."""
         now = time.time() if now is None else now
+        common = {"job_id": _int(job_id, "job_id"), "account": account, "gpu_type": gpu_type,
+                  "gpus": _int(gpus, "gpus"), "reason": reason, "now": now, "round_id": _int(round_id, "round_id"),
+                  "user": user}
         if held_back:
-            step = {"time": now, "round_id": round_id, "step": "held-back", "message": message}
-            row = {"job_id": _int(job_id, "job_id"), "account": account, "user": user, "gpu_type": gpu_type,
-                   "gpus": _int(gpus, "gpus"), "signal": "", "reason": reason, "state": "held-back",
-                   "round_id": _int(round_id, "round_id"), "created": now, "signalled_at": None, "requeue_at": due,
-                   "requeued_at": None, "finished_at": None, "steps": _dumps([step]), "target_type": None}
-            with self.transaction():
-                return self.db["preemptions"].insert(row).last_pk
-        step = {"time": now, "round_id": round_id, "step": "signalled" if ok else "signal-failed",
-                "message": message or (f"sent {signal}" if ok else "")}
-        row = {"job_id": _int(job_id, "job_id"), "account": account, "user": user, "gpu_type": gpu_type,
-               "gpus": _int(gpus, "gpus"), "signal": signal, "reason": reason, "state": "signalled" if ok else "failed",
-               "round_id": _int(round_id, "round_id"), "created": now, "signalled_at": now if ok else None,
-               "requeue_at": now + float(grace) if ok else None, "requeued_at": None,
-               "finished_at": None if ok else now, "steps": _dumps([step]), "target_type": target_type}
-        with self.transaction():
-            return self.db["preemptions"].insert(row).last_pk
+            return self._insert_preemption(P.held_back(**common, message=message, due=due))
+        if ok:
+            return self._insert_preemption(P.signal_sent(**common, signal=signal, grace=grace, message=message,
+                                                         target_type=target_type))
+        return self._insert_preemption(P.signal_failed(**common, signal=signal, message=message,
+                                                       target_type=target_type))
 
     def preemption_step(self, preemption_id: int, step: str, message: str = "", *, state: str | None = None,
                         round_id: int | None = None, now: float | None = None, due: Any = ...) -> None:
-        """Append a step; with ``state`` also move the preemption there (``requeued`` sets requeued_at; any
-        state but an open one, ``signalled`` or ``held-back``, sets finished_at). ``due`` (when given): the new
-        requeue_at (a held-back job's cancel time, None = never)."""
+        """Append a step to a preemption (and with ``state`` move it there): :func:`~slurm_fair.preemptions.advance`."""
         now = time.time() if now is None else now
-        if state is not None and state not in PREEMPTION_STATES:
-            raise InputError("state", state, f"must be one of {', '.join(PREEMPTION_STATES)}")
         with self.transaction():
             rows = list(self.db["preemptions"].rows_where("id = ?", [preemption_id]))
             if not rows:
                 raise InputError("preemption_id", preemption_id, "no such preemption")
-            steps = _loads(rows[0]["steps"]) or []
-            steps.append({"time": now, "round_id": _int(round_id, "round_id"), "step": step, "message": message})
-            update: dict[str, Any] = {"steps": _dumps(steps)}
-            if state is not None:
-                update["state"] = state
-                if state == "requeued":
-                    update["requeued_at"] = now
-                if state not in OPEN_PREEMPTIONS:
-                    update["finished_at"] = now
-            if due is not ...:
-                update["requeue_at"] = due
+            rec = P.advance(PreemptionRecord.from_row(self._preemption_row(rows[0])), step, message, state=state,
+                            round_id=_int(round_id, "round_id"), now=now, due=due)
+            row = rec.to_row()
+            update = {k: row[k] for k in ("state", "requeue_at", "requeued_at", "finished_at")}
+            update["steps"] = _dumps(row["steps"])
             self.db["preemptions"].update(preemption_id, update)
 
-    def preemption_history(self, since: float) -> list[dict]:
+    def preemption_history(self, since: float) -> list[PreemptionRecord]:
         """What preemption decisions need: open preemptions, and every one signalled or requeued since
         ``since`` (leases)."""
-        return [self._preemption_row(r) for r in self.db["preemptions"].rows_where(
+        return [PreemptionRecord.from_row(self._preemption_row(r)) for r in self.db["preemptions"].rows_where(
             "state in ('signalled', 'held-back') or coalesce(requeued_at, signalled_at, created) >= ?", [since],
             order_by="id")]
 
