@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from ..config import Config
 from .. import config as config_mod
 from ..cluster.base import ANY_GPU
 from ..cluster.errors import ClusterError
@@ -25,13 +26,13 @@ from .table import render
 
 
 
-def _store(cfg: Any) -> Any:
+def _store(cfg: Config) -> Any:
     from ..store import Store
 
     return Store(cfg.database_path)
 
 
-def _cluster(cfg: Any, timeout: float | None = None) -> tuple[Any, str]:
+def _cluster(cfg: Config, timeout: float | None = None) -> tuple[Any, str]:
     from ..cluster import connect
 
     try:
@@ -40,7 +41,7 @@ def _cluster(cfg: Any, timeout: float | None = None) -> tuple[Any, str]:
         return None, str(e)
 
 
-def _snapshot(cfg: Any) -> tuple[Any, str]:
+def _snapshot(cfg: Config) -> tuple[Any, str]:
     """What Slurm shows now, for status/explain (at most 10 s: they fall back to the last round)."""
     from ..views.status import live_snapshot
 

@@ -9,6 +9,7 @@ from typing import Any, Iterable, Sequence
 
 import click
 
+from ..config import Config
 from .. import config as config_mod
 from .. import profiles as shipped_profiles
 from ..errors import InputError
@@ -41,7 +42,7 @@ def profiles_group() -> None:
     """
 
 
-def list_rows(values: list[dict], cfg: Any, now: float) -> list[dict]:
+def list_rows(values: list[dict], cfg: Config, now: float) -> list[dict]:
     """``profiles list`` rows: every stored value (all sources side by side) with ``used`` (the value the
     policies use for that key), ``stale``/``single`` flags and ``speedup`` (throughput over the lowest
     throughput of the same account, class and source)."""

@@ -10,6 +10,7 @@ import json
 import time
 from typing import Any, Iterable
 
+from ..config import Config
 from .. import profiles as shipped_profiles
 from ..cluster.base import Snapshot
 from ..profiling.trust import effective_values
@@ -23,7 +24,7 @@ PRUNE_ERROR = "store-prune-error"
 FOLD_EVENT = "class-folded"
 
 
-def fold_round(store: Store, snapshot: Snapshot, cfg: Any, round_id: int | None, now: float) -> Folded:
+def fold_round(store: Store, snapshot: Snapshot, cfg: Config, round_id: int | None, now: float) -> Folded:
     """The snapshot with each account's classes beyond ``[profiling] max_classes_per_account`` folded into
     ``default``; one ``class-folded`` event per account and class a day."""
     try:
@@ -46,7 +47,7 @@ def fold_round(store: Store, snapshot: Snapshot, cfg: Any, round_id: int | None,
         return Folded(snapshot, {}, {})
 
 
-def round_profiles(store: Store, cfg: Any) -> list[dict]:
+def round_profiles(store: Store, cfg: Config) -> list[dict]:
     """The profile values the policies use this round (profiling/trust.py ``effective_values``)."""
     p = cfg.profiling
     rows, _acted = effective_values(store.profile_values(), float(p.conflict_margin), p.on_conflict,
@@ -54,7 +55,7 @@ def round_profiles(store: Store, cfg: Any) -> list[dict]:
     return rows
 
 
-def maybe_prune(store: Store, cfg: Any, now: float, live_jobs: Iterable[int] | None,
+def maybe_prune(store: Store, cfg: Config, now: float, live_jobs: Iterable[int] | None,
                 round_id: int | None = None) -> dict[str, Any] | None:
     """Prune (``Store.prune``) when the last prune is a day old or more, or left history behind (a database
     catching up deletes at most ``PRUNE_STEP_DAYS`` of its oldest days a round); the counts, or None when not

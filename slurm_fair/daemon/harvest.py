@@ -29,8 +29,9 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Iterable
 
+from ..config import Config
 from .. import profiles as shipped_profiles
 from ..cluster.base import Snapshot
 from ..errors import InputError
@@ -179,7 +180,7 @@ def _take(store: Store, c: dict, x: _Context) -> str | None:
     return v.status
 
 
-def harvest(store: Store, snapshot: Snapshot, cfg: Any, round_id: int | None, now: float | None = None,
+def harvest(store: Store, snapshot: Snapshot, cfg: Config, round_id: int | None, now: float | None = None,
             kept: dict[str, tuple[str, ...]] | None = None) -> dict:
     """Take the new reports into the store (module docstring); returns counts for the round's details.
     ``kept``: per account the classes the round kept (plan/classcap.py)."""

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config import Config
 from .. import jobrecord
 from ..store import Store
 
@@ -230,7 +231,7 @@ def _event(store: Store, kind: str, message: str, round_id: int | None, data: An
         pass
 
 
-def ingest_round(store: Store, cfg: Any, round_id: int | None) -> IngestResult | None:
+def ingest_round(store: Store, cfg: Config, round_id: int | None) -> IngestResult | None:
     """The round's one call: ingest ``cfg.spool_path`` (None when ``hooks.spool`` is empty). Never raises."""
     spool = getattr(cfg, "spool_path", None)
     if spool is None:

@@ -36,11 +36,14 @@ import heapq
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..config import PreemptionConfig
 from ..cluster.base import Job
-from ..preemptions import SIGNALLED, STATES, PreemptionRecord  # noqa: F401 - STATES: the states, re-exported
+from .. import preemptions as _states
+from ..preemptions import SIGNALLED, PreemptionRecord
 from . import unrequeueable as UR
 from .plan.demand import startable
 
+STATES = _states.STATES  # every state a preemption can be in
 OPEN = SIGNALLED  # state of a preemption waiting for its grace to end (the states: slurm_fair/preemptions.py)
 Record = PreemptionRecord  # what decisions read of a preemption: the typed record of the store
 
@@ -182,7 +185,7 @@ def _lease_end(job: Job, history: Sequence[Record], min_runtime: float) -> tuple
 
 
 def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history: Sequence[Record],
-           now: float, cfg: Any, idle: Mapping[str, int] | None = None, word: str = "limit",
+           now: float, cfg: PreemptionConfig, idle: Mapping[str, int] | None = None, word: str = "limit",
            upgrade_ok: Any = None) -> Decision:
     """The preemption steps of this round (see the module docstring).
 
@@ -397,7 +400,7 @@ def _held_back(history: Sequence[Record], running: Mapping[int, Job], excess: di
     return out
 
 
-def _ineligible(job: Job, g: int, avail: int, t: str, history: Sequence[Record], now: float, cfg: Any) -> str | None:
+def _ineligible(job: Job, g: int, avail: int, t: str, history: Sequence[Record], now: float, cfg: PreemptionConfig) -> str | None:
     ran = now - float(job.start_time or now)
     if ran < float(cfg.min_runtime):
         return f"ran {ran:.0f} s < preemption.min_runtime {float(cfg.min_runtime):g} s"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ..config import Config
 from ..cluster.base import Cluster, Snapshot, supports_pending_retype
 from ..cluster.errors import ClusterError
 from ..errors import InputError
@@ -18,12 +19,12 @@ from . import upgrade as U
 from . import unrequeueable as UR
 
 
-def history(store: Store, now: float, cfg: Any) -> list[PR.Record]:
+def history(store: Store, now: float, cfg: Config) -> list[PR.Record]:
     """The preemptions that matter now: open ones, and those whose lease (``min_runtime``) is not over."""
     return store.preemption_history(since=now - float(cfg.preemption.min_runtime) - 1.0)
 
 
-def held_back(store: Store, now: float, cfg: Any, snapshot: Snapshot) -> dict[str, dict[str, int]]:
+def held_back(store: Store, now: float, cfg: Config, snapshot: Snapshot) -> dict[str, dict[str, int]]:
     """account -> type -> GPUs its running held-back jobs hold (``daemon/unrequeueable.py``): what the round
     lowers its limits by. Empty when preemption is off or ``preemption.unrequeueable = "ignore"``."""
     if not cfg.preemption.enabled or not UR.acts(cfg.preemption.unrequeueable):
@@ -32,12 +33,12 @@ def held_back(store: Store, now: float, cfg: Any, snapshot: Snapshot) -> dict[st
     return UR.penalties(records, {j.job_id: j for j in snapshot.jobs if j.running})
 
 
-def moving(store: Store, now: float, cfg: Any) -> list[tuple[str, str, int]]:
+def moving(store: Store, now: float, cfg: Config) -> list[tuple[str, str, int]]:
     """(account, target type, GPUs) of the upgrade moves in flight (their target GPUs are held for them)."""
     return U.in_flight(history(store, now, cfg))
 
 
-def run(cluster: Cluster | None, store: Store, cfg: Any, snapshot: Snapshot, limits: Mapping[str, Mapping[str, int]],
+def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, limits: Mapping[str, Mapping[str, int]],
             round_id: int | None, now: float, act: bool = True, stamp: float | None = None,
             decisions: P.Decisions | None = None) -> PreemptionSummary:
     """Decide this round's preemption steps (:func:`preempt.decide` on ``limits``: the guarantees when limits

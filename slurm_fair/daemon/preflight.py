@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..config import Config
 from ..cluster.base import Snapshot
 from ..cluster.parse import grptres_limits
 from . import plan as P
@@ -110,7 +111,7 @@ def runs_slurm_fair_hook(value: str) -> bool:
                for p in paths)
 
 
-def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Any, *, qos: Mapping[str, str],
+def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Config, *, qos: Mapping[str, str],
           partitions: Mapping[str, str], slurm_conf: str | None, site: Mapping[str, Mapping[str, int]]) -> list[Finding]:
     """Every finding (module docstring)."""
     out: list[Finding] = []

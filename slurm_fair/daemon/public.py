@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..config import Config
 from ..cluster.base import ANY_GPU, Snapshot, supports_pending_retype
 from ..errors import SlurmFairError
 from . import plan as P
@@ -122,7 +123,7 @@ def _counts(row: Mapping[str, Any] | None, *, limits: bool = False) -> dict[str,
             and (limits or int(n) != 0)}
 
 
-def _types(snapshot: Snapshot, cfg: Any, plan: P.Plan) -> dict[str, TypeStatus]:
+def _types(snapshot: Snapshot, cfg: Config, plan: P.Plan) -> dict[str, TypeStatus]:
     free = P.FreeGPUs.of(snapshot, cfg.cluster.partitions)
     idle = free.totals()
     lendable = plan.lendable()
@@ -136,7 +137,7 @@ def _types(snapshot: Snapshot, cfg: Any, plan: P.Plan) -> dict[str, TypeStatus]:
     return out
 
 
-def build_status(snapshot: Snapshot, decisions: P.Decisions, cfg: Any, *, round_id: int | None, round_time: float,
+def build_status(snapshot: Snapshot, decisions: P.Decisions, cfg: Config, *, round_id: int | None, round_time: float,
                  round_status: str, dry_run: bool, limits: Mapping[str, Mapping[str, int]] | None = None
                  ) -> PublicStatus:
     """The status of a round (its decisions) observed in ``snapshot`` (the round's, or a later poll's). ``limits``:
@@ -168,7 +169,7 @@ def build_status(snapshot: Snapshot, decisions: P.Decisions, cfg: Any, *, round_
         truncated=max(0, len(names) - MAX_ACCOUNTS))
 
 
-def refreshed(status: PublicStatus, snapshot: Snapshot, decisions: P.Decisions, cfg: Any) -> PublicStatus:
+def refreshed(status: PublicStatus, snapshot: Snapshot, decisions: P.Decisions, cfg: Config) -> PublicStatus:
     """``status`` with what a later poll's snapshot shows (GPUs in use, idle, pending, limits in Slurm); the round's
     guarantees, claims and type order stay."""
     new = build_status(snapshot, decisions, cfg, round_id=status.round, round_time=status.round_time,

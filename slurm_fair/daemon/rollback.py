@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from ..config import Config
 from ..cluster.base import CLEAR, Cluster, Snapshot
 from ..store import Store
 from . import plan as P
@@ -38,7 +39,7 @@ class Rollback:
 
 
 def plan_rollback(snapshot: Snapshot, site: Mapping[str, Mapping[str, int]], managed: Iterable[str],
-                  type_map: Path | None, cfg: Any) -> Rollback:
+                  type_map: Path | None, cfg: Config) -> Rollback:
     """The changes that restore the cluster (module docstring)."""
     accounts = sorted(set(site) | set(managed))
     changes: dict[str, dict[str, int]] = {}
@@ -58,7 +59,7 @@ def plan_rollback(snapshot: Snapshot, site: Mapping[str, Mapping[str, int]], man
     return Rollback(changes, factors, present, accounts)
 
 
-def run(cluster: Cluster, store: Store, cfg: Any, dry_run: bool = False) -> dict[str, Any]:
+def run(cluster: Cluster, store: Store, cfg: Config, dry_run: bool = False) -> dict[str, Any]:
     """Roll back (module docstring); with ``dry_run`` only say what would change. Returns the report:
     ``limits`` {account: {key: value, -1 = clear}}, ``site_factors`` (jobs reset), ``type_map`` (file removed
     or None), ``failed`` {account or 'site_factor' or 'type_map': cause}, ``dry_run``."""

@@ -38,6 +38,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..config import Config
 from .. import policies
 from .. import profiles as shipped_profiles
 from ..cluster.base import ANY_GPU, CLEAR, Cluster, Snapshot, supports_pending_retype
@@ -110,7 +111,7 @@ def mark_interrupted(store: Store) -> int:
     return n
 
 
-def compute(snapshot: Snapshot, store: Store, cfg: Any, policy: str, now: float) -> P.Decisions:
+def compute(snapshot: Snapshot, store: Store, cfg: Config, policy: str, now: float) -> P.Decisions:
     """Everything a round decides (``plan.decide``, pure) from the snapshot and the state in the store. A
     policy that takes a warm start (``policies.takes_warm``) gets the one the last round saved."""
     warm = _warm(store, policy, now)
@@ -342,7 +343,7 @@ def _finished(now: float | None, t0: float) -> dict[str, float]:
     return {} if now is None else {"finished": now + (time.monotonic() - t0)}
 
 
-def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = None, dry_run: bool = False,
+def run_round(cluster: Cluster, store: Store, cfg: Config, policy: str | None = None, dry_run: bool = False,
               now: float | None = None, record: bool = True) -> RoundResult:
     """Run one round (see the module docstring). ``record=False`` (``apply --dry-run``) writes nothing to
     the store and nothing to Slurm. ``now`` (the simulator's clock): the round runs and is recorded at that
@@ -369,7 +370,7 @@ def run_round(cluster: Cluster, store: Store, cfg: Any, policy: str | None = Non
         return res
 
 
-def _run_round(cluster: Cluster, store: Store, cfg: Any, policy: str, dry_run: bool, now: float | None,
+def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run: bool, now: float | None,
                record: bool, round_id: int | None, t0: float) -> RoundResult:
     dry_run = dry_run or bool(cfg.daemon.dry_run) or not record
     stamp = now  # preemption steps: the given time, else the wall clock at each step
@@ -559,7 +560,7 @@ def limits_after(current: Mapping[str, Mapping[str, int]], applied: Mapping[str,
     return out
 
 
-def _publish_status(res: RoundResult, snapshot: Snapshot, c: P.Decisions, cfg: Any, dry_run: bool, now: float,
+def _publish_status(res: RoundResult, snapshot: Snapshot, c: P.Decisions, cfg: Config, dry_run: bool, now: float,
                     applied: Mapping[str, Mapping[str, int]]) -> None:
     """Write the public status file (``daemon/public.py``) of this round; a failure is recorded on the round
     (``status_file_error``), never raised."""

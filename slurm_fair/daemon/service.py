@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from ..config import Config
 from .. import config as config_mod
 from .. import statefiles
 from ..cluster.errors import ClusterError
@@ -77,13 +78,13 @@ def lock(db_path: Path) -> Any:
     return f
 
 
-def connect_cluster(cfg: Any) -> Any:
+def connect_cluster(cfg: Config) -> Any:
     from ..cluster import connect  # the backend factory
 
     return connect(backend=cfg.cluster.backend, timeout=float(cfg.cluster.timeout))
 
 
-def refresh_type_map(res: RoundResult | None, snapshot: Any, cfg: Any, dry_run: bool = False) -> bool:
+def refresh_type_map(res: RoundResult | None, snapshot: Any, cfg: Config, dry_run: bool = False) -> bool:
     """Publish the type map again from a poll's snapshot under the last ok round's decisions (``plan.type_map``):
     rooms follow the GPUs that free up and the jobs that arrive between rounds. True if the file changed;
     a failure is logged, never raised."""
@@ -99,7 +100,7 @@ def refresh_type_map(res: RoundResult | None, snapshot: Any, cfg: Any, dry_run: 
         return False
 
 
-def refresh_status(res: RoundResult | None, snapshot: Any, cfg: Any) -> bool:
+def refresh_status(res: RoundResult | None, snapshot: Any, cfg: Config) -> bool:
     """Write the public status file again from a poll's snapshot (GPUs in use, idle, pending and limits now; the
     round's guarantees and claims): ``slurm-fair why`` sees what changed since the round. True if written; a
     failure is logged, never raised."""
@@ -114,7 +115,7 @@ def refresh_status(res: RoundResult | None, snapshot: Any, cfg: Any) -> bool:
         return False
 
 
-def preemption_wakeup(store: Store, cfg: Any, now: float) -> float | None:
+def preemption_wakeup(store: Store, cfg: Config, now: float) -> float | None:
     """Seconds until the round that requeues the first signalled job whose grace ends (1 s after it), or None
     (preemption off, or nothing waiting). The loop wakes up then instead of after a whole period."""
     if not cfg.preemption.enabled:
@@ -127,7 +128,7 @@ def _url(host: str, port: int) -> str:
     return f"http://{'[' + host + ']' if ':' in host else host}:{port}/metrics"
 
 
-def start_metrics(cfg: Any, store: Store, port: int | None = None) -> Exporter | None:
+def start_metrics(cfg: Config, store: Store, port: int | None = None) -> Exporter | None:
     """Serve ``/metrics`` on ``metrics.listen`` (``port`` overrides its port; 0 = any free one, for tests);
     None when off or when it cannot be served. Never raises: a bind failure is logged and recorded as a
     ``metrics`` event, and the daemon goes on without metrics."""

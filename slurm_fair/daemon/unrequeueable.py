@@ -27,9 +27,10 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from ..cluster.base import ANY_GPU, Job
-from ..preemptions import HELD_BACK  # noqa: F401 - the state this rule keeps a record in
+from .. import preemptions as _states
 
 HOLD_BACK, CANCEL, IGNORE = "hold-back", "cancel", "ignore"
+HELD_BACK = _states.HELD_BACK  # a preemption record's state while the rule holds its account back
 
 
 def why_not_requeueable(job: Job) -> str | None:

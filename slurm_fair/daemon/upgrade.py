@@ -26,8 +26,9 @@ the target are held for it: the round's claims include them (``plan.make_plan(mo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
+from ..config import PreemptionConfig
 from ..cluster.base import Job, Snapshot
 from .plan import FreeGPUs, Plan, gpus_in_use, startable
 from .preempt import Record, _lease_end
@@ -74,7 +75,7 @@ def free_for_moves(snapshot: Snapshot, moving: Iterable[tuple[str, str, int]], c
 
 
 def upgrade_moves(snapshot: Snapshot, plan: Plan, speed: Callable[[Job, str], float | None],
-                  history: Sequence[Record], now: float, cfg: Any, free: FreeGPUs, exclude: Iterable[int] = (),
+                  history: Sequence[Record], now: float, cfg: PreemptionConfig, free: FreeGPUs, exclude: Iterable[int] = (),
                   max_moves: int = 10) -> list[Upgrade]:
     """The moves of this round (module docstring). ``speed(job, type)``: the job's class's throughput per GPU
     there by a known profile (None: unknown). ``cfg``: the ``[preemption]`` section. ``exclude``: jobs already

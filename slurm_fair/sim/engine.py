@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ..config import Config
 from .. import config as config_mod
 from ..daemon.plan import early_triggers, type_map
 from ..daemon.round import run_round
@@ -171,7 +172,7 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
     return _result(policy, cluster, throughput, rounds, errors, timeline, present, start, time.monotonic() - t0)
 
 
-def _advance_watching(cluster: SimCluster, until: float, cfg: Any, last: Any, seen: set[int]) -> float:
+def _advance_watching(cluster: SimCluster, until: float, cfg: Config, last: Any, seen: set[int]) -> float:
     """Advance the cluster event by event up to ``until`` as the daemon's poll sees it between rounds: before
     each event the type map is published again from the cluster as it is then and the last round's decisions
     (``plan.type_map``; ``last``: that round's ``RoundResult``); after each, the early-round triggers are

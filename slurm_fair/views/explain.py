@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import Config
 from ..cluster.base import ANY_GPU, Snapshot
 from ..cluster.blocked import describe
 from ..daemon import plan as P
@@ -37,7 +38,7 @@ def _why(job: Any, cls: str, types: list[str], acct: dict[str, Any], limits_now:
     return f"no limit holds it back; Slurm reason {job.reason or 'None'}"
 
 
-def explain(store: Store, cfg: Any, account: str, snapshot: Snapshot | None, unreachable: str = "") -> dict[str, Any]:
+def explain(store: Store, cfg: Config, account: str, snapshot: Snapshot | None, unreachable: str = "") -> dict[str, Any]:
     last = store.round()
     d = RoundDetails.of_round(last)
     known = set(d.accounts)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import Config
 from ..cluster.base import Snapshot
 from ..cluster.errors import ClusterError
 from ..daemon import plan as P
@@ -23,7 +24,7 @@ def live_snapshot(cluster: Any) -> tuple[Snapshot | None, str]:
         return None, str(e)
 
 
-def profile_conflicts(store: Store, cfg: Any) -> list[dict[str, Any]]:
+def profile_conflicts(store: Store, cfg: Config) -> list[dict[str, Any]]:
     """{account, class, gpu_type, reference, reported, measured, reported_speedup, measured_speedup, ratio,
     samples, action} for each conflict beyond ``profiling.conflict_margin``; ``action``: what the rounds do
     about it (``profiling.on_conflict``: flag | ignore-tenant | fallback, profiling/trust.py)."""
@@ -31,7 +32,7 @@ def profile_conflicts(store: Store, cfg: Any) -> list[dict[str, Any]]:
             for c in find_conflicts(store.profile_values(), float(cfg.profiling.conflict_margin))]
 
 
-def status(store: Store, cfg: Any, snapshot: Snapshot | None, unreachable: str = "") -> dict[str, Any]:
+def status(store: Store, cfg: Config, snapshot: Snapshot | None, unreachable: str = "") -> dict[str, Any]:
     """Last good round (ok or dry-run) per account, with Slurm's limits and usage now if reachable."""
     last = store.round()
     latest = store.rounds(limit=1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
+from ...config import Config
 from ...cluster.base import Job, Snapshot, supports_pending_retype
 from ...model import Allocation
 from .demand import (NEVER_MANAGED, ClassDemand, FreeGPUs, flexible_as_untyped, gpu_jobs, gpus_in_use,
@@ -54,7 +55,7 @@ class Decisions:
     held_back: dict[str, dict[str, int]] = field(default_factory=dict)  # limits lowered: unrequeueable jobs
 
 
-def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: Any, deviations: Mapping[str, Any],
+def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shipped: Any, deviations: Mapping[str, Any],
            deficits: Mapping[str, float], managed_before: set[str], last_ok_started: float | None, now: float,
            empty_alloc: Any, moving: Sequence[tuple[str, str, int]] = (),
            site: Mapping[str, Mapping[str, int]] | None = None,
@@ -123,14 +124,14 @@ def decide(snapshot: Snapshot, cfg: Any, solve: Any, *, profiles: Any, shipped: 
 UNKNOWN_SOURCES = (SRC_ASSUMED, SRC_UNPROFILED)  # a value filled in, not measured, set or shipped
 
 
-def known_types(built: Built, cfg: Any, job: Job) -> list[str]:
+def known_types(built: Built, cfg: Config, job: Job) -> list[str]:
     """Types a job may be moved to: where its class has a profile (measured, set or shipped: not the 'assumed'
     fill-in); every type for a class with no profile at all."""
     src = built.sources.get(job.account, {}).get(job_class(job, cfg.classes.order), {})
     return [g for g, s in src.items() if s not in UNKNOWN_SOURCES] or list(built.capacity)
 
 
-def type_map(d: Decisions, snapshot: Snapshot, cfg: Any) -> dict[str, Target]:
+def type_map(d: Decisions, snapshot: Snapshot, cfg: Config) -> dict[str, Target]:
     """The GPU type map for ``snapshot`` under the round's decisions ``d``: the round publishes it, and the
     daemon publishes it again from each later poll's snapshot (the rooms follow the GPUs that free up and the
     jobs that arrive between rounds, as Slurm alone would see them; the guarantees and limits stay the

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
+from ...config import Config
 from ...cluster.base import Job, Snapshot, supports_pending_retype
 from .eligible import counted, startable
 
@@ -142,7 +143,7 @@ class ClassDemand:
         return {g: float(min(self.by_type.get(g, 0) + untyped, self.gpus)) for g in gpu_types}
 
 
-def observe_demand(snapshot: Snapshot, cfg: Any) -> dict[tuple[str, str], ClassDemand]:
+def observe_demand(snapshot: Snapshot, cfg: Config) -> dict[tuple[str, str], ClassDemand]:
     """(account, class) -> ClassDemand over the running GPU jobs of ``snapshot`` in the managed partitions and its
     pending ones that could start (:func:`.eligible.counted`: held, dependent, future and reservation-bound jobs
     are not demand), of every account: a pilot (``limits.accounts``) divides only its accounts' part of the GPUs,
@@ -168,7 +169,7 @@ def usable_capacity(snapshot: Snapshot, partitions: Iterable[str] = ()) -> dict[
     return cap
 
 
-def received_gpus(snapshot: Snapshot, cfg: Any) -> dict[str, float]:
+def received_gpus(snapshot: Snapshot, cfg: Config) -> dict[str, float]:
     """GPUs each account's running GPU jobs hold now."""
     out: dict[str, float] = {}
     for j in gpu_jobs(snapshot, cfg.cluster.partitions):
@@ -200,7 +201,7 @@ def parent_accounts(snapshot: Snapshot) -> frozenset[str]:
     return frozenset(a.parent for a in snapshot.accounts if a.parent and a.parent != "root")
 
 
-def managed_accounts(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassDemand], cfg: Any) -> list[str]:
+def managed_accounts(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassDemand], cfg: Config) -> list[str]:
     """Accounts whose limits slurm-fair sets: ``limits.accounts``, else every leaf account of the tree that has
     GPU jobs or a fair-share share (parents never: :func:`parent_accounts`)."""
     parents = parent_accounts(snapshot)
@@ -228,7 +229,7 @@ class Waiting:
         return out
 
 
-def waiting_gpus(snapshot: Snapshot, cfg: Any) -> dict[str, Waiting]:
+def waiting_gpus(snapshot: Snapshot, cfg: Config) -> dict[str, Waiting]:
     """account -> its startable pending jobs (:func:`startable`) in the managed partitions, highest priority
     first (SiteFactor, then submit time, then id); a job asking for several types (``a100,v100``) counts as
     untyped."""
@@ -364,7 +365,7 @@ class Triggers:
     blocked: frozenset[int]  # startable jobs that could start now if the round changed a limit or their type
 
 
-def early_triggers(snapshot: Snapshot, last_demand: Mapping[str, int], cfg: Any) -> Triggers:
+def early_triggers(snapshot: Snapshot, last_demand: Mapping[str, int], cfg: Config) -> Triggers:
     """The early-round triggers of a snapshot: accounts that had no share in the last round and now wait
     (they get a guarantee); jobs that wait on their account's limit (a claim made for someone whose jobs have
     since started elsewhere or gone) while a type they can use has enough idle GPUs for them; and, where Slurm

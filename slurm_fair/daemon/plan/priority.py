@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Mapping
 
+from ...config import Config
 from ...cluster.base import Job, Snapshot
 from .demand import gpu_jobs
 from .eligible import startable
@@ -26,7 +27,7 @@ def update_deficit(deficits: Mapping[str, float], ideal: Mapping[str, float], re
     return out
 
 
-def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Any) -> dict[int, int]:
+def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Config) -> dict[int, int]:
     """SiteFactor for every pending GPU job that could start (:func:`.eligible.startable`; not held, dependent …) (job id -> int in [site_factor_min, site_factor_max]).
 
     Accounts with pending GPU jobs are ranked by deficit (largest first, then name); within an account,

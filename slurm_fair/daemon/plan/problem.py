@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from ...config import Config
 from ...cluster.base import Snapshot
 from ...model import DEFAULT_REMAINING, ClassJob, JobClass, Problem, Tenant
 from .demand import ClassDemand, usable_capacity
@@ -153,7 +154,7 @@ def tree_weight(snapshot: Snapshot, account: str) -> float:
     return weight(account)
 
 
-def tenant_weights(snapshot: Snapshot, accounts: Iterable[str], cfg: Any) -> tuple[dict[str, str], dict[str, float]]:
+def tenant_weights(snapshot: Snapshot, accounts: Iterable[str], cfg: Config) -> tuple[dict[str, str], dict[str, float]]:
     """(account -> tenant, tenant -> weight) for ``accounts``: a tenant weighs the sum of its accounts'
     :func:`tree_weight` (their Shares in a flat tree), unless ``tenants.weights`` names it."""
     tmap = dict(cfg.tenants.map)
@@ -169,7 +170,7 @@ def tenant_weights(snapshot: Snapshot, accounts: Iterable[str], cfg: Any) -> tup
 
 def build_problem(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassDemand],
                   profiles_rows: Iterable[Mapping[str, Any]], shipped_rows: Iterable[Mapping[str, Any]],
-                  cfg: Any) -> Built:
+                  cfg: Config) -> Built:
     """The sharing problem of this round (see the module docstring)."""
     capacity = usable_capacity(snapshot, cfg.cluster.partitions)
     types = list(capacity)
