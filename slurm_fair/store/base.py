@@ -5,15 +5,12 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator, Self
 
 import sqlite_utils
 
 from .. import statefiles
 from .schema import BUSY_TIMEOUT_MS, StoreError, migrate
-
-if TYPE_CHECKING:
-    from . import Store
 
 
 class StoreBase:
@@ -47,14 +44,14 @@ class StoreBase:
     def close(self) -> None:
         self.db.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator["Store"]:
+    def transaction(self) -> Iterator[Self]:
         """One SQLite transaction: everything inside is stored, or (on an exception) nothing is.
 
         Nested use joins the outer transaction (as a savepoint: an inner failure that is caught undoes
