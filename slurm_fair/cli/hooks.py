@@ -6,6 +6,8 @@ the same code with the system python3).
 
 from __future__ import annotations
 
+from typing import Callable
+
 import click
 
 from .. import hookinstall, jobrecord
@@ -14,6 +16,18 @@ from .. import hookinstall, jobrecord
 @click.group("hooks")
 def hooks_group() -> None:
     """Slurm hooks that record job starts and ends for the daemon (docs/hooks.md: Job records from Slurm hooks)."""
+
+
+def _on_dest(dest: str, verb: str, act: Callable[[], str]) -> str:
+    """``act()``; a bad argument exits 2 with its message, a failed file operation 1 naming DEST."""
+    try:
+        return act()
+    except ValueError as e:
+        click.echo(f"error: {e}", err=True)
+        raise SystemExit(2) from None
+    except OSError as e:
+        click.echo(f"error: DEST: cannot {verb} {dest}: {e.strerror or e} (got {dest!r})", err=True)
+        raise SystemExit(1) from None
 
 
 @hooks_group.command("install")
@@ -39,14 +53,7 @@ def install_cmd(dest: str, spool: str, slurm_conf: str, log: str, chain: tuple[s
             click.echo(f"error: --chain: expected KEY=PROGRAM (got {c!r})", err=True)
             raise SystemExit(2)
         pairs[key] = program
-    try:
-        lines = hookinstall.install(dest, spool, slurm_conf, log, chain=pairs)
-    except ValueError as e:
-        click.echo(f"error: {e}", err=True)
-        raise SystemExit(2) from None
-    except OSError as e:
-        click.echo(f"error: DEST: cannot install into {dest}: {e.strerror or e} (got {dest!r})", err=True)
-        raise SystemExit(1) from None
+    lines = _on_dest(dest, "install into", lambda: hookinstall.install(dest, spool, slurm_conf, log, chain=pairs))
     click.echo(f"# installed into {dest}; add to slurm.conf, then: scontrol reconfigure")
     for context, program in sorted(hookinstall.chained(dest).items()):
         click.echo(f"# {context}: runs {program} after the record")
@@ -61,14 +68,7 @@ def uninstall_cmd(dest: str, dry_run: bool) -> None:
     each hook back what was chained there before (or remove it). In this order: --dry-run for the lines,
     put them in slurm.conf, `scontrol reconfigure`, then this without --dry-run (a hook slurm.conf still
     names must exist)."""
-    try:
-        lines = hookinstall.uninstall(dest, dry_run=dry_run)
-    except ValueError as e:
-        click.echo(f"error: {e}", err=True)
-        raise SystemExit(2) from None
-    except OSError as e:
-        click.echo(f"error: DEST: cannot remove from {dest}: {e.strerror or e} (got {dest!r})", err=True)
-        raise SystemExit(1) from None
+    lines = _on_dest(dest, "remove from", lambda: hookinstall.uninstall(dest, dry_run=dry_run))
     click.echo(f"# {'would remove' if dry_run else 'removed'} the hooks in {dest}; slurm.conf lines that restore "
                "the site's own hooks:")
     click.echo(lines, nl=False)
