@@ -56,3 +56,15 @@ def instance(tenants: int, k: int = 10, seed: int = 0, speeds: str = "random", t
     share = rng.dirichlet(np.ones(k) * 2.0)
     counts = np.maximum(1, np.floor(share * (cap - k)).astype(int) + 1)
     return Problem(dict(zip(gt, (int(v) for v in counts))), tuple(out))
+
+
+def changed(p: Problem, frac: float, seed: int, type_demand: bool = False) -> Problem:
+    """``p`` with a fraction ``frac`` of its tenants re-drawn (speeds and demands, names kept) from another seed:
+    the next round of a daemon where that many tenants' jobs changed."""
+    import dataclasses
+
+    other = instance(len(p.tenants), len(p.gpu_types), seed + 1000, type_demand=type_demand)
+    rng = np.random.default_rng([seed, 98])
+    ch = set(rng.choice(len(p.tenants), max(1, int(round(frac * len(p.tenants)))), replace=False).tolist())
+    tenants = tuple(dataclasses.replace(other.tenants[i], name=t.name) if i in ch else t for i, t in enumerate(p.tenants))
+    return dataclasses.replace(p, tenants=tenants)
