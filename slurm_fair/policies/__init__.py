@@ -1,43 +1,42 @@
-"""Allocation policies, one module each. Every module exposes ``solve(problem, solver=None) -> Allocation``."""
+"""Allocation policies, one module each. Every module declares its :class:`~.base.Policy` as ``POLICY`` (name,
+``solve(problem, solver=None, **options) -> Allocation``, knobs, warm start, guarantees)."""
 
 from __future__ import annotations
 
 import importlib
-import inspect
 from typing import Any, Callable
 
 from ..catalog import POLICIES
 from ..errors import InputError
 from ..model import Allocation, Problem
+from .base import Policy
 
 _MODULES = POLICIES  # name -> module, declared once in catalog.py (the config validates against it too)
-
-Policy = Callable[..., Allocation]
 
 
 def names() -> list[str]:
     return list(_MODULES)
 
 
-def get(name: str) -> Policy:
-    """The ``solve`` function of policy ``name``."""
+def policy(name: str) -> Policy:
+    """The :class:`~.base.Policy` declared by policy ``name``'s module (``POLICY``)."""
     if name not in _MODULES:
         raise InputError("policy", name, f"unknown policy (known: {', '.join(_MODULES)})")
-    return importlib.import_module(f"{__name__}.{_MODULES[name]}").solve
+    return importlib.import_module(f"{__name__}.{_MODULES[name]}").POLICY
+
+
+def get(name: str) -> Callable[..., Allocation]:
+    """The ``solve`` function of policy ``name``."""
+    return policy(name).solve
 
 
 def takes_warm(name: str) -> bool:
     """Whether policy ``name`` can start from an earlier allocation's ``warm`` (``solve(..., warm=)``)."""
-    return "warm" in inspect.signature(get(name)).parameters
+    return policy(name).warm
 
 
 def solve(name: str, problem: Problem, solver: str | None = None, warm: Any = None,
           options: dict[str, Any] | None = None) -> Allocation:
     """Policy ``name`` on ``problem``; ``warm`` (an earlier ``Allocation.warm``) only where it is taken, and
-    of ``options`` (policy knobs, e.g. themis' ``f`` and ``lease_s``) those its ``solve`` takes."""
-    fn = get(name)
-    params = inspect.signature(fn).parameters
-    kw = {k: v for k, v in (options or {}).items() if k in params}
-    if warm is not None and "warm" in params:
-        kw["warm"] = warm
-    return fn(problem, solver=solver, **kw)
+    of ``options`` (policy knobs, e.g. themis' ``f`` and ``lease_s``) those it declares."""
+    return policy(name)(problem, solver=solver, warm=warm, options=options)

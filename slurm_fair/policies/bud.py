@@ -44,6 +44,7 @@ from .. import lp
 from ..errors import SolverError
 from ..model import Allocation, Problem
 from ._common import TOL, at_caps, capped_note, clean, fill_idle, finish, room
+from .base import Policy
 
 NAME = "bud"
 DEFAULT_SOLVER = "CLARABEL"
@@ -211,3 +212,9 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
                  + ", ".join(f"{g}={p:.4g}" for g, p in zip(vu.gpu_types, prices)))
     alloc = finish(problem, NAME, x, timer, used, notes)
     return dataclasses.replace(alloc, prices={g: float(p) for g, p in zip(vu.gpu_types, prices)})
+
+
+POLICY = Policy(NAME, solve, guarantees=("envy_free", "sharing_incentive", "pareto_efficient"),
+                claim=("BUD: the competitive equilibrium from equal incomes (Eisenberg-Gale); envy-free, Pareto-"
+                       "efficient, sharing incentive (Lemma 3.1)"),
+                options=(), warm=False)

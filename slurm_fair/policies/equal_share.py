@@ -24,6 +24,7 @@ import numpy as np
 from .. import lp
 from ..model import Allocation, Problem, VirtualUsers
 from ._common import at_caps, capped_note, clean, finish, waterfill
+from .base import Policy
 
 NAME = "equal-share"
 
@@ -64,3 +65,8 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     with timer.measure():
         x, capped = share_arrays(vu)
     return finish(problem, NAME, x, timer, solver, capped_note(vu, capped), uses_lp=False)
+
+
+POLICY = Policy(NAME, solve, guarantees=("sharing_incentive",),
+                claim=("each class its weight share of every type it can use: the sharing-incentive reference"),
+                options=(), warm=False)

@@ -33,6 +33,7 @@ from .. import lp
 from ..model import Allocation, Problem, VirtualUsers
 from ._common import capped_note, clean, finish
 from .equal_share import share_arrays
+from .base import Policy
 
 NAME = "gandiva-fair"
 EPS = 1e-9
@@ -123,3 +124,9 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
         x = clean(trade(vu, x0, log), vu.speed, vu.capacity, vu.demand, vu.type_cap)
     notes = capped_note(vu, capped) + ((f"{len(log)} trade(s)",) if log else ())
     return finish(problem, NAME, x, timer, solver, notes, uses_lp=False)
+
+
+POLICY = Policy(NAME, solve, guarantees=("sharing_incentive",),
+                claim=("Gandiva_fair: the equal share, then second-price trades of slow GPUs for fast ones (Pareto "
+                       "improvements); sharing incentive"),
+                options=(), warm=False)

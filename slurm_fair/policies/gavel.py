@@ -38,6 +38,7 @@ from . import _filling
 from ..model import Allocation, Problem
 from ._common import TEST_SOLVER, TOL, _blocked, allocation_variable, fill_idle, level_program, capacity_constraint, at_caps, capped_note, clean, finish, throughput_expr
 from .equal_share import share_arrays
+from .base import Policy
 
 NAME = "gavel"
 
@@ -126,3 +127,8 @@ def solve_cvxpy(problem: Problem, solver: str | None = None) -> Allocation:
     x_val = fill_idle(vu, clean(x_val, vu.speed, vu.capacity, vu.demand, vu.type_cap))
     capped = at_caps(vu, x_val)
     return finish(problem, NAME, x_val, timer, solver, capped_note(vu, capped))
+
+
+POLICY = Policy(NAME, solve, guarantees=("sharing_incentive",),
+                claim=("Gavel: max-min of throughput relative to the equal share, water-filled; sharing incentive"),
+                options=(), warm=False)

@@ -116,6 +116,7 @@ from .. import lp
 from ..errors import InputError
 from ..model import DEFAULT_REMAINING, Allocation, JobPlacement, Problem, VirtualUsers
 from ._common import TOL, at_caps, capped_note, clean, fill_idle, finish
+from .base import Policy
 
 NAME = "hadar"
 ROUND_SECONDS = 360.0  # one time slot = one scheduling round (the paper's 6 minutes, §IV-A)
@@ -377,3 +378,9 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     notes += capped_note(vu, at_caps(vu, x))
     return dataclasses.replace(finish(problem, NAME, x, timer, solver, notes, uses_lp=False),
                                job_placements=placements)
+
+
+POLICY = Policy(NAME, solve, guarantees=(),
+                claim=("Hadar: primal-dual admission of jobs at exponential per-type prices; the admitted utility within"
+                       " 2 alpha of the best (Thm 2); no fairness property"),
+                options=(), warm=False)

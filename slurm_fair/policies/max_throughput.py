@@ -17,6 +17,7 @@ import numpy as np
 from .. import lp
 from ..model import Allocation, Problem
 from ._common import allocation_variable, capacity_constraint, at_caps, capped_note, clean, finish, throughput_expr
+from .base import Policy
 
 NAME = "max-throughput"
 
@@ -37,3 +38,8 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     # capped: the optimum gives it its whole demand or a whole type cap (the constraint is tight)
     capped = at_caps(vu, xv)
     return finish(problem, NAME, xv, timer, solver, capped_note(vu, capped))
+
+
+POLICY = Policy(NAME, solve, guarantees=("pareto_efficient",),
+                claim=("eq. 4: the most total throughput, no fairness; an upper bound for the others"),
+                options=(), warm=False)

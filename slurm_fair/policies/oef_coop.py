@@ -52,6 +52,7 @@ from .. import lp
 from ..model import Allocation, Problem
 from . import _coop_fast
 from ._common import capped_note, clean, fill_idle, finish, upgrade_idle, waterfill
+from .base import Policy
 
 NAME = "oef-coop"
 
@@ -145,3 +146,9 @@ def solve(problem: Problem, solver: str | None = None, warm=None) -> Allocation:
     alloc = finish(problem, NAME, x, timer, solver, tuple(notes))
     pairs = tuple(sorted((key_of[a], key_of[b]) for a, b in binding))
     return dataclasses.replace(alloc, solver=FAST_SOLVER, warm=pairs)
+
+
+POLICY = Policy(NAME, solve, guarantees=("envy_free", "sharing_incentive"),
+                claim=("OEF eq. 10: the most total throughput among weighted envy-free allocations; envy-free and "
+                       "sharing-incentive (Thm 5.1)"),
+                options=(), warm=True)

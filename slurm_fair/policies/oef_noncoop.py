@@ -53,6 +53,7 @@ from .. import lp
 from . import _filling
 from ..model import Allocation, Problem
 from ._common import TEST_SOLVER, TOL, _blocked, lift_test, allocation_variable, type_caps, level_program, capacity_constraint, capped_note, clean, finish, throughput_expr
+from .base import Policy
 
 NAME = "oef-noncoop"
 
@@ -227,3 +228,9 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     if solver is None or not str(solver).strip():
         alloc = dataclasses.replace(alloc, solver=FAST_SOLVER)
     return alloc
+
+
+POLICY = Policy(NAME, solve, guarantees=("equal_throughput",),
+                claim=("OEF eq. 9: equal weighted normalized throughput, the most total throughput with it; strategy-"
+                       "proof (Thm 5.4) against the lies its lie model covers (docs/policies.md)"),
+                options=(), warm=False)

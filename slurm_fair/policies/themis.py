@@ -58,6 +58,7 @@ from ..fairness import bundle_values
 from ..model import Allocation, Problem
 from ._common import TOL, at_caps, capped_note, clean, fill_idle, finish
 from .bud import CONIC, DEFAULT_SOLVER, eisenberg_gale
+from .base import Policy
 
 NAME = "themis"
 F = 0.8  # fairness knob: the 1 - F fraction of apps with the worst rho bid in each round (paper: 0.8)
@@ -215,3 +216,10 @@ def _classes(problem: Problem):
     for t in problem.tenants:
         for c in t.classes:
             yield t, c
+
+
+POLICY = Policy(NAME, solve, guarantees=(),
+                claim=("Themis: partial-allocation auctions among the apps with the worst finish-time fairness; one "
+                       "auction is strategy-proof, Pareto-efficient and envy-free among its bidders (Thm 3.2), sharing "
+                       "incentive only over rounds (Thm 3.3)"),
+                options=("f", "lease_s"), warm=True)
