@@ -18,7 +18,7 @@ PROBS = np.array([0.5, 0.2, 0.15, 0.1, 0.05])
 
 
 def _gavel_rows() -> list[dict[str, float]]:
-    from slurm_fair.profiles import load_shipped
+    from slurm_fair.profiling.shipped import load_shipped
 
     by: dict[str, dict[str, float]] = {}
     for r in load_shipped():

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Write profiles/gandiva-fair-table1.csv (and its packaged copy) from Gandiva_fair's Table 1.
+"""Write slurm_fair/profiling/data/gandiva-fair-table1.csv (the shipped table) from Gandiva_fair's Table 1.
 
 Source: Chaudhary et al., "Balancing Efficiency and Fairness in Heterogeneous GPU Clusters for Deep Learning"
 (Gandiva_fair), EuroSys 2020, Table 1: time per mini-batch on a K80 in milliseconds, and the speedup on P40,
 P100 and V100 as a percentage (K80 time / that GPU's time x 100; PyTorch 0.4, FP32, the models' default
 mini-batch sizes). Conversion: throughput on K80 = 1000 / ms (mini-batches per second); on another GPU =
-K80 throughput x percentage / 100. Class names as for Gavel's table (slurm_fair.profiles.class_name).
+K80 throughput x percentage / 100. Class names as for Gavel's table (slurm_fair.profiling.shipped.class_name).
 
 Usage: python3 profiles/make_gandiva_fair_profiles.py
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from slurm_fair.profiles import class_name  # noqa: E402
+from slurm_fair.profiling.shipped import class_name  # noqa: E402
 
 # job, K80 ms per mini-batch, P40 %, P100 %, V100 % (Table 1, verbatim)
 TABLE1 = (
@@ -30,7 +30,7 @@ TABLE1 = (
     ("ResNet-50", 134, 317, 334, 514),
     ("ResNext-50", 2005.7, 370, 412, 633),
 )
-OUTPUTS = (HERE / "gandiva-fair-table1.csv", HERE.parent / "slurm_fair" / "data" / "gandiva-fair-table1.csv")
+OUTPUTS = (HERE.parent / "slurm_fair" / "profiling" / "data" / "gandiva-fair-table1.csv",)
 
 
 def csv_text() -> str:

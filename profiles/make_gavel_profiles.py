@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate profiles/gavel-physical.csv (and its packaged copy) from Gavel's measured throughputs.
+"""Regenerate slurm_fair/profiling/data/gavel-physical.csv (the shipped table) from Gavel's measured throughputs.
 
 Usage: python3 profiles/make_gavel_profiles.py [physical_cluster_throughputs.json]
 
@@ -21,10 +21,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the repository's slurm_fair, also when it is not installed
 
-from slurm_fair.profiles import GAVEL_GPU_TYPES as GPU_TYPES, class_name, gavel_isolated  # noqa: E402
+from slurm_fair.profiling.shipped import GAVEL_GPU_TYPES as GPU_TYPES, class_name, gavel_isolated  # noqa: E402
 
 DEFAULT_SOURCE = Path("/work/shared/data/gavel/physical_cluster_throughputs.json")
-OUTPUTS = (HERE / "gavel-physical.csv", HERE.parent / "slurm_fair" / "data" / "gavel-physical.csv")
+OUTPUTS = (HERE.parent / "slurm_fair" / "profiling" / "data" / "gavel-physical.csv",)
 
 
 def rows(data: dict) -> list[tuple[str, str, str, float]]:

@@ -186,7 +186,7 @@ def squeue_case(version: str, fields: dict[tuple[int, str], bytes], round_: bool
 
 def squeue_text_case(name: bytes, comment: bytes) -> Outcome:
     """profile status's squeue line format (%i|%T|%a|%j|%b|%M|%k), a job name and comment of any bytes."""
-    from slurm_fair.cli.profile import parse_profile_jobs
+    from slurm_fair.cli.profiles import parse_profile_jobs
 
     line = b"|".join([b"12", b"RUNNING", b"acct_a", name, b"gres/gpu:v100:1", b"1:00", comment + b" fair:profile"])
     text = (line + b"\n13|PENDING|acct_b|x|N/A|0:00|fair:profile\n").decode("utf-8", "replace")

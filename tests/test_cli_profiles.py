@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from slurm_fair import profiles
+from slurm_fair.profiling import shipped as profiles
 from slurm_fair.cli import main
 from slurm_fair.store import Store
 

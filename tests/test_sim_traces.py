@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_fair import profiles
+from slurm_fair.profiling import shipped as profiles
 from slurm_fair.errors import InputError
 from slurm_fair.sim import traces as T
 from slurm_fair.sim.traces import Trace, TraceJob

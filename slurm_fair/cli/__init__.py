@@ -30,9 +30,9 @@ def console_main() -> None:
 
 
 def _register() -> None:
-    from . import admin, cluster, compare, hooks, profile, profiles, report, simulate, site, solve, why
+    from . import admin, cluster, compare, config, hooks, profiles, report, simulate, site, solve, why
 
-    for mod in (solve, compare, simulate, cluster, admin, site, report, why, profiles, profile, hooks):
+    for mod in (solve, compare, simulate, cluster, admin, site, report, why, profiles, config, hooks):
         mod.register(main)
 
 

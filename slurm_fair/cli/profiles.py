@@ -1,20 +1,34 @@
-"""slurm-fair profiles … and slurm-fair config …: throughput profiles in the database, and the config file."""
+"""slurm-fair profiles … and slurm-fair profile …: throughput profiles in the database (list, import, export,
+set, delete), and the profiling agent (submit, run, report, status). The work is in slurm_fair/profiling/
+(``profile run`` and ``profile report`` are dispatched there by slurm_fair/entry.py before this module is
+imported: they run inside jobs)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import time
 from typing import Any, Iterable, Sequence
 
 import click
 
-from ..config import Config
 from .. import config as config_mod
-from .. import profiles as shipped_profiles
-from ..errors import InputError
-from .common import config_option, decode_utf8, handle_errors, json_option
+from ..cluster import connect
+from ..config import Config
+from ..errors import InputError, SlurmFairError
+from ..profiling import agent, client
+from ..profiling import shipped as shipped_profiles
 from ..store import PROFILE_SOURCES as SOURCES, Store
+from ..text import printable
+from .common import config_option, decode_utf8, handle_errors, json_option
+from .table import render
+
+
+
+
+
 
 
 
@@ -175,41 +189,178 @@ def delete_cmd(config_path: str | None, cls: str, account: str, gpu_type: str | 
         sys.exit(1)
 
 
-@click.group("config")
-def config_group() -> None:
-    """The slurm-fair configuration file."""
+@click.group("profile")
+def profile_group() -> None:
+    """Measure job classes on GPU types: a profiling agent, and reports from running jobs.
 
-
-@config_group.command("check")
-@config_option
-@json_option(help="Print JSON instead of TOML.")
-@handle_errors
-def check_cmd(config_path: str | None, as_json: bool) -> None:
-    """Validate the config file and print the effective configuration and where it came from.
-
-    Exits 2 with the offending key named if the file is invalid.
+    Results travel through Slurm: a job writes fair:tput=<steps/s>@<n> into its own comment; the daemon reads
+    it at its next round and updates the class's profile (see `slurm-fair profiles list`).
     """
+
+
+@profile_group.command("submit", context_settings={"ignore_unknown_options": True})
+@config_option
+@click.option("--account", required=True, help="Account the profiling jobs run under (the profile is its).")
+@click.option("--class", "cls", required=True, help="Job class to profile (class=NAME in the jobs' comment).")
+@click.option("--types", default=None, help="GPU types, comma-separated (default: every GPU type of the cluster).")
+@click.option("--seconds", type=float, default=None,
+              help=f"Run the command this long on each type (default {agent.DEFAULT_SECONDS:g} unless --steps).")
+@click.option("--steps", type=float, default=None,
+              help="The command does this many steps and ends: throughput = steps / its run time.")
+@click.option("--metric-regex", default=None,
+              help="Regex over the command's output; its last match (first group, if any) is the steps/s.")
+@click.option("--partition", default=None, help="Partition to submit to (default: Slurm's default).")
+@click.option("--python", "python", default=None, metavar="PATH",
+              help="Python that runs `profile run` on the node (default: this one). `profile run` needs only the "
+                   "standard library and the slurm_fair package on its path (PYTHONPATH is passed on).")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@handle_errors
+def submit_cmd(config_path: str | None, account: str, cls: str, types: str | None, seconds: float | None,
+               steps: float | None, metric_regex: str | None, partition: str | None, python: str | None,
+               command: tuple[str, ...]) -> None:
+    """Submit one short one-GPU job per GPU type, each running COMMAND under `slurm-fair profile run`.
+
+    Put COMMAND after --: slurm-fair profile submit --account A --class C -- python train.py --epochs 1.
+    COMMAND reaches the node as a JSON argument list in $SLURM_FAIR_PROFILE (never as a shell string).
+    The command's throughput is measured from --metric-regex, else its own `slurm-fair profile report` /
+    slurm_fair.report() calls, else --steps over its run time. Compute nodes need slurm_fair importable by the
+    Python that runs there (--python).
+    """
+    if seconds is not None and steps is not None:
+        raise InputError("--seconds", seconds, "give --seconds or --steps, not both")
+    for name, v in (("--seconds", seconds), ("--steps", steps)):
+        if v is not None and not v > 0:
+            raise InputError(name, v, "must be > 0")
+    if metric_regex is not None:
+        import re
+
+        try:
+            re.compile(metric_regex)
+        except re.error as e:
+            raise InputError("--metric-regex", metric_regex, f"not a regular expression: {e}") from None
+    argv = list(command)
+    if not argv:
+        raise InputError("COMMAND", "", "give the command after --")
     cfg = config_mod.load(config_path)
-    if cfg.source == "defaults":
-        where = f"defaults (no file at {config_mod.DEFAULT_PATH})"
-    else:
-        where = cfg.source
+    snap = connect(backend=cfg.cluster.backend, timeout=cfg.cluster.timeout).snapshot()
+    cluster_types = [t for t, u in snap.gpu_types().items() if u.total - u.unusable > 0]
+    wanted = [t.strip() for t in types.split(",") if t.strip()] if types else cluster_types
+    for t in wanted:
+        if t not in cluster_types:
+            raise InputError("--types", t, f"not a usable GPU type of the cluster (it has: {', '.join(cluster_types)})")
+    run_seconds = seconds if seconds is not None else (None if steps is not None else agent.DEFAULT_SECONDS)
+    env = dict(os.environ)
+    env[agent.ENV] = agent.job_settings(argv, run_seconds, steps, metric_regex)
+    for t in wanted:
+        sb = agent.sbatch_argv(account, cls, t, seconds=run_seconds, partition=partition)
+        try:
+            r = subprocess.run(sb, input=agent.batch_script(python or sys.executable), env=env, capture_output=True, text=True,
+                               timeout=cfg.cluster.timeout)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise SlurmFairError(f"sbatch for {t}: {e}") from None
+        if r.returncode != 0:
+            raise SlurmFairError(f"sbatch for {t} exited {r.returncode}: {(r.stderr or r.stdout).strip()}")
+        click.echo(f"{t}: job {r.stdout.strip().split(';')[0]}")
+
+
+def _profile_jobs(timeout: float) -> list[dict]:
+    """Profiling jobs Slurm still knows (running, pending, or ended within MinJobAge), with their reports."""
+    # any job's name or comment may hold bytes that are not UTF-8: they become U+FFFD, never a traceback
+    r = subprocess.run(["squeue", "--states=all", "-h", "-o", "%i|%T|%a|%j|%b|%M|%k"], capture_output=True,
+                       text=True, encoding="utf-8", errors="replace", timeout=timeout)
+    if r.returncode != 0:
+        raise SlurmFairError(f"squeue exited {r.returncode}: {r.stderr.strip()}")
+    return parse_profile_jobs(r.stdout)
+
+
+def parse_profile_jobs(text: str) -> list[dict]:
+    """The profiling jobs (``fair:profile`` in the comment) of squeue's ``%i|%T|%a|%j|%b|%M|%k`` lines (pure).
+    A name or comment may hold ``|`` or a line break: a line whose job id is not ASCII digits is skipped."""
+    out = []
+    for line in text.split("\n"):
+        parts = line.split("|", 6)
+        if len(parts) < 7:
+            continue
+        jid, state, account, name, gres, elapsed, comment = parts
+        if not (jid.isascii() and jid.isdigit()):  # a line of a name or comment holding a line break
+            continue
+        tok = client.parse_tokens(comment)
+        if "profile" not in tok:
+            continue
+        cls = next((t.split("=", 1)[1] for t in comment.split() if t.startswith("class=")), "")
+        out.append({"job_id": int(jid), "state": state, "account": account, "class": cls, "name": name,
+                    "gres": gres, "elapsed": elapsed, "throughput": tok.get("tput"), "reports": tok.get("n"),
+                    "nvml": tok.get("gpu")})
+    return sorted(out, key=lambda j: j["job_id"])
+
+
+@profile_group.command("status")
+@config_option
+@json_option
+@handle_errors
+def status_cmd(config_path: str | None, as_json: bool) -> None:
+    """What profiling jobs are running and what came back (from Slurm; with the daemon's database, readable
+    by its administrators, also the reports the daemon took and the conflicts it sees)."""
+    cfg = config_mod.load(config_path)
+    jobs = _profile_jobs(cfg.cluster.timeout)
+    taken: list[dict] = []
+    conflicts: list[dict] = []
+    db_note = ""
+    try:
+        from ..profiling.core import find_conflicts
+        from ..store import Store
+
+        if not cfg.database_path.exists():
+            raise OSError("no database yet")
+        with Store(cfg.database_path) as store:
+            taken = store.profile_reports(limit=50)
+            conflicts = find_conflicts(store.profile_values(), cfg.profiling.conflict_margin)
+    except Exception as e:  # noqa: BLE001 - e.g. users cannot read the daemon's database
+        db_note = f"database {cfg.database_path}: {e}"
     if as_json:
-        click.echo(json.dumps({"source": cfg.source, "database_path": str(cfg.database_path),
-                               "config": cfg.as_dict()}, indent=2))
+        click.echo(json.dumps({"jobs": jobs, "reports": taken, "profile_conflicts": conflicts,
+                               "database": db_note or "ok"}, indent=2))
         return
-    click.echo(f"# source: {where}")
-    click.echo(f"# database: {cfg.database_path}")
-    click.echo(config_mod.render(cfg.as_dict(), header=False).lstrip("\n"), nl=False)
+    if jobs:
+        click.echo(render(["JOB", "STATE", "ACCOUNT", "CLASS", "GRES", "ELAPSED", "REPORTED", "N", "NVML"],
+                          [[j["job_id"], j["state"], j["account"], printable(j["class"], 40), j["gres"], j["elapsed"],
+                            j["throughput"] or "-", j["reports"] or "-", j["nvml"] or "-"] for j in jobs]))
+    else:
+        click.echo("no profiling jobs known to Slurm (ended ones are forgotten after MinJobAge)")
+    if taken:
+        click.echo("\nreports taken by the daemon (newest first):")
+        click.echo(render(["JOB", "N", "ACCOUNT", "CLASS", "GPU_TYPE", "THROUGHPUT", "SOURCE", "STATUS", "WHEN"],
+                          [[r["job_id"], r["n"], r["account"], r["class"], r["gpu_type"] or "-",
+                            "-" if r["throughput"] is None else f"{r['throughput']:.6g}", r["source"] or "-",
+                            r["status"] + (f": {r['message']}" if r["message"] else ""),
+                            time.strftime("%H:%M:%S", time.localtime(r["time"]))] for r in taken]))
+    for c in conflicts:
+        click.echo(f"conflict: {printable(c['account'])} {printable(c['class'])} on {printable(c['gpu_type'])}: "
+                   "reported speedup "
+                   f"{c['reported_speedup']:.3g}x over {c['reference']}, measured {c['measured_speedup']:.3g}x "
+                   f"({c['samples']} sample(s))")
+    if db_note:
+        click.echo(f"({printable(db_note, 500)})")
 
 
-@config_group.command("default")
-def default_cmd() -> None:
-    """Print the fully commented default configuration file."""
-    click.echo(config_mod.render_default(), nl=False)
+_FORWARD = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+
+
+@profile_group.command("run", context_settings=_FORWARD, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def run_cmd(args: Any) -> None:
+    """Inside a profiling job: run the command, measure, report (see --help)."""
+    raise SystemExit(agent.run_main(list(args)))
+
+
+@profile_group.command("report", context_settings=_FORWARD, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def report_cmd(args: Any) -> None:
+    """Inside a job: report its throughput, --steps N --seconds S or --throughput X (see --help)."""
+    raise SystemExit(client.main(list(args)))
 
 
 def register(group: click.Group) -> None:
-    """Add the ``profiles`` and ``config`` command groups to ``group``."""
+    """Add the ``profiles`` and ``profile`` command groups to ``group``."""
     group.add_command(profiles_group)
-    group.add_command(config_group)
+    group.add_command(profile_group)

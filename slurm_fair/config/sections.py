@@ -273,8 +273,8 @@ class ProfilingConfig:
     )
     nvml_map: str = key(
         "", _path_or_empty,
-        'CSV (nvml_name,gpu_type) mapping NVML device names to this site\'s GRES types; "" = the\n'
-        "shipped map (profiles/nvml-gpu-types.csv). A relative path is relative to this file's folder.",
+        'CSV (nvml_name,gpu_type) mapping NVML device names to this site\'s GRES types; "" = the shipped\n'
+        "map (slurm_fair/profiling/data/nvml-gpu-types.csv). A relative path is relative to this file's folder.",
     )
     trusted_users: tuple[str, ...] = key(
         [], _str_list,

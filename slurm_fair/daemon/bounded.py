@@ -11,7 +11,7 @@ import time
 from typing import Any, Iterable
 
 from ..config import Config
-from .. import profiles as shipped_profiles
+from ..profiling import shipped as shipped_profiles
 from ..cluster.base import Snapshot
 from ..profiling.trust import effective_values
 from ..store import Store

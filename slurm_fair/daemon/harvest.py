@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from ..config import Config
-from .. import profiles as shipped_profiles
+from ..profiling import shipped as shipped_profiles
 from ..cluster.base import Snapshot
 from ..errors import InputError
 from ..profiling.client import MAX_REPORT_N, ascii_int, ascii_number, parse_tokens

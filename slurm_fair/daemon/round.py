@@ -40,7 +40,7 @@ import numpy as np
 
 from ..config import Config
 from .. import policies
-from .. import profiles as shipped_profiles
+from ..profiling import shipped as shipped_profiles
 from ..cluster.base import ANY_GPU, CLEAR, Cluster, Snapshot, supports_pending_retype
 from ..cluster.errors import ClusterError, ClusterUnreachable
 from ..model import Allocation

@@ -40,7 +40,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..profiles import GAVEL_GPU_TYPES, class_name, gavel_isolated, load_shipped
+from ..profiling.shipped import GAVEL_GPU_TYPES, class_name, gavel_isolated, load_shipped
 from ..validate import gpu_type as _gpu_type_name
 from ..validate import name as _name
 from ..validate import number
@@ -251,7 +251,7 @@ def _scaled(isolated: Mapping[tuple[str, int], Mapping[str, float]], job_type: s
 def parse_gavel(files: Mapping[str, str], isolated: Mapping[tuple[str, int], Mapping[str, float]], *,
                 accounts: str = "file", throughputs_name: str = "throughputs", unmeasured: str = "error") -> Trace:
     """A trace from Gavel trace texts (``{file name: text}``) and ``isolated`` throughputs
-    (:func:`slurm_fair.profiles.gavel_isolated`: ``{(job type, scale factor): {gpu type: steps/s}}``).
+    (:func:`slurm_fair.profiling.shipped.gavel_isolated`: ``{(job type, scale factor): {gpu type: steps/s}}``).
 
     A line is tab-separated: job type, command, steps argument, needs-data-dir flag, total steps, arrival time
     (s), scale factor (GPUs); the command, steps argument and flag are not used. Job ``<file stem>-<line>``:
@@ -492,7 +492,7 @@ def _per_gpu_classes(classes: Mapping[str, Mapping[str, float]]) -> dict[str, di
 
 
 def shipped_classes() -> dict[str, dict[str, float]]:
-    """The shipped default profiles (Gavel's measurements, ``slurm_fair.profiles.load_shipped``) as
+    """The shipped default profiles (Gavel's measurements, ``slurm_fair.profiling.shipped.load_shipped``) as
     ``{class: {gpu type: steps/s per GPU}}``."""
     out: dict[str, dict[str, float]] = {}
     for r in load_shipped():

@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from slurm_fair import profiles
+from slurm_fair.profiling import shipped as profiles
 from slurm_fair.profiling import agent, client
 
 DEVICES, WHY = agent.read_nvml()
@@ -63,7 +63,7 @@ def test_nvml_names_the_gpu_and_the_shipped_map_knows_it():
     assert d["utilization_gpu_pct"] is None or 0 <= d["utilization_gpu_pct"] <= 100
     gres = profiles.gpu_type_of_device(d["name"].replace(" ", "_"), profiles.nvml_map())
     print(f"NVML: {d['name']!r}, {d['memory_total_mib']} MiB -> GRES type {gres!r}")
-    assert gres, f"{d['name']!r} is not in the shipped NVML map (slurm_fair/data/nvml-gpu-types.csv)"
+    assert gres, f"{d['name']!r} is not in the shipped NVML map (slurm_fair/profiling/data/nvml-gpu-types.csv)"
 
 
 def test_profile_run_times_a_real_gpu_workload_and_reports_it_with_the_device(tmp_path, monkeypatch, capsys):

@@ -1,9 +1,9 @@
 """Throughput profiles shipped with slurm-fair.
 
-The package carries ``slurm_fair/data/gavel-physical.csv``: Gavel's measured throughputs (steps/s, one
-GPU, no co-location) of 26 deep-learning job classes on K80, P100 and V100 GPUs. It is a byte-identical
-copy of ``profiles/gavel-physical.csv`` in the repository (both are written by
-``profiles/make_gavel_profiles.py``; a test checks they agree). Gavel measured no A100 (or other newer)
+The package carries ``slurm_fair/profiling/data/gavel-physical.csv``: Gavel's measured throughputs (steps/s,
+one GPU, no co-location) of 26 deep-learning job classes on K80, P100 and V100 GPUs, written by
+``profiles/make_gavel_profiles.py`` (the repository's ``profiles/`` holds the generators, their sources and
+licence; the tables themselves are kept once, here). Gavel measured no A100 (or other newer)
 GPUs, and no numbers are invented for them: a (class, GPU type) pair without a profile falls back to the
 daemon's rule for unprofiled types until a site measures it (``slurm-fair profiles set``).
 """
@@ -18,8 +18,8 @@ import re
 from importlib import resources
 from typing import Any
 
-from .errors import InputError
-from .validate import gpu_type, number
+from ..errors import InputError
+from ..validate import gpu_type, number
 
 SHIPPED = "gavel-physical.csv"
 # shipped tables by name (``profiles import --shipped NAME``); the daemon's built-in fallback is gavel's only
@@ -33,7 +33,7 @@ def shipped_csv(name: str = "gavel") -> str:
     K80/P100/V100 measurements) or ``gandiva-fair`` (Gandiva_fair's Table 1, K80/P40/P100/V100)."""
     if name not in SHIPPED_TABLES:
         raise InputError("--shipped", name, f"unknown shipped table (known: {', '.join(SHIPPED_TABLES)})")
-    return resources.files("slurm_fair").joinpath("data", SHIPPED_TABLES[name]).read_text(encoding="utf-8")
+    return resources.files("slurm_fair.profiling").joinpath("data", SHIPPED_TABLES[name]).read_text(encoding="utf-8")
 
 
 def _norm_device(name: str) -> str:
@@ -50,7 +50,7 @@ def nvml_map(path: str | None = None) -> dict[str, str]:
         except OSError as e:
             raise InputError("profiling.nvml_map", str(path), f"cannot read: {e.strerror or e}") from None
     else:
-        text, where = resources.files("slurm_fair").joinpath("data", NVML_MAP).read_text(encoding="utf-8"), NVML_MAP
+        text, where = resources.files("slurm_fair.profiling").joinpath("data", NVML_MAP).read_text(encoding="utf-8"), NVML_MAP
     reader = csv.reader(io.StringIO(text))
     header = next(reader, None)
     if header is None or [h.strip() for h in header] != ["nvml_name", "gpu_type"]:
