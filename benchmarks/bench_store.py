@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from slurm_fair.profiling.core import effective  # noqa: E402
 from slurm_fair.store import Store  # noqa: E402
 
 TYPES = ["a100", "v100", "p100", "k80"]
@@ -64,7 +65,7 @@ def main() -> int:
                 t0 = time.perf_counter()
                 s.import_csv(text)
                 t1 = time.perf_counter()
-                s.export_csv()
+                s.export_csv(effective(s.profile_values()))
                 t2 = time.perf_counter()
             print(f"{n:>8} {(t1 - t0) * 1e3:>9.1f} {(t2 - t1) * 1e3:>9.1f}")
     return 0

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from slurm_fair.profiling import shipped as profiles
 from slurm_fair.cli import main
 from slurm_fair.store import Store
+from slurm_fair.profiling.core import effective
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ def run(*args, input=None):
 
 def db_rows(cfg):
     with Store(cfg.parent / "state" / "fair.sqlite") as s:
-        return s.profiles()
+        return effective(s.profile_values())
 
 
 def test_set_list_delete(cfg):

@@ -18,6 +18,7 @@ from slurm_fair.cli import main
 from slurm_fair.errors import InputError
 from slurm_fair.model import problem_from_dict
 from slurm_fair.store import Store
+from slurm_fair.profiling.core import effective
 
 SOAK = os.environ.get("SLURM_FAIR_HYPOTHESIS_EXAMPLES")
 SETTINGS = settings(max_examples=int(SOAK or "40"), deadline=None, derandomize=not SOAK,
@@ -137,7 +138,7 @@ def import_profiles(cfg, data: bytes):
 
 def stored(cfg) -> list[tuple]:
     with Store(cfg.parent / "db.sqlite") as s:
-        return [(r["account"], r["class"], r["gpu_type"], r["throughput"]) for r in s.profiles()]
+        return [(r["account"], r["class"], r["gpu_type"], r["throughput"]) for r in effective(s.profile_values())]
 
 
 def test_latin1_and_binary_profiles_are_refused_naming_the_line_and_nothing_is_stored(profiles_cfg):

@@ -7,7 +7,7 @@ import pytest
 
 from slurm_fair.errors import InputError
 from slurm_fair.profiling import client
-from slurm_fair.profiling.core import Rules, check_sample, choose, effective, find_conflicts, flags, update
+from slurm_fair.profiling.core import Rules, check_sample, choose, effective, find_conflicts, flags, sample, update
 from slurm_fair.store import Store, migrate
 
 R = Rules(min_throughput=0.01, max_throughput=1000.0, outlier_factor=3.0, outlier_after=3, average_weight=0.25,
@@ -140,13 +140,13 @@ def test_record_sample_averages_rejects_and_keeps_reported_value():
     s = Store(":memory:")
     s.set_profile("cnn", "v100", 100.0, account="acct_a")
     for v, now in ((10.0, 1), (20.0, 2), (30.0, 3)):
-        s.record_sample("acct_a", "cnn", "v100", v, "harvested", R, now=now)
-    r, ok = s.record_sample("acct_a", "cnn", "v100", 500.0, "harvested", R, now=4)
+        s.record_sample("acct_a", "cnn", "v100", "harvested", sample(v, now, R), now=now)
+    r, ok = s.record_sample("acct_a", "cnn", "v100", "harvested", sample(500.0, 4, R), now=4)
     assert not ok and r["rejected"] == 1 and r["throughput"] == pytest.approx(20.0) and r["samples"] == 3
     vals = {r["source"]: r for r in s.profile_values()}
     assert vals["set"]["throughput"] == 100.0 and vals["harvested"]["updated"] == 3.0
     with pytest.raises(InputError):
-        s.record_sample("acct_a", "cnn", "v100", 1.0, "set", R)
+        s.record_sample("acct_a", "cnn", "v100", "set", sample(1.0, 0.0, R))
     s.record_report({"job_id": 7, "n": 1, "time": 1.0, "status": "accepted"})
     s.record_report({"job_id": 7, "n": 1, "time": 2.0, "status": "refused"})  # ignored: taken once
     assert s.report_taken(7, 1) and not s.report_taken(7, 2)

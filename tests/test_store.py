@@ -8,6 +8,7 @@ import pytest
 
 from slurm_fair.errors import InputError
 from slurm_fair.store import CSV_HEADER, MIGRATIONS, Store, StoreError, migrate, schema_version
+from slurm_fair.profiling.core import effective
 
 import sqlite_utils
 
@@ -44,7 +45,7 @@ def test_reopen_keeps_data_and_applies_no_migration_twice(path):
         applied = [r["applied"] for r in s.db["schema_version"].rows]
     with Store(path) as s:
         assert [r["applied"] for r in s.db["schema_version"].rows] == applied
-        assert s.profiles()[0]["throughput"] == 4.0
+        assert effective(s.profile_values())[0]["throughput"] == 4.0
 
 
 def test_old_schema_is_upgraded_on_open(path):
@@ -85,11 +86,11 @@ def test_transaction_rollback_loses_nothing_already_stored(path):
                 s.save_deviations(None, {"other": {"k80": 1.0}})
                 rid = s.begin_round("oef-noncoop")
                 raise RuntimeError("boom")
-        assert [p["class"] for p in s.profiles()] == ["a"]
+        assert [p["class"] for p in effective(s.profile_values())] == ["a"]
         assert s.deviations() == {"acct": {"v100": 0.25}}
         assert s.rounds() == []
     with Store(path) as s:  # and it is on disk, not only in this connection
-        assert [p["class"] for p in s.profiles()] == ["a"]
+        assert [p["class"] for p in effective(s.profile_values())] == ["a"]
         assert s.deviations() == {"acct": {"v100": 0.25}}
         assert s.round(rid) is None
 
@@ -100,15 +101,15 @@ def test_nested_transaction_is_part_of_the_outer_one(store):
             with store.transaction():
                 store.set_profile("a", "v100", 1.0)
             raise RuntimeError("outer fails after inner succeeded")
-    assert store.profiles() == []
+    assert effective(store.profile_values()) == []
 
 
 def test_commit_is_visible_to_a_second_connection(path):
     with Store(path) as writer, Store(path) as reader:
         with writer.transaction():
             writer.set_profile("a", "k80", 1.0)
-            assert reader.profiles() == []  # not committed yet
-        assert len(reader.profiles()) == 1
+            assert effective(reader.profile_values()) == []  # not committed yet
+        assert len(effective(reader.profile_values())) == 1
 
 
 # ------------------------------------------------------------------------------------ profiles
@@ -122,9 +123,9 @@ def test_set_profile_upserts_and_validates(store):
     assert [(r["account"], r["throughput"], r["samples"], r["source"]) for r in store.profile_values()] == [
         ("", 3.0, 5, "measured"), ("", 2.5, 1, "set"), ("acct_a", 9.0, 1, "set")]
     # the policies' view: reported (set) wins, unless prefer_measured
-    assert [(r["account"], r["throughput"], r["source"]) for r in store.profiles()] == [
+    assert [(r["account"], r["throughput"], r["source"]) for r in effective(store.profile_values())] == [
         ("", 2.5, "set"), ("acct_a", 9.0, "set")]
-    assert [(r["account"], r["throughput"], r["source"]) for r in store.profiles(prefer_measured=True)] == [
+    assert [(r["account"], r["throughput"], r["source"]) for r in effective(store.profile_values(), True)] == [
         ("", 3.0, "measured"), ("acct_a", 9.0, "set")]
     for kwargs, field in [
         (dict(cls="", gpu_type="v100", throughput=1), "class"),
@@ -139,7 +140,7 @@ def test_set_profile_upserts_and_validates(store):
         with pytest.raises(InputError) as e:
             store.set_profile(**kwargs)
         assert e.value.field == field
-    assert len(store.profiles()) == 2
+    assert len(effective(store.profile_values())) == 2
 
 
 def test_delete_profiles(store):
@@ -149,18 +150,18 @@ def test_delete_profiles(store):
     assert store.delete_profiles("lm", gpu_type="k80") == 1
     assert store.delete_profiles("lm", account="acct_a") == 2
     assert store.delete_profiles("nope") == 0
-    assert [(r["account"], r["gpu_type"]) for r in store.profiles()] == [("", "v100")]
+    assert [(r["account"], r["gpu_type"]) for r in effective(store.profile_values())] == [("", "v100")]
 
 
 def test_import_csv_and_export_round_trip(store):
     text = HEADER + ",resnet50,v100,4.25\nacct_a,resnet50,k80,0.1\n\n,lm,p100,82.5227\n"
     assert store.import_csv(text) == 3
-    assert {r["source"] for r in store.profiles()} == {"imported"}
-    exported = store.export_csv()
+    assert {r["source"] for r in effective(store.profile_values())} == {"imported"}
+    exported = store.export_csv(effective(store.profile_values()))
     other = Store(":memory:")
     assert other.import_csv(exported) == 3
-    assert other.export_csv() == exported
-    got = {(r["account"], r["class"], r["gpu_type"]): r["throughput"] for r in other.profiles()}
+    assert other.export_csv(effective(other.profile_values())) == exported
+    got = {(r["account"], r["class"], r["gpu_type"]): r["throughput"] for r in effective(other.profile_values())}
     assert got == {("", "resnet50", "v100"): 4.25, ("acct_a", "resnet50", "k80"): 0.1,
                    ("", "lm", "p100"): 82.5227}
     assert exported.splitlines()[0] == "account,class,gpu_type,throughput"
@@ -169,8 +170,8 @@ def test_import_csv_and_export_round_trip(store):
 def test_export_keeps_full_float_precision(store):
     store.set_profile("x", "v100", 1 / 3)
     other = Store(":memory:")
-    other.import_csv(store.export_csv())
-    assert other.profiles()[0]["throughput"] == 1 / 3
+    other.import_csv(store.export_csv(effective(store.profile_values())))
+    assert effective(other.profile_values())[0]["throughput"] == 1 / 3
 
 
 @pytest.mark.parametrize("body, field, value", [
@@ -183,13 +184,13 @@ def test_export_keeps_full_float_precision(store):
 ])
 def test_import_csv_bad_row_names_line_column_value_and_writes_nothing(store, body, field, value):
     store.set_profile("kept", "k80", 7.0)
-    before = store.profiles()
+    before = effective(store.profile_values())
     with pytest.raises(InputError) as e:
         store.import_csv(HEADER + body)
     assert e.value.field == field
     assert e.value.value == value
     assert field in str(e.value)
-    assert store.profiles() == before
+    assert effective(store.profile_values()) == before
 
 
 @pytest.mark.parametrize("text", ["", "class,account,gpu_type,throughput\n", "account,class,gpu_type\n"])
@@ -197,7 +198,7 @@ def test_import_csv_bad_header(store, text):
     with pytest.raises(InputError) as e:
         store.import_csv(text)
     assert e.value.field == "line 1"
-    assert store.profiles() == []
+    assert effective(store.profile_values()) == []
 
 
 # ------------------------------------------------------------------------------------ rounds
@@ -346,7 +347,7 @@ def test_inner_savepoint_failure_caught_keeps_the_outer_work(store):
             with store.transaction():
                 store.set_profile("inner", "v100", 1.0)
                 store.set_profile("inner", "v100", -1.0)  # fails: the inner block is undone
-    assert [p["class"] for p in store.profiles()] == ["outer"]
+    assert [p["class"] for p in effective(store.profile_values())] == ["outer"]
 
 
 def test_second_process_waits_for_the_write_lock_instead_of_failing(path):
@@ -367,14 +368,14 @@ def test_second_process_waits_for_the_write_lock_instead_of_failing(path):
 
     with Store(path) as a:
         with a.transaction():
-            assert a.profiles() == []  # read first
+            assert effective(a.profile_values()) == []  # read first
             t = threading.Thread(target=writer_b)
             t.start()
             assert not b_done.wait(0.5)  # b waits for a's write lock
             a.set_profile("from-a", "v100", 1.0)  # then write, in the same transaction
         t.join(timeout=15)
         assert errors == [] and b_done.is_set()
-        assert {p["class"] for p in a.profiles()} == {"from-a", "from-b"}
+        assert {p["class"] for p in effective(a.profile_values())} == {"from-a", "from-b"}
 
 
 def test_numpy_values_are_stored_as_plain_numbers(store):

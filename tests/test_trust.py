@@ -11,7 +11,7 @@ from slurm_fair.daemon import bounded
 from slurm_fair.daemon.harvest import harvest
 from slurm_fair.daemon.plan import job_class
 from slurm_fair.daemon.plan.classcap import fold, report_class
-from slurm_fair.profiling.core import Rules, update
+from slurm_fair.profiling.core import Rules, effective, sample, update
 from slurm_fair.profiling.trust import (Bounds, TrustRules, class_refusal, effective_values, reference,
                                         report_source, take_sample, type_ratio_ranges, usable_values)
 from slurm_fair.store import Store
@@ -204,7 +204,7 @@ def snap(*jobs):
 def test_harvest_attack_through_the_store_stays_bounded_with_events():
     cfg = config.from_dict({})
     s = Store(":memory:")
-    s.record_sample("acct_a", "cnn", "v100", 10.0, "measured", R, now=0.0)  # a profiling run measured 10
+    s.record_sample("acct_a", "cnn", "v100", "measured", sample(10.0, 0.0, R), now=0.0)  # a profiling run measured 10
     value = 10.0
     for n in range(1, 30):
         value *= 2.99
@@ -214,26 +214,26 @@ def test_harvest_attack_through_the_store_stays_bounded_with_events():
     assert h["throughput"] == pytest.approx(29.9) and h["samples"] == 1 and h["rejected"] == 11
     statuses = [r["status"] for r in s.profile_reports(limit=100)]
     assert statuses.count("accepted") == 1 and statuses.count("rejected") == 11 and statuses.count("refused") == 17
-    assert s.profiles()[0]["throughput"] == 10.0  # the measured value is what the policies use
+    assert effective(s.profile_values())[0]["throughput"] == 10.0  # the measured value is what the policies use
     assert len(s.events(kind="profile-report-rejected", limit=100)) == 11
 
 
 def test_harvest_attack_as_fake_profiling_runs_moves_the_value_at_most_2x_a_day():
     cfg = config.from_dict({})  # trusted_users empty: any one-GPU fair:profile job counts as measured
     s = Store(":memory:")
-    s.record_sample("acct_a", "cnn", "v100", 10.0, "measured", R, now=0.0)
+    s.record_sample("acct_a", "cnn", "v100", "measured", sample(10.0, 0.0, R), now=0.0)
     for n in range(1, 30):  # each report 2.99x the stored value, a minute apart
-        cur = s.profiles()[0]["throughput"]
+        cur = effective(s.profile_values())[0]["throughput"]
         harvest(s, snap(job(1, f"class=cnn fair:profile fair:tput={cur * 2.99:.6g}@{n}")), cfg, n, now=60.0 * n)
     (m,) = s.profile_values()
     assert m["source"] == "measured" and m["throughput"] == pytest.approx(20.0) and m["rejected"] == 0
     assert len(s.events(kind="profile-value-limited", limit=100)) >= 20
     # a day later the window restarts from 20: at most 40 after another day of the same
     for n in range(30, 59):
-        cur = s.profiles()[0]["throughput"]
+        cur = effective(s.profile_values())[0]["throughput"]
         harvest(s, snap(job(1, f"class=cnn fair:profile fair:tput={cur * 2.99:.6g}@{n}")), cfg, n,
                 now=DAY + 60.0 * n)
-    assert s.profiles()[0]["throughput"] == pytest.approx(40.0)
+    assert effective(s.profile_values())[0]["throughput"] == pytest.approx(40.0)
 
 
 def test_harvest_refuses_another_accounts_class_with_an_event_and_honours_trusted_users():

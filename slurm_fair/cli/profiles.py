@@ -17,6 +17,7 @@ import click
 from .. import config as config_mod
 from ..cluster import connect
 from ..config import Config
+from ..daemon.bounded import round_profiles
 from ..errors import InputError, SlurmFairError
 from ..profiling import agent, client
 from ..profiling import shipped as shipped_profiles
@@ -154,8 +155,9 @@ def import_cmd(config_path: str | None, file: Any, shipped: str | None) -> None:
 def export_cmd(config_path: str | None, file: Any) -> None:
     """Write the profiles the policies use (one value per account, class, type) as CSV to FILE (default:
     stdout); `profiles import` reads it back (as imported values)."""
-    with _open_store(config_path) as store:
-        text = store.export_csv()
+    cfg = config_mod.load(config_path)
+    with Store(cfg.database_path) as store:
+        text = store.export_csv(round_profiles(store, cfg))  # what the rounds use, as they pick it
     file.write(text)
 
 

@@ -168,7 +168,7 @@ def _take(store: Store, c: dict, x: _Context) -> str | None:
         return got[0].row, got[0].status == "accepted"
 
     with store.transaction():
-        store.record_sample(c["account"], c["class"], g, value, source, x.rules, now=x.now, take=take)
+        store.record_sample(c["account"], c["class"], g, source, take, now=x.now)
         v = got[0]
         msg = "; ".join(m for m in (v.message and f"job {c['job_id']}: {v.message}", demoted) if m)
         store.record_report({**base, "n": n, "gpu_type": g, "throughput": value, "source": source,

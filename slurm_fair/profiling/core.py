@@ -42,20 +42,6 @@ REPORTED = ("set", "imported")
 MEASURED = ("measured", "harvested")
 
 
-def source_of_legacy(value: str | None) -> str:
-    """The source of a profile row stored before sources were fixed (schema < 6): ``manual`` -> set,
-    ``import:<file>``/``import`` -> imported, ``gavel`` -> shipped; a known source stays; anything else
-    counts as imported (a person put it there)."""
-    v = (value or "").strip()
-    if v in SOURCES:
-        return v
-    if v == "manual":
-        return "set"
-    if v in ("gavel", "gandiva-fair") or v.startswith("shipped"):
-        return "shipped"
-    return "imported"
-
-
 @dataclass(frozen=True)
 class Rules:
     """The ``[profiling]`` knobs the pure functions need (``from_config``: the config's values; its defaults are
@@ -104,6 +90,12 @@ def check_sample(cls: str, gpu_type: str | None, value: Any, rules: Rules,
         raise InputError(field, value, f"outside [profiling] min_throughput..max_throughput "
                                        f"[{rules.min_throughput:g}, {rules.max_throughput:g}]")
     return v
+
+
+def sample(value: float, now: float, rules: Rules):
+    """The rule for one sample as ``Store.record_sample`` takes it: ``take(old row) -> (new fields, accepted?)``
+    by :func:`update` (the moving average with its outlier check)."""
+    return lambda old: update(old, float(value), now, rules)
 
 
 def update(row: Mapping[str, Any] | None, value: float, now: float, rules: Rules) -> tuple[dict, bool]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import InputError
 from ..validate import gpu_type as _check_gpu_type, name as _check_name, number
@@ -14,6 +14,7 @@ from .base import StoreBase
 
 CSV_HEADER = ("account", "class", "gpu_type", "throughput")
 PROFILE_SOURCES = ("imported", "set", "measured", "harvested", "shipped")  # = profiling.core.SOURCES
+SAMPLE_SOURCES = ("measured", "harvested")  # values kept as moving averages of samples (= profiling.core.MEASURED)
 _PROFILE_PK = ("account", "class", "gpu_type", "source")
 
 
@@ -66,32 +67,21 @@ class ProfilesMixin(StoreBase):
         throughput, samples, rejected, updated, detail``)."""
         return list(self.db["profiles"].rows_where(order_by="account, class, gpu_type, source"))
 
-    def profiles(self, prefer_measured: bool = False) -> list[dict]:
-        """The values the policies use: one per (account, class, GPU type), chosen among the sources by
-        :func:`slurm_fair.profiling.core.effective`."""
-        from ..profiling.core import effective
-
-        return effective(self.profile_values(), prefer_measured)
-
-    def record_sample(self, account: str, cls: str, gpu_type: str, value: float, source: str, rules: Any,
-                      now: float | None = None,
-                      take: Callable[[dict | None], tuple[dict | None, bool]] | None = None) -> tuple[dict, bool]:
-        """Add one measured sample (``source`` measured or harvested, ``value`` already checked with
-        ``profiling.core.check_sample``) to the moving average of (account, class, GPU type, source).
-        Returns (the stored row, accepted); an outlier is counted in ``rejected`` and changes nothing else.
-        ``take(old row or None)`` replaces ``profiling.core.update`` (profiling/trust.py); a None row from it
-        stores nothing."""
-        from ..profiling.core import MEASURED, update
-
-        if source not in MEASURED:
-            raise InputError("source", source, f"a sample's source must be one of {', '.join(MEASURED)}")
+    def record_sample(self, account: str, cls: str, gpu_type: str, source: str,
+                      take: Callable[[dict | None], tuple[dict | None, bool]],
+                      now: float | None = None) -> tuple[dict, bool]:
+        """Store what one sample of (account, class, GPU type, ``source`` measured or harvested) makes of that
+        value: ``take(old row or None)`` returns (the new value's fields or None to store nothing, accepted?);
+        the rules live in ``slurm_fair/profiling`` (``core.sample``, ``trust.take_sample``). Returns (the stored
+        row, accepted)."""
+        if source not in SAMPLE_SOURCES:
+            raise InputError("source", source, f"a sample's source must be one of {', '.join(SAMPLE_SOURCES)}")
         key = [_check_name("account", account, allow_empty=True), _check_name("class", cls),
                _check_gpu_type("gpu_type", gpu_type), source]
-        now = time.time() if now is None else float(now)
         with self.transaction():
             old = next(self.db["profiles"].rows_where(
                 "account = ? and class = ? and gpu_type = ? and source = ?", key), None)
-            new, ok = update(old, float(value), now, rules) if take is None else take(old)
+            new, ok = take(old)
             row = {"account": key[0], "class": key[1], "gpu_type": key[2], "source": source,
                    "detail": None if old is None else old.get("detail"), **(new or {})}
             if new is not None:
@@ -174,11 +164,13 @@ class ProfilesMixin(StoreBase):
                 self.db["profiles"].upsert_all(rows.values(), pk=_PROFILE_PK)
         return len(rows)
 
-    def export_csv(self) -> str:
-        """The values the policies use (:meth:`profiles`) as CSV (``profiles import`` reads it back)."""
+    @staticmethod
+    def export_csv(rows: Iterable[Mapping[str, Any]]) -> str:
+        """Profile values (``rows``: the ones the rounds use, ``daemon/bounded.round_profiles``) as CSV, in the
+        format ``import_csv`` reads back."""
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")
         w.writerow(CSV_HEADER)
-        for r in self.profiles():
+        for r in rows:
             w.writerow([r["account"], r["class"], r["gpu_type"], repr(float(r["throughput"]))])
         return out.getvalue()

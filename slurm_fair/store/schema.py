@@ -102,19 +102,31 @@ def _m5_warm_start(db: sqlite_utils.Database) -> None:
     db["warm_start"].create({"policy": str, "data": str, "round_id": int, "updated": float}, pk="policy")
 
 
+def _legacy_source(value: str | None) -> str:
+    """Migration 6's mapping of the source strings stored before sources were fixed: ``manual`` -> set,
+    ``import:<file>``/``import`` -> imported, ``gavel`` -> shipped; a source of the new set stays; anything else
+    counts as imported (a person put it there). Frozen here with the migration it belongs to."""
+    v = (value or "").strip()
+    if v in ("imported", "set", "measured", "harvested", "shipped"):
+        return v
+    if v == "manual":
+        return "set"
+    if v in ("gavel", "gandiva-fair") or v.startswith("shipped"):
+        return "shipped"
+    return "imported"
+
+
 def _m6_profile_sources(db: sqlite_utils.Database) -> None:
     """Profile values of every source side by side: the key gains ``source`` (imported | set | measured |
     harvested | shipped; older strings are mapped: manual -> set, import:<file> -> imported (the file kept in
     ``detail``), gavel -> shipped), plus ``rejected`` (outlier samples refused). ``profile_reports``: one row
     per job report the daemon took (key: job id and the report's number, so none counts twice), accepted,
     rejected (outlier) or refused (bad value)."""
-    from ..profiling.core import source_of_legacy
-
     tbl = db["profiles"]
     tbl.add_column("rejected", int, not_null_default=0)
     tbl.add_column("detail", str)
     for r in list(tbl.rows):
-        new = source_of_legacy(r["source"])
+        new = _legacy_source(r["source"])
         detail = r["source"][len("import:"):] if (r["source"] or "").startswith("import:") else None
         db.execute("update profiles set source = ?, detail = ? where account = ? and class = ? and gpu_type = ?",
                    [new, detail, r["account"], r["class"], r["gpu_type"]])
