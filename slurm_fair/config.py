@@ -418,6 +418,13 @@ SPEC: dict[str, dict[str, Key]] = {
             "true = the policies use a measured value where one exists, over what the tenant reported;\n"
             "false = reported values win, measured ones fill the types nobody reported.",
         ),
+        "measured_speeds": Key(
+            True, _bool,
+            "true = an account's class with a measured value (a profiling run or a job report) on some GPU\n"
+            "type gets its speeds from measurements only: its reported (set/imported) values are not used on\n"
+            "any type; types it has not run on take the site-wide or shipped value. A reported value on a type\n"
+            "never run on could sandbag the others (speeds are normalized to the slowest type).",
+        ),
         "explore": Key(
             True, _bool,
             "true = a class with no profile on some GPU types gets its untyped jobs steered to a type it\n"
@@ -567,6 +574,7 @@ class ProfilingConfig:
     stale_after: float = 30 * 86400
     conflict_margin: float = 0.25
     prefer_measured: bool = False
+    measured_speeds: bool = True
     explore: bool = True
     nvml_map: str = ""
     trusted_users: tuple[str, ...] = ()
