@@ -197,3 +197,43 @@ def test_a_policy_without_a_claim_gets_no_claim_text():
     a = dataclasses.replace(oef_noncoop.solve(two_tenants()), policy="something-else")
     r = fairness.strategy_proof_probe(a, oef_noncoop.solve)
     assert "[" not in r.detail
+
+
+# --------------------------------------------------------------------------- Pareto: the cheap certificate (large problems)
+
+
+def test_pareto_certificate_trade_on_the_max_min_allocation_of_eq6():
+    """OEF §3.1 eq. 6 (speeds u1 (1, 2), u2 (1, 5)), max-min allocation [[.5, .5], [.5, .5]]; no demands, so
+    GPU counts may change. The two trades tried (r: the middle of the interval where both gain):
+    * u1 gives e gpu2 for r*e gpu1, r in (2, 5), r = 3.5; u2 holds 0.5 gpu1: e = 1/7; gains u1 (3.5 - 2)/7,
+      u2 (5 - 3.5)/7: 3/7 in all;
+    * u2 gives e gpu1 for r*e gpu2, r in (1/5, 1/2), r = 0.35; u2 holds 0.5 gpu1: e = 0.5 (u1 can give
+      0.175 <= 0.5 gpu2); gains u2 0.5 (5 * 0.35 - 1) = 0.375, u1 0.5 (1 - 2 * 0.35) = 0.15: 0.525 in all.
+    The larger is reported: u1 1.5 -> 1 + 2 * 0.325 = 1.65, u2 3 -> 5 * 0.675 = 3.375."""
+    p = problem_from_dict({"gpu_types": {"gpu1": 1, "gpu2": 1}, "tenants": [
+        {"name": f"u{i + 1}", "classes": [{"name": "job", "throughput": {"gpu1": 1.0, "gpu2": v}}]} for i, v in enumerate((2.0, 5.0))]})
+    a = Allocation(p, "hand-built", np.array([[0.5, 0.5], [0.5, 0.5]]))
+    r = fairness.pareto_efficient(a, exact_vars=0)
+    assert r.value is False and r.worst == pytest.approx(0.525)
+    assert "at least 0.525 without anyone losing (e.g. u2 +0.375: a trade of 0.5 gpu1 for 0.175 gpu2)" in r.detail
+    exact = fairness.pareto_efficient(a)  # the LP: the largest gain, at least the certificate's
+    assert exact.value is False and exact.worst >= r.worst - 1e-9
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pareto_certificate_is_sound_against_the_lp(seed):
+    """Whenever the certificate says "not Pareto-efficient", the exact LP agrees and gains at least as much;
+    when it finds nothing the answer is the LP's."""
+    rng = np.random.default_rng(100 + seed)
+    found = 0
+    for n, k, per_type in ((5, 2, False), (12, 3, True), (20, 4, False), (20, 4, True)):
+        p = instance(n, k, seed, type_demand=per_type)
+        for a in (_random_allocation(p, rng), oef_noncoop.solve(p), gavel.solve(p)):
+            cert, exact = fairness.pareto_efficient(a, exact_vars=0), fairness.pareto_efficient(a, exact_vars=None)
+            if "at least" in cert.detail:
+                found += 1
+                assert exact.value is False, (cert, exact)
+                assert exact.worst >= cert.worst * (1 - 1e-6) - 1e-6
+            else:
+                assert cert == exact
+    assert found > 0

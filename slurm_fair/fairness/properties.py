@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..model import Allocation, VirtualUsers
+from ._pareto import EXACT_VARS, improvement
 from ._values import TOL, PropertyResult, _among, _fmt, _label, _tol, bundle_values, capped_mask, row_values
 
 
@@ -152,8 +153,12 @@ def envy_free(alloc: Allocation) -> PropertyResult:
     )
 
 
-def pareto_efficient(alloc: Allocation) -> PropertyResult:
+def pareto_efficient(alloc: Allocation, exact_vars: int | None = EXACT_VARS) -> PropertyResult:
     """No feasible allocation makes a virtual user better off while nobody is worse off (an LP, HiGHS).
+
+    Above ``exact_vars`` variables (virtual users x types; None: never) a cheap certificate of an improvement
+    (idle GPUs someone can use, or a trade two classes both gain from: :mod:`._pareto`) answers first, its gain
+    a lower bound ("at least"); the LP runs only when it finds none.
 
     max sum_l u_l(y_l)  s.t.  u_l(y_l) >= u_l(x_l), sum_l y_l^j <= m_j, sum_j y_l^j <= d_l, 0 <= y_l^j <= c_l^j;
     Pareto-efficient iff the optimum does not exceed the current total throughput.
@@ -169,6 +174,14 @@ def pareto_efficient(alloc: Allocation) -> PropertyResult:
     s = vu.speed
     u = (x * s).sum(axis=1)
     tol = TOL * np.maximum(1.0, np.abs(u))  # _tol of each u_l
+    # each user's floor was relaxed by its tolerance; what that frees can be worth up to the fastest speed
+    slack = float(tol.sum()) * float(s.max(initial=1.0)) + _tol(u.sum())
+    if exact_vars is not None and n * k > exact_vars:
+        imp = improvement(vu, x, slack)  # a cheap certificate first; the LP only when none is found
+        if imp is not None:
+            return PropertyResult(
+                "pareto_efficient", False, f"throughput can rise by at least {_fmt(imp.gain)} without anyone losing "
+                f"(e.g. {_label(vu, imp.who)} +{_fmt(imp.who_gain)}: {imp.how})", imp.gain)
     # one sparse matrix, built at once (column i*k + j is y_i^j): capacity rows, then one row per finite
     # demand, then one floor row per user
     finite = np.flatnonzero(np.isfinite(vu.demand))
@@ -195,8 +208,6 @@ def pareto_efficient(alloc: Allocation) -> PropertyResult:
     y = res.x.reshape(n, k)
     gains = (y * s).sum(axis=1) - u
     gain = float(-res.fun - u.sum())
-    # each user's floor was relaxed by its tolerance; what that frees can be worth up to the fastest speed
-    slack = float(tol.sum()) * float(s.max(initial=1.0)) + _tol(u.sum())
     if gain > slack:
         i = int(np.argmax(gains))
         return PropertyResult(
