@@ -167,7 +167,7 @@ def test_probe_budget_is_every_lie_when_small_and_two_re_solves_when_large():
         return oef_noncoop.solve(p)
 
     small = two_tenants()
-    assert fairness.budget(small) == 1000  # 2000 // 2 classes
+    assert fairness.budget(small) == 300  # 600 // 2 classes
     tried, total = fairness.schedule(small, fairness.budget(small))
     assert len(tried) == total == 12  # 2 tenants x 3 factors x (one fast type inflated, the slowest over-reported)
     fairness.strategy_proof_probe(oef_noncoop.solve(small), counting)

@@ -21,7 +21,7 @@ Tolerance: 1e-6, relative to the size of the compared numbers when they exceed 1
 
 Cost (``solve --check``): every property but two is a few matrix operations on the (virtual users x types)
 allocation; Pareto efficiency is one LP (HiGHS); the strategy-proofness probe re-solves the policy once per
-false report it tries, at most ``sample`` of them (:mod:`.probe`: by default ``max(2, 2000 // classes)``).
+false report it tries, at most ``sample`` of them (:mod:`.probe`: by default ``max(2, 600 // classes)``: 2 from 300 classes on).
 
 Modules: :mod:`._values` (tolerance, bundle values, capped classes), :mod:`.properties` (each property and the
 per-round :func:`violations`), :mod:`.probe` (strategy-proofness). Every public name is importable from here.
