@@ -215,7 +215,7 @@ def test_pareto_certificate_trade_on_the_max_min_allocation_of_eq6():
     a = Allocation(p, "hand-built", np.array([[0.5, 0.5], [0.5, 0.5]]))
     r = fairness.pareto_efficient(a, exact_vars=0)
     assert r.value is False and r.worst == pytest.approx(0.525)
-    assert "at least 0.525 without anyone losing (e.g. u2 +0.375: a trade of 0.5 gpu1 for 0.175 gpu2)" in r.detail
+    assert "at least 0.525 without anyone losing (e.g. u2 +0.375: a trade of 0.5 gpu1 for 0.175 gpu2 with u1)" in r.detail
     exact = fairness.pareto_efficient(a)  # the LP: the largest gain, at least the certificate's
     assert exact.value is False and exact.worst >= r.worst - 1e-9
 

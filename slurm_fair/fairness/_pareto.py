@@ -22,6 +22,34 @@ import numpy as np
 from ..model import VirtualUsers
 
 EXACT_VARS = 5000  # virtual users x types up to which the exact LP alone decides (its gain is exact)
+TRIES = 4  # per pair of types, the most eager givers x takers tried
+HOLD = 1e-6  # GPUs: smaller holdings and cap slacks are not traded (solver noise)
+
+
+def _who(vu: VirtualUsers, i: int) -> str:
+    return vu.tenant[i] if vu.tenant.count(vu.tenant[i]) == 1 else f"{vu.tenant[i]}/{vu.cls[i]}"
+
+
+def _trade(s, x, cslack, dslack, l: int, i: int, a: int, b: int) -> tuple[float, float, float, float] | None:
+    """(l's gain, i's gain, e, r) of l giving e of type b for r*e of type a from i, or None if no such trade
+    gains for both (module docstring)."""
+    q = s[l, a] / s[l, b] if s[l, b] > 0 else np.inf
+    p = s[i, a] / s[i, b]
+    if not q > p:
+        return None
+    lo, hi = 1.0 / q, 1.0 / p if p > 0 else np.inf  # r in (lo, hi): both gain
+    r = 1.0 if lo < 1.0 < hi else (lo + hi) / 2 if np.isfinite(hi) else 2.0 * lo
+    if r > 1 and not dslack[l] > 0 or r < 1 and not dslack[i] > 0:
+        return None
+    e = min(x[l, b], x[i, a] / r, cslack[l, a] / r, cslack[i, b])
+    if r > 1:
+        e = min(e, dslack[l] / (r - 1))
+    elif r < 1:
+        e = min(e, dslack[i] / (1 - r))
+    gl, gi = e * (s[l, a] * r - s[l, b]), e * (s[i, b] - s[i, a] * r)
+    if not (gl > 0 and gi > 0):
+        return None
+    return float(gl), float(gi), float(e), float(r)
 
 
 @dataclass(frozen=True)
@@ -58,24 +86,18 @@ def improvement(vu: VirtualUsers, x: np.ndarray, tol: float) -> Improvement | No
                 continue
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = np.where(s[:, b] > 0, s[:, a] / s[:, b], np.inf)  # s^a / s^b
-            giver = (x[:, b] > 0) & (cslack[:, a] > 0) & (s[:, a] > 0) & ((ratio > 1) | (dslack > 0))
-            taker = (x[:, a] > 0) & (cslack[:, b] > 0) & (s[:, b] > 0) & ((ratio < 1) | (dslack > 0))
+            giver = (x[:, b] > HOLD) & (cslack[:, a] > HOLD) & (s[:, a] > 0) & ((ratio > 1) | (dslack > 0))
+            taker = (x[:, a] > HOLD) & (cslack[:, b] > HOLD) & (s[:, b] > 0) & ((ratio < 1) | (dslack > 0))
             if not giver.any() or not taker.any():
                 continue
-            q = np.where(giver, ratio, -np.inf)
-            p = np.where(taker, ratio, np.inf)
-            l, i = int(np.argmax(q)), int(np.argmin(p))
-            if not q[l] > p[i] or l == i:
-                continue
-            lo, hi = 1.0 / q[l], 1.0 / p[i]  # r in (lo, hi): both gain
-            r = 1.0 if lo < 1.0 < hi else (lo + hi) / 2 if np.isfinite(hi) else 2.0 * lo
-            e = min(x[l, b], x[i, a] / r, cslack[l, a] / r, cslack[i, b])
-            if r > 1:
-                e = min(e, dslack[l] / (r - 1))
-            elif r < 1:
-                e = min(e, dslack[i] / (1 - r))
-            gl, gi = e * (s[l, a] * r - s[l, b]), e * (s[i, b] - s[i, a] * r)
-            if gl > 0 and gi > 0 and gl + gi > tol and (best is None or gl + gi > best.gain):
-                best = Improvement(float(gl + gi), l, float(gl), f"a trade of {e:.6g} {vu.gpu_types[b]} for "
-                                   f"{r * e:.6g} {vu.gpu_types[a]}")
+            gl_idx, tk_idx = np.flatnonzero(giver), np.flatnonzero(taker)
+            gl_idx = gl_idx[np.argsort(-ratio[gl_idx], kind="stable")[:TRIES]]  # the most eager first
+            tk_idx = tk_idx[np.argsort(ratio[tk_idx], kind="stable")[:TRIES]]
+            for l in gl_idx:
+                for i in tk_idx:
+                    t = _trade(s, x, cslack, dslack, int(l), int(i), a, b)
+                    if t is not None and t[0] + t[1] > tol and (best is None or t[0] + t[1] > best.gain):
+                        gl, gi, e, r = t
+                        best = Improvement(gl + gi, int(l), gl, f"a trade of {e:.6g} {vu.gpu_types[b]} for "
+                                           f"{r * e:.6g} {vu.gpu_types[a]} with {_who(vu, int(i))}")
     return best
