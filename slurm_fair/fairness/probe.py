@@ -141,33 +141,49 @@ def budget(problem: Problem) -> int:
     return max(2, WORK // max(1, problem.virtual_users().n))
 
 
+def _count(problem: Problem, c, factors: Sequence[float], kinds: Sequence[str]) -> int:
+    """``len(class_lies(...))`` without building them."""
+    usable = sum(1 for g in problem.gpu_types if (c.throughput.get(g) or 0) > 0 and c.type_cap(g) > 0)
+    if usable < 2:
+        return 0
+    rest = usable - 1
+    per = (("inflate" in kinds) * ((rest > 1) + rest)) + ("sandbag" in kinds)
+    return len(factors) * per
+
+
 def schedule(problem: Problem, sample: int, factors: Sequence[float] = FACTORS, kinds: Sequence[str] = KINDS,
              seed: int = SEED) -> tuple[list[Lie], int]:
     """(the false reports the probe tries, how many there are in all). All of them when ``sample`` covers them;
     else classes in a seeded random order, two lies each (their first: :func:`class_lies`) per pass, until
-    ``sample`` are taken."""
-    per = [class_lies(problem, t, c, factors, kinds) for t in problem.tenants for c in t.classes]
-    total = sum(len(ls) for ls in per)
+    ``sample`` are taken (only the classes drawn have their lies built)."""
+    pairs = [(t, c) for t in problem.tenants for c in t.classes]
+    counts = [_count(problem, c, factors, kinds) for _t, c in pairs]
+    total = sum(counts)
     if sample >= total:
-        return [lie for ls in per for lie in ls], total
-    perm = np.random.default_rng(seed).permutation(len(per))
+        return [lie for t, c in pairs for lie in class_lies(problem, t, c, factors, kinds)], total
+    perm = [int(i) for i in np.random.default_rng(seed).permutation(len(pairs)) if counts[i]]
+    built: dict[int, list[Lie]] = {}
     out: list[Lie] = []
     depth = 0
     while len(out) < sample:
         for i in perm:
-            out.extend(per[i][depth:depth + 2][: sample - len(out)])
+            if counts[i] <= depth:
+                continue
+            if i not in built:
+                built[i] = class_lies(problem, *pairs[i], factors, kinds)
+            out.extend(built[i][depth:depth + 2][: sample - len(out)])
             if len(out) >= sample:
                 break
         depth += 2
     return out, total
 
 
-def _tenant_true(problem: Problem, a: Allocation) -> dict[str, float]:
-    """Each tenant's TRUE normalized throughput in ``a`` (an allocation of ``problem`` or of a lie about it)."""
-    vu = problem.virtual_users()
-    u = (np.asarray(a.x, dtype=float) * vu.speed).sum(axis=1)
+def _tenant_true(speed: np.ndarray, tenant: Sequence[str], a: Allocation) -> dict[str, float]:
+    """Each tenant's TRUE normalized throughput in ``a`` (an allocation of the problem or of a lie about it, whose
+    virtual users are the same, in the same order): ``speed``, ``tenant`` are the true problem's."""
+    u = (np.asarray(a.x, dtype=float) * speed).sum(axis=1)
     out: dict[str, float] = {}
-    for i, t in enumerate(vu.tenant):
+    for i, t in enumerate(tenant):
         out[t] = out.get(t, 0.0) + float(u[i])
     return out
 
@@ -188,14 +204,15 @@ def strategy_proof_probe(alloc: Allocation, solve: Solve | None, factors: Sequen
     if sample == 0:
         return PropertyResult("strategy_proof_probe", None, "not run (--check-sample 0)")
     problem = alloc.problem
-    n = budget(problem) if sample is None else int(sample)
+    vu = problem.virtual_users()
+    n = max(2, WORK // max(1, vu.n)) if sample is None else int(sample)  # budget(problem)
     tried, total = schedule(problem, n, factors, kinds)
-    honest = _tenant_true(problem, alloc)
+    honest = _tenant_true(vu.speed, vu.tenant, alloc)
     count = {k: 0 for k in kinds}
     worst: dict[str, tuple[float, Lie, float]] = {}
     for lie in tried:
         count[lie.kind] += 1
-        got = _tenant_true(problem, solve(lie.apply(problem)))[lie.tenant]
+        got = _tenant_true(vu.speed, vu.tenant, solve(lie.apply(problem)))[lie.tenant]
         gain = got - honest[lie.tenant]
         if gain > _tol(honest[lie.tenant]) and gain > worst.get(lie.kind, (0.0,))[0]:
             worst[lie.kind] = (gain, lie, got)
