@@ -108,11 +108,12 @@ def _check_table(props: dict[str, fairness.PropertyResult]) -> str:
     "--check",
     "do_check",
     is_flag=True,
-    help="Also check the fairness properties (sharing incentive, envy-freeness, Pareto-efficiency (one LP; on large "
-    "problems a cheap certificate of an improvement first), equal throughput, adjacent GPU types, demand and per-type caps, and a strategy-proofness probe that re-solves with "
-    "false reports: fast types inflated (Thm 5.4's lie model) and the slowest type over-reported (sandbagging the "
-    "fast ones); oef-noncoop is strategy-proof against the first only). When caps bind, the fairness properties "
-    "are checked among the uncapped classes.",
+    help="Also check the fairness properties (sharing incentive, envy-freeness, Pareto-efficiency (one LP; on "
+    "large problems a cheap certificate of an improvement first), equal throughput, adjacent GPU types, demand and "
+    "per-type caps, and a strategy-proofness probe that re-solves with false reports: fast types inflated (Thm "
+    "5.4's lie model) and the slowest type over-reported (sandbagging the fast ones); oef-noncoop is "
+    "strategy-proof against the first only). When caps bind, the fairness properties are checked among the "
+    "uncapped classes.",
 )
 @click.option("--check-sample", "check_sample", type=click.IntRange(min=0), default=None, metavar="N",
               help="With --check: at most N false reports (each one re-solve) for the strategy-proofness probe "
