@@ -228,8 +228,10 @@ def test_strategy_proof_probe_passes_a_report_independent_mechanism():
     p = problem(EQ1, weights=[1, 2, 1])
     r = fairness.strategy_proof_probe(equal_split(p), equal_split)
     assert r.value is True
-    # 3 tenants x (1 type faster than their slowest) x 3 factors; "all but slowest" needs >= 3 types
-    assert "from 9 false reports" in r.detail
+    # per lie model, 3 tenants x 3 factors: inflating the 1 type faster than their slowest ("all but slowest"
+    # needs >= 3 types), and over-reporting the slowest
+    assert r.detail == ("inflating fast types: no gain from 9 false reports; over-reporting the slowest type "
+                        "(sandbagging the fast ones): no gain from 9 false reports")
 
 
 def test_lies_never_under_report():
