@@ -35,9 +35,12 @@ def test_compare_json_has_every_policy_with_its_solve_check_output():
 def test_compare_on_the_paper_2_4_instance_shows_table_1_where_our_checker_agrees():
     """OEF paper Table 1: Gavel and Gandiva_fair keep sharing incentive, break envy-freeness and
     strategy-proofness; Gandiva_fair is Pareto-efficient; OEF keeps all (EF and SI: cooperative; SP:
-    non-cooperative). Gavel's PE: the paper marks it broken for its rounded allocation; the exact max-min
+    non-cooperative, against inflated speedups, Thm 5.4's lie model: our probe finds sandbagging, over-reporting
+    the slowest type, pays here, and says which lies it covers). Gavel's PE: the paper marks it broken for its rounded allocation; the exact max-min
     allocation is Pareto-efficient on this instance, and our check says so (docs/policies.md, "Comparing policies")."""
-    props = {n: r["properties"] for n, r in json.loads(invoke("compare", "-i", PAPER_24, "--json").output)["policies"].items()}
+    out = json.loads(invoke("compare", "-i", PAPER_24, "--json").output)["policies"]
+    props = {n: r["properties"] for n, r in out.items()}
+    details = {n: r["property_details"] for n, r in out.items()}
     for pol in ("gavel", "gandiva-fair"):
         assert props[pol]["sharing_incentive"] is True
         assert props[pol]["envy_free"] is False
@@ -45,7 +48,10 @@ def test_compare_on_the_paper_2_4_instance_shows_table_1_where_our_checker_agree
     assert props["gandiva-fair"]["pareto_efficient"] is True
     assert props["oef-coop"]["envy_free"] is True and props["oef-coop"]["sharing_incentive"] is True
     assert props["oef-coop"]["pareto_efficient"] is True
-    assert props["oef-noncoop"]["strategy_proof_probe"] is True and props["oef-noncoop"]["pareto_efficient"] is True
+    assert props["oef-noncoop"]["pareto_efficient"] is True
+    sp = details["oef-noncoop"]["strategy_proof_probe"]["detail"]
+    assert props["oef-noncoop"]["strategy_proof_probe"] is False
+    assert sp.startswith("inflating fast types: no gain from") and "over-reporting the slowest type" in sp
 
 
 def test_compare_tables_name_every_policy_and_the_share_of_max_throughput():

@@ -89,8 +89,13 @@ def test_noncooperative_oef_weighted_example_and_probe():
     assert a["u1"]["gpu2"] == pytest.approx(1 / 3, abs=1e-5)
     assert a["u2"]["gpu2"] == pytest.approx(2 / 3, abs=1e-5)
     assert out["throughput"]["u2"] == pytest.approx(2 * out["throughput"]["u1"], rel=1e-5)
-    # Theorem 5.4 and eq. 9c
-    assert out["properties"]["strategy_proof_probe"] is True
+    # Theorem 5.4 (no gain from inflating fast types) and eq. 9c; sandbagging (over-reporting the slowest
+    # type) pays, outside the theorem's lie model, and the probe says so
+    assert out["properties"]["strategy_proof_probe"] is False
+    detail = out["property_details"]["strategy_proof_probe"]["detail"]
+    assert "inflating fast types: no gain from" in detail
+    assert "sandbagging the fast ones): u" in detail and "its slowest type" in detail
+    assert "strategy-proof against inflating fast types (Thm 5.4's lie model); not against sandbagging them" in detail
     assert out["properties"]["equal_throughput"] is True
     assert out["properties"]["pareto_efficient"] is True
 

@@ -215,6 +215,7 @@ BAD = [
     ("profiling", "stale_after", "0"),
     ("profiling", "conflict_margin", "-0.1"),
     ("profiling", "prefer_measured", '"yes"'),
+    ("profiling", "measured_speeds", "1"),
     ("profiling", "explore", "1"),
     ("profiling", "nvml_map", "3"),
     ("profiling", "nvml_map", '" map.csv"'),

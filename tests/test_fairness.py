@@ -228,8 +228,10 @@ def test_strategy_proof_probe_passes_a_report_independent_mechanism():
     p = problem(EQ1, weights=[1, 2, 1])
     r = fairness.strategy_proof_probe(equal_split(p), equal_split)
     assert r.value is True
-    # 3 tenants x (1 type faster than their slowest) x 3 factors; "all but slowest" needs >= 3 types
-    assert "from 9 false reports" in r.detail
+    # per lie model, 3 tenants x 3 factors: inflating the 1 type faster than their slowest ("all but slowest"
+    # needs >= 3 types), and over-reporting the slowest
+    assert r.detail == ("inflating fast types: no gain from 9 false reports; over-reporting the slowest type "
+                        "(sandbagging the fast ones): no gain from 9 false reports")
 
 
 def test_lies_never_under_report():
@@ -270,7 +272,7 @@ def test_bundle_values_vectorized_equals_the_greedy_loop(seed):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-def test_strategy_proof_probe_samples_tenants_with_a_fixed_seed():
+def test_strategy_proof_probe_samples_false_reports_with_a_fixed_seed():
     from benchmarks.philly import instance
     from slurm_fair import fairness
     from slurm_fair.policies import gavel
@@ -280,8 +282,17 @@ def test_strategy_proof_probe_samples_tenants_with_a_fixed_seed():
     s1, s2 = fairness.sample_tenants(p, 5), fairness.sample_tenants(p, 5)
     assert s1 == s2 and len(s1) == 5 and set(s1) <= {t.name for t in p.tenants}
     assert fairness.sample_tenants(p, 40) is None and fairness.sample_tenants(p, None) is None
+    tried, total = fairness.schedule(p, 5)
+    assert fairness.schedule(p, 5) == (tried, total) and len(tried) == 5
+    # every class's lies, both models: the count the detail names
+    assert total == sum(len(fairness.class_lies(p, t, c)) for t in p.tenants for c in t.classes)
+    # two lies per drawn class (its first two: the largest factor, all fast types inflated / slowest over-reported)
+    by_class = {}
+    for lie in tried:
+        by_class.setdefault((lie.tenant, lie.cls), []).append(lie)
+    assert [len(v) for v in by_class.values()] == [2, 2, 1]
+    for (t, c), v in by_class.items():
+        assert v == fairness.class_lies(p, p.tenant(t), next(k for k in p.tenant(t).classes if k.name == c))[:len(v)]
     r = fairness.strategy_proof_probe(a, gavel.solve, sample=5)
-    assert "sampled 5 of 40 tenants" in r.detail
-    tried = sum(1 for _ in fairness.lies(p, tenants=s1, few=True))
-    assert tried <= 5 * 2 * 2 * 3  # ≤ 2 classes per tenant, 2 lies per factor
+    assert f"tried 5 of {total} false reports: 3 class(es) drawn with seed 0" in r.detail
     assert fairness.strategy_proof_probe(a, gavel.solve, sample=0).value is None

@@ -143,6 +143,19 @@ def test_noncoop_strategy_proof_probe(p, data):
     assert true_gain <= honest * (1 + REL) + 1e-9, (true_gain, honest)
 
 
+@SETTINGS
+@given(problems(max_n=3))
+def test_noncoop_probe_finds_no_gain_from_inflating_fast_types(p):
+    """Thm 5.4 through ``fairness.strategy_proof_probe``: every inflation lie of every tenant (1.25/1.5/2 on
+    each fast type and on all of them) leaves the liar's true throughput where it was. (Sandbagging, the
+    slowest type over-reported, is outside the theorem and can pay: tests/test_fairness_check.py.)"""
+    from slurm_fair import fairness
+
+    r = fairness.strategy_proof_probe(oef_noncoop.solve(p), oef_noncoop.solve, sample=10**6, kinds=("inflate",))
+    assert r.value is not False, r.detail
+    assert "tried" not in r.detail  # every lie was tried
+
+
 # --------------------------------------------------------------------------- cooperative OEF (eq. 10)
 
 

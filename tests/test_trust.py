@@ -255,9 +255,10 @@ def test_on_conflict_acts_in_the_round_profiles():
     s = Store(":memory:")
     for r in CONFLICT:
         s.set_profile(r["class"], r["gpu_type"], r["throughput"], account=r["account"], source=r["source"])
-    flag = {(r["account"], r["gpu_type"]): r["source"] for r in bounded.round_profiles(s, config.from_dict({}))}
+    off = {"measured_speeds": False}  # on_conflict alone (measured_speeds: tests below)
+    flag = {(r["account"], r["gpu_type"]): r["source"] for r in bounded.round_profiles(s, config.from_dict({"profiling": off}))}
     fb = {(r["account"], r["gpu_type"]): r["source"]
-          for r in bounded.round_profiles(s, config.from_dict({"profiling": {"on_conflict": "fallback"}}))}
+          for r in bounded.round_profiles(s, config.from_dict({"profiling": {"on_conflict": "fallback", **off}}))}
     assert flag[("acct", "v100")] == "set" and fb[("acct", "v100")] == "measured" and ("acct", "k80") not in fb
 
 
@@ -298,6 +299,6 @@ def test_profiles_list_marks_as_used_what_the_rounds_use_under_on_conflict():
     from slurm_fair.cli.profiles import list_rows
 
     used = {cfg: {(r["account"], r["gpu_type"], r["source"]) for r in list_rows(CONFLICT, config.from_dict(
-        {"profiling": {"on_conflict": cfg}}), 0.0) if r["used"]} for cfg in ("flag", "fallback")}
+        {"profiling": {"on_conflict": cfg, "measured_speeds": False}}), 0.0) if r["used"]} for cfg in ("flag", "fallback")}
     assert ("acct", "v100", "set") in used["flag"] and ("acct", "v100", "measured") not in used["flag"]
     assert ("acct", "v100", "measured") in used["fallback"] and ("acct", "v100", "set") not in used["fallback"]

@@ -17,7 +17,7 @@ from .table import render
 REFERENCE = "max-throughput"
 
 
-def _run(name: str, problem: Any, solver: str | None, sample: int) -> tuple[Allocation | None, dict | None, str | None]:
+def _run(name: str, problem: Any, solver: str | None, sample: int | None) -> tuple[Allocation | None, dict | None, str | None]:
     """One policy's allocation and property checks, or the error that stopped it (the others still run)."""
     try:
         policy = policies.get(name)
@@ -65,10 +65,11 @@ def _tables(problem: Any, results: dict[str, tuple[Allocation | None, dict | Non
 @click.option("--policies", "names", default=",".join(policies.names()), show_default=True, metavar="LIST",
               help="Comma-separated policies to compare.")
 @click.option("--solver", default=None, metavar="NAME", help="LP solver for every policy (default: each policy's own).")
-@click.option("--check-sample", "check_sample", type=click.IntRange(min=0), default=fairness.SAMPLE, show_default=True,
-              metavar="N", help="Tenants the strategy-proofness probe tries per policy (as `solve --check-sample`).")
+@click.option("--check-sample", "check_sample", type=click.IntRange(min=0), default=None, metavar="N",
+              help="At most N false reports (re-solves) the strategy-proofness probe tries per policy (as `solve "
+              "--check-sample`; default: every lie on a small problem, 2 on a large one).")
 @json_option(help='Print JSON: {"policies": {name: that policy\'s `solve --check --json` output, or {"error": ...}}}.')
-def compare_cmd(input_path: str, names: str, solver: str | None, check_sample: int, as_json: bool) -> None:
+def compare_cmd(input_path: str, names: str, solver: str | None, check_sample: int | None, as_json: bool) -> None:
     """Every policy on one problem, side by side: throughput per tenant, GPUs per tenant and type, the total and
     its share of max-throughput's, and the fairness properties each keeps or breaks. A policy that fails is
     reported and the others still run (exit status 1).

@@ -67,7 +67,7 @@ def list_rows(values: list[dict], cfg: Config, now: float) -> list[dict]:
     rules = Rules.from_config(cfg.profiling)
     used = {(r["account"], r["class"], r["gpu_type"], r["source"])  # as the rounds pick them ([profiling] on_conflict)
             for r in effective_values(values, rules.conflict_margin, cfg.profiling.on_conflict,
-                                      rules.prefer_measured)[0]}
+                                      rules.prefer_measured, bool(cfg.profiling.measured_speeds))[0]}
     slowest: dict[tuple[str, str, str], float] = {}
     for r in values:
         k = (r["account"], r["class"], r["source"])
@@ -96,7 +96,8 @@ def list_cmd(config_path: str | None, account: str | None, cls: str | None, sour
 
     SOURCE is imported | set (reported by a person), measured (a `profile submit` job), harvested (reports
     of running jobs) or shipped. USED marks the value the policies use for that account, class and type
-    (reported wins; measured fills gaps, or wins with [profiling] prefer_measured). SPEEDUP is relative to
+    (an account's class with any measured value uses measured values only, [profiling] measured_speeds;
+    else reported wins, measured fills gaps, or wins with [profiling] prefer_measured). SPEEDUP is relative to
     the slowest type of the same account, class and source. FLAGS: stale (no sample for
     [profiling] stale_after seconds), single (one sample), N rejected (outlier samples refused).
     """

@@ -108,14 +108,17 @@ def _check_table(props: dict[str, fairness.PropertyResult]) -> str:
     "--check",
     "do_check",
     is_flag=True,
-    help="Also check the fairness properties (sharing incentive, envy-freeness, Pareto-efficiency, equal "
-    "throughput, a strategy-proofness probe that re-solves with inflated speedups, adjacent GPU types, "
-    "demand and per-type caps). When caps bind, the fairness properties are checked among the uncapped classes.",
+    help="Also check the fairness properties (sharing incentive, envy-freeness, Pareto-efficiency (one LP; on "
+    "large problems a cheap certificate of an improvement first), equal throughput, adjacent GPU types, demand and "
+    "per-type caps, and a strategy-proofness probe that re-solves with false reports: fast types inflated (Thm "
+    "5.4's lie model) and the slowest type over-reported (sandbagging the fast ones); oef-noncoop is "
+    "strategy-proof against the first only). When caps bind, the fairness properties are checked among the "
+    "uncapped classes.",
 )
 @click.option("--check-sample", "check_sample", type=click.IntRange(min=0), default=None, metavar="N",
-              help=f"With --check: how many tenants the strategy-proofness probe tries (each false report is one "
-              f"re-solve; default {fairness.SAMPLE}, drawn with a fixed seed; with more tenants than N only each "
-              f"class's fastest type and all its types are inflated; 0 = skip the probe).")
+              help="With --check: at most N false reports (each one re-solve) for the strategy-proofness probe "
+              f"(default max(2, {fairness.probe.WORK} / classes): every lie on a small problem, 2 on a large one; "
+              "classes drawn with a fixed seed, two lies each; 0 = skip the probe).")
 def solve_cmd(policy_name: str, input_path: str, as_json: bool, solver: str | None, do_check: bool,
               check_sample: int | None) -> None:
     """Compute the fractional GPU allocation of one policy for a problem file.
@@ -136,8 +139,7 @@ def solve_cmd(policy_name: str, input_path: str, as_json: bool, solver: str | No
                 raise
             raise InputError("--policy", policy_name, "policy is not available in this installation") from None
         alloc = policy(problem, solver=solver)
-        sample = fairness.SAMPLE if check_sample is None else check_sample
-        props = fairness.check(alloc, solve=lambda p: policy(p, solver=solver), sample=sample) if do_check else None
+        props = fairness.check(alloc, solve=lambda p: policy(p, solver=solver), sample=check_sample) if do_check else None
     except SlurmFairError as e:
         fail(e)
 

@@ -266,6 +266,13 @@ class ProfilingConfig:
         "true = the policies use a measured value where one exists, over what the tenant reported;\n"
         "false = reported values win, measured ones fill the types nobody reported.",
     )
+    measured_speeds: bool = key(
+        True, _bool,
+        "true = an account's class with a measured value (a profiling run or a job report) on some GPU\n"
+        "type gets its speeds from measurements only: its reported (set/imported) values are not used on\n"
+        "any type; types it has not run on take the site-wide or shipped value. A reported value on a type\n"
+        "never run on could sandbag the others (speeds are normalized to the slowest type).",
+    )
     explore: bool = key(
         True, _bool,
         "true = a class with no profile on some GPU types gets its untyped jobs steered to a type it\n"

@@ -51,7 +51,7 @@ def round_profiles(store: Store, cfg: Config) -> list[dict]:
     """The profile values the policies use this round (profiling/trust.py ``effective_values``)."""
     p = cfg.profiling
     rows, _acted = effective_values(store.profile_values(), float(p.conflict_margin), p.on_conflict,
-                                    bool(p.prefer_measured))
+                                    bool(p.prefer_measured), bool(p.measured_speeds))
     return rows
 
 

@@ -29,6 +29,14 @@ Everything in a job's comment is the job owner's to write, so a report is a clai
   ``ignore-tenant`` (the account's harvested values of that class are not used), ``fallback`` (the
   account's set, imported and harvested values of that class are not used: its profiling runs', then the
   site-wide and shipped values are).
+* **Measured speeds** (:func:`measured_only`, ``[profiling] measured_speeds``, on by default): an account's
+  class that has a measured value (``measured`` or ``harvested``) on some GPU type gets its speeds from
+  measurements only: the account's ``set``/``imported`` values of that class are not used on any type, so
+  each type takes its measured value, else the site-wide or shipped one (else none: the daemon's rule for
+  unprofiled types, and ``explore`` steers the class there). Policies normalize speeds to each class's
+  slowest type, so a reported value on the slowest type alone (one no job of the class ran on, so no
+  conflict can show) would scale every other type's speedup down: sandbagging, which non-cooperative OEF
+  rewards (``slurm_fair.fairness.probe``). Only a class with no measurement at all runs on reported values.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from .core import Rules, effective, find_conflicts
+from .core import MEASURED, REPORTED, Rules, effective, find_conflicts
 
 ON_CONFLICT = ("flag", "ignore-tenant", "fallback")
 # sources that bound a report of each kind, most trusted first
@@ -236,9 +244,24 @@ def usable_values(values: Iterable[Mapping[str, Any]], margin: float,
     return kept, conflicts
 
 
+def measured_only(values: Iterable[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """(the values kept, the reported ones dropped) under the measured-speeds rule (module docstring): every
+    ``set``/``imported`` value of an (account, class) that has a ``measured`` or ``harvested`` value on any type
+    is dropped. Site-wide values (empty account) are the site's, not a tenant's: kept."""
+    rows = list(values)
+    measured = {(r["account"], r["class"]) for r in rows if r.get("account") and r.get("source") in MEASURED}
+    kept, dropped = [], []
+    for r in rows:
+        hit = bool(r.get("account")) and (r["account"], r["class"]) in measured and r.get("source") in REPORTED
+        (dropped if hit else kept).append(r)
+    return kept, dropped
+
+
 def effective_values(values: Iterable[Mapping[str, Any]], margin: float, on_conflict: str,
-                     prefer_measured: bool) -> tuple[list[dict], list[dict]]:
+                     prefer_measured: bool, measured_speeds: bool = False) -> tuple[list[dict], list[dict]]:
     """(one value per (account, class, type) as :func:`slurm_fair.profiling.core.effective` picks it among the
-    usable values, the conflicts acted on)."""
+    usable values, the conflicts acted on); ``measured_speeds``: :func:`measured_only` first."""
     rows, acted = usable_values(values, margin, on_conflict)
+    if measured_speeds:
+        rows = measured_only(rows)[0]
     return effective(rows, prefer_measured), acted
