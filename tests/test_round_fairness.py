@@ -36,6 +36,9 @@ def test_a_case_with_envy_and_a_sharing_incentive_violation():
     # the same verdicts as the full property checks
     alloc = Allocation(problem(), "fixed", np.array([[0, 2], [2, 0]], dtype=float))
     assert fairness.envy_free(alloc).value is False and fairness.sharing_incentive(alloc).value is False
+    # b's envy of 2 is 100 % of its own throughput of 2
+    assert fairness.largest_envy_ratio(problem().virtual_users(), np.array([[0, 2], [2, 0]], dtype=float)) == \
+        pytest.approx(1.0)
 
 
 def test_a_case_without_violations():

@@ -34,13 +34,14 @@ from ._values import (TOL, PropertyResult, bundle_value, bundle_values, capped_c
                       row_values)
 from .probe import (CLAIMS, FACTORS, KINDS, SAMPLE, Lie, Solve, budget, class_lies, lies, sample_tenants,
                     schedule, strategy_proof_probe)
-from .properties import (Envy, adjacent_types, capacity, demand, envy_free, equal_throughput, pareto_efficient,
-                         sharing_incentive, violations)
+from .properties import (Envy, adjacent_types, capacity, demand, envy_free, equal_throughput, largest_envy_ratio,
+                         pareto_efficient, sharing_incentive, violations)
 
 __all__ = ["TOL", "PropertyResult", "bundle_value", "bundle_values", "capped_classes", "capped_mask", "row_values",
            "CLAIMS", "FACTORS", "KINDS", "SAMPLE", "Lie", "Solve", "budget", "class_lies", "lies", "sample_tenants",
            "schedule", "strategy_proof_probe", "Envy", "adjacent_types", "capacity", "demand", "envy_free",
-           "equal_throughput", "pareto_efficient", "sharing_incentive", "violations", "KEYS", "check"]
+           "equal_throughput", "largest_envy_ratio", "pareto_efficient", "sharing_incentive", "violations", "KEYS",
+           "check"]
 
 KEYS = ("sharing_incentive", "envy_free", "pareto_efficient", "equal_throughput", "strategy_proof_probe", "adjacent_types", "capacity", "demand")
 

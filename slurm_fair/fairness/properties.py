@@ -323,3 +323,19 @@ def violations(vu: VirtualUsers, x: np.ndarray) -> dict[str, Any]:
         out["envy_pairs"] = int(pairs.sum())
         out["max_envy"] = float(e.gap[other].max())
     return out
+
+
+def largest_envy_ratio(vu: VirtualUsers, x: np.ndarray) -> float:
+    """The largest envy between two uncapped classes of different tenants, as a fraction of the envier's own
+    throughput (0 when none envies): what a partitioned solve's loss is measured by (benchmarks/policy_table.py)."""
+    n = vu.n
+    if n == 0:
+        return 0.0
+    x = np.clip(np.asarray(x, dtype=float).reshape(n, vu.k), 0.0, None)
+    tid = np.unique(np.asarray(vu.tenant, dtype=object), return_inverse=True)[1].reshape(-1)
+    u = (x * vu.speed).sum(axis=1)
+    e = _envy(vu, x, u, ~capped_mask(vu, x))
+    other = tid[e.envier] != tid[e.envied]
+    if not other.any():
+        return 0.0
+    return float((e.gap[other] / np.maximum(u[e.envier[other]], 1e-12)).max())
