@@ -291,6 +291,9 @@ SPEC: dict[str, dict[str, Key]] = {
                         "finish-time fairness bid in each auction (the paper's 0.8)."),
         "themis_lease": Key(600, _positive, "themis: seconds an auctioned allocation holds before its GPUs are\n"
                             "auctioned again (the paper's 10 minutes; > 0)."),
+        "themis_work_conserving": Key(False, _bool, "themis: false (the paper's auction) = hidden payments that no app\n"
+                                      "outside the auction can use stay idle until the next auction; true = they go\n"
+                                      "to anyone below its caps, bidders included (then a bid lie can pay)."),
     },
     "cluster": {
         "backend": Key("auto", _choice(BACKENDS), "auto | cli (Slurm commands) | pyslurm."),
@@ -495,10 +498,12 @@ class PolicyConfig:
     solver: str = ""
     themis_f: float = 0.8
     themis_lease: float = 600
+    themis_work_conserving: bool = False
 
-    def options(self) -> dict[str, float]:
+    def options(self) -> dict[str, float | bool]:
         """Policy knobs as ``policies.solve(options=)`` takes them (each policy picks its own)."""
-        return {"f": float(self.themis_f), "lease_s": float(self.themis_lease)}
+        return {"f": float(self.themis_f), "lease_s": float(self.themis_lease),
+                "work_conserving": bool(self.themis_work_conserving)}
 
 
 @dataclass(frozen=True)
