@@ -268,3 +268,36 @@ def test_the_daemon_ages_the_state_between_rounds(tmp_path):
     assert any(f"{held} lease(s) kept" in n for n in second.alloc.notes), second.alloc.notes
     assert (second.alloc.x >= first.alloc.x - 1e-9).all()  # what round 1 granted is held; idle GPUs auctioned
     store.close()
+
+
+def test_leave_one_out_by_parameters_equals_a_program_built_without_the_bidder():
+    # the auction reuses one parametrized program (the bidder left out gets weight 0 and no utility); its
+    # optimal values, hence every c_i, must equal those of a program built from the other bidders alone
+    from slurm_fair.policies import _themis_pa as pa
+
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        n, k = 5, 3
+        S = rng.uniform(1.0, 5.0, (n, k)) * (rng.random((n, k)) < 0.8)
+        S[:, 0] = np.maximum(S[:, 0], 1.0)
+        free = rng.integers(1, 6, k).astype(float)
+        room_d = np.where(rng.random(n) < 0.5, rng.integers(1, 5, n).astype(float), np.inf)
+        room_t = np.where(rng.random((n, k)) < 0.3, rng.integers(1, 3, (n, k)).astype(float), np.inf)
+        u0 = np.where(rng.random(n) < 0.3, rng.uniform(0.0, 3.0, n), 0.0)
+        el = np.where(rng.random(n) < 0.5, rng.uniform(0.0, 2000.0, n), 0.0)
+        W = rng.uniform(100.0, 5000.0, n)
+        w = rng.choice([1.0, 2.0], n)
+        m = pa.Market(S, w, free, room_d, room_t, u0, el, W)
+        _, c = pa.auction(m)
+        for i in range(n):
+            rest = np.delete(np.arange(n), i)
+            mi = pa.Market(S[rest], w[rest], free, room_d[rest], room_t[rest], u0[rest], el[rest], W[rest])
+            y_full, _ = pa.conic(m)
+            y_i, _ = pa.Program(mi).solve()
+            # c_i from the separately built program, in unscaled terms: prod_{j != i} V_j(G_pf) / V_j(G^-i)
+            def V(u, j):
+                return np.log(u) - np.log(el[j] * u + W[j])
+            u_pf = m.utilities(y_full) * m.K
+            u_mi = mi.utilities(y_i) * mi.K
+            gain = sum(w[j] * (V(u_pf[j], j) - V(u_mi[t], j)) for t, j in enumerate(rest))
+            assert c[i] == pytest.approx(min(1.0, np.exp(gain / w[i])), abs=1e-6)

@@ -73,48 +73,69 @@ class Market:
         return self.u0 + (self.A * y).sum(axis=-1)
 
 
+class Program:
+    """The program of one auction, built once with cvxpy parameters (DPP) so that every leave-one-out solve
+    reuses the same canonicalization: a user outside a program gets weight 0, no utility from its GPUs and
+    a utility shift of 1 (its GPUs then neither help nor count: the program's optimal value is that of the
+    program without it)."""
+
+    def __init__(self, m: Market, solver: str | None = None):
+        self.m, self.solver = m, solver
+        n, k = m.n, m.k
+        self.Ap = cp.Parameter((n, k), nonneg=True)
+        self.u0p = cp.Parameter(n, nonneg=True)
+        self.wp = cp.Parameter(n, nonneg=True)
+        self.y = cp.Variable((n, k), nonneg=True)
+        s = cp.Variable(n)
+        y = self.y
+        cons = [cp.sum(y, axis=0) <= 1.0, s <= cp.log(self.u0p + cp.sum(cp.multiply(self.Ap, y), axis=1))]
+        fc = m.ub < 1.0 - 1e-12  # a cell bound at the whole type repeats the type's row
+        if fc.any():
+            cons.append(y[fc] <= m.ub[fc])
+        fin = np.flatnonzero(m.v.any(axis=1))
+        if fin.size:
+            cons.append(cp.sum(cp.multiply(m.v[fin], y[fin]), axis=1) <= 1.0)
+        pos = np.flatnonzero(m.ah > 0)
+        zero = np.flatnonzero(m.ah <= 0)
+        terms = []
+        if zero.size:
+            terms.append(self.wp[zero] @ s[zero])
+        if pos.size:  # g̃ = -log(e^-s + â) = -log â - logistic(-s - log â)
+            terms.append(-(self.wp[pos] @ cp.logistic(-s[pos] - np.log(m.ah[pos]))))
+        self.prob = cp.Problem(cp.Maximize(sum(terms)), cons)
+
+    def solve(self, present=None):
+        """(y (n, k), objective Σ w g̃ over the ``present`` users)."""
+        m = self.m
+        on = np.ones(m.n, bool) if present is None else np.asarray(present, bool)
+        self.Ap.value = m.A * on[:, None]
+        self.u0p.value = np.where(on, m.u0, 1.0)
+        self.wp.value = m.w * on
+        lp.solve(self.prob, self.solver or "CLARABEL", what="themis auction (partial allocation)",
+                 options=CONIC_OPTIONS, inaccurate_ok=True)
+        yv = np.minimum(np.clip(np.asarray(self.y.value, dtype=float), 0.0, None), m.ub) * on[:, None]
+        ut = m.utilities(yv)
+        return yv, float((m.w * on) @ np.where(on, m.g(np.where(on, ut, 1.0)), 0.0))
+
+
 def conic(m: Market, present=None, solver: str | None = None):
     """The program on CLARABEL (exponential cone) among the ``present`` users: (y (n, k), objective Σ w g̃)."""
-    idx = np.arange(m.n) if present is None else np.flatnonzero(present)
-    y_out = np.zeros((m.n, m.k))
-    if idx.size == 0:
-        return y_out, 0.0
-    A, ub, v, w, u0, ah = m.A[idx], m.ub[idx], m.v[idx], m.w[idx], m.u0[idx], m.ah[idx]
-    y = cp.Variable((idx.size, m.k), nonneg=True)
-    s = cp.Variable(idx.size)
-    cons = [cp.sum(y, axis=0) <= 1.0, y <= ub, s <= cp.log(u0 + cp.sum(cp.multiply(A, y), axis=1))]
-    fin = np.flatnonzero(v.any(axis=1))
-    if fin.size:
-        cons.append(cp.sum(cp.multiply(v[fin], y[fin]), axis=1) <= 1.0)
-    pos = np.flatnonzero(ah > 0)
-    zero = np.flatnonzero(ah <= 0)
-    terms = []
-    if zero.size:
-        terms.append(w[zero] @ s[zero])
-    if pos.size:  # g̃ = -log(e^-s + â) = -log â - logistic(-s - log â)
-        terms.append(-(w[pos] @ cp.logistic(-s[pos] - np.log(ah[pos]))))
-    prob = cp.Problem(cp.Maximize(sum(terms)), cons)
-    lp.solve(prob, solver or "CLARABEL", what="themis auction (partial allocation)", options=CONIC_OPTIONS,
-             inaccurate_ok=True)
-    yv = np.clip(np.asarray(y.value, dtype=float), 0.0, None)
-    yv = np.minimum(yv, ub)
-    y_out[idx] = yv
-    ut = u0 + (A * yv).sum(axis=1)
-    return y_out, float(w @ (np.log(ut) - np.log1p(ah * ut)))
+    return Program(m, solver).solve(present)
 
 
 def auction(m: Market, solver: str | None = None):
     """G_pf (n, k GPUs) and c (n,) of the PA mechanism among all users of ``m``: 1 + n conic solves."""
     n = m.n
     full = np.ones(n, dtype=bool)
-    y, opt = conic(m, full, solver)
+    prog = Program(m, solver)
+    y, opt = prog.solve(full)
     if n == 1:
         return y * m.c[None, :], np.ones(1)
     opt_minus = np.empty(n)
     for i in range(n):
         pres = full.copy()
         pres[i] = False
-        opt_minus[i] = conic(m, pres, solver)[1]
+        opt_minus[i] = prog.solve(pres)[1]
     gi = m.w * m.g(m.utilities(y))
     # Π_{j≠i} V_j(G_pf)^{w_j} / Π_{j≠i} V_j(G^{-i})^{w_j} <= 1 (G_pf restricted is feasible without i)
     c = np.exp(np.minimum((opt - gi - opt_minus) / m.w, 0.0))
