@@ -301,3 +301,22 @@ def test_leave_one_out_by_parameters_equals_a_program_built_without_the_bidder()
             u_mi = mi.utilities(y_i) * mi.K
             gain = sum(w[j] * (V(u_pf[j], j) - V(u_mi[t], j)) for t, j in enumerate(rest))
             assert c[i] == pytest.approx(min(1.0, np.exp(gain / w[i])), abs=1e-6)
+
+
+@settings(max_examples=int(os.environ.get("SLURM_FAIR_HYPOTHESIS_EXAMPLES", 30)) // 2, deadline=None)
+@given(problems(), st.sampled_from([0.0, 0.8]), st.lists(st.sampled_from([60.0, 300.0, 700.0]), min_size=3, max_size=3))
+def test_rounds_keep_every_running_lease_and_stay_within_caps(problem, f, dts):
+    w = None
+    for dt in dts:
+        r = themis.solve(problem, f=f, warm=None if w is None else {**w, "dt": dt}, lease_s=600.0)
+        vu = r.vu
+        assert (r.x >= -1e-9).all() and (r.x.sum(axis=0) <= vu.capacity + 1e-6).all()
+        assert (r.x.sum(axis=1) <= vu.demand + 1e-6).all()
+        if w is not None:  # each lease still running after dt is held this round (the problem does not change)
+            keys = [f"{vu.tenant[i]}/{vu.cls[i]}" for i in range(vu.n)]
+            run = np.zeros_like(r.x)
+            for app, g, gpus, age in w["leases"]:
+                if age + dt < 600.0:
+                    run[keys.index(app), vu.gpu_types.index(g)] += gpus
+            assert (r.x >= run - 1e-6).all()
+        w = json.loads(json.dumps(r.warm))
