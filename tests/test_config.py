@@ -170,6 +170,7 @@ BAD = [
     ("policy", "solver", '"GUROBI"'),
     ("policy", "themis_f", "1.0"),
     ("policy", "themis_lease", "0"),
+    ("policy", "themis_work_conserving", '"yes"'),
     ("cluster", "backend", '"rest"'),
     ("cluster", "timeout", "0"),
     ("cluster", "partitions", '"gpu"'),

@@ -106,9 +106,17 @@ class PolicyConfig:
         "auctioned again (the paper's 10 minutes; > 0).",
     )
 
-    def options(self) -> dict[str, float]:
-        """Policy knobs as ``policies.solve(options=)`` takes them (each policy picks its own)."""
-        return {"f": float(self.themis_f), "lease_s": float(self.themis_lease)}
+    themis_work_conserving: bool = key(
+        False, _bool,
+        "themis: false (the paper's auction) = hidden payments that no app outside the auction can use stay\n"
+        "idle until the next auction; true = they go to anyone below its caps, bidders included (then a bid\n"
+        "lie can pay).",
+    )
+
+    def options(self) -> dict[str, float | bool]:
+        """Policy knobs as ``policies.solve(options=)`` takes them (each policy declares its own)."""
+        return {"f": float(self.themis_f), "lease_s": float(self.themis_lease),
+                "work_conserving": bool(self.themis_work_conserving)}
 
 
 @section("cluster", "How slurm-fair talks to Slurm.")
