@@ -127,7 +127,7 @@ def test_signal_failure_on_one_job_is_recorded_and_the_others_proceed(testbed, t
         out = preempt(cluster, store, cfg, snap, {"acct_a": {"a100": 2}, "acct_b": {"a100": 2}}, None, time.time())
         rows = {r["job_id"]: r for r in store.preemptions()}
         events = store.events(kind="preemption")
-    assert [f["job_id"] for f in out["failed"]] == [a[-1]] and "signal failed" in rows[a[-1]]["steps"][0]["message"]
+    assert [f["job_id"] for f in out.failed] == [a[-1]] and "signal failed" in rows[a[-1]]["steps"][0]["message"]
     assert rows[a[-1]]["state"] == "failed" and rows[a[-1]]["signalled_at"] is None
-    assert [s["job_id"] for s in out["signalled"]] == [a[-2]] and rows[a[-2]]["state"] == "signalled"
+    assert [s["job_id"] for s in out.signalled] == [a[-2]] and rows[a[-2]]["state"] == "signalled"
     assert {e["job_id"] for e in events} == {a[-1], a[-2]}

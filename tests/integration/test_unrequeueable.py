@@ -155,14 +155,14 @@ def test_a_requeue_slurm_refuses_becomes_a_hold_back(testbed, tmp_path):
     guarantees = {"acct_a": {"a100": 3}, "acct_b": {"a100": 1}}
     with Store(tmp_path / "sf.sqlite") as store:
         out = preempt(cluster, store, cfg, cluster.snapshot(), guarantees, None, time.time())
-        assert [s["job_id"] for s in out["signalled"]] == [jobs[-1]]
+        assert [s["job_id"] for s in out.signalled] == [jobs[-1]]
         time.sleep(6)
         snap = cluster.snapshot()
         assert next(j for j in snap.jobs if j.job_id == jobs[-1]).requeue
         testbed.run(["scontrol", "update", f"jobid={jobs[-1]}", "requeue=0"])
         out = preempt(cluster, store, cfg, snap, guarantees, None, time.time())
         row = {r["job_id"]: r for r in store.preemptions()}[jobs[-1]]
-    assert [h["job_id"] for h in out["held-back"]] == [jobs[-1]] and out["requeued"] == []
+    assert [h["job_id"] for h in out.steps("held-back")] == [jobs[-1]] and out.requeued == []
     assert row["state"] == "held-back" and [s["step"] for s in row["steps"]] == ["signalled", "requeue-failed"]
     assert "presently disabled" in row["steps"][-1]["message"]
     assert testbed.job_state(jobs[-1])[0] == "RUNNING"
