@@ -45,7 +45,7 @@ def reference_trade(vu, x):
                 buyer = int(buyers[np.argmin(r[buyers])])
                 if r[seller] <= r[buyer] * (1 + 1e-9):
                     break
-                p = second_price(bids, float(r[seller]), float(r[buyer]))
+                p = second_price(bids.tolist(), float(r[seller]), float(r[buyer]))
                 s = min(x[seller, a], x[buyer, b] * p)
                 limit = {seller: math.inf, buyer: math.inf}
                 for who, d in ((seller, 1 / p - 1), (buyer, 1 - 1 / p)):
@@ -106,7 +106,7 @@ def test_heap_trades_equal_the_scan_on_a_philly_instance():
 
 
 def test_second_price_is_a_bid_between_the_traders_or_the_split():
-    bids = np.array([1.5, 2.0, 3.5, 4.0, 7.0])
+    bids = [1.5, 2.0, 3.5, 4.0, 7.0]
     assert second_price(bids, 4.0, 2.0) == 3.5  # 3.5 lies strictly between; 7 (above the seller) is not a price
     assert second_price(bids, 3.5, 2.0) == 2.75  # nothing strictly between 2 and 3.5: split
     assert second_price(bids, 4.0, 3.5) == 3.75

@@ -54,12 +54,16 @@ def test_worked_example_by_hand_from_eq_5_to_8():
     np.testing.assert_allclose(prm.price(np.array([1.0, 2.0]), vu.capacity), [1920 ** 0.25 / 192, 10.0])
 
     a = hadar.solve(p)
-    # f1 (3 GPUs) first: V100 alone has 2 < 3, so its gang spans: at equal prices 1/192 the faster V100s, then
-    #   one K80; it runs at min(10, 1) = 1: U = 3 * 1 = 3, cost 3/192, mu = 2.984 > 0 -> admitted.
-    #   gamma = (1, 2): k80 price 1920^(1/4)/192 = 0.03448, v100 full at 10.
-    # s1: 1 K80, mu = 1 - 0.03448 > 0 -> admitted; k80 price 1920^(1/2)/192 = 0.2282
-    # s2: mu = 1 - 0.2282 > 0 -> admitted; k80 price 1920^(3/4)/192 = 1.511
-    # s3: mu = 1 - 1.511 < 0 -> priced out; s4 does not fit.
+    # The price is charged over the schedule: a job holds its GPUs for D = ceil(rho / x) slots of 360 s and
+    # pays each slot's price (eq. 3a); T = 4 gives 4 slots, all at U_min = 1/192 before the first job.
+    # f1 (3 GPUs, 1 round) first: V100 alone has 2 < 3, so its gang spans: at equal prices 1/192 the faster
+    #   V100s, then one K80; it runs at min(10, 1) = 1 for D = 1 slot: U = 3, cost 3/192, mu = 2.984 -> admitted.
+    #   slot 0: gamma = (1, 2): k80 1920^(1/4)/192 = 0.03448, v100 full at 10; slots 1-3 still at 1/192.
+    # s1 (2 rounds on a K80, D = 2): mu = 1 - (1920^(1/4) + 1)/192 = 0.9603 -> admitted; k80 gamma (2, 1, 0, 0)
+    # s2 (D = 3): mu = 1 - (1920^(1/2) + 1920^(1/4) + 1)/192 = 0.7321 -> admitted; k80 gamma (3, 2, 1, 0)
+    # s3 (D = 4): mu = 1 - (1920^(3/4) + 1920^(1/2) + 1920^(1/4) + 1)/192 = -0.7786 -> priced out
+    #   (charged one round only, as before this fix: 1 - 1920^(3/4)/192 = -0.511); s4 does not fit.
+    # slot 0's k80 price at the end: 1920^(3/4)/192 = 1.511.
     # fill_idle: the last K80 goes to slow/cnn (below its demand of 11 GPUs; fast/bert is at its demand 3).
     np.testing.assert_allclose(a.x, [[1.0, 2.0], [3.0, 0.0]])
     assert [(q.job, dict(q.gpus), q.speed) for q in a.job_placements] == [
@@ -73,7 +77,8 @@ def test_worked_example_by_hand_from_eq_5_to_8():
     _, decisions = hadar.admit(vu, jobs, prm)
     assert [d.reason for d in decisions] == ["admitted"] * 3 + ["priced out", "no room"]
     np.testing.assert_allclose([d.payoff for d in decisions[:4]],
-                               [3 - 3 / 192, 1 - 1920 ** 0.25 / 192, 1 - 1920 ** 0.5 / 192, 1 - 1920 ** 0.75 / 192])
+                               [3 - 3 / 192, 1 - (1920 ** 0.25 + 1) / 192, 1 - (1920 ** 0.5 + 1920 ** 0.25 + 1) / 192,
+                                1 - (1920 ** 0.75 + 1920 ** 0.5 + 1920 ** 0.25 + 1) / 192])
     assert a.per_tenant() == {"fast": {"k80": 1.0, "v100": 2.0}, "slow": {"k80": 3.0, "v100": 0.0}}
 
 
@@ -217,7 +222,8 @@ def test_caps_capacity_whole_gangs_and_work_conservation(problem):
     cand = hadar.candidates(vu, jl)
     if cand:
         first = cand[0]
-        assert any(q.job == first.id and rows[(q.tenant, q.cls)] == first.row for q in a.job_placements)
+        want = f"{first.id}#0" if first.copies else first.id  # a made-up class: its first 1-GPU job
+        assert any(q.job == want and rows[(q.tenant, q.cls)] == first.row for q in a.job_placements)
         prm = hadar.price_parameters(vu, jl)
         usable = hadar.usable_types(vu)
         slowest = [float(vu.speed[j.row][usable[j.row]].min()) for j in cand]

@@ -35,8 +35,11 @@ work-conserving and trades move GPUs between users without idling any.
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -53,79 +56,119 @@ MAX_TRADES = 100_000  # a guard; every trade exhausts a holding or a demand, so 
 REL = 1e-9  # relative margin: a bid counts as strictly between the traders' speedups only beyond it
 
 
-def second_price(bids: np.ndarray, rs: float, rb: float) -> float:
+def second_price(bids, rs: float, rb: float) -> float:
     """Gandiva_fair §3.4: the trade's price (slow GPUs per fast GPU) is the second-highest bid, the largest
     speedup ``r`` among the other users wanting the fast type (``bids``: every user that runs on both types,
     sorted ascending) that lies strictly between the buyer's ``rb`` and the seller's ``rs``, so both traders
     gain; when no bid lies there ("if there is no such user"), the surplus is split equally, (rs + rb) / 2.
     The seller's and the buyer's own bids are never strictly between, so they exclude themselves."""
-    i = int(np.searchsorted(bids, rs * (1 - REL), side="left")) - 1
+    i = bisect.bisect_left(bids, rs * (1 - REL)) - 1
     if i >= 0 and bids[i] > rb * (1 + REL):
         return float(bids[i])
     return (rs + rb) / 2
 
 
-def _trade_pair(vu: VirtualUsers, x: np.ndarray, a: int, b: int, budget: int, log: list[str] | None) -> int:
-    """All trades of slow type ``a`` for fast type ``b`` (in place on ``x``); returns how many were made.
+@dataclass(frozen=True)
+class _Pair:
+    """What a (slow a, fast b) pair's trades need that does not change while trading."""
+
+    a: int
+    b: int
+    r: list  # (n,) r_l = speed_b / speed_a (0 where the user cannot run on a)
+    bids: list  # r of every user running on both types, ascending
+    sell: np.ndarray  # those users by largest r first (ties: lowest index)
+    sell_keys: list  # (-r, index) in that order: a sorted list is a heap
+    buy: np.ndarray  # those users by smallest r first (ties: lowest index)
+    buy_keys: list  # (r, index) in that order
+    at_sell: list  # (n,) each user's place in ``sell`` (n for a user that is not in it)
+    at_buy: list  # (n,) its place in ``buy``
+    cap_a: list  # (n,) per-type caps on a and on b
+    cap_b: list
+
+
+def _pair(speed: np.ndarray, type_cap: np.ndarray, a: int, b: int) -> _Pair | None:
+    both = (speed[:, a] > 0) & (speed[:, b] > 0)
+    if both.sum() < 2:
+        return None
+    r = np.where(speed[:, a] > 0, speed[:, b] / np.where(speed[:, a] > 0, speed[:, a], 1), 0.0)
+    members = np.flatnonzero(both)
+    rl = r.tolist()
+    sell = members[np.lexsort((members, -r[members]))]
+    buy = members[np.lexsort((members, r[members]))]
+    at_sell, at_buy = [speed.shape[0]] * speed.shape[0], [speed.shape[0]] * speed.shape[0]
+    for k, i in enumerate(sell.tolist()):
+        at_sell[i] = k
+    for k, i in enumerate(buy.tolist()):
+        at_buy[i] = k
+    return _Pair(a, b, rl, sorted(r[members].tolist()), sell, [(-rl[i], i) for i in sell.tolist()],
+                 buy, [(rl[i], i) for i in buy.tolist()], at_sell, at_buy, type_cap[:, a].tolist(),
+                 type_cap[:, b].tolist())
+
+
+def _trade_pair(vu: VirtualUsers, x: np.ndarray, pr: _Pair, rowsum: list, dem: list, budget: int,
+                log: list[str] | None, changed: list) -> tuple[int, int, int]:
+    """All trades of slow type a for fast type b (in place on ``x`` and ``rowsum``, each row's ``x[i].sum()``;
+    the rows of each trade are appended to ``changed``); returns how many were made and how far into the
+    ``sell`` and ``buy`` orders the run looked (the places of the last seller and buyer it considered).
 
     The seller is the holder of a (not blocked for this pair) with the largest r (ties: lowest index), the
     buyer the other holder of b with the smallest r; each trade exhausts the seller's a, the buyer's b or a
     cap, so a pair makes at most about 2n trades. The holders are kept in two heaps keyed by (∓r, index),
     with stale entries dropped when they reach the top: each trade costs O(log n) instead of a scan of all
     users, with the same choices and the same arithmetic as the scan."""
-    speed = vu.speed
-    both = (speed[:, a] > 0) & (speed[:, b] > 0)
-    if both.sum() < 2:
-        return 0
-    r = np.where(speed[:, a] > 0, speed[:, b] / np.where(speed[:, a] > 0, speed[:, a], 1), 0.0)
-    bids = np.sort(r[both])
-    rl = r.tolist()
+    a, b, rl, bids = pr.a, pr.b, pr.r, pr.bids
     xa = x[:, a]
     xb = x[:, b]
-    members = np.flatnonzero(both)
-    sellers = [(-rl[i], i) for i in members[xa[members] > EPS].tolist()]
-    buyers = [(rl[i], i) for i in members[xb[members] > EPS].tolist()]
-    heapq.heapify(sellers)
-    heapq.heapify(buyers)
-    free = np.ones(vu.n, dtype=bool)
-    demand, type_cap = vu.demand, vu.type_cap
+    sellers = list(itertools.compress(pr.sell_keys, (xa[pr.sell] > EPS).tolist()))  # sorted: a heap
+    buyers = list(itertools.compress(pr.buy_keys, (xb[pr.buy] > EPS).tolist()))
+    free = [True] * vu.n
+    cap_a, cap_b = pr.cap_a, pr.cap_b
+    end_s, end_b = len(pr.sell), len(pr.buy)
+    heappop, heappush = heapq.heappop, heapq.heappush
     made = 0
-
-    def top(heap, col):
-        while heap and not (free[heap[0][1]] and col[heap[0][1]] > EPS):
-            heapq.heappop(heap)
-        return heap[0][1] if heap else -1
-
     while made < budget:
-        seller = top(sellers, xa)
-        if seller < 0:
-            break
-        buyer = top(buyers, xb)
-        if buyer == seller:  # the best buyer but one
-            held = heapq.heappop(buyers)
-            buyer = top(buyers, xb)
-            heapq.heappush(buyers, held)
+        while sellers and not (free[sellers[0][1]] and xa[sellers[0][1]] > EPS):
+            heappop(sellers)
+        if not sellers:
+            return made, end_s, end_b
+        seller = sellers[0][1]
+        held = []
+        while buyers:
+            i = buyers[0][1]
+            if i == seller:  # the best buyer but the seller
+                held.append(heappop(buyers))
+            elif not (free[i] and xb[i] > EPS):
+                heappop(buyers)
+            else:
+                break
+        buyer = buyers[0][1] if buyers else -1
+        for h in held:
+            heappush(buyers, h)
         if buyer < 0:
-            break
+            return made, pr.at_sell[seller], end_b
         rs, rb = rl[seller], rl[buyer]
         if rs <= rb * (1 + 1e-9):
-            break
+            return made, pr.at_sell[seller], pr.at_buy[buyer]
+        # a buyer with no room for a (its cap on a; its demand, as it gains GPUs when p > r_buyer >= 1)
+        # cannot trade: the full computation below gives s = 0 and leaves it out, this only skips the price
+        if xa[buyer] >= cap_a[buyer] or (rb >= 1 and rowsum[buyer] >= dem[buyer]):
+            free[buyer] = False
+            continue
         p = second_price(bids, rs, rb)
         s = min(float(xa[seller]), float(xb[buyer]) * p)
         # GPU counts: seller changes by s/p - s, buyer by s - s/p; keep both within demand, and the seller's
         # b (s/p more) and the buyer's a (s more) within their per-type caps
         lim_s = lim_b = math.inf
-        for who, delta_per_s in ((seller, 1 / p - 1), (buyer, 1 - 1 / p)):
-            if delta_per_s > 0 and math.isfinite(demand[who]):
-                room = max(demand[who] - x[who].sum(), 0.0) / delta_per_s
-                if who == seller:
-                    lim_s = min(lim_s, room)
-                else:
-                    lim_b = min(lim_b, room)
-        if math.isfinite(type_cap[seller, b]):
-            lim_s = min(lim_s, max(type_cap[seller, b] - x[seller, b], 0.0) * p)
-        if math.isfinite(type_cap[buyer, a]):
-            lim_b = min(lim_b, max(type_cap[buyer, a] - x[buyer, a], 0.0))
+        d = 1 / p - 1
+        if d > 0 and math.isfinite(dem[seller]):
+            lim_s = min(lim_s, max(dem[seller] - rowsum[seller], 0.0) / d)
+        d = 1 - 1 / p
+        if d > 0 and math.isfinite(dem[buyer]):
+            lim_b = min(lim_b, max(dem[buyer] - rowsum[buyer], 0.0) / d)
+        if math.isfinite(cap_b[seller]):
+            lim_s = min(lim_s, max(cap_b[seller] - xb[seller], 0.0) * p)
+        if math.isfinite(cap_a[buyer]):
+            lim_b = min(lim_b, max(cap_a[buyer] - xa[buyer], 0.0))
         s = min(s, lim_s, lim_b)
         if s <= EPS:
             # this pairing cannot trade (a demand or a type cap is full): leave the limiting side out
@@ -137,17 +180,21 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, a: int, b: int, budget: int, lo
         x[seller, b] += s / p
         x[buyer, b] -= s / p
         x[buyer, a] += s
+        rowsum[seller] = float(x[seller].sum())
+        rowsum[buyer] = float(x[buyer].sum())
+        changed.append(seller)
+        changed.append(buyer)
         if not seller_had_b:
-            heapq.heappush(buyers, (rs, seller))
+            heappush(buyers, (rs, seller))
         if not buyer_had_a:
-            heapq.heappush(sellers, (-rb, buyer))
+            heappush(sellers, (-rb, buyer))
         made += 1
         if log is not None:
             log.append(
                 f"{vu.tenant[seller]}/{vu.cls[seller]} gives {s:.4g} {vu.gpu_types[a]} for {s / p:.4g} "
                 f"{vu.gpu_types[b]} of {vu.tenant[buyer]}/{vu.cls[buyer]} at price {p:.4g}"
             )
-    return made
+    return made, end_s, end_b
 
 
 def trade(vu: VirtualUsers, x: np.ndarray, log: list[str] | None = None) -> np.ndarray:
@@ -159,14 +206,30 @@ def trade(vu: VirtualUsers, x: np.ndarray, log: list[str] | None = None) -> np.n
     order = sorted(range(vu.k), key=lambda j: (mean[j], j))
     pairs = [(order[p], order[q]) for p in range(vu.k) for q in range(p + 1, vu.k)]
     pairs.sort(key=lambda ab: (-(mean[ab[1]] / max(mean[ab[0]], EPS)), ab))  # widest speed gap first
+    prepared = [pr for pr in (_pair(speed, vu.type_cap, a, b) for a, b in pairs) if pr is not None]
+    rowsum = [float(x[i].sum()) for i in range(vu.n)]
+    dem = vu.demand.tolist()
+    changed: list[int] = []  # the rows of every trade, in order
+    # a pair whose last run made no trade, with (len(changed) then, how far into its orders it looked)
+    quiet: dict[int, tuple[int, int, int]] = {}
     trades = 0
     progress = True
     while progress and trades < MAX_TRADES:
         progress = False
-        for a, b in pairs:
-            made = _trade_pair(vu, x, a, b, MAX_TRADES - trades, log)
+        for p, pr in enumerate(prepared):
+            if p in quiet:
+                # The run is a function of the rows it looked at (in order, up to where it stopped); if
+                # no trade since touched one of them, running again repeats it: no trade. Skip it.
+                mark, ps, pb = quiet[p]
+                if all(pr.at_sell[i] > ps and pr.at_buy[i] > pb for i in changed[mark:]):
+                    continue
+            made, ps, pb = _trade_pair(vu, x, pr, rowsum, dem, MAX_TRADES - trades, log, changed)
             trades += made
             progress = progress or made > 0
+            if made == 0:
+                quiet[p] = (len(changed), ps, pb)
+            else:
+                quiet.pop(p, None)
     return x
 
 

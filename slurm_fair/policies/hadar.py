@@ -108,7 +108,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -116,48 +115,14 @@ from .. import lp
 from ..errors import InputError
 from ..model import DEFAULT_REMAINING, Allocation, JobPlacement, Problem, VirtualUsers
 from ._common import TOL, at_caps, capped_note, clean, fill_idle, finish
+from ._hadar_admit import Decision, Job, Prices, admit as _admit, duration, find_alloc, find_schedule
+
+__all__ = ["Decision", "Job", "Prices", "admit", "candidates", "duration", "find_alloc", "find_schedule",
+           "price_parameters", "queue", "solve", "usable_types", "work_rounds"]
 
 NAME = "hadar"
 ROUND_SECONDS = 360.0  # one time slot = one scheduling round (the paper's 6 minutes, §IV-A)
-_TIE = 1e-12  # relative margin by which a payoff must exceed another (or 0) to count as larger
 _LIST = 5  # names listed in a note before "..."
-
-
-@dataclass(frozen=True)
-class Job:
-    """One job of the round's queue."""
-
-    row: int  # virtual user (tenant, class) it belongs to
-    pos: int  # its index in its class's job list
-    id: str
-    gpus: int  # W_j
-    remaining: float  # seconds of work on its class's slowest usable type
-
-
-@dataclass(frozen=True)
-class Prices:
-    """The price function's parameters (eq. 5–8) for one round."""
-
-    u_min: float  # U_min (eq. 7), the same for every type
-    u_max: np.ndarray  # (k,) U_max^r (eq. 6)
-    eta: float  # η
-    horizon: float  # T, in rounds
-    alpha: float  # Theorem 2's α = max(1, max_r ln(U_max^r / U_min))
-
-    def price(self, gamma: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-        """Eq. 5: k^r = U_min (U_max^r / U_min)^(γ^r / c^r) per type (inf for a type without GPUs)."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(capacity > 0, gamma / np.where(capacity > 0, capacity, 1.0), np.inf)
-            return np.where(capacity > 0, self.u_min * (self.u_max / self.u_min) ** frac, np.inf)
-
-
-@dataclass(frozen=True)
-class Decision:
-    job: Job
-    gpus: tuple[int, ...] | None  # (k,) GPUs per type when admitted, None when turned away
-    speed: float  # x_j(s*): the gang's speed (its slowest type's); 0 when turned away
-    payoff: float  # μ_j = U_j(s*) − cost(s*); -inf when it did not fit
-    reason: str  # "admitted", "no room" (does not fit the free GPUs within its class's caps), "priced out"
 
 
 def usable_types(vu: VirtualUsers) -> np.ndarray:
@@ -171,38 +136,54 @@ def _type_room(vu: VirtualUsers) -> np.ndarray:
     return np.where(usable_types(vu), np.floor(np.minimum(vu.type_cap, vu.capacity[None, :]) + 1e-9), 0.0)
 
 
+def _arrival(jobs) -> bool:
+    """Whether every listed job id is a whole number (Slurm's job ids, given in submission order)."""
+    try:
+        return all(float(int(j.id)) == float(j.id) for j in jobs)
+    except ValueError:
+        return False
+
+
 def queue(problem: Problem, vu: VirtualUsers | None = None) -> tuple[list[Job], list[int]]:
     """The round's jobs in the order Hadar decides them (module docstring) and the rows of the classes whose
-    jobs were made up (``JobClass.job_list``). Raises InputError for a job with no whole GPU count >= 1 or a
-    remaining time that is not a finite number >= 0 (a Problem built in code, not parsed)."""
+    jobs are made up (each one ``Job`` with ``copies`` identical 1-GPU jobs, after the listed jobs). Raises
+    InputError for a job with no whole GPU count >= 1 or a remaining time that is not a finite number >= 0
+    (a Problem built in code, not parsed)."""
     vu = problem.virtual_users() if vu is None else vu
     usable = usable_types(vu)
     room = _type_room(vu)
-    jobs: list[Job] = []
-    made_up: list[int] = []
+    listed: list[Job] = []
+    made: list[Job] = []
     row = 0
     for t in problem.tenants:
         for c in t.classes:
-            listed, fake = c.job_list(float(room[row].sum()))
-            if fake:
-                made_up.append(row)
-            for pos, j in enumerate(listed):
+            if c.jobs is None:
+                # JobClass.job_list's made-up jobs, counted, not built: one per GPU of demand (usable GPU)
+                d = c.effective_demand()
+                count = int(math.floor(min(d if d is not None else math.inf, float(room[row].sum())) + 1e-9))
+                if count > 0:
+                    made.append(Job(row, 0, c.name, 1, DEFAULT_REMAINING, copies=count))
+            for pos, j in enumerate(c.jobs or ()):
                 where = f"tenants.{t.name}.classes.{c.name}.jobs[{pos}]"
                 if isinstance(j.gpus, bool) or not isinstance(j.gpus, (int, np.integer)) or j.gpus < 1:
                     raise InputError(f"{where}.gpus", j.gpus, "must be a whole number >= 1")
                 rem = j.remaining
                 if isinstance(rem, bool) or not isinstance(rem, (int, float, np.number)) or not math.isfinite(rem) or rem < 0:
                     raise InputError(f"{where}.remaining", rem, "must be a finite number of seconds >= 0")
-                jobs.append(Job(row, pos, str(j.id), int(j.gpus), float(rem)))
+                listed.append(Job(row, pos, str(j.id), int(j.gpus), float(rem)))
             row += 1
+    if listed and _arrival(listed):
+        listed = [dataclasses.replace(j, arrival=float(int(j.id))) for j in listed]
     smin, smax = _speed_range(vu, usable)
 
-    def key(j: Job):
+    def simultaneous(j: Job):  # among jobs that arrived together: shortest, then the larger top speed
         if smax[j.row] <= 0:  # no usable type: it goes last (and will not fit)
-            return (math.inf, 0.0, j.pos, j.row)
-        return (j.remaining / smin[j.row], -smax[j.row], j.pos, j.row)
+            return (math.inf, 0.0, j.row)
+        return (j.remaining / smin[j.row], -smax[j.row], j.row)
 
-    return sorted(jobs, key=key), made_up
+    listed.sort(key=lambda j: (j.arrival, j.pos, j.row))
+    made.sort(key=simultaneous)
+    return listed + made, [j.row for j in made]
 
 
 def _speed_range(vu: VirtualUsers, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -214,6 +195,12 @@ def _speed_range(vu: VirtualUsers, usable: np.ndarray) -> tuple[np.ndarray, np.n
     return smin, smax
 
 
+def work_rounds(vu: VirtualUsers, jobs: list[Job], round_seconds: float = ROUND_SECONDS) -> np.ndarray:
+    """ρ_j per job: rounds of one worker at normalized speed 1, at least one round on its slowest type."""
+    smin, _ = _speed_range(vu, usable_types(vu))
+    return np.array([max(j.remaining / round_seconds, float(smin[j.row])) for j in jobs])
+
+
 def candidates(vu: VirtualUsers, jobs: list[Job]) -> list[Job]:
     """The jobs that fit their class on an empty cluster (W_j <= its demand and its usable GPUs)."""
     room = _type_room(vu)
@@ -222,7 +209,8 @@ def candidates(vu: VirtualUsers, jobs: list[Job]) -> list[Job]:
 
 
 def price_parameters(vu: VirtualUsers, jobs: list[Job], round_seconds: float = ROUND_SECONDS) -> Prices | None:
-    """Eq. 6–8 over the candidate jobs (module docstring); None when there is none."""
+    """Eq. 6–8 over the candidate jobs (module docstring); None when there is none. A made-up class counts
+    once: its jobs are identical, and the parameters are minima and maxima over jobs."""
     cand = candidates(vu, jobs)
     if not cand:
         return None
@@ -230,7 +218,7 @@ def price_parameters(vu: VirtualUsers, jobs: list[Job], round_seconds: float = R
     smin, smax = _speed_range(vu, usable)
     rows = np.array([j.row for j in cand])
     w = np.array([j.gpus for j in cand], dtype=float)
-    rho = np.maximum(np.array([j.remaining for j in cand]) / round_seconds, smin[rows])  # work, rounds at speed 1
+    rho = work_rounds(vu, cand, round_seconds)
     t_max = rho / smin[rows]  # eq. 8, >= 1
     horizon = float(t_max.max())  # T
     total = float(vu.capacity.sum())  # C
@@ -247,75 +235,12 @@ def price_parameters(vu: VirtualUsers, jobs: list[Job], round_seconds: float = R
     return Prices(u_min, u_max, eta, horizon, alpha)
 
 
-def find_alloc(width: int, speed: np.ndarray, price: np.ndarray, avail: np.ndarray) -> tuple[float, np.ndarray | None, float]:
-    """Eq. 4 for one job of ``width`` GPUs: (μ, w (k,) GPUs per type, x) maximizing W·x(w) − price·w over the
-    placements with w <= ``avail`` (whole GPUs per type, 0 where the job cannot run), x(w) the slowest speed
-    among the types used; (-inf, None, 0) when the job does not fit. Exact (module docstring)."""
-    types = [r for r in range(len(speed)) if avail[r] >= 1 and speed[r] > 0]
-    if sum(avail[r] for r in types) < width:
-        return -math.inf, None, 0.0
-    by_price = sorted(types, key=lambda r: (price[r], -speed[r], r))
-    best, best_w, best_x = -math.inf, None, 0.0
-    for theta in sorted({float(speed[r]) for r in types}, reverse=True):
-        left, w, cost, x = width, {}, 0.0, math.inf
-        for r in by_price:
-            if speed[r] < theta:
-                continue
-            take = int(min(avail[r], left))
-            if take <= 0:
-                continue
-            w[r] = take
-            cost += take * float(price[r])
-            x = min(x, float(speed[r]))
-            left -= take
-            if left == 0:
-                break
-        if left > 0:
-            continue
-        phi = width * x - cost
-        if best_w is None or phi > best + _TIE * max(1.0, abs(best)):
-            best, best_w, best_x = phi, w, x
-    assert best_w is not None  # the slowest θ allows every type, which fit
-    out = np.zeros(len(speed))
-    for r, take in best_w.items():
-        out[r] = take
-    return best, out, best_x
-
-
-def admit(vu: VirtualUsers, jobs: list[Job], params: Prices | None) -> tuple[np.ndarray, list[Decision]]:
-    """The primal-dual rule over ``jobs`` in order: (x (n, k) GPUs of the admitted jobs, one Decision per job)."""
-    x = np.zeros((vu.n, vu.k))
-    decisions: list[Decision] = []
-    if params is None:
-        return x, [Decision(j, None, 0.0, -math.inf, "no room") for j in jobs]
-    capacity = vu.capacity.astype(float)
-    room = _type_room(vu)  # per class and type, less what its admitted jobs took
-    demand_left = np.floor(vu.demand + 1e-9)  # whole GPUs the class's jobs may still take in all
-    gamma = np.zeros(vu.k)
-    price = params.price(gamma, capacity)
-    turned_away: dict[tuple[int, int], str] = {}
-    for j in jobs:
-        key = (j.row, j.gpus)
-        if key in turned_away:
-            decisions.append(Decision(j, None, 0.0, -math.inf, turned_away[key]))
-            continue
-        if j.gpus > demand_left[j.row]:
-            turned_away[key] = "no room"
-            decisions.append(Decision(j, None, 0.0, -math.inf, "no room"))
-            continue
-        avail = np.minimum(capacity - gamma, room[j.row])
-        mu, w, speed = find_alloc(j.gpus, vu.speed[j.row], price, avail)
-        if w is None or not mu > _TIE * max(1.0, j.gpus * speed):
-            reason = "no room" if w is None else "priced out"
-            turned_away[key] = reason
-            decisions.append(Decision(j, None, 0.0, mu, reason))
-            continue
-        x[j.row] += w
-        room[j.row] -= w
-        demand_left[j.row] -= j.gpus
-        gamma += w
-        price = params.price(gamma, capacity)
-        decisions.append(Decision(j, tuple(int(v) for v in w), speed, mu, "admitted"))
+def admit(vu: VirtualUsers, jobs: list[Job], params: Prices | None,
+          round_seconds: float = ROUND_SECONDS) -> tuple[np.ndarray, list[Decision]]:
+    """The primal-dual rule over ``jobs`` in order: (x (n, k) GPUs of the admitted jobs, the decisions: one per
+    listed job, one per admitted made-up job and one for the refused rest of a made-up class)."""
+    rho = dict(enumerate(work_rounds(vu, jobs, round_seconds).tolist())) if jobs else {}
+    x, decisions, _ = _admit(vu, jobs, params, rho, _type_room(vu))
     return x, decisions
 
 
@@ -328,9 +253,9 @@ def _notes(vu: VirtualUsers, decisions: list[Decision], made_up: list[int], para
            handed: float, gamma: np.ndarray) -> list[str]:
     adm = [d for d in decisions if d.gpus is not None]
     gpus = sum(d.job.gpus for d in adm)
-    no_room = sum(d.reason == "no room" for d in decisions)
-    priced = sum(d.reason == "priced out" for d in decisions)
-    notes = [f"hadar: {len(decisions)} job(s), {len(adm)} admitted on {gpus} GPU(s), "
+    no_room = sum(d.count for d in decisions if d.reason == "no room")
+    priced = sum(d.count for d in decisions if d.reason == "priced out")
+    notes = [f"hadar: {len(adm) + no_room + priced} job(s), {len(adm)} admitted on {gpus} GPU(s), "
              f"{no_room + priced} turned away ({no_room} did not fit, {priced} priced out)"]
     split = [d for d in adm if sum(1 for v in d.gpus if v > 0) > 1]
     if split:
@@ -344,18 +269,18 @@ def _notes(vu: VirtualUsers, decisions: list[Decision], made_up: list[int], para
         notes.append(f"no jobs given for {len(made_up)} class(es) ({_names(vu, made_up)}): each sees one 1-GPU job "
                      f"of {DEFAULT_REMAINING:g} s per GPU of its demand")
     if params is not None:
-        final = params.price(gamma, vu.capacity.astype(float))
+        final = params.price(gamma[:, 0], vu.capacity.astype(float))
         notes.append("prices (eq. 5-8): U_min " + f"{params.u_min:.4g}, U_max "
                      + " ".join(f"{g}={v:.4g}" for g, v in zip(vu.gpu_types, params.u_max))
                      + f", eta {params.eta:.4g}, T {params.horizon:.4g} round(s) of {ROUND_SECONDS:g} s, "
-                     f"alpha {params.alpha:.4g} (Thm 2: 2*alpha-competitive); end of round "
+                     f"alpha {params.alpha:.4g} (Thm 2: 2*alpha-competitive); end of round (this slot) "
                      + " ".join(f"{g}={v:.4g}" for g, v in zip(vu.gpu_types, final)))
     if adm:
         true = sum(d.job.gpus * d.speed for d in adm)
         notes.append(f"admitted jobs' utility (throughput at each gang's slowest type) {true:.6g}")
     if handed > TOL:
         notes.append(f"work conservation: {handed:.6g} idle GPU(s) handed to classes below their caps "
-                     "by weight (fill_idle; per-type limits, not job placements)")
+                     "by weight (fill_idle, not in the paper; per-type limits, not job placements)")
     return notes
 
 
@@ -367,13 +292,15 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     with timer.measure():
         jobs, made_up = queue(problem, vu)
         params = price_parameters(vu, jobs)
-        x_jobs, decisions = admit(vu, jobs, params)
+        rho = dict(enumerate(work_rounds(vu, jobs).tolist())) if jobs else {}
+        x_jobs, decisions, gamma = _admit(vu, jobs, params, rho, _type_room(vu))
         x = clean(fill_idle(vu, x_jobs), vu.speed, vu.capacity, vu.demand, vu.type_cap)
+    types = vu.gpu_types
     placements = tuple(
         JobPlacement(vu.tenant[d.job.row], vu.cls[d.job.row], d.job.id,
-                     tuple((g, v) for g, v in zip(vu.gpu_types, d.gpus) if v > 0), d.speed)
+                     tuple((types[r], v) for r, v in enumerate(d.gpus) if v > 0), d.speed)
         for d in decisions if d.gpus is not None)
-    notes = _notes(vu, decisions, made_up, params, float(x.sum() - x_jobs.sum()), x_jobs.sum(axis=0))
+    notes = _notes(vu, decisions, made_up, params, float(x.sum() - x_jobs.sum()), gamma)
     notes += capped_note(vu, at_caps(vu, x))
     return dataclasses.replace(finish(problem, NAME, x, timer, solver, notes, uses_lp=False),
                                job_placements=placements)
