@@ -76,12 +76,10 @@ class _Pair:
     b: int
     r: list  # (n,) r_l = speed_b / speed_a (0 where the user cannot run on a)
     bids: list  # r of every user running on both types, ascending
-    sell: np.ndarray  # those users by largest r first (ties: lowest index)
+    sell_list: list  # those users by largest r first (ties: lowest index)
     sell_keys: list  # (-r, index) in that order: a sorted list is a heap
-    buy: np.ndarray  # those users by smallest r first (ties: lowest index)
+    buy_list: list  # those users by smallest r first (ties: lowest index)
     buy_keys: list  # (r, index) in that order
-    at_sell: list  # (n,) each user's place in ``sell`` (n for a user that is not in it)
-    at_buy: list  # (n,) its place in ``buy``
     cap_a: list  # (n,) per-type caps on a and on b
     cap_b: list
 
@@ -95,106 +93,109 @@ def _pair(speed: np.ndarray, type_cap: np.ndarray, a: int, b: int) -> _Pair | No
     rl = r.tolist()
     sell = members[np.lexsort((members, -r[members]))]
     buy = members[np.lexsort((members, r[members]))]
-    at_sell, at_buy = [speed.shape[0]] * speed.shape[0], [speed.shape[0]] * speed.shape[0]
-    for k, i in enumerate(sell.tolist()):
-        at_sell[i] = k
-    for k, i in enumerate(buy.tolist()):
-        at_buy[i] = k
-    return _Pair(a, b, rl, sorted(r[members].tolist()), sell, [(-rl[i], i) for i in sell.tolist()],
-                 buy, [(rl[i], i) for i in buy.tolist()], at_sell, at_buy, type_cap[:, a].tolist(),
-                 type_cap[:, b].tolist())
+    sell, buy = sell.tolist(), buy.tolist()
+    return _Pair(a, b, rl, sorted(r[members].tolist()), sell, [(-rl[i], i) for i in sell],
+                 buy, [(rl[i], i) for i in buy], type_cap[:, a].tolist(), type_cap[:, b].tolist())
 
 
 def _trade_pair(vu: VirtualUsers, x: np.ndarray, pr: _Pair, rowsum: list, dem: list, budget: int,
-                log: list[str] | None, changed: list) -> tuple[int, int, int]:
-    """All trades of slow type a for fast type b (in place on ``x`` and ``rowsum``, each row's ``x[i].sum()``;
-    the rows of each trade are appended to ``changed``); returns how many were made and how far into the
-    ``sell`` and ``buy`` orders the run looked (the places of the last seller and buyer it considered).
+                log: list[str] | None) -> int:
+    """All trades of slow type a for fast type b (in place on ``x`` and ``rowsum``, each row's
+    ``x[i].sum()``); returns how many were made.
 
     The seller is the holder of a (not blocked for this pair) with the largest r (ties: lowest index), the
     buyer the other holder of b with the smallest r; each trade exhausts the seller's a, the buyer's b or a
     cap, so a pair makes at most about 2n trades. The holders are kept in two heaps keyed by (∓r, index),
     with stale entries dropped when they reach the top: each trade costs O(log n) instead of a scan of all
-    users, with the same choices and the same arithmetic as the scan."""
+    users, with the same choices and the same arithmetic as the scan (Python floats are IEEE doubles, as
+    numpy's: the same operations in the same order give the same numbers)."""
     a, b, rl, bids = pr.a, pr.b, pr.r, pr.bids
-    xa = x[:, a]
-    xb = x[:, b]
-    sellers = list(itertools.compress(pr.sell_keys, (xa[pr.sell] > EPS).tolist()))  # sorted: a heap
-    buyers = list(itertools.compress(pr.buy_keys, (xb[pr.buy] > EPS).tolist()))
+    xa = x[:, a].tolist()
+    xb = x[:, b].tolist()
+    sellers = list(itertools.compress(pr.sell_keys, [v > EPS for v in (xa[i] for i in pr.sell_list)]))
+    buyers = list(itertools.compress(pr.buy_keys, [v > EPS for v in (xb[i] for i in pr.buy_list)]))
     free = [True] * vu.n
     cap_a, cap_b = pr.cap_a, pr.cap_b
-    end_s, end_b = len(pr.sell), len(pr.buy)
-    heappop, heappush = heapq.heappop, heapq.heappush
+    heappop, heappush, isfinite = heapq.heappop, heapq.heappush, math.isfinite
     made = 0
     while made < budget:
         while sellers and not (free[sellers[0][1]] and xa[sellers[0][1]] > EPS):
             heappop(sellers)
         if not sellers:
-            return made, end_s, end_b
+            return made
         seller = sellers[0][1]
-        held = []
-        while buyers:
-            i = buyers[0][1]
-            if i == seller:  # the best buyer but the seller
-                held.append(heappop(buyers))
-            elif not (free[i] and xb[i] > EPS):
+        rs = rl[seller]
+        held = None
+        # the buyers for this seller, cheapest first, until a trade or a block of the seller
+        while True:
+            buyer = -1
+            while buyers:
+                i = buyers[0][1]
+                if i == seller:  # the best buyer but the seller
+                    held = heappop(buyers)
+                elif not (free[i] and xb[i] > EPS):
+                    heappop(buyers)
+                else:
+                    buyer = i
+                    break
+            if buyer < 0:
+                return made
+            rb = rl[buyer]
+            if rs <= rb * (1 + 1e-9):
+                return made
+            # a buyer with no room for a (its cap on a; its demand, as it gains GPUs when p > r_buyer >= 1)
+            # cannot trade: the computation below gives s = 0 and leaves it out; this only skips the price
+            if xa[buyer] >= cap_a[buyer] or (rb >= 1 and rowsum[buyer] >= dem[buyer]):
+                free[buyer] = False
                 heappop(buyers)
-            else:
+                continue
+            p = second_price(bids, rs, rb)
+            s = min(xa[seller], xb[buyer] * p)
+            # GPU counts: seller changes by s/p - s, buyer by s - s/p; keep both within demand, and the
+            # seller's b (s/p more) and the buyer's a (s more) within their per-type caps
+            lim_s = lim_b = math.inf
+            d = 1 / p - 1
+            if d > 0 and isfinite(dem[seller]):
+                lim_s = min(lim_s, max(dem[seller] - rowsum[seller], 0.0) / d)
+            d = 1 - 1 / p
+            if d > 0 and isfinite(dem[buyer]):
+                lim_b = min(lim_b, max(dem[buyer] - rowsum[buyer], 0.0) / d)
+            if isfinite(cap_b[seller]):
+                lim_s = min(lim_s, max(cap_b[seller] - xb[seller], 0.0) * p)
+            if isfinite(cap_a[buyer]):
+                lim_b = min(lim_b, max(cap_a[buyer] - xa[buyer], 0.0))
+            s = min(s, lim_s, lim_b)
+            if s <= EPS:
+                # this pairing cannot trade (a demand or a type cap is full): leave the limiting side out
+                if lim_b <= lim_s:
+                    free[buyer] = False
+                    heappop(buyers)
+                    continue
+                free[seller] = False
                 break
-        buyer = buyers[0][1] if buyers else -1
-        for h in held:
-            heappush(buyers, h)
-        if buyer < 0:
-            return made, pr.at_sell[seller], end_b
-        rs, rb = rl[seller], rl[buyer]
-        if rs <= rb * (1 + 1e-9):
-            return made, pr.at_sell[seller], pr.at_buy[buyer]
-        # a buyer with no room for a (its cap on a; its demand, as it gains GPUs when p > r_buyer >= 1)
-        # cannot trade: the full computation below gives s = 0 and leaves it out, this only skips the price
-        if xa[buyer] >= cap_a[buyer] or (rb >= 1 and rowsum[buyer] >= dem[buyer]):
-            free[buyer] = False
-            continue
-        p = second_price(bids, rs, rb)
-        s = min(float(xa[seller]), float(xb[buyer]) * p)
-        # GPU counts: seller changes by s/p - s, buyer by s - s/p; keep both within demand, and the seller's
-        # b (s/p more) and the buyer's a (s more) within their per-type caps
-        lim_s = lim_b = math.inf
-        d = 1 / p - 1
-        if d > 0 and math.isfinite(dem[seller]):
-            lim_s = min(lim_s, max(dem[seller] - rowsum[seller], 0.0) / d)
-        d = 1 - 1 / p
-        if d > 0 and math.isfinite(dem[buyer]):
-            lim_b = min(lim_b, max(dem[buyer] - rowsum[buyer], 0.0) / d)
-        if math.isfinite(cap_b[seller]):
-            lim_s = min(lim_s, max(cap_b[seller] - xb[seller], 0.0) * p)
-        if math.isfinite(cap_a[buyer]):
-            lim_b = min(lim_b, max(cap_a[buyer] - xa[buyer], 0.0))
-        s = min(s, lim_s, lim_b)
-        if s <= EPS:
-            # this pairing cannot trade (a demand or a type cap is full): leave the limiting side out
-            free[buyer if lim_b <= lim_s else seller] = False
-            continue
-        seller_had_b = xb[seller] > EPS
-        buyer_had_a = xa[buyer] > EPS
-        x[seller, a] -= s
-        x[seller, b] += s / p
-        x[buyer, b] -= s / p
-        x[buyer, a] += s
-        rowsum[seller] = float(x[seller].sum())
-        rowsum[buyer] = float(x[buyer].sum())
-        changed.append(seller)
-        changed.append(buyer)
-        if not seller_had_b:
-            heappush(buyers, (rs, seller))
-        if not buyer_had_a:
-            heappush(sellers, (-rb, buyer))
-        made += 1
-        if log is not None:
-            log.append(
-                f"{vu.tenant[seller]}/{vu.cls[seller]} gives {s:.4g} {vu.gpu_types[a]} for {s / p:.4g} "
-                f"{vu.gpu_types[b]} of {vu.tenant[buyer]}/{vu.cls[buyer]} at price {p:.4g}"
-            )
-    return made, end_s, end_b
+            seller_had_b = xb[seller] > EPS
+            buyer_had_a = xa[buyer] > EPS
+            q = s / p
+            xa[seller] = x[seller, a] = xa[seller] - s
+            xb[seller] = x[seller, b] = xb[seller] + q
+            xb[buyer] = x[buyer, b] = xb[buyer] - q
+            xa[buyer] = x[buyer, a] = xa[buyer] + s
+            rowsum[seller] = float(x[seller].sum())
+            rowsum[buyer] = float(x[buyer].sum())
+            if not seller_had_b:
+                heappush(buyers, (rs, seller))
+            if not buyer_had_a:
+                heappush(sellers, (-rb, buyer))
+            made += 1
+            if log is not None:
+                log.append(
+                    f"{vu.tenant[seller]}/{vu.cls[seller]} gives {s:.4g} {vu.gpu_types[a]} for {q:.4g} "
+                    f"{vu.gpu_types[b]} of {vu.tenant[buyer]}/{vu.cls[buyer]} at price {p:.4g}"
+                )
+            break
+        if held is not None:
+            heappush(buyers, held)
+    return made
 
 
 def trade(vu: VirtualUsers, x: np.ndarray, log: list[str] | None = None) -> np.ndarray:
@@ -209,27 +210,14 @@ def trade(vu: VirtualUsers, x: np.ndarray, log: list[str] | None = None) -> np.n
     prepared = [pr for pr in (_pair(speed, vu.type_cap, a, b) for a, b in pairs) if pr is not None]
     rowsum = [float(x[i].sum()) for i in range(vu.n)]
     dem = vu.demand.tolist()
-    changed: list[int] = []  # the rows of every trade, in order
-    # a pair whose last run made no trade, with (len(changed) then, how far into its orders it looked)
-    quiet: dict[int, tuple[int, int, int]] = {}
     trades = 0
     progress = True
     while progress and trades < MAX_TRADES:
         progress = False
-        for p, pr in enumerate(prepared):
-            if p in quiet:
-                # The run is a function of the rows it looked at (in order, up to where it stopped); if
-                # no trade since touched one of them, running again repeats it: no trade. Skip it.
-                mark, ps, pb = quiet[p]
-                if all(pr.at_sell[i] > ps and pr.at_buy[i] > pb for i in changed[mark:]):
-                    continue
-            made, ps, pb = _trade_pair(vu, x, pr, rowsum, dem, MAX_TRADES - trades, log, changed)
+        for pr in prepared:
+            made = _trade_pair(vu, x, pr, rowsum, dem, MAX_TRADES - trades, log)
             trades += made
             progress = progress or made > 0
-            if made == 0:
-                quiet[p] = (len(changed), ps, pb)
-            else:
-                quiet.pop(p, None)
     return x
 
 
