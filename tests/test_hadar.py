@@ -337,3 +337,84 @@ def test_registered_after_the_others():
     assert policies.names()[-1] == "hadar"
     assert policies.solve("hadar", worked()).policy == "hadar"
     assert not policies.takes_warm("hadar")
+
+
+# --------------------------------------------------------------------------- issue 22: true to the paper
+
+
+def test_jobs_are_taken_in_arrival_order_by_slurm_job_id():
+    # Two tenants, 2 V100s; a's job 5 (2 GPUs, 3600 s = 10 rounds) arrived before b's job 9 (2 GPUs, 360 s).
+    # Arrival order (the paper's queue; Slurm ids grow with submission) takes job 5 first, although job 9 is
+    # shorter (the rule before issue 22 took it first). T = 10, C = 2, min t^max W = min(20, 2) = 2, eta = 10,
+    # U_min = 1 / (4 * 10 * 10) = 1/400: job 5 pays 2 GPUs x 10 slots x 1/400 = 0.05, mu = 2 - 0.05 = 1.95 > 0:
+    # admitted on both V100s; job 9 then does not fit.
+    p = problem_from_dict({"gpu_types": {"v100": 2}, "tenants": [
+        {"name": "a", "classes": [{"name": "x", "throughput": {"v100": 1},
+                                   "jobs": [{"id": "5", "gpus": 2, "remaining": 3600}]}]},
+        {"name": "b", "classes": [{"name": "y", "throughput": {"v100": 1},
+                                   "jobs": [{"id": "9", "gpus": 2, "remaining": 360}]}]}]})
+    vu = p.virtual_users()
+    jobs, _ = hadar.queue(p, vu)
+    assert [j.id for j in jobs] == ["5", "9"]
+    prm = hadar.price_parameters(vu, jobs)
+    assert prm.u_min == pytest.approx(1 / 400) and prm.slots == 10
+    _, decisions = hadar.admit(vu, jobs, prm)
+    assert [d.reason for d in decisions] == ["admitted", "no room"]
+    assert decisions[0].payoff == pytest.approx(1.95)
+    a = hadar.solve(p)
+    np.testing.assert_allclose(a.x, [[2.0], [0.0]])
+    # ids that are not all numbers: the listing order (every class's first job, then every class's second)
+    q = problem_from_dict({"gpu_types": {"v100": 2}, "tenants": [
+        {"name": "a", "classes": [{"name": "x", "throughput": {"v100": 1},
+                                   "jobs": [{"id": "late", "gpus": 2, "remaining": 3600}]}]},
+        {"name": "b", "classes": [{"name": "y", "throughput": {"v100": 1},
+                                   "jobs": [{"id": "9", "gpus": 2, "remaining": 360}]}]}]})
+    assert [j.id for j in hadar.queue(q)[0]] == ["late", "9"]
+
+
+def test_the_price_is_charged_over_every_slot_the_job_holds():
+    # One class, 4 K80s (speed 1, so U_max = 1), four 1-GPU jobs of 1440 s = 4 rounds each (D = 4 slots).
+    # T = 4, C = 4, min t^max W = 4, eta = T C / 4 = 4, U_min = 1 / (4 * 4 * 4) = 1/64, R = U_max / U_min = 64:
+    # k(gamma) = 64^(gamma/4 - 1) in each slot, and every admitted job raises all 4 slots by one GPU.
+    #   j1: 4 * 64^-1 = 0.0625 -> mu 0.9375; j2: 4 * 64^-0.75 = 0.1768 -> 0.8232; j3: 4 * 64^-0.5 = 0.5 -> 0.5;
+    #   j4: 4 * 64^-0.25 = 1.4142 -> mu -0.4142: priced out. Charged one slot only (the rule before issue 22)
+    #   j4 would pay 64^-0.25 = 0.354 and be admitted. The idle K80 then goes to the class (fill_idle).
+    p = problem_from_dict({"gpu_types": {"k80": 4}, "tenants": [
+        {"name": "a", "classes": [{"name": "x", "throughput": {"k80": 1},
+                                   "jobs": [{"id": f"j{i}", "gpus": 1, "remaining": 1440} for i in range(1, 5)]}]}]})
+    vu = p.virtual_users()
+    jobs, _ = hadar.queue(p, vu)
+    prm = hadar.price_parameters(vu, jobs)
+    assert prm.u_min == pytest.approx(1 / 64) and prm.slots == 4
+    _, decisions = hadar.admit(vu, jobs, prm)
+    assert [d.reason for d in decisions] == ["admitted"] * 3 + ["priced out"]
+    np.testing.assert_allclose([d.payoff for d in decisions],
+                               [1 - 4 / 64, 1 - 4 * 64 ** -0.75, 1 - 4 * 64 ** -0.5, 1 - 4 * 64 ** -0.25])
+    a = hadar.solve(p)
+    assert [q.job for q in a.job_placements] == ["j1", "j2", "j3"]
+    np.testing.assert_allclose(a.x, [[4.0]])
+    assert "1 idle GPU(s) handed" in "\n".join(a.notes)
+
+
+def test_a_class_without_demand_is_decided_without_a_job_per_gpu():
+    # One class, no demand, no jobs, 10 000 K80s: it stands for 10 000 made-up 1-GPU jobs of 3600 s (10 rounds).
+    # T = 10, C = 1e4, min t^max W = 10, eta = 1e4, U_min = 1 / (4 * 1e4 * 10) = 2.5e-6, R = 1 / U_min = 4e5.
+    # The n-th job pays 10 slots at U_min R^((n-1)/C) and is admitted while that is below its utility 1:
+    # n - 1 < C ln(1 / (10 U_min)) / ln R = 1e4 ln(4e4) / ln(4e5) = 8214.94, so 8215 are admitted and the
+    # 8216th is refused, which ends the class (the other 1784 are identical). The paper would leave the
+    # 1785 GPUs its prices withheld idle; fill_idle hands them to the class.
+    p = problem_from_dict({"gpu_types": {"k80": 10000}, "tenants": [
+        {"name": "a", "classes": [{"name": "x", "throughput": {"k80": 1}}]}]})
+    vu = p.virtual_users()
+    jobs, made_up = hadar.queue(p, vu)
+    assert made_up == [0] and len(jobs) == 1 and jobs[0].copies == 10000
+    want = math.floor(1e4 * math.log(4e4) / math.log(4e5)) + 1
+    assert want == 8215
+    _, decisions = hadar.admit(vu, jobs, hadar.price_parameters(vu, jobs))
+    assert len(decisions) == want + 1 and decisions[-1].count == 10000 - want
+    assert decisions[-1].reason == "priced out" and decisions[-1].job.id == f"x#{want}"
+    a = hadar.solve(p)
+    assert len(a.job_placements) == want
+    assert a.notes[0] == f"hadar: 10000 job(s), {want} admitted on {want} GPU(s), {10000 - want} turned away " \
+                         f"(0 did not fit, {10000 - want} priced out)"
+    np.testing.assert_allclose(a.x, [[10000.0]])

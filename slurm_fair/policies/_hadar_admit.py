@@ -129,22 +129,26 @@ def find_schedule(width: int, speed: np.ndarray, avail: np.ndarray, rho: float,
     return best, out, best_x
 
 
-def _find_one(speed: np.ndarray, avail: np.ndarray, rho: float, prefix: np.ndarray) -> tuple[float, np.ndarray | None, float]:
+def _find_one(speed, avail, rho: float, prefix: np.ndarray, pre: list | None = None) -> tuple[float, np.ndarray | None, float]:
     """``find_schedule`` for a 1-GPU job: the type of largest S_r − prefix[r, D(S_r)] (ties within 1e-12
-    relative: the faster type, then the type order), in one vector pass."""
-    ok = np.flatnonzero((avail >= 1) & (speed > 0))
-    if ok.size == 0:
-        return -math.inf, None, 0.0
-    s = speed[ok]
+    relative: the faster type, then the type order); ``pre``: ``prefix`` as lists, when the caller keeps
+    them."""
     slots = prefix.shape[1] - 1
-    d = np.minimum(np.maximum(np.ceil(rho / s - 1e-9), 1), slots).astype(np.intp)
-    phi = s - prefix[ok, d]
-    best = float(phi.max())
-    near = np.flatnonzero(phi >= best - _TIE * max(1.0, abs(best)))
-    i = int(near[np.argmax(s[near])])  # the fastest among the best; argmax: the first, lowest type index
+    pre = prefix.tolist() if pre is None else pre
+    cand = []
+    for r in range(len(speed)):
+        s = float(speed[r])
+        if avail[r] >= 1 and s > 0:
+            d = min(slots, max(1, int(math.ceil(rho / s - 1e-9))))
+            cand.append((s - pre[r][d], s, r))
+    if not cand:
+        return -math.inf, None, 0.0
+    best = max(c[0] for c in cand)
+    floor = best - _TIE * max(1.0, abs(best))
+    phi, s, r = max((c for c in cand if c[0] >= floor), key=lambda c: (c[1], -c[2]))
     out = np.zeros(len(speed))
-    out[ok[i]] = 1
-    return float(phi[i]), out, float(s[i])
+    out[r] = 1
+    return phi, out, s
 
 
 def find_alloc(width: int, speed: np.ndarray, price: np.ndarray, avail: np.ndarray) -> tuple[float, np.ndarray | None, float]:
@@ -175,20 +179,34 @@ def admit(vu, jobs: list[Job], params: Prices | None, rho: dict[int, float],
     ratio = params.u_max / params.u_min
     turned_away: dict[tuple[int, int, float], tuple[str, float]] = {}
 
+    # Python mirrors of what a 1-GPU job reads (same values as the arrays; lists are faster to index)
+    speed_l = vu.speed.tolist()
+    room_l = room.tolist()
+    cap_l = capacity.tolist()
+    held0 = [0.0] * vu.k  # γ^r(0)
+    pre = prefix.tolist()
+
     def attempt(j: Job, r_j: float) -> Decision:
         if j.gpus > demand_left[j.row]:
             return Decision(j, None, 0.0, -math.inf, "no room")
-        avail = np.minimum(capacity - gamma[:, 0], room[j.row])
-        mu, w, speed = find_schedule(j.gpus, vu.speed[j.row], avail, r_j, prefix)
+        rm = room_l[j.row]
+        avail = [min(cap_l[r] - held0[r], rm[r]) for r in range(vu.k)]
+        if j.gpus == 1:
+            mu, w, speed = _find_one(speed_l[j.row], avail, r_j, prefix, pre)
+        else:
+            mu, w, speed = find_schedule(j.gpus, vu.speed[j.row], np.array(avail), r_j, prefix)
         if w is None or not mu > _TIE * max(1.0, j.gpus * speed):
             return Decision(j, None, 0.0, mu, "no room" if w is None else "priced out")
         x[j.row] += w
         room[j.row] -= w
         demand_left[j.row] -= j.gpus
-        used = np.flatnonzero(w)
-        gamma[used, :duration(r_j, speed, params.slots)] += w[used, None]
-        for r in used.tolist():  # eq. 5 on the rows that changed (the same arithmetic as Prices.price)
+        d = duration(r_j, speed, params.slots)
+        for r in np.flatnonzero(w).tolist():  # eq. 5 on the rows that changed (Prices.price's arithmetic)
+            gamma[r, :d] += w[r]
             np.cumsum(params.u_min * ratio[r] ** (gamma[r] / capacity[r]), out=prefix[r, 1:])
+            pre[r] = prefix[r].tolist()
+            held0[r] = float(gamma[r, 0])
+            rm[r] = float(room[j.row, r])
         return Decision(j, tuple(w.astype(int).tolist()), speed, mu, "admitted")
 
     made_up = []

@@ -10,9 +10,13 @@ price of the GPUs it takes (Algorithm 2, FIND_ALLOC lines 28–33), and the pric
 The allocation ``x[l, r]`` is the sum over the admitted jobs of class l of the type-r GPUs they take; these
 per-tenant per-type totals are what the daemon applies as limits.
 
-Jobs. A class's jobs come from ``JobClass.job_list``: the ``jobs`` it lists, or, when it lists none, one
-1-GPU job of ``DEFAULT_REMAINING`` seconds per GPU of its demand (per usable GPU when its demand is
-unlimited); the notes say which classes got such made-up jobs. ``remaining`` is the job's work in seconds on
+Jobs. A class's jobs are the ``jobs`` it lists, or, when it lists none, ``JobClass.job_list``'s made-up
+jobs: one 1-GPU job of ``DEFAULT_REMAINING`` seconds per GPU of its demand (per usable GPU when its demand is
+unlimited); the notes say which classes got them. Made-up jobs are counted, never built: a class stands in
+the queue once (a ``Job`` with ``copies``) and its 1-GPU jobs are decided one at a time until the first is
+refused (the rest are identical, and prices only rise within a round), so a class without demand on a large
+cluster costs the GPUs it gets, not one job per GPU of the cluster (issue 22: 76 s at 1 000 tenants before).
+``remaining`` is the job's work in seconds on
 its class's slowest usable type, whose normalized speed is 1 (``VirtualUsers.speed``). A job can use type r
 when its class has a speed there and at least one whole GPU of room under its per-type cap; it fits when
 W_j GPUs of such types are free and within its class's caps (its per-type caps and total demand, less what
@@ -20,9 +24,11 @@ the class's earlier admitted jobs took). A job's speed on a placement s is x_j(s
 uses of the class's normalized speed S_l^r (eq. 1b).
 
 Time. Hadar is round-based (Algorithm 1): one call of this policy is one scheduling round, and a time slot
-is a round of ``ROUND_SECONDS`` = 360 s (the paper's 6-minute rounds, §IV-A). Every job arrives now
-(a_j = 0: the problem carries no arrival times), and a job admitted now holds its GPUs for at least this
-round, so its work counts as at least one round on its slowest usable type:
+is a round of ``ROUND_SECONDS`` = 360 s (the paper's 6-minute rounds, §IV-A). Slot 0 is this round; a job
+admitted now runs from now until it completes, holding its GPUs in the first D_j = ⌈ρ_j / x_j⌉ slots. Its
+utility does not count the time it already waited (a_j is taken as now: a problem carries no clock, and the
+paper's U_j(f_j − a_j) would make a job that waited longer worth less). A job admitted now holds its GPUs
+for at least this round, so its work counts as at least one round on its slowest usable type:
 ρ_j = max(remaining_j / ROUND_SECONDS, Smin_j) rounds of one worker at normalized speed 1 per worker (E_j N_j =
 W_j ρ_j iterations, in the paper's terms), with Smin_j / Smax_j the slowest / fastest speed among the types
 job j can use.
@@ -50,28 +56,36 @@ and a full type costs U_max^r >= every job's utility per GPU ("high enough to bl
 type r costs more than x once γ^r / c^r > ln(x / U_min) / ln(U_max^r / U_min). A type no
 candidate can use keeps the flat price U_min (nobody asks for it).
 
-Admission (eq. 4 and FIND_ALLOC). For job j at the current prices, the best schedule is
-s* = argmax_s φ_j(s), φ_j(s) = U_j(s) − Σ_r k^r w_j^r(s), over the placements s of its W_j workers on the free
-GPUs within its class's caps; the paper's per-round cost Σ_r k^r(t) w^r(t) (Algorithm 2, line 26) at the prices
-before the job (Definition 1 charges k^{j−1}). φ_j is found exactly: for each candidate bottleneck θ (each
-distinct speed of a type the job can use, fastest first), the cheapest W_j GPUs among the types at least that
-fast (cheapest first; ties: the faster type, then the problem's type order) cost the least of any placement
-whose slowest type is at least θ, and their own slowest type is >= θ, so the best of these is s*; a later θ
-replaces the kept one only when its φ is larger by more than 1e-12 relative (ties keep the faster bottleneck).
-The job is admitted when μ_j = φ_j(s*) > 0 (line 30); then γ^r += w_j^r and the prices follow eq. 5.
+Admission (eq. 3a, 4 and FIND_ALLOC). Prices are kept per time slot: γ^r(t) is the type-r GPUs held in slot
+t by the jobs admitted so far this round and k^r(t) follows eq. 5 per slot. For job j the best schedule is
+s* = argmax_s φ_j(s), φ_j(s) = U_j(s) − Σ_{t<D(s)} Σ_r k^r(t) w_j^r(s): the paper's price *over the schedule*
+(eq. 3a: every slot the job holds its GPUs in is paid for), at the prices before the job (Definition 1
+charges k^{j−1}), over the placements s of its W_j workers on the GPUs free now within its class's caps (all
+admitted jobs start now, so γ^r(t) only falls with t: a job that fits slot 0 fits all its slots). A long job
+pays for every round it will hold its GPUs, so at equal utility per GPU the short job wins a contested GPU
+(the paper aims at the average JCT). φ_j is found exactly (``_hadar_admit.find_schedule``: per candidate
+bottleneck θ, the cheapest W_j GPUs at the θ-schedule's price among the types at least that fast; ties keep
+the faster bottleneck). The job is admitted when μ_j = φ_j(s*) > 0 (line 30); then γ^r(t) += w_j^r for
+t < D_j and the prices follow eq. 5. Before issue 22 one round's price was charged whatever the job's length.
 
-Order and ties. The paper's queue is in arrival order, which a problem does not carry; jobs are taken
-shortest remaining time first (t_j^max in seconds, remaining / Smin_j: the paper aims at the average JCT), then
-the larger Smax_j (the more a GPU can be worth to it), then by place in its class's job list (so equal jobs
-of several classes alternate: every class's first job before any class's second), then by the problem's
-order of classes. Tenant weights play no part in the admission (the paper has none); they only split the
-idle GPUs handed out at the end. A job of a class whose job of the same size was turned away earlier in the
-round is turned away too without a search (prices only rise and room only shrinks within a round, so its
-best φ cannot have become positive).
+Order and ties. The paper's queue is in arrival order (Algorithm 1 line 3, Algorithm 2 walks Q by index).
+When every listed job id is a whole number (the daemon's: Slurm job ids, given in submission order; a
+requeued job keeps its id, so its first arrival), jobs are taken by id; otherwise (ids chosen by hand) by
+place in their class's job list, every class's first job before any class's second, classes in the
+problem's order. The made-up classes come after the listed jobs (they have no arrival), round-robin: every
+such class's first 1-GPU job before any one's second; among them, as jobs arriving together, the shortest
+(remaining / Smin) first, then the larger Smax (the more a GPU is worth to it), then the problem's order.
+Before issue 22 every job was taken shortest-remaining-first. Tenant weights play no part in the admission
+(the paper has none); they only split the idle GPUs handed out at the end. A job of a class whose job of
+the same size and remaining work was turned away earlier in the round is turned away too without a search
+(prices only rise and room only shrinks within a round, so its best φ cannot have become positive).
 
 Work conservation. The rule can leave GPUs idle on purpose (it keeps expensive GPUs for jobs worth more,
 and a job that does not fit whole is not placed), so afterwards ``_common.fill_idle`` hands every idle GPU a
-class below its caps can use to those classes, by weight. These are fractional per-type limits, not job
+class below its caps can use to those classes, by weight. The paper does not do this: Algorithm 1 runs the
+admitted jobs only, and a GPU its prices withheld stays idle until a later round. It is kept because the
+daemon's limits are per tenant and type, not per job, and an idle GPU a tenant below its demand could use
+would make the site slower than Slurm alone (docs/_incoming/d22-gandiva-hadar.md has the measured effect). These are fractional per-type limits, not job
 placements: a class may get GPUs that fit none of its jobs whole, and ``job_placements`` lists only the
 admitted jobs. fill_idle only adds, so every admitted job keeps its placement.
 
@@ -92,8 +106,10 @@ other jobs for it), max-min fairness of any kind.
 
 Not implemented from the paper. Servers: the problem has one pool per GPU type, so there is no consolidation
 on few machines, no communication cost between machines and no bandwidth resource (FIND_ALLOC lines 24–27, the
-packed/unpacked variants). Arrival times (a_j = 0 for all) and other utilities: the paper's framework can
-express makespan or finish-time fairness through U_j; only its effective-throughput utility is offered. The
+packed/unpacked variants). Waiting time in the utility (a_j is taken as now, see Time) and other utilities: the paper's framework can
+express makespan or finish-time fairness through U_j; only its effective-throughput utility is offered.
+Jobs scheduled to start in a later slot: every schedule starts now (Algorithm 1 decides each round for the
+current round; a job not admitted waits in the queue). The
 round length is the constant ``ROUND_SECONDS``, not the daemon's period (a policy is a function of the
 problem alone); it only enters U_min, through t_j^max and T. Algorithm 2's recursion over
 subsets of the queue (lines 14–21) is not run: as printed it keeps the branch of smaller total price-weighted
