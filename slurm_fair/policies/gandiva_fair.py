@@ -36,7 +36,6 @@ work-conserving and trades move GPUs between users without idling any.
 from __future__ import annotations
 
 import bisect
-import heapq
 import itertools
 import math
 from dataclasses import dataclass
@@ -77,9 +76,7 @@ class _Pair:
     r: list  # (n,) r_l = speed_b / speed_a (0 where the user cannot run on a)
     bids: list  # r of every user running on both types, ascending
     sell_list: list  # those users by largest r first (ties: lowest index)
-    sell_keys: list  # (-r, index) in that order: a sorted list is a heap
     buy_list: list  # those users by smallest r first (ties: lowest index)
-    buy_keys: list  # (r, index) in that order
     cap_a: list  # (n,) per-type caps on a and on b
     cap_b: list
 
@@ -94,8 +91,8 @@ def _pair(speed: np.ndarray, type_cap: np.ndarray, a: int, b: int) -> _Pair | No
     sell = members[np.lexsort((members, -r[members]))]
     buy = members[np.lexsort((members, r[members]))]
     sell, buy = sell.tolist(), buy.tolist()
-    return _Pair(a, b, rl, sorted(r[members].tolist()), sell, [(-rl[i], i) for i in sell],
-                 buy, [(rl[i], i) for i in buy], type_cap[:, a].tolist(), type_cap[:, b].tolist())
+    return _Pair(a, b, rl, sorted(r[members].tolist()), sell, buy, type_cap[:, a].tolist(),
+                 type_cap[:, b].tolist())
 
 
 def _trade_pair(vu: VirtualUsers, x: np.ndarray, pr: _Pair, rowsum: list, dem: list, budget: int,
@@ -105,38 +102,55 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, pr: _Pair, rowsum: list, dem: l
 
     The seller is the holder of a (not blocked for this pair) with the largest r (ties: lowest index), the
     buyer the other holder of b with the smallest r; each trade exhausts the seller's a, the buyer's b or a
-    cap, so a pair makes at most about 2n trades. The holders are kept in two heaps keyed by (∓r, index),
-    with stale entries dropped when they reach the top: each trade costs O(log n) instead of a scan of all
-    users, with the same choices and the same arithmetic as the scan (Python floats are IEEE doubles, as
+    cap, so a pair makes at most about 2n trades. Instead of a scan of all users per trade, two cursors walk
+    the users sorted by r (sellers from the largest, buyers from the smallest): a user before a cursor that
+    is not a holder now never becomes one in this pair's run (a trade gives a to its buyer, whose r is below
+    the seller's, and b to its seller, whose r is above the buyer's), so the cursors only move forward, and
+    the choices, their order and the arithmetic are those of the scan (Python floats are IEEE doubles, as
     numpy's: the same operations in the same order give the same numbers)."""
     a, b, rl, bids = pr.a, pr.b, pr.r, pr.bids
     xa = x[:, a].tolist()
     xb = x[:, b].tolist()
-    sellers = list(itertools.compress(pr.sell_keys, [v > EPS for v in (xa[i] for i in pr.sell_list)]))
-    buyers = list(itertools.compress(pr.buy_keys, [v > EPS for v in (xb[i] for i in pr.buy_list)]))
+    # the holders now, in the static orders; a user that becomes a holder during the run joins a short
+    # sorted list of its own (a trade's buyer gains a, its seller gains b)
+    sl = list(itertools.compress(pr.sell_list, [xa[i] > EPS for i in pr.sell_list]))
+    bl = list(itertools.compress(pr.buy_list, [xb[i] > EPS for i in pr.buy_list]))
+    s_new: list[tuple[float, int]] = []  # (-r, index), sorted
+    b_new: list[tuple[float, int]] = []  # (r, index), sorted
+    ns, nb = len(sl), len(bl)
     free = [True] * vu.n
     cap_a, cap_b = pr.cap_a, pr.cap_b
-    heappop, heappush, isfinite = heapq.heappop, heapq.heappush, math.isfinite
+    isfinite = math.isfinite
+    ps = pb = 0
     made = 0
     while made < budget:
-        while sellers and not (free[sellers[0][1]] and xa[sellers[0][1]] > EPS):
-            heappop(sellers)
-        if not sellers:
+        while ps < ns and not (free[sl[ps]] and xa[sl[ps]] > EPS):
+            ps += 1
+        while s_new and not (free[s_new[0][1]] and xa[s_new[0][1]] > EPS):
+            del s_new[0]
+        if ps == ns and not s_new:
             return made
-        seller = sellers[0][1]
+        if s_new and (ps == ns or s_new[0] < (-rl[sl[ps]], sl[ps])):
+            seller = s_new[0][1]
+        else:
+            seller = sl[ps]
         rs = rl[seller]
-        held = None
         # the buyers for this seller, cheapest first, until a trade or a block of the seller
         while True:
-            buyer = -1
-            while buyers:
-                i = buyers[0][1]
-                if i == seller:  # the best buyer but the seller
-                    held = heappop(buyers)
-                elif not (free[i] and xb[i] > EPS):
-                    heappop(buyers)
-                else:
-                    buyer = i
+            while pb < nb and not (free[bl[pb]] and xb[bl[pb]] > EPS):
+                pb += 1
+            j = pb
+            while j < nb:
+                i = bl[j]
+                if i != seller and free[i] and xb[i] > EPS:
+                    break
+                j += 1
+            buyer = bl[j] if j < nb else -1
+            for key in b_new:
+                i = key[1]
+                if i != seller and free[i] and xb[i] > EPS:
+                    if buyer < 0 or key < (rl[buyer], buyer):
+                        buyer = i
                     break
             if buyer < 0:
                 return made
@@ -147,7 +161,6 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, pr: _Pair, rowsum: list, dem: l
             # cannot trade: the computation below gives s = 0 and leaves it out; this only skips the price
             if xa[buyer] >= cap_a[buyer] or (rb >= 1 and rowsum[buyer] >= dem[buyer]):
                 free[buyer] = False
-                heappop(buyers)
                 continue
             p = second_price(bids, rs, rb)
             s = min(xa[seller], xb[buyer] * p)
@@ -169,23 +182,20 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, pr: _Pair, rowsum: list, dem: l
                 # this pairing cannot trade (a demand or a type cap is full): leave the limiting side out
                 if lim_b <= lim_s:
                     free[buyer] = False
-                    heappop(buyers)
                     continue
                 free[seller] = False
                 break
-            seller_had_b = xb[seller] > EPS
-            buyer_had_a = xa[buyer] > EPS
             q = s / p
+            if xb[seller] <= EPS:
+                bisect.insort(b_new, (rs, seller))
+            if xa[buyer] <= EPS:
+                bisect.insort(s_new, (-rb, buyer))
             xa[seller] = x[seller, a] = xa[seller] - s
             xb[seller] = x[seller, b] = xb[seller] + q
             xb[buyer] = x[buyer, b] = xb[buyer] - q
             xa[buyer] = x[buyer, a] = xa[buyer] + s
             rowsum[seller] = float(x[seller].sum())
             rowsum[buyer] = float(x[buyer].sum())
-            if not seller_had_b:
-                heappush(buyers, (rs, seller))
-            if not buyer_had_a:
-                heappush(sellers, (-rb, buyer))
             made += 1
             if log is not None:
                 log.append(
@@ -193,8 +203,6 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, pr: _Pair, rowsum: list, dem: l
                     f"{vu.gpu_types[b]} of {vu.tenant[buyer]}/{vu.cls[buyer]} at price {p:.4g}"
                 )
             break
-        if held is not None:
-            heappush(buyers, held)
     return made
 
 
