@@ -33,6 +33,7 @@ class Job:
     remaining: float  # seconds of work on its class's slowest usable type
     arrival: float = math.inf  # its place in the arrival order (the Slurm job id when every id is a number)
     copies: int = 0  # > 0: a made-up class of this many 1-GPU jobs
+    batch: int = 0  # made-up classes of the same batch are decided together, round-robin
 
 
 @dataclass(frozen=True)
@@ -162,8 +163,8 @@ def admit(vu, jobs: list[Job], params: Prices | None, rho: dict[int, float],
     """The primal-dual rule over ``jobs`` in order (``rho``: each job's rounds of work by its index in
     ``jobs``; ``room``: (n, k) whole GPUs per class and type): (x (n, k) GPUs of the admitted jobs, the
     decisions, γ (k, slots) at the end). Listed jobs one by one; then the made-up classes (``copies`` > 0),
-    their 1-GPU jobs round-robin in the order of ``jobs`` (every class's first before any class's second),
-    a class dropping out at its first refusal (its other jobs are identical, prices only rise and room
+    batch by batch, their 1-GPU jobs round-robin inside a batch in the order of ``jobs`` (every class's
+    first before any class's second), a class dropping out at its first refusal (its other jobs are identical, prices only rise and room
     only shrinks within a round, so they would be refused too)."""
     x = np.zeros((vu.n, vu.k))
     decisions: list[Decision] = []
@@ -223,20 +224,22 @@ def admit(vu, jobs: list[Job], params: Prices | None, rho: dict[int, float],
         if d.gpus is None:
             turned_away[key] = (d.reason, d.payoff)
         decisions.append(d)
-    active = made_up
-    pos = 0
-    while active:
-        keep = []
-        for i in active:
-            j = jobs[i]
-            one = Job(j.row, pos, f"{j.id}#{pos}", 1, j.remaining, j.arrival)
-            d = attempt(one, rho[i])
-            if d.gpus is None:
-                decisions.append(Decision(one, None, 0.0, d.payoff, d.reason, j.copies - pos))
-                continue
-            decisions.append(d)
-            if pos + 1 < j.copies:
-                keep.append(i)
-        active = keep
-        pos += 1
+    # made-up classes, batch by batch (``queue``: equal remaining time and best speed), round-robin inside
+    for batch in sorted({jobs[i].batch for i in made_up}):
+        active = [i for i in made_up if jobs[i].batch == batch]
+        pos = 0
+        while active:
+            keep = []
+            for i in active:
+                j = jobs[i]
+                one = Job(j.row, pos, f"{j.id}#{pos}", 1, j.remaining, j.arrival)
+                d = attempt(one, rho[i])
+                if d.gpus is None:
+                    decisions.append(Decision(one, None, 0.0, d.payoff, d.reason, j.copies - pos))
+                    continue
+                decisions.append(d)
+                if pos + 1 < j.copies:
+                    keep.append(i)
+            active = keep
+            pos += 1
     return x, decisions, gamma
