@@ -225,8 +225,11 @@ def admit(vu, jobs: list[Job], params: Prices | None, rho: dict[int, float],
             turned_away[key] = (d.reason, d.payoff)
         decisions.append(d)
     # made-up classes, batch by batch (``queue``: equal remaining time and best speed), round-robin inside
-    for batch in sorted({jobs[i].batch for i in made_up}):
-        active = [i for i in made_up if jobs[i].batch == batch]
+    batches: dict[int, list[int]] = {}
+    for i in made_up:
+        batches.setdefault(jobs[i].batch, []).append(i)
+    for batch in sorted(batches):
+        active = batches[batch]
         pos = 0
         while active:
             keep = []

@@ -202,8 +202,8 @@ def queue(problem: Problem, vu: VirtualUsers | None = None) -> tuple[list[Job], 
 
     listed.sort(key=lambda j: (j.arrival, j.pos, j.row))
     made.sort(key=simultaneous)
-    keys = sorted({simultaneous(j)[:2] for j in made})
-    made = [dataclasses.replace(j, batch=keys.index(simultaneous(j)[:2])) for j in made]
+    batch = {key: b for b, key in enumerate(sorted({simultaneous(j)[:2] for j in made}))}
+    made = [dataclasses.replace(j, batch=batch[simultaneous(j)[:2]]) for j in made]
     return listed + made, [j.row for j in made]
 
 
