@@ -36,7 +36,6 @@ work-conserving and trades move GPUs between users without idling any.
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 from dataclasses import dataclass
 
@@ -75,13 +74,16 @@ class _Pair:
     b: int
     r: list  # (n,) r_l = speed_b / speed_a (0 where the user cannot run on a)
     bids: list  # r of every user running on both types, ascending
-    sell_list: list  # those users by largest r first (ties: lowest index)
-    buy_list: list  # those users by smallest r first (ties: lowest index)
+    sell: np.ndarray  # those users by largest r first (ties: lowest index)
+    buy: np.ndarray  # those users by smallest r first (ties: lowest index)
     cap_a: list  # (n,) per-type caps on a and on b
     cap_b: list
+    r_np: np.ndarray  # r, cap_a and the demands as arrays
+    cap_a_np: np.ndarray
+    dem_np: np.ndarray
 
 
-def _pair(speed: np.ndarray, type_cap: np.ndarray, a: int, b: int) -> _Pair | None:
+def _pair(speed: np.ndarray, type_cap: np.ndarray, demand: np.ndarray, a: int, b: int) -> _Pair | None:
     both = (speed[:, a] > 0) & (speed[:, b] > 0)
     if both.sum() < 2:
         return None
@@ -90,9 +92,8 @@ def _pair(speed: np.ndarray, type_cap: np.ndarray, a: int, b: int) -> _Pair | No
     rl = r.tolist()
     sell = members[np.lexsort((members, -r[members]))]
     buy = members[np.lexsort((members, r[members]))]
-    sell, buy = sell.tolist(), buy.tolist()
     return _Pair(a, b, rl, sorted(r[members].tolist()), sell, buy, type_cap[:, a].tolist(),
-                 type_cap[:, b].tolist())
+                 type_cap[:, b].tolist(), r, type_cap[:, a].copy(), demand)
 
 
 def _trade_pair(vu: VirtualUsers, x: np.ndarray, pr: _Pair, rowsum: list, dem: list, budget: int,
@@ -113,13 +114,24 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, pr: _Pair, rowsum: list, dem: l
     xb = x[:, b].tolist()
     # the holders now, in the static orders; a user that becomes a holder during the run joins a short
     # sorted list of its own (a trade's buyer gains a, its seller gains b)
-    sl = list(itertools.compress(pr.sell_list, [xa[i] > EPS for i in pr.sell_list]))
-    bl = list(itertools.compress(pr.buy_list, [xb[i] > EPS for i in pr.buy_list]))
+    sl = pr.sell[x[pr.sell, a] > EPS].tolist()
+    # holders of b that cannot buy now: no room for a under their cap on a, or a full demand while any
+    # price gives them more GPUs (p > r >= 1). Until they sell (and so change), each is refused the moment
+    # it is the cheapest buyer left: they wait in their own list and are refused in a batch.
+    cap_a = pr.cap_a
+    full_np = (x[:, a] >= pr.cap_a_np) | ((pr.r_np >= 1) & (np.array(rowsum) >= pr.dem_np))
+    holds = x[pr.buy, b] > EPS
+    zb = full_np[pr.buy]
+    bl = pr.buy[holds & ~zb].tolist()
+    zl = pr.buy[holds & zb].tolist()
+    full = full_np.tolist()
+    nz = len(zl)
+    zp = 0
     s_new: list[tuple[float, int]] = []  # (-r, index), sorted
     b_new: list[tuple[float, int]] = []  # (r, index), sorted
     ns, nb = len(sl), len(bl)
     free = [True] * vu.n
-    cap_a, cap_b = pr.cap_a, pr.cap_b
+    cap_b = pr.cap_b
     isfinite = math.isfinite
     ps = pb = 0
     made = 0
@@ -135,6 +147,10 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, pr: _Pair, rowsum: list, dem: l
         else:
             seller = sl[ps]
         rs = rl[seller]
+        if full[seller]:  # it may change now: from here on it is an ordinary holder of b
+            full[seller] = False
+            if xb[seller] > EPS:
+                bisect.insort(b_new, (rs, seller))
         # the buyers for this seller, cheapest first, until a trade or a block of the seller
         while True:
             while pb < nb and not (free[bl[pb]] and xb[bl[pb]] > EPS):
@@ -152,6 +168,17 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, pr: _Pair, rowsum: list, dem: l
                     if buyer < 0 or key < (rl[buyer], buyer):
                         buyer = i
                     break
+            # the waiting ones cheaper than this buyer come first: each ends the run or is refused
+            while zp < nz:
+                i = zl[zp]
+                if buyer >= 0 and (rl[i], i) > (rl[buyer], buyer):
+                    break
+                zp += 1
+                if not full[i] or not free[i]:  # it sold (and is an ordinary holder now), or was left out
+                    continue
+                if rs <= rl[i] * (1 + 1e-9):
+                    return made
+                free[i] = False
             if buyer < 0:
                 return made
             rb = rl[buyer]
@@ -215,7 +242,7 @@ def trade(vu: VirtualUsers, x: np.ndarray, log: list[str] | None = None) -> np.n
     order = sorted(range(vu.k), key=lambda j: (mean[j], j))
     pairs = [(order[p], order[q]) for p in range(vu.k) for q in range(p + 1, vu.k)]
     pairs.sort(key=lambda ab: (-(mean[ab[1]] / max(mean[ab[0]], EPS)), ab))  # widest speed gap first
-    prepared = [pr for pr in (_pair(speed, vu.type_cap, a, b) for a, b in pairs) if pr is not None]
+    prepared = [pr for pr in (_pair(speed, vu.type_cap, vu.demand, a, b) for a, b in pairs) if pr is not None]
     rowsum = [float(x[i].sum()) for i in range(vu.n)]
     dem = vu.demand.tolist()
     trades = 0
