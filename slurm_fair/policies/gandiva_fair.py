@@ -96,10 +96,10 @@ def _pair(speed: np.ndarray, type_cap: np.ndarray, demand: np.ndarray, a: int, b
                  type_cap[:, b].tolist(), r, type_cap[:, a].copy(), demand)
 
 
-def _trade_pair(vu: VirtualUsers, x: np.ndarray, pr: _Pair, rowsum: list, dem: list, budget: int,
-                log: list[str] | None) -> int:
-    """All trades of slow type a for fast type b (in place on ``x`` and ``rowsum``, each row's
-    ``x[i].sum()``); returns how many were made.
+def _trade_pair(vu: VirtualUsers, x: np.ndarray, cols: list, pr: _Pair, rowsum: list, rowsum_np: np.ndarray,
+                dem: list, budget: int, log: list[str] | None) -> int:
+    """All trades of slow type a for fast type b (in place on ``x``, its columns as lists ``cols`` and
+    ``rowsum`` / ``rowsum_np``, each row's ``x[i].sum()``); returns how many were made.
 
     The seller is the holder of a (not blocked for this pair) with the largest r (ties: lowest index), the
     buyer the other holder of b with the smallest r; each trade exhausts the seller's a, the buyer's b or a
@@ -110,8 +110,7 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, pr: _Pair, rowsum: list, dem: l
     the choices, their order and the arithmetic are those of the scan (Python floats are IEEE doubles, as
     numpy's: the same operations in the same order give the same numbers)."""
     a, b, rl, bids = pr.a, pr.b, pr.r, pr.bids
-    xa = x[:, a].tolist()
-    xb = x[:, b].tolist()
+    xa, xb = cols[a], cols[b]  # x's columns as lists, kept equal to x
     # the holders now, in the static orders; a user that becomes a holder during the run joins a short
     # sorted list of its own (a trade's buyer gains a, its seller gains b)
     sl = pr.sell[x[pr.sell, a] > EPS].tolist()
@@ -119,7 +118,7 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, pr: _Pair, rowsum: list, dem: l
     # price gives them more GPUs (p > r >= 1). Until they sell (and so change), each is refused the moment
     # it is the cheapest buyer left: they wait in their own list and are refused in a batch.
     cap_a = pr.cap_a
-    full_np = (x[:, a] >= pr.cap_a_np) | ((pr.r_np >= 1) & (np.array(rowsum) >= pr.dem_np))
+    full_np = (x[:, a] >= pr.cap_a_np) | ((pr.r_np >= 1) & (rowsum_np >= pr.dem_np))
     holds = x[pr.buy, b] > EPS
     zb = full_np[pr.buy]
     bl = pr.buy[holds & ~zb].tolist()
@@ -221,8 +220,8 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, pr: _Pair, rowsum: list, dem: l
             xb[seller] = x[seller, b] = xb[seller] + q
             xb[buyer] = x[buyer, b] = xb[buyer] - q
             xa[buyer] = x[buyer, a] = xa[buyer] + s
-            rowsum[seller] = float(x[seller].sum())
-            rowsum[buyer] = float(x[buyer].sum())
+            rowsum[seller] = rowsum_np[seller] = float(x[seller].sum())
+            rowsum[buyer] = rowsum_np[buyer] = float(x[buyer].sum())
             made += 1
             if log is not None:
                 log.append(
@@ -244,13 +243,15 @@ def trade(vu: VirtualUsers, x: np.ndarray, log: list[str] | None = None) -> np.n
     pairs.sort(key=lambda ab: (-(mean[ab[1]] / max(mean[ab[0]], EPS)), ab))  # widest speed gap first
     prepared = [pr for pr in (_pair(speed, vu.type_cap, vu.demand, a, b) for a, b in pairs) if pr is not None]
     rowsum = [float(x[i].sum()) for i in range(vu.n)]
+    rowsum_np = np.array(rowsum)
+    cols = [x[:, j].tolist() for j in range(vu.k)]
     dem = vu.demand.tolist()
     trades = 0
     progress = True
     while progress and trades < MAX_TRADES:
         progress = False
         for pr in prepared:
-            made = _trade_pair(vu, x, pr, rowsum, dem, MAX_TRADES - trades, log)
+            made = _trade_pair(vu, x, cols, pr, rowsum, rowsum_np, dem, MAX_TRADES - trades, log)
             trades += made
             progress = progress or made > 0
     return x
