@@ -150,6 +150,9 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, cols: list, pr: _Pair, rowsum: 
             full[seller] = False
             if xb[seller] > EPS:
                 bisect.insort(b_new, (rs, seller))
+        # second_price's bid below the seller (the same for every buyer of this seller)
+        k = bisect.bisect_left(bids, rs * (1 - REL)) - 1
+        bid = bids[k] if k >= 0 else -math.inf
         # the buyers for this seller, cheapest first, until a trade or a block of the seller
         while True:
             while pb < nb and not (free[bl[pb]] and xb[bl[pb]] > EPS):
@@ -188,7 +191,7 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, cols: list, pr: _Pair, rowsum: 
             if xa[buyer] >= cap_a[buyer] or (rb >= 1 and rowsum[buyer] >= dem[buyer]):
                 free[buyer] = False
                 continue
-            p = second_price(bids, rs, rb)
+            p = float(bid) if bid > rb * (1 + REL) else (rs + rb) / 2  # second_price(bids, rs, rb)
             s = min(xa[seller], xb[buyer] * p)
             # GPU counts: seller changes by s/p - s, buyer by s - s/p; keep both within demand, and the
             # seller's b (s/p more) and the buyer's a (s more) within their per-type caps
