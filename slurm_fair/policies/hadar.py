@@ -88,7 +88,8 @@ and a job that does not fit whole is not placed), so afterwards ``_common.fill_i
 class below its caps can use to those classes, by weight. The paper does not do this: Algorithm 1 runs the
 admitted jobs only, and a GPU its prices withheld stays idle until a later round. It is kept because the
 daemon's limits are per tenant and type, not per job, and an idle GPU a tenant below its demand could use
-would make the site slower than Slurm alone (docs/_incoming/d22-gandiva-hadar.md has the measured effect). These are fractional per-type limits, not job
+would make the site slower than Slurm alone. Measured (issue 22, Philly-like instances, 300 and 1 000
+tenants): the admitted jobs hold 70-82 % of the GPUs and fill_idle adds 1.2-3.4 % throughput. These are fractional per-type limits, not job
 placements: a class may get GPUs that fit none of its jobs whole, and ``job_placements`` lists only the
 admitted jobs. fill_idle only adds, so every admitted job keeps its placement.
 
