@@ -122,11 +122,19 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, cols: list, pr: _Pair, rowsum: 
     # it is the cheapest buyer left: they wait in their own list and are refused in a batch.
     cap_a = pr.cap_a
     full_np = (x[:, a] >= pr.cap_a_np) | ((pr.r_np >= 1) & (rowsum_np >= pr.dem_np))
+    # ... and those whose demand room is so small that even at p = r (the lowest price they could pay;
+    # the limit below only falls as p rises, IEEE operations being monotone) it allows at most EPS GPUs:
+    # refused whenever the seller has no cap of its own on b (then the buyer's limit is the smaller)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lim = np.maximum(pr.dem_np - rowsum_np, 0.0) / (1 - 1 / pr.r_np)
+    tiny_np = (pr.r_np > 1) & (lim <= EPS) & ~full_np
+    full_np |= tiny_np
     holds = x[pr.buy, b] > EPS
     zb = full_np[pr.buy]
     bl = pr.buy[holds & ~zb].tolist()
     zl = pr.buy[holds & zb].tolist()
     full = full_np.tolist()
+    tiny = tiny_np.tolist()
     nz = len(zl)
     zp = 0
     s_new: list[tuple[float, int]] = []  # (-r, index), sorted
@@ -150,9 +158,10 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, cols: list, pr: _Pair, rowsum: 
             seller = sl[ps]
         rs = rl[seller]
         if full[seller]:  # it may change now: from here on it is an ordinary holder of b
-            full[seller] = False
+            full[seller] = tiny[seller] = False
             if xb[seller] > EPS:
                 bisect.insort(b_new, (rs, seller))
+        seller_capped = isfinite(cap_b[seller])
         # second_price's bid below the seller (the same for every buyer of this seller)
         k = bisect.bisect_left(bids, rs * (1 - REL)) - 1
         bid = bids[k] if k >= 0 else -math.inf
@@ -178,12 +187,16 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, cols: list, pr: _Pair, rowsum: 
                 i = zl[zp]
                 if buyer >= 0 and (rl[i], i) > (rl[buyer], buyer):
                     break
-                zp += 1
                 if not full[i] or not free[i]:  # it sold (and is an ordinary holder now), or was left out
+                    zp += 1
                     continue
                 if rs <= rl[i] * (1 + 1e-9):
                     return made
+                if tiny[i] and seller_capped:  # the full computation decides (and comes back here)
+                    buyer = i
+                    break
                 free[i] = False
+                zp += 1
             if buyer < 0:
                 return made
             rb = rl[buyer]
