@@ -54,12 +54,16 @@ def test_worked_example_by_hand_from_eq_5_to_8():
     np.testing.assert_allclose(prm.price(np.array([1.0, 2.0]), vu.capacity), [1920 ** 0.25 / 192, 10.0])
 
     a = hadar.solve(p)
-    # f1 (3 GPUs) first: V100 alone has 2 < 3, so its gang spans: at equal prices 1/192 the faster V100s, then
-    #   one K80; it runs at min(10, 1) = 1: U = 3 * 1 = 3, cost 3/192, mu = 2.984 > 0 -> admitted.
-    #   gamma = (1, 2): k80 price 1920^(1/4)/192 = 0.03448, v100 full at 10.
-    # s1: 1 K80, mu = 1 - 0.03448 > 0 -> admitted; k80 price 1920^(1/2)/192 = 0.2282
-    # s2: mu = 1 - 0.2282 > 0 -> admitted; k80 price 1920^(3/4)/192 = 1.511
-    # s3: mu = 1 - 1.511 < 0 -> priced out; s4 does not fit.
+    # The price is charged over the schedule: a job holds its GPUs for D = ceil(rho / x) slots of 360 s and
+    # pays each slot's price (eq. 3a); T = 4 gives 4 slots, all at U_min = 1/192 before the first job.
+    # f1 (3 GPUs, 1 round) first: V100 alone has 2 < 3, so its gang spans: at equal prices 1/192 the faster
+    #   V100s, then one K80; it runs at min(10, 1) = 1 for D = 1 slot: U = 3, cost 3/192, mu = 2.984 -> admitted.
+    #   slot 0: gamma = (1, 2): k80 1920^(1/4)/192 = 0.03448, v100 full at 10; slots 1-3 still at 1/192.
+    # s1 (2 rounds on a K80, D = 2): mu = 1 - (1920^(1/4) + 1)/192 = 0.9603 -> admitted; k80 gamma (2, 1, 0, 0)
+    # s2 (D = 3): mu = 1 - (1920^(1/2) + 1920^(1/4) + 1)/192 = 0.7321 -> admitted; k80 gamma (3, 2, 1, 0)
+    # s3 (D = 4): mu = 1 - (1920^(3/4) + 1920^(1/2) + 1920^(1/4) + 1)/192 = -0.7786 -> priced out
+    #   (charged one round only, as before this fix: 1 - 1920^(3/4)/192 = -0.511); s4 does not fit.
+    # slot 0's k80 price at the end: 1920^(3/4)/192 = 1.511.
     # fill_idle: the last K80 goes to slow/cnn (below its demand of 11 GPUs; fast/bert is at its demand 3).
     np.testing.assert_allclose(a.x, [[1.0, 2.0], [3.0, 0.0]])
     assert [(q.job, dict(q.gpus), q.speed) for q in a.job_placements] == [
@@ -73,7 +77,8 @@ def test_worked_example_by_hand_from_eq_5_to_8():
     _, decisions = hadar.admit(vu, jobs, prm)
     assert [d.reason for d in decisions] == ["admitted"] * 3 + ["priced out", "no room"]
     np.testing.assert_allclose([d.payoff for d in decisions[:4]],
-                               [3 - 3 / 192, 1 - 1920 ** 0.25 / 192, 1 - 1920 ** 0.5 / 192, 1 - 1920 ** 0.75 / 192])
+                               [3 - 3 / 192, 1 - (1920 ** 0.25 + 1) / 192, 1 - (1920 ** 0.5 + 1920 ** 0.25 + 1) / 192,
+                                1 - (1920 ** 0.75 + 1920 ** 0.5 + 1920 ** 0.25 + 1) / 192])
     assert a.per_tenant() == {"fast": {"k80": 1.0, "v100": 2.0}, "slow": {"k80": 3.0, "v100": 0.0}}
 
 
@@ -217,7 +222,8 @@ def test_caps_capacity_whole_gangs_and_work_conservation(problem):
     cand = hadar.candidates(vu, jl)
     if cand:
         first = cand[0]
-        assert any(q.job == first.id and rows[(q.tenant, q.cls)] == first.row for q in a.job_placements)
+        want = f"{first.id}#0" if first.copies else first.id  # a made-up class: its first 1-GPU job
+        assert any(q.job == want and rows[(q.tenant, q.cls)] == first.row for q in a.job_placements)
         prm = hadar.price_parameters(vu, jl)
         usable = hadar.usable_types(vu)
         slowest = [float(vu.speed[j.row][usable[j.row]].min()) for j in cand]
@@ -331,3 +337,84 @@ def test_registered_after_the_others():
     assert policies.names()[-1] == "hadar"
     assert policies.solve("hadar", worked()).policy == "hadar"
     assert not policies.takes_warm("hadar")
+
+
+# --------------------------------------------------------------------------- issue 22: true to the paper
+
+
+def test_jobs_are_taken_in_arrival_order_by_slurm_job_id():
+    # Two tenants, 2 V100s; a's job 5 (2 GPUs, 3600 s = 10 rounds) arrived before b's job 9 (2 GPUs, 360 s).
+    # Arrival order (the paper's queue; Slurm ids grow with submission) takes job 5 first, although job 9 is
+    # shorter (the rule before issue 22 took it first). T = 10, C = 2, min t^max W = min(20, 2) = 2, eta = 10,
+    # U_min = 1 / (4 * 10 * 10) = 1/400: job 5 pays 2 GPUs x 10 slots x 1/400 = 0.05, mu = 2 - 0.05 = 1.95 > 0:
+    # admitted on both V100s; job 9 then does not fit.
+    p = problem_from_dict({"gpu_types": {"v100": 2}, "tenants": [
+        {"name": "a", "classes": [{"name": "x", "throughput": {"v100": 1},
+                                   "jobs": [{"id": "5", "gpus": 2, "remaining": 3600}]}]},
+        {"name": "b", "classes": [{"name": "y", "throughput": {"v100": 1},
+                                   "jobs": [{"id": "9", "gpus": 2, "remaining": 360}]}]}]})
+    vu = p.virtual_users()
+    jobs, _ = hadar.queue(p, vu)
+    assert [j.id for j in jobs] == ["5", "9"]
+    prm = hadar.price_parameters(vu, jobs)
+    assert prm.u_min == pytest.approx(1 / 400) and prm.slots == 10
+    _, decisions = hadar.admit(vu, jobs, prm)
+    assert [d.reason for d in decisions] == ["admitted", "no room"]
+    assert decisions[0].payoff == pytest.approx(1.95)
+    a = hadar.solve(p)
+    np.testing.assert_allclose(a.x, [[2.0], [0.0]])
+    # ids that are not all numbers: the listing order (every class's first job, then every class's second)
+    q = problem_from_dict({"gpu_types": {"v100": 2}, "tenants": [
+        {"name": "a", "classes": [{"name": "x", "throughput": {"v100": 1},
+                                   "jobs": [{"id": "late", "gpus": 2, "remaining": 3600}]}]},
+        {"name": "b", "classes": [{"name": "y", "throughput": {"v100": 1},
+                                   "jobs": [{"id": "9", "gpus": 2, "remaining": 360}]}]}]})
+    assert [j.id for j in hadar.queue(q)[0]] == ["late", "9"]
+
+
+def test_the_price_is_charged_over_every_slot_the_job_holds():
+    # One class, 4 K80s (speed 1, so U_max = 1), four 1-GPU jobs of 1440 s = 4 rounds each (D = 4 slots).
+    # T = 4, C = 4, min t^max W = 4, eta = T C / 4 = 4, U_min = 1 / (4 * 4 * 4) = 1/64, R = U_max / U_min = 64:
+    # k(gamma) = 64^(gamma/4 - 1) in each slot, and every admitted job raises all 4 slots by one GPU.
+    #   j1: 4 * 64^-1 = 0.0625 -> mu 0.9375; j2: 4 * 64^-0.75 = 0.1768 -> 0.8232; j3: 4 * 64^-0.5 = 0.5 -> 0.5;
+    #   j4: 4 * 64^-0.25 = 1.4142 -> mu -0.4142: priced out. Charged one slot only (the rule before issue 22)
+    #   j4 would pay 64^-0.25 = 0.354 and be admitted. The idle K80 then goes to the class (fill_idle).
+    p = problem_from_dict({"gpu_types": {"k80": 4}, "tenants": [
+        {"name": "a", "classes": [{"name": "x", "throughput": {"k80": 1},
+                                   "jobs": [{"id": f"j{i}", "gpus": 1, "remaining": 1440} for i in range(1, 5)]}]}]})
+    vu = p.virtual_users()
+    jobs, _ = hadar.queue(p, vu)
+    prm = hadar.price_parameters(vu, jobs)
+    assert prm.u_min == pytest.approx(1 / 64) and prm.slots == 4
+    _, decisions = hadar.admit(vu, jobs, prm)
+    assert [d.reason for d in decisions] == ["admitted"] * 3 + ["priced out"]
+    np.testing.assert_allclose([d.payoff for d in decisions],
+                               [1 - 4 / 64, 1 - 4 * 64 ** -0.75, 1 - 4 * 64 ** -0.5, 1 - 4 * 64 ** -0.25])
+    a = hadar.solve(p)
+    assert [q.job for q in a.job_placements] == ["j1", "j2", "j3"]
+    np.testing.assert_allclose(a.x, [[4.0]])
+    assert "1 idle GPU(s) handed" in "\n".join(a.notes)
+
+
+def test_a_class_without_demand_is_decided_without_a_job_per_gpu():
+    # One class, no demand, no jobs, 10 000 K80s: it stands for 10 000 made-up 1-GPU jobs of 3600 s (10 rounds).
+    # T = 10, C = 1e4, min t^max W = 10, eta = 1e4, U_min = 1 / (4 * 1e4 * 10) = 2.5e-6, R = 1 / U_min = 4e5.
+    # The n-th job pays 10 slots at U_min R^((n-1)/C) and is admitted while that is below its utility 1:
+    # n - 1 < C ln(1 / (10 U_min)) / ln R = 1e4 ln(4e4) / ln(4e5) = 8214.94, so 8215 are admitted and the
+    # 8216th is refused, which ends the class (the other 1784 are identical). The paper would leave the
+    # 1785 GPUs its prices withheld idle; fill_idle hands them to the class.
+    p = problem_from_dict({"gpu_types": {"k80": 10000}, "tenants": [
+        {"name": "a", "classes": [{"name": "x", "throughput": {"k80": 1}}]}]})
+    vu = p.virtual_users()
+    jobs, made_up = hadar.queue(p, vu)
+    assert made_up == [0] and len(jobs) == 1 and jobs[0].copies == 10000
+    want = math.floor(1e4 * math.log(4e4) / math.log(4e5)) + 1
+    assert want == 8215
+    _, decisions = hadar.admit(vu, jobs, hadar.price_parameters(vu, jobs))
+    assert len(decisions) == want + 1 and decisions[-1].count == 10000 - want
+    assert decisions[-1].reason == "priced out" and decisions[-1].job.id == f"x#{want}"
+    a = hadar.solve(p)
+    assert len(a.job_placements) == want
+    assert a.notes[0] == f"hadar: 10000 job(s), {want} admitted on {want} GPU(s), {10000 - want} turned away " \
+                         f"(0 did not fit, {10000 - want} priced out)"
+    np.testing.assert_allclose(a.x, [[10000.0]])

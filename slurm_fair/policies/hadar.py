@@ -10,9 +10,13 @@ price of the GPUs it takes (Algorithm 2, FIND_ALLOC lines 28–33), and the pric
 The allocation ``x[l, r]`` is the sum over the admitted jobs of class l of the type-r GPUs they take; these
 per-tenant per-type totals are what the daemon applies as limits.
 
-Jobs. A class's jobs come from ``JobClass.job_list``: the ``jobs`` it lists, or, when it lists none, one
-1-GPU job of ``DEFAULT_REMAINING`` seconds per GPU of its demand (per usable GPU when its demand is
-unlimited); the notes say which classes got such made-up jobs. ``remaining`` is the job's work in seconds on
+Jobs. A class's jobs are the ``jobs`` it lists, or, when it lists none, ``JobClass.job_list``'s made-up
+jobs: one 1-GPU job of ``DEFAULT_REMAINING`` seconds per GPU of its demand (per usable GPU when its demand is
+unlimited); the notes say which classes got them. Made-up jobs are counted, never built: a class stands in
+the queue once (a ``Job`` with ``copies``) and its 1-GPU jobs are decided one at a time until the first is
+refused (the rest are identical, and prices only rise within a round), so a class without demand on a large
+cluster costs the GPUs it gets, not one job per GPU of the cluster (issue 22: 76 s at 1 000 tenants before).
+``remaining`` is the job's work in seconds on
 its class's slowest usable type, whose normalized speed is 1 (``VirtualUsers.speed``). A job can use type r
 when its class has a speed there and at least one whole GPU of room under its per-type cap; it fits when
 W_j GPUs of such types are free and within its class's caps (its per-type caps and total demand, less what
@@ -20,9 +24,11 @@ the class's earlier admitted jobs took). A job's speed on a placement s is x_j(s
 uses of the class's normalized speed S_l^r (eq. 1b).
 
 Time. Hadar is round-based (Algorithm 1): one call of this policy is one scheduling round, and a time slot
-is a round of ``ROUND_SECONDS`` = 360 s (the paper's 6-minute rounds, §IV-A). Every job arrives now
-(a_j = 0: the problem carries no arrival times), and a job admitted now holds its GPUs for at least this
-round, so its work counts as at least one round on its slowest usable type:
+is a round of ``ROUND_SECONDS`` = 360 s (the paper's 6-minute rounds, §IV-A). Slot 0 is this round; a job
+admitted now runs from now until it completes, holding its GPUs in the first D_j = ⌈ρ_j / x_j⌉ slots. Its
+utility does not count the time it already waited (a_j is taken as now: a problem carries no clock, and the
+paper's U_j(f_j − a_j) would make a job that waited longer worth less). A job admitted now holds its GPUs
+for at least this round, so its work counts as at least one round on its slowest usable type:
 ρ_j = max(remaining_j / ROUND_SECONDS, Smin_j) rounds of one worker at normalized speed 1 per worker (E_j N_j =
 W_j ρ_j iterations, in the paper's terms), with Smin_j / Smax_j the slowest / fastest speed among the types
 job j can use.
@@ -50,28 +56,40 @@ and a full type costs U_max^r >= every job's utility per GPU ("high enough to bl
 type r costs more than x once γ^r / c^r > ln(x / U_min) / ln(U_max^r / U_min). A type no
 candidate can use keeps the flat price U_min (nobody asks for it).
 
-Admission (eq. 4 and FIND_ALLOC). For job j at the current prices, the best schedule is
-s* = argmax_s φ_j(s), φ_j(s) = U_j(s) − Σ_r k^r w_j^r(s), over the placements s of its W_j workers on the free
-GPUs within its class's caps; the paper's per-round cost Σ_r k^r(t) w^r(t) (Algorithm 2, line 26) at the prices
-before the job (Definition 1 charges k^{j−1}). φ_j is found exactly: for each candidate bottleneck θ (each
-distinct speed of a type the job can use, fastest first), the cheapest W_j GPUs among the types at least that
-fast (cheapest first; ties: the faster type, then the problem's type order) cost the least of any placement
-whose slowest type is at least θ, and their own slowest type is >= θ, so the best of these is s*; a later θ
-replaces the kept one only when its φ is larger by more than 1e-12 relative (ties keep the faster bottleneck).
-The job is admitted when μ_j = φ_j(s*) > 0 (line 30); then γ^r += w_j^r and the prices follow eq. 5.
+Admission (eq. 3a, 4 and FIND_ALLOC). Prices are kept per time slot: γ^r(t) is the type-r GPUs held in slot
+t by the jobs admitted so far this round and k^r(t) follows eq. 5 per slot. For job j the best schedule is
+s* = argmax_s φ_j(s), φ_j(s) = U_j(s) − Σ_{t<D(s)} Σ_r k^r(t) w_j^r(s): the paper's price *over the schedule*
+(eq. 3a: every slot the job holds its GPUs in is paid for), at the prices before the job (Definition 1
+charges k^{j−1}), over the placements s of its W_j workers on the GPUs free now within its class's caps (all
+admitted jobs start now, so γ^r(t) only falls with t: a job that fits slot 0 fits all its slots). A long job
+pays for every round it will hold its GPUs, so at equal utility per GPU the short job wins a contested GPU
+(the paper aims at the average JCT). φ_j is found exactly (``_hadar_admit.find_schedule``: per candidate
+bottleneck θ, the cheapest W_j GPUs at the θ-schedule's price among the types at least that fast; ties keep
+the faster bottleneck). The job is admitted when μ_j = φ_j(s*) > 0 (line 30); then γ^r(t) += w_j^r for
+t < D_j and the prices follow eq. 5. Before issue 22 one round's price was charged whatever the job's length.
 
-Order and ties. The paper's queue is in arrival order, which a problem does not carry; jobs are taken
-shortest remaining time first (t_j^max in seconds, remaining / Smin_j: the paper aims at the average JCT), then
-the larger Smax_j (the more a GPU can be worth to it), then by place in its class's job list (so equal jobs
-of several classes alternate: every class's first job before any class's second), then by the problem's
-order of classes. Tenant weights play no part in the admission (the paper has none); they only split the
-idle GPUs handed out at the end. A job of a class whose job of the same size was turned away earlier in the
-round is turned away too without a search (prices only rise and room only shrinks within a round, so its
-best φ cannot have become positive).
+Order and ties. The paper's queue is in arrival order (Algorithm 1 line 3, Algorithm 2 walks Q by index).
+When every listed job id is a whole number (the daemon's: Slurm job ids, given in submission order; a
+requeued job keeps its id, so its first arrival), jobs are taken by id; otherwise (ids chosen by hand) by
+place in their class's job list, every class's first job before any class's second, classes in the
+problem's order. The made-up classes come after the listed jobs (they have no arrival); as jobs arriving
+together they are taken shortest first (remaining / Smin), then the larger Smax (the more a GPU can be worth
+to it: the paper maximizes total utility), and classes equal in both round-robin (every such class's first
+1-GPU job before any one's second), in the problem's order. This is the order the made-up jobs had before
+issue 22; a round-robin over all made-up classes instead lost 24-55 % of the admitted jobs' utility on the
+Philly-like benchmark instances (slow-gaining classes took fast GPUs while they were cheap).
+Before issue 22 every job was taken shortest-remaining-first. Tenant weights play no part in the admission
+(the paper has none); they only split the idle GPUs handed out at the end. A job of a class whose job of
+the same size and remaining work was turned away earlier in the round is turned away too without a search
+(prices only rise and room only shrinks within a round, so its best φ cannot have become positive).
 
 Work conservation. The rule can leave GPUs idle on purpose (it keeps expensive GPUs for jobs worth more,
 and a job that does not fit whole is not placed), so afterwards ``_common.fill_idle`` hands every idle GPU a
-class below its caps can use to those classes, by weight. These are fractional per-type limits, not job
+class below its caps can use to those classes, by weight. The paper does not do this: Algorithm 1 runs the
+admitted jobs only, and a GPU its prices withheld stays idle until a later round. It is kept because the
+daemon's limits are per tenant and type, not per job, and an idle GPU a tenant below its demand could use
+would make the site slower than Slurm alone. Measured (issue 22, Philly-like instances, 300 and 1 000
+tenants): the admitted jobs hold 70-82 % of the GPUs and fill_idle adds 1.2-3.4 % throughput. These are fractional per-type limits, not job
 placements: a class may get GPUs that fit none of its jobs whole, and ``job_placements`` lists only the
 admitted jobs. fill_idle only adds, so every admitted job keeps its placement.
 
@@ -92,8 +110,10 @@ other jobs for it), max-min fairness of any kind.
 
 Not implemented from the paper. Servers: the problem has one pool per GPU type, so there is no consolidation
 on few machines, no communication cost between machines and no bandwidth resource (FIND_ALLOC lines 24–27, the
-packed/unpacked variants). Arrival times (a_j = 0 for all) and other utilities: the paper's framework can
-express makespan or finish-time fairness through U_j; only its effective-throughput utility is offered. The
+packed/unpacked variants). Waiting time in the utility (a_j is taken as now, see Time) and other utilities: the paper's framework can
+express makespan or finish-time fairness through U_j; only its effective-throughput utility is offered.
+Jobs scheduled to start in a later slot: every schedule starts now (Algorithm 1 decides each round for the
+current round; a job not admitted waits in the queue). The
 round length is the constant ``ROUND_SECONDS``, not the daemon's period (a policy is a function of the
 problem alone); it only enters U_min, through t_j^max and T. Algorithm 2's recursion over
 subsets of the queue (lines 14–21) is not run: as printed it keeps the branch of smaller total price-weighted
@@ -108,7 +128,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -116,49 +135,15 @@ from .. import lp
 from ..errors import InputError
 from ..model import DEFAULT_REMAINING, Allocation, JobPlacement, Problem, VirtualUsers
 from ._common import TOL, at_caps, capped_note, clean, fill_idle, finish
+from ._hadar_admit import Decision, Job, Prices, admit as _admit, duration, find_alloc, find_schedule
 from .base import Policy
+
+__all__ = ["Decision", "Job", "Prices", "admit", "candidates", "duration", "find_alloc", "find_schedule",
+           "price_parameters", "queue", "solve", "usable_types", "work_rounds", "POLICY"]
 
 NAME = "hadar"
 ROUND_SECONDS = 360.0  # one time slot = one scheduling round (the paper's 6 minutes, §IV-A)
-_TIE = 1e-12  # relative margin by which a payoff must exceed another (or 0) to count as larger
 _LIST = 5  # names listed in a note before "..."
-
-
-@dataclass(frozen=True)
-class Job:
-    """One job of the round's queue."""
-
-    row: int  # virtual user (tenant, class) it belongs to
-    pos: int  # its index in its class's job list
-    id: str
-    gpus: int  # W_j
-    remaining: float  # seconds of work on its class's slowest usable type
-
-
-@dataclass(frozen=True)
-class Prices:
-    """The price function's parameters (eq. 5–8) for one round."""
-
-    u_min: float  # U_min (eq. 7), the same for every type
-    u_max: np.ndarray  # (k,) U_max^r (eq. 6)
-    eta: float  # η
-    horizon: float  # T, in rounds
-    alpha: float  # Theorem 2's α = max(1, max_r ln(U_max^r / U_min))
-
-    def price(self, gamma: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-        """Eq. 5: k^r = U_min (U_max^r / U_min)^(γ^r / c^r) per type (inf for a type without GPUs)."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(capacity > 0, gamma / np.where(capacity > 0, capacity, 1.0), np.inf)
-            return np.where(capacity > 0, self.u_min * (self.u_max / self.u_min) ** frac, np.inf)
-
-
-@dataclass(frozen=True)
-class Decision:
-    job: Job
-    gpus: tuple[int, ...] | None  # (k,) GPUs per type when admitted, None when turned away
-    speed: float  # x_j(s*): the gang's speed (its slowest type's); 0 when turned away
-    payoff: float  # μ_j = U_j(s*) − cost(s*); -inf when it did not fit
-    reason: str  # "admitted", "no room" (does not fit the free GPUs within its class's caps), "priced out"
 
 
 def usable_types(vu: VirtualUsers) -> np.ndarray:
@@ -172,38 +157,56 @@ def _type_room(vu: VirtualUsers) -> np.ndarray:
     return np.where(usable_types(vu), np.floor(np.minimum(vu.type_cap, vu.capacity[None, :]) + 1e-9), 0.0)
 
 
+def _arrival(jobs) -> bool:
+    """Whether every listed job id is a whole number (Slurm's job ids, given in submission order)."""
+    try:
+        return all(float(int(j.id)) == float(j.id) for j in jobs)
+    except ValueError:
+        return False
+
+
 def queue(problem: Problem, vu: VirtualUsers | None = None) -> tuple[list[Job], list[int]]:
     """The round's jobs in the order Hadar decides them (module docstring) and the rows of the classes whose
-    jobs were made up (``JobClass.job_list``). Raises InputError for a job with no whole GPU count >= 1 or a
-    remaining time that is not a finite number >= 0 (a Problem built in code, not parsed)."""
+    jobs are made up (each one ``Job`` with ``copies`` identical 1-GPU jobs, after the listed jobs). Raises
+    InputError for a job with no whole GPU count >= 1 or a remaining time that is not a finite number >= 0
+    (a Problem built in code, not parsed)."""
     vu = problem.virtual_users() if vu is None else vu
     usable = usable_types(vu)
     room = _type_room(vu)
-    jobs: list[Job] = []
-    made_up: list[int] = []
+    listed: list[Job] = []
+    made: list[Job] = []
     row = 0
     for t in problem.tenants:
         for c in t.classes:
-            listed, fake = c.job_list(float(room[row].sum()))
-            if fake:
-                made_up.append(row)
-            for pos, j in enumerate(listed):
+            if c.jobs is None:
+                # JobClass.job_list's made-up jobs, counted, not built: one per GPU of demand (usable GPU)
+                d = c.effective_demand()
+                count = int(math.floor(min(d if d is not None else math.inf, float(room[row].sum())) + 1e-9))
+                if count > 0:
+                    made.append(Job(row, 0, c.name, 1, DEFAULT_REMAINING, copies=count))
+            for pos, j in enumerate(c.jobs or ()):
                 where = f"tenants.{t.name}.classes.{c.name}.jobs[{pos}]"
                 if isinstance(j.gpus, bool) or not isinstance(j.gpus, (int, np.integer)) or j.gpus < 1:
                     raise InputError(f"{where}.gpus", j.gpus, "must be a whole number >= 1")
                 rem = j.remaining
                 if isinstance(rem, bool) or not isinstance(rem, (int, float, np.number)) or not math.isfinite(rem) or rem < 0:
                     raise InputError(f"{where}.remaining", rem, "must be a finite number of seconds >= 0")
-                jobs.append(Job(row, pos, str(j.id), int(j.gpus), float(rem)))
+                listed.append(Job(row, pos, str(j.id), int(j.gpus), float(rem)))
             row += 1
+    if listed and _arrival(listed):
+        listed = [dataclasses.replace(j, arrival=float(int(j.id))) for j in listed]
     smin, smax = _speed_range(vu, usable)
 
-    def key(j: Job):
+    def simultaneous(j: Job):  # among jobs that arrived together: shortest, then the larger top speed
         if smax[j.row] <= 0:  # no usable type: it goes last (and will not fit)
-            return (math.inf, 0.0, j.pos, j.row)
-        return (j.remaining / smin[j.row], -smax[j.row], j.pos, j.row)
+            return (math.inf, 0.0, j.row)
+        return (j.remaining / smin[j.row], -smax[j.row], j.row)
 
-    return sorted(jobs, key=key), made_up
+    listed.sort(key=lambda j: (j.arrival, j.pos, j.row))
+    made.sort(key=simultaneous)
+    batch = {key: b for b, key in enumerate(sorted({simultaneous(j)[:2] for j in made}))}
+    made = [dataclasses.replace(j, batch=batch[simultaneous(j)[:2]]) for j in made]
+    return listed + made, [j.row for j in made]
 
 
 def _speed_range(vu: VirtualUsers, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -215,6 +218,12 @@ def _speed_range(vu: VirtualUsers, usable: np.ndarray) -> tuple[np.ndarray, np.n
     return smin, smax
 
 
+def work_rounds(vu: VirtualUsers, jobs: list[Job], round_seconds: float = ROUND_SECONDS) -> np.ndarray:
+    """ρ_j per job: rounds of one worker at normalized speed 1, at least one round on its slowest type."""
+    smin, _ = _speed_range(vu, usable_types(vu))
+    return np.array([max(j.remaining / round_seconds, float(smin[j.row])) for j in jobs])
+
+
 def candidates(vu: VirtualUsers, jobs: list[Job]) -> list[Job]:
     """The jobs that fit their class on an empty cluster (W_j <= its demand and its usable GPUs)."""
     room = _type_room(vu)
@@ -223,7 +232,8 @@ def candidates(vu: VirtualUsers, jobs: list[Job]) -> list[Job]:
 
 
 def price_parameters(vu: VirtualUsers, jobs: list[Job], round_seconds: float = ROUND_SECONDS) -> Prices | None:
-    """Eq. 6–8 over the candidate jobs (module docstring); None when there is none."""
+    """Eq. 6–8 over the candidate jobs (module docstring); None when there is none. A made-up class counts
+    once: its jobs are identical, and the parameters are minima and maxima over jobs."""
     cand = candidates(vu, jobs)
     if not cand:
         return None
@@ -231,7 +241,7 @@ def price_parameters(vu: VirtualUsers, jobs: list[Job], round_seconds: float = R
     smin, smax = _speed_range(vu, usable)
     rows = np.array([j.row for j in cand])
     w = np.array([j.gpus for j in cand], dtype=float)
-    rho = np.maximum(np.array([j.remaining for j in cand]) / round_seconds, smin[rows])  # work, rounds at speed 1
+    rho = work_rounds(vu, cand, round_seconds)
     t_max = rho / smin[rows]  # eq. 8, >= 1
     horizon = float(t_max.max())  # T
     total = float(vu.capacity.sum())  # C
@@ -248,75 +258,12 @@ def price_parameters(vu: VirtualUsers, jobs: list[Job], round_seconds: float = R
     return Prices(u_min, u_max, eta, horizon, alpha)
 
 
-def find_alloc(width: int, speed: np.ndarray, price: np.ndarray, avail: np.ndarray) -> tuple[float, np.ndarray | None, float]:
-    """Eq. 4 for one job of ``width`` GPUs: (μ, w (k,) GPUs per type, x) maximizing W·x(w) − price·w over the
-    placements with w <= ``avail`` (whole GPUs per type, 0 where the job cannot run), x(w) the slowest speed
-    among the types used; (-inf, None, 0) when the job does not fit. Exact (module docstring)."""
-    types = [r for r in range(len(speed)) if avail[r] >= 1 and speed[r] > 0]
-    if sum(avail[r] for r in types) < width:
-        return -math.inf, None, 0.0
-    by_price = sorted(types, key=lambda r: (price[r], -speed[r], r))
-    best, best_w, best_x = -math.inf, None, 0.0
-    for theta in sorted({float(speed[r]) for r in types}, reverse=True):
-        left, w, cost, x = width, {}, 0.0, math.inf
-        for r in by_price:
-            if speed[r] < theta:
-                continue
-            take = int(min(avail[r], left))
-            if take <= 0:
-                continue
-            w[r] = take
-            cost += take * float(price[r])
-            x = min(x, float(speed[r]))
-            left -= take
-            if left == 0:
-                break
-        if left > 0:
-            continue
-        phi = width * x - cost
-        if best_w is None or phi > best + _TIE * max(1.0, abs(best)):
-            best, best_w, best_x = phi, w, x
-    assert best_w is not None  # the slowest θ allows every type, which fit
-    out = np.zeros(len(speed))
-    for r, take in best_w.items():
-        out[r] = take
-    return best, out, best_x
-
-
-def admit(vu: VirtualUsers, jobs: list[Job], params: Prices | None) -> tuple[np.ndarray, list[Decision]]:
-    """The primal-dual rule over ``jobs`` in order: (x (n, k) GPUs of the admitted jobs, one Decision per job)."""
-    x = np.zeros((vu.n, vu.k))
-    decisions: list[Decision] = []
-    if params is None:
-        return x, [Decision(j, None, 0.0, -math.inf, "no room") for j in jobs]
-    capacity = vu.capacity.astype(float)
-    room = _type_room(vu)  # per class and type, less what its admitted jobs took
-    demand_left = np.floor(vu.demand + 1e-9)  # whole GPUs the class's jobs may still take in all
-    gamma = np.zeros(vu.k)
-    price = params.price(gamma, capacity)
-    turned_away: dict[tuple[int, int], str] = {}
-    for j in jobs:
-        key = (j.row, j.gpus)
-        if key in turned_away:
-            decisions.append(Decision(j, None, 0.0, -math.inf, turned_away[key]))
-            continue
-        if j.gpus > demand_left[j.row]:
-            turned_away[key] = "no room"
-            decisions.append(Decision(j, None, 0.0, -math.inf, "no room"))
-            continue
-        avail = np.minimum(capacity - gamma, room[j.row])
-        mu, w, speed = find_alloc(j.gpus, vu.speed[j.row], price, avail)
-        if w is None or not mu > _TIE * max(1.0, j.gpus * speed):
-            reason = "no room" if w is None else "priced out"
-            turned_away[key] = reason
-            decisions.append(Decision(j, None, 0.0, mu, reason))
-            continue
-        x[j.row] += w
-        room[j.row] -= w
-        demand_left[j.row] -= j.gpus
-        gamma += w
-        price = params.price(gamma, capacity)
-        decisions.append(Decision(j, tuple(int(v) for v in w), speed, mu, "admitted"))
+def admit(vu: VirtualUsers, jobs: list[Job], params: Prices | None,
+          round_seconds: float = ROUND_SECONDS) -> tuple[np.ndarray, list[Decision]]:
+    """The primal-dual rule over ``jobs`` in order: (x (n, k) GPUs of the admitted jobs, the decisions: one per
+    listed job, one per admitted made-up job and one for the refused rest of a made-up class)."""
+    rho = dict(enumerate(work_rounds(vu, jobs, round_seconds).tolist())) if jobs else {}
+    x, decisions, _ = _admit(vu, jobs, params, rho, _type_room(vu))
     return x, decisions
 
 
@@ -329,9 +276,9 @@ def _notes(vu: VirtualUsers, decisions: list[Decision], made_up: list[int], para
            handed: float, gamma: np.ndarray) -> list[str]:
     adm = [d for d in decisions if d.gpus is not None]
     gpus = sum(d.job.gpus for d in adm)
-    no_room = sum(d.reason == "no room" for d in decisions)
-    priced = sum(d.reason == "priced out" for d in decisions)
-    notes = [f"hadar: {len(decisions)} job(s), {len(adm)} admitted on {gpus} GPU(s), "
+    no_room = sum(d.count for d in decisions if d.reason == "no room")
+    priced = sum(d.count for d in decisions if d.reason == "priced out")
+    notes = [f"hadar: {len(adm) + no_room + priced} job(s), {len(adm)} admitted on {gpus} GPU(s), "
              f"{no_room + priced} turned away ({no_room} did not fit, {priced} priced out)"]
     split = [d for d in adm if sum(1 for v in d.gpus if v > 0) > 1]
     if split:
@@ -345,18 +292,18 @@ def _notes(vu: VirtualUsers, decisions: list[Decision], made_up: list[int], para
         notes.append(f"no jobs given for {len(made_up)} class(es) ({_names(vu, made_up)}): each sees one 1-GPU job "
                      f"of {DEFAULT_REMAINING:g} s per GPU of its demand")
     if params is not None:
-        final = params.price(gamma, vu.capacity.astype(float))
+        final = params.price(gamma[:, 0], vu.capacity.astype(float))
         notes.append("prices (eq. 5-8): U_min " + f"{params.u_min:.4g}, U_max "
                      + " ".join(f"{g}={v:.4g}" for g, v in zip(vu.gpu_types, params.u_max))
                      + f", eta {params.eta:.4g}, T {params.horizon:.4g} round(s) of {ROUND_SECONDS:g} s, "
-                     f"alpha {params.alpha:.4g} (Thm 2: 2*alpha-competitive); end of round "
+                     f"alpha {params.alpha:.4g} (Thm 2: 2*alpha-competitive); end of round (this slot) "
                      + " ".join(f"{g}={v:.4g}" for g, v in zip(vu.gpu_types, final)))
     if adm:
         true = sum(d.job.gpus * d.speed for d in adm)
         notes.append(f"admitted jobs' utility (throughput at each gang's slowest type) {true:.6g}")
     if handed > TOL:
         notes.append(f"work conservation: {handed:.6g} idle GPU(s) handed to classes below their caps "
-                     "by weight (fill_idle; per-type limits, not job placements)")
+                     "by weight (fill_idle, not in the paper; per-type limits, not job placements)")
     return notes
 
 
@@ -368,13 +315,15 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     with timer.measure():
         jobs, made_up = queue(problem, vu)
         params = price_parameters(vu, jobs)
-        x_jobs, decisions = admit(vu, jobs, params)
+        rho = dict(enumerate(work_rounds(vu, jobs).tolist())) if jobs else {}
+        x_jobs, decisions, gamma = _admit(vu, jobs, params, rho, _type_room(vu))
         x = clean(fill_idle(vu, x_jobs), vu.speed, vu.capacity, vu.demand, vu.type_cap)
+    types = vu.gpu_types
     placements = tuple(
         JobPlacement(vu.tenant[d.job.row], vu.cls[d.job.row], d.job.id,
-                     tuple((g, v) for g, v in zip(vu.gpu_types, d.gpus) if v > 0), d.speed)
+                     tuple((types[r], v) for r, v in enumerate(d.gpus) if v > 0), d.speed)
         for d in decisions if d.gpus is not None)
-    notes = _notes(vu, decisions, made_up, params, float(x.sum() - x_jobs.sum()), x_jobs.sum(axis=0))
+    notes = _notes(vu, decisions, made_up, params, float(x.sum() - x_jobs.sum()), gamma)
     notes += capped_note(vu, at_caps(vu, x))
     return dataclasses.replace(finish(problem, NAME, x, timer, solver, notes, uses_lp=False),
                                job_placements=placements)
