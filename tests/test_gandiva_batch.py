@@ -92,7 +92,7 @@ def test_trades_equal_the_scan(seed):
     p = random_problem(rng, int(rng.integers(2, 40)), int(rng.integers(2, 6)))
     vu = p.virtual_users()
     x0 = equal_share.share_arrays(vu)[0]
-    np.testing.assert_allclose(gandiva_fair.trade(vu, x0), reference_trade(vu, x0), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(gandiva_fair.trade(vu, x0, tol=0), reference_trade(vu, x0), rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("n, k, seed", [(60, 4, 3), (120, 10, 1)])
@@ -104,7 +104,7 @@ def test_trades_equal_the_scan_on_philly_instances(n, k, seed):
         p = instance(n, k, seed, type_demand=mode)
         vu = p.virtual_users()
         x0 = equal_share.share_arrays(vu)[0]
-        np.testing.assert_allclose(gandiva_fair.trade(vu, x0), reference_trade(vu, x0), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(gandiva_fair.trade(vu, x0, tol=0), reference_trade(vu, x0), rtol=1e-9, atol=1e-9)
 
 
 def test_second_price_is_a_bid_between_the_traders_or_the_split():
@@ -145,3 +145,18 @@ def test_second_price_comes_from_a_bidder_that_holds_no_slow_gpu():
     assert len(log) == 1 and log[0].endswith("price 3.5")
     thr = (np.array([[1, 2], [1, 4], [1, 3.5]]) * x).sum(axis=1)
     np.testing.assert_allclose(thr, [20 / 7, 16 / 7, 3.5], atol=1e-12)
+
+
+@pytest.mark.parametrize("n,k", [(120, 10), (200, 6)])
+def test_the_pass_tolerance_stops_within_it_of_trading_to_the_end_and_keeps_the_equal_share(n, k):
+    from benchmarks.philly import instance
+
+    p = instance(n, k, 3)
+    vu = p.virtual_users()
+    x0, _ = equal_share.share_arrays(vu)
+    exact = gandiva_fair.trade(vu, x0, tol=0)
+    fast = gandiva_fair.trade(vu, x0)
+    total = lambda x: float((x * vu.speed).sum())  # noqa: E731
+    assert total(exact) * (1 - 1e-7) <= total(fast) <= total(exact) * (1 + 1e-9)
+    u0, u = (x0 * vu.speed).sum(axis=1), (fast * vu.speed).sum(axis=1)
+    assert (u >= u0 * (1 - 1e-12) - 1e-12).all()  # every trade helped both sides: nobody below its equal share
