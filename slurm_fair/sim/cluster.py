@@ -44,7 +44,7 @@ from typing import Any, Iterable, Mapping
 from ..cluster.base import ANY_GPU, CLEAR, FLEX_TOKEN, Account, Cluster, Job, Node, Snapshot
 from ..cluster.errors import CommandFailed
 from ..daemon.plan import DEFAULT_TARGET
-from ..daemon.plan.demand import place_gpus
+from ..daemon.plan import place_gpus
 
 VERSION = "24.11.0"  # what the simulated Slurm reports (pending-job retype works from 23.02.6)
 PARTITION = "gpu"

@@ -19,8 +19,8 @@ module.
 from .decide import MAX_RETYPES, MAX_SITE_FACTOR_UPDATES, UNKNOWN_SOURCES, Decisions, decide, known_types, type_map
 from .demand import (DEFAULT_CLASS, LIMIT_REASONS, NEVER_MANAGED, ClassDemand, FreeGPUs, Triggers, Waiting, early_triggers, flexible_as_untyped, gpu_jobs, gpus_in_use, pending_gpus,
                      held_elsewhere, idle_gpus, job_class, managed_accounts, parent_accounts, observe_demand,
-                     partition_view, pending_typed, received_gpus, startable, typed_claims, usable_capacity,
-                     waiting_gpus)
+                     partition_view, pending_typed, place_gpus, received_gpus, startable, typed_claims,
+                     usable_capacity, waiting_gpus)
 from .eligible import blocked_kind, counted, not_demand
 from .limits import (Plan, account_throughput, claims_of, lend_limits, limit_batches, limit_changes, make_plan,
                      real_per_class, round_fairness, with_held_elsewhere)
@@ -34,7 +34,7 @@ __all__ = [
     "MAX_RETYPES", "MAX_SITE_FACTOR_UPDATES", "UNKNOWN_SOURCES", "Decisions", "decide", "known_types", "type_map",
     "DEFAULT_CLASS", "LIMIT_REASONS", "NEVER_MANAGED", "ClassDemand", "FreeGPUs", "Triggers", "Waiting", "early_triggers", "flexible_as_untyped", "gpu_jobs", "gpus_in_use", "pending_gpus",
     "held_elsewhere", "idle_gpus", "job_class", "managed_accounts", "parent_accounts", "observe_demand",
-    "partition_view", "pending_typed", "received_gpus", "startable", "typed_claims", "usable_capacity",
+    "partition_view", "pending_typed", "place_gpus", "received_gpus", "startable", "typed_claims", "usable_capacity",
     "waiting_gpus", "blocked_kind", "counted", "not_demand",
     "Plan", "account_throughput", "claims_of", "lend_limits", "limit_batches", "limit_changes", "make_plan",
     "real_per_class", "round_fairness", "with_held_elsewhere",
