@@ -258,12 +258,17 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
                     freeze(int(i), float(bound[i]))
                 m *= 2
             else:
-                for i in cand:
+                # too far. An optimal try still proves the lemma for t' = t (its point holds every
+                # pinned class at its bound, the others at t or more): the pinned ones with bound <= t stay.
+                keep = cand[bound[cand] <= t] if ok else cand[:0]
+                for i in cand[bound[cand] > t] if ok else cand:
                     unfreeze(int(i))
+                if keep.size:
+                    x_last[...] = x_now()
                 if m == 1:
                     set_t_bound()
                     return
-                m = max(1, m // 4)
+                m = max(1, (m - keep.size) // 4)
         set_t_bound()
 
     def solve_exact(where: str) -> None:
@@ -293,7 +298,7 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
     level = 0.0
     budget_cap = capacity / s
     while active.any():
-        if np.isfinite(bound[active]).any():
+        if lps and np.isfinite(bound[active]).any():  # the cold first solve is a stage: a pinned class makes it harder
             batch()
             if not active.any():
                 break
