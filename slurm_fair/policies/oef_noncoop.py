@@ -50,9 +50,9 @@ import cvxpy as cp
 import numpy as np
 
 from .. import lp
-from . import _filling
+from . import _filling, _leximin
 from ..model import Allocation, Problem
-from ._common import TEST_SOLVER, TOL, _blocked, lift_test, allocation_variable, type_caps, level_program, capacity_constraint, capped_note, clean, finish, throughput_expr
+from ._common import TOL, allocation_variable, type_caps, level_program, capacity_constraint, capped_note, clean, finish, throughput_expr
 
 NAME = "oef-noncoop"
 
@@ -148,26 +148,15 @@ def solve_arrays_cvxpy(
     n, _ = speed.shape
     demand = np.full(n, np.inf) if demand is None else np.asarray(demand, dtype=float)
     has_tcap = np.zeros(n, dtype=bool) if type_cap is None else (np.isfinite(type_cap) & (speed > 0)).any(axis=1)
-    timer = timer or lp.Timer()
-    active = np.ones(n, dtype=bool)
-    frozen: dict[int, float] = {}
-    capped: list[int] = []
-    for i in range(n):  # zero demand: nothing to fill
-        if demand[i] <= TOL:
-            active[i] = False
-            frozen[i] = 0.0
-            capped.append(i)
-    x_val = np.zeros_like(speed)
+    active = demand > TOL  # zero demand: nothing to fill
+    frozen: dict[int, float] = {int(i): 0.0 for i in np.flatnonzero(~active)}
+    zero = sorted(frozen)
 
-    def run(prob, what, use=None):
-        with timer.measure():
-            lp.solve(prob, use or solver, what=what)
+    def build(act, fz, level=None, lift=(), free=None):
+        return _program(speed, weight, capacity, demand, act, fz, level=level, lift=lift, free_demand_of=free,
+                        type_cap=type_cap)
 
-    while active.any():
-        prob, x, t = _program(speed, weight, capacity, demand, active, frozen, type_cap=type_cap)
-        run(prob, "oef-noncoop level")
-        level = float(t.value)
-        x_val = np.asarray(x.value)
+    def candidates(x_val, level, act):
         # Only a user with one of its caps tight in this solution can be capped: if all have slack, mixing
         # this solution with one where it rises (caps dropped) lifts it while keeping its caps.
         def tight(i: int) -> bool:
@@ -175,32 +164,13 @@ def solve_arrays_cvxpy(
                 return True
             return bool(has_tcap[i] and (x_val[i] >= type_cap[i] - 1e-6).any())
 
-        cand = [int(i) for i in np.flatnonzero(active & (np.isfinite(demand) | has_tcap)) if tight(int(i))]
-        newly = []
-        if cand:
-            # The tests ask "can i rise while the others keep the *maximal* level?": their feasible sets
-            # have no interior, which interior-point solvers (ECOS) cannot solve accurately. They run on
-            # HiGHS (simplex), against HiGHS's own value of the level so that both agree to its tolerance.
-            prob, _, t = _program(speed, weight, capacity, demand, active, frozen, type_cap=type_cap)
-            run(prob, "oef-noncoop level (HiGHS)", TEST_SOLVER)
-            lv = float(t.value)
-            cand = _blocked(lambda c, v: _program(speed, weight, capacity, demand, active, frozen, level=v, lift=c, type_cap=type_cap),
-                            cand, lv, run)
-        for i in cand:  # blocked with its demand in force: is it its own demand that blocks it?
-            free = lift_test(
-                lambda c, v: _program(speed, weight, capacity, demand, active, frozen, level=v, lift=c, free_demand_of=i,
-                                  type_cap=type_cap),
-                [i], lv, run,
-            )
-            if free[0]:
-                newly.append(i)  # blocked by its own demand, not by the others
-        if not newly:
-            break
-        for i in newly:
-            active[i] = False
-            frozen[i] = weight[i] * min(level, lv)  # HiGHS (simplex) level: ECOS may overshoot a cap by its tolerance
-            capped.append(i)
-    return clean(x_val, speed, capacity, demand, type_cap), sorted(capped)
+        return [int(i) for i in np.flatnonzero(act & (np.isfinite(demand) | has_tcap)) if tight(int(i))]
+
+    # frozen at the HiGHS (simplex) level: ECOS may overshoot a cap by its tolerance
+    res = _leximin.fill_cvxpy(build, np.zeros_like(speed), active, frozen, solver=solver, timer=timer or lp.Timer(),
+                              name="oef-noncoop", candidates=candidates,
+                              freeze_at=lambda i, level, lv: weight[i] * min(level, lv), own_caps=True)
+    return clean(res.x, speed, capacity, demand, type_cap), sorted(zero + res.newly)
 
 
 def solve(problem: Problem, solver: str | None = None) -> Allocation:
