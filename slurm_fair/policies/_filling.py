@@ -44,7 +44,7 @@ from ..stdio import new_highs
 _PTOL = 1e-9  # HiGHS primal/dual feasibility tolerance (scaled units)
 _CAP_TOL = 1e-6  # GPUs: a class this close to its demand or a type cap is at its caps
 _TRY_ITERS = 3000  # simplex iterations a batch try may take before it counts as "too far"
-_CG_MIN = 3.0  # column generation when classes can use more than this many types on average
+_CG_MIN = 5.0  # column generation when classes can use more than this many types on average
 _CG_ROUNDS = 3  # pricing rounds before every missing pair is added (later solves are small warm ones)
 _CG_FIRST = 2  # pairs per class in the first model besides its fastest type (best by comparative advantage)
 
