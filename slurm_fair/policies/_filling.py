@@ -23,9 +23,17 @@ Few stages (notes/progressive-filling.md):
 * Batch lemma: if "frozen classes at their levels, every active class at least min(t', b_l)" is feasible,
   every active class with b_l <= t' ends exactly at b_l (max-min fairness on a convex set). Tried with the
   m smallest bounds frozen at b, m doubling, each try one warm LP.
+  A try that falls short (its level t below the last pinned bound) still proves the lemma for t' = t: its
+  point holds every pinned class at its bound and the others at t or more, so the pinned classes with bound
+  <= t stay frozen. The cold first solve is a stage, not a try (a pinned class makes it much harder).
 * In each stage LP (max t), a class whose level row has a positive dual is blocked (complementary
   slackness: its row is tight in every optimum), and at least one has (the duals of the active level rows
   sum to 1).
+* Column generation (when classes can use more than ``_CG_MIN`` types on average): the model starts with a
+  few (class, type) pairs per class (``_first_columns``); after each exact solve the missing pairs are priced
+  with its duals and those with a positive reduced cost are added (warm re-solve), and after ``_CG_ROUNDS``
+  such rounds all the rest, so every stage, successful try and final solve is optimal over all pairs. A batch
+  try is priced only when it falls short (a success over some pairs is one over all).
 
 The result is the leximin (max-min fair) vector of levels; ``oef-noncoop`` derives eq. 9's common level
 from it, ``gavel`` hands out idle GPUs after it. The callers verify their result against the definition

@@ -23,7 +23,8 @@ caps could use it. Not envy-free, not strategy-proof and not throughput-optimal 
 How it is computed by default (no ``solver`` named): ``_filling.fill`` runs these levels on one live HiGHS
 model (upper bounds per class, the batch-freezing lemma, warm re-solves) and verifies the result (capacity,
 caps, no idle GPU a user below its caps could use, at least the capped equal share) before returning it;
-naming a cvxpy solver runs the LPs above through cvxpy instead.
+naming a cvxpy solver runs the LPs above through cvxpy instead (the loop shared with oef-noncoop,
+``_leximin.fill_cvxpy``).
 """
 
 from __future__ import annotations

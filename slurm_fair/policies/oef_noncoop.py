@@ -39,7 +39,8 @@ How it is computed by default (no ``solver`` named): ``_filling.fill`` runs the 
 levels on one live HiGHS model (upper bounds per class, the batch-freezing lemma, warm re-solves), verifies
 the result against the definition above, and the common level T is then the lowest level of a class below its
 caps (classes above T are cut back to T; those frozen below T sit at their caps). Naming a cvxpy solver
-(``--solver ECOS|HIGHS|CLARABEL|SCIPY``) runs the LPs described above through cvxpy instead.
+(``--solver ECOS|HIGHS|CLARABEL|SCIPY``) runs the LPs described above through cvxpy instead (the loop shared
+with gavel, ``_leximin.fill_cvxpy``).
 """
 
 from __future__ import annotations
