@@ -139,3 +139,20 @@ def test_gavel_fast_equals_cvxpy_loop(seed):
     p = instance(6, 4, seed, type_demand=seed == 2)
     fast, plain = gavel.solve(p), gavel.solve(p, "HIGHS")
     np.testing.assert_allclose(fast.user_throughput(), plain.user_throughput(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("demands", [False, True])
+def test_column_generation_with_sampled_prices_equals_the_full_model(monkeypatch, demands):
+    """Big enough for the first pairs to come from sampled prices (checked): the levels equal those of the
+    model with every pair from the start (column generation off)."""
+    from benchmarks.philly import instance
+
+    vu = instance(120, 10, 3).virtual_users()
+    s = vu.capacity.sum() / vu.n
+    usable = (vu.speed > 0) & (vu.type_cap > 0)
+    assert _filling._sample_prices(vu.speed * s / vu.weight[:, None], usable, vu.capacity / s) is not None
+    demand = vu.demand if demands else np.full(vu.n, np.inf)
+    cg = _filling.fill(vu.speed, vu.weight, vu.capacity, demand, vu.type_cap)
+    monkeypatch.setattr(_filling, "_CG_MIN", np.inf)
+    full = _filling.fill(vu.speed, vu.weight, vu.capacity, demand, vu.type_cap)
+    np.testing.assert_allclose((cg.x * vu.speed).sum(axis=1), (full.x * vu.speed).sum(axis=1), rtol=1e-6, atol=1e-7)

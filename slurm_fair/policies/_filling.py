@@ -141,17 +141,52 @@ def _price_bounds(a: np.ndarray, p: np.ndarray, budget: float, need: np.ndarray,
     return best
 
 
-def _first_columns(a: np.ndarray, dem: np.ndarray, cap: np.ndarray, usable: np.ndarray) -> np.ndarray:
+def _sample_prices(a: np.ndarray, usable: np.ndarray, capacity: np.ndarray) -> np.ndarray | None:
+    """Capacity prices of max t s.t. every class of a random 1/8 sample (at least 40) gets level t, with
+    1/8 of each type's GPUs (no demands, so capacity binds): a guess of what each type is worth, for
+    choosing the first pairs. None when the instance is too small to sample."""
+    import highspy
+
+    live = np.flatnonzero(usable.any(axis=1))
+    m = max(40, live.size // 8)
+    if live.size < 2 * m:
+        return None
+    pick = np.sort(np.random.default_rng(0).choice(live, m, replace=False))
+    r, c = np.nonzero(usable[pick])
+    nv = r.size
+    h = new_highs()
+    inf = highspy.kHighsInf
+    h.addVars(nv + 1, np.zeros(nv + 1), np.full(nv + 1, inf))
+    h.changeColCost(nv, 1.0)
+    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+    for j in range(a.shape[1]):  # capacity rows
+        cs = np.flatnonzero(c == j).astype(np.int32)
+        h.addRow(-inf, float(capacity[j]) * m / live.size, cs.size, cs, np.ones(cs.size))
+    for q in range(m):  # level rows: a·x - t >= 0
+        cs = np.flatnonzero(r == q)
+        h.addRow(0.0, inf, cs.size + 1, np.append(cs, nv).astype(np.int32), np.append(a[pick[q], c[cs]], -1.0))
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    return np.abs(np.asarray(h.getSolution().row_dual)[:a.shape[1]])
+
+
+def _first_columns(a: np.ndarray, dem: np.ndarray, cap: np.ndarray, usable: np.ndarray,
+                   capacity: np.ndarray | None = None) -> np.ndarray:
     """(n, k) bool: the pairs the model starts with. Per class its fastest type, every type its own best
-    uses (fastest first within its caps), and the _CG_FIRST types with the best level per GPU relative to the
-    other classes' on that type (comparative advantage, where a class's GPUs go at a max-min optimum)."""
+    uses (fastest first within its caps), and the _CG_FIRST types with the most level per unit of price
+    (prices from :func:`_sample_prices` when ``capacity`` is given and the instance is big enough, else each
+    type's median level per GPU: comparative advantage, where a class's GPUs go at a max-min optimum)."""
     n, k = a.shape
     out = np.zeros((n, k), dtype=bool)
     live = usable.any(axis=1)
     out[np.arange(n), np.argmax(a, axis=1)] = True
+    price = _sample_prices(a, usable, capacity) if capacity is not None else None
     with np.errstate(invalid="ignore", divide="ignore"):
-        typ = np.array([np.median(a[usable[:, j], j]) if usable[:, j].any() else 1.0 for j in range(k)])
-        rel = np.where(usable, a / typ[None, :], -np.inf)
+        if price is None or not (price > 0).any():
+            price = np.array([np.median(a[usable[:, j], j]) if usable[:, j].any() else 1.0 for j in range(k)])
+        price = np.maximum(price, 1e-9 * price.max())
+        rel = np.where(usable, a / price[None, :], -np.inf)
     top = np.argsort(-rel, axis=1, kind="stable")[:, :_CG_FIRST]
     out[np.arange(n)[:, None], top] = True
     # own best: fastest types first, each up to its cap, until the demand is covered
@@ -202,7 +237,7 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
     # Column generation: the model starts with a few (class, type) pairs per class (``_first_columns``);
     # after every optimal solve the missing pairs are priced with its duals and those with a positive reduced
     # cost are added, so each answer used is optimal over all pairs (the full LP's optimum).
-    inset = _first_columns(A, dem_s, type_cap / s, usable) if usable.sum() > _CG_MIN * idx.size else usable.copy()
+    inset = _first_columns(A, dem_s, type_cap / s, usable, capacity / s) if usable.sum() > _CG_MIN * idx.size else usable.copy()
     rows, cols = np.nonzero(inset)  # pair c = (rows[c], cols[c]) is HiGHS column c + 1; t is column 0
     nv = rows.size
     tcol = 0
