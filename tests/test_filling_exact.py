@@ -31,7 +31,7 @@ def leximin_reference(speed, ref, capacity, demand, type_cap):
     base_a = np.vstack([cap_a, dem_a])
     base_b = np.concatenate([capacity, demand[dem_rows]])
 
-    def level_rows(active, frozen, with_t, skip=-1):
+    def level_rows(active, frozen, with_t, level=0.0, skip=-1):
         a, b = [], []
         for i in range(n):
             if i == skip or not live[i]:
@@ -40,7 +40,7 @@ def leximin_reference(speed, ref, capacity, demand, type_cap):
             row[i * k:(i + 1) * k] = -speed[i] / ref[i]
             if active[i]:
                 row[-1] = 1.0 if with_t else 0.0
-                b.append(0.0 if with_t else -with_level * (1 - 1e-9))
+                b.append(0.0 if with_t else -level * (1 - 1e-9))
             else:
                 b.append(-frozen[i] * (1 - 1e-9))
             a.append(row)
@@ -55,10 +55,9 @@ def leximin_reference(speed, ref, capacity, demand, type_cap):
         res = linprog(c, A_ub=np.vstack([base_a, a]), b_ub=np.concatenate([base_b, b]), bounds=bounds, method="highs")
         assert res.status == 0, res.message
         t = -res.fun
-        with_level = t
         stuck = []
         for i in np.flatnonzero(active):
-            a, b = level_rows(active, frozen, False, skip=i)
+            a, b = level_rows(active, frozen, False, level=t, skip=i)
             c = np.zeros(nv)
             c[i * k:(i + 1) * k] = -speed[i] / ref[i]
             res = linprog(c, A_ub=np.vstack([base_a, a]), b_ub=np.concatenate([base_b, b]),
