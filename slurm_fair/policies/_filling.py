@@ -23,9 +23,17 @@ Few stages (notes/progressive-filling.md):
 * Batch lemma: if "frozen classes at their levels, every active class at least min(t', b_l)" is feasible,
   every active class with b_l <= t' ends exactly at b_l (max-min fairness on a convex set). Tried with the
   m smallest bounds frozen at b, m doubling, each try one warm LP.
+  A try that falls short (its level t below the last pinned bound) still proves the lemma for t' = t: its
+  point holds every pinned class at its bound and the others at t or more, so the pinned classes with bound
+  <= t stay frozen. The cold first solve is a stage, not a try (a pinned class makes it much harder).
 * In each stage LP (max t), a class whose level row has a positive dual is blocked (complementary
   slackness: its row is tight in every optimum), and at least one has (the duals of the active level rows
   sum to 1).
+* Column generation (when classes can use more than ``_CG_MIN`` types on average): the model starts with a
+  few (class, type) pairs per class (``_first_columns``); after each exact solve the missing pairs are priced
+  with its duals and those with a positive reduced cost are added (warm re-solve), and after ``_CG_ROUNDS``
+  such rounds all the rest, so every stage, successful try and final solve is optimal over all pairs. A batch
+  try is priced only when it falls short (a success over some pairs is one over all).
 
 The result is the leximin (max-min fair) vector of levels; ``oef-noncoop`` derives eq. 9's common level
 from it, ``gavel`` hands out idle GPUs after it. The callers verify their result against the definition
@@ -44,6 +52,9 @@ from ..stdio import new_highs
 _PTOL = 1e-9  # HiGHS primal/dual feasibility tolerance (scaled units)
 _CAP_TOL = 1e-6  # GPUs: a class this close to its demand or a type cap is at its caps
 _TRY_ITERS = 3000  # simplex iterations a batch try may take before it counts as "too far"
+_CG_MIN = 5.0  # column generation when classes can use more than this many types on average
+_CG_ROUNDS = 3  # pricing rounds before every missing pair is added (later solves are small warm ones)
+_CG_FIRST = 2  # pairs per class in the first model besides its fastest type (best by comparative advantage)
 
 
 @dataclass(frozen=True)
@@ -130,6 +141,66 @@ def _price_bounds(a: np.ndarray, p: np.ndarray, budget: float, need: np.ndarray,
     return best
 
 
+def _sample_prices(a: np.ndarray, usable: np.ndarray, capacity: np.ndarray) -> np.ndarray | None:
+    """Capacity prices of max t s.t. every class of a random 1/8 sample (at least 40) gets level t, with
+    1/8 of each type's GPUs (no demands, so capacity binds): a guess of what each type is worth, for
+    choosing the first pairs. None when the instance is too small to sample."""
+    import highspy
+
+    live = np.flatnonzero(usable.any(axis=1))
+    m = max(40, live.size // 8)
+    if live.size < 2 * m:
+        return None
+    pick = np.sort(np.random.default_rng(0).choice(live, m, replace=False))
+    r, c = np.nonzero(usable[pick])
+    nv = r.size
+    h = new_highs()
+    inf = highspy.kHighsInf
+    h.addVars(nv + 1, np.zeros(nv + 1), np.full(nv + 1, inf))
+    h.changeColCost(nv, 1.0)
+    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+    for j in range(a.shape[1]):  # capacity rows
+        cs = np.flatnonzero(c == j).astype(np.int32)
+        h.addRow(-inf, float(capacity[j]) * m / live.size, cs.size, cs, np.ones(cs.size))
+    for q in range(m):  # level rows: a·x - t >= 0
+        cs = np.flatnonzero(r == q)
+        h.addRow(0.0, inf, cs.size + 1, np.append(cs, nv).astype(np.int32), np.append(a[pick[q], c[cs]], -1.0))
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    return np.abs(np.asarray(h.getSolution().row_dual)[:a.shape[1]])
+
+
+def _first_columns(a: np.ndarray, dem: np.ndarray, cap: np.ndarray, usable: np.ndarray,
+                   capacity: np.ndarray | None = None) -> np.ndarray:
+    """(n, k) bool: the pairs the model starts with. Per class its fastest type, every type its own best
+    uses (fastest first within its caps), and the _CG_FIRST types with the most level per unit of price
+    (prices from :func:`_sample_prices` when ``capacity`` is given and the instance is big enough, else each
+    type's median level per GPU: comparative advantage, where a class's GPUs go at a max-min optimum)."""
+    n, k = a.shape
+    out = np.zeros((n, k), dtype=bool)
+    live = usable.any(axis=1)
+    out[np.arange(n), np.argmax(a, axis=1)] = True
+    price = _sample_prices(a, usable, capacity) if capacity is not None else None
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if price is None or not (price > 0).any():
+            price = np.array([np.median(a[usable[:, j], j]) if usable[:, j].any() else 1.0 for j in range(k)])
+        price = np.maximum(price, 1e-9 * price.max())
+        rel = np.where(usable, a / price[None, :], -np.inf)
+    top = np.argsort(-rel, axis=1, kind="stable")[:, :_CG_FIRST]
+    out[np.arange(n)[:, None], top] = True
+    # own best: fastest types first, each up to its cap, until the demand is covered
+    order = np.argsort(-a, axis=1, kind="stable")
+    left = np.where(np.isfinite(dem), dem, np.inf)
+    for c in range(k):
+        j = order[:, c]
+        take = usable[np.arange(n), j] & (left > 1e-12)
+        out[np.arange(n)[take], j[take]] = True
+        with np.errstate(invalid="ignore"):
+            left = np.where(take, left - np.minimum(cap[np.arange(n), j], left), left)
+    return out & usable & live[:, None]
+
+
 def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.ndarray, type_cap: np.ndarray,
          what: str = "progressive filling") -> Filled:
     """Progressive filling of u_l / ref_l (see the module docstring). Rows with ref <= 0 or demand <= 0 get
@@ -163,20 +234,28 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         bound[idx] = own[idx] / (ref[idx] * T0)
     dem_s = demand / s
 
-    rows, cols = np.nonzero(usable)  # column c is pair (rows[c], cols[c]); t is column nv
+    # Column generation: the model starts with a few (class, type) pairs per class (``_first_columns``);
+    # after every optimal solve the missing pairs are priced with its duals and those with a positive reduced
+    # cost are added, so each answer used is optimal over all pairs (the full LP's optimum).
+    inset = _first_columns(A, dem_s, type_cap / s, usable, capacity / s) if usable.sum() > _CG_MIN * idx.size else usable.copy()
+    rows, cols = np.nonzero(inset)  # pair c = (rows[c], cols[c]) is HiGHS column c + 1; t is column 0
     nv = rows.size
-    tcol = nv
+    tcol = 0
     inf = highspy.kHighsInf
     h = new_highs()
     for opt, val in (("primal_feasibility_tolerance", _PTOL), ("dual_feasibility_tolerance", _PTOL),
                      ("simplex_strategy", 4)):
         h.setOptionValue(opt, val)
-    ub = np.minimum(type_cap[rows, cols], capacity[cols]) / s
-    ub = np.where(np.isfinite(ub), ub, inf)
-    h.addCols(nv, np.zeros(nv), np.zeros(nv), ub, 0, np.array([], dtype=np.int32), np.array([], dtype=np.int32),
-              np.array([], dtype=float))
+
+    def ub_of(r, c):
+        u = np.minimum(type_cap[r, c], capacity[c]) / s
+        return np.where(np.isfinite(u), u, inf)
+
+    ub = ub_of(rows, cols)
     h.addCols(1, np.array([1.0]), np.array([0.0]), np.array([inf]), 0, np.array([], dtype=np.int32),
               np.array([], dtype=np.int32), np.array([], dtype=float))
+    h.addCols(nv, np.zeros(nv), np.zeros(nv), ub, 0, np.array([], dtype=np.int32), np.array([], dtype=np.int32),
+              np.array([], dtype=float))
     h.changeObjectiveSense(highspy.ObjSense.kMaximize)
 
     def add_rows(groups, lower, upper, vals_of):
@@ -189,9 +268,9 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         h.addRows(len(groups), np.asarray(lower, dtype=float), np.asarray(upper, dtype=float), len(index),
                   np.asarray(starts, dtype=np.int32), np.asarray(index, dtype=np.int32), np.asarray(values, dtype=float))
 
-    col_of_type = [np.flatnonzero(cols == j) for j in range(k)]
-    col_of_row = {int(i): np.flatnonzero(rows == i) for i in idx}
-    types = [j for j in range(k) if col_of_type[j].size]
+    col_of_type = [np.flatnonzero(cols == j) + 1 for j in range(k)]
+    col_of_row = {int(i): np.flatnonzero(rows == i) + 1 for i in idx}
+    types = [j for j in range(k) if usable[:, j].any()]
     add_rows(types, np.full(len(types), -inf), capacity[types] / s, lambda j: (col_of_type[j], np.ones(col_of_type[j].size)))
     cap_row = {j: r for r, j in enumerate(types)}
     fin = [int(i) for i in idx if np.isfinite(demand[i])]
@@ -200,7 +279,11 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
     base = len(types) + len(fin)
     lev_row = {int(i): base + r for r, i in enumerate(idx)}
     add_rows([int(i) for i in idx], np.zeros(idx.size), np.full(idx.size, inf),
-             lambda i: (np.append(col_of_row[i], tcol), np.append(A[i, cols[col_of_row[i]]], -1.0)))
+             lambda i: (np.append(col_of_row[i], tcol), np.append(A[i, cols[col_of_row[i] - 1]], -1.0)))
+    types_a = np.array(types, dtype=int)
+    fin_a = np.array(fin, dtype=int)
+    cost = np.zeros((n, k))  # objective coefficient of each pair (the final solve's weights)
+    priced = [0]  # pricing rounds that added pairs
 
     active = act0.copy()
     capfz = np.zeros(n, dtype=bool)
@@ -212,12 +295,53 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         b = bound[active]
         h.changeColBounds(tcol, 0.0, (float(b.max()) if np.isfinite(b).all() else inf) if b.size else 0.0)
 
-    def run(limit: int | None = None):
+    def add_missing() -> bool:
+        """Price the pairs not in the model with the last solve's duals (reduced cost c - a·y, entering
+        at its lower bound 0 when positive in this max problem); add those that would enter."""
+        nonlocal rows, cols, ub, nv
+        if inset.sum() == usable.sum():
+            return False
+        y = np.asarray(h.getSolution().row_dual)
+        yc = np.zeros(k)
+        yc[types_a] = y[:types_a.size]
+        yd = np.zeros(n)
+        yd[fin_a] = y[types_a.size:types_a.size + fin_a.size]
+        yl = np.zeros(n)
+        yl[idx] = y[base:base + idx.size]
+        rc = cost - yc[None, :] - yd[:, None] - A * yl[:, None]
+        r, c = np.nonzero(usable & ~inset & ((rc > _PTOL) | (priced[0] >= _CG_ROUNDS)))
+        if r.size == 0:
+            return False
+        priced[0] += 1
+        inset[r, c] = True
+        u = ub_of(r, c)
+        starts, index, values = [], [], []
+        for ri, ci in zip(r.tolist(), c.tolist()):
+            starts.append(len(index))
+            index.append(cap_row[ci])
+            values.append(1.0)
+            if ri in dem_row:
+                index.append(dem_row[ri])
+                values.append(1.0)
+            index.append(lev_row[ri])
+            values.append(float(A[ri, ci]))
+        h.addCols(r.size, cost[r, c], np.zeros(r.size), u, len(index), np.asarray(starts, dtype=np.int32),
+                  np.asarray(index, dtype=np.int32), np.asarray(values, dtype=float))
+        rows, cols, ub = np.concatenate([rows, r]), np.concatenate([cols, c]), np.concatenate([ub, u])
+        nv = rows.size
+        return True
+
+    def run(limit: int | None = None, price: bool = True):
+        """Solve; with ``price``, until no missing pair would enter (optimal over all pairs). A batch try
+        runs without: its restricted optimum is feasible for the full LP, so a success there is one."""
         nonlocal lps
-        lps += 1
-        h.setOptionValue("simplex_iteration_limit", limit if limit else 2**31 - 1)
-        h.run()
-        return h.getModelStatus()
+        while True:
+            lps += 1
+            h.setOptionValue("simplex_iteration_limit", limit if limit else 2**31 - 1)
+            h.run()
+            status = h.getModelStatus()
+            if not price or status != highspy.HighsModelStatus.kOptimal or not add_missing():
+                return status
 
     def freeze(i: int, f: float):
         h.changeCoeff(lev_row[i], tcol, 0.0)
@@ -233,7 +357,7 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
     def x_now() -> np.ndarray:
         v = np.asarray(h.getSolution().col_value)
         x = np.zeros((n, k))
-        x[rows, cols] = np.maximum(v[:nv], 0.0) * s
+        x[rows, cols] = np.maximum(v[1:nv + 1], 0.0) * s
         return x
 
     def batch() -> None:
@@ -248,22 +372,33 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
                 freeze(int(i), float(bound[i]))
             set_t_bound()
             tries += 1
-            status = run(_TRY_ITERS)
+            status = run(_TRY_ITERS, price=False)
             ok = status == highspy.HighsModelStatus.kOptimal
             t = float(h.getSolution().col_value[tcol]) if ok else -1.0
             need = float(bound[cand[-1]])
+            if ok and active.any() and t < need - 1e-9 * max(1.0, need) and add_missing():
+                # too far over the pairs in the model: make it exact over all of them (a success in the
+                # model is one in the full LP, its point being feasible there)
+                status = run(_TRY_ITERS)
+                ok = status == highspy.HighsModelStatus.kOptimal
+                t = float(h.getSolution().col_value[tcol]) if ok else -1.0
             if ok and (not active.any() or t >= need - 1e-9 * max(1.0, need)):
                 x_last[...] = x_now()  # holds every frozen level, also those frozen just below
                 for i in np.flatnonzero(active & (bound <= t)):
                     freeze(int(i), float(bound[i]))
                 m *= 2
             else:
-                for i in cand:
+                # too far. An optimal try still proves the lemma for t' = t (its point holds every
+                # pinned class at its bound, the others at t or more): the pinned ones with bound <= t stay.
+                keep = cand[bound[cand] <= t] if ok else cand[:0]
+                for i in cand[bound[cand] > t] if ok else cand:
                     unfreeze(int(i))
+                if keep.size:
+                    x_last[...] = x_now()
                 if m == 1:
                     set_t_bound()
                     return
-                m = max(1, m // 4)
+                m = max(1, (m - keep.size) // 4)
         set_t_bound()
 
     def solve_exact(where: str) -> None:
@@ -293,7 +428,7 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
     level = 0.0
     budget_cap = capacity / s
     while active.any():
-        if np.isfinite(bound[active]).any():
+        if lps and np.isfinite(bound[active]).any():  # the cold first solve is a stage: a pinned class makes it harder
             batch()
             if not active.any():
                 break
@@ -313,13 +448,15 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         rd_all = np.abs(np.asarray(sol.row_dual))
         cd_all = np.abs(np.asarray(sol.col_dual))
         cv_all = np.asarray(sol.col_value)
+        # per class, the largest dual of a pair column at its upper bound (a per-type cap that binds)
+        hit = cv_all[1:nv + 1] >= ub - 1e-9
+        cap_dual = np.zeros(n)
+        np.maximum.at(cap_dual, rows[hit], cd_all[1:nv + 1][hit])
         for i in blocked:
             i = int(i)
             # relaxing a cap with a positive dual raises the common level: this class could rise without it
             dual = rd_all[dem_row[i]] if i in dem_row else 0.0
-            cs = col_of_row[i]
-            at_ub = cv_all[cs] >= ub[cs] - 1e-9
-            capfz[i] = max(dual, float(cd_all[cs][at_ub].max(initial=0.0))) > 1e-9
+            capfz[i] = max(dual, float(cap_dual[i])) > 1e-9
             freeze(i, t)
         if not active.any():
             break
@@ -337,12 +474,11 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         set_t_bound()
         # The levels are now fixed (the leximin vector is unique); among the points that hold them, prefer
         # classes at their caps: maximize GPUs used, relative to each class's demand and per-type caps.
-        w = np.zeros(nv)
-        dfin = np.isfinite(demand[rows]) & (demand[rows] > 0)
-        w[dfin] += s / demand[rows][dfin]
-        tfin = np.isfinite(type_cap[rows, cols])
-        w[tfin] += s / type_cap[rows, cols][tfin]
-        h.changeColsCost(nv, np.arange(nv, dtype=np.int32), w)
+        with np.errstate(divide="ignore"):
+            cost[...] = np.where(np.isfinite(demand) & (demand > 0), s / demand, 0.0)[:, None]
+            cost[...] += np.where(np.isfinite(type_cap) & (type_cap > 0), s / type_cap, 0.0)
+        cost[~usable] = 0.0
+        h.changeColsCost(nv, np.arange(1, nv + 1, dtype=np.int32), cost[rows, cols])
         solve_exact("the final solve")
         x_last[...] = x_now()
     if not active.any():

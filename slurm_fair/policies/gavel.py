@@ -23,7 +23,8 @@ caps could use it. Not envy-free, not strategy-proof and not throughput-optimal 
 How it is computed by default (no ``solver`` named): ``_filling.fill`` runs these levels on one live HiGHS
 model (upper bounds per class, the batch-freezing lemma, warm re-solves) and verifies the result (capacity,
 caps, no idle GPU a user below its caps could use, at least the capped equal share) before returning it;
-naming a cvxpy solver runs the LPs above through cvxpy instead.
+naming a cvxpy solver runs the LPs above through cvxpy instead (the loop shared with oef-noncoop,
+``_leximin.fill_cvxpy``).
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ import cvxpy as cp
 import numpy as np
 
 from .. import lp
-from . import _filling
+from . import _filling, _leximin
 from ..model import Allocation, Problem
-from ._common import TEST_SOLVER, TOL, _blocked, allocation_variable, fill_idle, level_program, capacity_constraint, at_caps, capped_note, clean, finish, throughput_expr
+from ._common import TOL, allocation_variable, fill_idle, level_program, capacity_constraint, at_caps, capped_note, clean, finish, throughput_expr
 from .equal_share import share_arrays
 from .base import Policy
 
@@ -91,39 +92,22 @@ def solve_cvxpy(problem: Problem, solver: str | None = None) -> Allocation:
     timer = lp.Timer()
     eq, _ = share_arrays(vu)
     ref = (eq * vu.speed).sum(axis=1)
-    n = vu.n
     active = ref > TOL  # a user whose equal share is nothing (demand 0) keeps nothing to compare with
     frozen: dict[int, float] = {int(i): 0.0 for i in np.flatnonzero(~active)}
-    x_val = np.zeros((n, vu.k))
-    while active.any():
-        prob, x, t = _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen, type_cap=vu.type_cap)
-        with timer.measure():
-            lp.solve(prob, solver, what="gavel max-min level")
-        level = float(t.value)
-        x_val = np.asarray(x.value)
+
+    def build(act, fz, level=None, lift=(), free=None):
+        return _program(vu.speed, vu.capacity, vu.demand, ref, act, fz, level=level, lift=lift, type_cap=vu.type_cap)
+
+    def candidates(x_val, level, act):
+        # a user above the level in this solution is no bottleneck; the joint lift LPs weed out most others
         u_val = (x_val * vu.speed).sum(axis=1)
-        # a user above the level in this solution is no bottleneck; one joint LP weeds out most others
-        cand = [int(i) for i in np.flatnonzero(active) if u_val[i] <= ref[i] * level * (1 + 1e-6) + 1e-9]
-        blocked = []
-        if cand:
-            # bottleneck tests have feasible sets without interior: HiGHS against its own level value
-            p, _, t = _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen, type_cap=vu.type_cap)
-            with timer.measure():
-                lp.solve(p, TEST_SOLVER, what="gavel max-min level (HiGHS)")
-            lv = float(t.value)
+        return [int(i) for i in np.flatnonzero(act) if u_val[i] <= ref[i] * level * (1 + 1e-6) + 1e-9]
 
-            def run(prob, what, use):
-                with timer.measure():
-                    lp.solve(prob, use, what=f"gavel {what}")
-
-            blocked = _blocked(
-                lambda c, v: _program(vu.speed, vu.capacity, vu.demand, ref, active, frozen, level=v, lift=c, type_cap=vu.type_cap), cand, lv, run
-            )
-        if not blocked:  # numerical corner: cannot identify a bottleneck, keep the max-min solution
-            break
-        for i in blocked:
-            active[i] = False
-            frozen[i] = ref[i] * level * (1 - 1e-8)  # a hair of slack for the next solves
+    # a blocked user (a bottleneck) is frozen at its level, with a hair of slack for the next solves
+    res = _leximin.fill_cvxpy(build, np.zeros((vu.n, vu.k)), active, frozen, solver=solver, timer=timer,
+                              name="gavel", candidates=candidates,
+                              freeze_at=lambda i, level, lv: ref[i] * level * (1 - 1e-8), own_caps=False)
+    x_val = res.x
     x_val = fill_idle(vu, clean(x_val, vu.speed, vu.capacity, vu.demand, vu.type_cap))
     capped = at_caps(vu, x_val)
     return finish(problem, NAME, x_val, timer, solver, capped_note(vu, capped))

@@ -7,8 +7,10 @@
 
 Because every user's throughput is π_l·t for a common level t, maximizing the total is maximizing t. The
 per-user throughputs are unique even when the LP has several optimal vertices, and this gives
-strategy-proofness (Thm 5.4): a user who reports larger speedups can only move the level t, and its true
-throughput never exceeds π_l·t* of the honest solve (checked by tests/test_properties.py).
+strategy-proofness against inflated speedups (Thm 5.4's lie model: every reported speedup >= the truth): a
+user who reports larger speedups can only move the level t, and its true throughput never exceeds π_l·t* of
+the honest solve (checked by tests/test_properties.py). Not against sandbagging: over-reporting the slowest
+type lowers the normalized speedups of the others and can pay (tests/test_fairness_check.py, worked by hand).
 
 Caps (total demand d_l and per-type caps c_l^j, ``_common``), by *progressive filling* of the level t, not
 by freezing a solver vertex:
@@ -30,7 +32,7 @@ Guarantees under caps: no user gets more GPUs than its demand or more of a type 
 uncapped users have exactly equal weighted throughput, and a capped user's weighted throughput is at most
 theirs (it froze at a lower level); the final level is the largest the uncapped users can reach together
 with the capped ones kept at theirs; GPUs a capped user cannot use stay available to the others in every
-later level; capacity is respected; with no finite cap the result is exactly eq. 9 (and strategy-proof).
+later level; capacity is respected; with no finite cap the result is exactly eq. 9 (and strategy-proof against inflating fast types).
 Not work-conserving: eq. 9's equality can leave GPUs idle that only some uncapped users could use (they are
 named in ``Allocation.notes``). Strategy-proofness is *not* claimed when caps bind (a capped user's level
 depends on its speedups).
@@ -39,7 +41,8 @@ How it is computed by default (no ``solver`` named): ``_filling.fill`` runs the 
 levels on one live HiGHS model (upper bounds per class, the batch-freezing lemma, warm re-solves), verifies
 the result against the definition above, and the common level T is then the lowest level of a class below its
 caps (classes above T are cut back to T; those frozen below T sit at their caps). Naming a cvxpy solver
-(``--solver ECOS|HIGHS|CLARABEL|SCIPY``) runs the LPs described above through cvxpy instead.
+(``--solver ECOS|HIGHS|CLARABEL|SCIPY``) runs the LPs described above through cvxpy instead (the loop shared
+with gavel, ``_leximin.fill_cvxpy``).
 """
 
 from __future__ import annotations
@@ -50,9 +53,9 @@ import cvxpy as cp
 import numpy as np
 
 from .. import lp
-from . import _filling
+from . import _filling, _leximin
 from ..model import Allocation, Problem
-from ._common import TEST_SOLVER, TOL, _blocked, lift_test, allocation_variable, type_caps, level_program, capacity_constraint, capped_note, clean, finish, throughput_expr
+from ._common import TOL, allocation_variable, type_caps, level_program, capacity_constraint, capped_note, clean, finish, throughput_expr
 from .base import Policy
 
 NAME = "oef-noncoop"
@@ -149,26 +152,15 @@ def solve_arrays_cvxpy(
     n, _ = speed.shape
     demand = np.full(n, np.inf) if demand is None else np.asarray(demand, dtype=float)
     has_tcap = np.zeros(n, dtype=bool) if type_cap is None else (np.isfinite(type_cap) & (speed > 0)).any(axis=1)
-    timer = timer or lp.Timer()
-    active = np.ones(n, dtype=bool)
-    frozen: dict[int, float] = {}
-    capped: list[int] = []
-    for i in range(n):  # zero demand: nothing to fill
-        if demand[i] <= TOL:
-            active[i] = False
-            frozen[i] = 0.0
-            capped.append(i)
-    x_val = np.zeros_like(speed)
+    active = demand > TOL  # zero demand: nothing to fill
+    frozen: dict[int, float] = {int(i): 0.0 for i in np.flatnonzero(~active)}
+    zero = sorted(frozen)
 
-    def run(prob, what, use=None):
-        with timer.measure():
-            lp.solve(prob, use or solver, what=what)
+    def build(act, fz, level=None, lift=(), free=None):
+        return _program(speed, weight, capacity, demand, act, fz, level=level, lift=lift, free_demand_of=free,
+                        type_cap=type_cap)
 
-    while active.any():
-        prob, x, t = _program(speed, weight, capacity, demand, active, frozen, type_cap=type_cap)
-        run(prob, "oef-noncoop level")
-        level = float(t.value)
-        x_val = np.asarray(x.value)
+    def candidates(x_val, level, act):
         # Only a user with one of its caps tight in this solution can be capped: if all have slack, mixing
         # this solution with one where it rises (caps dropped) lifts it while keeping its caps.
         def tight(i: int) -> bool:
@@ -176,32 +168,13 @@ def solve_arrays_cvxpy(
                 return True
             return bool(has_tcap[i] and (x_val[i] >= type_cap[i] - 1e-6).any())
 
-        cand = [int(i) for i in np.flatnonzero(active & (np.isfinite(demand) | has_tcap)) if tight(int(i))]
-        newly = []
-        if cand:
-            # The tests ask "can i rise while the others keep the *maximal* level?": their feasible sets
-            # have no interior, which interior-point solvers (ECOS) cannot solve accurately. They run on
-            # HiGHS (simplex), against HiGHS's own value of the level so that both agree to its tolerance.
-            prob, _, t = _program(speed, weight, capacity, demand, active, frozen, type_cap=type_cap)
-            run(prob, "oef-noncoop level (HiGHS)", TEST_SOLVER)
-            lv = float(t.value)
-            cand = _blocked(lambda c, v: _program(speed, weight, capacity, demand, active, frozen, level=v, lift=c, type_cap=type_cap),
-                            cand, lv, run)
-        for i in cand:  # blocked with its demand in force: is it its own demand that blocks it?
-            free = lift_test(
-                lambda c, v: _program(speed, weight, capacity, demand, active, frozen, level=v, lift=c, free_demand_of=i,
-                                  type_cap=type_cap),
-                [i], lv, run,
-            )
-            if free[0]:
-                newly.append(i)  # blocked by its own demand, not by the others
-        if not newly:
-            break
-        for i in newly:
-            active[i] = False
-            frozen[i] = weight[i] * min(level, lv)  # HiGHS (simplex) level: ECOS may overshoot a cap by its tolerance
-            capped.append(i)
-    return clean(x_val, speed, capacity, demand, type_cap), sorted(capped)
+        return [int(i) for i in np.flatnonzero(act & (np.isfinite(demand) | has_tcap)) if tight(int(i))]
+
+    # frozen at the HiGHS (simplex) level: ECOS may overshoot a cap by its tolerance
+    res = _leximin.fill_cvxpy(build, np.zeros_like(speed), active, frozen, solver=solver, timer=timer or lp.Timer(),
+                              name="oef-noncoop", candidates=candidates,
+                              freeze_at=lambda i, level, lv: weight[i] * min(level, lv), own_caps=True)
+    return clean(res.x, speed, capacity, demand, type_cap), sorted(zero + res.newly)
 
 
 def solve(problem: Problem, solver: str | None = None) -> Allocation:
