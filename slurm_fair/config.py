@@ -63,6 +63,13 @@ def _pos_int(key: str, v: Any) -> int:
     return v
 
 
+def _nonneg_int(key: str, v: Any) -> int:
+    v = _int(key, v)
+    if v < 0:
+        raise InputError(key, v, "must be >= 0")
+    return v
+
+
 def _bool(key: str, v: Any) -> bool:
     if not isinstance(v, bool):
         raise InputError(key, v, "must be true or false")
@@ -291,6 +298,11 @@ SPEC: dict[str, dict[str, Key]] = {
                         "finish-time fairness bid in each auction (the paper's 0.8)."),
         "themis_lease": Key(600, _positive, "themis: seconds an auctioned allocation holds before its GPUs are\n"
                             "auctioned again (the paper's 10 minutes; > 0)."),
+        "partition_above": Key(1000, _nonneg_int,
+                               "oef-coop: with more classes than this, solve POP-style in partition_parts random\n"
+                               "groups, each exact on its weight share of every GPU type (faster, not exact:\n"
+                               "envy-freeness holds within a group only; loss measured in docs); 0 = always exact."),
+        "partition_parts": Key(4, _pos_int, "oef-coop: number of groups when partitioned (>= 1)."),
     },
     "cluster": {
         "backend": Key("auto", _choice(BACKENDS), "auto | cli (Slurm commands) | pyslurm."),
@@ -495,10 +507,13 @@ class PolicyConfig:
     solver: str = ""
     themis_f: float = 0.8
     themis_lease: float = 600
+    partition_above: int = 1000
+    partition_parts: int = 4
 
     def options(self) -> dict[str, float]:
         """Policy knobs as ``policies.solve(options=)`` takes them (each policy picks its own)."""
-        return {"f": float(self.themis_f), "lease_s": float(self.themis_lease)}
+        return {"f": float(self.themis_f), "lease_s": float(self.themis_lease),
+                "partition_above": int(self.partition_above), "partition_parts": int(self.partition_parts)}
 
 
 @dataclass(frozen=True)

@@ -49,8 +49,9 @@ import dataclasses
 import numpy as np
 
 from .. import lp
-from ..model import Allocation, Problem
-from . import _coop_fast
+from ..errors import InputError
+from ..model import Allocation, Problem, VirtualUsers
+from . import _coop_fast, _partition
 from ._common import capped_note, clean, fill_idle, finish, upgrade_idle, waterfill
 
 NAME = "oef-coop"
@@ -111,37 +112,101 @@ def _warm_pairs(warm) -> list[tuple[tuple[str, str], tuple[str, str]]]:
     return out
 
 
-def solve(problem: Problem, solver: str | None = None, warm=None) -> Allocation:
-    """Eq. 10 with caps by water-filling. ``warm``: the ``warm`` of an earlier allocation (see the module
-    docstring); only the fast solver uses it."""
-    if solver is not None and str(solver).strip():
-        return _solve(problem, solver, _solve_step)
-    vu = problem.virtual_users()
+def _exact_vu(vu: VirtualUsers, warm_keys) -> tuple[np.ndarray, list[int], list, float, tuple[int, int]]:
+    """Water-filling with the fast exact step on ``vu``. ``warm_keys``: pairs of (tenant, class) keys to seed
+    the first step with (None: cold). Each later step starts from the envy rows that bound the step before it
+    (its users less the frozen ones), plus the similarity rows for every user. Returns the allocation (before
+    ``upgrade_idle``), the capped rows, the binding rows as key pairs, LP seconds, (steps seeded, rows seeded)."""
     key_of = list(zip(vu.tenant, vu.cls))
     index = {kk: i for i, kk in enumerate(key_of)}
-    seed = [(index[a], index[b]) for a, b in _warm_pairs(warm) if a in index and b in index]
-    lp.pick_solver(solver)
     timer = lp.Timer()
     binding: set[tuple[int, int]] = set()
     seeded = [0, 0]  # steps seeded, rows seeded
+    first = [(index[a], index[b]) for a, b in warm_keys or () if a in index and b in index]
+    prev: list[list[tuple[int, int]]] = [first]  # the seed of the next step
+    nstep = [0]
 
     def step(speed, weight, capacity, rows):
         pos = {int(r): p for p, r in enumerate(rows)}
-        local = [(pos[a], pos[b]) for a, b in seed if a in pos and b in pos]
+        local = [(pos[a], pos[b]) for a, b in prev[0] if a in pos and b in pos]
+        cold = nstep[0] == 0 and warm_keys is None
         with timer.measure():
-            xa, info = _coop_fast.solve_with_info(speed, weight, capacity, seed=local if warm is not None else None)
-        binding.update((int(rows[a]), int(rows[b])) for a, b in info.binding)
-        if info.seeded:
+            xa, info = _coop_fast.solve_with_info(speed, weight, capacity, seed=None if cold else local,
+                                                  seed_all=nstep[0] > 0)
+        found = [(int(rows[a]), int(rows[b])) for a, b in info.binding]
+        binding.update(found)
+        if info.seeded and nstep[0] == 0:
             seeded[0] += 1
             seeded[1] += info.seeded
+        nstep[0] += 1
+        prev[0] = found
         return xa
 
     x, capped = waterfill(vu, step, step_takes_rows=True)
+    pairs = sorted((key_of[a], key_of[b]) for a, b in binding)
+    return x, capped, pairs, timer.seconds, (seeded[0], seeded[1])
+
+
+def _group_solver(warm_keys):
+    def solve_group(sub: VirtualUsers):
+        keys = None
+        if warm_keys is not None:
+            mine = set(zip(sub.tenant, sub.cls))
+            keys = [(a, b) for a, b in warm_keys if a in mine and b in mine]
+        x, capped, pairs, seconds, seeded = _exact_vu(sub, keys)
+        return x, capped, pairs, seconds, seeded
+    return solve_group
+
+
+def solve(problem: Problem, solver: str | None = None, warm=None, partition_above: int = 0,
+          partition_parts: int = 4, partition_seed: int = 0, processes: int = 0) -> Allocation:
+    """Eq. 10 with caps by water-filling. ``warm``: the ``warm`` of an earlier allocation (see the module
+    docstring); only the fast solver uses it.
+
+    ``partition_above`` > 0: with more classes than that, solve POP-style in ``partition_parts`` random groups
+    (:mod:`._partition`, seed ``partition_seed``; ``processes`` > 1: in parallel), each exact on its weight
+    share of every GPU type, then ``upgrade_idle`` and ``fill_idle`` over the whole cluster. Not the exact
+    optimum: envy-freeness holds inside each group only (the loss is measured in benchmarks/coop_scale.py);
+    the notes say so."""
+    if solver is not None and str(solver).strip():
+        return _solve(problem, solver, _solve_step)
+    above = int(partition_above or 0)
+    if above < 0:
+        raise InputError("partition_above", partition_above, "must be an integer >= 0 (0 = never partition)")
+    parts = _partition.check_parts(partition_parts)
+    lp.pick_solver(solver)
+    vu = problem.virtual_users()
+    warm_keys = _warm_pairs(warm) if warm is not None else None
+    notes: list[str] = []
+    timer = lp.Timer()
+    if above and vu.n > above:
+        sp = _partition.split(vu, parts, partition_seed)
+        out = _partition.solve_groups(vu, sp, _group_solver(warm_keys), processes)
+        x = np.zeros((vu.n, vu.k))
+        capped: list[int] = []
+        pairs: list = []
+        seeded = [0, 0]
+        for p, (xg, cg, pg, sec, sd) in enumerate(out):
+            rows = sp.rows(p)
+            x[rows] = xg
+            capped.extend(int(rows[i]) for i in cg)
+            pairs.extend(pg)
+            timer.laps.append(sec)
+            timer.seconds += sec
+            seeded[0] += sd[0]
+            seeded[1] += sd[1]
+        capped.sort()
+        notes.append(f"partitioned (POP-style): {vu.n} classes > partition_above {above}, {parts} random groups "
+                     f"(seed {int(partition_seed)}) of sizes {np.bincount(sp.group, minlength=parts).tolist()}, each "
+                     "solved exactly on its weight share of every GPU type; envy-freeness holds within a group only")
+    else:
+        x, capped, pairs, seconds, seeded = _exact_vu(vu, warm_keys)
+        timer.laps.append(seconds)
+        timer.seconds += seconds
     x = clean(fill_idle(vu, upgrade_idle(vu, x, capped)), vu.speed, vu.capacity, vu.demand, vu.type_cap)
-    notes = list(capped_note(vu, capped))
+    notes[:0] = capped_note(vu, capped)
     if warm is not None:
         notes.append(f"warm start: {seeded[1]} envy row(s) of the previous solve seeded {seeded[0]} step(s)"
                      if seeded[1] else "warm start: no envy row of the previous solve applied (cold start)")
     alloc = finish(problem, NAME, x, timer, solver, tuple(notes))
-    pairs = tuple(sorted((key_of[a], key_of[b]) for a, b in binding))
-    return dataclasses.replace(alloc, solver=FAST_SOLVER, warm=pairs)
+    return dataclasses.replace(alloc, solver=FAST_SOLVER, warm=tuple(sorted(pairs)))
