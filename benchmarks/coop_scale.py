@@ -3,6 +3,7 @@
 
 Usage: python3 benchmarks/coop_scale.py [--n 100,300,1000,2000] [--k 10] [--demands none,total]
                                         [--parts 0,2,4,8] [--timeout 120] [--processes 0] [--seed 0]
+                                        [--split stratified|hash]
 
 Instances: ``benchmarks.philly.instance(n, k, seed)`` (Philly-like binding demands, about twice the capacity;
 ``none`` drops every demand). ``parts`` 0 = exact (``oef_coop.solve``), p > 0 = partitioned into p groups
@@ -15,8 +16,8 @@ wall-clock limit (``--timeout``; a cell past it prints ``>T``), four solves in a
 
 Loss columns (partitioned rows, against the exact cold solve of the same instance, when it finished):
 ``loss %``: 1 - total normalized throughput / the exact one. ``envy %``: the largest envy of a class below its
-demand, S_l.x_i w_l/w_i - S_l.x_l, relative to S_l.x_l (the exact row shows its own value: exact envy-freeness
-holds among the classes of the last water-filling step only). ``SI viol``: classes whose throughput is below
+demand of the bundle of another class below its demand, S_l.x_i w_l/w_i - S_l.x_l, relative to S_l.x_l (the
+set on which the exact solve is envy-free; the exact row shows its own value). ``SI viol``: classes whose throughput is below
 the usable part (fastest first, within demand and type caps) of their weight share w_l/W of every type.
 Seconds are wall seconds of ``oef_coop.solve`` on a shared 2-CPU machine (noisy).
 """
@@ -56,12 +57,12 @@ def drop_demands(p):
         dataclasses.replace(c, demand=None, type_demand=None) for c in t.classes)) for t in p.tenants))
 
 
-def _cell(q, n, k, seed, demands, parts, processes):
+def _cell(q, n, k, seed, demands, parts, processes, split):
     p = problem(n, k, seed, demands)
     p2 = changed_philly(instance(n, k, seed), 0.02, seed)
     if demands == "none":
         p2 = drop_demands(p2)
-    kw = dict(partition_above=1, partition_parts=parts, processes=processes) if parts else {}
+    kw = dict(partition_above=1, partition_parts=parts, processes=processes, partition_split=split) if parts else {}
 
     def timed(prob, warm=None):
         t = time.perf_counter()
@@ -79,11 +80,11 @@ def _cell(q, n, k, seed, demands, parts, processes):
     q.put(("done", 0.0, None))
 
 
-def run_cell(n, k, seed, demands, parts, timeout, processes):
+def run_cell(n, k, seed, demands, parts, timeout, processes, split):
     """{solve: seconds} and the cold x (None when it did not finish in ``timeout``)."""
     ctx = mp.get_context("fork")
     q = ctx.Queue()
-    proc = ctx.Process(target=_cell, args=(q, n, k, seed, demands, parts, processes))
+    proc = ctx.Process(target=_cell, args=(q, n, k, seed, demands, parts, processes, split))
     proc.start()
     end = time.monotonic() + timeout
     times, x = {}, None
@@ -111,12 +112,14 @@ def measures(p, x):
     vu = p.virtual_users()
     S, w = vu.speed, vu.weight
     own = (S * x).sum(axis=1)
-    below = x.sum(axis=1) < vu.demand - 1e-6
-    U = S @ x.T  # U[l, i] = S_l . x_i
-    env = U * (w[:, None] / w[None, :]) - own[:, None]
-    np.fill_diagonal(env, -np.inf)
-    rel = env.max(axis=1) / np.maximum(own, 1e-12)
-    envy = float(max(0.0, rel[below].max())) if below.any() else 0.0
+    below = np.flatnonzero(x.sum(axis=1) < vu.demand - 1e-6)
+    envy = 0.0
+    if below.size > 1:
+        U = S[below] @ x[below].T  # U[l, i] = S_l . x_i among the classes below their demand
+        wb, ob = w[below], own[below]
+        env = U * (wb[:, None] / wb[None, :]) - ob[:, None]
+        np.fill_diagonal(env, -np.inf)
+        envy = float(max(0.0, (env.max(axis=1) / np.maximum(ob, 1e-12)).max()))
     share = (w / w.sum())[:, None] * vu.capacity[None, :]
     si = np.array([float(S[i] @ best_gpus(S[i], share[i], vu.demand[i], vu.type_cap[i])) for i in range(vu.n)])
     viol = int(np.sum(own < si * (1 - 1e-6) - 1e-9))
@@ -132,6 +135,7 @@ def main() -> None:
     ap.add_argument("--parts", default="0,2,4,8")
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--processes", type=int, default=0)
+    ap.add_argument("--split", choices=("stratified", "hash"), default="stratified")
     a = ap.parse_args()
     rows = []
     for n in (int(v) for v in a.n.split(",")):
@@ -139,7 +143,7 @@ def main() -> None:
             p = problem(n, a.k, a.seed, demands)
             exact = None
             for parts in (int(v) for v in a.parts.split(",")):
-                times, x = run_cell(n, a.k, a.seed, demands, parts, a.timeout, a.processes)
+                times, x = run_cell(n, a.k, a.seed, demands, parts, a.timeout, a.processes, a.split)
                 cells = [f"{times[s]:.2f}" if s in times else f">{a.timeout:g}" for s in SOLVES]
                 loss = envy = viol = "-"
                 if x is not None:

@@ -47,7 +47,7 @@ def test_one_group_is_the_exact_solve():
     exact = oef_coop.solve(p)
     one = oef_coop.solve(p, partition_above=1, partition_parts=1)
     np.testing.assert_allclose(one.x, exact.x, atol=1e-9)
-    assert any("partitioned" in n and "1 random groups (seed 0)" in n for n in one.notes)
+    assert any("partitioned" in n and "1 groups (stratified split, seed 0)" in n for n in one.notes)
     assert not any("partitioned" in n for n in exact.notes)
 
 
@@ -67,7 +67,7 @@ def test_partitioned_respects_capacity_demands_and_type_caps(seed, type_demand):
     room[vu.speed == 0] = 0
     assert not ((idle > 1e-6)[None, :] & (room > 1e-6)).any()
     note = next(n for n in a.notes if n.startswith("partitioned"))
-    assert "3 random groups (seed 0)" in note
+    assert "3 groups (stratified split, seed 0)" in note
 
 
 def test_partitioned_is_deterministic_for_a_seed():
@@ -103,10 +103,15 @@ def test_split_by_weight_and_stable_groups():
     np.testing.assert_allclose(sp.capacity.sum(axis=0), vu.capacity)
     wp = np.bincount(sp.group, weights=vu.weight, minlength=4)
     np.testing.assert_allclose(sp.capacity, (wp / wp.sum())[:, None] * vu.capacity[None, :])
-    # a class keeps its group when another tenant arrives (the hash, not a permutation, decides)
+    sizes = np.bincount(sp.group, minlength=4)
+    assert sizes.max() - sizes.min() <= 1  # dealt four at a time
+    # the hash split: a class keeps its group when another tenant arrives
+    hs = _partition.split(vu, 4, 0, "hash")
     extra = Tenant("zz-new", (JobClass("c0", {g: 1.0 for g in p.gpu_types}, 1.0),), 1.0)
     vu2 = dataclasses.replace(p, tenants=p.tenants + (extra,)).virtual_users()
-    np.testing.assert_array_equal(_partition.split(vu2, 4, 0).group[:vu.n], sp.group)
+    np.testing.assert_array_equal(_partition.split(vu2, 4, 0, "hash").group[:vu.n], hs.group)
+    with pytest.raises(InputError):
+        _partition.split(vu, 4, 0, "round-robin")
 
 
 def test_partitioned_keeps_sharing_incentive_without_demands():
@@ -114,10 +119,11 @@ def test_partitioned_keeps_sharing_incentive_without_demands():
     # (u_l(w_l/W_p m_p), Thm 5.1) is its global one, u_l(w_l/W m)
     p = no_demands(small(12, 30, 4))
     vu = p.virtual_users()
-    a = oef_coop.solve(p, partition_above=1, partition_parts=3)
-    own = (vu.speed * a.x).sum(axis=1)
-    share = vu.speed @ vu.capacity * vu.weight / vu.weight.sum()
-    assert (own >= share * (1 - 1e-6)).all()
+    for how in ("stratified", "hash"):
+        a = oef_coop.solve(p, partition_above=1, partition_parts=3, partition_split=how)
+        own = (vu.speed * a.x).sum(axis=1)
+        share = vu.speed @ vu.capacity * vu.weight / vu.weight.sum()
+        assert (own >= share * (1 - 1e-6)).all()
 
 
 def test_bad_partition_options():
@@ -135,7 +141,7 @@ def test_config_keys_reach_the_policy():
     assert cfg.policy.options()["partition_above"] == 5 and cfg.policy.options()["partition_parts"] == 2
     p = small(15, 10, 3)
     a = policies.solve("oef-coop", p, options=cfg.policy.options())
-    assert any("partitioned" in n and "2 random groups" in n for n in a.notes)
+    assert any("partitioned" in n and "2 groups" in n for n in a.notes)
     assert config.Config().policy.partition_above == 1000  # the default: exact up to 1000 classes
     for key, bad in (("partition_above", -1), ("partition_above", 1.5), ("partition_parts", 0)):
         with pytest.raises(InputError) as e:

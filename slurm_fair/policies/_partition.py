@@ -7,11 +7,14 @@ n(n-1)) gets about ``parts``-fold smaller problems, at a price measured in ``ben
 
 The split (choices, and why):
 
-- **Which class goes where**: a keyed hash of (seed, tenant, class) modulo ``parts``, not a permutation of
-  the current list. It is random (seeded, deterministic) and *stable from round to round*: a class keeps its
-  group while other classes come and go, so a warm start from the previous round still applies inside its
-  group, and an allocation does not jump because an unrelated class arrived. Group sizes are binomial
-  (about n/parts ± sqrt(n/parts)).
+- **Which class goes where** (``how``): ``stratified`` (the default) sorts the classes by the GPU type they
+  are comparatively fastest on, then demand, then how much faster, and deals them ``parts`` at a time in a
+  seeded random order (:func:`stratified`), so every group is close to a scaled copy of the whole problem.
+  ``hash``: POP's plain random split, by a keyed hash of (seed, tenant, class) modulo ``parts``; stable from
+  round to round (a class keeps its group while others come and go). Measured (benchmarks/coop_scale.py):
+  the hash split left classes envying classes of other groups by 20-90 % of their throughput; the
+  stratified split cuts that (numbers in docs/_incoming/a22-oef-coop-scale.md). Both are deterministic for a
+  seed.
 - **Capacity by weight**: group p gets ``m_j * W_p / W`` of every type j (W_p: the group's total weight). With
   this split each group is the whole cluster scaled by W_p / W, so a policy's sharing-incentive guarantee
   inside its group (a user gets at least u_l(w_l / W_p * m_p)) is *exactly* the global one
@@ -62,10 +65,39 @@ def group_of(tenant: str, cls: str, parts: int, seed: int = 0) -> int:
     return int.from_bytes(h.digest(), "little") % parts
 
 
-def split(vu: VirtualUsers, parts: int, seed: int = 0) -> Split:
-    """Groups of the classes and each group's capacity slice (proportional to its weight; see the module)."""
+def stratified(vu: VirtualUsers, parts: int, seed: int = 0) -> np.ndarray:
+    """Groups dealt from the classes sorted by what decides their place in the allocation (the GPU type they
+    are comparatively fastest on, their demand, how much faster), ``parts`` at a time in a seeded random order:
+    every group gets a like sample of every kind of class, so each group is close to a scaled copy of the
+    whole problem."""
+    S = vu.speed
+    n = S.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    usable = S > 0
+    mean = np.array([S[usable[:, j], j].mean() if usable[:, j].any() else 1.0 for j in range(S.shape[1])])
+    rel = S / mean[None, :]
+    pref = rel.argmax(axis=1)
+    strength = rel.max(axis=1) / np.maximum(np.where(usable, rel, np.inf).min(axis=1), 1e-300)
+    demand = np.where(np.isfinite(vu.demand), vu.demand, np.finfo(float).max)
+    order = np.lexsort((strength, demand, pref))
+    rng = np.random.default_rng([int(seed), parts, n])
+    deal = np.concatenate([rng.permutation(parts) for _ in range(-(-n // parts))])[:n]
+    group = np.empty(n, dtype=np.int64)
+    group[order] = deal
+    return group
+
+
+def split(vu: VirtualUsers, parts: int, seed: int = 0, how: str = "stratified") -> Split:
+    """Groups of the classes (``how``: ``stratified`` or ``hash``, see the module) and each group's capacity
+    slice (proportional to its weight)."""
     parts = check_parts(parts)
-    group = np.array([group_of(t, c, parts, seed) for t, c in zip(vu.tenant, vu.cls)], dtype=np.int64)
+    if how == "hash":
+        group = np.array([group_of(t, c, parts, seed) for t, c in zip(vu.tenant, vu.cls)], dtype=np.int64)
+    elif how == "stratified":
+        group = stratified(vu, parts, seed)
+    else:
+        raise InputError("partition split", how, "must be stratified or hash")
     if parts == 1:
         return Split(1, int(seed), group, vu.capacity.astype(float)[None, :].copy())
     wp = np.bincount(group, weights=vu.weight, minlength=parts).astype(float)

@@ -159,7 +159,8 @@ def _group_solver(warm_keys):
 
 
 def solve(problem: Problem, solver: str | None = None, warm=None, partition_above: int = 0,
-          partition_parts: int = 4, partition_seed: int = 0, processes: int = 0) -> Allocation:
+          partition_parts: int = 4, partition_seed: int = 0, processes: int = 0,
+          partition_split: str = "stratified") -> Allocation:
     """Eq. 10 with caps by water-filling. ``warm``: the ``warm`` of an earlier allocation (see the module
     docstring); only the fast solver uses it.
 
@@ -180,7 +181,7 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
     notes: list[str] = []
     timer = lp.Timer()
     if above and vu.n > above:
-        sp = _partition.split(vu, parts, partition_seed)
+        sp = _partition.split(vu, parts, partition_seed, partition_split)
         out = _partition.solve_groups(vu, sp, _group_solver(warm_keys), processes)
         x = np.zeros((vu.n, vu.k))
         capped: list[int] = []
@@ -196,8 +197,8 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
             seeded[0] += sd[0]
             seeded[1] += sd[1]
         capped.sort()
-        notes.append(f"partitioned (POP-style): {vu.n} classes > partition_above {above}, {parts} random groups "
-                     f"(seed {int(partition_seed)}) of sizes {np.bincount(sp.group, minlength=parts).tolist()}, each "
+        notes.append(f"partitioned (POP-style): {vu.n} classes > partition_above {above}, {parts} groups "
+                     f"({partition_split} split, seed {int(partition_seed)}) of sizes {np.bincount(sp.group, minlength=parts).tolist()}, each "
                      "solved exactly on its weight share of every GPU type; envy-freeness holds within a group only")
     else:
         x, capped, pairs, seconds, seeded = _exact_vu(vu, warm_keys)
