@@ -142,7 +142,8 @@ def test_config_keys_reach_the_policy():
     p = small(15, 10, 3)
     a = policies.solve("oef-coop", p, options=cfg.policy.options())
     assert any("partitioned" in n and "2 groups" in n for n in a.notes)
-    assert config.Config().policy.partition_above == 1000  # the default: exact up to 1000 classes
+    assert config.Config().policy.partition_above == 0  # the default: always exact
+    assert not any("partitioned" in n for n in policies.solve("oef-coop", p, options=config.Config().policy.options()).notes)
     for key, bad in (("partition_above", -1), ("partition_above", 1.5), ("partition_parts", 0)):
         with pytest.raises(InputError) as e:
             config.from_dict({"policy": {key: bad}})
