@@ -37,9 +37,15 @@ signature can replace it; :func:`solve_plain` keeps the plain cvxpy formulation 
 
 Warm start (``solve(problem, warm=...)``, the daemon's rounds): the allocation carries in ``warm`` the envy
 rows with a nonzero dual at the end of every water-filling step, as pairs of (tenant, class) keys; given
-back to the next solve, each step starts its constraint generation from the pairs among its active users
-(users in no pair get the similarity seeding, so a new class or a changed cluster falls back to the cold
-start by itself). The optimum does not depend on the seed; pairs naming unknown classes are ignored.
+back to the next solve, the first step starts its constraint generation from the pairs among its users plus
+the similarity rows of every user (a superset of the cold start). Every later step, warm or cold, starts
+from the binding rows of the step before it (plus the similarity rows). The optimum does not depend on the
+seed; pairs naming unknown classes are ignored.
+
+Partitioned mode (``partition_above`` > 0 and more classes than that; config ``[policy]``): POP-style groups
+(:mod:`._partition`), each solved as above on its weight share of every GPU type, then ``upgrade_idle`` and
+``fill_idle`` over the whole cluster. Faster, not exact: envy-freeness only within a group (the notes say
+so; loss measured in ``benchmarks/coop_scale.py``).
 """
 
 from __future__ import annotations
@@ -115,7 +121,10 @@ def _warm_pairs(warm) -> list[tuple[tuple[str, str], tuple[str, str]]]:
 def _exact_vu(vu: VirtualUsers, warm_keys) -> tuple[np.ndarray, list[int], list, float, tuple[int, int]]:
     """Water-filling with the fast exact step on ``vu``. ``warm_keys``: pairs of (tenant, class) keys to seed
     the first step with (None: cold). Each later step starts from the envy rows that bound the step before it
-    (its users less the frozen ones), plus the similarity rows for every user. Returns the allocation (before
+    (its users less the frozen ones). Seeded steps also get the similarity rows for every user (``seed_all``):
+    the start is then a superset of the cold start, so a class whose speeds changed since the seed (its old
+    rows are stale) is seeded as in a cold start; measured: seeding without them made warm rounds with 2 % of
+    the tenants changed slower than cold ones. Returns the allocation (before
     ``upgrade_idle``), the capped rows, the binding rows as key pairs, LP seconds, (steps seeded, rows seeded)."""
     key_of = list(zip(vu.tenant, vu.cls))
     index = {kk: i for i, kk in enumerate(key_of)}
@@ -132,7 +141,7 @@ def _exact_vu(vu: VirtualUsers, warm_keys) -> tuple[np.ndarray, list[int], list,
         cold = nstep[0] == 0 and warm_keys is None
         with timer.measure():
             xa, info = _coop_fast.solve_with_info(speed, weight, capacity, seed=None if cold else local,
-                                                  seed_all=nstep[0] > 0)
+                                                  seed_all=True)
         found = [(int(rows[a]), int(rows[b])) for a, b in info.binding]
         binding.update(found)
         if info.seeded and nstep[0] == 0:
