@@ -119,34 +119,36 @@ def _warm_pairs(warm) -> list[tuple[tuple[str, str], tuple[str, str]]]:
 
 
 def _exact_vu(vu: VirtualUsers, warm_keys) -> tuple[np.ndarray, list[int], list, float, tuple[int, int]]:
-    """Water-filling with the fast exact step on ``vu``. ``warm_keys``: pairs of (tenant, class) keys to seed
-    the first step with (None: cold). Each later step starts from the envy rows that bound the step before it
-    (its users less the frozen ones). Seeded steps also get the similarity rows for every user (``seed_all``):
-    the start is then a superset of the cold start, so a class whose speeds changed since the seed (its old
-    rows are stale) is seeded as in a cold start; measured: seeding without them made warm rounds with 2 % of
-    the tenants changed slower than cold ones. Returns the allocation (before
-    ``upgrade_idle``), the capped rows, the binding rows as key pairs, LP seconds, (steps seeded, rows seeded)."""
+    """Water-filling with the fast exact step on ``vu``. ``warm_keys``: pairs of (tenant, class) keys (an
+    earlier solve's binding rows; None: cold) that seed every step, among its users. Each step after the
+    first also starts from the envy rows that bound the step before it (its users less the frozen ones).
+    Seeded steps also get the similarity rows of every user (``seed_all``): the start is a superset of the
+    cold start, so a class whose speeds changed since the seed (its old rows are stale) is seeded as in a
+    cold start. Measured in LP rounds at 300 tenants (philly, seed 0): seeding without the similarity rows
+    made warm rounds with 2 % of the tenants changed cost more than cold ones (171 vs 160 rounds before).
+    Returns the allocation (before ``upgrade_idle``), the capped rows, the binding rows as key pairs, LP
+    seconds, (steps seeded, rows seeded)."""
     key_of = list(zip(vu.tenant, vu.cls))
     index = {kk: i for i, kk in enumerate(key_of)}
     timer = lp.Timer()
     binding: set[tuple[int, int]] = set()
     seeded = [0, 0]  # steps seeded, rows seeded
     first = [(index[a], index[b]) for a, b in warm_keys or () if a in index and b in index]
-    prev: list[list[tuple[int, int]]] = [first]  # the seed of the next step
+    prev: list[list[tuple[int, int]]] = [[]]  # binding rows of the step before
     nstep = [0]
 
     def step(speed, weight, capacity, rows):
         pos = {int(r): p for p, r in enumerate(rows)}
-        local = [(pos[a], pos[b]) for a, b in prev[0] if a in pos and b in pos]
+        local = [(pos[a], pos[b]) for a, b in first + prev[0] if a in pos and b in pos]
         cold = nstep[0] == 0 and warm_keys is None
         with timer.measure():
             xa, info = _coop_fast.solve_with_info(speed, weight, capacity, seed=None if cold else local,
                                                   seed_all=True)
         found = [(int(rows[a]), int(rows[b])) for a, b in info.binding]
         binding.update(found)
-        if info.seeded and nstep[0] == 0:
+        if warm_keys is not None and first:
             seeded[0] += 1
-            seeded[1] += info.seeded
+            seeded[1] += sum(1 for a, b in first if a in pos and b in pos)
         nstep[0] += 1
         prev[0] = found
         return xa
