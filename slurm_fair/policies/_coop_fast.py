@@ -126,7 +126,8 @@ def solve_with_info(
 ) -> tuple[np.ndarray, SolveInfo]:
     """``seed``: envy rows (l, i) to start from (pairs of user indices, e.g. the ``binding`` rows of an
     earlier solve of a similar problem); users in no seeded pair get the similarity seeding. Pairs out of
-    range or with l == i are ignored. The optimum does not depend on the seed, only the work to reach it."""
+    range or with l == i are ignored. ``seed_all``: every user also gets the similarity seeding (the start is
+    a superset of the cold start). The optimum does not depend on the seed, only the work to reach it."""
     S, w, c = _check(speed, weight, capacity)
     name = "HIGHS" if solver is None else str(solver).upper()
     t0 = time.perf_counter()
