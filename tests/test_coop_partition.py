@@ -148,3 +148,26 @@ def test_config_keys_reach_the_policy():
         with pytest.raises(InputError) as e:
             config.from_dict({"policy": {key: bad}})
         assert e.value.field == f"policy.{key}"
+
+
+def test_warm_start_drops_the_rows_of_changed_classes():
+    p = no_demands(small(16, 30, 4))  # no demands: one water-filling step, so the note counts one seed
+    cold = oef_coop.solve(p)
+    t0 = p.tenants[0]
+    faster = dataclasses.replace(t0, classes=tuple(
+        dataclasses.replace(c, throughput={g: v * (1 + j) for j, (g, v) in enumerate(c.throughput.items())})
+        for c in t0.classes))
+    p2 = dataclasses.replace(p, tenants=(faster,) + p.tenants[1:])
+    warm = oef_coop.solve(p2, warm=cold.warm)
+    ref = oef_coop.solve(p2)
+    assert warm.total_throughput() == pytest.approx(ref.total_throughput(), rel=1e-7)
+    # tenant 0's classes changed: exactly the rows not naming them were seeded
+    pairs = oef_coop._warm_pairs(cold.warm)
+    kept = [(a, b) for a, b in pairs if t0.name not in (a[0], b[0])]
+    assert 0 < len(kept) < len(pairs)
+    assert f"warm start: {len(kept)} envy row(s) of the previous solve seeded 1 step(s)" in warm.notes
+    # an older save without fingerprints seeds all its rows (and reaches the same optimum)
+    old = tuple(e for e in cold.warm if e[0] != "fp")
+    again = oef_coop.solve(p2, warm=old)
+    assert again.total_throughput() == pytest.approx(ref.total_throughput(), rel=1e-7)
+    assert f"warm start: {len(pairs)} envy row(s) of the previous solve seeded 1 step(s)" in again.notes
