@@ -161,7 +161,7 @@ def test_warm_start_drops_the_rows_of_changed_classes():
     warm = oef_coop.solve(p2, warm=cold.warm)
     ref = oef_coop.solve(p2)
     assert warm.total_throughput() == pytest.approx(ref.total_throughput(), rel=1e-7)
-    # tenant 0's classes changed: exactly the rows not naming them were seeded
+    # tenant 0's classes changed (their fingerprints differ): exactly the rows not naming them were seeded
     pairs = oef_coop._warm_pairs(cold.warm)
     kept = [(a, b) for a, b in pairs if t0.name not in (a[0], b[0])]
     assert 0 < len(kept) < len(pairs)

@@ -38,9 +38,9 @@ signature can replace it; :func:`solve_plain` keeps the plain cvxpy formulation 
 Warm start (``solve(problem, warm=...)``, the daemon's rounds): the allocation carries in ``warm`` the envy
 rows with a nonzero dual at the end of every water-filling step, as pairs of (tenant, class) keys, and one
 ``("fp", tenant, class, hash)`` entry per class (a hash of its speeds, weight, demand and type caps); given
-back to the next solve, the pairs of classes whose hash changed are dropped (those classes get the cold
-similarity seeding) and every step starts its constraint generation from the other pairs among its users
-(a save without hashes seeds the first step with its pairs plus every user's similarity rows). Every later step, warm or cold, starts
+back to the next solve, the pairs naming a class whose hash changed are dropped, and every step starts its
+constraint generation from the other pairs among its users plus the similarity rows of every user (a
+superset of the cold start; a save without hashes keeps all its pairs). Every later step, warm or cold, starts
 from the binding rows of the step before it (plus the similarity rows). The optimum does not depend on the
 seed; pairs naming unknown classes are ignored.
 
@@ -129,6 +129,11 @@ def _warm_fingerprints(warm) -> dict[tuple[str, str], str] | None:
     return out or None
 
 
+def _usable_pairs(pairs, allowed: set) -> list:
+    """The saved ``pairs`` between classes ``allowed`` (unchanged since the save, in the group solved)."""
+    return [(a, b) for a, b in pairs if a in allowed and b in allowed]
+
+
 def _warm_pairs(warm) -> list[tuple[tuple[str, str], tuple[str, str]]]:
     """``warm`` as pairs of (tenant, class) keys; anything else in it is skipped (a seed is only a hint)."""
     out = []
@@ -142,14 +147,13 @@ def _warm_pairs(warm) -> list[tuple[tuple[str, str], tuple[str, str]]]:
     return out
 
 
-def _exact_vu(vu: VirtualUsers, warm_keys, first_all: bool = True) -> tuple[np.ndarray, list[int], list, float, tuple[int, int]]:
+def _exact_vu(vu: VirtualUsers, warm_keys) -> tuple[np.ndarray, list[int], list, float, tuple[int, int]]:
     """Water-filling with the fast exact step on ``vu``. ``warm_keys``: pairs of (tenant, class) keys (an
     earlier solve's binding rows; None: cold) that seed every step, among its users. Each step after the
     first also starts from the envy rows that bound the step before it (its users less the frozen ones).
     Seeded steps also get the similarity rows of every user (``seed_all``): the start is a superset of the
     cold start, so a class whose speeds changed since the seed (its old rows are stale) is seeded as in a
-    cold start; ``first_all`` False: the first step gives the similarity rows only to the users the saved
-    rows do not name (the caller dropped the rows of changed classes). Measured in LP rounds at 300 tenants (philly, seed 0): seeding without the similarity rows
+    cold start. Measured in LP rounds at 300 tenants (philly, seed 0): seeding without the similarity rows
     made warm rounds with 2 % of the tenants changed cost more than cold ones (171 vs 160 rounds before).
     Returns the allocation (before ``upgrade_idle``), the capped rows, the binding rows as key pairs, LP
     seconds, (steps seeded, rows seeded)."""
@@ -168,7 +172,7 @@ def _exact_vu(vu: VirtualUsers, warm_keys, first_all: bool = True) -> tuple[np.n
         cold = nstep[0] == 0 and warm_keys is None
         with timer.measure():
             xa, info = _coop_fast.solve_with_info(speed, weight, capacity, seed=None if cold else local,
-                                                  seed_all=first_all or nstep[0] > 0)
+                                                  seed_all=True)
         found = [(int(rows[a]), int(rows[b])) for a, b in info.binding]
         binding.update(found)
         if warm_keys is not None and first:
@@ -183,13 +187,14 @@ def _exact_vu(vu: VirtualUsers, warm_keys, first_all: bool = True) -> tuple[np.n
     return x, capped, pairs, timer.seconds, (seeded[0], seeded[1])
 
 
-def _group_solver(warm_keys, first_all):
+def _group_solver(warm_keys, same):
     def solve_group(sub: VirtualUsers):
         keys = None
         if warm_keys is not None:
             mine = set(zip(sub.tenant, sub.cls))
-            keys = [(a, b) for a, b in warm_keys if a in mine and b in mine]
-        x, capped, pairs, seconds, seeded = _exact_vu(sub, keys, first_all)
+            keys = _usable_pairs(warm_keys, mine & same) if same is not None else \
+                [(a, b) for a, b in warm_keys if a in mine and b in mine]
+        x, capped, pairs, seconds, seeded = _exact_vu(sub, keys)
         return x, capped, pairs, seconds, seeded
     return solve_group
 
@@ -216,15 +221,14 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
     warm_keys = _warm_pairs(warm) if warm is not None else None
     fps = _fingerprints(vu)
     saved = _warm_fingerprints(warm)
-    first_all = saved is None  # without fingerprints, stale rows cannot be told apart: seed everyone
+    same = None  # the classes unchanged since the save (None: unknown)
     if warm_keys is not None and saved is not None:
         same = {kk for kk, f in zip(zip(vu.tenant, vu.cls), fps) if saved.get(kk) == f}
-        warm_keys = [(a, b) for a, b in warm_keys if a in same and b in same]
     notes: list[str] = []
     timer = lp.Timer()
     if above and vu.n > above:
         sp = _partition.split(vu, parts, partition_seed, partition_split)
-        out = _partition.solve_groups(vu, sp, _group_solver(warm_keys, first_all), processes)
+        out = _partition.solve_groups(vu, sp, _group_solver(warm_keys, same), processes)
         x = np.zeros((vu.n, vu.k))
         capped: list[int] = []
         pairs: list = []
@@ -243,7 +247,8 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
                      f"({partition_split} split, seed {int(partition_seed)}) of sizes {np.bincount(sp.group, minlength=parts).tolist()}, each "
                      "solved exactly on its weight share of every GPU type; envy-freeness holds within a group only")
     else:
-        x, capped, pairs, seconds, seeded = _exact_vu(vu, warm_keys, first_all)
+        x, capped, pairs, seconds, seeded = _exact_vu(
+            vu, _usable_pairs(warm_keys, same) if same is not None else warm_keys)
         timer.laps.append(seconds)
         timer.seconds += seconds
     x = clean(fill_idle(vu, upgrade_idle(vu, x, capped)), vu.speed, vu.capacity, vu.demand, vu.type_cap)
