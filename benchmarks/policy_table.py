@@ -161,7 +161,7 @@ def main(argv=None) -> int:
     results = []
     rows = [(name, None) for name in names] + [("oef-coop", p) for p in _ints(a.partitions)]
     for name, parts in rows:
-        options = {"partitions": parts, "partition_above": 1} if parts else {}
+        options = {"partition_parts": parts, "partition_above": 1} if parts else {}
         label = f"{name} k={parts}" if parts else name
         for k in _ints(a.types):
             for n in _ints(a.tenants):

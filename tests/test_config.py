@@ -171,6 +171,8 @@ BAD = [
     ("policy", "themis_f", "1.0"),
     ("policy", "themis_lease", "0"),
     ("policy", "themis_work_conserving", '"yes"'),
+    ("policy", "partition_above", "-1"),
+    ("policy", "partition_parts", "0"),
     ("cluster", "backend", '"rest"'),
     ("cluster", "timeout", "0"),
     ("cluster", "partitions", '"gpu"'),

@@ -78,7 +78,10 @@ def test_policy_warm_start_keys_and_result(demand):
     p = problem(60, 3, demand)
     cold = oef_coop.solve(p)
     keys = {(t.name, c.name) for t in p.tenants for c in t.classes}
-    assert cold.warm and all(a in keys and b in keys and a != b for a, b in cold.warm)
+    pairs = oef_coop._warm_pairs(cold.warm)
+    assert pairs and all(a in keys and b in keys and a != b for a, b in pairs)
+    # and one fingerprint per class, so that a later solve can drop the rows of changed classes
+    assert {(e[1], e[2]) for e in cold.warm if e[0] == "fp"} == keys
     warm = oef_coop.solve(p, warm=cold.warm)
     np.testing.assert_allclose(warm.x, cold.x, atol=1e-7)
     assert any(n.startswith("warm start:") and "seeded" in n for n in warm.notes)
@@ -89,7 +92,7 @@ def test_policy_warm_start_keys_and_result(demand):
     assert any("no envy row of the previous solve applied" in n for n in again.notes)
     # the warm start survives the JSON round trip the store gives it
     import json
-    back = json.loads(json.dumps([[list(a), list(b)] for a, b in cold.warm]))
+    back = json.loads(json.dumps(cold.warm))
     np.testing.assert_allclose(oef_coop.solve(p, warm=back).x, cold.x, atol=1e-7)
 
 
@@ -114,8 +117,9 @@ def test_the_round_saves_the_binding_rows_and_seeds_the_next_round(tmp_path):
     assert not any(n.startswith("warm start:") for n in first.alloc.notes)  # nothing saved yet: cold
     assert first.alloc.warm
     assert R._warm(store, "oef-coop") is None and R._warm(store, "gavel") is None
-    store.save_warm_start("oef-coop", [[list(a), list(b)] for a, b in first.alloc.warm], 1)
-    assert store.warm_start("oef-coop") == [[list(a), list(b)] for a, b in first.alloc.warm]
+    import json
+    store.save_warm_start("oef-coop", first.alloc.warm, 1)
+    assert store.warm_start("oef-coop") == json.loads(json.dumps(first.alloc.warm))
     second = R.compute(s, store, CFG, "oef-coop", 1300.0)
     assert any(n.startswith("warm start:") and "seeded" in n for n in second.alloc.notes)
     np.testing.assert_allclose(second.alloc.x, first.alloc.x, atol=1e-7)

@@ -51,6 +51,13 @@ def _pos_int(key: str, v: Any) -> int:
     return v
 
 
+def _nonneg_int(key: str, v: Any) -> int:
+    v = _int(key, v)
+    if v < 0:
+        raise InputError(key, v, "must be >= 0")
+    return v
+
+
 def _bool(key: str, v: Any) -> bool:
     if not isinstance(v, bool):
         raise InputError(key, v, "must be true or false")

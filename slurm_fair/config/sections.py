@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 from ..catalog import SOLVERS
 from .checks import (BACKENDS, LOG_LEVELS, ON_CONFLICT, SITE_LIMIT_MODES, UNREQUEUEABLE_ACTIONS, _bool, _choice,
                      _class_order, _db_path, _gt1, _int, _knob_f, _listen, _nonneg, _path_or_empty, _policy, _pos_int,
-                     _positive, _signal, _solver, _str_list, _tenant_map, _weight, _weights, parse_listen)
+                     _nonneg_int, _positive, _signal, _solver, _str_list, _tenant_map, _weight, _weights, parse_listen)
 
 
 @dataclass(frozen=True)
@@ -113,10 +113,20 @@ class PolicyConfig:
         "lie can pay).",
     )
 
-    def options(self) -> dict[str, float | bool]:
+    partition_above: int = key(
+        0, _nonneg_int,
+        "oef-coop: with more classes than this, solve POP-style in partition_parts groups, each exact on its\n"
+        "weight share of every GPU type: several times faster, but not exact (envy-freeness holds within a\n"
+        "group only; classes of different groups were measured to envy each other by 20-90 %, total\n"
+        "throughput within ~1-3 %); 0 = always exact (at ~1500 classes a round then takes a minute or more).",
+    )
+    partition_parts: int = key(4, _pos_int, "oef-coop: number of groups when partitioned (>= 1).")
+
+    def options(self) -> dict[str, float | bool | int]:
         """Policy knobs as ``policies.solve(options=)`` takes them (each policy declares its own)."""
         return {"f": float(self.themis_f), "lease_s": float(self.themis_lease),
-                "work_conserving": bool(self.themis_work_conserving)}
+                "work_conserving": bool(self.themis_work_conserving),
+                "partition_above": int(self.partition_above), "partition_parts": int(self.partition_parts)}
 
 
 @section("cluster", "How slurm-fair talks to Slurm.")

@@ -122,11 +122,12 @@ def solve(speed, weight, capacity, solver: str | None = None) -> np.ndarray:
 
 def solve_with_info(
     speed, weight, capacity, solver: str | None = None, *, cuts_per_user: int = 2, max_rounds: int = 10_000, drop_slack: bool = True, neighbours: int = 8,
-    first: str = "simplex", cycles: bool = True, drop_basic: bool = True, seed=None,
+    first: str = "simplex", cycles: bool = True, drop_basic: bool = True, seed=None, seed_all: bool = False,
 ) -> tuple[np.ndarray, SolveInfo]:
     """``seed``: envy rows (l, i) to start from (pairs of user indices, e.g. the ``binding`` rows of an
     earlier solve of a similar problem); users in no seeded pair get the similarity seeding. Pairs out of
-    range or with l == i are ignored. The optimum does not depend on the seed, only the work to reach it."""
+    range or with l == i are ignored. ``seed_all``: every user also gets the similarity seeding (the start is
+    a superset of the cold start). The optimum does not depend on the seed, only the work to reach it."""
     S, w, c = _check(speed, weight, capacity)
     name = "HIGHS" if solver is None else str(solver).upper()
     t0 = time.perf_counter()
@@ -134,7 +135,8 @@ def solve_with_info(
     seeded = 0
     if name == "HIGHS":
         x, rounds, rows, binding, seeded = _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours,
-                                                             first, cycles, drop_basic, _seed_pairs(seed, S.shape[0]))
+                                                             first, cycles, drop_basic, _seed_pairs(seed, S.shape[0]),
+                                                             seed_all)
         method = "constraint generation, live HiGHS model, dual simplex warm start"
     elif name in CVXPY_SOLVERS:
         x = plain_lp(S, w, c, name)
@@ -164,7 +166,8 @@ def _seed_pairs(seed, n: int) -> tuple[np.ndarray, np.ndarray] | None:
 # --------------------------------------------------------------------------------------------------
 
 
-def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic, seed=None):
+def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic, seed=None,
+                      seed_all=False):
     import highspy
 
     basic = highspy.HighsBasisStatus.kBasic
@@ -229,8 +232,9 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
         keep = has[sl] & has[si]
         sl, si = sl[keep], si[keep]
         seeded = int(sl.size)
-        fresh[sl] = False
-        fresh[si] = False
+        if not seed_all:
+            fresh[sl] = False
+            fresh[si] = False
     if q > 0 and fresh.any():
         # Seed: envy rows between users with similar speed profiles (they compete for the same types, and
         # at the optimum they are the ones left indifferent between their bundles). With a seed, only for
