@@ -24,7 +24,7 @@ LP is solved.
 Speed: each pair's users are sorted by r once; the trades of a pair are found with two cursors over the
 holders (sellers from the largest r, buyers from the smallest), and the buyers that cannot buy are refused
 in a batch (``_trade_pair``); the choices, their order and the arithmetic are those of the
-one-trade-at-a-time scan over all users (``tests/test_gandiva_batch.py`` keeps that scan and checks
+one-trade-at-a-time scan over all users (``tests/policies/test_gandiva_batch.py`` keeps that scan and checks
 equality on random instances). The passes over the pairs repeat until one makes no trade or raises the total
 throughput by less than ``PASS_TOL`` (1e-9) of it: at 1 000 Philly tenants with binding demands trading to the
 end takes 147 passes, the last ~90 moving 1e-4 to 1e-9 GPUs around triangles of types and the total by less

@@ -104,7 +104,7 @@ taking a share δ of a type loosens it by the factor (R^δ − 1)/(δ ln R), R =
 also has no per-class caps shared by several jobs (each job's schedules are its own); with ``demand`` and
 ``type_demand`` in force the bound is the paper's argument, not re-proved here. The notes give α.
 Not claimed, and broken in general: sharing incentive, envy-freeness (an early job may take a whole type
-while a later class gets nothing it can use; see ``tests/test_hadar.py``), strategy-proofness (a class that
+while a later class gets nothing it can use; see ``tests/policies/test_hadar.py``), strategy-proofness (a class that
 overstates its speed on a type raises what its jobs are worth per GPU there, U_j = W_j x_j, so they outbid
 other jobs for it), max-min fairness of any kind.
 

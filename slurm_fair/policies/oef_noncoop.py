@@ -9,8 +9,8 @@ Because every user's throughput is π_l·t for a common level t, maximizing the 
 per-user throughputs are unique even when the LP has several optimal vertices, and this gives
 strategy-proofness against inflated speedups (Thm 5.4's lie model: every reported speedup >= the truth): a
 user who reports larger speedups can only move the level t, and its true throughput never exceeds π_l·t* of
-the honest solve (checked by tests/test_properties.py). Not against sandbagging: over-reporting the slowest
-type lowers the normalized speedups of the others and can pay (tests/test_fairness_check.py, worked by hand).
+the honest solve (checked by tests/policies/test_properties.py). Not against sandbagging: over-reporting the slowest
+type lowers the normalized speedups of the others and can pay (tests/fairness/test_fairness_check.py, worked by hand).
 
 Caps (total demand d_l and per-type caps c_l^j, ``_common``), by *progressive filling* of the level t, not
 by freezing a solver vertex:

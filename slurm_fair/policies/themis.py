@@ -35,7 +35,7 @@ auctions.
    to the apps that did not bid — the paper draws them at random; here deterministically, by weight,
    water-filling (``fill_idle``). What those apps cannot use stays **idle until the next auction** (the
    next round auctions it): giving it back to the bidders would undo the payments, and a bid lie would
-   pay (``tests/test_themis.py`` has an instance). ``work_conserving=True``
+   pay (``tests/policies/test_themis.py`` has an instance). ``work_conserving=True``
    (``policy.themis_work_conserving``) hands it to anyone below its caps instead, and trades
    strategy-proofness for work conservation.
 
@@ -46,7 +46,7 @@ and not work-conserving (the hidden payments); over many rounds filtering drives
 "maximizes SI"). A one-shot ``solve``/``compare`` (no history: nobody holds anything or has waited, every
 ρ is ∞) runs one auction among the ⌈(1 − f)N⌉ apps with the shortest T_id (all apps when they tie); its
 leftovers that the others cannot use stay idle. Envy-freeness and sharing incentive are not guaranteed
-(``tests/test_themis.py`` shows a counter-example found by the checker).
+(``tests/policies/test_themis.py`` shows a counter-example found by the checker).
 
 The daemon passes the previous round's state (``warm``, saved in the store after each round and given
 back with ``dt``, the seconds since): ``version`` 2, ``leases`` ([app, GPU type, GPUs, age in seconds],

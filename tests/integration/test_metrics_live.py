@@ -13,7 +13,7 @@ import pytest
 
 from slurm_fair.store import Store
 
-from ..test_metrics import at, free_port, scrape
+from tests.daemon.test_metrics import at, free_port, scrape
 from .test_daemon import CLASS_OF, PROFILES, TYPES, submit_mix
 
 PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]

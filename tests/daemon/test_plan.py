@@ -1,0 +1,574 @@
+"""Unit tests of the pure round planning (slurm_fair/daemon/plan.py) on hand-built snapshots."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from slurm_fair import config
+from slurm_fair.cluster.base import ANY_GPU, CLEAR, Account, Node, Snapshot
+from slurm_fair.daemon import plan as P
+from slurm_fair.model import Allocation
+from slurm_fair.policies import get as get_policy
+from tests.conftest import CFG, NODES, job, snap
+
+def cfg(**sections):
+    return config.from_dict(sections)
+
+
+# ------------------------------------------------------------------------------------------- classes
+
+
+def test_job_class_order_and_sources():
+    j = job(1, "a", name="nm", comment="foo class=resnet bar", wckey="wk")
+    assert P.job_class(j) == "resnet"
+    assert P.job_class(j, ("wckey", "comment")) == "wk"
+    assert P.job_class(j, ("name",)) == "nm"
+    assert P.job_class(job(2, "a", name="nm", wckey="*wk")) == "wk"  # Slurm's default-wckey marker
+    assert P.job_class(job(3, "a", name="nm", comment="no token here")) == "nm"
+    assert P.job_class(job(4, "a", name="", comment="x"), ("comment", "name")) == P.DEFAULT_CLASS
+    # the token must be a whole word: "subclass=x" is not a class token
+    assert P.job_class(job(5, "a", name="nm", comment="subclass=x")) == "nm"
+
+
+def test_observe_demand_sums_pending_and_running_and_types():
+    jobs = [
+        job(1, "acct_a", 2, "v100", name="r"),
+        job(2, "acct_a", 1, "k80", name="r"),
+        job(3, "acct_a", 3, "v100", state="RUNNING", name="r", alloc={"v100": 3}),
+        job(4, "acct_b", 4, None, name="t"),
+        job(5, "acct_b", 0, None, name="t"),  # no GPUs: ignored
+        job(6, "root", 1, None, name="t"),  # the root account is never managed
+        job(7, "acct_c", 1, "k80", name="x", partition="cpu"),
+        job(8, "acct_c", 1, "k80", name="x", state="COMPLETING"),
+    ]
+    d = P.observe_demand(snap(jobs), CFG)
+    assert set(d) == {("acct_a", "r"), ("acct_b", "t"), ("acct_c", "x")}
+    a = d[("acct_a", "r")]
+    assert (a.gpus, a.pending_gpus, a.running_gpus, a.min_pending, a.types) == (6, 3, 3, 1, {"v100", "k80"})
+    assert d[("acct_b", "t")].types is None  # an untyped job can use any type
+    d2 = P.observe_demand(snap(jobs), cfg(cluster={"partitions": ["gpu"]}))
+    assert ("acct_c", "x") not in d2
+
+
+# ------------------------------------------------------------------------------------------- profiles
+
+PROFILES = [
+    {"account": "acct_a", "class": "r", "gpu_type": "v100", "throughput": 10.0},
+    {"account": "", "class": "r", "gpu_type": "v100", "throughput": 7.0},
+    {"account": "", "class": "r", "gpu_type": "k80", "throughput": 2.0},
+]
+SHIPPED = [
+    {"account": "", "class": "r", "gpu_type": "a100", "throughput": 20.0},
+    {"account": "", "class": "s", "gpu_type": "v100", "throughput": 3.0},
+    {"account": "", "class": "s", "gpu_type": "k80", "throughput": 1.5},
+]
+
+
+def test_lookup_chain_per_type():
+    thr, src = P.lookup_throughput(PROFILES, SHIPPED, "acct_a", "r", ["a100", "v100", "k80", "p100"])
+    assert thr == {"a100": 20.0, "v100": 10.0, "k80": 2.0, "p100": 2.0}
+    assert src == {"a100": "shipped", "v100": "account", "k80": "site", "p100": "assumed"}
+    thr, src = P.lookup_throughput(PROFILES, SHIPPED, "acct_b", "r", ["v100"])
+    assert (thr, src) == ({"v100": 7.0}, {"v100": "site"})
+    thr, src = P.lookup_throughput(PROFILES, SHIPPED, "acct_b", "s", ["v100", "k80", "a100"])
+    assert thr == {"v100": 3.0, "k80": 1.5, "a100": 1.5}  # slowest known for the unknown type
+    assert src["a100"] == "assumed" and src["v100"] == "shipped"
+    thr, src = P.lookup_throughput(PROFILES, SHIPPED, "acct_b", "nope", ["v100", "k80"])
+    assert thr == {"v100": 1.0, "k80": 1.0} and set(src.values()) == {"unprofiled"}
+
+
+# ------------------------------------------------------------------------------------------- problem
+
+
+def test_build_problem_weights_tenants_types_capacity():
+    nodes = NODES + (Node("v100-2", ("IDLE", "DRAIN"), ("gpu",), {"v100": 4}, {}),)
+    jobs = [job(1, "acct_a", 1, "v100", name="r"), job(2, "acct_b", 1, None, name="s"),
+            job(3, "acct_c", 1, None, name="s"), job(4, "acct_c", 1, None, name="r")]
+    s = snap(jobs, nodes=nodes)
+    d = P.observe_demand(s, CFG)
+    b = P.build_problem(s, d, PROFILES, SHIPPED, CFG)
+    assert b.capacity == {"k80": 4, "v100": 4}  # the drained node does not count
+    pr = b.problem
+    assert [t.name for t in pr.tenants] == ["acct_a", "acct_b", "acct_c"]
+    assert [t.weight for t in pr.tenants] == [1.0, 1.0, 2.0]  # fair-share Shares
+    a_r = pr.tenant("acct_a").classes[0]
+    assert a_r.throughput == {"k80": 2.0, "v100": 10.0}  # the profiles (account v100, site k80)...
+    assert a_r.type_demand == {"k80": 0.0, "v100": 1.0}  # ...but its jobs ask only for v100
+    assert a_r.demand == 1.0
+    vu = pr.virtual_users()
+    row = vu.tenant.index("acct_a")
+    assert list(vu.speed[row]) == [0.0, 1.0]  # k80 unusable: v100 is its slowest (and only) usable type
+    # untyped jobs may run on any type: acct_c's class "s" (one untyped job) can use 1 of each
+    c_s = next(c for c in pr.tenant("acct_c").classes if c.name == "s")
+    assert c_s.type_demand == {"k80": 1.0, "v100": 1.0}
+    assert b.sources["acct_a"]["r"]["v100"] == "account"
+    assert {c.name for c in pr.tenant("acct_c").classes} == {"r", "s"}
+
+    c2 = cfg(tenants={"map": {"acct_a": "phys", "acct_b": "phys"}, "weights": {"acct_c": 5.0}})
+    b2 = P.build_problem(s, d, PROFILES, SHIPPED, c2)
+    assert [(t.name, t.weight) for t in b2.problem.tenants] == [("acct_c", 5.0), ("phys", 2.0)]
+    assert {c.name for c in b2.problem.tenant("phys").classes} == {"acct_a/r", "acct_b/s"}
+    assert b2.rows[("acct_b", "s")] == ("phys", "acct_b/s")
+
+
+# ------------------------------------------------------------------------------------------- plan
+
+
+def fixed_alloc(built, x_by_row):
+    """An Allocation with given GPUs per (account, class) row (solver-independent tests)."""
+    vu = built.problem.virtual_users()
+    x = np.zeros((vu.n, vu.k))
+    for i, (t, c) in enumerate(zip(vu.tenant, vu.cls)):
+        acct_cls = next(k for k, v in built.rows.items() if v == (t, c))
+        for j, g in enumerate(vu.gpu_types):
+            x[i, j] = x_by_row.get(acct_cls, {}).get(g, 0.0)
+    return Allocation(built.problem, "fixed", x)
+
+
+def two_account_case(extra_jobs=()):
+    jobs = [job(i, "acct_a", 1, "v100", name="r") for i in range(1, 7)]
+    jobs += [job(10 + i, "acct_b", 1, None, name="s") for i in range(8)]
+    jobs += list(extra_jobs)
+    s = snap(jobs)
+    d = P.observe_demand(s, CFG)
+    return s, d, P.build_problem(s, d, PROFILES, SHIPPED, CFG)
+
+
+def test_make_plan_rounds_and_carries_deviations():
+    s, d, b = two_account_case()
+    alloc = fixed_alloc(b, {("acct_a", "r"): {"v100": 2.6}, ("acct_b", "s"): {"v100": 1.4, "k80": 4.0}})
+    managed = P.managed_accounts(s, d, CFG)
+    assert managed == ["acct_a", "acct_b", "acct_c"]
+    p1 = P.make_plan(b, alloc, d, {}, managed)
+    assert p1.ideal["acct_a"] == pytest.approx({"k80": 0.0, "v100": 2.6})
+    assert p1.real == {"acct_a": {"k80": 0, "v100": 3}, "acct_b": {"k80": 4, "v100": 1},
+                       "acct_c": {"k80": 0, "v100": 0}}
+    assert p1.deviations["acct_a"]["v100"] == pytest.approx(-0.4)
+    assert p1.deviations["acct_b"]["v100"] == pytest.approx(0.4)
+    assert p1.limits["acct_a"] == {"k80": 0, "v100": 3, ANY_GPU: 3}
+    assert p1.limits["acct_c"] == {"k80": 0, "v100": 0, ANY_GPU: 0}  # no GPU jobs: nothing
+    # next round, same ideal: real = round(ideal + dev), dev += ideal - real
+    p2 = P.make_plan(b, alloc, d, p1.deviations, managed)
+    assert p2.deviation_before["acct_a"]["v100"] == pytest.approx(-0.4)
+    assert p2.real["acct_a"]["v100"] == 2 and p2.real["acct_b"]["v100"] == 2  # round(2.2), round(1.8)
+    assert p2.deviations["acct_a"]["v100"] == pytest.approx(-0.4 + 2.6 - 2)
+    assert p2.deviations["acct_b"]["v100"] == pytest.approx(0.4 + 1.4 - 2)
+    # averaged over the two rounds each account got its ideal to within the carried deviation
+    assert (p1.real["acct_a"]["v100"] + p2.real["acct_a"]["v100"]) / 2 == pytest.approx(2.5)
+
+
+def test_work_conservation_gives_unowned_gpus_to_pending_jobs_that_can_use_them():
+    # acct_c has pending k80-only jobs but (say) the policy gave it nothing: the 2 k80s nobody holds go to it;
+    # acct_a asks only for v100, so it gets no k80 even though it has pending jobs
+    # (hard caps: limits.lend = false)
+    extra_jobs = [job(30 + i, "acct_c", 1, "k80", name="x") for i in range(3)]
+    s, d, b = two_account_case(extra_jobs)
+    alloc = fixed_alloc(b, {("acct_a", "r"): {"v100": 2.0}, ("acct_b", "s"): {"v100": 2.0, "k80": 2.0}})
+    p = P.make_plan(b, alloc, d, {}, P.managed_accounts(s, d, CFG), lend=False)
+    assert p.real["acct_c"] == {"k80": 0, "v100": 0}
+    assert p.extra["acct_c"]["k80"] + p.extra["acct_b"]["k80"] == 2
+    assert p.extra["acct_a"]["k80"] == 0
+    for g, cap in p.capacity.items():
+        assert sum(lim[g] for lim in p.limits.values()) == cap  # every GPU has a limit owner
+    for a, lim in p.limits.items():
+        assert lim[ANY_GPU] == sum(v for k, v in lim.items() if k != ANY_GPU)
+        assert lim[ANY_GPU] <= p.demand[a]
+    # extras are a gift, not owed back: deviations only come from the rounding
+    assert p.deviations["acct_c"]["k80"] == 0.0
+
+
+def test_work_conservation_leaves_gpus_nobody_can_use():
+    jobs = [job(1, "acct_a", 1, "v100", name="r")]
+    s = snap(jobs)
+    d = P.observe_demand(s, CFG)
+    b = P.build_problem(s, d, PROFILES, SHIPPED, CFG)
+    p = P.make_plan(b, fixed_alloc(b, {("acct_a", "r"): {"v100": 1.0}}), d, {}, P.managed_accounts(s, d, CFG),
+                    lend=False)
+    assert p.limits["acct_a"] == {"k80": 0, "v100": 1, ANY_GPU: 1}  # demand 1: no more (hard caps)
+    assert sum(lim["k80"] for lim in p.limits.values()) == 0
+
+
+def test_min_gpus_blocks_small_share_until_the_deviation_grows():
+    jobs = [job(1, "acct_a", 4, "v100", name="r")] + [job(10 + i, "acct_b", 1, "v100", name="s") for i in range(8)]
+    s = snap(jobs, nodes=(NODES[0],))
+    d = P.observe_demand(s, CFG)
+    b = P.build_problem(s, d, PROFILES, SHIPPED, CFG)
+    alloc = fixed_alloc(b, {("acct_a", "r"): {"v100": 1.5}, ("acct_b", "s"): {"v100": 2.5}})
+    managed = ["acct_a", "acct_b"]
+    devs: dict = {}
+    got = []
+    for _ in range(3):
+        p = P.make_plan(b, alloc, d, devs, managed)
+        got.append(p.real["acct_a"]["v100"])
+        devs = p.deviations
+    assert p.min_gpus["acct_a"] == 4
+    assert got == [0, 0, 4]  # 1.5, 3.0 < 4: wait; 4.5 -> 4 GPUs, a whole job
+    assert devs["acct_a"]["v100"] == pytest.approx(0.5)
+
+
+def test_limit_changes_only_changed_and_clear_for_leavers():
+    current = {"acct_a": {"v100": 3, ANY_GPU: 3}, "acct_b": {"v100": 1}, "old": {"k80": 2, ANY_GPU: 2}}
+    planned = {"acct_a": {"v100": 3, "k80": 0, ANY_GPU: 3}, "acct_b": {"v100": 2, ANY_GPU: 2}}
+    ch = P.limit_changes(current, planned, {"acct_a", "old", "gone"})
+    assert ch == {"acct_a": {"k80": 0}, "acct_b": {"v100": 2, ANY_GPU: 2}, "old": {"k80": CLEAR, ANY_GPU: CLEAR}}
+    assert P.limit_changes(planned, planned, set(planned)) == {}
+
+
+# ------------------------------------------------------------------------------------------- priorities
+
+
+def test_update_deficit_accumulates_and_forgets_idle_accounts():
+    d = P.update_deficit({"a": 10.0, "gone": 99.0}, {"a": 2.0, "b": 1.5}, {"a": 1.0, "c": 2.0}, 60)
+    assert d == {"a": 10.0 + 60.0, "b": 90.0, "c": -120.0}
+    assert P.update_deficit({"a": 1.0}, {"a": 5.0}, {}, -3) == {"a": 1.0}
+
+
+def test_site_factors_rank_accounts_by_deficit_and_jobs_by_wait():
+    jobs = [job(1, "acct_a", submit=50), job(2, "acct_a", submit=10), job(3, "acct_b", submit=5),
+            job(4, "acct_c", submit=1, state="RUNNING"), job(5, "acct_c", submit=70), job(6, "acct_a", 0),
+            job(7, "acct_b", submit=1, reason="JobHeldUser")]
+    s = snap(jobs)
+    c = cfg(priority={"site_factor_min": 100, "site_factor_max": 1000, "levels": 10})
+    f = P.site_factors(s, {"acct_a": 5.0, "acct_b": 50.0, "acct_c": -1.0}, c)
+    assert set(f) == {1, 2, 3, 5}  # pending GPU jobs only, not held ones
+    assert f[3] > f[2] > f[1] > f[5]  # b (largest deficit), then a oldest first, then c
+    assert all(isinstance(v, int) and 100 <= v <= 1000 for v in f.values())
+    assert f[3] == 1000  # the top band's oldest job gets the top level
+    assert len(set(f.values())) == 4
+    one = P.site_factors(s, {}, cfg(priority={"site_factor_min": 7, "site_factor_max": 9, "levels": 1}))
+    assert set(one.values()) == {7}
+
+
+def test_site_factors_more_accounts_than_levels_stay_in_range_and_ordered():
+    jobs = [job(i, f"acct{i:02d}", submit=i) for i in range(30)]
+    s = snap(jobs, accounts={f"acct{i:02d}": 1 for i in range(30)})
+    deficits = {f"acct{i:02d}": float(i) for i in range(30)}
+    f = P.site_factors(s, deficits, cfg(priority={"levels": 4, "site_factor_max": 30}))
+    vals = [f[i] for i in range(30)]
+    assert vals == sorted(vals) and min(vals) >= 0 and max(vals) <= 30 and vals[-1] == 30
+
+
+# ------------------------------------------------------------------------------------------- with a policy
+
+
+def fast_flat_case():
+    """acct_a runs class "fast" (10x on a V100), acct_b class "flat" (1.1x); 8 pending 1-GPU jobs each."""
+    profiles = [
+        {"account": "", "class": "fast", "gpu_type": "v100", "throughput": 10.0},
+        {"account": "", "class": "fast", "gpu_type": "k80", "throughput": 1.0},
+        {"account": "", "class": "flat", "gpu_type": "v100", "throughput": 1.1},
+        {"account": "", "class": "flat", "gpu_type": "k80", "throughput": 1.0},
+    ]
+    jobs = [job(i, "acct_a", 1, None, name="fast") for i in range(8)]
+    jobs += [job(20 + i, "acct_b", 1, None, name="flat") for i in range(8)]
+    return profiles, jobs
+
+
+def test_real_policy_noncoop_gives_only_v100_to_the_account_with_the_big_speedup():
+    profiles, jobs = fast_flat_case()
+    s = snap(jobs, accounts={"acct_a": 1, "acct_b": 1})
+    d = P.observe_demand(s, CFG)
+    b = P.build_problem(s, d, profiles, [], CFG)
+    alloc = get_policy("oef-noncoop")(b.problem)
+    p = P.make_plan(b, alloc, d, {}, P.managed_accounts(s, d, CFG), lend=False)
+    # non-cooperative OEF equalises normalized throughput: 10·a_v100 = 1.1·b_v100 + b_k80, so the account
+    # with the big speedup gets only V100s (about 0.76 of them) and the other one every K80
+    ia, ib = p.ideal["acct_a"], p.ideal["acct_b"]
+    assert 10 * ia["v100"] + ia["k80"] == pytest.approx(1.1 * ib["v100"] + ib["k80"], rel=1e-4)
+    assert ia["k80"] == pytest.approx(0, abs=1e-6) and ib["k80"] == pytest.approx(4, abs=1e-6)
+    assert p.real["acct_a"] == {"k80": 0, "v100": 1} and p.real["acct_b"] == {"k80": 4, "v100": 3}
+    assert p.limits["acct_a"] == {"k80": 0, "v100": 1, ANY_GPU: 1}  # hard caps: the guarantee
+    assert p.limits["acct_b"] == {"k80": 4, "v100": 3, ANY_GPU: 7}
+    # lending (the default), every GPU idle: each waiting job claims its guarantee, fastest type first; an
+    # account's limit is the capacity less the others' claims, and a limit at the capacity is left out
+    lent = P.make_plan(b, alloc, d, {}, P.managed_accounts(s, d, CFG), free=P.FreeGPUs.of(s),
+                       order={a: P.type_order(b, a) for a in ("acct_a", "acct_b")})
+    assert lent.claims == {"acct_a": {"k80": 0, "v100": 1}, "acct_b": {"k80": 4, "v100": 3}}
+    assert lent.limits == {"acct_a": {"k80": 0, "v100": 1, ANY_GPU: 1}, "acct_b": {"v100": 3, ANY_GPU: 7}}
+
+
+def test_limit_batches_pick_the_fewer_sacctmgr_calls():
+    same = {f"a{i}": {"v100": i % 2, "k80": 1} for i in range(10)}
+    b = P.limit_batches(same)
+    assert b == [same]  # 2 distinct settings: 2 calls either way, keep one batch
+    varied = {f"a{i}": {"v100": i % 2, "k80": (i // 2) % 2, ANY_GPU: (i // 4) % 3} for i in range(12)}
+    b = P.limit_batches(varied)
+    assert len(b) == 3  # 12 distinct settings, but per key only 2 + 2 + 3 = 7 (key, value) pairs
+    merged = {}
+    for batch in b:
+        for a, ch in batch.items():
+            merged.setdefault(a, {}).update(ch)
+    assert merged == varied
+    assert P.limit_batches({}) == []
+
+
+def test_limit_per_type_capped_by_what_the_jobs_can_use_rest_goes_to_others():  # hard caps
+    nodes = (Node("a100-1", ("IDLE",), ("gpu",), {"a100": 4}, {}),) + NODES
+    jobs = [job(i, "acct_c", 1, "a100", name="x") for i in range(2)]  # only 2 A100 jobs
+    jobs += [job(10 + i, "acct_c", 1, "v100", name="x") for i in range(4)]
+    jobs += [job(20 + i, "acct_a", 1, "a100", name="r") for i in range(3)]
+    jobs += [job(30 + i, "acct_b", 1, None, name="s") for i in range(2)]
+    s = snap(jobs, nodes=nodes)
+    d = P.observe_demand(s, CFG)
+    assert d[("acct_c", "x")].by_type == {"a100": 2, "v100": 4}
+    b = P.build_problem(s, d, PROFILES, SHIPPED, CFG)
+    alloc = fixed_alloc(b, {("acct_c", "x"): {"a100": 4.0, "v100": 2.0}})
+    p = P.make_plan(b, alloc, d, {}, ["acct_a", "acct_b", "acct_c"], lend=False)
+    assert p.real["acct_c"]["a100"] == 4  # the rounding (and the deviation) keep the policy's share...
+    assert p.limits["acct_c"]["a100"] == 2  # ...but the limit stops at what its jobs can use
+    # the 2 A100s go to the accounts with pending jobs that can run there: one each (fewest extras first)
+    assert p.extra["acct_a"]["a100"] == 1 and p.extra["acct_b"]["a100"] == 1
+    assert p.extra["acct_b"]["v100"] + p.limits["acct_c"]["v100"] <= 6
+    assert p.limits["acct_b"][ANY_GPU] == 2  # its demand
+
+
+# ------------------------------------------------------------------------------------------- per-type demand
+
+
+def test_type_demand_is_typed_plus_untyped_gpus_capped_at_the_total():
+    jobs = [job(1, "acct_a", 2, "v100", name="m"), job(2, "acct_a", 1, "v100", name="m", state="RUNNING"),
+            job(3, "acct_a", 1, None, name="m"), job(4, "acct_b", 3, "k80", name="t")]
+    d = P.observe_demand(snap(jobs), CFG)
+    # 3 GPUs of v100 jobs + 1 untyped GPU (any type); the untyped GPU alone for k80; a100 not in the jobs
+    assert d[("acct_a", "m")].type_demand(["v100", "k80", "a100"]) == {"v100": 4.0, "k80": 1.0, "a100": 1.0}
+    # only typed jobs: nothing elsewhere
+    assert d[("acct_b", "t")].type_demand(["v100", "k80"]) == {"v100": 0.0, "k80": 3.0}
+    many_untyped = P.ClassDemand()
+    for i in range(3):
+        many_untyped.add(job(10 + i, "acct_c", 2, None))
+    many_untyped.add(job(20, "acct_c", 1, "v100"))
+    assert many_untyped.type_demand(["v100", "k80"]) == {"v100": 7.0, "k80": 6.0}  # capped at the total 7
+
+
+DEMO_NODES = (
+    Node("a100-1", ("IDLE",), ("gpu",), {"a100": 4}, {}),
+    Node("v100-1", ("IDLE",), ("gpu",), {"v100": 4}, {}),
+    Node("k80-1", ("IDLE",), ("gpu",), {"k80": 4}, {}),
+    Node("mixed-1", ("IDLE",), ("gpu",), {"v100": 2, "k80": 2}, {}),
+)
+DEMO_PROFILES = [
+    {"account": "", "class": c, "gpu_type": g, "throughput": v}
+    for c, g, v in [("cnn", "a100", 12), ("cnn", "v100", 10), ("cnn", "k80", 1), ("rl", "a100", 1.2), ("rl", "v100", 1.1),
+                    ("rl", "k80", 1), ("lm", "a100", 4), ("lm", "v100", 3), ("lm", "k80", 1)]
+]
+
+
+@pytest.mark.parametrize("policy", ["oef-coop", "oef-noncoop", "max-throughput", "equal-share", "gavel", "gandiva-fair"])
+def test_demo_case_no_ideal_share_beyond_what_the_jobs_request_per_type(policy):
+    # contrib/demo.sh: per account 2 a100, 4 v100, 4 k80 one-GPU jobs; acct_c has weight 2. Before per-type
+    # demand, cooperative OEF gave acct_c an ideal a100=4 although its jobs request only 2 A100s.
+    jobs, jid = [], 0
+    for acct, cls in (("acct_a", "cnn"), ("acct_b", "rl"), ("acct_c", "lm")):
+        for g, cnt in (("a100", 2), ("v100", 4), ("k80", 4)):
+            for _ in range(cnt):
+                jid += 1
+                jobs.append(job(jid, acct, 1, g, name=cls))
+    s = snap(jobs, nodes=DEMO_NODES)
+    d = P.observe_demand(s, CFG)
+    b = P.build_problem(s, d, DEMO_PROFILES, [], CFG)
+    alloc = get_policy(policy)(b.problem)
+    p = P.make_plan(b, alloc, d, {}, P.managed_accounts(s, d, CFG))
+    for (a, cls), dem in d.items():
+        for g, v in p.ideal_class[a][cls].items():
+            assert v <= dem.by_type.get(g, 0) + 1e-6, (a, cls, g, v)
+    assert p.ideal["acct_c"]["a100"] <= 2 + 1e-6
+    # the A100s acct_c cannot use went to accounts that can use them (nobody's a100 jobs are left unserved
+    # while A100s are idle), except under non-cooperative OEF, whose equal-throughput rule may leave GPUs idle
+    if policy != "oef-noncoop":
+        assert sum(p.ideal[a]["a100"] for a in p.ideal) == pytest.approx(4, abs=1e-6)
+    if policy == "oef-coop":
+        # rl (acct_b, 1.1x) is capped at its 4 k80 jobs; that must not hand it a full share of the V100s on
+        # top: the 10x-speedup cnn account (acct_a, same weight) holds more V100 than acct_b
+        assert p.ideal["acct_a"]["v100"] > p.ideal["acct_b"]["v100"] + 1
+
+
+def test_decide_is_the_whole_round_decision_without_side_effects():
+    """plan.decide (what round.compute calls): limits only where they change, SiteFactors for pending jobs,
+    deficits advanced by the time since the last ok round (capped at two periods), the policy called once."""
+    profiles, jobs = fast_flat_case()
+    s = snap(jobs, accounts={"acct_a": 1, "acct_b": 1}, limits={"acct_a": {"k80": 0, "v100": 1, ANY_GPU: 1}})
+    calls = []
+
+    def solve(problem):
+        calls.append(problem)
+        return get_policy("oef-noncoop")(problem)
+
+    d = P.decide(s, CFG, solve, profiles=profiles, shipped=[], deviations={}, deficits={}, managed_before=set(),
+                 last_ok_started=1000.0, now=1000.0 + 10 * CFG.daemon.period, empty_alloc=None)
+    assert len(calls) == 1 and isinstance(d, P.Decisions)
+    # every GPU idle: each account claims its guarantee (a: 1 V100; b: 3 V100 + 4 K80); b's K80 limit would be
+    # the capacity, so it has none
+    assert d.planned == {"acct_a": {"k80": 0, "v100": 1, ANY_GPU: 1}, "acct_b": {"v100": 3, ANY_GPU: 7}}
+    assert "acct_a" not in d.changes and d.changes["acct_b"] == {"v100": 3, ANY_GPU: 7}
+    assert d.dt == 2 * CFG.daemon.period  # capped
+    assert set(d.factors) == {j.job_id for j in jobs} and d.factor_changes == d.factors  # all start at 0
+    assert d.retypes == []  # 22.05 cannot retype pending jobs
+    # nobody asking: the policy is not called, the empty allocation stands in
+    d2 = P.decide(snap([]), CFG, solve, profiles=profiles, shipped=[], deviations={}, deficits={}, managed_before=set(),
+                  last_ok_started=None, now=0.0, empty_alloc=lambda built: Allocation(built.problem, "x", np.zeros((0, 2))))
+    assert len(calls) == 1 and d2.dt == 0.0
+    assert d2.changes == {} and all(lim == {} for lim in d2.planned.values())  # nobody waits: no limit binds
+
+
+# ------------------------------------------------------------------------------------------- guarantee + lend
+
+
+def _w(*jobs):
+    return P.Waiting(list(jobs))
+
+
+def test_claims_come_from_free_gpus_placed_node_by_node():
+    # 4 idle V100s on two nodes, 2 each: a 4-GPU job cannot start there, so it claims nothing (holding them
+    # would keep them idle for nothing); 2-GPU jobs fit one node each
+    nodes = (Node("v-1", ("MIXED",), ("gpu",), {"v100": 4}, {"v100": 2}),
+             Node("v-2", ("MIXED",), ("gpu",), {"v100": 4}, {"v100": 2}))
+    free = P.FreeGPUs.of(snap(nodes=nodes))
+    assert free.totals() == {"v100": 4} and free.block("v100") == 2
+    real = {"a": {"v100": 4}, "b": {"v100": 4}}
+    c = P.claims_of(real, {}, {"a": _w((4, "v100")), "b": _w((2, "v100"), (2, None), (1, "v100"))}, {}, free)
+    assert c == {"a": {"v100": 0}, "b": {"v100": 4}}
+    # no bound given: the guarantee alone
+    assert P.claims_of(real, {}, {"a": _w((4, "v100"))}, {})["a"] == {"v100": 4}
+
+
+def test_claims_within_the_guarantee_less_use_furthest_below_first_untyped_fastest_first():
+    real = {"a": {"v100": 2, "k80": 2}, "b": {"v100": 2, "k80": 0}}
+    used = {"a": {"v100": 2}, "b": {"v100": 0}}
+    free = P.FreeGPUs({"v": {"v100": 2}, "k": {"k80": 4}}, {"v": {"v100": 4}, "k": {"k80": 4}})
+    c = P.claims_of(real, used, {"a": _w((1, None), (1, None), (1, None)), "b": _w((1, None), (1, None))},
+                    {"a": ["v100", "k80"], "b": ["v100", "k80"]}, free)
+    assert c == {"a": {"v100": 0, "k80": 2}, "b": {"v100": 2, "k80": 0}}  # a's V100 guarantee is in use
+
+
+def test_claims_with_reclaim_count_borrowed_gpus_and_limits_lend_the_rest():
+    # v100: b borrows all 4 (guarantee 0), a waits with a guarantee of 2: with preemption on, the borrowed GPUs
+    # serve a's claim (preemption frees them); without, nothing is free, so no claim holds anything
+    s = snap([job(1, "a", 1, "v100"), job(2, "a", 1, "v100"),
+              job(3, "b", 4, "v100", state="RUNNING", alloc={"v100": 4})],
+             nodes=(Node("v100-1", ("ALLOCATED",), ("gpu",), {"v100": 4}, {"v100": 4}), NODES[1]),
+             accounts={"a": 1, "b": 1})
+    d = P.observe_demand(s, CFG)
+    b = P.build_problem(s, d, [], [], CFG)
+    alloc = fixed_alloc(b, {("a", "j"): {"v100": 2.0}, ("b", "j"): {"v100": 2.0}})
+    kw = dict(waiting=P.waiting_gpus(s, CFG), free=P.FreeGPUs.of(s), in_use=P.gpus_in_use(s))
+    p = P.make_plan(b, alloc, d, {}, ["a", "b"], reclaim=True, **kw)
+    assert p.real["a"]["v100"] == 2 and p.claims["a"] == {"v100": 2, "k80": 0}
+    assert p.limits["b"] == {"v100": 2, ANY_GPU: 6} and p.limits["a"] == {}
+    assert p.lendable() == {"v100": 2, "k80": 4}
+    q = P.make_plan(b, alloc, d, {}, ["a", "b"], reclaim=False, **kw)
+    assert q.claims["a"] == {"v100": 0, "k80": 0} and q.limits == {"a": {}, "b": {}}
+
+
+def test_held_dependent_and_future_jobs_claim_nothing():
+    jobs = [job(1, "a", 1, "v100", reason="JobHeldUser"), job(2, "a", 1, "v100", reason="Dependency"),
+            job(3, "a", 1, "v100", reason="BeginTime"), job(4, "a", 2, None, reason="Priority"),
+            job(5, "a", 1, "k80", state="RUNNING", alloc={"k80": 1})]
+    w = P.waiting_gpus(snap(jobs), CFG)
+    assert w["a"].jobs == [(2, None)] and w["a"].typed == {} and w["a"].untyped == 2
+
+
+def test_lend_limits_and_changes_clear_what_is_no_longer_limited():
+    lim = P.lend_limits({"v100": 4, "k80": 4}, {"a": {"v100": 1}, "b": {"v100": 2, "k80": 4}}, ["a", "b", "c"])
+    assert lim == {"a": {"v100": 2, "k80": 0, ANY_GPU: 2}, "b": {"v100": 3, ANY_GPU: 7},
+                   "c": {"v100": 1, "k80": 0, ANY_GPU: 1}}
+    ch = P.limit_changes({"a": {"v100": 2, "k80": 3, ANY_GPU: 5}}, {"a": {"v100": 2}}, {"a"})
+    assert ch == {"a": {"k80": CLEAR, ANY_GPU: CLEAR}}
+
+
+# ------------------------------------------------------------------------------------------- account trees
+
+
+def tree_snap(jobs=()):
+    """root -> dept (2) -> {kid1 (1), kid2 (3) -> {g1 (1), g2 (1)}}; root -> solo (2)."""
+    accts = (Account("dept", 2, {}, (), "root"), Account("kid1", 1, {}, ("alice",), "dept"),
+             Account("kid2", 3, {}, (), "dept"), Account("g1", 1, {}, ("bob",), "kid2"),
+             Account("g2", 1, {}, ("carol",), "kid2"), Account("solo", 2, {}, ("dave",), "root"))
+    return Snapshot("22.05.8", 0.0, NODES, tuple(jobs), accts, ("gpu",))
+
+
+def test_parse_assoc_reads_the_parent_and_old_output_without_it():
+    text = ("testbed|dept||2||root\ntestbed|kid1||1|gres/gpu:v100=2|dept\ntestbed|kid1|alice|1||\n"
+            "testbed|solo||1||root\n")
+    from slurm_fair.cluster import parse
+
+    accts = {a.name: a for a in parse.parse_assoc(text)}
+    assert (accts["dept"].parent, accts["kid1"].parent, accts["solo"].parent) == ("root", "dept", "root")
+    assert accts["kid1"].limits == {"v100": 2} and accts["kid1"].users == ("alice",)
+    header = "Cluster|Account|User|Share|GrpTRES|ParentName\n" + text
+    assert {a.name: a.parent for a in parse.parse_assoc(header)} == {a: accts[a].parent for a in accts}
+    assert {a.parent for a in parse.parse_assoc("c|acct_a||1|\n")} == {""}  # five columns: no parent known
+
+
+def test_fair_tree_weights_split_a_parents_shares_among_its_children():
+    s = tree_snap()
+    w = {a: P.tree_weight(s, a) for a in ("dept", "kid1", "kid2", "g1", "g2", "solo")}
+    assert w["dept"] == 2.0 and w["solo"] == 2.0  # top level: their Shares
+    assert w["kid1"] == pytest.approx(2 * 1 / 4) and w["kid2"] == pytest.approx(2 * 3 / 4)
+    assert w["g1"] == w["g2"] == pytest.approx(1.5 / 2)
+    assert w["g1"] + w["g2"] + w["kid1"] == pytest.approx(w["dept"])  # the subtree weighs its root
+
+
+def test_only_the_leaves_of_the_tree_are_managed_and_parents_never_get_a_limit():
+    jobs = [job(1, "kid1", 1, "v100"), job(2, "g1", 1, "v100"), job(3, "g2", 1, "k80"), job(4, "solo", 1, "k80"),
+            job(5, "kid2", 1, "v100")]  # kid2 is a parent with a job of its own
+    s = tree_snap(jobs)
+    d = P.observe_demand(s, CFG)
+    assert P.parent_accounts(s) == {"dept", "kid2"}
+    assert P.managed_accounts(s, d, CFG) == ["g1", "g2", "kid1", "solo"]
+    dec = P.decide(s, cfg(preemption={"enabled": True}), lambda problem: get_policy("equal-share")(problem),
+                   profiles=[], shipped=[], deviations={}, deficits={},
+                   managed_before={"dept", "kid2"}, last_ok_started=None, now=0.0, empty_alloc=None)
+    assert "dept" not in dec.planned and "kid2" not in dec.planned
+    assert dec.built.weights["g1"] == pytest.approx(0.75) and dec.built.weights["kid1"] == pytest.approx(0.5)
+    # a parent slurm-fair limited before (an older version) has its limits cleared, not left capping a subtree
+    s2 = Snapshot("22.05.8", 0.0, NODES, tuple(jobs), tuple(
+        Account(a.name, a.shares, {"v100": 0, ANY_GPU: 0} if a.name == "dept" else {}, a.users, a.parent)
+        for a in s.accounts), ("gpu",))
+    dec2 = P.decide(s2, CFG, lambda problem: get_policy("equal-share")(problem), profiles=[], shipped=[],
+                    deviations={}, deficits={}, managed_before={"dept"}, last_ok_started=None, now=0.0,
+                    empty_alloc=None)
+    assert dec2.changes["dept"] == {"v100": CLEAR, ANY_GPU: CLEAR}
+
+
+def test_a_pilot_divides_only_its_accounts_part_and_touches_no_other_account():
+    """limits.accounts = [acct_a]: acct_b's jobs still compete for the GPUs, so acct_a's guarantee is its part
+    (half of each type with equal shares), not the whole cluster; only acct_a gets limits, SiteFactors and a
+    line in the type map (the map says @listed-only)."""
+    jobs = [job(i, "acct_a", 1, "v100") for i in range(1, 9)] + [job(i, "acct_b", 1, "v100") for i in range(11, 19)]
+    jobs += [job(30, "acct_a", 1, None), job(31, "acct_b", 1, None)]
+    s = snap(jobs, accounts={"acct_a": 1, "acct_b": 1})
+    c = cfg(limits={"accounts": ["acct_a"]})
+    dec = P.decide(s, c, lambda problem: get_policy("equal-share")(problem), profiles=[], shipped=[], deviations={},
+                   deficits={}, managed_before=set(), last_ok_started=None, now=0.0, empty_alloc=None)
+    assert dec.plan.real["acct_a"]["v100"] == 2  # of 4 V100s: the other half is acct_b's
+    assert set(dec.planned) == {"acct_a"} and set(dec.changes) <= {"acct_a"}
+    assert {k.partition("/")[0] for k in dec.targets} == {"acct_a"}
+    assert {j for j in dec.factors} == {j.job_id for j in jobs if j.account == "acct_a"}
+    whole = P.decide(snap([j for j in jobs if j.account == "acct_a"], accounts={"acct_a": 1, "acct_b": 1}), c,
+                     lambda problem: get_policy("equal-share")(problem), profiles=[], shipped=[], deviations={},
+                     deficits={}, managed_before=set(), last_ok_started=None, now=0.0, empty_alloc=None)
+    assert whole.plan.real["acct_a"]["v100"] == 4  # alone, the pilot account may have them all
+
+
+def test_a_partition_pilot_divides_its_partitions_gpus_and_its_limits_leave_other_partitions_running():
+    """cluster.partitions = [pilot] (the v100 node): acct_a also runs 2 K80 jobs in partition 'other'. The
+    pilot divides only the V100s; Slurm's GrpTRES counts every partition, so the GPUs held elsewhere are added
+    to acct_a's limits (their type's, when the pilot limits it, and the total) and its K80 jobs are not
+    squeezed by the pilot."""
+    nodes = (Node("v100-1", ("MIXED",), ("pilot",), {"v100": 4}, {}),
+             Node("k80-1", ("MIXED",), ("other",), {"k80": 4}, {"k80": 2}))
+    jobs = [job(1, "acct_a", 2, "k80", state="RUNNING", partition="other", alloc={"k80": 2}),
+            job(2, "acct_a", 1, "v100", partition="pilot"), job(3, "acct_a", 1, "v100", partition="pilot"),
+            job(4, "acct_b", 2, "v100", partition="pilot"), job(5, "acct_b", 1, "k80", partition="other")]
+    s = snap(jobs, nodes=nodes, accounts={"acct_a": 1, "acct_b": 1})
+    c = cfg(cluster={"partitions": ["pilot"]}, limits={"lend": False})
+    dec = P.decide(s, c, lambda problem: get_policy("equal-share")(problem), profiles=[], shipped=[], deviations={},
+                   deficits={}, managed_before=set(), last_ok_started=None, now=0.0, empty_alloc=None)
+    assert dec.built.capacity == {"v100": 4}  # only the pilot's GPUs are divided
+    assert dec.plan.real["acct_a"] == {"v100": 2} and dec.plan.real["acct_b"] == {"v100": 2}
+    assert dec.plan.limits["acct_a"]["v100"] == 2
+    assert "k80" not in dec.planned["acct_a"]  # a type the pilot does not manage gets no limit
+    assert dec.planned["acct_a"][ANY_GPU] == dec.plan.limits["acct_a"][ANY_GPU] + 2  # its K80 jobs elsewhere
+    assert dec.planned["acct_b"] == dec.plan.limits["acct_b"]  # nothing elsewhere is running for acct_b
+    assert set(dec.factors) == {2, 3, 4}  # jobs outside the pilot get no SiteFactor

@@ -1,0 +1,205 @@
+"""The pure preemption decision (slurm_fair/daemon/preempt.py): one test per rule."""
+
+from __future__ import annotations
+
+from slurm_fair.cluster.base import Job
+from slurm_fair.config import PreemptionConfig
+from slurm_fair.daemon.preempt import Record, decide
+
+NOW = 100_000.0
+CFG = PreemptionConfig(enabled=True, grace=120, min_runtime=600, signal="USR1", max_jobs_per_round=10)
+
+
+def run(job_id, account, gtype="a100", gpus=1, ran=3600.0, requeue=True, alloc=None, restarts=0):
+    return Job(job_id=job_id, name=f"j{job_id}", account=account, user="u", partition="gpu", state="RUNNING",
+               reason="None", priority=1, submit_time=int(NOW - ran - 10), start_time=int(NOW - ran),
+               gpus_per_node=gpus, nodes=1, gpu_type=gtype, gpus_allocated=alloc or {gtype: gpus},
+               requeue=requeue, restart_count=restarts)
+
+
+def pend(job_id, account, gtype="a100", gpus=1):
+    return Job(job_id=job_id, name=f"p{job_id}", account=account, user="u", partition="gpu", state="PENDING",
+               reason="AssocGrpGRES", priority=1, submit_time=int(NOW - 50), start_time=None,
+               gpus_per_node=gpus, nodes=1, gpu_type=gtype)
+
+
+def signalled(rid, job_id, account, gtype="a100", gpus=1, ago=10.0, grace=120.0, state="signalled", requeued_at=None):
+    return Record(rid, job_id, account, gtype, gpus, state, NOW - ago, NOW - ago + grace, requeued_at)
+
+
+def kinds(d):
+    return [(a.kind, a.job_id) for a in d.actions]
+
+
+LIMITS = {"A": {"a100": 1, "v100": 0, "*": 1}, "B": {"a100": 2, "v100": 0, "*": 2}}
+
+
+def test_over_share_job_is_signalled_with_reason():
+    jobs = [run(1, "A", ran=4000), run(2, "A", ran=3000), pend(10, "B")]
+    d = decide(LIMITS, jobs, [], NOW, CFG)
+    assert kinds(d) == [("signal", 2)]  # newest of A; B can use 1 GPU, so only one job
+    act = d.actions[0]
+    assert act.signal == "USR1" and act.gpu_type == "a100" and act.gpus == 1
+    assert "A uses 2 a100 GPUs with a limit of 1" in act.reason
+    assert d.over == {"A": {"a100": 1}} and d.waiting["a100"] == 1
+
+
+def test_account_within_its_limit_is_never_preempted():
+    jobs = [run(1, "A"), pend(10, "B"), pend(11, "B")]
+    assert decide(LIMITS, jobs, [], NOW, CFG).actions == ()
+
+
+def test_no_waiting_account_no_preemption():
+    jobs = [run(1, "A"), run(2, "A")]  # A over its limit, but nobody waits
+    assert decide(LIMITS, jobs, [], NOW, CFG).actions == ()
+    # B waits, but for v100 (where it has no room) - nothing on a100
+    assert decide(LIMITS, [*jobs, pend(10, "B", "v100")], [], NOW, CFG).actions == ()
+    # B waits for a100 but already uses its whole a100 limit
+    full = [*jobs, run(3, "B"), run(4, "B"), pend(10, "B")]
+    assert decide(LIMITS, full, [], NOW, CFG).actions == ()
+
+
+def test_untyped_pending_job_counts_as_waiting():
+    jobs = [run(1, "A", ran=4000), run(2, "A", ran=3000), pend(10, "B", gtype=None)]
+    assert kinds(decide(LIMITS, jobs, [], NOW, CFG)) == [("signal", 2)]
+
+
+def test_untyped_running_job_counts_under_its_real_type():
+    jobs = [run(1, "A"), run(2, "A", gtype=None, alloc={"a100": 1}), pend(10, "B")]
+    d = decide(LIMITS, jobs, [], NOW, CFG)
+    assert d.over == {"A": {"a100": 1}} and kinds(d) == [("signal", 2)]
+
+
+def test_min_runtime_protects_young_jobs():
+    jobs = [run(1, "A", ran=4000), run(2, "A", ran=100), pend(10, "B")]
+    d = decide(LIMITS, jobs, [], NOW, CFG)
+    assert kinds(d) == [("signal", 1)]  # the newest ran only 100 s: the older one goes
+    assert [(s.job_id, s.reason) for s in d.skipped] == [(2, "ran 100 s < preemption.min_runtime 600 s")]
+    young = [run(1, "A", ran=500), run(2, "A", ran=100), pend(10, "B")]
+    assert decide(LIMITS, young, [], NOW, CFG).actions == ()
+
+
+def test_not_requeueable_jobs_are_skipped_when_the_rule_is_ignore():
+    """preemption.unrequeueable = "ignore" (the behaviour before the rule; the default, hold-back, is tested in
+    tests/daemon/test_unrequeueable.py)."""
+    jobs = [run(1, "A", ran=4000), run(2, "A", ran=3000, requeue=False), pend(10, "B")]
+    d = decide(LIMITS, jobs, [], NOW, PreemptionConfig(**{**CFG.__dict__, "unrequeueable": "ignore"}))
+    assert kinds(d) == [("signal", 1)]
+    assert d.skipped[0].job_id == 2 and "not requeue-able" in d.skipped[0].reason
+
+
+def test_lease_after_requeue_and_after_signal():
+    jobs = [run(1, "A", ran=4000), run(2, "A", ran=3000), pend(10, "B")]
+    # job 2 was requeued 300 s ago by slurm-fair (and has run since): its lease is not over
+    hist = [Record(7, 2, "A", "a100", 1, "requeued", NOW - 400, NOW - 280, NOW - 300)]
+    d = decide(LIMITS, jobs, hist, NOW, CFG)
+    assert kinds(d) == [("signal", 1)] and "lease: its last requeue was 300 s ago" in d.skipped[0].reason
+    # a resolved preemption 200 s ago also starts a lease (never signalled twice within one)
+    hist = [Record(7, 2, "A", "a100", 1, "resolved", NOW - 200, NOW - 80, None)]
+    assert kinds(decide(LIMITS, jobs, hist, NOW, CFG)) == [("signal", 1)]
+    # long ago: the job may be preempted again
+    hist = [Record(7, 2, "A", "a100", 1, "resolved", NOW - 2000, NOW - 1880, None)]
+    assert kinds(decide(LIMITS, jobs, hist, NOW, CFG)) == [("signal", 2)]
+
+
+def test_job_waiting_its_grace_is_not_signalled_again_and_counts_as_freed():
+    jobs = [run(1, "A", ran=4000), run(2, "A", ran=3000), run(3, "A", ran=2000), pend(10, "B"), pend(11, "B")]
+    limits = {"A": {"a100": 1}, "B": {"a100": 2}}
+    hist = [signalled(5, 3, "A", ago=10)]
+    d = decide(limits, jobs, hist, NOW, CFG)
+    # A is 2 over, B can use 2: job 3 (in grace) covers one, so exactly one more (job 2) is signalled
+    assert kinds(d) == [("signal", 2)]
+    hist = [signalled(5, 3, "A", ago=10), signalled(6, 2, "A", ago=10)]
+    assert decide(limits, jobs, hist, NOW, CFG).actions == ()
+
+
+def test_never_more_gpus_than_waiting_accounts_can_use():
+    limits = {"A": {"a100": 0}, "B": {"a100": 3}, "C": {"a100": 1}}
+    jobs = [run(i, "A", ran=4000 - i) for i in range(1, 5)] + [pend(10, "B"), pend(11, "B"), pend(12, "C", gpus=2)]
+    d = decide(limits, jobs, [], NOW, CFG)
+    # B can start 2 (pending 2, room 3), C only 1 (room 1 although its job wants 2): 3 GPUs
+    assert kinds(d) == [("signal", 4), ("signal", 3), ("signal", 2)]
+    # a 2-GPU job is not preempted when only 1 GPU can be used; a smaller older one is
+    jobs = [run(1, "A", ran=4000), run(2, "A", ran=3000, gpus=2), pend(10, "C")]
+    d = decide({"A": {"a100": 0}, "C": {"a100": 1}}, jobs, [], NOW, CFG)
+    assert kinds(d) == [("signal", 1)] and "can use only 1" in d.skipped[0].reason
+
+
+def test_untyped_waiting_gpu_is_counted_once_across_types():
+    limits = {"A": {"a100": 0, "v100": 0}, "B": {"a100": 1, "v100": 1}}
+    jobs = [run(1, "A", "a100"), run(2, "A", "v100"), pend(10, "B", gtype=None)]
+    assert len(decide(limits, jobs, [], NOW, CFG).of("signal")) == 1
+
+
+def test_order_most_over_share_account_first_newest_first_and_cap():
+    limits = {"A": {"a100": 3}, "C": {"a100": 0}, "B": {"a100": 5}}
+    jobs = ([run(i, "A", ran=4000 + i) for i in range(1, 5)]  # A: 4 in use, 1 over; newest = job 1
+            + [run(i, "C", ran=5000 - i) for i in range(11, 15)]  # C: 4 in use, 4 over; newest = job 14
+            + [pend(20 + i, "B") for i in range(3)])
+    d = decide(limits, jobs, [], NOW, CFG)
+    assert kinds(d) == [("signal", 14), ("signal", 13), ("signal", 12)]
+    # B can use 5: after three of C's jobs, A and C are both 1 over (tie: account name), then C again
+    d = decide(limits, [*jobs, pend(30, "B"), pend(31, "B")], [], NOW, CFG)
+    assert kinds(d) == [("signal", 14), ("signal", 13), ("signal", 12), ("signal", 1), ("signal", 11)]
+    capped = decide(limits, [*jobs, pend(30, "B")], [], NOW,
+                    PreemptionConfig(enabled=True, min_runtime=600, max_jobs_per_round=2))
+    assert kinds(capped) == [("signal", 14), ("signal", 13)]
+    assert {s.job_id for s in capped.skipped if "per-round cap" in s.reason} == {12, 1}
+
+
+def test_grace_over_requeues_when_still_over_share():
+    jobs = [run(1, "A", ran=4000), run(2, "A", ran=3000), pend(10, "B")]
+    d = decide(LIMITS, jobs, [signalled(5, 2, "A", ago=121)], NOW, CFG)
+    assert kinds(d) == [("requeue", 2)] and d.actions[0].record_id == 5
+    assert "grace over; A still uses 2 a100 GPUs with a limit of 1" in d.actions[0].reason
+    # still in grace: nothing
+    assert decide(LIMITS, jobs, [signalled(5, 2, "A", ago=100)], NOW, CFG).actions == ()
+
+
+def test_resolved_situation_is_recorded_and_not_requeued():
+    hist = [signalled(5, 2, "A", ago=200)]
+    # the other A job ended: A is within its limit now
+    d = decide(LIMITS, [run(2, "A", ran=3000), pend(10, "B")], hist, NOW, CFG)
+    assert kinds(d) == [("resolve", 2)] and "no longer above its a100 limit" in d.actions[0].reason
+    # B's pending job is gone: nobody waits
+    d = decide(LIMITS, [run(1, "A", ran=4000), run(2, "A", ran=3000)], hist, NOW, CFG)
+    assert kinds(d) == [("resolve", 2)] and "no account under its share waits" in d.actions[0].reason
+
+
+def test_signalled_job_that_stopped_running_is_gone():
+    hist = [signalled(5, 2, "A", ago=30)]
+    d = decide(LIMITS, [run(1, "A"), pend(10, "B")], hist, NOW, CFG)
+    assert kinds(d) == [("gone", 2)] and "ended" in d.actions[0].reason
+    requeued_itself = Job(2, "j2", "A", "u", "gpu", "PENDING", "BeginTime", 1, 0, None, 1, 1, "a100", restart_count=1)
+    d = decide(LIMITS, [run(1, "A"), requeued_itself, pend(10, "B")], hist, NOW, CFG)
+    assert kinds(d)[0] == ("gone", 2) and "requeued itself" in d.actions[0].reason
+
+
+def test_signalled_job_restarted_since_is_not_requeued_again():
+    hist = [signalled(5, 2, "A", ago=300)]
+    again = run(2, "A", ran=100, restarts=1)  # requeued by someone else and running again since the signal
+    d = decide(LIMITS, [run(1, "A"), again, pend(10, "B")], hist, NOW, CFG)
+    assert d.actions[0].kind == "gone" and "restarted since the signal (restarts 1)" in d.actions[0].reason
+    assert kinds(d) == [("gone", 2), ("signal", 1)]  # A is still over: its other job; job 2 is in a new lease
+
+
+def test_accounts_without_limits_are_left_alone():
+    jobs = [run(1, "X", ran=4000), run(2, "X"), pend(10, "B")]
+    assert decide(LIMITS, jobs, [], NOW, CFG).actions == ()
+    jobs = [run(1, "A", ran=4000), run(2, "A"), pend(10, "X")]
+    assert decide(LIMITS, jobs, [], NOW, CFG).actions == ()
+
+
+def test_daemon_wakes_up_when_a_grace_ends():
+    from slurm_fair.config import Config
+    from slurm_fair.daemon.service import preemption_wakeup
+    from slurm_fair.store import Store
+
+    on = Config(preemption=PreemptionConfig(enabled=True, grace=120))
+    with Store(":memory:") as store:
+        assert preemption_wakeup(store, on, NOW) is None  # nothing signalled
+        store.add_preemption(job_id=2, account="A", gpu_type="a100", gpus=1, signal="USR1", reason="r", grace=120,
+                             now=NOW)
+        assert preemption_wakeup(store, on, NOW + 20) == 101.0  # 1 s after the grace ends
+        assert preemption_wakeup(store, on, NOW + 500) == 0.0  # overdue: at once
+        assert preemption_wakeup(store, Config(), NOW) is None  # preemption off

@@ -1,0 +1,305 @@
+"""Typing untyped GPU requests: the pure targets/retype rules (daemon/plan.py), the map writer
+(daemon/publish.py) and Job.flexible. The Lua side is tested in tests/lua/ (test_job_submit_lua.py)."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import shutil
+from pathlib import Path
+
+import pytest
+
+from slurm_fair.cluster.base import ANY_GPU, Account, Job, Node, Snapshot
+from slurm_fair.daemon import plan as P
+from slurm_fair.daemon import publish
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def job(jid, account, gpus=1, gpu_type=None, state="PENDING", comment="", submit=1000, alloc=None, reason=""):
+    return Job(job_id=jid, name="j", account=account, user="u", partition="gpu", state=state, reason=reason,
+               priority=1, submit_time=submit, start_time=None if state == "PENDING" else submit + 1,
+               gpus_per_node=gpus, nodes=1, gpu_type=gpu_type, gpus_allocated=alloc or {}, comment=comment)
+
+
+NODES = (
+    Node("a100-1", ("IDLE",), ("gpu",), {"a100": 4}, {}),
+    Node("v100-1", ("MIXED",), ("gpu",), {"v100": 4}, {"v100": 1}),
+    Node("k80-1", ("IDLE",), ("gpu",), {"k80": 4}, {}),
+)
+
+
+def snap(jobs=(), version="22.05.8"):
+    accts = tuple(Account(a, 1, {}) for a in ("acct_a", "acct_b", "acct_c"))
+    return Snapshot(version, 0.0, NODES, tuple(jobs), accts, ("gpu",))
+
+
+def plan(limits, real=None, claims=None, lend=False):
+    """A plan with these limits (missing types: 0 under hard caps, no limit when lending), guarantees and claims."""
+    cap = {"a100": 4, "k80": 4, "v100": 4}
+    accounts = sorted(set(limits) | set(real or {}))
+    if lend:
+        full = {a: dict(limits.get(a, {})) for a in accounts}
+    else:
+        full = {a: {g: limits.get(a, {}).get(g, 0) for g in cap} | {ANY_GPU: sum(limits.get(a, {}).values())}
+                for a in accounts}
+    zero = {a: {g: 0 for g in cap} for a in accounts}
+    guar = {a: {g: (real or {}).get(a, {}).get(g, 0) for g in cap} for a in accounts}
+    return P.Plan(capacity=cap, accounts=tuple(accounts), ideal_class={}, ideal=zero, deviation_before=zero,
+                  real=guar, deviations=zero, extra=zero, limits=full, min_gpus={a: 0 for a in accounts},
+                  demand={a: 0 for a in accounts}, claims=claims or {}, lend=lend)
+
+
+# ------------------------------------------------------------------------------------------- Job.flexible
+
+
+def test_flexible_is_the_comment_token():
+    assert job(1, "a", comment="fair:flex").flexible
+    assert job(1, "a", comment="class=cnn fair:flex").flexible
+    assert job(1, "a", comment="class=cnn,fair:flex;x").flexible
+    assert not job(1, "a", comment="").flexible
+    assert not job(1, "a", comment="fair:flexible").flexible
+    assert not job(1, "a", comment="unfair:flex").flexible
+
+
+# ------------------------------------------------------------------------------------------- targets
+
+
+THR = {"acct_a": {"cnn": {"a100": 12.0, "v100": 8.0, "k80": 1.0}}, "acct_b": {"rl": {"a100": 1.2, "v100": 1.1, "k80": 1.0}}}
+
+
+def test_free_room_fastest_first_with_rooms_and_the_largest_job_that_fits():
+    # idle: a100 4, v100 3 (one allocated), k80 4; acct_b's pending 2-GPU v100 job will take 2 of the V100s
+    jobs = [job(1, "acct_b", 2, "v100")]
+    p = plan({}, real={"acct_a": {}, "acct_b": {}}, lend=True)
+    t = P.untyped_targets(p, snap(jobs), THR)
+    assert t["acct_a"].types == (("a100", 4), ("v100", 1), ("k80", 4))
+    assert t["acct_a"].blocks == {"a100": 4, "v100": 1, "k80": 4}
+    assert t["acct_a"].reason == "room: a100 4 (free), v100 1 (free), k80 4 (free)"
+    assert t["acct_b"].first == "a100" and t["*"].types[0] == ("a100", 4)  # ties: most room, then name
+
+
+def test_a_limit_bounds_free_room_and_guaranteed_room_counts_when_preemption_reclaims():
+    # v100 busy with acct_b's borrowed jobs; acct_a is guaranteed 4 V100s and limited to 1 A100 (claims)
+    jobs = [job(1, "acct_b", 3, "v100", "RUNNING", alloc={"v100": 3})]
+    busy = (NODES[0], Node("v100-1", ("ALLOCATED",), ("gpu",), {"v100": 4}, {"v100": 4}), NODES[2])
+    s = Snapshot("22.05.8", 0.0, busy, tuple(jobs), (), ("gpu",))
+    p = plan({"acct_a": {"a100": 1}}, real={"acct_a": {"v100": 4}, "acct_b": {}}, lend=True)
+    t = P.untyped_targets(p, s, THR)  # no preemption: types with free GPUs first
+    assert t["acct_a"].types == (("a100", 1), ("k80", 4), ("v100", 4))
+    assert t["acct_a"].blocks == {"a100": 4, "k80": 4}  # guaranteed room has no block: reclaim makes room
+    r = P.untyped_targets(p, s, THR, reclaim=True)  # preemption on: the fastest type first
+    assert r["acct_a"].types == (("a100", 1), ("v100", 4), ("k80", 4))
+
+
+def test_no_room_anywhere_the_type_of_its_largest_guarantee():
+    jobs = [job(i, "acct_c", 4, g, "RUNNING", alloc={g: 4}) for i, g in enumerate(("a100", "k80"), 1)]
+    jobs.append(job(3, "acct_c", 3, "v100", "RUNNING", alloc={"v100": 3}))  # with NODES' allocated one: full
+    p = plan({}, real={"acct_a": {"k80": 1, "v100": 2}, "acct_c": {"a100": 4}}, lend=True)
+    nodes = tuple(Node(n.name, ("ALLOCATED",), n.partitions, n.gpus, dict(n.gpus)) for n in NODES)
+    s = Snapshot("22.05.8", 0.0, nodes, tuple(jobs), (), ("gpu",))
+    t = P.untyped_targets(p, s, THR)
+    assert t["acct_a"].types == (("v100", 2), ("k80", 1))  # guaranteed room, busy: listed, fastest first
+    assert t["acct_c"].types == (("a100", 0),) and t["acct_c"].reason.startswith("no room on any type now")
+
+
+def test_class_lines_order_types_per_class_and_site_wide():
+    p = plan({}, real={"acct_a": {}}, lend=True)
+    thr = {"acct_a": {"cnn": {"a100": 12.0, "v100": 8.0, "k80": 1.0}, "bad name": {"k80": 2.0, "v100": 1.0}}}
+    t = P.untyped_targets(p, snap(), thr, class_speed={"rl": {"k80": 1.0, "v100": 1.1}, "x y": {"k80": 1.0}})
+    assert [g for g, _ in t["acct_a/cnn"].types] == ["a100", "v100", "k80"]
+    assert [g for g, _ in t["*/rl"].types] == ["v100", "k80"]  # a type the class has no value on is left out
+    assert not any(k.endswith(("bad name", "x y")) for k in t)  # names job_submit.lua cannot read
+
+
+def test_only_types_every_class_of_the_account_can_run_on():
+    thr = {"acct_a": {"cnn": {"a100": 12.0, "v100": 8.0}, "rl": {"v100": 1.1, "k80": 1.0, "a100": 1.2}}}
+    t = P.untyped_targets(plan({}, real={"acct_a": {}}, lend=True), snap(), thr)
+    assert [g for g, _ in t["acct_a"].types] == ["a100", "v100"]
+
+
+def test_default_line_by_the_site_speed_and_empty_cluster():
+    p = plan({}, real={"acct_a": {}}, lend=True, claims={"acct_a": {"a100": 3}})
+    t = P.untyped_targets(p, snap(), {}, site_speed={"a100": 5.0, "v100": 3.0, "k80": 1.0})
+    assert t["*"].types == (("a100", 1), ("v100", 3), ("k80", 4))  # a100: 3 of 4 claimed
+    empty = P.Plan(capacity={}, accounts=(), ideal_class={}, ideal={}, deviation_before={}, real={},
+                   deviations={}, extra={}, limits={}, min_gpus={}, demand={})
+    assert P.untyped_targets(empty, snap()) == {}
+
+
+def test_flexible_as_untyped_only_changes_pending_flexible_jobs():
+    jobs = [job(1, "acct_a", 1, "v100", comment="fair:flex"),
+            job(2, "acct_a", 1, "v100", "RUNNING", comment="fair:flex", alloc={"v100": 1}),
+            job(3, "acct_a", 1, "k80")]
+    s = P.flexible_as_untyped(snap(jobs))
+    assert [j.gpu_type for j in s.jobs] == [None, "v100", "k80"]
+
+
+# ------------------------------------------------------------------------------------------- retype
+
+
+def test_retype_moves_flexible_jobs_that_cannot_start_to_a_type_where_they_can():
+    # idle: a100 4, v100 3, k80 4; acct_a may use 2 V100s more (limit 3, one running) and 3 K80s
+    jobs = [job(1, "acct_a", 1, "v100", "RUNNING", alloc={"v100": 1}),
+            job(2, "acct_a", 1, "v100", submit=10, comment="fair:flex"),  # fits (limit room 2)
+            job(3, "acct_a", 2, "v100", submit=20, comment="fair:flex"),  # no limit room left: moves
+            job(4, "acct_a", 1, "v100", submit=30),  # typed by the user: never moved
+            job(5, "acct_a", 2, "v100", submit=40, comment="fair:flex"),  # no room, k80 has 1 left only
+            job(6, "acct_a", 1, "v100", submit=50, comment="fair:flex", reason="JobHeldUser")]  # held: skipped
+    p = plan({"acct_a": {"v100": 3, "k80": 3}})
+    moves = P.retype_moves(p, snap(jobs))
+    assert moves == [P.Retype(3, "acct_a", "v100", "k80", 2)]
+    after = P.with_retypes(snap(jobs), moves)
+    assert [j.gpu_type for j in after.jobs if j.job_id == 3] == ["k80"]
+    assert P.retype_moves(p, snap(jobs), max_moves=0) == []
+    # only to types the job's class is known to run on
+    assert P.retype_moves(p, snap(jobs), runs_on=lambda j: ["v100", "a100"]) == []
+
+
+# ------------------------------------------------------------------------------------------- publish
+
+
+def test_render_map_sorted_default_last_and_never_broken():
+    T = P.Target
+    text = publish.render_map({"*": T((("a100", 4),), "most idle", {"a100": 4}),
+                               "acct_b": T((("k80", 2), ("v100", 0)), "why\nnot", {}, (0, 1)),
+                               "acct_a": T((("v100", 1),), ""),
+                               "bad name": T((("v100", 1),), "x"), "acct_c": T((("gpu:x", 1),), "x"),
+                               "acct_d": T((("2", 1),), "x"), "acct_a/cnn": T((("v100", 0), ("k80", 0)), "c"),
+                               "*/rl": T((("k80", 0),), "c"), "acct_a/x y": T((("k80", 0),), "c")},
+                              ("name",))
+    body = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    assert body == ["@classes name", "*/rl k80", "acct_a v100:1", "acct_a/cnn v100,k80", "acct_b k80:2|v100:0 why not",
+                    "* a100:4:4 most idle"]
+
+
+def test_partition_types_are_the_gpu_types_of_each_partitions_nodes():
+    nodes = (Node("a100-1", ("IDLE",), ("p1", "gpu"), {"a100": 4}, {}),
+             Node("v100-1", ("DOWN",), ("p2", "gpu"), {"v100": 4}, {}),  # down nodes count: Slurm accepts the type
+             Node("mixed-1", ("MIXED",), ("p2",), {"v100": 2, "k80": 2}, {"k80": 1}),
+             Node("none-1", ("IDLE",), ("p3",), {"k80": 0}, {}))
+    snapshot = Snapshot("22.05.8", 0.0, nodes, (), (), ("p1", "gpu", "p2", "p3"))
+    assert P.partition_types(snapshot) == (P.PartitionTypes("gpu", ("a100", "v100")),
+                                           P.PartitionTypes("p1", ("a100",)),
+                                           P.PartitionTypes("p2", ("k80", "v100")))
+    assert P.partition_types(snap()) == (P.PartitionTypes("gpu", ("a100", "k80", "v100")),)
+
+
+def test_render_map_partition_lines_after_classes_sorted_and_never_broken():
+    T, PT = P.Target, P.PartitionTypes
+    parts = (PT("p2", ("v100", "k80")), PT("p1", ("a100",)), PT("bad part", ("a100",)), PT("p3", ("gpu:x", "2")),
+             PT("p4", ("k80", "bad type", "k80")))
+    text = publish.render_map({"acct_a": T((("a100", 2), ("v100", 1)), "room"), "*": T((("k80", 1),), "free")},
+                              ("comment",), parts)
+    lines = text.splitlines()
+    assert [ln for ln in lines if not ln.startswith("# ")] == [
+        "@classes comment", "#@partition p1 a100", "#@partition p2 k80,v100", "#@partition p4 k80",
+        "acct_a a100:2,v100:1 room", "* k80:1 free"]
+    # without partitions: no partition line (a map as before)
+    assert not [ln for ln in publish.render_map({"*": T((("k80", 1),), "free")}).splitlines()
+                if ln.startswith("#@")]
+
+
+def test_write_map_atomic_mode_mtime_and_only_on_change(tmp_path):
+    p = tmp_path / "gpu_type_map.txt"
+    assert publish.write_map(p, "acct_a v100\n", now=1_000_000_000.0)
+    st = p.stat()
+    assert stat.S_IMODE(st.st_mode) == 0o644 and st.st_mtime == 1_000_000_000.0
+    assert not publish.write_map(p, "acct_a v100\n", now=2_000_000_000.0)  # same content: untouched
+    assert p.stat().st_mtime == 1_000_000_000.0
+    assert publish.write_map(p, "acct_a k80\n")
+    assert p.read_text() == "acct_a k80\n"
+    assert [x.name for x in tmp_path.iterdir()] == ["gpu_type_map.txt"]  # no temp file left
+    with pytest.raises(OSError):
+        publish.write_map(tmp_path / "missing" / "m.txt", "x\n")
+
+
+@pytest.mark.skipif(shutil.which("lua5.1") is None, reason="lua5.1 not installed (apt-get install lua5.1)")
+def test_published_map_is_what_job_submit_lua_reads(tmp_path):
+    """The daemon's output parsed by the real script (loaded as a module): the same entries, reasons and
+    partitions included."""
+    targets = {"acct_a": P.Target((("v100", 1), ("k80", 2)), "room: v100 1 (free), k80 2 (free)", {"v100": 1}),
+               "acct_a/rl": P.Target((("k80", 0), ("v100", 0)), "class order"),
+               "*": P.Target((("a100", 4),), "free GPUs no waiting account's guarantee holds")}
+    parts = (P.PartitionTypes("gpu", ("a100", "k80", "v100")), P.PartitionTypes("old", ("k80",)))
+    publish.publish(tmp_path / "gpu_type_map.txt", targets, partitions=parts)
+    shutil.copy(REPO / "etc" / "job_submit.lua", tmp_path / "slurm_fair_submit.lua")
+    probe = (
+        "slurm = {SUCCESS = 0, ERROR = -1, log_info = function() end, log_error = function() end,"
+        " log_user = function(f, ...) print(string.format(f, ...)) end}\n"
+        f"local sf = dofile('{tmp_path}/slurm_fair_submit.lua')\n"
+        "assert(slurm_job_submit == nil and slurm_fair_submit == nil, 'a module defines no globals')\n"
+        "local default = {gpu = {flag_default = 1}, old = {flag_default = 0}}\n"
+        "for _, a in ipairs({{'acct_a', 'x'}, {'acct_a', 'x'}, {'acct_a', 'rl'}, {'acct_z', 'x'},\n"
+        "                    {'acct_a', 'y', 'old'}}) do\n"
+        "  local j = {account = a[1], name = a[2], partition = a[3], tres_per_job = 'gres:gpu:1'}\n"
+        "  assert(sf.job_submit(j, default, 0) == 0); print(j.tres_per_job, j.comment)\n"
+        "end\n")
+    r = subprocess.run(["lua5.1", "-"], input=probe, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "slurm-fair: untyped GPU request given type 'v100' (account acct_a: room: v100 1 (free), k80 2 (free))",
+        "gres:gpu:v100:1\tfair:flex",
+        "slurm-fair: untyped GPU request given type 'k80' (account acct_a: room: v100 1 (free), k80 2 (free))",
+        "gres:gpu:k80:1\tfair:flex",  # v100's room of 1 is used
+        "slurm-fair: untyped GPU request given type 'k80' (account acct_a: room: v100 1 (free), k80 2 (free))",
+        "gres:gpu:k80:1\tfair:flex",  # class rl: k80 first (one left)
+        "slurm-fair: untyped GPU request given type 'a100' (account acct_z: no entry for the account; "
+        "default: free GPUs no waiting account's guarantee holds)",
+        "gres:gpu:a100:1\tfair:flex",
+        "slurm-fair: untyped GPU request given type 'k80' (account acct_a: every type's room in the map is used by "
+        "earlier submissions; waits for k80)",
+        "gres:gpu:k80:1\tfair:flex",  # partition old has only k80, whose room is used up: it waits there
+    ]
+
+
+def test_flexible_note_says_whether_slurm_can_retype():
+    jobs = [job(7, "acct_a", 1, "v100", comment="class=cnn fair:flex"), job(8, "acct_a", 1, "v100")]
+    old = P.flexible_note(snap(jobs, "22.05.8"), "acct_a")
+    assert "fair:flex) 7:" in old and "cannot change a pending job's GPU type" in old
+    assert "moves them" in P.flexible_note(snap(jobs, "24.11.5"), "acct_a")
+    assert P.flexible_note(snap(jobs), "acct_b") is None and P.flexible_note(None, "acct_a") is None
+
+
+# ------------------------------------------------------------------------------------------- exploration
+
+
+def test_explore_puts_a_type_a_reporting_class_has_no_profile_on_first_if_its_line_has_room():
+    p = plan({}, real={"acct_a": {}, "acct_b": {}}, lend=True)
+    t = P.untyped_targets(p, snap(), THR)
+    assert t["acct_a"].first == "a100"
+    src = {"acct_a": {"cnn": {"v100": P.SRC_ACCOUNT, "k80": P.SRC_ASSUMED, "a100": P.SRC_ACCOUNT}},
+           "acct_b": {"rl": {"v100": P.SRC_ACCOUNT, "k80": P.SRC_ASSUMED}}}
+    e = P.explore_targets(t, p, snap(), src, {("acct_a", "cnn")})  # acct_b's class never reported: left alone
+    assert e["acct_a"].types == (("k80", 4), ("a100", 4), ("v100", 3))
+    assert e["acct_a"].reason.startswith("explore: class cnn has no profile on k80 (room 4); room: a100 4")
+    assert e["acct_b"] == t["acct_b"] and e["*"] == t["*"]
+    # no room on the unprofiled type (a pending typed k80 job of 4 takes every idle K80): no exploring
+    t2 = P.untyped_targets(p, snap([job(2, "acct_b", 4, "k80")]), THR)
+    assert P.explore_targets(t2, p, snap(), src, {("acct_a", "cnn")}) == t2
+
+
+def test_explore_plan_moves_one_unused_gpu_of_a_hard_cap_to_an_unprofiled_type_nobody_holds():
+    src = {"acct_a": {"cnn": {"v100": P.SRC_ACCOUNT, "k80": P.SRC_ASSUMED, "a100": P.SRC_ASSUMED}}}
+    # acct_a: v100 limit 3 with 1 running (room 2), nothing on k80/a100; acct_b holds all 4 a100
+    p = plan({"acct_a": {"v100": 3}, "acct_b": {"a100": 4}})
+    jobs = [job(1, "acct_a", 1, "v100", "RUNNING", alloc={"v100": 1})]
+    p2, moves = P.explore_plan(p, snap(jobs), src, {("acct_a", "cnn")})
+    assert moves == [{"account": "acct_a", "class": "cnn", "from": "v100", "to": "k80"}]  # a100: all held
+    assert p2.limits["acct_a"] == {"v100": 2, "k80": 1, "a100": 0, ANY_GPU: 3} and p2.limits["acct_b"] == p.limits["acct_b"]
+    t = P.explore_targets(P.untyped_targets(p2, snap(jobs)), p2, snap(jobs), src, {("acct_a", "cnn")})
+    assert t["acct_a"].first == "k80" and t["acct_a"].reason.startswith("explore: class cnn has no profile on k80")
+    # nothing moves for a class that never reported, or without unused room, or when limits lend
+    assert P.explore_plan(p, snap(jobs), src, set())[1] == []
+    full = [job(1, "acct_a", 3, "v100", "RUNNING", alloc={"v100": 3})]
+    assert P.explore_plan(p, snap(full), src, {("acct_a", "cnn")})[1] == []
+    assert P.explore_plan(plan({}, real={"acct_a": {}}, lend=True), snap(jobs), src, {("acct_a", "cnn")})[1] == []
+
+
+def test_render_map_listed_only_for_a_pilot():
+    T = P.Target
+    text = publish.render_map({"acct_a": T((("v100", 2),), "room")}, ("comment",), listed_only=True)
+    assert [x for x in text.splitlines() if not x.startswith("# ")] == ["@classes comment", "#@listed-only",
+                                                                       "acct_a v100:2 room"]
+    assert "#@listed-only" not in publish.render_map({"acct_a": T((("v100", 2),), "room")})
