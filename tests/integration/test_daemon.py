@@ -304,13 +304,17 @@ def test_every_seed_policy_runs_the_daemons_rounds(testbed, sf, policy):
         # every class's 8 typed 1-GPU jobs came from squeue; the 16 GPUs are all guaranteed to someone
         assert sum(p["real"] for p in sf.db.placements(first["id"])) == sum(CAPACITY.values())
     else:
+        # one lease per allocation (state version 2): every class got GPUs in this round, its leases just begun
         state = sf.db.warm_start("themis")
-        assert state["lease_age"] == 0.0 and set(state["held"]) == {f"{a}/{c}" for a, c in CLASS_OF.items()}
+        assert state["version"] == 2 and {app for app, _t, _g, _age in state["leases"]} == {
+            f"{a}/{c}" for a, c in CLASS_OF.items()}
+        assert all(age == 0.0 for *_x, age in state["leases"])
         time.sleep(1)
         sf.cli("daemon", "--once")
         second = last_round(sf.db)
         assert second["status"] == "ok" and second["id"] > first["id"]
-        assert sf.db.warm_start("themis")["lease_age"] > 0  # the lease (600 s) holds: nothing re-auctioned
+        # the leases (600 s) hold: nothing re-auctioned, every lease a round older
+        assert all(age > 0 for *_x, age in sf.db.warm_start("themis")["leases"])
         # the same ideal shares (the rounding may still move a GPU: deviations carry between rounds)
         for a, row in first["details"]["ideal"].items():
             assert second["details"]["ideal"][a] == pytest.approx(row, abs=1e-6)
