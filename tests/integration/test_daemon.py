@@ -113,9 +113,12 @@ def test_rounds_set_the_rounded_plan_start_the_right_jobs_and_carry_deviations(t
     assert "status=ok" in r.stderr
     rnd = last_round(sf.db)
     assert rnd["status"] == "ok" and rnd["policy"] == "oef-coop"
-    # the round keeps oef-coop's binding envy rows (its warm start) for the next round, when there are any
+    # the round keeps oef-coop's binding envy rows (its warm start) for the next round, when there are any, and a
+    # fingerprint of every class (a changed class's rows are dropped next round)
     saved = rnd["details"]["warm_start"]["pairs_saved"]
-    assert len(sf.db.warm_start("oef-coop") or []) == saved
+    warm = sf.db.warm_start("oef-coop") or []
+    assert len([w for w in warm if w[0] != "fp"]) == saved
+    assert {(t, c) for w in warm if w[0] == "fp" for t, c in [w[1:3]]} == set(CLASS_OF.items())
     guarantee = {a: {p["gpu_type"]: p["real"] for p in sf.db.placements(rnd["id"]) if p["account"] == a}
                  for a in CLASS_OF}
     claims = rnd["details"]["claims"]
