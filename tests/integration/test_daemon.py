@@ -307,11 +307,12 @@ def test_every_seed_policy_runs_the_daemons_rounds(testbed, sf, policy):
         # every class's 8 typed 1-GPU jobs came from squeue; the 16 GPUs are all guaranteed to someone
         assert sum(p["real"] for p in sf.db.placements(first["id"])) == sum(CAPACITY.values())
     else:
-        # one lease per allocation (state version 2): every class got GPUs in this round, its leases just begun
+        # one lease per allocation (state version 2), just begun; under the paper's auction a class may get
+        # nothing in a round (hidden payments go to the non-bidders only), so not every class need hold one
         state = sf.db.warm_start("themis")
-        assert state["version"] == 2 and {app for app, _t, _g, _age in state["leases"]} == {
-            f"{a}/{c}" for a, c in CLASS_OF.items()}
-        assert all(age == 0.0 for *_x, age in state["leases"])
+        apps = {app for app, _t, _g, _age in state["leases"]}
+        assert state["version"] == 2 and apps and apps <= {f"{a}/{c}" for a, c in CLASS_OF.items()}
+        assert all(age == 0.0 for *_x, age in state["leases"]) and set(state["apps"]) >= apps
         time.sleep(1)
         sf.cli("daemon", "--once")
         second = last_round(sf.db)
