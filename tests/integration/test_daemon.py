@@ -313,14 +313,14 @@ def test_every_seed_policy_runs_the_daemons_rounds(testbed, sf, policy):
         apps = {app for app, _t, _g, _age in state["leases"]}
         assert state["version"] == 2 and apps and apps <= {f"{a}/{c}" for a, c in CLASS_OF.items()}
         assert all(age == 0.0 for *_x, age in state["leases"]) and set(state["apps"]) >= apps
-        first = {(app, t) for app, t, _g, _age in state["leases"]}
+        leased = {(app, t) for app, t, _g, _age in state["leases"]}
         time.sleep(1)
         sf.cli("daemon", "--once")
         second = last_round(sf.db)
         assert second["status"] == "ok" and second["id"] > first["id"]
         # the first round's leases (600 s) hold, a round older; a class that got nothing then may win free GPUs
         # now, under a lease of its own that starts with this round
-        assert first <= {(app, t) for app, t, _g, age in sf.db.warm_start("themis")["leases"] if age > 0}
+        assert leased <= {(app, t) for app, t, _g, age in sf.db.warm_start("themis")["leases"] if age > 0}
         # the same ideal shares (the rounding may still move a GPU: deviations carry between rounds)
         for a, row in first["details"]["ideal"].items():
             assert second["details"]["ideal"][a] == pytest.approx(row, abs=1e-6)
