@@ -16,14 +16,25 @@ Rules:
   printable text.
 * Writing is atomic: a temporary file in the same folder, ``fsync``, mode 0644, mtime set explicitly to
   now, then ``os.replace`` over the map. A submission reads either the old or the new map, never half.
-* The file is rewritten only when its content would change (no timestamp in it), so an unchanged plan
-  does not touch the file.
+* Identity: each publication carries ``#@map ID`` (:func:`new_map_id`: a random token drawn when the process
+  starts, a counter per publication), so every publication is a new map — a new daemon, a new database, every
+  poll. job_submit.lua counts the rooms it hands out per map identity (not per map text): a map computed from
+  a fresh snapshot already counts the jobs typed before it (pending typed jobs hold their room), so its rooms
+  start unspent, and a new daemon's first map never inherits what the controller's Lua state spent against an
+  earlier map with the same text (issue 28). To a script older than this line it is a comment.
+* ``#@untyped ACCOUNT N`` (:attr:`.plan.Target.untyped`): the GPUs of untyped requests the account may leave
+  untyped when no type of its line has room for a job (Slurm then gives it whichever type frees first; only the
+  account's total ``gres/gpu`` limit binds it); a comment to older scripts.
+* The file is rewritten only when its content would change; with the identity line that is every
+  publication (an unchanged text would keep the spent rooms of the last map).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
+import secrets
 import tempfile
 import time
 from pathlib import Path
@@ -39,19 +50,35 @@ HEADER = (
 )
 
 
+_TOKEN = secrets.token_hex(4)  # drawn once per process: a new daemon's maps never share an identity with an old one's
+_COUNTER = itertools.count(1)
+
+
+def new_map_id() -> str:
+    """A new map identity: this process's random token and the publication's number (``3f9a01bc-17``)."""
+    return f"{_TOKEN}-{next(_COUNTER)}"
+
+
 def _valid_type(g: str) -> bool:
     return bool(_NAME.fullmatch(g)) and not g.isdigit()
 
 
 def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("comment", "wckey", "name"),
-               partitions: Sequence[PartitionTypes] = (), listed_only: bool = False) -> str:
+               partitions: Sequence[PartitionTypes] = (), listed_only: bool = False, map_id: str | None = None) -> str:
     """The map file's text for ``{account: Target}`` (``"*"`` = default line, written last; ``account/class``
     keys are class lines: the order of types alone), the ``@classes`` line (``classes.order``) and one
     ``#@partition NAME TYPE,...`` line per partition (by name; a partition or type the script would refuse is
     left out: untyped jobs in a partition without a line pass unchanged). ``listed_only`` (a pilot,
     ``limits.accounts``) adds ``#@listed-only``: job_submit.lua leaves the untyped requests of accounts without a
-    line as they are (instead of refusing them when there is no ``*`` line)."""
-    lines = [HEADER.rstrip("\n"), "@classes " + ",".join(class_order)]
+    line as they are (instead of refusing them when there is no ``*`` line). ``map_id`` (a token of
+    ``[A-Za-z0-9_.-]``) adds ``#@map ID``: the map's identity (module docstring); an account line's
+    :attr:`~.plan.Target.untyped` room adds ``#@untyped ACCOUNT N``."""
+    lines = [HEADER.rstrip("\n")]
+    if map_id is not None:
+        if not _NAME.fullmatch(map_id):
+            raise ValueError(f"map_id: {map_id!r} is not a token of [A-Za-z0-9_.-]")
+        lines.append(f"#@map {map_id}")
+    lines.append("@classes " + ",".join(class_order))
     if listed_only:
         lines.append("#@listed-only")
     for part in sorted(partitions, key=lambda p: p.name):
@@ -78,6 +105,8 @@ def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("com
                 field += "|" if tier.get(g, 0) != tier.get(types[i - 1][0], 0) else ","
             field += f"{g}:{n}" + (f":{int(tg.blocks[g])}" if g in tg.blocks else "")
         lines.append(f"{k} {field} {why}".rstrip())
+        if tg.untyped > 0 and acct != DEFAULT_TARGET:
+            lines.append(f"#@untyped {k} {int(tg.untyped)}")
     return "\n".join(lines) + "\n"
 
 
@@ -111,6 +140,9 @@ def write_map(path: str | os.PathLike, text: str, now: float | None = None) -> b
 
 def publish(path: str | os.PathLike, targets: Mapping[str, Target],
             class_order: Sequence[str] = ("comment", "wckey", "name"),
-            partitions: Sequence[PartitionTypes] = (), listed_only: bool = False) -> bool:
-    """Render and write the map; True if the file changed."""
-    return write_map(path, render_map(targets, class_order, partitions, listed_only))
+            partitions: Sequence[PartitionTypes] = (), listed_only: bool = False,
+            map_id: str | None = None) -> bool:
+    """Render and write the map under a new identity (``map_id``, default :func:`new_map_id`); True if the file
+    changed (with an identity, always)."""
+    return write_map(path, render_map(targets, class_order, partitions, listed_only,
+                                      new_map_id() if map_id is None else map_id))

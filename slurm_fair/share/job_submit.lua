@@ -18,11 +18,16 @@ Rules:
     for it; rooms stay the account's); `*/CLASS` lines do so for the class in every account without a line of its own. The job's class is found as slurm-fair finds it, from the sources named by the
     `@classes comment,wckey,name` line (default that order): a `class=NAME` token in the comment, the wckey,
     the job name. A class without a line uses its account's order.
-  * Spreading a burst: the script counts, per account and type, the GPUs it has handed out since the map
-    text last changed (a global table: slurmctld keeps the script's Lua state between submissions and
-    reloads it only when the file changes). A job gets the first type of its line whose room is not used
-    up by those counts (a job of N GPUs needs N left, and N at most the type's BLOCK); when none has room,
-    the first type (the job waits there; the daemon publishes new room as GPUs free up).
+  * Spreading a burst: the script counts, per account and type, the GPUs it has handed out against the map
+    it read (a global table: slurmctld keeps the script's Lua state between submissions and reloads it only
+    when the script file changes). The map's identity is its `#@map ID` line (the daemon writes a new ID with
+    every publication: each poll, a new daemon, a new database), else its text: a map with another identity
+    starts with nothing spent, even if its text is one spent against before. A job gets the first type of its
+    line whose room is not used up by those counts (a job of N GPUs needs N left, and N at most the type's
+    BLOCK). When none has room: if the map grants the account `#@untyped ACCOUNT N` room left for the job
+    (and the job's class runs on every type), the request stays untyped (Slurm gives it whichever type frees
+    first; the account's total gres/gpu limit binds it); otherwise the first type (the job waits there; the
+    daemon publishes new room as GPUs free up).
   * A GPU entry without a type in tres_per_node / tres_per_job / tres_per_task / tres_per_socket gets the
     chosen type (account = job_desc.account or job_desc.default_account), keeping the prefix it was
     written with (22.05 `gres:gpu:2` -> `gres:gpu:v100:2`; 24.11 `gres/gpu:2` -> `gres/gpu:v100:2`,
@@ -130,12 +135,14 @@ end
 
 -- Parse the map text. Returns {entries = {account -> {types=, type=, reason=}}, default = (the same) or nil,
 -- classes = {"account/class" -> {type, ...}}, order = {source, ...}, partitions = {name -> {type -> true}},
--- partitioned = (the map has partition lines), listed_only = true|nil} or nil, "line N: problem". `type` is the
--- first of `types`. `#@listed-only` (a pilot): accounts without a line are left alone. Directives start with
--- `#@` so that a script older than the map reads them as comments.
+-- partitioned = (the map has partition lines), listed_only = true|nil, id = (`#@map ID`) or nil,
+-- untyped = {account -> GPUs}} or nil, "line N: problem". `type` is the first of `types`. `#@listed-only` (a
+-- pilot): accounts without a line are left alone. Directives start with `#@` so that a script older than the
+-- map reads them as comments; a malformed `#@map` or `#@untyped` line is read as a comment too (no identity:
+-- the text is; no untyped room).
 function SF.parse_map(text)
 	local map = { entries = {}, default = nil, types = {}, classes = {}, order = { "comment", "wckey", "name" },
-		partitions = {}, partitioned = false }
+		partitions = {}, partitioned = false, untyped = {} }
 	local n = 0
 	for line in (text .. "\n"):gmatch("([^\n]*)\n") do
 		n = n + 1
@@ -159,6 +166,11 @@ function SF.parse_map(text)
 				end
 				map.order[#map.order + 1] = src
 			end
+		elseif line:match("^#@map%s+[%w_.%-]+$") then
+			map.id = line:match("^#@map%s+(%S+)$")
+		elseif line:match("^#@untyped%s+[%w_.%-]+%s+%d+$") then
+			local acct, gpus = line:match("^#@untyped%s+(%S+)%s+(%d+)$")
+			map.untyped[acct] = tonumber(gpus)
 		elseif line == "#@listed-only" then
 			map.listed_only = true -- a pilot: accounts without a line are not slurm-fair's to type
 		elseif line ~= "" and line:sub(1, 1) ~= "#" then
@@ -215,9 +227,19 @@ function SF.parse_map(text)
 	return map
 end
 
--- GPUs handed out per account and type since the map text last changed (kept between submissions: the Lua
--- state lives as long as slurmctld does not reload the script).
-SF.state = { text = nil, spent = {} }
+-- GPUs handed out per account and type against the map with identity `ident` (its `#@map ID`, else its text;
+-- kept between submissions: the Lua state lives as long as slurmctld does not reload the script). The key
+-- SF.UNTYPED counts the GPUs left untyped under the account's `#@untyped` room.
+SF.state = { ident = nil, spent = {} }
+SF.UNTYPED = "#untyped"
+
+-- The identity rooms are spent against: the map's `#@map ID` line, else (a map without one) its text.
+function SF.map_identity(map)
+	if map.id then
+		return "#@map " .. map.id
+	end
+	return map.text
+end
 
 -- The GPUs a job asks for in all (its untyped GPU entries; per node x nodes, per task x tasks). A field Slurm
 -- left unset (nil, 0, or NO_VAL) counts as 1.
@@ -363,7 +385,7 @@ function SF.in_partitions(map, entry, job_desc, part_list, account)
 	local allowed = SF.partition_types(map, parts, default)
 	local kept = SF.within(entry, allowed)
 	if kept then
-		return kept
+		return kept, nil, allowed
 	end
 	local where = (default and "default partition " or "partition ") .. table.concat(parts, ",")
 	if next(allowed) == nil then
@@ -382,11 +404,13 @@ function SF.in_partitions(map, entry, job_desc, part_list, account)
 		table.concat(mine, ","), where, table.concat(have, ","))
 end
 
--- Pick the type for a job of `gpus` GPUs of `account` from its map entry (module comment); counts it.
--- Returns type, note (nil, or why the first type was taken without room).
-function SF.choose(map_text, account, entry, gpus)
-	if SF.state.text ~= map_text then
-		SF.state = { text = map_text, spent = {} }
+-- Pick the type for a job of `gpus` GPUs of `account` from its map entry (module comment) against the map
+-- with identity `ident` (SF.map_identity); counts it. `loose`: the account's `#@untyped` room for this job (nil:
+-- none). Returns type, note (nil, or why the first type was taken without room); or nil, note when the job
+-- stays untyped.
+function SF.choose(ident, account, entry, gpus, loose)
+	if SF.state.ident ~= ident then
+		SF.state = { ident = ident, spent = {} }
 	end
 	local key = account or "*"
 	local spent = SF.state.spent[key]
@@ -401,12 +425,39 @@ function SF.choose(map_text, account, entry, gpus)
 			break
 		end
 	end
+	if not pick and loose and (spent[SF.UNTYPED] or 0) + gpus <= loose then
+		spent[SF.UNTYPED] = (spent[SF.UNTYPED] or 0) + gpus
+		return nil, string.format("no GPU type has room for %d GPU(s) now; left untyped: it starts on the first "
+			.. "type that frees, within the account's total GPU limit", gpus)
+	end
 	if not pick then
 		pick = entry.type
 		note = "every type's room in the map is used by earlier submissions; waits for " .. pick
 	end
 	spent[pick] = (spent[pick] or 0) + gpus
 	return pick, note
+end
+
+-- The account's `#@untyped` room for a job of class order `class_order` (nil: none): only for an account with a
+-- line of its own, and only when the job's class line (if any) keeps every GPU type of the map that the job
+-- may get (`allowed`: its partitions' types, nil = every type): Slurm may give an untyped job any of them.
+function SF.loose_room(map, account, class_order, allowed)
+	local room = account and map.entries[account] and map.untyped[account]
+	if not room or room <= 0 then
+		return nil
+	end
+	if class_order then
+		local keeps = {}
+		for _, name in ipairs(class_order) do
+			keeps[name] = true
+		end
+		for gtype in pairs(map.types) do
+			if (allowed == nil or allowed[gtype]) and not keeps[gtype] then
+				return nil
+			end
+		end
+	end
+	return room
 end
 
 -- Read the map. Returns map | nil, kind ("missing" | "broken"), message.
@@ -535,8 +586,10 @@ function SF.submit(job_desc, part_list, uid)
 		return slurm.ERROR
 	end
 	local key = map.entries[account or ""] and account or "*"
+	local allowed = nil
 	if map.partitioned then
-		local kept, why_not = SF.in_partitions(map, entry, job_desc, part_list, account)
+		local kept, why_not
+		kept, why_not, allowed = SF.in_partitions(map, entry, job_desc, part_list, account)
 		if not kept then
 			slurm.log_user("slurm-fair: note: %s; untyped GPU request left unchanged", why_not)
 			slurm.log_info("job_submit.lua: uid=%s account=%s: %s, untyped request passed", tostring(uid),
@@ -546,12 +599,19 @@ function SF.submit(job_desc, part_list, uid)
 		entry = kept
 	end
 	local cls = SF.job_class(job_desc, map.order)
-	if cls and account then
-		entry = SF.for_class(entry, map.classes[account .. "/" .. cls] or map.classes["*/" .. cls])
+	local class_order = cls and account and (map.classes[account .. "/" .. cls] or map.classes["*/" .. cls])
+	if class_order then
+		entry = SF.for_class(entry, class_order)
 	end
-	local gtype, note = SF.choose(map.text, key, entry, SF.job_gpus(job_desc))
+	local gtype, note = SF.choose(SF.map_identity(map), key, entry, SF.job_gpus(job_desc),
+		SF.loose_room(map, account, class_order or nil, allowed))
 	if note then
 		why = note
+	end
+	if not gtype then
+		slurm.log_user("slurm-fair: untyped GPU request left untyped (account %s: %s)", tostring(account), why)
+		slurm.log_info("job_submit.lua: uid=%s account=%s: %s", tostring(uid), tostring(account), why)
+		return slurm.SUCCESS
 	end
 	local changes = {}
 	for _, name in ipairs(fields) do

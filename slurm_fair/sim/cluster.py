@@ -8,7 +8,8 @@ What it models, in the terms the daemon sees through ``snapshot()`` and acts on:
   finds it either way). An untyped job is typed at submission the way ``etc/job_submit.lua`` does once the
   daemon has published a type map (:meth:`set_type_map`: the account's line, else the ``*`` line, in the order
   of the job's ``account/class`` line if there is one; the first type whose room is not used up by the GPUs
-  handed out since the map changed, else the first type) and gets
+  handed out against this map — each publication is a new one —, else untyped within the account's
+  ``#@untyped`` room, else the first type) and gets
   the ``fair:flex`` token; before any map it stays untyped. Types its class cannot run on (no throughput in
   the trace) are skipped, as a user whose model does not fit a GPU type asks for the others (a line with none
   it can run on leaves the job untyped): the daemon cannot know it — a profile missing for a type only means
@@ -101,7 +102,9 @@ class SimCluster(Cluster):
         self.type_map: dict[str, list[tuple[str, int | None]]] = {}  # account or '*' -> [(type, room)]
         self.map_blocks: dict[str, dict[str, int]] = {}  # account or '*' -> type -> largest job that fits
         self.map_tiers: dict[str, dict[str, int]] = {}  # account or '*' -> type -> tier (class lines reorder within)
-        self.map_spent: dict[str, dict[str, int]] = {}  # GPUs handed out per line and type since the map changed
+        self.map_spent: dict[str, dict[str, int]] = {}  # GPUs handed out per line and type ("" untyped), this map
+        self.map_untyped: dict[str, int] = {}  # account -> GPUs its jobs may be left untyped (#@untyped)
+        self.map_id: str | None = None  # the published map's identity (None: every publication a new one)
         self.jobs: dict[int, SimJob] = {}
         self._arrivals = sorted(jobs, key=lambda j: (float(j.submit), str(j.id)))
         self._next_arrival = 0
@@ -195,33 +198,42 @@ class SimCluster(Cluster):
 
     # ------------------------------------------------------------------ simulation
 
-    def set_type_map(self, targets: Mapping[str, Any]) -> None:
+    def set_type_map(self, targets: Mapping[str, Any], map_id: str | None = None) -> None:
         """The published GPU type map ({account or '*': plan.Target}, as the round records it {account: {"types":
-        [[type, room], ...], "reason": ...}}, or plainly {account: type}): job_submit.lua's view. A map that differs from the last
-        one resets the GPUs counted as handed out (the Lua script counts per map text)."""
+        [[type, room], ...], "reason": ..., "untyped": N}}, or plainly {account: type}): job_submit.lua's view.
+        Rooms spent count only against the map they were spent on, as the script counts them per map identity
+        (``#@map ID``, a new one with every publication): a call with another ``map_id`` than the last, or
+        without one (each call is a publication), starts with nothing spent."""
         new: dict[str, list[tuple[str, int | None]]] = {}
         blocks: dict[str, dict[str, int]] = {}
         tiers: dict[str, dict[str, int]] = {}
+        loose: dict[str, int] = {}
         for a, v in targets.items():
             if hasattr(v, "types"):  # plan.Target
                 new[a] = [(str(t), int(n)) for t, n in v.types]
                 blocks[a] = {str(t): int(b) for t, b in v.blocks.items()}
                 if v.tiers:
                     tiers[a] = {str(t): int(k) for (t, _n), k in zip(v.types, v.tiers)}
+                loose[a] = int(getattr(v, "untyped", 0) or 0)
             elif isinstance(v, Mapping):
                 new[a] = [(str(t), None if n is None else int(n)) for t, n in v.get("types", [])]
                 blocks[a] = {str(t): int(b) for t, b in (v.get("blocks") or {}).items()}
+                loose[a] = int(v.get("untyped") or 0)
             elif isinstance(v, str):
                 new[a] = [(v, None)]
             elif isinstance(v, (list, tuple)) and v:  # (type, reason)
                 new[a] = [(str(v[0]), None)]
-        if new != self.type_map or blocks != self.map_blocks:
+        if map_id is None or map_id != self.map_id:
             self.map_spent = {}
+        self.map_id = map_id
         self.type_map, self.map_blocks, self.map_tiers = new, blocks, tiers
+        self.map_untyped = {a: n for a, n in loose.items() if n > 0 and a != DEFAULT_TARGET and "/" not in a}
 
     def _map_type(self, account: str, gpus: int, cls: str) -> str | None:
         """job_submit.lua's choice for an untyped job of ``gpus`` GPUs of class ``cls`` (module docstring); None
-        without a line, or when the line names no type the class can run on."""
+        without a line, when the line names no type the class can run on, or when no type has room and the
+        account's ``untyped`` room (``#@untyped``) is left for the job, its class line (if any) keeping every
+        type of the map and its class running on each (the job stays untyped)."""
         key = account if account in self.type_map else DEFAULT_TARGET
         line = list(self.type_map.get(key, ()))
         order = [t for t, _n in (self.type_map.get(f"{account}/{cls}") or self.type_map.get(f"{DEFAULT_TARGET}/{cls}")
@@ -239,6 +251,13 @@ class SimCluster(Cluster):
         block = self.map_blocks.get(key, {})
         pick = next((t for t, room in line if (room is None or spent.get(t, 0) + gpus <= room)
                      and gpus <= block.get(t, gpus)), None)
+        loose = self.map_untyped.get(account, 0) if key == account else 0
+        if pick is None and loose and spent.get("", 0) + gpus <= loose:
+            every = {t for k, v in self.type_map.items() if "/" not in k for t, _n in v}
+            kept = set(order) if order else every
+            if every <= kept and all(self.throughput[cls].get(t, 0) > 0 for t in every):
+                spent[""] = spent.get("", 0) + gpus
+                return None
         if pick is None:
             pick = line[0][0]
         spent[pick] = spent.get(pick, 0) + gpus

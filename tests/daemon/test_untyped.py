@@ -13,6 +13,7 @@ import pytest
 from slurm_fair.cluster.base import ANY_GPU, Account, Job, Node, Snapshot
 from slurm_fair.daemon import plan as P
 from slurm_fair.daemon import publish
+from slurm_fair.daemon.plan.typemap import untyped_room
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -303,3 +304,111 @@ def test_render_map_listed_only_for_a_pilot():
     assert [x for x in text.splitlines() if not x.startswith("# ")] == ["@classes comment", "#@listed-only",
                                                                        "acct_a v100:2 room"]
     assert "#@listed-only" not in publish.render_map({"acct_a": T((("v100", 2),), "room")})
+
+
+# ------------------------------------------------------------------------------------------- map identity, untyped room
+
+
+def test_every_publication_is_a_new_map_identity(tmp_path):
+    """Rooms spent at submission count only against the map they were spent on: each publication (a poll, a new
+    daemon) carries a new ``#@map ID``, so the file changes even when the rooms do not."""
+    targets = {"acct_a": P.Target((("v100", 1),), "room")}
+    text = publish.render_map(targets, map_id="abc-1")
+    assert text.splitlines()[3:5] == ["#@map abc-1", "@classes comment,wckey,name"]
+    with pytest.raises(ValueError, match="map_id"):
+        publish.render_map(targets, map_id="a b")
+    path = tmp_path / "gpu_type_map.txt"
+    assert publish.publish(path, targets)
+    first = path.read_text()
+    assert publish.publish(path, targets)  # the same rooms, a new publication: rewritten
+    second = path.read_text()
+    ids = [next(ln for ln in t.splitlines() if ln.startswith("#@map ")) for t in (first, second)]
+    token1, n1 = ids[0].split()[1].rsplit("-", 1)
+    token2, n2 = ids[1].split()[1].rsplit("-", 1)
+    assert token1 == token2 and int(n2) == int(n1) + 1
+    assert first.replace(ids[0], "") == second.replace(ids[1], "")
+
+
+def test_untyped_room_is_the_room_every_types_limit_leaves():
+    # acct_a limits: a100 2, v100 3, k80 4, total 9 (hard caps); in use: v100 1; typed pending: k80 1
+    p = plan({"acct_a": {"a100": 2, "v100": 3, "k80": 4}})
+    types = ["a100", "v100", "k80"]
+    # per type: a100 2-0-0 = 2, v100 3-1 = 2, k80 4-1 = 3 -> 2; total 9-1-1 = 7 -> 2
+    assert untyped_room(p, "acct_a", types, {"v100": 1}, {"k80": 1}, 0, True) == 2
+    assert untyped_room(p, "acct_a", types, {"v100": 1}, {"k80": 1}, 1, True) == 1  # 1 GPU pending untyped
+    assert untyped_room(p, "acct_a", types, {"v100": 1}, {"k80": 1}, 5, True) == 0
+    assert untyped_room(p, "acct_a", types, {}, {}, 0, False) == 0  # a class cannot run on some type
+    # lending: no per-type limit -> capacity (4 each); a total of 3 binds
+    lend = plan({"acct_a": {ANY_GPU: 3}}, lend=True)
+    assert untyped_room(lend, "acct_a", types, {"a100": 1}, {}, 0, True) == 2
+    lend = plan({"acct_a": {"v100": 1}}, lend=True)  # another account's claim leaves it 1 V100: at most 1
+    assert untyped_room(lend, "acct_a", types, {}, {}, 0, True) == 1
+
+
+def test_targets_carry_the_untyped_room_and_the_map_writes_it():
+    # idle: a100 4, v100 3, k80 4; lending, nobody else claims: acct_a's limits are the capacity (4 each)
+    jobs = [job(1, "acct_a", 1, "v100", "RUNNING", alloc={"v100": 1}), job(2, "acct_a", 2, "k80"),
+            job(3, "acct_a", 1, None)]  # pending: 2 typed k80, 1 untyped
+    p = plan({"acct_a": {}, "acct_b": {"a100": 1}}, lend=True)
+    t = P.untyped_targets(p, snap(jobs), {"acct_a": {"cnn": {"a100": 3.0, "v100": 2.0, "k80": 1.0}},
+                                          "acct_b": {"rl": {"a100": 1.0}}})
+    # per type: a100 4, v100 4-1 = 3, k80 4-2 = 2 -> 2; less the untyped pending GPU -> 1
+    assert t["acct_a"].untyped == 1
+    assert t["acct_b"].untyped == 0  # rl runs on a100 only: Slurm might give an untyped job a K80
+    text = publish.render_map(t, map_id="x-1")
+    assert "#@untyped acct_a 1" in text.splitlines() and "#@untyped acct_b" not in text
+    assert t["acct_a"].as_json()["untyped"] == 1
+
+
+@pytest.mark.skipif(shutil.which("lua5.1") is None, reason="lua5.1 not installed (apt-get install lua5.1)")
+def test_a_new_publication_of_the_same_rooms_starts_unspent_in_job_submit_lua(tmp_path):
+    """The issue's testbed failure: the controller's Lua state had spent the rooms of a map whose text a new
+    daemon published again, and typed a flood onto one type of an idle cluster. With an identity per
+    publication the script starts each map unspent; a job that fits no room stays untyped within #@untyped."""
+    path = tmp_path / "gpu_type_map.txt"
+    targets = {"acct_a": P.Target((("v100", 1), ("k80", 1)), "room", {"v100": 1, "k80": 1}, (), 1)}
+    publish.publish(path, targets)
+    shutil.copy(REPO / "etc" / "job_submit.lua", tmp_path / "slurm_fair_submit.lua")
+    again = tmp_path / "next.txt"  # the next publication of the same rooms, copied over the map below
+    again.write_text(publish.render_map(targets, map_id=publish.new_map_id()))
+    probe = (
+        "slurm = {SUCCESS = 0, ERROR = -1, log_info = function() end, log_error = function() end,"
+        " log_user = function() end}\n"
+        f"local sf = dofile('{tmp_path}/slurm_fair_submit.lua')\n"
+        "local function sub() local j = {account = 'acct_a', tres_per_job = 'gres:gpu:1'}\n"
+        "  assert(sf.job_submit(j, {}, 0) == 0); print(j.tres_per_job) end\n"
+        "sub(); sub(); sub(); sub()\n"
+        f"local f = io.open('{again}'); local text = f:read('*a'); f:close()\n"
+        f"f = io.open('{path}', 'w'); f:write(text); f:close()\n"
+        "sub(); sub()\n")
+    r = subprocess.run(["lua5.1", "-"], input=probe, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "gres:gpu:v100:1", "gres:gpu:k80:1",  # the rooms
+        "gres:gpu:1",  # no room left: untyped (#@untyped acct_a 1)
+        "gres:gpu:v100:1",  # untyped room used too: the first type, as before
+        "gres:gpu:v100:1", "gres:gpu:k80:1"]  # the next publication: its rooms unspent
+
+
+def test_the_simulated_job_submit_counts_per_publication_and_leaves_no_room_jobs_untyped():
+    """sim/cluster.py mirrors the script: each set_type_map call is a publication (rooms start unspent unless the
+    same map_id is given again); past every room a job stays untyped within the account's untyped room."""
+    from slurm_fair.sim.cluster import SimCluster, cluster_spec
+    from slurm_fair.sim.traces import TraceJob
+
+    thr = {"cnn": {"k80": 1.0, "v100": 4.0}, "rl": {"v100": 1.0}}
+    jobs = [TraceJob(str(i), float(t), "a", cls, 1, 1e6) for i, (t, cls) in
+            enumerate([(1, "cnn"), (1, "cnn"), (1, "cnn"), (1, "rl"), (1, "cnn"), (2, "cnn"), (3, "cnn")], 1)]
+    c = SimCluster(cluster_spec("k80=4,v100=4"), {"a": 1}, thr, jobs)
+    line = {"a": P.Target((("v100", 1), ("k80", 0)), "room", {}, (), 2)}
+    c.set_type_map(line, map_id="m-1")
+    c.advance(1.0)
+    got = [c.jobs[i].requested for i in range(1, 6)]
+    # v100's room 1; then two untyped (room 2); rl runs on v100 only: typed there; untyped room used: v100
+    assert got == ["v100", None, None, "v100", "v100"]
+    c.set_type_map(line, map_id="m-1")  # the same publication read again: still spent
+    c.advance(2.0)
+    assert c.jobs[6].requested == "v100"
+    c.set_type_map(line)  # a new publication: unspent
+    c.advance(3.0)
+    assert (c.jobs[7].requested, c.jobs[7].flex) == ("v100", True)

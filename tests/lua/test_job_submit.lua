@@ -266,6 +266,84 @@ case("a new map text resets the counts; accounts count apart; '*' counts for acc
 	eq(typ("acct_a"), "gres:gpu:k80:1")
 end)
 
+case("map identity: rooms spent count only against the map (#@map ID) they were spent on", function()
+	local dir = load("#@map t1-1\nacct_a v100:1,k80:1\n")
+	local function typ()
+		local job = { account = "acct_a", tres_per_job = "gres:gpu:1" }
+		submit(job)
+		return job.tres_per_job
+	end
+	eq(typ(), "gres:gpu:v100:1")
+	eq(typ(), "gres:gpu:k80:1")
+	eq(typ(), "gres:gpu:v100:1", "both rooms spent: the first type")
+	-- the map re-read with the same identity (no new publication): still spent
+	eq(typ(), "gres:gpu:v100:1", "same identity: still spent")
+	-- the next publication: the same rooms under a new identity start unspent
+	write(dir .. "/gpu_type_map.txt", "#@map t1-2\nacct_a v100:1,k80:1\n")
+	eq(typ(), "gres:gpu:v100:1")
+	eq(typ(), "gres:gpu:k80:1", "new identity: k80's room is new")
+	-- a new daemon (new token) whose first map has an old map's text except its identity: nothing carries over
+	write(dir .. "/gpu_type_map.txt", "#@map t2-1\nacct_a v100:1,k80:1\n")
+	eq(typ(), "gres:gpu:v100:1")
+	eq(typ(), "gres:gpu:k80:1", "a new daemon's map starts unspent")
+	has(slurm.user, "waits for v100", "the spent case was told")
+end)
+
+case("a map without #@map (older daemon, by hand) keys its spent rooms by its text, as before", function()
+	local dir = load("acct_a v100:1\n")
+	local function typ()
+		local job = { account = "acct_a", tres_per_job = "gres:gpu:1" }
+		submit(job)
+		return job.tres_per_job
+	end
+	eq(typ(), "gres:gpu:v100:1")
+	write(dir .. "/gpu_type_map.txt", "#@map bad id here\nacct_a v100:1\n") -- malformed: a comment, text changed
+	eq(typ(), "gres:gpu:v100:1", "a new text: unspent")
+	local job = { account = "acct_a", tres_per_job = "gres:gpu:1" }
+	submit(job)
+	has(slurm.user, "every type's room in the map is used by earlier submissions; waits for v100")
+end)
+
+case("#@untyped: a job no type has room for stays untyped within the account's room, then the first type", function()
+	load("#@map m-1\nacct_a v100:1,k80:1:1 room\n#@untyped acct_a 3\n* k80\n")
+	local function sub(gpus, acct)
+		local job = { account = acct or "acct_a", tres_per_node = "gres:gpu:" .. gpus, comment = "mine" }
+		eq(submit(job), slurm.SUCCESS, "rc")
+		return job
+	end
+	eq(sub(1).tres_per_node, "gres:gpu:v100:1")
+	local big = sub(2)
+	eq(big.tres_per_node, "gres:gpu:2", "2 GPUs: v100 has 0 left, k80's block is 1: left untyped")
+	eq(big.comment, "mine", "an untyped job's comment is unchanged (no fair:flex)")
+	has(slurm.user, "slurm-fair: untyped GPU request left untyped (account acct_a: no GPU type has room for 2 GPU(s)")
+	eq(sub(1).tres_per_node, "gres:gpu:k80:1", "k80 still has room for 1")
+	eq(sub(1).tres_per_node, "gres:gpu:1", "no type has room; 1 of the untyped room of 3 left")
+	eq(sub(1).tres_per_node, "gres:gpu:v100:1", "untyped room used up: the first type, as before")
+	eq(sub(4, "acct_x").tres_per_node, "gres:gpu:k80:4", "'*' accounts get no untyped room")
+end)
+
+case("#@untyped: not for a class whose line leaves out a type Slurm might give it", function()
+	load("acct_a v100:1,k80:1\nacct_a/rl v100\nacct_a/cnn k80,v100\n#@untyped acct_a 4\n")
+	local function typ(name)
+		local job = { account = "acct_a", name = name, tres_per_node = "gres:gpu:2" }
+		submit(job)
+		return job.tres_per_node
+	end
+	eq(typ("rl"), "gres:gpu:v100:2", "rl cannot run on k80: typed, waits for v100")
+	eq(typ("cnn"), "gres:gpu:2", "cnn runs on every type: left untyped")
+	eq(typ("other"), "gres:gpu:2", "no class line: the account's line (every class of it runs on every type)")
+end)
+
+case("#@untyped with partitions: the class line needs only the types of the job's partitions", function()
+	load("#@partition gpu v100\n#@partition all k80,v100\nacct_a v100:0,k80:0\nacct_a/rl v100\n#@untyped acct_a 4\n")
+	local job = { account = "acct_a", name = "rl", partition = "gpu", tres_per_node = "gres:gpu:1" }
+	submit(job)
+	eq(job.tres_per_node, "gres:gpu:1", "partition gpu has only v100, which rl runs on")
+	job = { account = "acct_a", name = "rl", partition = "all", tres_per_node = "gres:gpu:1" }
+	submit(job)
+	eq(job.tres_per_node, "gres:gpu:v100:1", "partition all has k80 too: typed")
+end)
+
 case("class lines reorder the account's types for that class; rooms stay the account's", function()
 	load("@classes comment,wckey,name\nacct_a v100:1,p100:2,k80:4 room\nacct_a/rl k80,p100\n* k80\n")
 	local function typ(job)

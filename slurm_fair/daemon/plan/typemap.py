@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
-from ...cluster.base import Job, Snapshot, supports_pending_retype
+from ...cluster.base import ANY_GPU, Job, Snapshot, supports_pending_retype
 from .demand import FreeGPUs, gpus_in_use, pending_typed, startable
 from .limits import Plan
 from .problem import SRC_ASSUMED
@@ -28,13 +28,15 @@ class Target:
     reason: str
     blocks: Mapping[str, int] = field(default_factory=dict)  # type -> largest job that fits now (none: no bound)
     tiers: tuple[int, ...] = ()  # per entry of types: class lines reorder within a tier only (none: one tier)
+    untyped: int = 0  # GPUs the account's jobs may be left untyped when no type has room (:func:`untyped_room`)
 
     @property
     def first(self) -> str:
         return self.types[0][0]
 
     def as_json(self) -> dict[str, Any]:
-        return {"types": [[t, n] for t, n in self.types], "reason": self.reason, "blocks": dict(self.blocks)}
+        return {"types": [[t, n] for t, n in self.types], "reason": self.reason, "blocks": dict(self.blocks),
+                "untyped": self.untyped}
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,26 @@ def _usable_by_all(throughput: Mapping[str, Mapping[str, Mapping[str, float]]] |
     return [g for g in types if any(float(x.get(g, 0.0)) > 0 for x in classes)] or list(types)
 
 
+def untyped_room(plan: Plan, account: str, types: Iterable[str], used: Mapping[str, int],
+                 typed: Mapping[str, int], untyped: int, every_type: bool) -> int:
+    """GPUs of untyped requests the account may hold pending untyped (``#@untyped``), so that a job no type of
+    its line has room for waits for whichever type frees first instead of being pinned to one (on Slurm 22.05 a
+    pending job cannot be retyped). Slurm does not count an untyped request against typed ``GrpTRES``
+    limits, only against the total ``gres/gpu`` (``ANY_GPU``): an untyped job may start on *any* type, so it is
+    safe only up to the room every type's limit leaves — the smallest over the types of limit − in use −
+    typed pending GPUs, and at most the total limit's room — less the GPUs of the account's untyped pending
+    jobs (they may all land on one type). 0 when some class of the account cannot run on every type
+    (``every_type`` False: Slurm might place it where it cannot run)."""
+    types = list(types)
+    if not every_type or not types:
+        return 0
+    per_type = min(plan.limit(account, g) - int(used.get(g, 0)) - int(typed.get(g, 0)) for g in types)
+    total_limit = plan.limits.get(account, {}).get(ANY_GPU)
+    total = (int(total_limit) if total_limit is not None else sum(int(plan.capacity[g]) for g in types)) \
+        - sum(int(n) for n in used.values()) - sum(int(n) for n in typed.values())
+    return max(0, min(per_type, total) - int(untyped))
+
+
 def untyped_targets(plan: Plan, snapshot: Snapshot,
                     throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
                     reclaim: bool = False, site_speed: Mapping[str, float] | None = None,
@@ -114,7 +136,9 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
       (:func:`_usable_by_all`), in tiers (:func:`_tier`: free GPUs before guaranteed-but-busy ones, unless
       ``reclaim``), within a tier fastest first for the account's classes (:func:`_speed`; ties: the site's
       speed ``site_speed``, more room, name). With room nowhere: the type of its largest guarantee (then its
-      fastest), room 0 — its jobs wait there.
+      fastest), room 0 — its jobs wait there. Each account line carries its :func:`untyped_room`
+      (``#@untyped``): a job that fits no type's room is left untyped within it rather than pinned to the
+      line's first type.
     * **Class lines**: ``account/class`` for each class of the account with jobs — the types its share in the
       policy's allocation uses first, then by its speed; ``*/class`` for every class with site-wide or
       shipped profiles (``class_speed``), by speed. job_submit.lua reorders the account line's types by the
@@ -123,6 +147,11 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
     """
     in_use = gpus_in_use(snapshot)
     typed = pending_typed(snapshot, startable_only=True)
+    held = pending_typed(snapshot)  # typed pending jobs, held ones too: they count against the limits later
+    untyped_pending: dict[str, int] = {}
+    for j in snapshot.jobs:
+        if j.pending and j.gpu_type is None and j.gpus > 0:
+            untyped_pending[j.account] = untyped_pending.get(j.account, 0) + j.gpus
     types = [t for t in plan.capacity if plan.capacity[t] > 0] or list(plan.capacity)
     # idle GPUs less those pending typed jobs will take at the next scheduling pass (those that fit, by priority)
     nodes = FreeGPUs.of(snapshot)
@@ -148,14 +177,15 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
         tier = {g: _tier(g_room[g], f_room[g], reclaim) for g in types}
         key = (lambda g: (tier[g], -speed[g], -site.get(g, 0.0), -room[g], g))
         listed = tuple((g, room[g]) for g in sorted((g for g in ok if room[g] > 0), key=key))
+        loose = untyped_room(plan, a, types, used, held.get(a, {}), untyped_pending.get(a, 0), len(ok) == len(types))
         if listed:
             why = ", ".join(f"{g} {n} ({'free' if f_room[g] >= g_room[g] else 'guaranteed'})" for g, n in listed)
             out[a] = Target(listed, f"room: {why}", {g: block[g] for g, _n in listed if f_room[g] >= g_room[g]},
-                            tuple(tier[g] for g, _n in listed))
+                            tuple(tier[g] for g, _n in listed), loose)
         else:
             g = min(ok, key=lambda g: (-int(plan.real.get(a, {}).get(g, 0)), -speed[g], g))
             out[a] = Target(((g, 0),), f"no room on any type now; waits for {g} "
-                            f"(guarantee {int(plan.real.get(a, {}).get(g, 0))})")
+                            f"(guarantee {int(plan.real.get(a, {}).get(g, 0))})", untyped=loose)
         for cls, thr in sorted((throughput or {}).get(a, {}).items()):
             vals = [float(v) for g, v in thr.items() if g in types and float(v) > 0]
             if not vals or not CLASS_NAME.fullmatch(cls):
@@ -256,7 +286,7 @@ def explore_targets(targets: Mapping[str, Target], plan: Plan, snapshot: Snapsho
         out[a] = Target(((g, room[g]),) + rest,
                         f"explore: class {gaps[g]} has no profile on {g} (room {room[g]}); {tg.reason}",
                         tg.blocks, (min(tg.tiers),) + tuple(k for (t, _n), k in zip(tg.types, tg.tiers) if t != g)
-                        if tg.tiers else ())
+                        if tg.tiers else (), tg.untyped)
         cls_key = f"{a}/{gaps[g]}"  # the class's own line must not put its measured types back in front
         if cls_key in out:
             line = out[cls_key]
