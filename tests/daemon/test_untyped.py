@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import stat
+from dataclasses import replace as _replace
 import subprocess
 import shutil
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from slurm_fair.cluster.base import ANY_GPU, Account, Job, Node, Snapshot
 from slurm_fair.daemon import plan as P
 from slurm_fair.daemon import publish
-from slurm_fair.daemon.plan.typemap import untyped_room
+from slurm_fair.daemon.plan.typemap import frees_in, untyped_room, worth_moving
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -412,3 +413,76 @@ def test_the_simulated_job_submit_counts_per_publication_and_leaves_no_room_jobs
     c.set_type_map(line)  # a new publication: unspent
     c.advance(3.0)
     assert (c.jobs[7].requested, c.jobs[7].flex) == ("v100", True)
+
+
+# ------------------------------------------------------------------------------------------- who gets a slow GPU
+
+H = 3600.0
+SLOW_NODES = (Node("p100-1", ("ALLOCATED",), ("gpu",), {"p100": 4}, {"p100": 4}),
+              Node("k80-1", ("IDLE",), ("gpu",), {"k80": 4}, {}))
+# the Philly resnet18 class: 6.8x slower on K80 than on P100; "lm" loses 10 % there, "cnn" half
+SLOW_THR = {"acct_a": {"resnet18": {"p100": 6.8, "k80": 1.0}, "lm": {"p100": 1.1, "k80": 1.0},
+                       "cnn": {"p100": 2.0, "k80": 1.0}}}
+
+
+def slow_snap(waiting, limit_min=240, now=H):
+    """p100-1 busy with four 1-GPU jobs started at 0 with ``limit_min`` (they end at 4 h; None: no limit), k80-1
+    idle; the snapshot at ``now`` (1 h: P100s free in 3 h)."""
+    running = [_replace(job(100 + i, "acct_b", 1, "p100", "RUNNING", alloc={"p100": 1}), start_time=0,
+                        time_limit=limit_min) for i in range(4)]
+    return Snapshot("24.11.5", now, SLOW_NODES, tuple(running) + tuple(waiting),
+                    (Account("acct_a", 1, {}), Account("acct_b", 1, {})), ("gpu",))
+
+
+def flex(jid, cls, limit_min, gpus=1, site_factor=0):
+    return _replace(job(jid, "acct_a", gpus, "p100", comment=f"class={cls} fair:flex", submit=jid),
+                    time_limit=limit_min, site_factor=site_factor)
+
+
+def slow_plan():
+    return P.Plan(capacity={"p100": 4, "k80": 4}, accounts=("acct_a", "acct_b"), ideal_class={}, ideal={},
+                  deviation_before={}, real={}, deviations={}, extra={}, limits={}, min_gpus={}, demand={}, claims={},
+                  lend=True)
+
+
+def test_frees_in_from_start_and_time_limit_and_never_soon_when_unknown():
+    s = slow_snap([])
+    assert frees_in(s, "p100", 1) == 3 * H and frees_in(s, "p100", 4) == 3 * H
+    assert frees_in(s, "p100", 5) == float("inf")  # only 4 GPUs on p100 end
+    assert frees_in(s, "p100", 0) == 0.0 and frees_in(s, "p100", 1, account="acct_a") == float("inf")
+    assert frees_in(slow_snap([], limit_min=None), "p100", 1) == float("inf")  # unknown limits: not soon
+
+
+def test_worth_moving_hand_worked():
+    # resnet18, 24 h limit, own type frees in 3 h: 3 + 24 = 27 h vs 1.2 x 6.8 x 24 = 195.8 h on K80: stay
+    assert not worth_moving(6.8, 3 * H, 24 * 60)
+    # lm, 1 h limit: 3 + 1 = 4 h vs 1.2 x 1.1 x 1 = 1.32 h: move
+    assert worth_moving(1.1, 3 * H, 60)
+    # cnn (2x slower), 3 h limit, own type in 3 h: 6 h vs 7.2 h: stay; in 5 h: 8 h vs 7.2 h: move
+    assert not worth_moving(2.0, 3 * H, 180) and worth_moving(2.0, 5 * H, 180)
+    assert worth_moving(6.8, float("inf"), 24 * 60)  # its own type never frees as far as is known
+    assert worth_moving(0.5, 0.0, None)  # a faster type: always
+    assert worth_moving(1.5, float("inf"), None) and not worth_moving(1.6, float("inf"), None)  # no horizon
+
+
+def test_the_resnet18_case_stays_for_its_own_type_and_the_slow_gpu_goes_to_the_job_that_loses_least():
+    """Philly (issue 28): a 1-GPU resnet18 (6.8x slower on K80) waited for P100, was moved to K80 and ran 9 416 h
+    instead of 1 383 h. Its P100s free in 3 h: it stays; the K80s go to the jobs that lose least there, before
+    a higher-priority job that loses more."""
+    r18 = flex(1, "resnet18", 1440 * 60, site_factor=100)  # 1 440 h: the run on P100 is its horizon
+    lm = flex(2, "lm", 60)
+    cnn = flex(3, "cnn", 30, site_factor=50)
+    moves = P.retype_moves(slow_plan(), slow_snap([r18, lm, cnn]), throughput=SLOW_THR)
+    assert [(m.job_id, m.new_type) for m in moves] == [(2, "k80"), (3, "k80")]  # lm (loss 1.1) first, then cnn
+    # one K80 left idle: it goes to lm (loses 10 %), not to cnn (higher priority, loses half)
+    busy = (SLOW_NODES[0], Node("k80-1", ("MIXED",), ("gpu",), {"k80": 4}, {"k80": 3}))
+    s = slow_snap([r18, lm, cnn])
+    s = _replace(s, nodes=busy)
+    assert [m.job_id for m in P.retype_moves(slow_plan(), s, throughput=SLOW_THR)] == [2]
+    # when its own type's running jobs have no known limit, resnet18 is not made to wait "soon": it moves
+    s = slow_snap([r18], limit_min=None)
+    assert [m.job_id for m in P.retype_moves(slow_plan(), s, throughput=SLOW_THR)] == [1]
+    # without its own time limit there is no horizon: a 6.8x loss is never taken, a 10 % one is
+    blind = [_replace(r18, time_limit=None), _replace(lm, time_limit=None)]
+    assert [m.job_id for m in P.retype_moves(slow_plan(), slow_snap(blind, limit_min=None),
+                                             throughput=SLOW_THR)] == [2]

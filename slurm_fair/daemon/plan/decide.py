@@ -109,8 +109,8 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     planned, left_alone = site_bounded(planned, current, site or {}, managed_before, cfg.limits.site_limits)
     changes = limit_changes(current, planned, managed_before & known) if cfg.limits.manage else {}
 
-    retypes = (retype_moves(plan, snapshot, MAX_RETYPES, built.throughput, lambda j: known_types(built, cfg, j))
-               if retype_ok else [])
+    retypes = (retype_moves(plan, snapshot, MAX_RETYPES, built.throughput, lambda j: known_types(built, cfg, j),
+                            cfg.classes.order) if retype_ok else [])
     d = Decisions(demand=demand, built=built, alloc=alloc, plan=plan, received=received, deficits=new_deficits,
                   factors=factors, factor_changes=factor_changes, factors_deferred=deferred, current=current,
                   planned=planned, changes=changes, retypes=retypes, targets={}, dt=dt, explored=explored,

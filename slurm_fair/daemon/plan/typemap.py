@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from ...cluster.base import ANY_GPU, Job, Snapshot, supports_pending_retype
-from .demand import FreeGPUs, gpus_in_use, pending_typed, startable
+from .demand import FreeGPUs, gpus_in_use, job_class, pending_typed, startable
 from .limits import Plan
 from .problem import SRC_ASSUMED
 
@@ -315,47 +315,127 @@ def with_retypes(snapshot: Snapshot, moves: Iterable[Retype]) -> Snapshot:
                                         for j in snapshot.jobs))
 
 
+MOVE_MARGIN = 1.2  # a move to a slower type must beat waiting for the job's own type by this factor
+BLIND_MAX_LOSS = 1.5  # without a time limit (no horizon): move only to a type at most this much slower
+
+
+def _class_speed(throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None, job: Job,
+                 class_order: Iterable[str]) -> Mapping[str, float]:
+    """The job's own class's throughput per type (empty when unknown)."""
+    return (throughput or {}).get(job.account, {}).get(job_class(job, class_order), {})
+
+
+def _loss(speed: Mapping[str, float], own: str, g: str) -> float:
+    """How many times slower the job runs on ``g`` than on its own type ``own`` (1.0 when unknown)."""
+    a, b = float(speed.get(own, 0.0)), float(speed.get(g, 0.0))
+    return a / b if a > 0 and b > 0 else 1.0
+
+
+def frees_in(snapshot: Snapshot, gpu_type: str, needed: int, account: str | None = None) -> float:
+    """Seconds from ``snapshot.taken_at`` until running jobs on ``gpu_type`` (of ``account`` only, if given) have
+    freed ``needed`` GPUs, from their start and time limit (``Job.time_limit``, minutes); ``inf`` when the jobs
+    that end in time do not free enough — a running job without a known limit is never assumed to end soon.
+    0 when nothing is needed."""
+    if needed <= 0:
+        return 0.0
+    ends: list[tuple[float, int]] = []
+    for j in snapshot.jobs:
+        if not j.running or (account is not None and j.account != account):
+            continue
+        n = int(j.gpus_allocated.get(gpu_type, 0)) if j.gpus_allocated else (j.gpus if j.gpu_type == gpu_type else 0)
+        if n <= 0:
+            continue
+        end = (float(j.start_time) + 60.0 * j.time_limit if j.start_time is not None and j.time_limit is not None
+               else float("inf"))
+        ends.append((end, n))
+    got = 0
+    for end, n in sorted(ends):
+        got += n
+        if got >= needed:
+            return max(0.0, end - float(snapshot.taken_at))
+    return float("inf")
+
+
+def worth_moving(loss: float, wait_own: float, limit_min: int | None, margin: float = MOVE_MARGIN) -> bool:
+    """Whether a job waiting for its own type should move to a type ``loss`` times slower: never-slower types
+    always; otherwise, with the job's time limit as the horizon of its run on its own type (``limit_min``
+    minutes), only if waiting for its own type and running there takes longer than running on the slow type by
+    ``margin`` (wait + T > margin × loss × T). Without a limit: only a loss of at most ``BLIND_MAX_LOSS``."""
+    if loss <= 1.0:
+        return True
+    if limit_min is None:
+        return loss <= BLIND_MAX_LOSS
+    run = 60.0 * float(limit_min)
+    return wait_own + run > margin * loss * run
+
+
 def retype_moves(plan: Plan, snapshot: Snapshot, max_moves: int = 10,
                  throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
-                 runs_on: Callable[[Job], Iterable[str]] | None = None) -> list[Retype]:
+                 runs_on: Callable[[Job], Iterable[str]] | None = None,
+                 class_order: Iterable[str] = ("comment", "wckey", "name")) -> list[Retype]:
     """Pending flexible jobs to move to a type where they can start now (apply only where Slurm supports
     retyping).
 
     Per type, the GPUs idle now are handed to the pending startable jobs typed for it, highest priority first
     (SiteFactor, then submit time, then id), each within its account's limit room there (limit − in use); a
-    flexible job that gets none moves to the type where it fits whole in both (idle GPUs left and its
-    account's limit room), fastest for its account first (then name), which then holds those GPUs. Idle
-    GPUs are placed node by node (:class:`.demand.FreeGPUs`). ``runs_on(job)``: the types the job may be moved to (where its class is known to run; None:
-    every type). At most ``max_moves`` jobs.
+    flexible job that gets none may move to a type where it fits whole in both (idle GPUs left and its
+    account's limit room), which then holds those GPUs. Idle GPUs are placed node by node
+    (:class:`.demand.FreeGPUs`). ``runs_on(job)``: the types the job may be moved to (where its class is known
+    to run; None: every type). At most ``max_moves`` jobs.
+
+    Who gets a freed type (issue 28): the candidate moves are taken in order of what the job's *own class*
+    loses there (:func:`_loss`, its speed on its own type over its speed there; ``throughput`` per account and
+    class, the class by ``class_order``), then by priority — so a slower type goes to the job that suffers least
+    on it. A move to a slower type happens only when it pays (:func:`worth_moving`): the job's own type frees
+    (:func:`frees_in`: enough GPUs on it for the jobs ahead of it and itself, and within its account's limit
+    there) later than the difference its slower run costs.
     """
     in_use = gpus_in_use(snapshot)
     nodes = FreeGPUs.of(snapshot)
+    order = tuple(class_order)
     room = {a: {g: plan.limit(a, g) - int(in_use.get(a, {}).get(g, 0)) for g in plan.capacity}
             for a in plan.accounts}
     waiting = sorted((j for j in snapshot.jobs
                       if startable(j) and j.gpu_type in plan.capacity and j.gpus > 0 and j.account in room),
                      key=lambda j: (-j.site_factor, j.submit_time, j.job_id))
     can = {j.job_id: set(runs_on(j)) if runs_on else set(plan.capacity) for j in waiting}
-    misfits: list[Job] = []
+    misfits: list[tuple[Job, float]] = []  # with the seconds until its own type could start it
+    ahead: dict[str, int] = {}  # GPUs of higher-priority jobs still waiting for a type
+    ahead_acct: dict[tuple[str, str], int] = {}
     for j in waiting:
         r = room[j.account]
-        if r[j.gpu_type] >= j.gpus and nodes.take(j.gpu_type, j.gpus):
-            r[j.gpu_type] -= j.gpus
-        elif j.flexible:
-            misfits.append(j)
+        g = str(j.gpu_type)
+        if r[g] >= j.gpus and nodes.take(g, j.gpus):
+            r[g] -= j.gpus
+            continue
+        if j.flexible:
+            idle = int(nodes.totals().get(g, 0))
+            wait = max(frees_in(snapshot, g, ahead.get(g, 0) + j.gpus - idle),
+                       frees_in(snapshot, g, ahead_acct.get((j.account, g), 0) + j.gpus - max(0, r[g]), j.account))
+            misfits.append((j, wait))
+        ahead[g] = ahead.get(g, 0) + j.gpus
+        ahead_acct[(j.account, g)] = ahead_acct.get((j.account, g), 0) + j.gpus
+    cands: list[tuple[float, int, float, str, Job]] = []
+    for rank, (j, wait) in enumerate(misfits):
+        speed = _class_speed(throughput, j, order)
+        for g in sorted(plan.capacity):
+            if g == j.gpu_type or g not in can[j.job_id]:
+                continue
+            loss = _loss(speed, str(j.gpu_type), g)
+            if worth_moving(loss, wait, j.time_limit):
+                cands.append((loss, rank, -_speed(throughput, j.account, g), g, j))
     moves: list[Retype] = []
-    for j in misfits:
+    moved: set[int] = set()
+    for _loss_g, _rank, _acct_speed, g, j in sorted(cands, key=lambda c: c[:4]):
         if len(moves) >= max_moves:
             break
         r = room[j.account]
-        fits = [g for g in plan.capacity if g != j.gpu_type and g in can[j.job_id] and r[g] >= j.gpus
-                and nodes.fits(g, j.gpus)]
-        if not fits:
+        if j.job_id in moved or r[g] < j.gpus or not nodes.fits(g, j.gpus):
             continue
-        g = min(fits, key=lambda g: (-_speed(throughput, j.account, g), g))
         nodes.take(g, j.gpus)
         r[g] -= j.gpus
-        moves.append(Retype(j.job_id, j.account, j.gpu_type, g, j.gpus_per_node))
+        moved.add(j.job_id)
+        moves.append(Retype(j.job_id, j.account, str(j.gpu_type), g, j.gpus_per_node))
     return moves
 
 
