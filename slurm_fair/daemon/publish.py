@@ -21,7 +21,9 @@ Rules:
   poll. job_submit.lua counts the rooms it hands out per map identity (not per map text): a map computed from
   a fresh snapshot already counts the jobs typed before it (pending typed jobs hold their room), so its rooms
   start unspent, and a new daemon's first map never inherits what the controller's Lua state spent against an
-  earlier map with the same text (issue 28). To a script older than this line it is a comment.
+  earlier map with the same text (issue 28). The line also gives the snapshot's time (``#@map ID T``): the
+  jobs typed between the snapshot and the publication are not in it, so the script still counts what it
+  handed out from T on. To a script older than this line it is a comment.
 * ``#@untyped ACCOUNT N`` (:attr:`.plan.Target.untyped`): the GPUs of untyped requests the account may leave
   untyped when no type of its line has room for a job (Slurm then gives it whichever type frees first; only the
   account's total ``gres/gpu`` limit binds it); a comment to older scripts.
@@ -64,20 +66,23 @@ def _valid_type(g: str) -> bool:
 
 
 def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("comment", "wckey", "name"),
-               partitions: Sequence[PartitionTypes] = (), listed_only: bool = False, map_id: str | None = None) -> str:
+               partitions: Sequence[PartitionTypes] = (), listed_only: bool = False, map_id: str | None = None,
+               taken_at: float | None = None) -> str:
     """The map file's text for ``{account: Target}`` (``"*"`` = default line, written last; ``account/class``
     keys are class lines: the order of types alone), the ``@classes`` line (``classes.order``) and one
     ``#@partition NAME TYPE,...`` line per partition (by name; a partition or type the script would refuse is
     left out: untyped jobs in a partition without a line pass unchanged). ``listed_only`` (a pilot,
     ``limits.accounts``) adds ``#@listed-only``: job_submit.lua leaves the untyped requests of accounts without a
     line as they are (instead of refusing them when there is no ``*`` line). ``map_id`` (a token of
-    ``[A-Za-z0-9_.-]``) adds ``#@map ID``: the map's identity (module docstring); an account line's
+    ``[A-Za-z0-9_.-]``) adds ``#@map ID [T]``: the map's identity (module docstring) and, with ``taken_at``, the
+    time its snapshot was taken (unix seconds, rounded down: what the script handed out from then on still
+    counts against this map, the snapshot did not see it); an account line's
     :attr:`~.plan.Target.untyped` room adds ``#@untyped ACCOUNT N``."""
     lines = [HEADER.rstrip("\n")]
     if map_id is not None:
         if not _NAME.fullmatch(map_id):
             raise ValueError(f"map_id: {map_id!r} is not a token of [A-Za-z0-9_.-]")
-        lines.append(f"#@map {map_id}")
+        lines.append(f"#@map {map_id}" + (f" {int(taken_at)}" if taken_at is not None else ""))
     lines.append("@classes " + ",".join(class_order))
     if listed_only:
         lines.append("#@listed-only")
@@ -141,8 +146,8 @@ def write_map(path: str | os.PathLike, text: str, now: float | None = None) -> b
 def publish(path: str | os.PathLike, targets: Mapping[str, Target],
             class_order: Sequence[str] = ("comment", "wckey", "name"),
             partitions: Sequence[PartitionTypes] = (), listed_only: bool = False,
-            map_id: str | None = None) -> bool:
-    """Render and write the map under a new identity (``map_id``, default :func:`new_map_id`); True if the file
-    changed (with an identity, always)."""
+            map_id: str | None = None, taken_at: float | None = None) -> bool:
+    """Render and write the map under a new identity (``map_id``, default :func:`new_map_id`) for a snapshot
+    taken at ``taken_at``; True if the file changed (with an identity, always)."""
     return write_map(path, render_map(targets, class_order, partitions, listed_only,
-                                      new_map_id() if map_id is None else map_id))
+                                      new_map_id() if map_id is None else map_id, taken_at))

@@ -22,7 +22,9 @@ Rules:
     it read (a global table: slurmctld keeps the script's Lua state between submissions and reloads it only
     when the script file changes). The map's identity is its `#@map ID` line (the daemon writes a new ID with
     every publication: each poll, a new daemon, a new database), else its text: a map with another identity
-    starts with nothing spent, even if its text is one spent against before. A job gets the first type of its
+    starts with nothing spent, even if its text is one spent against before — but for the GPUs handed out
+    since its snapshot was taken (`#@map ID T`, T in unix seconds, less SF.SKEW = 3 s): that snapshot did not see
+    those jobs. A job gets the first type of its
     line whose room is not used up by those counts (a job of N GPUs needs N left, and N at most the type's
     BLOCK). When none has room: if the map grants the account `#@untyped ACCOUNT N` room left for the job
     (and the job's class runs on every type), the request stays untyped (Slurm gives it whichever type frees
@@ -166,8 +168,9 @@ function SF.parse_map(text)
 				end
 				map.order[#map.order + 1] = src
 			end
-		elseif line:match("^#@map%s+[%w_.%-]+$") then
-			map.id = line:match("^#@map%s+(%S+)$")
+		elseif line:match("^#@map%s+[%w_.%-]+$") or line:match("^#@map%s+[%w_.%-]+%s+%d+$") then
+			local id, taken = line:match("^#@map%s+(%S+)%s*(%d*)$")
+			map.id, map.taken_at = id, tonumber(taken)
 		elseif line:match("^#@untyped%s+[%w_.%-]+%s+%d+$") then
 			local acct, gpus = line:match("^#@untyped%s+(%S+)%s+(%d+)$")
 			map.untyped[acct] = tonumber(gpus)
@@ -229,14 +232,19 @@ end
 
 -- GPUs handed out per account and type against the map with identity `ident` (its `#@map ID`, else its text;
 -- kept between submissions: the Lua state lives as long as slurmctld does not reload the script). The key
--- SF.UNTYPED counts the GPUs left untyped under the account's `#@untyped` room.
-SF.state = { ident = nil, spent = {} }
+-- SF.UNTYPED counts the GPUs left untyped under the account's `#@untyped` room. `log` lists what was handed out
+-- and when ({t, key, type, gpus}): a new map whose snapshot was taken at T (`#@map ID T`) has not seen what was
+-- handed out from T on, so that still counts against it.
+SF.state = { ident = nil, spent = {}, log = {} }
 SF.UNTYPED = "#untyped"
+SF.SKEW = 3 -- seconds: T is when the snapshot was complete (its squeue ran up to a few seconds before), rounded down
+SF.LOG_MAX = 4096 -- entries kept (the oldest half is dropped past it: a map that old is long replaced)
+SF.clock = os.time
 
 -- The identity rooms are spent against: the map's `#@map ID` line, else (a map without one) its text.
 function SF.map_identity(map)
 	if map.id then
-		return "#@map " .. map.id
+		return "#@map " .. map.id .. " " .. tostring(map.taken_at)
 	end
 	return map.text
 end
@@ -406,18 +414,22 @@ end
 
 -- Pick the type for a job of `gpus` GPUs of `account` from its map entry (module comment) against the map
 -- with identity `ident` (SF.map_identity); counts it. `loose`: the account's `#@untyped` room for this job (nil:
--- none). Returns type, note (nil, or why the first type was taken without room); or nil, note when the job
--- stays untyped.
-function SF.choose(ident, account, entry, gpus, loose)
+-- none). A new identity starts unspent, but for what was handed out since `taken_at` (the new map's snapshot
+-- time, `#@map ID T`; nil: nothing carries over): its snapshot did not see those jobs. Returns type, note (nil,
+-- or why the first type was taken without room); or nil, note when the job stays untyped.
+function SF.choose(ident, account, entry, gpus, loose, taken_at)
+	local now = SF.clock()
 	if SF.state.ident ~= ident then
-		SF.state = { ident = ident, spent = {} }
+		local old = SF.state.log
+		SF.state = { ident = ident, spent = {}, log = {} }
+		for _, e in ipairs(taken_at and old or {}) do -- handed out after the new map's snapshot: still counts
+			if e.t >= taken_at - SF.SKEW then
+				SF.spend(e.key, e.type, e.gpus, e.t)
+			end
+		end
 	end
 	local key = account or "*"
-	local spent = SF.state.spent[key]
-	if not spent then
-		spent = {}
-		SF.state.spent[key] = spent
-	end
+	local spent = SF.state.spent[key] or {}
 	local pick, note = nil, nil
 	for _, t in ipairs(entry.types or { { type = entry.type } }) do
 		if (t.room == nil or (spent[t.type] or 0) + gpus <= t.room) and (t.block == nil or gpus <= t.block) then
@@ -426,7 +438,7 @@ function SF.choose(ident, account, entry, gpus, loose)
 		end
 	end
 	if not pick and loose and (spent[SF.UNTYPED] or 0) + gpus <= loose then
-		spent[SF.UNTYPED] = (spent[SF.UNTYPED] or 0) + gpus
+		SF.spend(key, SF.UNTYPED, gpus, now)
 		return nil, string.format("no GPU type has room for %d GPU(s) now; left untyped: it starts on the first "
 			.. "type that frees, within the account's total GPU limit", gpus)
 	end
@@ -434,8 +446,27 @@ function SF.choose(ident, account, entry, gpus, loose)
 		pick = entry.type
 		note = "every type's room in the map is used by earlier submissions; waits for " .. pick
 	end
-	spent[pick] = (spent[pick] or 0) + gpus
+	SF.spend(key, pick, gpus, now)
 	return pick, note
+end
+
+-- Count `gpus` handed out on `gtype` (or SF.UNTYPED) for line `key` at time `t`.
+function SF.spend(key, gtype, gpus, t)
+	local spent = SF.state.spent[key]
+	if not spent then
+		spent = {}
+		SF.state.spent[key] = spent
+	end
+	spent[gtype] = (spent[gtype] or 0) + gpus
+	local log = SF.state.log
+	log[#log + 1] = { t = t, key = key, type = gtype, gpus = gpus }
+	if #log > SF.LOG_MAX then
+		local keep = {}
+		for i = math.floor(#log / 2) + 1, #log do
+			keep[#keep + 1] = log[i]
+		end
+		SF.state.log = keep
+	end
 end
 
 -- The account's `#@untyped` room for a job of class order `class_order` (nil: none): only for an account with a
@@ -604,7 +635,7 @@ function SF.submit(job_desc, part_list, uid)
 		entry = SF.for_class(entry, class_order)
 	end
 	local gtype, note = SF.choose(SF.map_identity(map), key, entry, SF.job_gpus(job_desc),
-		SF.loose_room(map, account, class_order or nil, allowed))
+		SF.loose_room(map, account, class_order or nil, allowed), map.taken_at)
 	if note then
 		why = note
 	end
