@@ -24,6 +24,9 @@ Rules:
   earlier map with the same text (issue 28). The line also gives the snapshot's time (``#@map ID T``): the
   jobs typed between the snapshot and the publication are not in it, so the script still counts what it
   handed out from T on. To a script older than this line it is a comment.
+* ``#@free TYPE:N,...`` (:attr:`.plan.Target.pool`): the GPUs idle per type for everyone (less what pending
+  typed jobs will take); the script hands out free room (entries with a BLOCK) on a type to all accounts
+  together at most that many GPUs per map; a comment to older scripts.
 * ``#@untyped ACCOUNT N`` (:attr:`.plan.Target.untyped`): the GPUs of untyped requests the account may leave
   untyped when no type of its line has room for a job (Slurm then gives it whichever type frees first; only the
   account's total ``gres/gpu`` limit binds it); a comment to older scripts.
@@ -84,6 +87,10 @@ def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("com
             raise ValueError(f"map_id: {map_id!r} is not a token of [A-Za-z0-9_.-]")
         lines.append(f"#@map {map_id}" + (f" {int(taken_at)}" if taken_at is not None else ""))
     lines.append("@classes " + ",".join(class_order))
+    pool = next((tg.pool for tg in targets.values() if tg.pool), {})
+    cells = [f"{g}:{int(n)}" for g, n in sorted(pool.items()) if _valid_type(g) and int(n) >= 0]
+    if cells:
+        lines.append("#@free " + ",".join(cells))
     if listed_only:
         lines.append("#@listed-only")
     for part in sorted(partitions, key=lambda p: p.name):

@@ -26,7 +26,9 @@ Rules:
     since its snapshot was taken (`#@map ID T`, T in unix seconds, less SF.SKEW = 3 s): that snapshot did not see
     those jobs. A job gets the first type of its
     line whose room is not used up by those counts (a job of N GPUs needs N left, and N at most the type's
-    BLOCK). When none has room: if the map grants the account `#@untyped ACCOUNT N` room left for the job
+    BLOCK; on a type with a BLOCK, i.e. free room, also what every account was handed out there within the
+    map's `#@free TYPE:N,...` GPUs idle for everyone, so two accounts' free rooms on the same idle GPUs do not
+    add up). When none has room: if the map grants the account `#@untyped ACCOUNT N` room left for the job
     (and the job's class runs on every type), the request stays untyped (Slurm gives it whichever type frees
     first; the account's total gres/gpu limit binds it); otherwise the first type (the job waits there; the
     daemon publishes new room as GPUs free up).
@@ -171,6 +173,14 @@ function SF.parse_map(text)
 		elseif line:match("^#@map%s+[%w_.%-]+$") or line:match("^#@map%s+[%w_.%-]+%s+%d+$") then
 			local id, taken = line:match("^#@map%s+(%S+)%s*(%d*)$")
 			map.id, map.taken_at = id, tonumber(taken)
+		elseif line:match("^#@free%s+%S+$") then
+			local list = SF.parse_types(line:match("^#@free%s+(%S+)$"))
+			for _, t in ipairs(list or {}) do
+				if t.room then
+					map.free = map.free or {}
+					map.free[t.type] = t.room
+				end
+			end
 		elseif line:match("^#@untyped%s+[%w_.%-]+%s+%d+$") then
 			local acct, gpus = line:match("^#@untyped%s+(%S+)%s+(%d+)$")
 			map.untyped[acct] = tonumber(gpus)
@@ -237,6 +247,7 @@ end
 -- handed out from T on, so that still counts against it.
 SF.state = { ident = nil, spent = {}, log = {} }
 SF.UNTYPED = "#untyped"
+SF.ALL = "#all" -- the line key under which every account's GPUs per type are counted (against `#@free`)
 SF.SKEW = 3 -- seconds: T is when the snapshot was complete (its squeue ran up to a few seconds before), rounded down
 SF.LOG_MAX = 4096 -- entries kept (the oldest half is dropped past it: a map that old is long replaced)
 SF.clock = os.time
@@ -414,10 +425,11 @@ end
 
 -- Pick the type for a job of `gpus` GPUs of `account` from its map entry (module comment) against the map
 -- with identity `ident` (SF.map_identity); counts it. `loose`: the account's `#@untyped` room for this job (nil:
--- none). A new identity starts unspent, but for what was handed out since `taken_at` (the new map's snapshot
+-- none). `pool`: the map's `#@free` GPUs per type: a free-room entry (one with a BLOCK) is taken only while
+-- every account's GPUs handed out there stay within it (nil: no bound). A new identity starts unspent, but for what was handed out since `taken_at` (the new map's snapshot
 -- time, `#@map ID T`; nil: nothing carries over): its snapshot did not see those jobs. Returns type, note (nil,
 -- or why the first type was taken without room); or nil, note when the job stays untyped.
-function SF.choose(ident, account, entry, gpus, loose, taken_at)
+function SF.choose(ident, account, entry, gpus, loose, taken_at, pool)
 	local now = SF.clock()
 	if SF.state.ident ~= ident then
 		local old = SF.state.log
@@ -430,9 +442,12 @@ function SF.choose(ident, account, entry, gpus, loose, taken_at)
 	end
 	local key = account or "*"
 	local spent = SF.state.spent[key] or {}
+	local all = SF.state.spent[SF.ALL] or {}
 	local pick, note = nil, nil
 	for _, t in ipairs(entry.types or { { type = entry.type } }) do
-		if (t.room == nil or (spent[t.type] or 0) + gpus <= t.room) and (t.block == nil or gpus <= t.block) then
+		local shared = t.block == nil or pool == nil or pool[t.type] == nil or (all[t.type] or 0) + gpus <= pool[t.type]
+		if (t.room == nil or (spent[t.type] or 0) + gpus <= t.room) and (t.block == nil or gpus <= t.block)
+			and shared then
 			pick = t.type
 			break
 		end
@@ -458,6 +473,11 @@ function SF.spend(key, gtype, gpus, t)
 		SF.state.spent[key] = spent
 	end
 	spent[gtype] = (spent[gtype] or 0) + gpus
+	if gtype ~= SF.UNTYPED then
+		local all = SF.state.spent[SF.ALL] or {}
+		SF.state.spent[SF.ALL] = all
+		all[gtype] = (all[gtype] or 0) + gpus
+	end
 	local log = SF.state.log
 	log[#log + 1] = { t = t, key = key, type = gtype, gpus = gpus }
 	if #log > SF.LOG_MAX then
@@ -635,7 +655,7 @@ function SF.submit(job_desc, part_list, uid)
 		entry = SF.for_class(entry, class_order)
 	end
 	local gtype, note = SF.choose(SF.map_identity(map), key, entry, SF.job_gpus(job_desc),
-		SF.loose_room(map, account, class_order or nil, allowed), map.taken_at)
+		SF.loose_room(map, account, class_order or nil, allowed), map.taken_at, map.free)
 	if note then
 		why = note
 	end

@@ -104,6 +104,7 @@ class SimCluster(Cluster):
         self.map_tiers: dict[str, dict[str, int]] = {}  # account or '*' -> type -> tier (class lines reorder within)
         self.map_spent: dict[str, dict[str, int]] = {}  # GPUs handed out per line and type ("" untyped), this map
         self.map_untyped: dict[str, int] = {}  # account -> GPUs its jobs may be left untyped (#@untyped)
+        self.map_pool: dict[str, int] = {}  # type -> GPUs idle for every account together (#@free)
         self.map_id: str | None = None  # the published map's identity (None: every publication a new one)
         self.jobs: dict[int, SimJob] = {}
         self._arrivals = sorted(jobs, key=lambda j: (float(j.submit), str(j.id)))
@@ -208,7 +209,11 @@ class SimCluster(Cluster):
         blocks: dict[str, dict[str, int]] = {}
         tiers: dict[str, dict[str, int]] = {}
         loose: dict[str, int] = {}
+        pool: dict[str, int] = {}
         for a, v in targets.items():
+            pool = pool or {str(t): int(n) for t, n in ((getattr(v, "pool", None) or
+                                                         (v.get("pool") if isinstance(v, Mapping) else None) or {})
+                                                        .items())}
             if hasattr(v, "types"):  # plan.Target
                 new[a] = [(str(t), int(n)) for t, n in v.types]
                 blocks[a] = {str(t): int(b) for t, b in v.blocks.items()}
@@ -228,12 +233,14 @@ class SimCluster(Cluster):
         self.map_id = map_id
         self.type_map, self.map_blocks, self.map_tiers = new, blocks, tiers
         self.map_untyped = {a: n for a, n in loose.items() if n > 0 and a != DEFAULT_TARGET and "/" not in a}
+        self.map_pool = pool
 
     def _map_type(self, account: str, gpus: int, cls: str) -> str | None:
         """job_submit.lua's choice for an untyped job of ``gpus`` GPUs of class ``cls`` (module docstring); None
         without a line, when the line names no type the class can run on, or when no type has room and the
         account's ``untyped`` room (``#@untyped``) is left for the job, its class line (if any) keeping every
-        type of the map and its class running on each (the job stays untyped)."""
+        type of the map and its class running on each (the job stays untyped). A free-room entry (one with a
+        block) is taken only while every line's GPUs handed out there stay within the map's pool (``#@free``)."""
         key = account if account in self.type_map else DEFAULT_TARGET
         line = list(self.type_map.get(key, ()))
         order = [t for t, _n in (self.type_map.get(f"{account}/{cls}") or self.type_map.get(f"{DEFAULT_TARGET}/{cls}")
@@ -249,8 +256,11 @@ class SimCluster(Cluster):
             return None
         spent = self.map_spent.setdefault(key, {})
         block = self.map_blocks.get(key, {})
+        every = self.map_spent.setdefault("#all", {})  # every line's GPUs per type, against the pool (#@free)
+        pool = self.map_pool
         pick = next((t for t, room in line if (room is None or spent.get(t, 0) + gpus <= room)
-                     and gpus <= block.get(t, gpus)), None)
+                     and gpus <= block.get(t, gpus)
+                     and (t not in block or t not in pool or every.get(t, 0) + gpus <= pool[t])), None)
         loose = self.map_untyped.get(account, 0) if key == account else 0
         if pick is None and loose and spent.get("", 0) + gpus <= loose:
             every = {t for k, v in self.type_map.items() if "/" not in k for t, _n in v}
@@ -261,6 +271,7 @@ class SimCluster(Cluster):
         if pick is None:
             pick = line[0][0]
         spent[pick] = spent.get(pick, 0) + gpus
+        every[pick] = every.get(pick, 0) + gpus
         return pick
 
     def speed(self, cls: str, gpu_type: str | None) -> float:

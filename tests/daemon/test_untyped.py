@@ -334,7 +334,8 @@ def test_untyped_room_is_the_room_every_types_limit_leaves():
     # acct_a limits: a100 2, v100 3, k80 4, total 9 (hard caps); in use: v100 1; typed pending: k80 1
     p = plan({"acct_a": {"a100": 2, "v100": 3, "k80": 4}})
     types = ["a100", "v100", "k80"]
-    # per type: a100 2-0-0 = 2, v100 3-1 = 2, k80 4-1 = 3 -> 2; total 9-1-1 = 7 -> 2
+    # types whose limit is below their capacity (4): a100 2-0-0 = 2, v100 3-1 = 2 -> 2 (k80's limit 4 is its
+    # capacity: untyped jobs cannot exceed it there); total 9-1-1 = 7 -> 2
     assert untyped_room(p, "acct_a", types, {"v100": 1}, {"k80": 1}, 0, True) == 2
     assert untyped_room(p, "acct_a", types, {"v100": 1}, {"k80": 1}, 1, True) == 1  # 1 GPU pending untyped
     assert untyped_room(p, "acct_a", types, {"v100": 1}, {"k80": 1}, 5, True) == 0
@@ -344,6 +345,9 @@ def test_untyped_room_is_the_room_every_types_limit_leaves():
     assert untyped_room(lend, "acct_a", types, {"a100": 1}, {}, 0, True) == 2
     lend = plan({"acct_a": {"v100": 1}}, lend=True)  # another account's claim leaves it 1 V100: at most 1
     assert untyped_room(lend, "acct_a", types, {}, {}, 0, True) == 1
+    # nobody else claims anything: every GPU of the cluster less what it holds (a flood's newcomer, issue 28)
+    assert untyped_room(plan({"acct_a": {}}, lend=True), "acct_a", types, {}, {}, 0, True) == 12
+    assert untyped_room(plan({"acct_a": {}}, lend=True), "acct_a", types, {"k80": 4}, {"v100": 1}, 2, True) == 5
 
 
 def test_targets_carry_the_untyped_room_and_the_map_writes_it():
@@ -353,12 +357,13 @@ def test_targets_carry_the_untyped_room_and_the_map_writes_it():
     p = plan({"acct_a": {}, "acct_b": {"a100": 1}}, lend=True)
     t = P.untyped_targets(p, snap(jobs), {"acct_a": {"cnn": {"a100": 3.0, "v100": 2.0, "k80": 1.0}},
                                           "acct_b": {"rl": {"a100": 1.0}}})
-    # per type: a100 4, v100 4-1 = 3, k80 4-2 = 2 -> 2; less the untyped pending GPU -> 1
-    assert t["acct_a"].untyped == 1
+    # no type's limit is below its capacity: only the total binds, 12 - 1 in use - 2 typed pending - 1 untyped
+    assert t["acct_a"].untyped == 8
     assert t["acct_b"].untyped == 0  # rl runs on a100 only: Slurm might give an untyped job a K80
     text = publish.render_map(t, map_id="x-1")
-    assert "#@untyped acct_a 1" in text.splitlines() and "#@untyped acct_b" not in text
-    assert t["acct_a"].as_json()["untyped"] == 1
+    assert "#@untyped acct_a 8" in text.splitlines() and "#@untyped acct_b" not in text
+    assert "#@free a100:4,k80:2,v100:3" in text.splitlines()  # idle less acct_a's typed pending k80 job's 2
+    assert t["acct_a"].as_json()["untyped"] == 8
 
 
 @pytest.mark.skipif(shutil.which("lua5.1") is None, reason="lua5.1 not installed (apt-get install lua5.1)")

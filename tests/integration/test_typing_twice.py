@@ -102,9 +102,13 @@ def _one_try(testbed, folder: Path, label: str) -> list[str]:
         spread = _in_use(testbed).get("acct_a", {})
         assert spread == CAPACITY, f"{label}: the flood did not fill every type: {spread}"
         log.append(f"{label}: flood of {len(flood)} running, spread {spread}")
+        log.append("  map before the late jobs: " + " | ".join(
+            ln for ln in c.type_map_path.read_text().splitlines() if not ln.startswith("# ")))
         for acct in ("acct_b", "acct_c"):
             for _ in range(8):
                 testbed.sbatch(acct, name="late")
+        log.append("  late jobs typed: " + " ".join(f"{j}:{a}:{g or 'untyped'}" for j, a, g, _f, _r in
+                                                      _waiting(testbed)))
         time.sleep(6.0)  # the first poll after the late submissions
         since: dict[str, float] = {}  # type -> when it was first seen idle with a job waiting that could use it
         worst = 0.0

@@ -29,6 +29,7 @@ class Target:
     blocks: Mapping[str, int] = field(default_factory=dict)  # type -> largest job that fits now (none: no bound)
     tiers: tuple[int, ...] = ()  # per entry of types: class lines reorder within a tier only (none: one tier)
     untyped: int = 0  # GPUs the account's jobs may be left untyped when no type has room (:func:`untyped_room`)
+    pool: Mapping[str, int] = field(default_factory=dict)  # type -> GPUs idle for everyone now (``#@free``)
 
     @property
     def first(self) -> str:
@@ -105,19 +106,22 @@ def untyped_room(plan: Plan, account: str, types: Iterable[str], used: Mapping[s
     """GPUs of untyped requests the account may hold pending untyped (``#@untyped``), so that a job no type of
     its line has room for waits for whichever type frees first instead of being pinned to one (on Slurm 22.05 a
     pending job cannot be retyped). Slurm does not count an untyped request against typed ``GrpTRES``
-    limits, only against the total ``gres/gpu`` (``ANY_GPU``): an untyped job may start on *any* type, so it is
-    safe only up to the room every type's limit leaves — the smallest over the types of limit − in use −
-    typed pending GPUs, and at most the total limit's room — less the GPUs of the account's untyped pending
-    jobs (they may all land on one type). 0 when some class of the account cannot run on every type
-    (``every_type`` False: Slurm might place it where it cannot run)."""
+    limits, only against the total ``gres/gpu`` (``ANY_GPU``): an untyped job may start on *any* type. On a
+    type whose limit is at least its capacity that cannot exceed the limit (no more GPUs exist there); on a
+    type whose limit is below its capacity (another account's claim, or a hard cap) every untyped GPU might
+    land there, so the room is at most that limit − in use − typed pending GPUs. At most the total limit's
+    room too, less the GPUs of the account's untyped pending jobs. 0 when some class of the account cannot run
+    on every type (``every_type`` False: Slurm might place it where it cannot run)."""
     types = list(types)
     if not every_type or not types:
         return 0
-    per_type = min(plan.limit(account, g) - int(used.get(g, 0)) - int(typed.get(g, 0)) for g in types)
     total_limit = plan.limits.get(account, {}).get(ANY_GPU)
-    total = (int(total_limit) if total_limit is not None else sum(int(plan.capacity[g]) for g in types)) \
+    room = (int(total_limit) if total_limit is not None else sum(int(plan.capacity[g]) for g in types)) \
         - sum(int(n) for n in used.values()) - sum(int(n) for n in typed.values())
-    return max(0, min(per_type, total) - int(untyped))
+    for g in types:
+        if plan.limit(account, g) < int(plan.capacity[g]):
+            room = min(room, plan.limit(account, g) - int(used.get(g, 0)) - int(typed.get(g, 0)))
+    return max(0, room - int(untyped))
 
 
 def untyped_targets(plan: Plan, snapshot: Snapshot,
@@ -139,6 +143,9 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
       fastest), room 0 — its jobs wait there. Each account line carries its :func:`untyped_room`
       (``#@untyped``): a job that fits no type's room is left untyped within it rather than pinned to the
       line's first type.
+    * **Pool** (every line's ``pool``, written once as ``#@free``): the idle GPUs per type less what startable
+      typed pending jobs will take — shared by every line, so the script hands out free room on a type to all
+      accounts together at most that many times (two accounts' free rooms on the same idle GPUs do not add up).
     * **Class lines**: ``account/class`` for each class of the account with jobs — the types its share in the
       policy's allocation uses first, then by its speed; ``*/class`` for every class with site-wide or
       shipped profiles (``class_speed``), by speed. job_submit.lua reorders the account line's types by the
@@ -181,11 +188,11 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
         if listed:
             why = ", ".join(f"{g} {n} ({'free' if f_room[g] >= g_room[g] else 'guaranteed'})" for g, n in listed)
             out[a] = Target(listed, f"room: {why}", {g: block[g] for g, _n in listed if f_room[g] >= g_room[g]},
-                            tuple(tier[g] for g, _n in listed), loose)
+                            tuple(tier[g] for g, _n in listed), loose, free)
         else:
             g = min(ok, key=lambda g: (-int(plan.real.get(a, {}).get(g, 0)), -speed[g], g))
             out[a] = Target(((g, 0),), f"no room on any type now; waits for {g} "
-                            f"(guarantee {int(plan.real.get(a, {}).get(g, 0))})", untyped=loose)
+                            f"(guarantee {int(plan.real.get(a, {}).get(g, 0))})", untyped=loose, pool=free)
         for cls, thr in sorted((throughput or {}).get(a, {}).items()):
             vals = [float(v) for g, v in thr.items() if g in types and float(v) > 0]
             if not vals or not CLASS_NAME.fullmatch(cls):
@@ -209,10 +216,10 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
                                                     key=lambda g: (-avg[g], -open_room[g], g)))
     if listed:
         out[DEFAULT_TARGET] = Target(listed, "free GPUs no waiting account's guarantee holds",
-                                     {g: block[g] for g, _n in listed})
+                                     {g: block[g] for g, _n in listed}, pool=free)
     else:
         g = min(types, key=lambda g: (-(plan.capacity[g] - claimed[g]), -avg[g], g))
-        out[DEFAULT_TARGET] = Target(((g, 0),), f"no free GPU now; fewest claimed: {g}")
+        out[DEFAULT_TARGET] = Target(((g, 0),), f"no free GPU now; fewest claimed: {g}", pool=free)
     return out
 
 
@@ -286,7 +293,7 @@ def explore_targets(targets: Mapping[str, Target], plan: Plan, snapshot: Snapsho
         out[a] = Target(((g, room[g]),) + rest,
                         f"explore: class {gaps[g]} has no profile on {g} (room {room[g]}); {tg.reason}",
                         tg.blocks, (min(tg.tiers),) + tuple(k for (t, _n), k in zip(tg.types, tg.tiers) if t != g)
-                        if tg.tiers else (), tg.untyped)
+                        if tg.tiers else (), tg.untyped, tg.pool)
         cls_key = f"{a}/{gaps[g]}"  # the class's own line must not put its measured types back in front
         if cls_key in out:
             line = out[cls_key]
