@@ -491,3 +491,18 @@ def test_the_resnet18_case_stays_for_its_own_type_and_the_slow_gpu_goes_to_the_j
     blind = [_replace(r18, time_limit=None), _replace(lm, time_limit=None)]
     assert [m.job_id for m in P.retype_moves(slow_plan(), slow_snap(blind, limit_min=None),
                                              throughput=SLOW_THR)] == [2]
+
+
+def test_the_simulated_job_submit_hands_out_a_shared_free_pool_once():
+    """Two accounts' free rooms on the same idle GPUs (sim/cluster.py, as #@free in job_submit.lua)."""
+    from slurm_fair.sim.cluster import SimCluster, cluster_spec
+    from slurm_fair.sim.traces import TraceJob
+
+    thr = {"cnn": {"k80": 1.0, "v100": 4.0}}
+    jobs = [TraceJob(str(i), 1.0, acct, "cnn", 1, 1e6) for i, acct in enumerate(["a", "a", "b", "b"], 1)]
+    c = SimCluster(cluster_spec("k80=4,v100=4"), {"a": 1, "b": 1}, thr, jobs)
+    pool = {"v100": 2, "k80": 4}
+    line = P.Target((("v100", 2), ("k80", 4)), "room", {"v100": 2, "k80": 4}, (), 0, pool)
+    c.set_type_map({"a": line, "b": line})
+    c.advance(1.0)
+    assert [c.jobs[i].requested for i in range(1, 5)] == ["v100", "v100", "k80", "k80"]

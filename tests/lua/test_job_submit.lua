@@ -289,6 +289,46 @@ case("map identity: rooms spent count only against the map (#@map ID) they were 
 	has(slurm.user, "waits for v100", "the spent case was told")
 end)
 
+case("map identity with a snapshot time: what was handed out since that time still counts", function()
+	local dir = load("#@map a-1 990\nacct_a v100:2,k80:2\n")
+	local now = 1000
+	slurm_fair_submit.clock = function() return now end
+	local function typ()
+		local job = { account = "acct_a", tres_per_job = "gres:gpu:1" }
+		submit(job)
+		return job.tres_per_job
+	end
+	eq(typ(), "gres:gpu:v100:1")
+	eq(typ(), "gres:gpu:v100:1")
+	-- the next poll's snapshot was taken at 999: it did not see the two jobs handed out at 1000
+	write(dir .. "/gpu_type_map.txt", "#@map a-2 999\nacct_a v100:2,k80:2\n")
+	now = 1004
+	eq(typ(), "gres:gpu:k80:1", "v100's room is still spent by the jobs the snapshot did not see")
+	-- a snapshot at 1010 saw them all (and the one at 1004): its rooms start unspent
+	write(dir .. "/gpu_type_map.txt", "#@map a-3 1010\nacct_a v100:2,k80:2\n")
+	eq(typ(), "gres:gpu:v100:1")
+	eq(typ(), "gres:gpu:v100:1")
+	eq(typ(), "gres:gpu:k80:1")
+end)
+
+case("#@free: free rooms on the same idle GPUs are handed out once for every account together", function()
+	load("#@map f-1\n#@free a100:2,v100:4\nacct_a a100:2:2,v100:4:4\nacct_b a100:2:2,v100:4:4\n"
+		.. "acct_c a100:2,v100:4:4\n")
+	local function typ(acct)
+		local job = { account = acct, tres_per_job = "gres:gpu:1" }
+		submit(job)
+		return job.tres_per_job
+	end
+	eq(typ("acct_a"), "gres:gpu:a100:1")
+	eq(typ("acct_a"), "gres:gpu:a100:1")
+	eq(typ("acct_b"), "gres:gpu:v100:1", "the 2 idle A100s are handed out: acct_b's free room there is not")
+	eq(typ("acct_c"), "gres:gpu:a100:1", "guaranteed room (no BLOCK) waits for reclaim: not bound by #@free")
+	eq(typ("acct_b"), "gres:gpu:v100:1")
+	eq(typ("acct_a"), "gres:gpu:v100:1", "v100's pool of 4: 3 handed out")
+	eq(typ("acct_b"), "gres:gpu:v100:1", "the fourth")
+	eq(typ("acct_b"), "gres:gpu:a100:1", "v100's pool spent by three accounts: every room used, the first type")
+end)
+
 case("a map without #@map (older daemon, by hand) keys its spent rooms by its text, as before", function()
 	local dir = load("acct_a v100:1\n")
 	local function typ()
