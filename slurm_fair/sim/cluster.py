@@ -263,9 +263,9 @@ class SimCluster(Cluster):
                      and (t not in block or t not in pool or every.get(t, 0) + gpus <= pool[t])), None)
         loose = self.map_untyped.get(account, 0) if key == account else 0
         if pick is None and loose and spent.get("", 0) + gpus <= loose:
-            every = {t for k, v in self.type_map.items() if "/" not in k for t, _n in v}
-            kept = set(order) if order else every
-            if every <= kept and all(self.throughput[cls].get(t, 0) > 0 for t in every):
+            mapped = {t for k, v in self.type_map.items() if "/" not in k for t, _n in v}
+            kept = set(order) if order else mapped
+            if mapped <= kept and all(self.throughput[cls].get(t, 0) > 0 for t in mapped):
                 spent[""] = spent.get("", 0) + gpus
                 return None
         if pick is None:

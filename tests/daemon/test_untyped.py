@@ -506,3 +506,16 @@ def test_the_simulated_job_submit_hands_out_a_shared_free_pool_once():
     c.set_type_map({"a": line, "b": line})
     c.advance(1.0)
     assert [c.jobs[i].requested for i in range(1, 5)] == ["v100", "v100", "k80", "k80"]
+
+
+def test_the_simulated_job_submit_after_an_untyped_job_still_counts_the_pool():
+    """A job left untyped, then a later one typed: the pool's count is a mapping (a regression: it was shadowed)."""
+    from slurm_fair.sim.cluster import SimCluster, cluster_spec
+    from slurm_fair.sim.traces import TraceJob
+
+    thr = {"cnn": {"k80": 1.0, "v100": 4.0}}
+    jobs = [TraceJob(str(i), 1.0, "a", "cnn", g, 1e6) for i, g in enumerate([2, 1], 1)]
+    c = SimCluster(cluster_spec("k80=4,v100=4"), {"a": 1}, thr, jobs)
+    c.set_type_map({"a": P.Target((("v100", 1),), "room", {"v100": 1}, (), 4, {"v100": 1})})
+    c.advance(1.0)
+    assert [c.jobs[i].requested for i in (1, 2)] == [None, "v100"]
