@@ -8,7 +8,8 @@ Rules:
   ``#@partition NAME TYPE,...`` lines (the GPU types each partition's nodes have, :func:`.plan.partition_types`;
   job_submit.lua types a job only among the types of its partitions; to a script older than these lines they
   are comments, so it types as before), then one ``ACCOUNT TYPE:ROOM[:BLOCK],... REASON`` line per account
-  (sorted), ``ACCOUNT/CLASS TYPE,...`` class lines, and a last ``* TYPE:ROOM[:BLOCK],... REASON`` line (the
+  (sorted), ``ACCOUNT/CLASS TYPE[:0],...`` class lines (``:0``: a type the class
+  runs on at under half its best speed, never left to chance by an untyped request), and a last ``* TYPE:ROOM[:BLOCK],... REASON`` line (the
   default): the types in the order job_submit.lua hands them out, each with the GPUs it may give there and the
   largest job that fits there now (:class:`~.plan.Target`); ``|`` instead of ``,`` starts the next tier (class
   lines reorder within a tier only). Partitions, accounts and types that the script would refuse (anything but
@@ -106,8 +107,8 @@ def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("com
         acct, _, cls = k.partition("/")
         if (acct != DEFAULT_TARGET and not _NAME.fullmatch(acct)) or (cls and not _NAME.fullmatch(cls)) or not types:
             continue
-        if cls:
-            lines.append(f"{k} {','.join(g for g, _n in types)}")
+        if cls:  # TYPE:0: slow for the class (never left untyped where it could land there)
+            lines.append(f"{k} {','.join(g + (':0' if g in tg.slow else '') for g, _n in types)}")
             continue
         why = " ".join("".join(ch if ch.isprintable() else " " for ch in (tg.reason or "")).split())
         tier = dict(zip((g for g, _n in tg.types), tg.tiers)) if tg.tiers else {}

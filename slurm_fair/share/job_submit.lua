@@ -13,7 +13,8 @@ Rules:
     of that type the account's untyped jobs may be given until the map changes; BLOCK: the largest job, in
     GPUs, that fits that type's free GPUs now; none = no bound); a `|` instead of a `,` starts the next tier
     (types with free GPUs come before types the account waits for).
-  * Job classes: `ACCOUNT/CLASS TYPE,TYPE,...` lines give the order in which a class of that account tries the
+  * Job classes: `ACCOUNT/CLASS TYPE[:0],TYPE,...` lines (`:0`: the class runs there at under half its best
+    speed, so a job of the class is never left untyped where it could land there) give the order in which a class of that account tries the
     types of its account's line within each tier (fastest for the class first; a type left out is not used
     for it; rooms stay the account's); `*/CLASS` lines do so for the class in every account without a line of its own. The job's class is found as slurm-fair finds it, from the sources named by the
     `@classes comment,wckey,name` line (default that order): a `class=NAME` token in the comment, the wckey,
@@ -146,7 +147,7 @@ end
 -- the text is; no untyped room).
 function SF.parse_map(text)
 	local map = { entries = {}, default = nil, types = {}, classes = {}, order = { "comment", "wckey", "name" },
-		partitions = {}, partitioned = false, untyped = {} }
+		partitions = {}, partitioned = false, untyped = {}, slow = {} }
 	local n = 0
 	for line in (text .. "\n"):gmatch("([^\n]*)\n") do
 		n = n + 1
@@ -200,11 +201,15 @@ function SF.parse_map(text)
 				if not list then
 					return nil, string.format("line %d: %s", n, terr)
 				end
-				local order = {}
+				local order, slow = {}, {}
 				for _, t in ipairs(list) do
 					order[#order + 1] = t.type
+					if t.room == 0 then
+						slow[t.type] = true -- `TYPE:0`: the class runs there at under half its best speed
+					end
 				end
 				map.classes[acct] = order
+				map.slow[acct] = slow
 				acct = nil
 			end
 			if acct and acct ~= "*" and not valid_name(acct) then
@@ -491,8 +496,9 @@ end
 
 -- The account's `#@untyped` room for a job of class order `class_order` (nil: none): only for an account with a
 -- line of its own, and only when the job's class line (if any) keeps every GPU type of the map that the job
--- may get (`allowed`: its partitions' types, nil = every type): Slurm may give an untyped job any of them.
-function SF.loose_room(map, account, class_order, allowed)
+-- may get (`allowed`: its partitions' types, nil = every type) and marks none of them slow (`slow`: its
+-- `TYPE:0` entries): Slurm may give an untyped job any of them, whichever frees first.
+function SF.loose_room(map, account, class_order, allowed, slow)
 	local room = account and map.entries[account] and map.untyped[account]
 	if not room or room <= 0 then
 		return nil
@@ -503,7 +509,7 @@ function SF.loose_room(map, account, class_order, allowed)
 			keeps[name] = true
 		end
 		for gtype in pairs(map.types) do
-			if (allowed == nil or allowed[gtype]) and not keeps[gtype] then
+			if (allowed == nil or allowed[gtype]) and (not keeps[gtype] or (slow and slow[gtype])) then
 				return nil
 			end
 		end
@@ -650,12 +656,15 @@ function SF.submit(job_desc, part_list, uid)
 		entry = kept
 	end
 	local cls = SF.job_class(job_desc, map.order)
-	local class_order = cls and account and (map.classes[account .. "/" .. cls] or map.classes["*/" .. cls])
+	local class_key = cls and account and (map.classes[account .. "/" .. cls] and (account .. "/" .. cls)
+		or map.classes["*/" .. cls] and ("*/" .. cls))
+	local class_order = class_key and map.classes[class_key]
 	if class_order then
 		entry = SF.for_class(entry, class_order)
 	end
 	local gtype, note = SF.choose(SF.map_identity(map), key, entry, SF.job_gpus(job_desc),
-		SF.loose_room(map, account, class_order or nil, allowed), map.taken_at, map.free)
+		SF.loose_room(map, account, class_order or nil, allowed, class_key and map.slow[class_key]), map.taken_at,
+		map.free)
 	if note then
 		why = note
 	end

@@ -105,6 +105,7 @@ class SimCluster(Cluster):
         self.map_spent: dict[str, dict[str, int]] = {}  # GPUs handed out per line and type ("" untyped), this map
         self.map_untyped: dict[str, int] = {}  # account -> GPUs its jobs may be left untyped (#@untyped)
         self.map_pool: dict[str, int] = {}  # type -> GPUs idle for every account together (#@free)
+        self.map_slow: dict[str, set[str]] = {}  # class line -> types slow for the class (TYPE:0)
         self.map_id: str | None = None  # the published map's identity (None: every publication a new one)
         self.jobs: dict[int, SimJob] = {}
         self._arrivals = sorted(jobs, key=lambda j: (float(j.submit), str(j.id)))
@@ -210,6 +211,7 @@ class SimCluster(Cluster):
         tiers: dict[str, dict[str, int]] = {}
         loose: dict[str, int] = {}
         pool: dict[str, int] = {}
+        slow: dict[str, set[str]] = {}  # class line -> types slow for the class (TYPE:0)
         for a, v in targets.items():
             pool = pool or {str(t): int(n) for t, n in ((getattr(v, "pool", None) or
                                                          (v.get("pool") if isinstance(v, Mapping) else None) or {})
@@ -220,6 +222,8 @@ class SimCluster(Cluster):
                 if v.tiers:
                     tiers[a] = {str(t): int(k) for (t, _n), k in zip(v.types, v.tiers)}
                 loose[a] = int(getattr(v, "untyped", 0) or 0)
+                if getattr(v, "slow", None):
+                    slow[a] = {str(t) for t in v.slow}
             elif isinstance(v, Mapping):
                 new[a] = [(str(t), None if n is None else int(n)) for t, n in v.get("types", [])]
                 blocks[a] = {str(t): int(b) for t, b in (v.get("blocks") or {}).items()}
@@ -234,6 +238,7 @@ class SimCluster(Cluster):
         self.type_map, self.map_blocks, self.map_tiers = new, blocks, tiers
         self.map_untyped = {a: n for a, n in loose.items() if n > 0 and a != DEFAULT_TARGET and "/" not in a}
         self.map_pool = pool
+        self.map_slow = slow
 
     def _map_type(self, account: str, gpus: int, cls: str) -> str | None:
         """job_submit.lua's choice for an untyped job of ``gpus`` GPUs of class ``cls`` (module docstring); None
@@ -243,8 +248,8 @@ class SimCluster(Cluster):
         block) is taken only while every line's GPUs handed out there stay within the map's pool (``#@free``)."""
         key = account if account in self.type_map else DEFAULT_TARGET
         line = list(self.type_map.get(key, ()))
-        order = [t for t, _n in (self.type_map.get(f"{account}/{cls}") or self.type_map.get(f"{DEFAULT_TARGET}/{cls}")
-                                 or ())]
+        class_key = next((k for k in (f"{account}/{cls}", f"{DEFAULT_TARGET}/{cls}") if self.type_map.get(k)), "")
+        order = [t for t, _n in self.type_map.get(class_key, ())]
         if order:  # the class line: its order of the line's types, within each tier of the line
             rooms = dict(line)
             tier = self.map_tiers.get(key, {})
@@ -265,7 +270,8 @@ class SimCluster(Cluster):
         if pick is None and loose and spent.get("", 0) + gpus <= loose:
             mapped = {t for k, v in self.type_map.items() if "/" not in k for t, _n in v}
             kept = set(order) if order else mapped
-            if mapped <= kept and all(self.throughput[cls].get(t, 0) > 0 for t in mapped):
+            if (mapped <= kept and not mapped & self.map_slow.get(class_key, set())
+                    and all(self.throughput[cls].get(t, 0) > 0 for t in mapped)):
                 spent[""] = spent.get("", 0) + gpus
                 return None
         if pick is None:

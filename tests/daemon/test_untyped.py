@@ -519,3 +519,24 @@ def test_the_simulated_job_submit_after_an_untyped_job_still_counts_the_pool():
     c.set_type_map({"a": P.Target((("v100", 1),), "room", {"v100": 1}, (), 4, {"v100": 1})})
     c.advance(1.0)
     assert [c.jobs[i].requested for i in (1, 2)] == [None, "v100"]
+
+
+def test_class_lines_mark_the_types_a_class_is_slow_on_and_such_a_job_is_never_left_untyped():
+    """Philly's resnet18 (6.8x slower on K80): its class line writes k80:0, so the script never leaves it untyped
+    where Slurm might start it on a K80; the simulated job_submit does the same."""
+    from slurm_fair.sim.cluster import SimCluster, cluster_spec
+    from slurm_fair.sim.traces import TraceJob
+
+    thr = {"acct_a": {"resnet18": {"a100": 8.0, "v100": 6.8, "k80": 1.0}, "lm": {"a100": 1.2, "v100": 1.1, "k80": 1.0}}}
+    p = plan({"acct_a": {}}, lend=True)
+    t = P.untyped_targets(p, snap(), thr)
+    assert t["acct_a/resnet18"].slow == {"k80"} and t["acct_a/lm"].slow == frozenset()
+    text = publish.render_map(t)
+    assert "acct_a/resnet18 a100,v100,k80:0" in text.splitlines() and "acct_a/lm a100,v100,k80" in text.splitlines()
+    sim_thr = {c: dict(r) for c, r in thr["acct_a"].items()}
+    jobs = [TraceJob(str(i), 1.0, "acct_a", cls, 1, 1e6) for i, cls in enumerate(["resnet18", "lm"], 1)]
+    c = SimCluster(cluster_spec("k80=4,v100=4,a100=4"), {"acct_a": 1}, sim_thr, jobs)
+    full = P.Target((("a100", 0), ("v100", 0), ("k80", 0)), "no room", {}, (), 4)
+    c.set_type_map({"acct_a": full, "acct_a/resnet18": t["acct_a/resnet18"], "acct_a/lm": t["acct_a/lm"]})
+    c.advance(1.0)
+    assert [c.jobs[i].requested for i in (1, 2)] == ["a100", None]

@@ -374,6 +374,17 @@ case("#@untyped: not for a class whose line leaves out a type Slurm might give i
 	eq(typ("other"), "gres:gpu:2", "no class line: the account's line (every class of it runs on every type)")
 end)
 
+case("#@untyped: not for a class whose line marks a type slow for it (TYPE:0)", function()
+	load("acct_a v100:0,k80:0\nacct_a/resnet18 v100,k80:0\nacct_a/lm v100,k80\n#@untyped acct_a 4\n")
+	local function typ(name)
+		local job = { account = "acct_a", name = name, tres_per_node = "gres:gpu:1" }
+		submit(job)
+		return job.tres_per_node
+	end
+	eq(typ("resnet18"), "gres:gpu:v100:1", "resnet18 is slow on k80: typed for its fast type, not left to chance")
+	eq(typ("lm"), "gres:gpu:1", "lm runs as well on either: left untyped")
+end)
+
 case("#@untyped with partitions: the class line needs only the types of the job's partitions", function()
 	load("#@partition gpu v100\n#@partition all k80,v100\nacct_a v100:0,k80:0\nacct_a/rl v100\n#@untyped acct_a 4\n")
 	local job = { account = "acct_a", name = "rl", partition = "gpu", tres_per_node = "gres:gpu:1" }

@@ -15,6 +15,7 @@ from .demand import FreeGPUs, gpus_in_use, job_class, pending_typed, startable
 from .limits import Plan
 from .problem import SRC_ASSUMED
 
+SLOW_CLASS = 2.0  # a type where a class runs SLOW_CLASS times slower than on its best is slow for it (``TYPE:0``)
 DEFAULT_TARGET = "*"  # key of the map's default line (accounts without a line of their own)
 CLASS_NAME = re.compile(r"[A-Za-z0-9_.\-]+")  # a class the map can name (job_submit.lua's rule for names)
 
@@ -30,6 +31,7 @@ class Target:
     tiers: tuple[int, ...] = ()  # per entry of types: class lines reorder within a tier only (none: one tier)
     untyped: int = 0  # GPUs the account's jobs may be left untyped when no type has room (:func:`untyped_room`)
     pool: Mapping[str, int] = field(default_factory=dict)  # type -> GPUs idle for everyone now (``#@free``)
+    slow: frozenset[str] = frozenset()  # class lines: types the class runs on at under 1/SLOW_CLASS of its best
 
     @property
     def first(self) -> str:
@@ -149,7 +151,9 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
     * **Class lines**: ``account/class`` for each class of the account with jobs — the types its share in the
       policy's allocation uses first, then by its speed; ``*/class`` for every class with site-wide or
       shipped profiles (``class_speed``), by speed. job_submit.lua reorders the account line's types by the
-      job's class line within each tier (the rooms stay the account's).
+      job's class line within each tier (the rooms stay the account's). A class line marks the types the class
+      runs on at under 1/``SLOW_CLASS`` of its best speed (``slow``, written ``TYPE:0``): a job of the class is
+      not left untyped (``#@untyped``) where Slurm could start it on such a type.
     * ``"*"``: free room under the capacity less every claim, fastest first by ``site_speed``.
     """
     in_use = gpus_in_use(snapshot)
@@ -203,12 +207,16 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
             order = sorted((g for g in types if rel[g] > 0),
                            key=lambda g: (float(share.get(g, 0.0)) < 0.5, -rel[g], -site.get(g, 0.0), g))
             if order:
-                out[f"{a}/{cls}"] = Target(tuple((g, 0) for g in order), "class order")
+                top = max(rel[g] for g in order)
+                out[f"{a}/{cls}"] = Target(tuple((g, 0) for g in order), "class order",
+                                           slow=frozenset(g for g in order if rel[g] * SLOW_CLASS < top))
     for cls, rel in sorted((class_speed or {}).items()):
         order = sorted((g for g in types if float(rel.get(g, 0.0)) > 0),
                        key=lambda g: (-float(rel[g]), -site.get(g, 0.0), g))
         if order and CLASS_NAME.fullmatch(cls):
-            out[f"{DEFAULT_TARGET}/{cls}"] = Target(tuple((g, 0) for g in order), "class order")
+            top = max(float(rel[g]) for g in order)
+            out[f"{DEFAULT_TARGET}/{cls}"] = Target(tuple((g, 0) for g in order), "class order",
+                                                    slow=frozenset(g for g in order if float(rel[g]) * SLOW_CLASS < top))
     claimed = {g: sum(int(c.get(g, 0)) for c in plan.claims.values()) for g in types}
     avg = {g: float(site.get(g, 0.0)) for g in types}
     open_room = {g: max(0, min(int(plan.capacity[g]) - claimed[g], free[g])) for g in types}
@@ -297,7 +305,8 @@ def explore_targets(targets: Mapping[str, Target], plan: Plan, snapshot: Snapsho
         cls_key = f"{a}/{gaps[g]}"  # the class's own line must not put its measured types back in front
         if cls_key in out:
             line = out[cls_key]
-            out[cls_key] = Target(((g, 0),) + tuple((t, n) for t, n in line.types if t != g), line.reason)
+            out[cls_key] = Target(((g, 0),) + tuple((t, n) for t, n in line.types if t != g), line.reason,
+                                  slow=line.slow)
     return out
 
 
