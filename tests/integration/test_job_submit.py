@@ -157,7 +157,8 @@ def test_daemon_round_publishes_the_planned_types(testbed, type_map, tmp_path):
     def cells(t):  # the map's TYPE:ROOM[:BLOCK] cells of a target
         return ",".join(f"{g}:{n}" + (f":{t['blocks'][g]}" if g in t["blocks"] else "") for g, n in t["types"])
 
-    assert published == {k: (cells(t) if "/" not in k else ",".join(g for g, _n in t["types"]))
+    assert published == {k: (cells(t) if "/" not in k else  # class lines: TYPE:0 where the class is slow
+                             ",".join(g + (":0" if g in t.get("slow", ()) else "") for g, _n in t["types"]))
                          for k, t in planned.items()}
     assert "*" in published and {"acct_a", "acct_b", "acct_c"} <= set(published)
     assert lines[-1].startswith("* ")

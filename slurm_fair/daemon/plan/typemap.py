@@ -39,7 +39,7 @@ class Target:
 
     def as_json(self) -> dict[str, Any]:
         return {"types": [[t, n] for t, n in self.types], "reason": self.reason, "blocks": dict(self.blocks),
-                "untyped": self.untyped}
+                "untyped": self.untyped, "slow": sorted(self.slow)}
 
 
 @dataclass(frozen=True)
