@@ -184,6 +184,7 @@ BAD = [
     ("priority", "site_factor_min", "0.5"),
     ("priority", "site_factor_max", '"1"'),
     ("priority", "levels", "0"),
+    ("priority", "age_floor", "-1"),
     ("limits", "manage", "1"),
     ("limits", "lend", "\"yes\""),
     ("limits", "site_limits", "\"keep\""),

@@ -167,6 +167,12 @@ class PriorityConfig:
         10000, _pos_int,
         "Number of distinct SiteFactor values used (priority bands, >= 1; the default gives 300 accounts 33 levels each and 10 000 accounts one each).",
     )
+    age_floor: float = key(
+        14400, _nonneg,
+        "Age floor, in seconds (>= 0; 0 = off): a pending GPU job that has waited this long since its submission\n"
+        "rises above every account's deficit-ordered jobs, first come first among such jobs (as Slurm's age\n"
+        "factor would lift it), so that no deficit order holds a job back for ever.",
+    )
 
 
 @section("limits", "Limits: per-account per-type GrpTRES that guarantee each account its share and lend the rest.")
