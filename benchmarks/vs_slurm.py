@@ -20,7 +20,7 @@ Workloads (each simulated with the daemon's own round code, ``slurm_fair.sim.eng
 For each workload: Slurm alone (``--dry-run``: the daemon computes but sets no limit, SiteFactor or type map)
 and each policy in each variant (``plain``: guarantees, lending limits, SiteFactor and the type map;
 ``preempt``: plus reclaim preemption with the config's defaults, 120-s grace and a 600-s lease; ``upgrade``:
-plus upgrade moves, 300-s upgrade cost). A requeued job restarts 60 s later from its checkpoint. Printed: mean,
+plus upgrade moves, 300-s upgrade cost; ``moves``: upgrade moves without reclaim, the recommended mode). A requeued job restarts 60 s later from its checkpoint. Printed: mean,
 worst-trace and p95 JCT, makespan, utilization, max ρ, the rounds with envy / a sharing-incentive violation of
 the placed GPUs, preemptions, as ratios to Slurm alone over the same traces; then the mean queue wait by job
 size (1, 2, 4, 8 GPUs) under Slurm alone and the first policy named. ``--json`` writes every number.
@@ -46,7 +46,8 @@ from slurm_fair.sim.traces import generate, read_gavel  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "gavel"
 POLICIES = "oef-coop,oef-noncoop,gavel,gandiva-fair,max-throughput,equal-share,bud,themis,hadar"
-VARIANTS = {"plain": {}, "preempt": {"preemption": True}, "upgrade": {"preemption": True, "upgrade": True}}
+VARIANTS = {"plain": {}, "preempt": {"preemption": True}, "upgrade": {"preemption": True, "upgrade": True},
+            "moves": {"upgrade": True}}  # moves: upgrade moves of the checkpointing jobs, no reclaim
 MEAN_DURATION = 4 * 3600.0
 ACCOUNTS = 6
 
