@@ -25,8 +25,10 @@ Slurm — priority order, backfill with reservations from time limits):
 
 For each trace: Slurm alone (``--dry-run``: the daemon computes but sets no limit, SiteFactor or type map) and each
 policy in each variant — ``plain``: guarantees, lending limits, SiteFactor and the type map, no preemption and no
-moves; ``preempt``: plus reclaim preemption (the config's defaults); ``moves``: plus upgrade moves (reclaim on). A
-requeued job restarts 60 s later from its checkpoint.
+moves; ``preempt``: plus reclaim preemption (the config's defaults); ``moves``: upgrade moves of the jobs that
+checkpoint (the default ``preemption.upgrade = "checkpointing"``; every simulated job declares it checkpoints), no
+reclaim — the recommended mode; ``upgrade``: reclaim and moves together. A requeued job restarts 60 s later from
+its checkpoint.
 
 Printed: (1) per workload, policy and variant: the traces, mean JCT as a ratio of sums to Slurm alone's, the worst
 trace's ratio of mean JCT, makespan, p95 and max ρ (each with the trace that gave it), requeues per job, the share
@@ -58,8 +60,10 @@ from slurm_fair.sim.traces import generate, read_gavel  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "gavel"
 POLICIES = "oef-coop,oef-noncoop,gavel,gandiva-fair,max-throughput,equal-share,bud,themis,hadar"
-VARIANTS = {"plain": {}, "preempt": {"preemption": True}, "moves": {"preemption": True, "upgrade": True},
-            "upgrade": {"preemption": True, "upgrade": True}}  # "upgrade": the old name of "moves"
+# moves: upgrade moves of the jobs that checkpoint (every simulated job says it does), no reclaim — the
+# recommended mode; upgrade: reclaim and moves together
+VARIANTS = {"plain": {}, "preempt": {"preemption": True}, "moves": {"upgrade": True},
+            "upgrade": {"preemption": True, "upgrade": True}}
 MEAN_DURATION = 4 * 3600.0
 ACCOUNTS = 6
 # The goals (ratios to Slurm alone, on every trace): plain and preempt, and moves at 90 % load

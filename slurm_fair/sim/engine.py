@@ -122,7 +122,8 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                        "dry_run": bool(dry_run)},
             "policy": {"name": policy},
             "hooks": {"spool": str(Path(tmp) / "spool")},
-            "preemption": {"enabled": bool(preemption or upgrade), "upgrade": bool(upgrade)},
+            # moves need no reclaim: --upgrade alone moves the (checkpointing) jobs and preempts nothing else
+            "preemption": {"enabled": bool(preemption), "upgrade": "checkpointing" if upgrade else "off"},
         })
         store = Store(cfg.database_path)
         try:
@@ -166,7 +167,8 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                     t += round_s  # (upgrade moves need the rounds while jobs run on slow types)
                 else:
                     t = max(t + round_s, start + math.ceil((nxt - start) / round_s - 1e-9) * round_s)
-                due = store.next_preemption_due() if cfg.preemption.enabled and not dry_run else None
+                due = (store.next_preemption_due() if (cfg.preemption.enabled or cfg.preemption.moves) and not dry_run
+                       else None)
                 if due is not None:  # as the daemon does: the round that requeues comes 1 s after the grace
                     t = min(t, max(due - cluster.epoch + 1.0, cluster.now))
             fair = {r["id"]: r["fairness"] for r in store.round_series(keys=("fairness",))}
