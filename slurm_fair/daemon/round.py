@@ -211,7 +211,7 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> RoundDetails:
         prices=dict(c.alloc.prices) if c.alloc.prices is not None else None,
         # oef-coop's warm start: what seeded this solve (None: none taken) and the binding rows kept
         warm_start={"seeded": next((n for n in c.alloc.notes if n.startswith("warm start:")), None),
-                    "pairs_saved": sum(1 for w in c.alloc.warm if not (isinstance(w, tuple) and w[:1] == ("fp",)))},
+                    "pairs_saved": sum(1 for w in c.alloc.warm if not (isinstance(w, tuple) and w[:1] in (("fp",), ("x",))))},
         **_fairness(c),
     )
 

@@ -56,6 +56,7 @@ import numpy as np
 from ..catalog import SOLVERS
 from ..errors import InputError, SolverError
 from ..stdio import new_highs
+from . import _stable
 
 #: cvxpy solvers accepted by name (plain form); HIGHS means the fast method of this module.
 CVXPY_SOLVERS = tuple(n for n in SOLVERS if n != "HIGHS")  # the plain form through cvxpy (one list: catalog.SOLVERS)
@@ -79,6 +80,11 @@ class SolveInfo:
     # solve of a similar problem seeded with them (``seed=``) starts near the end (empty for the plain form)
     binding: tuple[tuple[int, int], ...] = ()
     seeded: int = 0  # envy rows taken from ``seed`` (0: cold start, similarity seeding only)
+    # second stage (``previous=``, :mod:`._stable`): LP rounds it took (0: not run) and the L1 distance to the
+    # previous allocation before and after it (on the rows the previous allocation knows)
+    stable_rounds: int = 0
+    moved_before: float = 0.0
+    moved_after: float = 0.0
 
 
 def _check(speed, weight, capacity) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -123,21 +129,32 @@ def solve(speed, weight, capacity, solver: str | None = None) -> np.ndarray:
 def solve_with_info(
     speed, weight, capacity, solver: str | None = None, *, cuts_per_user: int = 2, max_rounds: int = 10_000, drop_slack: bool = True, neighbours: int = 8,
     first: str = "simplex", cycles: bool = True, drop_basic: bool = True, seed=None, seed_all: bool = False,
+    previous: np.ndarray | None = None,
 ) -> tuple[np.ndarray, SolveInfo]:
     """``seed``: envy rows (l, i) to start from (pairs of user indices, e.g. the ``binding`` rows of an
     earlier solve of a similar problem); users in no seeded pair get the similarity seeding. Pairs out of
     range or with l == i are ignored. ``seed_all``: every user also gets the similarity seeding (the start is
-    a superset of the cold start). The optimum does not depend on the seed, only the work to reach it."""
+    a superset of the cold start). The optimum does not depend on the seed, only the work to reach it.
+
+    ``previous`` (n x k, NaN rows = unknown users; HIGHS only): a second stage returns, among the optima,
+    the one nearest in L1 to it (:func:`._stable.nearest_coop`): a stable tie-break toward last round."""
     S, w, c = _check(speed, weight, capacity)
     name = "HIGHS" if solver is None else str(solver).upper()
     t0 = time.perf_counter()
     binding: tuple = ()
     seeded = 0
+    stable = (0, 0.0, 0.0)
     if name == "HIGHS":
-        x, rounds, rows, binding, seeded = _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours,
-                                                             first, cycles, drop_basic, _seed_pairs(seed, S.shape[0]),
-                                                             seed_all)
+        x, rounds, rows, binding, seeded, model = _highs_generation(
+            S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic,
+            _seed_pairs(seed, S.shape[0]), seed_all)
         method = "constraint generation, live HiGHS model, dual simplex warm start"
+        if previous is not None:
+            p = np.asarray(previous, dtype=float).reshape(S.shape)
+            known = ~np.isnan(p).any(axis=1)
+            before = float(np.abs(x - np.nan_to_num(p))[known].sum())
+            x, srounds = _stable.nearest_coop(S, w, c, x, p, model, cuts_per_user)
+            stable = (srounds, before, float(np.abs(x - np.nan_to_num(p))[known].sum()))
     elif name in CVXPY_SOLVERS:
         x = plain_lp(S, w, c, name)
         rounds, rows = 1, S.shape[0] * (S.shape[0] - 1)
@@ -147,7 +164,7 @@ def solve_with_info(
     seconds = time.perf_counter() - t0
     n = S.shape[0]
     viol = float(envy_matrix(S, w, x).max()) if n > 1 else 0.0
-    info = SolveInfo(name, method, rounds, rows, seconds, float(np.sum(S * x)), viol, binding, seeded)
+    info = SolveInfo(name, method, rounds, rows, seconds, float(np.sum(S * x)), viol, binding, seeded, *stable)
     return x, info
 
 
@@ -174,8 +191,9 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     n, k = S.shape
     x_out = np.zeros((n, k))
     cmax = float(c.max()) if k else 0.0
+    none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     if n == 0 or k == 0 or cmax <= 0:
-        return x_out, 0, 0, (), 0
+        return x_out, 0, 0, (), 0, none
     # Weights scaled to <= 1 (only ratios matter for envy). Capacities are NOT scaled: HiGHS' feasibility
     # tolerance then bounds the envy violation in the caller's units (scaling c down to 1 multiplied the
     # final violation by max c, ~1e-6 at 2000 GPUs).
@@ -187,7 +205,7 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     vl, vj = np.nonzero(usable)  # row-major: grouped by user
     nv = int(vl.size)
     if nv == 0:
-        return x_out, 0, 0, (), 0
+        return x_out, 0, 0, (), 0, none
     var = np.full((n, k), -1, dtype=np.int32)
     var[vl, vj] = np.arange(nv, dtype=np.int32)
     has = usable.any(axis=1)
@@ -345,7 +363,7 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
         dual = np.asarray(h.getSolution().row_dual)[first_envy_row:first_envy_row + pl.size]
         nz = np.abs(dual) > 1e-12
         binding = tuple(zip(pl[nz].tolist(), pi[nz].tolist()))
-    return x_out, rounds, rows, binding, seeded
+    return x_out, rounds, rows, binding, seeded, (pl, pi)
 
 
 def _add_envy_rows(h, S, ws, var, li, ii, inf):
