@@ -1,0 +1,143 @@
+"""Stable optima (issue 28, item 1): oef-coop's second stage keeps the optimum and returns, of the optima, the
+one nearest (L1) to last round's allocation."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from benchmarks._plain_coop import envy_violation, full_lp
+from benchmarks.philly import instance
+from slurm_fair.policies import _coop_fast, _stable, oef_coop
+
+REL = 1e-7
+
+
+def _instance(seed, n, k, ties):
+    rng = np.random.default_rng(seed)
+    r = rng.uniform(1.0, 2.5, (n, k))
+    r[:, 0] = 1.0
+    S = np.cumprod(r, axis=1)
+    if ties:  # equal speed vectors and equal entries: a face of optima, not a vertex
+        S = np.round(S)
+        S[n // 2:] = S[: n - n // 2]
+    w = rng.choice([1.0, 2.0], n)
+    c = rng.integers(2, 9, k).astype(float)
+    return S, w, c
+
+
+def _nearest_reference(S, w, c, opt, p):
+    """The least L1 distance to ``p`` over every envy-free allocation of throughput >= opt (1 - REL): all
+    n(n-1) envy rows at once, through cvxpy (independent of the constraint generation)."""
+    n, k = S.shape
+    x = cp.Variable((n, k), nonneg=True)
+    U = S @ x.T
+    li, ii = np.nonzero(~np.eye(n, dtype=bool))
+    own = cp.diag(U)
+    cons = [cp.sum(x, axis=0) <= c, cp.multiply(S == 0, x) == 0,
+            cp.multiply(own[li], 1.0 / w[li]) >= cp.multiply(U[li, ii], 1.0 / w[ii]),
+            cp.sum(cp.multiply(S, x)) >= opt * (1 - _stable.REL)]
+    prob = cp.Problem(cp.Minimize(cp.sum(cp.abs(x - p))), cons)
+    prob.solve(solver=cp.HIGHS)
+    return float(prob.value)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("ties", [False, True])
+def test_optimum_kept_and_nearest_to_a_random_previous(seed, ties):
+    S, w, c = _instance(seed, 10, 3, ties)
+    x0, i0 = _coop_fast.solve_with_info(S, w, c)
+    opt = float(np.sum(S * full_lp(S, w, c)))
+    assert i0.objective == pytest.approx(opt, rel=REL)
+    p = np.random.default_rng(100 + seed).uniform(0, 2, S.shape) * (S > 0)
+    x, info = _coop_fast.solve_with_info(S, w, c, previous=p)
+    assert float(np.sum(S * x)) == pytest.approx(opt, rel=REL)
+    assert envy_violation(S, w, x) <= 1e-7
+    assert np.all(x.sum(axis=0) <= c + 1e-9) and np.all(x >= 0)
+    dist = float(np.abs(x - p).sum())
+    assert dist == pytest.approx(info.moved_after, abs=1e-9)
+    assert dist <= info.moved_before + 1e-9  # never farther than the first stage's vertex
+    assert dist == pytest.approx(_nearest_reference(S, w, c, opt, p), abs=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_philly_like_optimum_unchanged(seed):
+    vu = instance(40, 4, seed).virtual_users()
+    S, w, c = vu.speed, vu.weight, vu.capacity
+    x0 = _coop_fast.solve(S, w, c)
+    p = np.random.default_rng(seed).uniform(0, 3, S.shape) * (S > 0)
+    p[::7] = np.nan  # new users: no distance term
+    x = _coop_fast.solve_with_info(S, w, c, previous=p)[0]
+    assert float(np.sum(S * x)) == pytest.approx(float(np.sum(S * x0)), rel=REL)
+    assert envy_violation(S, w, x) <= 1e-7
+
+
+def _two_optima():
+    """An instance with two distinct optima: the first stage's, and the one nearest to a far-off point."""
+    for seed in range(20):
+        S, w, c = _instance(seed, 8, 3, ties=True)
+        xa = _coop_fast.solve(S, w, c)
+        xb = _coop_fast.solve_with_info(S, w, c, previous=np.random.default_rng(seed).uniform(0, 3, S.shape))[0]
+        if np.abs(xa - xb).sum() > 0.5:
+            return S, w, c, xa, xb
+    raise AssertionError("no instance with two optima found")
+
+
+def test_previous_optimum_is_returned_and_a_different_one_too():
+    S, w, c, xa, xb = _two_optima()
+    assert float(np.sum(S * xa)) == pytest.approx(float(np.sum(S * xb)), rel=REL)
+    for target in (xa, xb):  # whichever optimum last round had, it is kept: no flip
+        x = _coop_fast.solve_with_info(S, w, c, previous=target)[0]
+        np.testing.assert_allclose(x, target, atol=1e-7)
+    # a point near xb (not itself an optimum) gets the optimum nearest to it, not xa
+    near = xb + 0.01 * (S > 0)
+    x = _coop_fast.solve_with_info(S, w, c, previous=near)[0]
+    assert np.abs(x - near).sum() <= np.abs(xb - near).sum() + 1e-7
+    assert np.abs(x - near).sum() < np.abs(xa - near).sum()
+
+
+def _problem(n, seed):
+    from tests.policies.test_coop_warm import problem
+    return problem(n, seed, True)
+
+
+def test_policy_keeps_last_rounds_allocation_and_its_throughput():
+    p = _problem(30, 4)
+    plain = oef_coop.solve(p, stable=False)
+    first = oef_coop.solve(p)
+    assert first.total_throughput() == pytest.approx(plain.total_throughput(), rel=REL)
+    prev = _stable.Previous.from_warm(first.warm)
+    assert prev is not None and set(prev.x) == {(t.name, c.name) for t in p.tenants for c in t.classes}
+    again = oef_coop.solve(p, warm=json.loads(json.dumps(first.warm)))  # as the store gives it back
+    np.testing.assert_allclose(again.x, first.x, atol=1e-7)
+    assert any(n.startswith("stable:") for n in again.notes)
+    # stable off: the previous allocation is still saved, but not used
+    off = oef_coop.solve(p, warm=first.warm, stable=False)
+    assert not any(n.startswith("stable:") for n in off.notes)
+    assert _stable.Previous.from_warm(off.warm) is not None
+
+
+def test_new_and_vanished_tenants():
+    p = _problem(30, 5)
+    first = oef_coop.solve(p)
+    # one tenant gone, one new one (a copy of another under a new name)
+    new = dataclasses.replace(p.tenants[1], name="newcomer")
+    p2 = dataclasses.replace(p, tenants=p.tenants[2:] + (new,))
+    ref = oef_coop.solve(p2, stable=False)
+    got = oef_coop.solve(p2, warm=first.warm)
+    assert got.total_throughput() == pytest.approx(ref.total_throughput(), rel=REL)
+    assert any("stable:" in n for n in got.notes)
+
+
+def test_previous_entries_round_trip_and_junk_is_skipped():
+    prev = _stable.Previous({("t", "c"): {"a": 1.5, "b": 0.0}, ("u", "c"): {"a": 0.0}})
+    back = _stable.Previous.from_warm(json.loads(json.dumps(prev.entries())))
+    assert back == _stable.Previous({("t", "c"): {"a": 1.5}, ("u", "c"): {}})
+    junk = [("x", "t", "c", "a", -1.0), ("x", "t", "c", "a", float("nan")), ("x", 1, "c", "a", 1.0),
+            ("x", "t", "c", "a", True), ("fp", "t", "c", "h"), "x"]
+    assert _stable.Previous.from_warm(junk) is None
+    assert all(_stable.is_entry(e) for e in prev.entries())
