@@ -35,6 +35,17 @@ Refinements, applied in this order, each deterministic (ties broken by tenant na
    deviations record what it got, so the other types owe it back later.
 4. **Work conservation.** GPUs still free after 1-3 go, one at a time, to the tenant with the largest positive
    residual claim on that type (it is owed GPUs), as long as demand and ``min_gpus`` allow it.
+
+**Holding still** (``last``, :class:`LastRound`: last round's ideal and whole GPUs; config ``[policy] stable``).
+Deviation carrying alone flips a guarantee whose ideal does not move: an ideal of 3.5 rounds to 4, 3, 4, 3...
+(the deviation swings between -0.5 and 0), 5.33 to 5, 6, 5, 5, 6... — by design, so that the average converges.
+With ``last``, a tenant whose ideal row is the same as last round's (every type within ``HOLD_TOL`` GPUs) starts
+from last round's whole GPUs instead of rounding, and its deviation is carried unchanged (it neither grows nor
+shrinks while it holds; it stays in (-1, 1)); refinements 1-4 still apply (a held tenant whose demand fell gets
+no more than its demand). The price: while nothing moves, the fractional remainder is not rotated between
+tenants (two tenants at 3.5 on 7 GPUs keep 4 and 3); the rotation resumes, from the carried deviation, as soon
+as an ideal moves. Under ``limits.lend`` a guarantee is not a cap (GPUs nobody claims are lent), so what the
+remainder costs is a claim of one GPU less, not GPUs.
 """
 
 from __future__ import annotations
@@ -46,6 +57,36 @@ from typing import Mapping
 from .errors import InputError
 
 _EPS = 1e-9
+HOLD_TOL = 1e-6  # GPUs: an ideal that moved less than this is unchanged (solver noise)
+
+
+@dataclass(frozen=True)
+class LastRound:
+    """Last round's fractional ideal and whole GPUs per tenant and type (what :func:`place` holds to)."""
+
+    ideal: Mapping[str, Mapping[str, float]]
+    real: Mapping[str, Mapping[str, int]]
+
+    def held(self, tenant: str, want: Mapping[str, float], types: list[str]) -> dict[str, int] | None:
+        """Last round's whole GPUs of ``tenant`` if its ideal row equals ``want`` on every type (and on any
+        type it had then that is gone now: 0); None otherwise."""
+        before, real = self.ideal.get(tenant), self.real.get(tenant)
+        if not isinstance(before, Mapping) or not isinstance(real, Mapping):
+            return None
+        for g in set(types) | set(before):
+            try:
+                b = float(before.get(g, 0.0) or 0.0)
+            except (TypeError, ValueError):
+                return None
+            if not math.isfinite(b) or abs(b - float(want.get(g, 0.0))) > HOLD_TOL:
+                return None
+        out = {}
+        for g in types:
+            v = real.get(g, 0)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
+                return None
+            out[g] = int(v)
+        return out
 
 
 @dataclass(frozen=True)
@@ -101,13 +142,14 @@ def place(
     min_gpus: Mapping[str, int] | None = None,
     demand: Mapping[str, int] | None = None,
     current: Mapping[str, Mapping[str, int]] | None = None,
+    last: LastRound | None = None,
 ) -> Placement:
     """Round ``ideal`` {tenant: {type: fractional GPUs}} to whole GPUs; see the module docstring.
 
     ``capacity`` {type: GPUs} lists every GPU type (a type missing from a tenant's ideal counts as 0).
     ``deviations`` are the ones returned by the previous round (missing = 0). ``min_gpus`` and ``demand`` are
     per tenant (missing = no constraint). ``current`` {tenant: {type: GPUs held now}} makes the rounding sticky
-    (module docstring; missing tenants and types round half-up). Raises InputError for unknown tenants/types, negative or
+    (module docstring; missing tenants and types round half-up). ``last``: hold still (module docstring). Raises InputError for unknown tenants/types, negative or
     non-finite numbers, and a type whose ideal shares add up to more than its capacity.
     """
     deviations = deviations or {}
@@ -158,6 +200,13 @@ def place(
         _check_keys(f"current.{t}", held[t], cap, "GPU type")
     target = {t: {g: want[t][g] + dev[t][g] for g in types} for t in tenants}
     real = {t: {g: max(0, min(cap[g], _round(target[t][g], held[t].get(g)))) for g in types} for t in tenants}
+    holding = set()
+    if last is not None:
+        for t in tenants:
+            h = last.held(t, {g: _finite(f"ideal.{t}.{g}", ideal[t].get(g, 0.0), nonneg=True) for g in types}, types)
+            if h is not None:
+                real[t] = {g: min(cap[g], h[g]) for g in types}
+                holding.add(t)
 
     tot = {t: sum(real[t].values()) for t in tenants}  # kept up to date by take()/give()
 
@@ -231,5 +280,6 @@ def place(
             tot[t] += 1
             free -= 1
 
-    new_dev = {t: {g: target[t][g] - real[t][g] for g in types} for t in tenants}
+    new_dev = {t: ({g: dev[t][g] for g in types} if t in holding else
+                   {g: target[t][g] - real[t][g] for g in types}) for t in tenants}
     return Placement(real=real, deviations=new_dev)

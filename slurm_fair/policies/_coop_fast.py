@@ -56,7 +56,6 @@ import numpy as np
 from ..catalog import SOLVERS
 from ..errors import InputError, SolverError
 from ..stdio import new_highs
-from . import _stable
 
 #: cvxpy solvers accepted by name (plain form); HIGHS means the fast method of this module.
 CVXPY_SOLVERS = tuple(n for n in SOLVERS if n != "HIGHS")  # the plain form through cvxpy (one list: catalog.SOLVERS)
@@ -65,6 +64,8 @@ _TOL = 1e-12  # envy violation (in units of S.x/w on the scaled problem) still a
 _SLACK = 1e-6  # an envy row this slack (times w_l) may be taken out of the model
 _MAX_DROPS = 2  # times an envy row may be taken out of the model (finite loop)
 _INMODEL_TOL = 1e-8  # violation of a row already in the model accepted as the solver's tolerance
+STABLE_REL = 1e-12  # second stage: relative slack of the first objective (HiGHS tolerances are 1e-9 absolute)
+_STABLE_TOL = 1e-9  # second stage: envy violation (scaled units) accepted as satisfied
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def solve_with_info(
     a superset of the cold start). The optimum does not depend on the seed, only the work to reach it.
 
     ``previous`` (n x k, NaN rows = unknown users; HIGHS only): a second stage returns, among the optima,
-    the one nearest in L1 to it (:func:`._stable.nearest_coop`): a stable tie-break toward last round."""
+    the one nearest in L1 to it (:func:`nearest`): a stable tie-break toward last round."""
     S, w, c = _check(speed, weight, capacity)
     name = "HIGHS" if solver is None else str(solver).upper()
     t0 = time.perf_counter()
@@ -153,7 +154,7 @@ def solve_with_info(
             p = np.asarray(previous, dtype=float).reshape(S.shape)
             known = ~np.isnan(p).any(axis=1)
             before = float(np.abs(x - np.nan_to_num(p))[known].sum())
-            x, srounds = _stable.nearest_coop(S, w, c, x, p, model, cuts_per_user)
+            x, srounds = nearest(S, w, c, x, p, model, cuts_per_user)
             stable = (srounds, before, float(np.abs(x - np.nan_to_num(p))[known].sum()))
     elif name in CVXPY_SOLVERS:
         x = plain_lp(S, w, c, name)
@@ -409,3 +410,98 @@ def plain_lp(S, w, c, solver: str | None = None) -> np.ndarray:
     prob = cp.Problem(cp.Maximize(cp.sum(cp.multiply(S, x))), cons)
     lp.solve(prob, solver, what="cooperative OEF (eq. 10, plain form)")
     return np.maximum(np.asarray(x.value, dtype=float), 0.0)
+
+
+# --------------------------------------------------------------------------------------------------
+# Second stage: of the optima, the one nearest to a previous allocation (module ._stable explains why)
+# --------------------------------------------------------------------------------------------------
+
+
+def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev: np.ndarray,
+                 rows: tuple[np.ndarray, np.ndarray] | None = None, cuts_per_user: int = 2,
+            max_rounds: int = 10_000) -> tuple[np.ndarray, int]:
+    """Second stage for cooperative OEF (eq. 10 on ``S``, ``w``, ``c``): of the allocations with total
+    throughput >= (1 - STABLE_REL) * S.x_opt that are envy-free, the one with the least L1 distance to ``prev``
+    (NaN rows: no distance term). ``rows``: envy pairs (l, i) to start from (e.g. the first stage's final
+    model). Returns (x, LP rounds). Raises SolverError if HiGHS fails."""
+    import highspy
+
+    n, k = S.shape
+    known = ~np.isnan(prev).any(axis=1)
+    if n == 0 or k == 0 or not known.any():
+        return x_opt, 0
+    ws = w / w.max()
+    usable = (S > 0) & (c > 0)[None, :]
+    vl, vj = np.nonzero(usable)
+    nv = int(vl.size)
+    if nv == 0:
+        return x_opt, 0
+    var = np.full((n, k), -1, dtype=np.int32)
+    var[vl, vj] = np.arange(nv, dtype=np.int32)
+    inf = highspy.kHighsInf
+    h = new_highs()
+    h.setOptionValue("primal_feasibility_tolerance", 1e-9)
+    h.setOptionValue("dual_feasibility_tolerance", 1e-9)
+    h.addCols(nv, np.zeros(nv), np.zeros(nv), np.full(nv, inf), 0, np.zeros(nv, dtype=np.int32),
+              np.zeros(0, dtype=np.int32), np.zeros(0))
+    # distance columns t for the variables of known rows; a known row's previous GPUs on a type it cannot use
+    # now (no variable) are a constant of the distance and left out
+    dv = np.nonzero(known[vl])[0]
+    nd = int(dv.size)
+    h.addCols(nd, np.ones(nd), np.zeros(nd), np.full(nd, inf), 0, np.zeros(nd, dtype=np.int32),
+              np.zeros(0, dtype=np.int32), np.zeros(0))
+    h.changeObjectiveSense(highspy.ObjSense.kMinimize)
+    # capacity
+    order = np.argsort(vj, kind="stable").astype(np.int32)
+    starts = np.searchsorted(vj[order], np.arange(k)).astype(np.int32)
+    h.addRows(k, np.full(k, -inf), c.astype(float), nv, starts, order, np.ones(nv))
+    # the first objective kept at its optimum
+    opt = float(np.sum(S * x_opt))
+    h.addRows(1, np.array([opt - STABLE_REL * max(1.0, abs(opt))]), np.array([inf]), nv, np.zeros(1, dtype=np.int32),
+              np.arange(nv, dtype=np.int32), S[vl, vj].astype(float))
+    # t - x >= -p and t + x >= p
+    p = prev[vl[dv], vj[dv]]
+    idx = np.empty(2 * nd, dtype=np.int32)
+    idx[0::2] = nv + np.arange(nd)
+    idx[1::2] = dv
+    st = (2 * np.arange(nd)).astype(np.int32)
+    h.addRows(nd, -p, np.full(nd, inf), 2 * nd, st, idx, np.tile([1.0, -1.0], nd))
+    h.addRows(nd, p, np.full(nd, inf), 2 * nd, st, idx, np.tile([1.0, 1.0], nd))
+    inmodel = np.zeros((n, n), dtype=bool)
+    if rows is not None and len(rows[0]):
+        li, ii = (np.asarray(r, dtype=np.int64) for r in rows)
+        code = np.unique(li * n + ii)
+        li, ii = code // n, code % n
+        inmodel[li, ii] = True
+        _add_envy_rows(h, S, ws, var, li, ii, inf)
+    h.setOptionValue("solver", "simplex")
+    X = np.zeros((n, k))
+    m = max(1, min(int(cuts_per_user), n - 1))
+    rounds = 0
+    while True:
+        rounds += 1
+        h.run()
+        status = h.getModelStatus()
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise SolverError(f"stable optimum: HiGHS ended with {h.modelStatusToString(status)} in round {rounds}")
+        X[vl, vj] = np.asarray(h.getSolution().col_value)[:nv]
+        np.maximum(X, 0.0, out=X)
+        if n == 1:
+            break
+        V = envy_matrix(S, ws, X)
+        top = np.argpartition(-V, m - 1, axis=1)[:, :m]
+        li = np.repeat(np.arange(n), m)
+        ii = top.ravel()
+        bad = (V[li, ii] > _STABLE_TOL) & ~inmodel[li, ii]
+        li, ii = li[bad], ii[bad]
+        if li.size == 0:
+            li, ii = np.nonzero((V > _STABLE_TOL) & ~inmodel)
+            if li.size == 0:
+                break
+        if rounds >= max_rounds:
+            raise SolverError(f"stable optimum: no convergence after {rounds} rounds")
+        inmodel[li, ii] = True
+        _add_envy_rows(h, S, ws, var, li, ii, inf)
+        if rounds == 1:
+            h.setOptionValue("presolve", "off")
+    return X, rounds

@@ -40,7 +40,7 @@ def _nearest_reference(S, w, c, opt, p):
     own = cp.diag(U)
     cons = [cp.sum(x, axis=0) <= c, cp.multiply(S == 0, x) == 0,
             cp.multiply(own[li], 1.0 / w[li]) >= cp.multiply(U[li, ii], 1.0 / w[ii]),
-            cp.sum(cp.multiply(S, x)) >= opt * (1 - _stable.REL)]
+            cp.sum(cp.multiply(S, x)) >= opt * (1 - _coop_fast.STABLE_REL)]
     prob = cp.Problem(cp.Minimize(cp.sum(cp.abs(x - p))), cons)
     prob.solve(solver=cp.HIGHS)
     return float(prob.value)
