@@ -44,6 +44,7 @@ from ..profiling import shipped as shipped_profiles
 from ..cluster.base import ANY_GPU, CLEAR, Cluster, Snapshot, supports_pending_retype
 from ..cluster.errors import ClusterError, ClusterUnreachable
 from ..model import Allocation
+from ..fairness.stability import fingerprint as problem_fingerprint
 from ..records import RoundDetails
 from ..rounding import LastRound
 from ..store import Store
@@ -225,6 +226,7 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> RoundDetails:
         # oef-coop's warm start: what seeded this solve (None: none taken) and the binding rows kept
         warm_start={"seeded": next((n for n in c.alloc.notes if n.startswith("warm start:")), None),
                     "pairs_saved": sum(1 for w in c.alloc.warm if not (isinstance(w, tuple) and w[:1] in (("fp",), ("x",))))},
+        fingerprint=problem_fingerprint(built.problem, built.rows).as_json(),  # guarantee flips (issue 28)
         **_fairness(c),
     )
 
