@@ -154,7 +154,9 @@ def solve_with_info(
             p = np.asarray(previous, dtype=float).reshape(S.shape)
             known = ~np.isnan(p).any(axis=1)
             before = float(np.abs(x - np.nan_to_num(p))[known].sum())
-            x, srounds = nearest(S, w, c, x, p, model, cuts_per_user)
+            srounds = 0
+            if before > 1e-9:  # the first stage's optimum is the previous one: nothing is nearer
+                x, srounds = nearest(S, w, c, x, p, model, cuts_per_user)
             stable = (srounds, before, float(np.abs(x - np.nan_to_num(p))[known].sum()))
     elif name in CVXPY_SOLVERS:
         x = plain_lp(S, w, c, name)
