@@ -38,14 +38,24 @@ Refinements, applied in this order, each deterministic (ties broken by tenant na
 
 **Holding still** (``last``, :class:`LastRound`: last round's ideal and whole GPUs; config ``[policy] stable``).
 Deviation carrying alone flips a guarantee whose ideal does not move: an ideal of 3.5 rounds to 4, 3, 4, 3...
-(the deviation swings between -0.5 and 0), 5.33 to 5, 6, 5, 5, 6... — by design, so that the average converges.
-With ``last``, a tenant whose ideal row is the same as last round's (every type within ``HOLD_TOL`` GPUs) starts
-from last round's whole GPUs instead of rounding, and its deviation is carried unchanged (it neither grows nor
-shrinks while it holds; it stays in (-1, 1)); refinements 1-4 still apply (a held tenant whose demand fell gets
-no more than its demand). The price: while nothing moves, the fractional remainder is not rotated between
-tenants (two tenants at 3.5 on 7 GPUs keep 4 and 3); the rotation resumes, from the carried deviation, as soon
-as an ideal moves. Under ``limits.lend`` a guarantee is not a cap (GPUs nobody claims are lent), so what the
-remainder costs is a claim of one GPU less, not GPUs.
+(the deviation swings between -0.5 and 0), 5.33 to 5, 6, 5, 5, 6... — by design, so that the average converges;
+and an ideal that moves a little (another account's demand moved) flips it just as often. With ``last``, per
+tenant and type:
+
+a. an ideal unchanged since last round (within ``HOLD_TOL`` GPUs) keeps last round's whole GPUs, and its
+   deviation is carried unchanged (it neither grows nor shrinks while it holds; it stays in (-1, 1));
+b. otherwise, last round's whole GPUs are kept if they are still one of the two roundings ``floor(ideal + dev)``
+   and ``ceil(ideal + dev)`` (before what the tenant holds now: ``current`` decides only between two roundings
+   that are both new — a guarantee that follows the running jobs up and down is one that flips, and what a
+   tenant held above its guarantee last round it held then too); the deviation is carried as always, so it
+   stays in (-1, 1) and the averages still converge. Measured in the simulator (benchmarks/flip_rate.py),
+   keeping them while within 2 GPUs (deviation in (-2, 2)) flipped more, not less: the larger snap back;
+c. otherwise it is rounded as without ``last``.
+
+Refinements 1-4 still apply (a held tenant whose demand fell gets no more than its demand). The price of (a):
+while nothing moves, the fractional remainder is not rotated between tenants (two tenants at 3.5 on 7 GPUs keep
+4 and 3); the rotation resumes, from the carried deviation, as soon as an ideal moves. Under ``limits.lend`` a
+guarantee is not a cap (GPUs nobody claims are lent), so what the remainder costs is a claim of one GPU less.
 """
 
 from __future__ import annotations
@@ -67,26 +77,19 @@ class LastRound:
     ideal: Mapping[str, Mapping[str, float]]
     real: Mapping[str, Mapping[str, int]]
 
-    def held(self, tenant: str, want: Mapping[str, float], types: list[str]) -> dict[str, int] | None:
-        """Last round's whole GPUs of ``tenant`` if its ideal row equals ``want`` on every type (and on any
-        type it had then that is gone now: 0); None otherwise."""
+    def of(self, tenant: str, gpu_type: str) -> tuple[float, int] | None:
+        """Last round's (ideal, whole GPUs) of ``tenant`` on ``gpu_type``; None where it has none, or not as
+        numbers (a type it had no row for counts as 0 GPUs of an ideal 0)."""
         before, real = self.ideal.get(tenant), self.real.get(tenant)
         if not isinstance(before, Mapping) or not isinstance(real, Mapping):
             return None
-        for g in set(types) | set(before):
-            try:
-                b = float(before.get(g, 0.0) or 0.0)
-            except (TypeError, ValueError):
+        b, r = before.get(gpu_type, 0.0), real.get(gpu_type, 0)
+        for v in (b, r):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 return None
-            if not math.isfinite(b) or abs(b - float(want.get(g, 0.0))) > HOLD_TOL:
-                return None
-        out = {}
-        for g in types:
-            v = real.get(g, 0)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
-                return None
-            out[g] = int(v)
-        return out
+        if r != int(r):
+            return None
+        return float(b), int(r)
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,7 @@ def place(
         if total > cap[g] + 1e-6 * max(1.0, cap[g]):
             raise InputError(f"ideal.*.{g}", round(total, 9), f"ideal shares exceed the capacity of {cap[g]} GPUs")
 
+    ideal_in = {t: dict(want[t]) for t in tenants}  # as given (``last`` compares it with last round's)
     # An ideal above the demand is not owed: scale it down so the deviation stays bounded.
     for t in tenants:
         tot = sum(want[t].values())
@@ -200,13 +204,19 @@ def place(
         _check_keys(f"current.{t}", held[t], cap, "GPU type")
     target = {t: {g: want[t][g] + dev[t][g] for g in types} for t in tenants}
     real = {t: {g: max(0, min(cap[g], _round(target[t][g], held[t].get(g)))) for g in types} for t in tenants}
-    holding = set()
+    holding: set[tuple[str, str]] = set()  # (tenant, type) whose ideal did not move: deviation frozen
     if last is not None:
         for t in tenants:
-            h = last.held(t, {g: _finite(f"ideal.{t}.{g}", ideal[t].get(g, 0.0), nonneg=True) for g in types}, types)
-            if h is not None:
-                real[t] = {g: min(cap[g], h[g]) for g in types}
-                holding.add(t)
+            for g in types:
+                prior = last.of(t, g)
+                if prior is None:
+                    continue
+                lo, hi = math.floor(target[t][g] + _EPS), math.ceil(target[t][g] - _EPS)
+                if abs(prior[0] - ideal_in[t][g]) <= HOLD_TOL:
+                    real[t][g] = min(cap[g], prior[1])
+                    holding.add((t, g))
+                elif lo <= prior[1] <= hi:
+                    real[t][g] = min(cap[g], prior[1])
 
     tot = {t: sum(real[t].values()) for t in tenants}  # kept up to date by take()/give()
 
@@ -280,6 +290,6 @@ def place(
             tot[t] += 1
             free -= 1
 
-    new_dev = {t: ({g: dev[t][g] for g in types} if t in holding else
-                   {g: target[t][g] - real[t][g] for g in types}) for t in tenants}
+    new_dev = {t: {g: (dev[t][g] if (t, g) in holding else target[t][g] - real[t][g]) for g in types}
+               for t in tenants}
     return Placement(real=real, deviations=new_dev)

@@ -373,3 +373,24 @@ def test_held_tenant_still_obeys_its_demand_and_a_malformed_last_round_is_ignore
     for bad in (LastRound({"a": "x"}, {"a": {"g": 4}}), LastRound(ideal, {"a": {"g": -1}, "b": {"g": 1.5}}),
                 LastRound({"a": {"g": "nan?"}}, {"a": {"g": 4}})):
         assert place(ideal, {"g": 7}, last=bad).real == place(ideal, {"g": 7}).real
+
+
+def test_a_small_move_keeps_last_rounds_whole_gpus_while_they_are_still_a_rounding():
+    from slurm_fair.rounding import LastRound
+
+    last = LastRound({"a": {"g": 16 / 3}, "b": {"g": 16 / 3}, "c": {"g": 16 / 3}}, {"a": {"g": 6}, "b": {"g": 5}, "c": {"g": 5}})
+    moved = {"a": {"g": 5.2}, "b": {"g": 5.4}, "c": {"g": 5.4}}
+    # without last round: half-up gives a 5, b 5, c 5 and the free GPU to the largest claim
+    assert place(moved, {"g": 16}).real["a"]["g"] == 5
+    p = place(moved, {"g": 16}, last=last)
+    assert p.real == {"a": {"g": 6}, "b": {"g": 5}, "c": {"g": 5}}  # 6 is still ceil(5.2): kept
+    assert p.deviations["a"]["g"] == pytest.approx(-0.8)  # carried as always: within (-1, 1)
+    # last round's guarantee comes before what the tenant holds now (a guarantee that follows the running jobs
+    # flips); what it holds decides between two new roundings only
+    q = place(moved, {"g": 16}, last=last, current={"a": {"g": 5}})
+    assert q.real["a"]["g"] == 6
+    r = place({"a": {"g": 4.6}, "b": {"g": 5.7}, "c": {"g": 5.7}}, {"g": 16}, last=last, current={"a": {"g": 4}})
+    assert r.real["a"]["g"] == 4  # 6 is no rounding of 4.6: floor or ceil, the one it holds
+    # last round's GPUs that are no rounding any more are not kept
+    far = place({"a": {"g": 3.2}, "b": {"g": 6.4}, "c": {"g": 6.4}}, {"g": 16}, last=last)
+    assert far.real["a"]["g"] == 3
