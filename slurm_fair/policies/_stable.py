@@ -87,3 +87,71 @@ class Previous:
 def is_entry(e: Any) -> bool:
     """Whether a warm-start entry is one of :class:`Previous`'s."""
     return isinstance(e, (list, tuple)) and len(e) == 5 and e[0] == TAG
+
+
+LEVEL_REL = 1e-9  # second stage of the filling policies: relative slack of every class's throughput
+
+
+def nearest_levels(speed: np.ndarray, capacity: np.ndarray, demand: np.ndarray, type_cap: np.ndarray,
+                   x_opt: np.ndarray, prev: np.ndarray, exact: bool = False) -> np.ndarray:
+    """Second stage for the progressive-filling policies (gavel, oef-noncoop): every class keeps at least its
+    throughput in ``x_opt`` (to ``LEVEL_REL``), within capacity, demands and type caps, and of those
+    allocations the one nearest in L1 to ``prev`` (NaN rows: no distance term) is returned.
+
+    Max-min fairness on a convex set has one leximin vector of levels; an allocation whose levels are all at
+    least those of the leximin one has exactly those levels (a larger one would be lexicographically larger),
+    so the result is another allocation of the same levels: only the GPUs behind them move. ``exact``: every
+    class's throughput is also held at most its throughput in ``x_opt`` (oef-noncoop: eq. 9's equal levels,
+    not only the leximin floor). Returns ``x_opt``
+    when no row is known. Raises SolverError if HiGHS does not solve it (the caller keeps ``x_opt``)."""
+    import highspy
+
+    from ..errors import SolverError
+    from ..stdio import new_highs
+
+    S = np.asarray(speed, dtype=float)
+    n, k = S.shape
+    known = ~np.isnan(prev).any(axis=1)
+    if n == 0 or k == 0 or not known.any():
+        return x_opt
+    cap = np.asarray(capacity, dtype=float)
+    ub = np.where((S > 0) & (cap > 0)[None, :], np.minimum(type_cap, cap[None, :]), 0.0)
+    vl, vj = np.nonzero(ub > 0)
+    nv = int(vl.size)
+    if nv == 0:
+        return x_opt
+    inf = highspy.kHighsInf
+    h = new_highs()
+    h.setOptionValue("primal_feasibility_tolerance", 1e-9)
+    h.setOptionValue("dual_feasibility_tolerance", 1e-9)
+    h.addCols(nv, np.zeros(nv), np.zeros(nv), ub[vl, vj], 0, np.zeros(nv, dtype=np.int32),
+              np.zeros(0, dtype=np.int32), np.zeros(0))
+    dv = np.nonzero(known[vl])[0]
+    nd = int(dv.size)
+    h.addCols(nd, np.ones(nd), np.zeros(nd), np.full(nd, inf), 0, np.zeros(nd, dtype=np.int32),
+              np.zeros(0, dtype=np.int32), np.zeros(0))
+    order = np.argsort(vj, kind="stable").astype(np.int32)
+    starts = np.searchsorted(vj[order], np.arange(k)).astype(np.int32)
+    h.addRows(k, np.full(k, -inf), cap, nv, starts, order, np.ones(nv))
+    ustarts = np.searchsorted(vl, np.arange(n)).astype(np.int32)
+    dem = np.where(np.isfinite(demand), demand, inf)
+    h.addRows(n, np.full(n, -inf), dem.astype(float), nv, ustarts, np.arange(nv, dtype=np.int32), np.ones(nv))
+    u = (S * x_opt).sum(axis=1)
+    lo = np.maximum(u - LEVEL_REL * np.maximum(1.0, u), 0.0)
+    hi = u + LEVEL_REL * np.maximum(1.0, u) if exact else np.full(n, inf)
+    h.addRows(n, lo, hi, nv, ustarts, np.arange(nv, dtype=np.int32), S[vl, vj])
+    p = prev[vl[dv], vj[dv]]
+    idx = np.empty(2 * nd, dtype=np.int32)
+    idx[0::2] = nv + np.arange(nd)
+    idx[1::2] = dv
+    st = (2 * np.arange(nd)).astype(np.int32)
+    h.addRows(nd, -p, np.full(nd, inf), 2 * nd, st, idx, np.tile([1.0, -1.0], nd))
+    h.addRows(nd, p, np.full(nd, inf), 2 * nd, st, idx, np.tile([1.0, 1.0], nd))
+    h.changeObjectiveSense(highspy.ObjSense.kMinimize)
+    h.run()
+    status = h.getModelStatus()
+    if status != highspy.HighsModelStatus.kOptimal:
+        raise SolverError(f"stable optimum (levels): HiGHS ended with {h.modelStatusToString(status)}")
+    x = np.zeros((n, k))
+    x[vl, vj] = np.asarray(h.getSolution().col_value)[:nv]
+    return np.clip(x, 0.0, ub)

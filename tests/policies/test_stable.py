@@ -141,3 +141,55 @@ def test_previous_entries_round_trip_and_junk_is_skipped():
             ("x", "t", "c", "a", True), ("fp", "t", "c", "h"), "x"]
     assert _stable.Previous.from_warm(junk) is None
     assert all(_stable.is_entry(e) for e in prev.entries())
+
+
+# --------------------------------------------------------------------------- the filling policies
+
+from slurm_fair.model import problem_from_dict  # noqa: E402
+from slurm_fair.policies import gavel, oef_noncoop  # noqa: E402
+
+FILLING = [gavel, oef_noncoop]
+
+
+def _twins():
+    """Two identical tenants on 4 k80 + 4 v100: every split with equal throughput is optimal for both policies."""
+    cls = {"name": "c", "throughput": {"k80": 1.0, "v100": 2.0}}
+    return problem_from_dict({"gpu_types": {"k80": 4, "v100": 4},
+                              "tenants": [{"name": "A", "classes": [cls]}, {"name": "B", "classes": [cls]}]})
+
+
+def _u(alloc):
+    return (alloc.x * alloc.vu.speed).sum(axis=1)
+
+
+@pytest.mark.parametrize("pol", FILLING, ids=lambda m: m.NAME)
+def test_filling_keeps_the_levels_and_returns_last_rounds_split(pol):
+    p = _twins()
+    first = pol.solve(p)
+    # another optimum: A holds all k80 and one v100, B three v100 (6 each)
+    other = _stable.Previous({("A", "c"): {"k80": 4.0, "v100": 1.0}, ("B", "c"): {"k80": 0.0, "v100": 3.0}})
+    got = pol.solve(p, warm=other.entries())
+    np.testing.assert_allclose(_u(got), _u(first), rtol=1e-7)
+    np.testing.assert_allclose(got.x, [[4.0, 1.0], [0.0, 3.0]], atol=1e-6)
+    assert any(n.startswith("stable:") for n in got.notes)
+    # and the split it returned is kept next round (no flip); with stable off, the filling's own
+    again = pol.solve(p, warm=json.loads(json.dumps(got.warm)))
+    np.testing.assert_allclose(again.x, got.x, atol=1e-7)
+    off = pol.solve(p, warm=got.warm, stable=False)
+    np.testing.assert_allclose(off.x, first.x, atol=1e-9)
+
+
+@pytest.mark.parametrize("pol", FILLING, ids=lambda m: m.NAME)
+@pytest.mark.parametrize("seed", range(3))
+def test_filling_levels_unchanged_on_philly_like_instances(pol, seed):
+    p = instance(30, 3, seed, speeds="gavel")
+    ref = pol.solve(p)
+    vu = ref.vu
+    rng = np.random.default_rng(seed)
+    prev = _stable.Previous({k: {g: float(rng.uniform(0, 3)) for g in vu.gpu_types}
+                             for i, k in enumerate(zip(vu.tenant, vu.cls)) if i % 5})  # every 5th class new
+    got = pol.solve(p, warm=prev.entries())
+    np.testing.assert_allclose(_u(got), _u(ref), rtol=1e-7, atol=1e-7)
+    pa = prev.array(vu)
+    known = ~np.isnan(pa).any(axis=1)
+    assert np.abs(got.x - pa)[known].sum() <= np.abs(ref.x - pa)[known].sum() + 1e-6
