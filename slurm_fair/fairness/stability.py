@@ -13,10 +13,13 @@ account-type present in either round; absent counts as 0 GPUs):
   of those changed the guarantee. Any such change is a flip: nothing the policy sees moved.
 * (b) ``same_account``: the account-type-rounds whose account's own inputs and the capacity were unchanged
   (other accounts may have moved: the guarantee may then move legitimately, so (b) bounds the flips from above).
+* With the rounds' ``ideal`` (the policy's fractional shares): ``ideal_moved_same_problem``, the (a) rows whose
+  ideal moved (the policy itself flipped: a different optimum of the same problem), and
+  ``rounding_flips_same_account``, the (b) flips whose ideal on that type did not move (the rounding flipped).
 
 The lead's benchmark (or anyone with a store) calls it on the store's series::
 
-    rows = store.round_series(keys=("real", "fingerprint"))
+    rows = store.round_series(keys=("real", "fingerprint", "ideal"))
     result = fairness.stability.flips(rows)      # FlipCounts; .as_json() for a report
 
 Rounds without a fingerprint (an older daemon's) are skipped, and so is a pair that straddles one.
@@ -106,6 +109,11 @@ class FlipCounts:
     flips_same_account: int = 0
     changed: int = 0  # all account-type-rounds whose guarantee changed (whatever the inputs did)
     account_type_rounds: int = 0  # all compared
+    # with ``ideal`` in the rows (the policy's fractional share): of (a), the account-type-rounds whose ideal
+    # moved (the policy's own flips: nothing it sees moved); of (b)'s flips, those whose ideal on that type did
+    # not move (the rounding's flips)
+    ideal_moved_same_problem: int = 0
+    rounding_flips_same_account: int = 0
     examples: tuple[tuple[Any, str, str, int, int], ...] = ()
 
     @property
@@ -128,6 +136,19 @@ def _get(r: Any, key: str) -> Any:
     return r.get(key) if isinstance(r, Mapping) else getattr(r, key, None)
 
 
+def _floats(ideal: Any) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    if isinstance(ideal, Mapping):
+        for a, row in ideal.items():
+            if isinstance(row, Mapping):
+                out[str(a)] = {str(g): float(v) for g, v in row.items()
+                               if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return out
+
+
+IDEAL_TOL = 1e-6  # GPUs: an ideal that moved less than this did not move (solver noise)
+
+
 def _ints(real: Any) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     if not isinstance(real, Mapping):
@@ -140,9 +161,10 @@ def _ints(real: Any) -> dict[str, dict[str, int]]:
 
 def flips(rounds: Iterable[Any]) -> FlipCounts:
     """Count guarantee flips over ``rounds``, oldest first: rows of ``store.round_series(keys=("real",
-    "fingerprint"))`` (dicts with ``status``, ``real``, ``fingerprint``; rounds whose status is not ``ok``
-    are skipped) or :class:`~slurm_fair.records.RoundDetails` (every one counted). See the module docstring."""
-    pairs = same_p = flips_p = same_a = flips_a = changed = total = 0
+    "fingerprint", "ideal"))`` (dicts with ``status``, ``real``, ``fingerprint`` and optionally ``ideal``;
+    rounds whose status is not ``ok`` are skipped) or :class:`~slurm_fair.records.RoundDetails` (every one
+    counted). See the module docstring."""
+    pairs = same_p = flips_p = same_a = flips_a = changed = total = moved_p = round_a = 0
     ex_p: list[tuple] = []
     ex_a: list[tuple] = []
     prev: tuple[Fingerprint, dict] | None = None
@@ -155,8 +177,10 @@ def flips(rounds: Iterable[Any]) -> FlipCounts:
             prev = None
             continue
         real = _ints(_get(r, "real"))
+        ideal = _floats(_get(r, "ideal"))
         if prev is not None:
-            pfp, preal = prev
+            pfp, preal, pideal = prev
+            known = bool(ideal) and bool(pideal)  # both rounds recorded their ideal
             pairs += 1
             whole = pfp.problem == fp.problem
             cap_same = pfp.capacity == fp.capacity
@@ -165,6 +189,7 @@ def flips(rounds: Iterable[Any]) -> FlipCounts:
                 before, after = preal.get(a, {}), real.get(a, {})
                 for g in sorted(set(before) | set(after)):
                     b, n = before.get(g, 0), after.get(g, 0)
+                    still = abs(pideal.get(a, {}).get(g, 0.0) - ideal.get(a, {}).get(g, 0.0)) <= IDEAL_TOL
                     total += 1
                     moved = b != n
                     changed += moved
@@ -172,12 +197,15 @@ def flips(rounds: Iterable[Any]) -> FlipCounts:
                     if whole:
                         same_p += 1
                         flips_p += moved
+                        moved_p += known and not still
                         if moved and len(ex_p) < 10:
                             ex_p.append(item)
                     if own:
                         same_a += 1
                         flips_a += moved
+                        round_a += known and moved and still
                         if moved and len(ex_a) < 10:
                             ex_a.append(item)
-        prev = (fp, real)
-    return FlipCounts(pairs, same_p, flips_p, same_a, flips_a, changed, total, tuple((ex_p + ex_a)[:10]))
+        prev = (fp, real, ideal)
+    return FlipCounts(pairs, same_p, flips_p, same_a, flips_a, changed, total, moved_p, round_a,
+                      tuple((ex_p + ex_a)[:10]))

@@ -63,6 +63,19 @@ def test_flip_counts_by_hand():
     assert c.examples[0] == (2, "a", "v100", 4, 3)
     js = c.as_json()
     assert js["rate_same_account"] == pytest.approx(0.3) and js["examples"][0] == [2, "a", "v100", 4, 3]
+    assert c.ideal_moved_same_problem == 0 and c.rounding_flips_same_account == 0  # no ideal recorded
+
+
+def test_ideal_splits_the_policys_flips_from_the_roundings():
+    p0 = fingerprint(_problem(), ROWS)
+    r1 = {**_round(1, p0, {"a": {"k80": 4, "v100": 4}, "b": {"k80": 4, "v100": 4}}),
+          "ideal": {"a": {"k80": 4.0, "v100": 3.5}, "b": {"k80": 4.0, "v100": 4.5}}}
+    # a's v100 ideal stays 3.5 but its guarantee 4 -> 3 (the rounding); b's ideal moves 4.5 -> 5.2 (the policy)
+    r2 = {**_round(2, p0, {"a": {"k80": 4, "v100": 3}, "b": {"k80": 4, "v100": 5}}),
+          "ideal": {"a": {"k80": 4.0, "v100": 3.5}, "b": {"k80": 4.0, "v100": 5.2}}}
+    c = flips([r1, r2])
+    assert c.flips_same_problem == 2
+    assert c.ideal_moved_same_problem == 1 and c.rounding_flips_same_account == 1
 
 
 def test_rounds_without_fingerprint_break_the_chain_and_details_work_too():
