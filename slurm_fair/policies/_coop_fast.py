@@ -155,7 +155,7 @@ def solve_with_info(
             known = ~np.isnan(p).any(axis=1)
             before = float(np.abs(x - np.nan_to_num(p))[known].sum())
             srounds = 0
-            if before > 1e-9:  # the first stage's optimum is the previous one: nothing is nearer
+            if before > 1e-9 * max(1, int(known.sum()) * S.shape[1]):  # else the first stage returned the previous one
                 x, srounds = nearest(S, w, c, x, p, model, cuts_per_user)
             stable = (srounds, before, float(np.abs(x - np.nan_to_num(p))[known].sum()))
     elif name in CVXPY_SOLVERS:

@@ -21,7 +21,11 @@ objective (1e-12 relative plus the solver's 1e-9 feasibility tolerance; the test
 optimum of the same problem, the result is ``p``.
 
 :class:`Previous` is the typed form of last round's allocation, kept in the policy's warm start as entries
-``("x", tenant, class, gpu_type, gpus)`` (JSON-able; readers of the other warm entries skip them). The second
+``("x", tenant, class, gpu_type, gpus)`` and, per water-filling step, ``("x", tenant, class, gpu_type, gpus, step)``
+(JSON-able; readers of the other warm entries skip them). Why the steps: oef-coop solves eq. 10 once per
+water-filling step, and last round's *final* allocation is not an optimum of a step (a class frozen at its caps
+holds less than its step gave it), so with only the final allocation an unchanged problem could still land on
+another optimum (measured in the simulator: 6 of 216 account-type-rounds of unchanged problems). The second
 stage of cooperative OEF is :func:`._coop_fast.nearest` (on arrays, in the solver's module).
 """
 
@@ -38,47 +42,77 @@ from ..model import Allocation, VirtualUsers
 TAG = "x"
 
 
+Row = Mapping[tuple[str, str], Mapping[str, float]]  # (tenant, class) -> type -> GPUs
+
+
+def _entries(rows: Row, tail: tuple = ()) -> tuple[tuple, ...]:
+    """``("x", tenant, class, type, gpus, *tail)`` per nonzero value, ``type`` "" for a row of zeros."""
+    out = []
+    for (t, c), row in sorted(rows.items()):
+        vals = [(g, v) for g, v in sorted(row.items()) if v > 0]
+        out.extend((TAG, t, c, g, round(float(v), 12)) + tail for g, v in vals)
+        if not vals:
+            out.append((TAG, t, c, "", 0.0) + tail)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Previous:
-    """Last round's fractional GPUs per (tenant, class) and GPU type."""
+    """Last round's fractional GPUs per (tenant, class) and GPU type (``x``), and for a water-filling policy
+    the allocation of every step (``steps[s]``: the rows active in step ``s`` and what that step gave them),
+    so that a step of an unchanged problem gets exactly its own last optimum as the point to stay near."""
 
-    x: Mapping[tuple[str, str], Mapping[str, float]]
+    x: Row
+    steps: tuple[Row, ...] = ()
 
     @classmethod
-    def of(cls, alloc: Allocation) -> "Previous":
+    def of(cls, alloc: Allocation, steps: tuple[Row, ...] = ()) -> "Previous":
         vu = alloc.vu
         return cls({(t, c): {g: float(alloc.x[i, j]) for j, g in enumerate(vu.gpu_types)}
-                    for i, (t, c) in enumerate(zip(vu.tenant, vu.cls))})
+                    for i, (t, c) in enumerate(zip(vu.tenant, vu.cls))}, steps)
 
-    def entries(self) -> tuple[tuple[str, str, str, str, float], ...]:
-        """The warm-start entries ``("x", tenant, class, type, gpus)`` (zeros left out)."""
-        return tuple((TAG, t, c, g, round(v, 12)) for (t, c), row in sorted(self.x.items())
-                     for g, v in sorted(row.items()) if v > 0) + tuple(
-            (TAG, t, c, "", 0.0) for (t, c), row in sorted(self.x.items()) if not any(v > 0 for v in row.values()))
+    def entries(self) -> tuple[tuple, ...]:
+        """The warm-start entries: ``("x", tenant, class, type, gpus)`` for ``x`` and ``("x", tenant, class,
+        type, gpus, step)`` for the steps (zeros left out; a row of zeros as type "")."""
+        out = _entries(self.x)
+        for n, rows in enumerate(self.steps):
+            out += _entries(rows, (n,))
+        return out
 
     @classmethod
     def from_warm(cls, warm: Any) -> "Previous | None":
         """The ``("x", ...)`` entries of a warm start (None: it has none). Malformed entries are skipped."""
         out: dict[tuple[str, str], dict[str, float]] = {}
+        steps: dict[int, dict[tuple[str, str], dict[str, float]]] = {}
         for e in warm or ():
-            if not (isinstance(e, (list, tuple)) and len(e) == 5 and e[0] == TAG):
+            if not is_entry(e):
                 continue
-            _, t, c, g, v = e
+            t, c, g, v = e[1:5]
             if not (isinstance(t, str) and isinstance(c, str) and isinstance(g, str)):
                 continue
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 continue
-            row = out.setdefault((t, c), {})
+            if len(e) == 6:
+                n = e[5]
+                if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 10_000:
+                    continue
+                row = steps.setdefault(n, {}).setdefault((t, c), {})
+            else:
+                row = out.setdefault((t, c), {})
             if g:
                 row[g] = float(v)
-        return cls(out) if out else None
+        if not out:
+            return None
+        return cls(out, tuple(steps.get(n, {}) for n in range(max(steps) + 1)) if steps else ())
 
-    def array(self, vu: VirtualUsers) -> np.ndarray:
+    def array(self, vu: VirtualUsers, step: int | None = None) -> np.ndarray:
         """(n, k) previous GPUs of ``vu``'s rows; NaN on the rows of classes it does not know (new ones). A known
-        class has 0 on a type it did not hold (or a type that is new)."""
+        class has 0 on a type it did not hold (or a type that is new). ``step``: the rows step ``step`` had last
+        round, the others (or all, without a record of that step) from ``x``."""
         p = np.full((vu.n, vu.k), np.nan)
+        at = self.steps[step] if step is not None and 0 <= step < len(self.steps) else {}
         for i, key in enumerate(zip(vu.tenant, vu.cls)):
-            row = self.x.get(key)
+            row = at.get(key, self.x.get(key))
             if row is not None:
                 p[i] = [float(row.get(g, 0.0)) for g in vu.gpu_types]
         return p
@@ -86,7 +120,7 @@ class Previous:
 
 def is_entry(e: Any) -> bool:
     """Whether a warm-start entry is one of :class:`Previous`'s."""
-    return isinstance(e, (list, tuple)) and len(e) == 5 and e[0] == TAG
+    return isinstance(e, (list, tuple)) and len(e) in (5, 6) and e[0] == TAG
 
 
 LEVEL_REL = 1e-9  # second stage of the filling policies: relative slack of every class's throughput

@@ -148,8 +148,8 @@ def _warm_pairs(warm) -> list[tuple[tuple[str, str], tuple[str, str]]]:
     return out
 
 
-def _exact_vu(vu: VirtualUsers, warm_keys, previous: np.ndarray | None = None
-              ) -> tuple[np.ndarray, list[int], list, float, tuple[int, int]]:
+def _exact_vu(vu: VirtualUsers, warm_keys, previous: _stable.Previous | None = None
+              ) -> tuple[np.ndarray, list[int], list, float, tuple[int, int], list]:
     """Water-filling with the fast exact step on ``vu``. ``warm_keys``: pairs of (tenant, class) keys (an
     earlier solve's binding rows; None: cold) that seed every step, among its users. Each step after the
     first also starts from the envy rows that bound the step before it (its users less the frozen ones).
@@ -157,7 +157,8 @@ def _exact_vu(vu: VirtualUsers, warm_keys, previous: np.ndarray | None = None
     cold start, so a class whose speeds changed since the seed (its old rows are stale) is seeded as in a
     cold start. Measured in LP rounds at 300 tenants (philly, seed 0): seeding without the similarity rows
     made warm rounds with 2 % of the tenants changed cost more than cold ones (171 vs 160 rounds before).
-    ``previous`` ((n, k), NaN rows unknown): every step returns, of its optima, the one nearest to it
+    The last value returned: per step, its rows' allocation ({(tenant, class): {type: GPUs}}).
+    ``previous``: every step returns, of its optima, the one nearest to the previous solve's same step
     (:mod:`._stable`). Returns the allocation (before ``upgrade_idle``), the capped rows, the binding rows as key pairs, LP
     seconds, (steps seeded, rows seeded)."""
     key_of = list(zip(vu.tenant, vu.cls))
@@ -168,6 +169,7 @@ def _exact_vu(vu: VirtualUsers, warm_keys, previous: np.ndarray | None = None
     first = [(index[a], index[b]) for a, b in warm_keys or () if a in index and b in index]
     prev: list[list[tuple[int, int]]] = [[]]  # binding rows of the step before
     nstep = [0]
+    steps: list[dict] = []
 
     def step(speed, weight, capacity, rows):
         pos = {int(r): p for p, r in enumerate(rows)}
@@ -175,7 +177,8 @@ def _exact_vu(vu: VirtualUsers, warm_keys, previous: np.ndarray | None = None
         cold = nstep[0] == 0 and warm_keys is None
         with timer.measure():
             xa, info = _coop_fast.solve_with_info(speed, weight, capacity, seed=None if cold else local,
-                                                  seed_all=True, previous=None if previous is None else previous[rows])
+                                                  seed_all=True,
+                                                  previous=None if previous is None else previous.array(vu, nstep[0])[rows])
         found = [(int(rows[a]), int(rows[b])) for a, b in info.binding]
         binding.update(found)
         if warm_keys is not None and first:
@@ -183,11 +186,12 @@ def _exact_vu(vu: VirtualUsers, warm_keys, previous: np.ndarray | None = None
             seeded[1] += sum(1 for a, b in first if a in pos and b in pos)
         nstep[0] += 1
         prev[0] = found
+        steps.append({key_of[int(r)]: {g: float(v) for g, v in zip(vu.gpu_types, xa[p])} for p, r in enumerate(rows)})
         return xa
 
     x, capped = waterfill(vu, step, step_takes_rows=True)
     pairs = sorted((key_of[a], key_of[b]) for a, b in binding)
-    return x, capped, pairs, timer.seconds, (seeded[0], seeded[1])
+    return x, capped, pairs, timer.seconds, (seeded[0], seeded[1]), steps
 
 
 def _group_solver(warm_keys, same, prev: _stable.Previous | None = None):
@@ -197,8 +201,7 @@ def _group_solver(warm_keys, same, prev: _stable.Previous | None = None):
             mine = set(zip(sub.tenant, sub.cls))
             keys = _usable_pairs(warm_keys, mine & same) if same is not None else \
                 [(a, b) for a, b in warm_keys if a in mine and b in mine]
-        x, capped, pairs, seconds, seeded = _exact_vu(sub, keys, None if prev is None else prev.array(sub))
-        return x, capped, pairs, seconds, seeded
+        return _exact_vu(sub, keys, prev)
     return solve_group
 
 
@@ -242,7 +245,12 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
         capped: list[int] = []
         pairs: list = []
         seeded = [0, 0]
-        for p, (xg, cg, pg, sec, sd) in enumerate(out):
+        steps: list[dict] = []
+        for p, (xg, cg, pg, sec, sd, st) in enumerate(out):
+            for n, rows_n in enumerate(st):  # step n of every group: one record (keys are distinct)
+                if n == len(steps):
+                    steps.append({})
+                steps[n].update(rows_n)
             rows = sp.rows(p)
             x[rows] = xg
             capped.extend(int(rows[i]) for i in cg)
@@ -256,9 +264,8 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
                      f"({partition_split} split, seed {int(partition_seed)}) of sizes {np.bincount(sp.group, minlength=parts).tolist()}, each "
                      "solved exactly on its weight share of every GPU type; envy-freeness holds within a group only")
     else:
-        x, capped, pairs, seconds, seeded = _exact_vu(
-            vu, _usable_pairs(warm_keys, same) if same is not None else warm_keys,
-            None if prev is None else prev.array(vu))
+        x, capped, pairs, seconds, seeded, steps = _exact_vu(
+            vu, _usable_pairs(warm_keys, same) if same is not None else warm_keys, prev)
         timer.laps.append(seconds)
         timer.seconds += seconds
     x = clean(fill_idle(vu, upgrade_idle(vu, x, capped)), vu.speed, vu.capacity, vu.demand, vu.type_cap)
@@ -271,7 +278,7 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
     alloc = finish(problem, NAME, x, timer, solver, tuple(notes))
     marks = tuple(("fp", t, c, f) for t, c, f in zip(vu.tenant, vu.cls, fps))
     return dataclasses.replace(alloc, solver=FAST_SOLVER,
-                               warm=tuple(sorted(pairs)) + marks + _stable.Previous.of(alloc).entries())
+                               warm=tuple(sorted(pairs)) + marks + _stable.Previous.of(alloc, tuple(steps)).entries())
 
 
 POLICY = Policy(NAME, solve, guarantees=("envy_free", "sharing_incentive"),

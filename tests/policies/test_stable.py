@@ -134,11 +134,24 @@ def test_new_and_vanished_tenants():
 
 
 def test_previous_entries_round_trip_and_junk_is_skipped():
-    prev = _stable.Previous({("t", "c"): {"a": 1.5, "b": 0.0}, ("u", "c"): {"a": 0.0}})
+    prev = _stable.Previous({("t", "c"): {"a": 1.5, "b": 0.0}, ("u", "c"): {"a": 0.0}},
+                            steps=({("t", "c"): {"a": 2.0}, ("u", "c"): {"a": 1.0}}, {("t", "c"): {"b": 0.5}}))
     back = _stable.Previous.from_warm(json.loads(json.dumps(prev.entries())))
-    assert back == _stable.Previous({("t", "c"): {"a": 1.5}, ("u", "c"): {}})
+    assert back == _stable.Previous({("t", "c"): {"a": 1.5}, ("u", "c"): {}},
+                                    steps=({("t", "c"): {"a": 2.0}, ("u", "c"): {"a": 1.0}}, {("t", "c"): {"b": 0.5}}))
+    # step 1 knows only ("t", "c"): ("u", "c") falls back to the final allocation; a new class is NaN
+    from slurm_fair.model import VirtualUsers
+    vu = VirtualUsers(tenant=("t", "u", "new"), cls=("c", "c", "c"), weight=np.ones(3), raw=np.ones((3, 2)),
+                      speed=np.ones((3, 2)), demand=np.full(3, np.inf), type_cap=np.full((3, 2), np.inf),
+                      capacity=np.ones(2), gpu_types=("a", "b"))
+    arr = back.array(vu, 1)
+    np.testing.assert_array_equal(arr[:2], [[0.0, 0.5], [0.0, 0.0]])
+    assert np.isnan(arr[2]).all()
+    np.testing.assert_array_equal(back.array(vu, 0)[:2], [[2.0, 0.0], [1.0, 0.0]])
+    np.testing.assert_array_equal(back.array(vu, 7)[:2], [[1.5, 0.0], [0.0, 0.0]])
     junk = [("x", "t", "c", "a", -1.0), ("x", "t", "c", "a", float("nan")), ("x", 1, "c", "a", 1.0),
-            ("x", "t", "c", "a", True), ("fp", "t", "c", "h"), "x"]
+            ("x", "t", "c", "a", True), ("fp", "t", "c", "h"), "x", ("x", "t", "c", "a", 1.0, -1),
+            ("x", "t", "c", "a", 1.0, 1.5)]
     assert _stable.Previous.from_warm(junk) is None
     assert all(_stable.is_entry(e) for e in prev.entries())
 
@@ -193,3 +206,21 @@ def test_filling_levels_unchanged_on_philly_like_instances(pol, seed):
     pa = prev.array(vu)
     known = ~np.isnan(pa).any(axis=1)
     assert np.abs(got.x - pa)[known].sum() <= np.abs(ref.x - pa)[known].sum() + 1e-6
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_water_filling_returns_last_rounds_optimum_of_every_step(seed):
+    """With binding demands the water-filling solves several steps; last round's steps (saved in warm) let an
+    unchanged problem return exactly last round's allocation, whichever optimum that was."""
+    from tests.policies.test_coop_warm import problem
+
+    p = problem(30, seed, True)
+    vu = p.virtual_users()
+    rng = np.random.default_rng(seed)
+    far = _stable.Previous({k: {g: float(rng.uniform(0, 4)) for g in vu.gpu_types} for k in zip(vu.tenant, vu.cls)})
+    b = oef_coop.solve(p, warm=far.entries())  # some optimum (nearest to a random point)
+    prev = _stable.Previous.from_warm(b.warm)
+    assert prev is not None and len(prev.steps) >= 1
+    again = oef_coop.solve(p, warm=json.loads(json.dumps(b.warm)))
+    np.testing.assert_allclose(again.x, b.x, atol=1e-7)
+    assert again.total_throughput() == pytest.approx(oef_coop.solve(p, stable=False).total_throughput(), rel=REL)
