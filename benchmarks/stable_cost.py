@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The cost of oef-coop's second stage (``[policy] stable``: of the optima, the one nearest to last round's).
 
-Usage: python3 benchmarks/stable_cost.py [--n 100,300] [--k 10] [--seed 0] [--change 0.02]
+Usage: python3 benchmarks/stable_cost.py [--n 100,300] [--k 10] [--seed 0] [--change 0.02] [--speeds random|gavel]
 
 On ``philly.instance`` (n tenants, 1-2 classes, Philly-like demands), as the daemon's rounds see it: a first
 solve, then the next round's problem (a fraction ``--change`` of tenants re-drawn, ``bench_coop_warm``'s
@@ -44,10 +44,12 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--change", type=float, default=0.02)
+    ap.add_argument("--speeds", default="random", help="random | gavel (Gavel's job types: classes share speed "
+                    "rows, so the optimum is degenerate and the second stage has work to do)")
     a = ap.parse_args()
     print("n  case           off_s   on_s   rel_obj    moved_off  moved_on")
     for n in (int(v) for v in a.n.split(",")):
-        p = instance(n, a.k, a.seed)
+        p = instance(n, a.k, a.seed, speeds=a.speeds)
         first = oef_coop.solve(p)
         for case, q in (("same", p), ("changed", changed_philly(p, a.change, a.seed))):
             off, t_off = timed(oef_coop.solve, q, warm=first.warm, stable=False)

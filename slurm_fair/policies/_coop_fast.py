@@ -146,7 +146,7 @@ def solve_with_info(
     seeded = 0
     stable = (0, 0.0, 0.0)
     if name == "HIGHS":
-        x, rounds, rows, binding, seeded, model = _highs_generation(
+        x, rounds, rows, binding, seeded, model, unique = _highs_generation(
             S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic,
             _seed_pairs(seed, S.shape[0]), seed_all)
         method = "constraint generation, live HiGHS model, dual simplex warm start"
@@ -155,7 +155,8 @@ def solve_with_info(
             known = ~np.isnan(p).any(axis=1)
             before = float(np.abs(x - np.nan_to_num(p))[known].sum())
             srounds = 0
-            if before > 1e-9 * max(1, int(known.sum()) * S.shape[1]):  # else the first stage returned the previous one
+            # skipped where the first stage returned the previous allocation, or its optimum is the only one
+            if before > 1e-9 * max(1, int(known.sum()) * S.shape[1]) and not unique:
                 x, srounds = nearest(S, w, c, x, p, model, cuts_per_user)
             stable = (srounds, before, float(np.abs(x - np.nan_to_num(p))[known].sum()))
     elif name in CVXPY_SOLVERS:
@@ -196,7 +197,7 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     cmax = float(c.max()) if k else 0.0
     none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     if n == 0 or k == 0 or cmax <= 0:
-        return x_out, 0, 0, (), 0, none
+        return x_out, 0, 0, (), 0, none, True
     # Weights scaled to <= 1 (only ratios matter for envy). Capacities are NOT scaled: HiGHS' feasibility
     # tolerance then bounds the envy violation in the caller's units (scaling c down to 1 multiplied the
     # final violation by max c, ~1e-6 at 2000 GPUs).
@@ -208,7 +209,7 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     vl, vj = np.nonzero(usable)  # row-major: grouped by user
     nv = int(vl.size)
     if nv == 0:
-        return x_out, 0, 0, (), 0, none
+        return x_out, 0, 0, (), 0, none, True
     var = np.full((n, k), -1, dtype=np.int32)
     var[vl, vj] = np.arange(nv, dtype=np.int32)
     has = usable.any(axis=1)
@@ -366,7 +367,22 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
         dual = np.asarray(h.getSolution().row_dual)[first_envy_row:first_envy_row + pl.size]
         nz = np.abs(dual) > 1e-12
         binding = tuple(zip(pl[nz].tolist(), pi[nz].tolist()))
-    return x_out, rounds, rows, binding, seeded, (pl, pi)
+    return x_out, rounds, rows, binding, seeded, (pl, pi), _unique(h)
+
+
+def _unique(h) -> bool:
+    """Whether the model's optimum is certainly its only one: dual nondegenerate (every nonbasic column and
+    every nonbasic row has a nonzero reduced cost / dual; sufficient, not necessary). The model is a relaxation
+    of eq. 10 (some envy rows), so its only optimum is eq. 10's only one too (any other optimum of eq. 10 would be
+    one of the relaxation: feasible there with the same objective)."""
+    import highspy
+
+    basic = highspy.HighsBasisStatus.kBasic
+    b, sol = h.getBasis(), h.getSolution()
+    cb = np.fromiter((v == basic for v in b.col_status), dtype=bool)
+    rb = np.fromiter((v == basic for v in b.row_status), dtype=bool)
+    cd, rd = np.abs(np.asarray(sol.col_dual)), np.abs(np.asarray(sol.row_dual))
+    return bool(np.all(cd[~cb] > 1e-9) and np.all(rd[~rb] > 1e-9))
 
 
 def _add_envy_rows(h, S, ws, var, li, ii, inf):
