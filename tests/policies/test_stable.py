@@ -224,3 +224,19 @@ def test_water_filling_returns_last_rounds_optimum_of_every_step(seed):
     again = oef_coop.solve(p, warm=json.loads(json.dumps(b.warm)))
     np.testing.assert_allclose(again.x, b.x, atol=1e-7)
     assert again.total_throughput() == pytest.approx(oef_coop.solve(p, stable=False).total_throughput(), rel=REL)
+
+
+def test_second_stage_skipped_where_the_optimum_is_the_only_one():
+    # OEF §3.1's example: one optimum (x = [[1, .25], [0, .75]]); any previous point gets it, no second stage
+    S, w, c = np.array([[1.0, 2.0], [1.0, 5.0]]), np.ones(2), np.ones(2)
+    x, info = _coop_fast.solve_with_info(S, w, c, previous=np.array([[0.0, 1.0], [1.0, 0.0]]))
+    np.testing.assert_allclose(x, [[1.0, 0.25], [0.0, 0.75]], atol=1e-7)
+    assert info.stable_rounds == 0 and info.moved_after == pytest.approx(info.moved_before)
+    # twins have a face of optima: the second stage runs and moves toward the previous split
+    S2 = np.array([[1.0, 2.0], [1.0, 2.0]])
+    p = np.array([[1.0, 0.0], [0.0, 1.0]])
+    x2, info2 = _coop_fast.solve_with_info(S2, w, c, previous=p)
+    assert info2.stable_rounds >= 1 or info2.moved_before <= 1e-9
+    # p itself is not envy-free (values 1 and 2); the nearest optimum keeps A on all k80: A (1, .25), B (0, .75)
+    np.testing.assert_allclose(x2, [[1.0, 0.25], [0.0, 0.75]], atol=1e-7)
+    assert info2.moved_after == pytest.approx(0.5, abs=1e-7)
