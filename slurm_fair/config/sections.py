@@ -123,7 +123,7 @@ class PolicyConfig:
     partition_parts: int = key(4, _pos_int, "oef-coop: number of groups when partitioned (>= 1).")
     stable: bool = key(
         True, _bool,
-        "Guarantees that hold still: oef-coop, oef-noncoop and gavel return, of their optimal allocations,\n"
+        "Guarantees that hold still: oef-coop, oef-noncoop, gavel and max-throughput return, of their optima,\n"
         "the one nearest to last round's (same optimum), and the rounding keeps an account's last whole GPUs\n"
         "of a type while its share there is unchanged, or still rounds to them; false = any optimum, and\n"
         "the rounding carries the deviation every round.",

@@ -127,7 +127,8 @@ LEVEL_REL = 1e-9  # second stage of the filling policies: relative slack of ever
 
 
 def nearest_levels(speed: np.ndarray, capacity: np.ndarray, demand: np.ndarray, type_cap: np.ndarray,
-                   x_opt: np.ndarray, prev: np.ndarray, exact: bool = False) -> np.ndarray:
+                   x_opt: np.ndarray, prev: np.ndarray, exact: bool = False, total: bool = False,
+                   rel: float = LEVEL_REL) -> np.ndarray:
     """Second stage for the progressive-filling policies (gavel, oef-noncoop): every class keeps at least its
     throughput in ``x_opt`` (to ``LEVEL_REL``), within capacity, demands and type caps, and of those
     allocations the one nearest in L1 to ``prev`` (NaN rows: no distance term) is returned.
@@ -136,7 +137,8 @@ def nearest_levels(speed: np.ndarray, capacity: np.ndarray, demand: np.ndarray, 
     least those of the leximin one has exactly those levels (a larger one would be lexicographically larger),
     so the result is another allocation of the same levels: only the GPUs behind them move. ``exact``: every
     class's throughput is also held at most its throughput in ``x_opt`` (oef-noncoop: eq. 9's equal levels,
-    not only the leximin floor). Returns ``x_opt``
+    not only the leximin floor). ``total`` (max-throughput): only the total throughput is kept (at least
+    ``(1 - rel)`` times that of ``x_opt``), not each class's. Returns ``x_opt``
     when no row is known. Raises SolverError if HiGHS does not solve it (the caller keeps ``x_opt``)."""
     import highspy
 
@@ -171,9 +173,14 @@ def nearest_levels(speed: np.ndarray, capacity: np.ndarray, demand: np.ndarray, 
     dem = np.where(np.isfinite(demand), demand, inf)
     h.addRows(n, np.full(n, -inf), dem.astype(float), nv, ustarts, np.arange(nv, dtype=np.int32), np.ones(nv))
     u = (S * x_opt).sum(axis=1)
-    lo = np.maximum(u - LEVEL_REL * np.maximum(1.0, u), 0.0)
-    hi = u + LEVEL_REL * np.maximum(1.0, u) if exact else np.full(n, inf)
-    h.addRows(n, lo, hi, nv, ustarts, np.arange(nv, dtype=np.int32), S[vl, vj])
+    if total:
+        tot = float(u.sum())
+        h.addRows(1, np.array([tot - rel * max(1.0, tot)]), np.array([inf]), nv, np.zeros(1, dtype=np.int32),
+                  np.arange(nv, dtype=np.int32), S[vl, vj])
+    else:
+        lo = np.maximum(u - rel * np.maximum(1.0, u), 0.0)
+        hi = u + rel * np.maximum(1.0, u) if exact else np.full(n, inf)
+        h.addRows(n, lo, hi, nv, ustarts, np.arange(nv, dtype=np.int32), S[vl, vj])
     p = prev[vl[dv], vj[dv]]
     idx = np.empty(2 * nd, dtype=np.int32)
     idx[0::2] = nv + np.arange(nd)

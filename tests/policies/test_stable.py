@@ -240,3 +240,16 @@ def test_second_stage_skipped_where_the_optimum_is_the_only_one():
     # p itself is not envy-free (values 1 and 2); the nearest optimum keeps A on all k80: A (1, .25), B (0, .75)
     np.testing.assert_allclose(x2, [[1.0, 0.25], [0.0, 0.75]], atol=1e-7)
     assert info2.moved_after == pytest.approx(0.5, abs=1e-7)
+
+
+def test_max_throughput_keeps_its_total_and_last_rounds_split():
+    from slurm_fair.policies import max_throughput
+
+    p = _twins()  # any split of the 8 GPUs between the twins is optimal
+    first = max_throughput.solve(p)
+    other = _stable.Previous({("A", "c"): {"k80": 4.0, "v100": 1.0}, ("B", "c"): {"k80": 0.0, "v100": 3.0}})
+    got = max_throughput.solve(p, warm=other.entries())
+    assert got.total_throughput() == pytest.approx(first.total_throughput(), rel=max_throughput.TOTAL_REL)
+    np.testing.assert_allclose(got.x, [[4.0, 1.0], [0.0, 3.0]], atol=1e-6)
+    again = max_throughput.solve(p, warm=json.loads(json.dumps(got.warm)))
+    np.testing.assert_allclose(again.x, got.x, atol=1e-7)
