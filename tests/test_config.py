@@ -173,6 +173,7 @@ BAD = [
     ("policy", "themis_work_conserving", '"yes"'),
     ("policy", "partition_above", "-1"),
     ("policy", "partition_parts", "0"),
+    ("policy", "stable", "\"yes\""),
     ("cluster", "backend", '"rest"'),
     ("cluster", "timeout", "0"),
     ("cluster", "partitions", '"gpu"'),

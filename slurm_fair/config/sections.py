@@ -122,12 +122,20 @@ class PolicyConfig:
         "throughput within ~1-3 %); 0 = always exact (at ~1500 classes a round then takes a minute or more).",
     )
     partition_parts: int = key(4, _pos_int, "oef-coop: number of groups when partitioned (>= 1).")
+    stable: bool = key(
+        True, _bool,
+        "Guarantees that hold still: oef-coop, oef-noncoop, gavel and max-throughput return, of their optima,\n"
+        "the one nearest to last round's (same optimum), and the rounding keeps an account's last whole GPUs\n"
+        "of a type while its share there is unchanged, or still rounds to them; false = any optimum, and\n"
+        "the rounding carries the deviation every round.",
+    )
 
     def options(self) -> dict[str, float | bool | int]:
         """Policy knobs as ``policies.solve(options=)`` takes them (each policy declares its own)."""
         return {"f": float(self.themis_f), "lease_s": float(self.themis_lease),
                 "work_conserving": bool(self.themis_work_conserving),
-                "partition_above": int(self.partition_above), "partition_parts": int(self.partition_parts)}
+                "partition_above": int(self.partition_above), "partition_parts": int(self.partition_parts),
+                "stable": bool(self.stable)}
 
 
 @section("cluster", "How slurm-fair talks to Slurm.")

@@ -38,7 +38,7 @@ import numpy as np
 from ... import fairness
 from ...cluster.base import ANY_GPU, CLEAR
 from ...model import Allocation
-from ...rounding import place
+from ...rounding import LastRound, place
 from .demand import ClassDemand, FreeGPUs, Waiting
 from .problem import Built
 
@@ -196,7 +196,7 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
               in_use: Mapping[str, Mapping[str, int]] | None = None, *,
               waiting: Mapping[str, Waiting] | None = None, order: Mapping[str, Sequence[str]] | None = None,
               lend: bool = True, free: FreeGPUs | None = None, reclaim: bool = False,
-              moving: Sequence[tuple[str, str, int]] = ()) -> Plan:
+              moving: Sequence[tuple[str, str, int]] = (), last: LastRound | None = None) -> Plan:
     """Round the allocation to guarantees and limits (see the module docstring).
 
     ``managed_accounts``: every account slurm-fair sets limits for this round. ``deviations``: carried from the
@@ -208,7 +208,8 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
     free now, node by node (None: claims are not bounded by them); with ``reclaim`` (preemption on) the GPUs
     accounts hold above their guarantee serve claims too: preemption gives them back. ``moving``: upgrade moves
     in flight, (account, target type, GPUs): their GPUs on the target are taken from ``free`` and claimed by
-    their account on top of its guarantee claims, so nobody else starts there meanwhile.
+    their account on top of its guarantee claims, so nobody else starts there meanwhile. ``last``: last round's
+    ideal and guarantees; an account whose ideal did not move keeps its guarantee (:mod:`slurm_fair.rounding`).
     """
     cap = dict(built.capacity)
     types = list(cap)
@@ -232,7 +233,7 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
     min_gpus = {a: (min_pending.get(a, 0) if running[a] == 0 else 0) for a in accounts}
     dev_before = {a: {g: float(deviations.get(a, {}).get(g, 0.0)) for g in types} for a in accounts}
     held = {a: {g: int(n) for g, n in (in_use or {}).get(a, {}).items() if g in cap} for a in accounts}
-    placement = place(ideal, cap, deviations=dev_before, min_gpus=min_gpus, demand=acct_demand, current=held)
+    placement = place(ideal, cap, deviations=dev_before, min_gpus=min_gpus, demand=acct_demand, current=held, last=last)
     real = {a: dict(placement.real[a]) for a in accounts}
     borrowed = None
     if reclaim:
