@@ -172,12 +172,14 @@ def tables(results, policies, variants, per_seed: bool) -> tuple[str, list[dict]
         req = sum(m["requeues"] for _s, m, _b in runs)
         same = sum(m["same_type"] for _s, m, _b in runs)
         flips = [m["flips"] for _s, m, _b in runs if m.get("flips")]
-        fl_n = sum(f.get("flips", 0) for f in flips)
-        fl_d = sum(f.get("unchanged", 0) for f in flips)
+        fl_n = sum(f.get("flips_same_problem", 0) for f in flips)  # the whole problem unchanged
+        fl_d = sum(f.get("same_problem", 0) for f in flips)
+        fa_n = sum(f.get("flips_same_account", 0) for f in flips)  # the account's own inputs unchanged
+        fa_d = sum(f.get("same_account", 0) for f in flips)
 
         def worst(key):
             vals = [(getattr(r, key), r.seed) for r in per if getattr(r, key) is not None]
-            return f"{max(vals)[0]:.2f} ({max(vals)[1]})" if vals else "-"
+            return f"{max(vals)[0]:.3f} ({max(vals)[1]})" if vals else "-"
 
         extra_ok = True
         if v != "plain":
@@ -187,15 +189,18 @@ def tables(results, policies, variants, per_seed: bool) -> tuple[str, list[dict]
         met = all(x.met for x in vs) and extra_ok
         rows.append([g, p, v, len(runs), _fmt(sums), worst("mean_jct"), worst("makespan"), worst("p95_jct"),
                      worst("max_rho"), f"{req / jobs:.2f}" if jobs else "-", f"{same}/{req}",
-                     f"{fl_n}/{fl_d}" if flips else "-", "yes" if met else "no"])
+                     f"{fl_n}/{fl_d}" if flips else "-", f"{fa_n}/{fa_d}" if flips else "-",
+                     "yes" if met else "no"])
         verdicts.append({"workload": g, "policy": p, "variant": v, "met": met, "ratio_of_sums": sums,
                          "per_seed": [dataclasses.asdict(r) for r in per],
                          "verdicts": [dataclasses.asdict(x) for x in vs], "requeues": req, "jobs": jobs,
-                         "same_type": same, "flips": fl_n, "unchanged": fl_d})
+                         "same_type": same, "flips_same_problem": fl_n, "same_problem": fl_d,
+                         "flips_same_account": fa_n, "same_account": fa_d})
         for r in per:
             seed_rows.append([g, p, v, r.seed, _fmt(r.mean_jct), _fmt(r.makespan), _fmt(r.p95_jct), _fmt(r.max_rho)])
     out = [render(["workload", "policy", "variant", "traces", "JCT/Slurm (sums)", "worst JCT/Slurm", "worst makespan",
-                   "worst p95", "worst max rho", "requeues/job", "same-type restarts", "flips/unchanged", "goals met"],
+                   "worst p95", "worst max rho", "requeues/job", "same-type restarts", "flips (same problem)",
+                   "flips (same own inputs)", "goals met"],
                   rows)]
     if per_seed:
         out.append("\nper trace (ratio to Slurm alone on the same trace)")

@@ -45,6 +45,7 @@ from .. import config as config_mod
 from ..daemon.plan import early_triggers, type_map
 from ..daemon.round import run_round
 from ..errors import InputError
+from ..fairness.stability import flips
 from ..stats import fairness_summary, percentile
 from ..store import Store
 from .cluster import SimCluster
@@ -77,7 +78,7 @@ class SimResult:
     timeline: list[dict[str, Any]] = field(default_factory=list)  # per round: time, per-account GPUs / throughput
     fairness: dict[str, Any] = field(default_factory=dict)  # envy / SI violations over the rounds (fairness_summary)
     restarts: Restarts = field(default_factory=lambda: Restarts(0, 0, 0, 0, 0, 0))  # requeues, same-type restarts
-    flips: dict[str, Any] = field(default_factory=dict)  # guarantee flips with unchanged inputs (see _flips)
+    flips: dict[str, Any] = field(default_factory=dict)  # guarantee flips with unchanged inputs (fairness.stability)
 
     def summary(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in (
@@ -175,10 +176,12 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
             for s in timeline:
                 s["fairness"] = fair.get(s["round"])
             claimant = _claimants(store, cluster)
+            flip_counts = flips(store.round_series(keys=("real", "fingerprint", "ideal"))).as_json()
         finally:
             store.close()
     res = _result(policy, cluster, throughput, rounds, errors, timeline, present, start, time.monotonic() - t0)
     res.restarts = _restarts(cluster, claimant)
+    res.flips = flip_counts
     return res
 
 
