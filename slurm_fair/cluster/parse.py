@@ -348,6 +348,14 @@ def _job_gpu_request(rec: Mapping[str, Any], nodes: int, where: str) -> tuple[in
     return total, gtype
 
 
+def _one_node(rec: Mapping[str, Any], state: str, gpus: int) -> dict[str, int]:
+    """node -> GPUs of a running job on one node (``nodes`` names a single host); {} otherwise (not known)."""
+    host = rec.get("nodes")
+    if state != "RUNNING" or gpus <= 0 or not isinstance(host, str) or not host or any(c in host for c in ",[ "):
+        return {}
+    return {host: int(gpus)}
+
+
 def parse_job(rec: Mapping[str, Any], index: int = 0, now: float | None = None) -> Job:
     """One job record (``squeue --json`` / ``scontrol show job --json`` ``jobs[]``) -> Job. ``now``: the time
     a future ``eligible_time`` (begin time) is compared with (None: only Slurm's reason says so)."""
@@ -418,6 +426,7 @@ def parse_job(rec: Mapping[str, Any], index: int = 0, now: float | None = None) 
         time_limit=_minutes(rec.get("time_limit"), f"{where}.time_limit"),
         blocked=blocked,
         batch=_flag(rec.get("batch_flag"), f"{where}.batch_flag", default=True),
+        node_gpus=_one_node(rec, state, sum(allocated.values())),
     )
 
 

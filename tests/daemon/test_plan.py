@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -445,7 +447,7 @@ def test_claims_with_reclaim_count_borrowed_gpus_and_limits_lend_the_rest():
     # v100: b borrows all 4 (guarantee 0), a waits with a guarantee of 2: with preemption on, the borrowed GPUs
     # serve a's claim (preemption frees them); without, nothing is free, so no claim holds anything
     s = snap([job(1, "a", 1, "v100"), job(2, "a", 1, "v100"),
-              job(3, "b", 4, "v100", state="RUNNING", alloc={"v100": 4})],
+              replace(job(3, "b", 4, "v100", state="RUNNING", alloc={"v100": 4}), node_gpus={"v100-1": 4})],
              nodes=(Node("v100-1", ("ALLOCATED",), ("gpu",), {"v100": 4}, {"v100": 4}), NODES[1]),
              accounts={"a": 1, "b": 1})
     d = P.observe_demand(s, CFG)
@@ -454,7 +456,9 @@ def test_claims_with_reclaim_count_borrowed_gpus_and_limits_lend_the_rest():
     kw = dict(waiting=P.waiting_gpus(s, CFG), free=P.FreeGPUs.of(s), in_use=P.gpus_in_use(s))
     p = P.make_plan(b, alloc, d, {}, ["a", "b"], reclaim=True, **kw)
     assert p.real["a"]["v100"] == 2 and p.claims["a"] == {"v100": 2, "k80": 0}
-    assert p.limits["b"] == {"v100": 2, ANY_GPU: 6} and p.limits["a"] == {}
+    # while the claim is served by reclaim, every account is held to its guarantee on v100 (issue 28)
+    assert p.limits["b"] == {"v100": 2, ANY_GPU: 6} and p.limits["a"] == {"v100": 2, ANY_GPU: 6}
+    assert [(r.account, r.job_id, r.gpu_type, r.victims) for r in p.reclaims] == [("a", 1, "v100", (3,))]
     assert p.lendable() == {"v100": 2, "k80": 4}
     q = P.make_plan(b, alloc, d, {}, ["a", "b"], reclaim=False, **kw)
     assert q.claims["a"] == {"v100": 0, "k80": 0} and q.limits == {"a": {}, "b": {}}

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from ...config import Config
 from ...cluster.base import Job, Snapshot, supports_pending_retype
 from .eligible import counted, startable
+from .reclaim import Holder, holders_of
 
 _CLASS_TOKEN = re.compile(r"(?:^|[\s,;])class=([^\s,;]+)")
 DEFAULT_CLASS = "default"
@@ -212,9 +213,11 @@ def managed_accounts(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassD
 
 @dataclass
 class Waiting:
-    """An account's startable pending jobs: (GPUs, requested type or None = any type), oldest first."""
+    """An account's startable pending jobs: (GPUs, requested type or None = any type), oldest first; ``ids``:
+    their job ids, in the same order (may be left empty: 0 is used)."""
 
     jobs: list[tuple[int, str | None]] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
 
     @property
     def untyped(self) -> int:
@@ -238,7 +241,9 @@ def waiting_gpus(snapshot: Snapshot, cfg: Config) -> dict[str, Waiting]:
             if j.account not in NEVER_MANAGED and startable(j)]
     for j in sorted(jobs, key=lambda j: (-j.site_factor, j.submit_time, j.job_id)):
         t = j.gpu_type if j.gpu_type and "," not in j.gpu_type else None
-        out.setdefault(j.account, Waiting()).jobs.append((j.gpus, t))
+        w = out.setdefault(j.account, Waiting())
+        w.jobs.append((j.gpus, t))
+        w.ids.append(j.job_id)
     return out
 
 
@@ -271,11 +276,17 @@ def place_gpus(free: Mapping[str, Mapping[str, int]], size: Mapping[str, Mapping
 
 
 class FreeGPUs:
-    """The GPUs free now, node by node, and where a job of ``n`` GPUs of one type would go (:func:`place_gpus`)."""
+    """The GPUs free now, node by node, and where a job of ``n`` GPUs of one type would go (:func:`place_gpus`);
+    ``holders``: the running GPU jobs on these nodes, where their GPUs are (:mod:`.reclaim`)."""
 
-    def __init__(self, free: Mapping[str, Mapping[str, int]], size: Mapping[str, Mapping[str, int]]):
+    def __init__(self, free: Mapping[str, Mapping[str, int]], size: Mapping[str, Mapping[str, int]],
+                 holders: Sequence[Holder] = ()):
         self.free = {n: {t: int(c) for t, c in row.items()} for n, row in free.items()}
         self.size = {n: {t: int(c) for t, c in row.items()} for n, row in size.items()}
+        self.holders = tuple(holders)
+
+    def copy(self) -> "FreeGPUs":
+        return FreeGPUs(self.free, self.size, self.holders)
 
     @classmethod
     def of(cls, snapshot: Snapshot, partitions: Iterable[str] = ()) -> "FreeGPUs":
@@ -287,7 +298,8 @@ class FreeGPUs:
                 continue
             size[n.name] = {t: int(c) for t, c in n.gpus.items()}
             free[n.name] = {t: max(0, int(c) - int(n.gpus_allocated.get(t, 0))) for t, c in n.gpus.items()}
-        return cls(free, size)
+        jobs = [j for j in snapshot.jobs if j.running and (not parts or _in_partitions(j.partition, parts))]
+        return cls(free, size, holders_of(jobs))
 
     def totals(self) -> dict[str, int]:
         out: dict[str, int] = {}
