@@ -41,7 +41,9 @@ from ..cluster.base import Job
 from .. import preemptions as _states
 from ..preemptions import SIGNALLED, PreemptionRecord
 from . import unrequeueable as UR
-from .plan.demand import startable
+from .plan.demand import FreeGPUs, startable
+from .plan.reclaim import Reclaim
+from . import victims as V
 
 STATES = _states.STATES  # every state a preemption can be in
 OPEN = SIGNALLED  # state of a preemption waiting for its grace to end (the states: slurm_fair/preemptions.py)
@@ -60,6 +62,7 @@ class Action:
     record_id: int | None = None  # the preemption this step belongs to (requeue/resolve/gone)
     target_type: str | None = None  # an upgrade move: the type the job gets with its requeue
     due: float | None = None  # hold-back: when the job is cancelled (preemption.unrequeueable = cancel), else None
+    for_job: int | None = None  # a reclaim: the waiting job whose placement the freed GPUs complete
 
 
 @dataclass(frozen=True)
@@ -186,7 +189,8 @@ def _lease_end(job: Job, history: Sequence[Record], min_runtime: float) -> tuple
 
 def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history: Sequence[Record],
            now: float, cfg: PreemptionConfig, idle: Mapping[str, int] | None = None, word: str = "limit",
-           upgrade_ok: Any = None) -> Decision:
+           upgrade_ok: Any = None, reclaims: Sequence[Reclaim] | None = None,
+           free: FreeGPUs | None = None) -> Decision:
     """The preemption steps of this round (see the module docstring).
 
     ``limits``: what each account is entitled to per type — its guarantee when limits lend (the daemon's
@@ -197,7 +201,10 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
     waiting accounts are served from them first, so nothing is preempted for GPUs that stand idle. ``word``: what
     ``limits`` are called in the reasons ("guarantee" or "limit"). ``upgrade_ok(record)``: for an open upgrade
     move whose grace is over, None when its job can still start on the target type, else why not (then it is
-    resolved, not requeued); None: every such move is resolved."""
+    resolved, not requeued); None: every such move is resolved. ``reclaims`` (limits lend): the plan's claims
+    served by reclaim — new signals go to their victims only, all of a claim's or none, and a reclaim recorded
+    for a waiting job is requeued only when that job would then start (:mod:`.victims`; ``free``: the GPUs idle
+    now, node by node); None: the older rule by GPUs per type (hard caps)."""
     use = in_use(jobs)
     running = {j.job_id: j for j in jobs if j.running}
     known = {j.job_id: j for j in jobs}
@@ -219,6 +226,7 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
     actions.extend(_held_back(history, running, excess, waiting, now, rule, limits, use, word))
 
     # 1. open preemptions: they free GPUs first (in grace), or are requeued / resolved / gone now
+    by_claim = V.due([r for r in history if r.state == OPEN], running, known, free, now) if reclaims is not None else {}
     for r in sorted((r for r in history if r.state == OPEN), key=lambda r: (r.signalled_at or 0, r.id)):
         job = running.get(r.job_id)
         if job is None:
@@ -234,6 +242,18 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
                                   record_id=r.id))
             continue
         g = int(job.gpus_allocated.get(r.gpu_type, r.gpus))
+        if reclaims is not None and r.for_job is not None and not r.target_type:
+            if r.id not in by_claim:  # its claim still has a member in its grace
+                continue
+            why_not = by_claim[r.id]
+            if why_not is None:
+                actions.append(Action("requeue", r.job_id, r.account, r.gpu_type, g,
+                                      f"grace over; the job it was freed for ({r.for_job}) starts on what it frees",
+                                      record_id=r.id, for_job=r.for_job))
+            else:
+                actions.append(Action("resolve", r.job_id, r.account, r.gpu_type, g,
+                                      f"resolved, not requeued: {why_not}", record_id=r.id, for_job=r.for_job))
+            continue
         if r.target_type:  # an upgrade move: requeued onto the faster type while that still has room for it
             if r.requeue_at is not None and now < r.requeue_at:
                 continue
@@ -283,6 +303,9 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
     # 2. new signals: most over-share account first, its newest job first
     cap = int(cfg.max_jobs_per_round)
     taken: set[int] = {r.job_id for r in history if r.state in (OPEN, UR.HELD_BACK)}
+    if reclaims is not None:  # by claims: the victims that complete a waiting job's placement
+        _by_claims(reclaims, running, history, now, cfg, taken, rule, cancel_grace, actions, skipped)
+        return Decision(tuple(actions), tuple(skipped), over, waiting_before)
     by_job: dict[int, list[Record]] = {}
     for r in history:
         by_job.setdefault(r.job_id, []).append(r)
@@ -365,6 +388,60 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
         excess[a][t] -= g
         waiting.take(t, g)
     return Decision(tuple(actions), tuple(skipped), over, waiting_before)
+
+
+def _by_claims(reclaims: Sequence[Reclaim], running: Mapping[int, Job], history: Sequence[Record], now: float,
+               cfg: PreemptionConfig, taken: set[int], rule: str, cancel_grace: float, actions: list[Action],
+               skipped: list[Skip]) -> None:
+    """New signals for the plan's claims served by reclaim (:mod:`.victims`): all of a claim's victims or none."""
+    cap = int(cfg.max_jobs_per_round)
+    n = sum(a.kind == "signal" for a in actions)
+    for rc in reclaims:
+        vs = [running[v] for v in rc.victims if v in running]
+        new = [v for v in vs if v.job_id not in taken]
+        if len(vs) < len(rc.victims) or not new:
+            continue  # a victim has gone (its GPUs come back anyway) or all are being freed already
+        tag = f"for job {rc.job_id} of {rc.account} ({rc.gpus} {rc.gpu_type} GPUs on {', '.join(sorted(rc.where))})"
+        block = V.blockers(new, history, now, cfg, _lease_end)
+        if block:
+            for v in new:
+                skipped.append(Skip(v.job_id, v.account, rc.gpu_type, f"{tag}: " + block.get(
+                    v.job_id, "another victim of the same claim cannot be signalled now: none is")))
+            continue
+        stuck = {v.job_id: UR.why_not_requeueable(v) for v in new}
+        stuck = {k: w for k, w in stuck.items() if w is not None}
+        if stuck:  # the claim cannot be completed by requeues: hold the unrequeue-able back, signal nobody
+            for v in new:
+                if v.job_id in stuck and UR.acts(rule):
+                    g = int(v.gpus_allocated.get(rc.gpu_type, v.gpus))
+                    actions.append(Action(
+                        UR.HOLD_BACK, v.job_id, v.account, rc.gpu_type, g,
+                        f"{tag}: the job is {stuck[v.job_id]}: {v.account}'s {rc.gpu_type} limits are lowered by its "
+                        f"{g} GPUs until it ends (preemption.unrequeueable = {rule})",
+                        due=UR.cancel_due(rule, v, now, cancel_grace)))
+                    taken.add(v.job_id)
+                else:
+                    skipped.append(Skip(v.job_id, v.account, rc.gpu_type, f"{tag}: " + stuck.get(
+                        v.job_id, "another victim of the same claim cannot be requeued: none is signalled")))
+            continue
+        ok, why = V.pays(rc.gpus, new, now, cfg)
+        if not ok:
+            for v in new:
+                skipped.append(Skip(v.job_id, v.account, rc.gpu_type, f"{tag}: the requeue does not pay: {why}"))
+            continue
+        if n + len(new) > cap:
+            for v in new:
+                skipped.append(Skip(v.job_id, v.account, rc.gpu_type,
+                                    f"{tag}: per-round cap reached (preemption.max_jobs_per_round = {cap})"))
+            continue
+        for v in new:
+            g = int(v.gpus_allocated.get(rc.gpu_type, v.gpus))
+            actions.append(Action(
+                "signal", v.job_id, v.account, rc.gpu_type, g,
+                f"{tag}: {v.account} holds {rc.gpu_type} GPUs above its guarantee and its GPUs complete that job's "
+                f"placement; {why}", signal=cfg.signal, for_job=rc.job_id))
+            taken.add(v.job_id)
+            n += 1
 
 
 def _held_back(history: Sequence[Record], running: Mapping[int, Job], excess: dict[str, dict[str, int]],
