@@ -5,7 +5,8 @@
 * **Demand** (:func:`observe_demand`): per (account, class), the GPUs of its pending and running jobs,
   the smallest pending job, and the GPU types its jobs asked for (None = some job is untyped, any type).
   Per type (:meth:`ClassDemand.type_demand`): the GPUs of its jobs that request that type plus its untyped
-  jobs' GPUs (an untyped job can run on any type of its partition), at most the class's total. Per job (the
+  jobs' GPUs (an untyped job can run on any type of its partition) and its pending fair:flex jobs' GPUs
+  (slurm-fair typed them; they could use any type), at most the class's total. Per job (the
   ``jobs`` of the problem, for the per-job policies): its GPUs and the seconds of its time limit left (minus
   the time it has run, if running) as its remaining work — Slurm knows no better.
 """
@@ -113,6 +114,7 @@ class ClassDemand:
     # (job id, GPUs, seconds of its time limit left: the limit, minus the time run for a running job;
     # None = no limit known) — the per-job policies' view of the class (``JobClass.jobs``)
     jobs: list[tuple[int, int, float | None]] = field(default_factory=list)
+    flexible: dict[str, int] = field(default_factory=dict)  # pending fair:flex jobs' GPUs per given type
 
     def add(self, job: Job, now: float | None = None) -> None:
         g = job.gpus
@@ -129,6 +131,8 @@ class ClassDemand:
             self.pending_jobs += 1
             self.min_pending = g if self.min_pending is None else min(self.min_pending, g)
             self.pending_by_type[t] = self.pending_by_type.get(t, 0) + g
+            if job.flexible and job.gpu_type:
+                self.flexible[job.gpu_type] = self.flexible.get(job.gpu_type, 0) + g
         else:
             self.running_gpus += g
             self.running_jobs += 1
@@ -139,9 +143,12 @@ class ClassDemand:
 
     def type_demand(self, gpu_types: Iterable[str]) -> dict[str, float]:
         """Most GPUs of each type the class's jobs can use: GPUs of jobs requesting that type plus the
-        untyped jobs' GPUs (they run on any type), at most the class's total ``gpus``."""
+        untyped jobs' GPUs (they run on any type) and the pending flexible jobs' (slurm-fair typed them; they
+        could use any type: their demand does not drop off the others), at most the class's total ``gpus``."""
         untyped = self.by_type.get("", 0)
-        return {g: float(min(self.by_type.get(g, 0) + untyped, self.gpus)) for g in gpu_types}
+        flex = sum(self.flexible.values())
+        return {g: float(min(self.by_type.get(g, 0) + untyped + flex - self.flexible.get(g, 0), self.gpus))
+                for g in gpu_types}
 
 
 def observe_demand(snapshot: Snapshot, cfg: Config) -> dict[tuple[str, str], ClassDemand]:
