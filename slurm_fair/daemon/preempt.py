@@ -5,6 +5,11 @@ rounds: *signal* (the job checkpoints), then, once ``preemption.grace`` seconds 
 goes back to pending and resumes from its checkpoint when it runs again). :func:`decide` turns the round's
 plan and the snapshot's jobs into those steps; ``daemon/round.py`` performs and records them.
 
+With lending limits the daemon passes the plan's reclaims (``reclaims``): new signals then go only to the
+victims that complete a waiting job's placement, all of a claim's or none, and a reclaim is requeued only when
+the job it was freed for would then start (:mod:`.victims`). Without them (hard caps), the older rule by GPUs
+per type below applies.
+
 Rules for a new signal (all must hold):
 
 (a) the job's account runs above its limit on that GPU type: GPUs in use of the type (``gpus_allocated`` of

@@ -5,10 +5,11 @@
   one closest to the GPUs the account holds now); the smallest pending job gates an account (``min_gpus``)
   only while it has no running GPU job. The rounded share (``Plan.real``) is the account's **guarantee** of
   each type — Kueue's *nominal quota* of a flavor.
-* **Claims**: the part of its guarantee an account's *waiting* jobs need now (:func:`claims_of`): job by job,
-  a startable pending job claims its GPUs on its type (an untyped one on its account's fastest type where it
-  fits) within the account's guarantee minus what it uses, and only out of GPUs that can serve it now — the
-  idle ones, plus the borrowed ones when preemption reclaims them. Held jobs, jobs waiting on a dependency or
+* **Claims**: the part of its guarantee an account's *waiting* jobs need now (:func:`claims_and_reclaims`): job
+  by job, a startable pending job claims its GPUs on its type (an untyped one on its account's fastest type
+  where it fits) within the account's guarantee minus what it uses, and only where it fits whole as Slurm would
+  place it — on the idle GPUs, or, when preemption reclaims, on nodes where borrowers' jobs give GPUs back
+  (:mod:`.reclaim`; such a claim is one of the plan's ``reclaims``, naming its victims). Held jobs, jobs waiting on a dependency or
   a begin time claim nothing (:func:`.demand.startable`), nor does a job that could not start anyway: idle
   GPUs are never held for nothing.
 * **Lend** (``limits.lend = true``, the default): every GPU no claim holds is lendable — Kueue's borrowing
@@ -17,8 +18,9 @@
   waiting jobs, so no GPU stays idle for an account that does not need it, an account without jobs can
   start at once on whatever is not claimed, and when nobody waits no limit binds at all (a limit equal to
   the capacity is written as no limit). GPUs an account holds above its guarantee are **borrowed**: when
-  another account waits under its guarantee there, they are reclaimed by preemption (``daemon/preempt.py``
-  runs against the guarantees, not the limits), borrowed jobs first, newest first.
+  another account waits under its guarantee there, they are reclaimed by preemption (the plan's reclaims,
+  ``daemon/victims.py``). While a claim on a type is served by reclaim, every account is held to its guarantee
+  there (and its total to the sum of its per-type limits), so nobody refills what preemption frees.
 * **Hard caps** (``limits.lend = false``): the old rule — the limit is the guarantee, cut to what the
   account's jobs could use there, plus GPUs no account was given handed, one at a time, to accounts with
   pending jobs that can use them (``extra``).
