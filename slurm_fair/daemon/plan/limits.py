@@ -119,8 +119,8 @@ def claims_and_reclaims(real: Mapping[str, Mapping[str, int]], used: Mapping[str
     account's jobs in its order (``waiting``); a job claims its GPUs on its type — an untyped one on the first
     type of ``order[account]`` (fastest first) where it fits — when they fit both in what is left of the
     account's guarantee there (guarantee − used − claimed) and, whole, where Slurm would place it: on the idle
-    GPUs (``free``, node by node), or, with ``borrowed`` (preemption on), once borrowers' jobs give back their
-    GPUs on the nodes the job needs (:mod:`.reclaim`: such a claim is a :class:`.reclaim.Reclaim` naming its
+    GPUs (``free``, node by node; an untyped job on any of its types first), or, with ``borrowed`` (preemption
+    on), once borrowers' jobs give back their GPUs on the nodes the job needs (:mod:`.reclaim`: such a claim is a :class:`.reclaim.Reclaim` naming its
     victims; the GPUs its victims free beyond the job serve the next claims). ``free`` None: no bound. A job
     that fits nowhere claims nothing: holding GPUs idle for a job that cannot start would only delay others.
     """
@@ -132,10 +132,10 @@ def claims_and_reclaims(real: Mapping[str, Mapping[str, int]], used: Mapping[str
         g = sum(int(v) for v in real[a].values())
         return (sum(int(v) for v in used.get(a, {}).values()) / g if g else float("inf"), a)
 
-    def serve(a: str, job_id: int, g: str, gpus: int) -> bool:
+    def serve(a: str, job_id: int, g: str, gpus: int, idle: bool) -> bool:
         if free is None or free.take(g, gpus):
             return True
-        if borrowed is None:
+        if idle or borrowed is None:
             return False
         got = borrowed.place(free.free, free.size, g, gpus)
         if got is None:
@@ -156,8 +156,10 @@ def claims_and_reclaims(real: Mapping[str, Mapping[str, int]], used: Mapping[str
         w = waiting[a]
         for i, (gpus, t) in enumerate(w.jobs):
             jid = w.ids[i] if i < len(w.ids) else 0
-            for g in ([t] if t is not None else types):
-                if g in room[a] and room[a][g] >= gpus and serve(a, jid, g, gpus):
+            cands = [g for g in ([t] if t is not None else types) if g in room[a] and room[a][g] >= gpus]
+            # idle GPUs on any type it can use first, then reclaim (nothing is freed where GPUs idle)
+            for g, idle in [(g, True) for g in cands] + [(g, False) for g in cands]:
+                if serve(a, jid, g, gpus, idle):
                     out[a][g] += gpus
                     room[a][g] -= gpus
                     break
