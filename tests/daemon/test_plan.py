@@ -645,3 +645,13 @@ def test_a_flexible_jobs_demand_counts_for_every_type_it_could_use():
     d.add(flex)
     d.add(fixed)
     assert d.type_demand(["v100", "k80"]) == {"v100": 3.0, "k80": 2.0}  # the typed job only where it asked
+
+
+def test_an_untyped_job_claims_idle_gpus_of_a_slower_type_before_it_reclaims_a_faster_one():
+    # v100 (fastest for a): all 4 held by b above its guarantee; k80: 4 idle. a's untyped 1-GPU job takes a k80.
+    real = {"a": {"v100": 2, "k80": 2}, "b": {"v100": 2, "k80": 2}}
+    used = {"b": {"v100": 4}}
+    free = P.FreeGPUs({"v": {"v100": 0}, "k": {"k80": 4}}, {"v": {"v100": 4}, "k": {"k80": 4}})
+    claims, reclaims = claims_and_reclaims(real, used, {"a": P.Waiting([(1, None)], [5])}, {"a": ["v100", "k80"]},
+                                           free, Borrowed([Holder(1, "b", "v100", 4, {"v": 4})], real, used))
+    assert claims["a"] == {"v100": 0, "k80": 1} and reclaims == []
