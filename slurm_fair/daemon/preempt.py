@@ -309,7 +309,9 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
     cap = int(cfg.max_jobs_per_round)
     taken: set[int] = {r.job_id for r in history if r.state in (OPEN, UR.HELD_BACK)}
     if reclaims is not None:  # by claims: the victims that complete a waiting job's placement
-        _by_claims(reclaims, running, history, now, cfg, taken, rule, cancel_grace, actions, skipped)
+        _by_claims(reclaims, running, history, now, cfg, taken, rule, cancel_grace, actions, skipped,
+                   lambda a, t: f"{a} uses {use.get(a, {}).get(t, 0)} {t} GPUs with a {word} of "
+                                f"{int(limits.get(a, {}).get(t, 0))}")
         return Decision(tuple(actions), tuple(skipped), over, waiting_before)
     by_job: dict[int, list[Record]] = {}
     for r in history:
@@ -397,8 +399,9 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
 
 def _by_claims(reclaims: Sequence[Reclaim], running: Mapping[int, Job], history: Sequence[Record], now: float,
                cfg: PreemptionConfig, taken: set[int], rule: str, cancel_grace: float, actions: list[Action],
-               skipped: list[Skip]) -> None:
-    """New signals for the plan's claims served by reclaim (:mod:`.victims`): all of a claim's victims or none."""
+               skipped: list[Skip], uses: Any) -> None:
+    """New signals for the plan's claims served by reclaim (:mod:`.victims`): all of a claim's victims or none;
+    ``uses(account, type)`` says what the account uses there against what it is entitled to."""
     cap = int(cfg.max_jobs_per_round)
     n = sum(a.kind == "signal" for a in actions)
     for rc in reclaims:
@@ -443,8 +446,8 @@ def _by_claims(reclaims: Sequence[Reclaim], running: Mapping[int, Job], history:
             g = int(v.gpus_allocated.get(rc.gpu_type, v.gpus))
             actions.append(Action(
                 "signal", v.job_id, v.account, rc.gpu_type, g,
-                f"{tag}: {v.account} holds {rc.gpu_type} GPUs above its guarantee and its GPUs complete that job's "
-                f"placement; {why}", signal=cfg.signal, for_job=rc.job_id))
+                f"{uses(v.account, rc.gpu_type)}; {tag}: its GPUs complete that job's placement; {why}",
+                signal=cfg.signal, for_job=rc.job_id))
             taken.add(v.job_id)
             n += 1
 
