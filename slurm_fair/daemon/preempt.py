@@ -47,7 +47,7 @@ from .. import preemptions as _states
 from ..preemptions import SIGNALLED, PreemptionRecord
 from . import unrequeueable as UR
 from .plan.demand import FreeGPUs, startable
-from .plan.reclaim import Reclaim
+from .plan.reclaim import Borrowed, Reclaim
 from . import victims as V
 
 STATES = _states.STATES  # every state a preemption can be in
@@ -247,7 +247,8 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
                                   record_id=r.id))
             continue
         g = int(job.gpus_allocated.get(r.gpu_type, r.gpus))
-        if reclaims is not None and r.for_job is not None and not r.target_type:
+        if reclaims is not None and r.for_job is not None and not r.target_type and (
+                r.id not in by_claim or UR.why_not_requeueable(job) is None):
             if r.id not in by_claim:  # its claim still has a member in its grace
                 continue
             why_not = by_claim[r.id]
@@ -309,9 +310,8 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
     cap = int(cfg.max_jobs_per_round)
     taken: set[int] = {r.job_id for r in history if r.state in (OPEN, UR.HELD_BACK)}
     if reclaims is not None:  # by claims: the victims that complete a waiting job's placement
-        _by_claims(reclaims, running, history, now, cfg, taken, rule, cancel_grace, actions, skipped,
-                   lambda a, t: f"{a} uses {use.get(a, {}).get(t, 0)} {t} GPUs with a {word} of "
-                                f"{int(limits.get(a, {}).get(t, 0))}")
+        _by_claims(reclaims, running, history, now, cfg, taken, rule, cancel_grace, actions, skipped, limits, use,
+                   free, word)
         return Decision(tuple(actions), tuple(skipped), over, waiting_before)
     by_job: dict[int, list[Record]] = {}
     for r in history:
@@ -399,54 +399,78 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
 
 def _by_claims(reclaims: Sequence[Reclaim], running: Mapping[int, Job], history: Sequence[Record], now: float,
                cfg: PreemptionConfig, taken: set[int], rule: str, cancel_grace: float, actions: list[Action],
-               skipped: list[Skip], uses: Any) -> None:
-    """New signals for the plan's claims served by reclaim (:mod:`.victims`): all of a claim's victims or none;
-    ``uses(account, type)`` says what the account uses there against what it is entitled to."""
+               skipped: list[Skip], limits: Mapping[str, Mapping[str, int]], use: Mapping[str, Mapping[str, int]],
+               free: FreeGPUs | None, word: str) -> None:
+    """New signals for the plan's claims served by reclaim (:mod:`.victims`): all of a claim's victims or none.
+    A victim Slurm cannot requeue is held back (``preemption.unrequeueable``, at most its account's excess) or
+    skipped, and the claim is placed again without it (:meth:`.plan.reclaim.Borrowed.place`): others go in its
+    place, as many as the account still holds above its guarantee."""
     cap = int(cfg.max_jobs_per_round)
     n = sum(a.kind == "signal" for a in actions)
+    gone = {r.job_id for r in history if r.state == UR.HELD_BACK} | {a.job_id for a in actions if a.kind == UR.HOLD_BACK}
+    held: dict[tuple[str, str], int] = {}
+    for r in history:
+        if r.state == UR.HELD_BACK and r.job_id in running:
+            held[(r.account, r.gpu_type)] = held.get((r.account, r.gpu_type), 0) + r.gpus
+    for x in actions:
+        if x.kind == UR.HOLD_BACK:
+            held[(x.account, x.gpu_type)] = held.get((x.account, x.gpu_type), 0) + x.gpus
     for rc in reclaims:
-        vs = [running[v] for v in rc.victims if v in running]
-        new = [v for v in vs if v.job_id not in taken]
-        if len(vs) < len(rc.victims) or not new:
-            continue  # a victim has gone (its GPUs come back anyway) or all are being freed already
-        tag = f"for job {rc.job_id} of {rc.account} ({rc.gpus} {rc.gpu_type} GPUs on {', '.join(sorted(rc.where))})"
+        t = rc.gpu_type
+        tag = f"for job {rc.job_id} of {rc.account} ({rc.gpus} {t} GPUs on {', '.join(sorted(rc.where))})"
+        victims: tuple[int, ...] | None = rc.victims
+        for _ in range(2 * len(running) + 2):  # every other pass takes one more job out: bounded
+            if victims is None or any(v not in running for v in victims):
+                break
+            if any(v in gone for v in victims):  # place it again without the jobs held back or skipped
+                got = None if free is None else Borrowed([h for h in free.holders if h.job_id not in gone],
+                                                         limits, use).place(free.free, free.size, t, rc.gpus)
+                victims = None if got is None else tuple(h.job_id for h in got[1])
+                continue
+            stuck = {v: UR.why_not_requeueable(running[v]) for v in victims if v not in taken}
+            stuck = {v: w for v, w in stuck.items() if w is not None}
+            if not stuck:
+                break
+            for v, w in stuck.items():
+                j = running[v]
+                g = int(j.gpus_allocated.get(t, j.gpus))
+                over = use.get(j.account, {}).get(t, 0) - int(limits.get(j.account, {}).get(t, 0))
+                if UR.acts(rule) and held.get((j.account, t), 0) < over:
+                    held[(j.account, t)] = held.get((j.account, t), 0) + g
+                    actions.append(Action(
+                        UR.HOLD_BACK, v, j.account, t, g,
+                        f"{tag}: the job is {w}: {j.account}'s {t} limits are lowered by its {g} GPUs until it ends "
+                        f"(preemption.unrequeueable = {rule})", due=UR.cancel_due(rule, j, now, cancel_grace)))
+                    taken.add(v)
+                else:
+                    skipped.append(Skip(v, j.account, t, f"{tag}: {w}"))
+                gone.add(v)
+        new = [running[v] for v in (victims or ()) if v in running and v not in taken]
+        if (victims is None or any(v in gone for v in victims)
+                or len(new) + sum(v in taken for v in victims) < len(victims) or not new):
+            continue  # no placement left, a victim has gone (its GPUs come back anyway), or all are being freed
         block = V.blockers(new, history, now, cfg, _lease_end)
         if block:
             for v in new:
-                skipped.append(Skip(v.job_id, v.account, rc.gpu_type, f"{tag}: " + block.get(
+                skipped.append(Skip(v.job_id, v.account, t, f"{tag}: " + block.get(
                     v.job_id, "another victim of the same claim cannot be signalled now: none is")))
-            continue
-        stuck = {v.job_id: UR.why_not_requeueable(v) for v in new}
-        stuck = {k: w for k, w in stuck.items() if w is not None}
-        if stuck:  # the claim cannot be completed by requeues: hold the unrequeue-able back, signal nobody
-            for v in new:
-                if v.job_id in stuck and UR.acts(rule):
-                    g = int(v.gpus_allocated.get(rc.gpu_type, v.gpus))
-                    actions.append(Action(
-                        UR.HOLD_BACK, v.job_id, v.account, rc.gpu_type, g,
-                        f"{tag}: the job is {stuck[v.job_id]}: {v.account}'s {rc.gpu_type} limits are lowered by its "
-                        f"{g} GPUs until it ends (preemption.unrequeueable = {rule})",
-                        due=UR.cancel_due(rule, v, now, cancel_grace)))
-                    taken.add(v.job_id)
-                else:
-                    skipped.append(Skip(v.job_id, v.account, rc.gpu_type, f"{tag}: " + stuck.get(
-                        v.job_id, "another victim of the same claim cannot be requeued: none is signalled")))
             continue
         ok, why = V.pays(rc.gpus, new, now, cfg)
         if not ok:
             for v in new:
-                skipped.append(Skip(v.job_id, v.account, rc.gpu_type, f"{tag}: the requeue does not pay: {why}"))
+                skipped.append(Skip(v.job_id, v.account, t, f"{tag}: the requeue does not pay: {why}"))
             continue
         if n + len(new) > cap:
             for v in new:
-                skipped.append(Skip(v.job_id, v.account, rc.gpu_type,
+                skipped.append(Skip(v.job_id, v.account, t,
                                     f"{tag}: per-round cap reached (preemption.max_jobs_per_round = {cap})"))
             continue
         for v in new:
-            g = int(v.gpus_allocated.get(rc.gpu_type, v.gpus))
+            g = int(v.gpus_allocated.get(t, v.gpus))
             actions.append(Action(
-                "signal", v.job_id, v.account, rc.gpu_type, g,
-                f"{uses(v.account, rc.gpu_type)}; {tag}: its GPUs complete that job's placement; {why}",
+                "signal", v.job_id, v.account, t, g,
+                f"{v.account} uses {use.get(v.account, {}).get(t, 0)} {t} GPUs with a {word} of "
+                f"{int(limits.get(v.account, {}).get(t, 0))}; {tag}: its GPUs complete that job's placement; {why}",
                 signal=cfg.signal, for_job=rc.job_id))
             taken.add(v.job_id)
             n += 1

@@ -50,7 +50,7 @@ def expected_left(job: Job, now: float) -> float:
 
 
 def pays(gpus: int, victims: Sequence[Job], now: float, cfg: PreemptionConfig) -> tuple[bool, str]:
-    """Does freeing ``victims`` for a waiting job of ``gpus`` GPUs pay? Gain: its GPUs × the time it would
+    """Does freeing ``victims`` for a waiting job of ``gpus`` GPUs pay (gain >= cost)? Gain: its GPUs × the time it would
     otherwise wait for them (the longest victim's expected rest, :func:`expected_left`) less the grace; cost:
     each victim's GPUs × ``preemption.upgrade_cost`` (restart, reload, the work since its last checkpoint)."""
     wait = max(expected_left(v, now) for v in victims)
@@ -58,7 +58,7 @@ def pays(gpus: int, victims: Sequence[Job], now: float, cfg: PreemptionConfig) -
     cost = sum(v.gpus for v in victims) * float(cfg.upgrade_cost)
     why = (f"gain {gain:.0f} GPU-s ({gpus} GPUs x {wait:.0f} s expected wait - {float(cfg.grace):g} s grace) vs cost "
            f"{cost:.0f} GPU-s ({sum(v.gpus for v in victims)} GPUs x upgrade_cost {float(cfg.upgrade_cost):g} s)")
-    return gain > cost, why
+    return gain >= cost, why
 
 
 def blockers(victims: Sequence[Job], history: Sequence[PreemptionRecord], now: float, cfg: PreemptionConfig,

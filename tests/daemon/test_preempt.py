@@ -210,7 +210,7 @@ def test_daemon_wakes_up_when_a_grace_ends():
 from dataclasses import replace as _replace  # noqa: E402
 
 from slurm_fair.daemon.plan.demand import FreeGPUs  # noqa: E402
-from slurm_fair.daemon.plan.reclaim import Reclaim  # noqa: E402
+from slurm_fair.daemon.plan.reclaim import Reclaim, holders_of  # noqa: E402
 
 GUAR = {"A": {"v100": 0}, "B": {"v100": 8}}
 
@@ -295,3 +295,20 @@ def test_a_victim_is_not_requeued_to_restart_on_the_same_type_while_the_job_it_w
     started = [j for j in jobs if j.job_id != 99] + [run(99, "B", "v100", 8, ran=10)]
     d = decide(GUAR, started, recs, NOW, CFG, reclaims=[], free=_free())
     assert kinds(d) == [("resolve", 1), ("resolve", 2)] and "has started" in d.actions[0].reason
+
+
+def test_a_victim_that_cannot_be_requeued_is_held_back_and_the_claim_placed_again_without_it():
+    # A holds 4 a100s on n1 with a guarantee of 3; B waits for 1. The plan names A's newest job, which Slurm cannot
+    # requeue: it is held back (A's excess is 1) and the next newest goes in its place.
+    free = FreeGPUs({"n1": {"a100": 0}}, {"n1": {"a100": 4}})
+    jobs = [on(run(i, "A", ran=7200 - i), n1=1) for i in (1, 2, 3)] + [on(run(4, "A", ran=100, requeue=False), n1=1),
+                                                                        pend(99, "B")]
+    free.holders = tuple(holders_of(jobs))
+    guar = {"A": {"a100": 3}, "B": {"a100": 1}}
+    rc = Reclaim("B", 99, "a100", 1, {"n1": 1}, (4,))
+    d = decide(guar, jobs, [], NOW, CFG, reclaims=[rc], free=free)
+    assert kinds(d) == [("hold-back", 4), ("signal", 3)] and d.actions[1].for_job == 99
+    # every job of A is non-requeue-able: at most its excess (1) is held back, the others are listed
+    stuck = [_replace(j, requeue=False) if j.running else j for j in jobs]
+    d = decide(guar, stuck, [], NOW, CFG, reclaims=[rc], free=free)
+    assert kinds(d) == [("hold-back", 4)] and {s.job_id for s in d.skipped} == {1, 2, 3}
