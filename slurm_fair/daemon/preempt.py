@@ -24,7 +24,8 @@ Rules for a new signal (all must hold):
     (``daemon/unrequeueable.py``: its account is held back by its GPUs, or it is cancelled later, or it is only
     listed), as is a signalled job found non-requeue-able when its grace ends;
 (e) its lease is over: ``min_runtime`` after its start, its last requeue and its last signal by slurm-fair
-    (so a job is never preempted twice within a lease and never re-signalled while it waits its grace).
+    (so a job is never preempted twice within a lease and never re-signalled while it waits its grace);
+(f) slurm-fair requeued it fewer than ``preemption.max_requeues_per_day`` times in the last 24 h.
 
 Order: the account with the most GPUs above its limit (on any type, re-evaluated after every pick; ties: the
 account name) first, and within it the newest job (latest start, then highest id). At most ``preemption.max_jobs_per_round`` signals.
@@ -518,4 +519,4 @@ def _ineligible(job: Job, g: int, avail: int, t: str, history: Sequence[Record],
         return f"lease: its last {what} was {now - (end - float(cfg.min_runtime)):.0f} s ago (< min_runtime)"
     if g > avail:
         return f"holds {g} {t} GPUs; accounts under their share can use only {avail} there"
-    return None
+    return V.blockers([job], history, now, cfg, _lease_end).get(job.job_id)  # requeues per day

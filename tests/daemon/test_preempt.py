@@ -312,3 +312,12 @@ def test_a_victim_that_cannot_be_requeued_is_held_back_and_the_claim_placed_agai
     stuck = [_replace(j, requeue=False) if j.running else j for j in jobs]
     d = decide(guar, stuck, [], NOW, CFG, reclaims=[rc], free=free)
     assert kinds(d) == [("hold-back", 4)] and {s.job_id for s in d.skipped} == {1, 2, 3}
+
+
+def test_requeues_per_day_bound_the_hard_cap_rule_too():
+    jobs = [run(1, "A", ran=7200), run(2, "A", ran=7200), pend(10, "B")]
+    twice = [signalled(1, 2, "A", ago=80000, state="requeued", requeued_at=NOW - 79000),
+             signalled(2, 2, "A", ago=40000, state="requeued", requeued_at=NOW - 39000)]
+    d = decide(LIMITS, jobs, twice, NOW, CFG)
+    assert kinds(d) == [("signal", 1)]  # job 2 was requeued twice today: the other one goes
+    assert any(s.job_id == 2 and "max_requeues_per_day" in s.reason for s in d.skipped)
