@@ -65,14 +65,6 @@ class Borrowed:
                     self.jobs.setdefault(h.gpu_type, {}).setdefault(x, []).append(h)
         self.gone: set[int] = set()
 
-    def totals(self) -> dict[str, int]:
-        """type -> GPUs the borrowers could give back (their excess)."""
-        out: dict[str, int] = {}
-        for row in self.excess.values():
-            for t, n in row.items():
-                out[t] = out.get(t, 0) + n
-        return out
-
     def _on(self, t: str, x: str) -> list[Holder]:
         return [h for h in self.jobs.get(t, {}).get(x, ()) if h.job_id not in self.gone]
 
