@@ -117,7 +117,7 @@ def compute(snapshot: Snapshot, store: Store, cfg: Config, policy: str, now: flo
     warm = _warm(store, policy, now)
     solver = cfg.policy.solver or None
     opts = cfg.policy.options()
-    moving = preemption.moving(store, now, cfg) if cfg.preemption.upgrade else []
+    moving = preemption.moving(store, now, cfg) if cfg.preemption.moves else []
     return P.decide(snapshot, cfg, lambda problem: policies.solve(policy, problem, solver=solver, warm=warm,
                                                                   options=opts),
                     profiles=bounded.round_profiles(store, cfg), shipped=shipped_profiles.load_shipped(), deviations=store.deviations(),
@@ -424,7 +424,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
     # what preemption enforces: the guarantees when limits lend (borrowed GPUs come back), else the limits
     enforced = ({a: g for a, g in plan.real.items() if a in c.planned} if plan.lend
                 else without_hold_back(c.planned, c.held_back))  # a held-back job is not taken twice
-    if dry_run and cfg.preemption.enabled:
+    if dry_run and preemption.wanted(cfg, snapshot):
         res.details.preemption = preemption.run(None, store, cfg, snapshot, enforced, round_id, now, act=False,
                                             decisions=c)
     if not dry_run:
@@ -467,7 +467,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
                                                                   parts, bool(cfg.limits.accounts))
             except OSError as e:  # recorded on the round; never stops it
                 res.details.type_map_error = f"{cfg.type_map_path}: {e.strerror or e}"
-        if cfg.preemption.enabled:
+        if preemption.wanted(cfg, snapshot):  # moves need no reclaim (daemon/upgrade.py)
             try:
                 res.details.preemption = pre = preemption.run(cluster, store, cfg, snapshot, enforced, round_id,
                                                           now, stamp=stamp, decisions=c)

@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from ..cluster.base import ANY_GPU, CLEAR, FLEX_TOKEN, Account, Cluster, Job, Node, Snapshot
+from ..cluster.base import ANY_GPU, CHECKPOINT_TOKEN, CLEAR, FLEX_TOKEN, Account, Cluster, Job, Node, Snapshot
 from ..cluster.errors import CommandFailed
 from ..daemon.plan import DEFAULT_TARGET
 from ..daemon.plan import place_gpus
@@ -141,7 +141,9 @@ class SimCluster(Cluster):
                 start_time=int(self.epoch + j.started) if running else None,
                 gpus_per_node=j.gpus, nodes=1, gpu_type=j.requested,
                 gpus_allocated={j.run_type: j.gpus} if running and j.run_type else {},
-                comment=f"class={j.cls}" + (f" {FLEX_TOKEN}" if j.flex else ""), restart_count=j.restarts,
+                # every simulated job checkpoints (a requeue loses only restart_s): it says so as a user would
+                comment=f"class={j.cls} {CHECKPOINT_TOKEN}" + (f" {FLEX_TOKEN}" if j.flex else ""),
+                restart_count=j.restarts,
                 site_factor=j.site_factor, requeue=True, time_limit=None,
                 node_gpus=dict(j.nodes) if running else {},
             ))

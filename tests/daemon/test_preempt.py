@@ -202,7 +202,10 @@ def test_daemon_wakes_up_when_a_grace_ends():
                              now=NOW)
         assert preemption_wakeup(store, on, NOW + 20) == 101.0  # 1 s after the grace ends
         assert preemption_wakeup(store, on, NOW + 500) == 0.0  # overdue: at once
-        assert preemption_wakeup(store, Config(), NOW) is None  # preemption off
+        off = Config(preemption=PreemptionConfig(enabled=False, upgrade="off"))
+        assert preemption_wakeup(store, off, NOW) is None  # preemption and upgrade moves off
+        # moves need no reclaim: a daemon with only upgrade moves on (the default) wakes up for their grace too
+        assert preemption_wakeup(store, Config(), NOW + 20) == 101.0
 
 
 # ------------------------------------------------------------------ reclaim by claims (issue 28, limits lend)

@@ -14,7 +14,7 @@ from .demand import (NEVER_MANAGED, ClassDemand, FreeGPUs, flexible_as_untyped, 
 from ..unrequeueable import hold_back
 from .eligible import not_demand
 from .limits import Plan, limit_changes, make_plan, site_bounded, with_held_elsewhere
-from .priority import site_factors, update_deficit
+from .priority import aged, site_factors, update_deficit
 from .problem import SRC_ASSUMED, SRC_UNPROFILED, Built, build_problem, type_order
 from .typemap import (Retype, Target, explore_plan, explore_targets, retype_moves, untyped_targets,
                       with_retypes)
@@ -96,7 +96,8 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     factor_changes = {jid: v for jid, v in factors.items() if current_sf.get(jid) != v}
     deferred = 0
     if len(factor_changes) > MAX_SITE_FACTOR_UPDATES:
-        order = sorted(factor_changes, key=lambda j: (-abs(factor_changes[j] - current_sf.get(j, 0)), j))
+        old = aged(snapshot, cfg)  # jobs past the age floor first: their rise is what keeps them from starving
+        order = sorted(factor_changes, key=lambda j: (j not in old, -abs(factor_changes[j] - current_sf.get(j, 0)), j))
         deferred = len(order) - MAX_SITE_FACTOR_UPDATES
         factor_changes = {j: factor_changes[j] for j in sorted(order[:MAX_SITE_FACTOR_UPDATES])}
     current = {a.name: dict(a.limits) for a in snapshot.accounts}
