@@ -203,6 +203,7 @@ BAD = [
     ("preemption", "signal", '""'),
     ("preemption", "max_jobs_per_round", "0"),
     ("preemption", "max_jobs_per_round", "1.5"),
+    ("preemption", "max_requeues_per_day", "0"),
     ("preemption", "upgrade", "2"),
     ("preemption", "upgrade", '"some"'),
     ("preemption", "checkpointing", '["acct:x"]'),

@@ -53,6 +53,7 @@ class Job:
     blocked: str = ""
     batch: bool = True  # a batch job (sbatch); False = an interactive allocation (salloc), never signalled
     cls: str | None = None  # the class the daemon assigned (plan/classcap.py folds extra classes), else read
+    node_gpus: Mapping[str, int] = field(default_factory=dict)  # running: node -> GPUs held there ({} = not known)
 
     @property
     def gpus(self) -> int:

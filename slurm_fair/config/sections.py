@@ -242,6 +242,10 @@ class PreemptionConfig:
         'Checkpoint signal sent to the batch shell, e.g. "USR1" (scancel --signal=SIG --batch).',
     )
     max_jobs_per_round: int = key(10, _pos_int, "At most this many jobs are signalled per round (>= 1).")
+    max_requeues_per_day: int = key(
+        2, _pos_int,
+        "A reclaim never signals a job that slurm-fair requeued this many times in the last 24 h (>= 1).",
+    )
     upgrade: str = key(
         "checkpointing", _upgrade_mode,
         "Upgrade moves: a running fair:flex job on a slow GPU type is checkpointed and requeued onto a faster\n"

@@ -17,11 +17,13 @@ from . import plan as P
 from . import preempt as PR
 from . import upgrade as U
 from . import unrequeueable as UR
+from . import victims as V
 
 
 def history(store: Store, now: float, cfg: Config) -> list[PR.Record]:
-    """The preemptions that matter now: open ones, and those whose lease (``min_runtime``) is not over."""
-    return store.preemption_history(since=now - float(cfg.preemption.min_runtime) - 1.0)
+    """The preemptions that matter now: open ones, and those whose lease (``min_runtime``) is not over or that
+    were requeued in the last 24 h (``max_requeues_per_day``)."""
+    return store.preemption_history(since=now - max(float(cfg.preemption.min_runtime), V.DAY) - 1.0)
 
 
 def held_back(store: Store, now: float, cfg: Config, snapshot: Snapshot) -> dict[str, dict[str, int]]:
@@ -69,9 +71,12 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
             return "the round has no plan" if plan is None else f"Slurm {snapshot.slurm_version} cannot retype"
         return U.still_possible(r, snapshot, plan, cfg.cluster.partitions)
 
-    d = PR.decide(limits, jobs, past, now, cfg.preemption,
-                  idle=P.idle_gpus(snapshot, cfg.cluster.partitions),
-                  word="guarantee" if cfg.limits.lend else "limit", upgrade_ok=upgrade_ok)
+    # limits lend: reclaim by the plan's claims (victims that complete a waiting job's placement, plan/reclaim.py)
+    reclaims = plan.reclaims if plan is not None and plan.lend else None
+    free = P.FreeGPUs.of(snapshot, cfg.cluster.partitions)
+    d = PR.decide(limits, jobs, past, now, cfg.preemption, idle=free.totals(),
+                  word="guarantee" if cfg.limits.lend else "limit", upgrade_ok=upgrade_ok, reclaims=reclaims,
+                  free=free)
     reclaim = bool(cfg.preemption.enabled)
     # moves only: no new reclaim (a signal or hold-back without a record); open preemptions go on to their end
     actions = [a for a in d.actions if reclaim or a.record_id is not None]
@@ -94,7 +99,8 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
                            "signalled": [], "requeued": [], "resolved": [], "gone": [], "failed": []}
     if not act or cluster is None:
         out["would"] = [{"step": a.kind, "job_id": a.job_id, "account": a.account, "gpu_type": a.gpu_type,
-                         "gpus": a.gpus, "reason": a.reason, "target_type": a.target_type} for a in actions]
+                         "gpus": a.gpus, "reason": a.reason, "target_type": a.target_type,
+                         **({"for_job": a.for_job} if a.for_job is not None else {})} for a in actions]
         return PreemptionSummary.from_json(out)
     users = {j.job_id: j.user for j in jobs}
     done = {"signal": "signalled", "requeue": "requeued", "resolve": "resolved", "gone": "gone",
@@ -105,6 +111,8 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
     by_id = {j.job_id: j for j in snapshot.jobs}
     for a in actions:
         item = {"job_id": a.job_id, "account": a.account, "gpu_type": a.gpu_type, "gpus": a.gpus, "reason": a.reason}
+        if a.for_job is not None:
+            item["for_job"] = a.for_job
         if a.target_type:
             item["target_type"] = a.target_type
         step, state, msg, due = done[a.kind], done[a.kind], a.reason, a.due
@@ -146,7 +154,7 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
                                        gpu_type=a.gpu_type, gpus=a.gpus, signal=a.signal, reason=a.reason,
                                        grace=float(cfg.preemption.grace), round_id=round_id,
                                        ok=state != "failed", message="" if state != "failed" else msg, now=stamp,
-                                       target_type=a.target_type)
+                                       target_type=a.target_type, for_job=a.for_job)
         else:
             pid = a.record_id
             store.preemption_step(pid, step, msg, state=state, round_id=round_id, now=stamp)

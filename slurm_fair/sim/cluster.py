@@ -145,6 +145,7 @@ class SimCluster(Cluster):
                 comment=f"class={j.cls} {CHECKPOINT_TOKEN}" + (f" {FLEX_TOKEN}" if j.flex else ""),
                 restart_count=j.restarts,
                 site_factor=j.site_factor, requeue=True, time_limit=None,
+                node_gpus=dict(j.nodes) if running else {},
             ))
         accounts = tuple(Account(a, s, dict(self.limits.get(a, {}))) for a, s in sorted(self.accounts.items()))
         return Snapshot(VERSION, self.clock(), tuple(nodes), tuple(jobs), accounts, (PARTITION,))
