@@ -78,12 +78,10 @@ class _TypeLine:
                 continue
             run = None
             for k in range(len(times)):
-                if best is not None and k >= best:
-                    break
                 if free[k][i] >= n:
                     if run is None:
-                        if times[k] >= before:
-                            break
+                        if times[k] >= before or (best is not None and k >= best):
+                            break  # a run starting here is no earlier than one found
                         run = k
                     if (times[k + 1] if k < last else INF) >= times[run] + d:
                         best = run
