@@ -487,7 +487,7 @@ class SimCluster(Cluster):
             return
         holds = [(j.expected_end(self.now), n, j.run_type, c) for j in self.jobs.values() if j.state == "RUNNING"
                  for n, c in j.nodes.items()]
-        plan = Plan(self.now, self.free, self.node_gpus, holds)
+        plan = Plan(self.now, self.free, self.node_gpus, holds, BF_RESOLUTION)
         for j in behind[:self.bf_max_job_test]:
             if free_now == 0:
                 break  # nothing can start now: the reservations left to make would change nothing
@@ -496,24 +496,22 @@ class SimCluster(Cluster):
                 continue
             d = math.inf if j.time_limit is None else j.time_limit
             for t in types:
-                if plan.free_now(t) < j.gpus:
-                    continue
-                where = plan.fits_now(t, j.gpus, d)
+                where = plan.fits_now(t, j.gpus, d) if plan.free_now(t) >= j.gpus else None
                 if where is not None:
                     self._start(j, t, where, use)
-                    plan.take(t, where, self.now, self.now + d)
+                    plan.start(t, where, d)
                     free_now -= j.gpus
                     break
             else:
-                if any(plan.free_now(t) for t in types):  # a reservation elsewhere cannot stop a start now
+                if plan.idle_now(types):  # elsewhere a reservation cannot stop a start now
                     best = None
                     for t in types:
                         r = plan.earliest(t, j.gpus, d, before=self.now + self.bf_window if best is None
                                           else best[0])
                         if r is not None and (best is None or r[0] < best[0]):
-                            best = (r[0], t, r[1])
+                            best = r
                     if best is not None:
-                        plan.take(best[1], best[2], best[0], best[0] + d)
+                        plan.reserve(best[1], best[0], d)
 
     def _start(self, j: SimJob, t: str, where: Mapping[str, int], use: dict[str, dict[str, int]]) -> None:
         for n, c in where.items():

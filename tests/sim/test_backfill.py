@@ -127,22 +127,20 @@ def test_untyped_job_starting_now_takes_its_fastest_type_that_fits():
 
 def test_a_requeued_jobs_expected_end_counts_from_its_latest_start():
     # R (2 of 4 V100s, 1-h limit) starts at 0, is requeued at 1000 s and restarts at 1060 s: expected to end at
-    # 1060 + 3600 = 4660 s, not 3600 s. B (4 GPUs) reserves from 4660 s; S (59-min limit: ends at 1101 + 3540 =
-    # 4641 s) backfills, S2 (60 min: 4701 s) does not.
-    jobs = [tj("R", gpus=2, secs=9000.0), tj("B", 1100.0, gpus=4), tj("S", 1101.0, limit=3500.0),
-            tj("S2", 1102.0, limit=H)]
+    # 1060 + 3600 = 4660 s, not 3600 s. B (4 GPUs) reserves the node from 4660 s, widened to the 60-s grid: 4620 s.
+    # S (59-min limit, submitted at 1080 s: expected to end at 4620 s) backfills; S2 (60 min, at 1081 s) does not.
+    jobs = [tj("R", gpus=2, secs=9000.0), tj("B", 1070.0, gpus=4), tj("S", 1080.0, limit=3500.0),
+            tj("S2", 1081.0, limit=H)]
     c = sim(jobs, nodes="v100=4", restart_s=60.0)
     c.advance(1000.0)
     c.requeue_job(job(c, "R").job_id)
-    c.advance(1102.0)
+    c.advance(1081.0)
     r = job(c, "R")
     assert r.started == 1060.0 and r.expected_end(c.now) == 4660.0
     assert job(c, "S").time_limit == 3540.0  # Slurm keeps whole minutes: 3500 s asks for 59 min
-    assert starts(c) == {"R": 0.0, "S": 1101.0}
+    assert starts(c) == {"R": 0.0, "S": 1080.0}
     assert r.runs == [Run(0.0, 1000.0, "v100", {"v100-000": 2}, "requeue"), Run(1060.0, None, "v100", {"v100-000": 2})]
-    c.advance(1060.0 + 900.0 + 1.0)  # R had 9000 - 1000 s of work left: it ends at 1060 + 8000 s; not yet
-    assert r.state == "RUNNING"
-    c.advance(20000.0)
+    c.advance(20000.0)  # R had 9000 - 1000 s of work left: it ends at 1060 + 8000 s
     assert r.runs[-1] == Run(1060.0, 9060.0, "v100", {"v100-000": 2}, "done")
 
 
@@ -202,45 +200,56 @@ def test_bf_window_bounds_how_far_ahead_reservations_go():
 
 
 def test_plan_earliest_start_one_node_and_whole_nodes():
-    size = {"n1": {"v100": 4}, "n2": {"v100": 4}, "k": {"k80": 2}}
-    free = {"n1": {"v100": 1}, "n2": {"v100": 0}, "k": {"k80": 2}}
-    # n1: 3 GPUs held until 100; n2: 2 until 50, 2 until 200
-    p = Plan(0.0, free, size, [(100.0, "n1", "v100", 3), (50.0, "n2", "v100", 2), (200.0, "n2", "v100", 2)])
+    size = {"n1": {"v100": 4}, "n2": {"v100": 4}, "m": {"v100": 2, "k80": 2}}
+    free = {"n1": {"v100": 1}, "n2": {"v100": 0}, "m": {"v100": 0, "k80": 2}}
+    # n1: 3 GPUs held until 100; n2: 2 until 50, 2 until 200; m: its 2 V100s until 400
+    p = Plan(0.0, free, size, [(100.0, "n1", "v100", 3), (50.0, "n2", "v100", 2), (200.0, "n2", "v100", 2),
+                               (400.0, "m", "v100", 2)], resolution=10.0)
     assert p.free_now("v100") == 1 and p.free_now("k80") == 2 and p.free_now("a100") == 0
     assert p.fits_now("v100", 1, 10.0) == {"n1": 1}
     assert p.earliest("v100", 2, 10.0) == (50.0, {"n2": 2})  # n2 has 2 from 50 on, n1 only from 100
     assert p.earliest("v100", 3, 10.0) == (100.0, {"n1": 3})
-    assert p.earliest("v100", 8, 10.0) == (200.0, {"n1": 4, "n2": 4})  # whole nodes
+    assert p.earliest("v100", 8, 10.0) == (200.0, {"n1": 4, "n2": 4})  # whole nodes, largest first
+    assert p.earliest("v100", 10, 10.0) == (400.0, {"n1": 4, "n2": 4, "m": 2})
     assert p.earliest("v100", 3, 10.0, before=100.0) is None
-    assert p.earliest("v100", 9, 10.0) is None  # more than the type has
+    assert p.earliest("v100", 11, 10.0) is None  # more than the type has
     assert p.earliest("a100", 1, 10.0) is None
-    # a reservation of n1 from 100 to 300 for 4 GPUs: a 3-GPU job now finds n2 free from 200, and after 300 n1
-    p.take("v100", {"n1": 4}, 100.0, 300.0)
+    # a reservation holds a whole node: 1 V100 reserved on m from 400 for 100 s also takes m's free K80s then
+    p.reserve(["m"], 405.0, 100.0)
+    assert p.reserved["m"] == [(400.0, 510.0)]  # widened to the 10-s grid
+    assert p.fits_now("k80", 2, 400.0) == {"m": 2} and p.fits_now("k80", 2, 401.0) is None
+    assert p.earliest("k80", 1, 401.0) == (510.0, {"m": 1})
+    # n1 reserved from 100 to 300: a 3-GPU job finds n2 from 200 on, a 1-GPU one for 100 s n1 now
+    p.reserve(["n1"], 100.0, 200.0)
     assert p.earliest("v100", 3, 10.0) == (200.0, {"n2": 3})
     assert p.earliest("v100", 3, 150.0) == (200.0, {"n2": 3})
-    # 1 GPU now on n1 for 100 s fits before the reservation, for 101 s it does not
     assert p.fits_now("v100", 1, 100.0) == {"n1": 1} and p.fits_now("v100", 1, 101.0) is None
-    # whole nodes for 8 GPUs: n1 is reserved until 300
     assert p.earliest("v100", 8, 10.0) == (300.0, {"n1": 4, "n2": 4})
-    # unlimited: not now on n1 (reserved from 100), but on n2 from 50 on, where nothing is reserved
+    # unlimited: not on n1 (reserved from 100), but on n2 from 50 on, where nothing is reserved
     assert p.fits_now("v100", 1, math.inf) is None and p.earliest("v100", 1, math.inf) == (50.0, {"n2": 1})
+    # a job started now holds its GPUs until its expected end
+    p.start("v100", {"n1": 1}, 100.0)
+    assert p.free_now("v100") == 0 and p.free_at("n1", "v100", 100.0) == 4
+    assert p.idle_now(["v100"])  # m's free K80s: a V100 reservation on m could stop a K80 job from starting
+    assert not Plan(0.0, {"n": {"v100": 0}}, {"n": {"v100": 4}}).idle_now(["v100"])
 
 
 def _naive_earliest(now, free, size, holds, taken, t, n, d):
-    """Earliest start by brute force: every time where free GPUs change, the fewest free over the window."""
+    """Earliest start by brute force: every 5 s (every time that matters is a multiple of 10), free GPUs and
+    whole-node reservations counted from scratch."""
     from slurm_fair.daemon.plan import place_gpus
 
-    def free_at(x, tau):
-        c = free[x].get(t, 0) + sum(g for e, y, tt, g in holds if y == x and tt == t and e <= tau)
-        return c - sum(g for (y, s, e, g) in taken if y == x and s <= tau < e)
-
-    points = sorted({now} | {e for e, *_ in holds} | {s for _y, s, _e, _g in taken} | {e for *_r, e, _g in taken})
-    for c in (p for p in points if now <= p < math.inf):
-        inside = [c] + [p for p in points if c < p < c + d]
-        low = {x: {t: min(free_at(x, p) for p in inside)} for x in size if t in size[x]}
-        where = place_gpus(low, {x: {t: size[x][t]} for x in low}, t, n)
+    for at in range(int(now), 2000, 5):
+        masked = {}
+        for x in size:
+            if t not in size[x]:
+                continue
+            busy = any(s < at + d and at < e for y, s, e in taken if y == x)
+            back = sum(g for e, y, tt, g in holds if y == x and tt == t and e <= at)
+            masked[x] = {t: 0 if busy else free[x][t] + back}
+        where = place_gpus(masked, {x: {t: size[x][t]} for x in masked}, t, n)
         if where is not None:
-            return c, where
+            return float(at), where
     return None
 
 
@@ -248,7 +257,7 @@ def test_plan_agrees_with_a_brute_force_search():
     import random
 
     rng = random.Random(7)
-    for _case in range(300):
+    for _case in range(150):
         size = {f"n{i}": {"v100": rng.choice((2, 4))} for i in range(rng.randint(1, 4))}
         free = {x: {"v100": 0} for x in size}
         holds = []
@@ -261,7 +270,7 @@ def test_plan_agrees_with_a_brute_force_search():
                 else:
                     holds.append((float(rng.randint(1, 20) * 10), x, "v100", g))
                 left -= g
-        p = Plan(0.0, free, size, holds)
+        p = Plan(0.0, free, size, holds, resolution=10.0)
         taken = []
         for _step in range(rng.randint(1, 6)):
             n = rng.randint(1, sum(r["v100"] for r in size.values()))
@@ -270,5 +279,6 @@ def test_plan_agrees_with_a_brute_force_search():
             assert got == _naive_earliest(0.0, free, size, holds, taken, "v100", n, d), (size, free, holds, taken, n, d)
             assert p.fits_now("v100", n, d) == (got[1] if got is not None and got[0] == 0.0 else None)
             if got is not None:
-                p.take("v100", got[1], got[0], got[0] + d)
-                taken += [(x, got[0], got[0] + d, g) for x, g in got[1].items()]
+                p.reserve(got[1], got[0], d)
+                e = math.ceil((got[0] + d) / 10.0) * 10.0 if d < math.inf else math.inf
+                taken += [(x, math.floor(got[0] / 10.0) * 10.0, e) for x in got[1]]
