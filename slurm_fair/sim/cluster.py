@@ -4,8 +4,9 @@ What it models, in the terms the daemon sees through ``snapshot()`` and acts on:
 
 * **Nodes**: GPUs per type per node (one type per node unless given otherwise), all in partition ``gpu``.
 * **Jobs** from a trace (``traces.TraceJob``: submit time, account, class, GPUs, work in steps, an optional
-  typed request). A job's class is its name and its comment ``class=<cls>`` (the daemon's ``classes.order``
-  finds it either way). An untyped job is typed at submission the way ``etc/job_submit.lua`` does once the
+  typed request, an optional time limit — else the partition's ``default_time``; Slurm keeps whole minutes,
+  and so does the snapshot's ``Job.time_limit``). A job's class is its name and its comment ``class=<cls>``
+  (the daemon's ``classes.order`` finds it either way). An untyped job is typed at submission the way ``etc/job_submit.lua`` does once the
   daemon has published a type map (:meth:`set_type_map`: the account's line, else the ``*`` line, in the order
   of the job's ``account/class`` line if there is one; the first type whose room is not used up by the GPUs
   handed out since the map changed, else the first type) and gets
@@ -14,20 +15,41 @@ What it models, in the terms the daemon sees through ``snapshot()`` and acts on:
   it can run on leaves the job untyped): the daemon cannot know it — a profile missing for a type only means
   "not measured" to it.
 * **The scheduler** (:meth:`schedule`, run at every event — submission, completion, requeue, a round's
-  changes): pending jobs by priority (SiteFactor, highest first, then submit time, then job id), each started
-  when it fits; a job that does not fit is skipped and later ones may start (backfill without
-  reservations). A job fits when its account stays within its GrpTRES limits — the typed
-  ``gres/gpu:<type>`` limit binds typed jobs only (as in Slurm: a typed limit does not bind an untyped
-  request) and the ``gres/gpu`` total binds every job — and when whole GPUs of one type are free for it:
-  on one node when a node of that type is large enough, else on whole free nodes of that type (a job
-  larger than any node). An untyped job takes the first type, fastest for its class first, where it fits.
-  A pending job's reason is what last kept it from starting: ``AssocGrpGRES`` (its account's limit),
-  ``Resources`` (no GPUs free), ``BeginTime`` (a requeued job waiting out its restart).
+  changes) is Slurm's ``sched/backfill`` in two passes over the eligible pending jobs in priority order
+  (SiteFactor, highest first, then submit time, then job id):
+
+  1. *the main loop* starts each job where it fits now, and stops starting jobs at the first one left pending
+     for resources (one partition: once a job is left pending, no lower-priority job starts in that pass). A
+     job its account's limit holds back (``AssocGrpGRES``) does not stop it;
+  2. *the backfill pass* (every event, as with a small ``bf_interval``) walks the jobs left, at most
+     ``bf_max_job_test``, with a plan (:mod:`.backfill`) in which each running job holds its GPUs until its
+     *expected* end (its latest start plus its time limit, not its real end; one with no limit holds them
+     for ever; one past it is expected to end ``BF_RESOLUTION`` from now). A job starts now if the GPUs it
+     would take are not in a reservation before its own expected end; otherwise it reserves the whole nodes
+     where it can start earliest (Slurm reserves whole nodes) for its expected run, widened to
+     ``bf_resolution`` — unless that start is beyond ``bf_window`` or it is held back by a limit (no
+     reservation). An untyped job starts on the first type where it fits now, fastest for its class first,
+     and reserves on the type where it can start earliest (ties: the faster type).
+
+  A job fits when its account stays within its GrpTRES limits — the typed ``gres/gpu:<type>`` limit binds
+  typed jobs only (as in Slurm: a typed limit does not bind an untyped request) and the ``gres/gpu`` total
+  binds every job — and when whole GPUs of one type are free for it: on one node when a node of that type is
+  large enough (the fullest that holds it), else on whole free nodes of that type (a job larger than any
+  node). A job no type of the cluster can ever hold (or typed to a type its class cannot run on) stays
+  pending and blocks nobody (Slurm would have refused it at submission). A pending job's reason:
+  ``AssocGrpGRES`` (its account's limit), ``Resources`` (the job that stopped the main loop, or one nothing
+  can hold), ``Priority`` (behind it), ``BeginTime`` (a requeued job waiting out its restart). Not modelled:
+  other partitions, QOS, CPUs and memory, node weights and Slurm's own node choice (the placement rule
+  above stands for it), ``bf_continue``/``bf_max_time`` and the time a pass takes, killing a job at its time
+  limit (trace limits are never shorter than the run: see :mod:`.traces`).
 * **Progress**: a running job does ``throughput[class][type]`` steps per second (the whole job's rate on
   that type); it ends when its work is done (completion events are exact, no time step).
 * **Preemption**: ``signal_job`` records the signal (the job checkpoints); ``requeue_job`` puts a running
   job back to pending with the work done so far kept, eligible again after ``restart_s`` seconds (the
-  checkpoint-restart cost; Slurm's ``cred_expire`` wait is part of it).
+  checkpoint-restart cost; Slurm's ``cred_expire`` wait is part of it); its time limit counts again from
+  its next start.
+* **Records**: ``events`` (time, start/end/requeue, job id) and per job ``runs`` (:class:`Run`: start, end,
+  GPU type, GPUs per node, ``"done"`` or ``"requeue"``).
 * **Limits and SiteFactor** exactly as set; ``set_job_gpu_type`` retypes a pending job (the simulated Slurm
   reports version ``VERSION``, where that works).
 
