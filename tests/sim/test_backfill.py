@@ -119,6 +119,19 @@ def test_untyped_jobs_reserve_on_the_type_where_they_start_earliest():
     assert starts(c)["U"] == 3000.0 and job(c, "U").run_type == "k80"
 
 
+def test_a_reservation_holds_its_whole_node_for_every_gpu_type():
+    # one node with 2 V100s and 2 K80s (the testbed's mixed-1). R holds both V100s until 1 h (expected); B (2 V100s)
+    # reserves the node from then on, K80s included: K (1 K80, 2 h) may not start on the free K80s, K2 (30 min) may
+    nodes = {"m": {"v100": 2, "k80": 2}}
+    jobs = [tj("R", gpus=2, secs=2000.0), tj("B", 1.0, gpus=2), tj("K", 2.0, gpu_type="k80", limit=2 * H),
+            tj("K2", 3.0, gpu_type="k80", limit=1800.0)]
+    c = SimCluster(nodes, {"a": 1}, THR, jobs)
+    c.advance(3.0)
+    assert starts(c) == {"R": 0.0, "K2": 3.0}
+    c.advance(2000.0)
+    assert starts(c)["B"] == 2000.0
+
+
 def test_untyped_job_starting_now_takes_its_fastest_type_that_fits():
     c = sim([tj("U", gpu_type=None), tj("K", gpus=4, gpu_type="k80")], nodes="k80=4,v100=4")
     c.advance(0.0)
