@@ -87,6 +87,7 @@ def test_simulated_slurm_starts_jobs_in_the_testbeds_order(testbed):
     real = {n: _epoch(testbed.job(j)["StartTime"]) - t0 for n, j in ids.items()}
 
     sim = _simulated(nodes, limits=True)
+    print(f"starts, s after the begin time: testbed {real}; simulated {sim}")  # shown with -s or on failure
     assert _order(real) == _order(sim), f"testbed starts (s after the begin time) {real}, simulated {sim}"
     assert real["B"] < real["C"] and sim["B"] < sim["C"]  # the large job is not starved
     assert real["C"] >= real["B"] + 10 - 1  # C waited for B to end (10 s)
