@@ -3,17 +3,16 @@
 What it models, in the terms the daemon sees through ``snapshot()`` and acts on:
 
 * **Nodes**: GPUs per type per node (one type per node unless given otherwise), all in partition ``gpu``.
-* **Jobs** from a trace (``traces.TraceJob``: submit time, account, class, GPUs, work in steps, an optional
-  typed request, an optional time limit — else the partition's ``default_time``; Slurm keeps whole minutes,
-  and so does the snapshot's ``Job.time_limit``). A job's class is its name and its comment ``class=<cls>``
-  (the daemon's ``classes.order`` finds it either way). An untyped job is typed at submission the way ``etc/job_submit.lua`` does once the
-  daemon has published a type map (:meth:`set_type_map`: the account's line, else the ``*`` line, in the order
-  of the job's ``account/class`` line if there is one; the first type whose room is not used up by the GPUs
-  handed out since the map changed, else the first type) and gets
-  the ``fair:flex`` token; before any map it stays untyped. Types its class cannot run on (no throughput in
-  the trace) are skipped, as a user whose model does not fit a GPU type asks for the others (a line with none
-  it can run on leaves the job untyped): the daemon cannot know it — a profile missing for a type only means
-  "not measured" to it.
+* **Jobs** from a trace (``traces.TraceJob``: submit time, account, class, GPUs, work in steps, an optional typed
+  request, an optional time limit — else the partition's ``default_time``; Slurm keeps whole minutes, and so does
+  the snapshot's ``Job.time_limit``). A job's class is its name and its comment ``class=<cls>`` (the daemon's
+  ``classes.order`` finds it either way). An untyped job is typed at submission the way ``etc/job_submit.lua`` does
+  once the daemon has published a type map (:meth:`set_type_map`: the account's line, else the ``*`` line, in the
+  order of the job's ``account/class`` line if there is one; the first type whose room is not used up by the GPUs
+  handed out since the map changed, else the first type) and gets the ``fair:flex`` token; before any map it stays
+  untyped. Types its class cannot run on (no throughput in the trace) are skipped, as a user whose model does not
+  fit a GPU type asks for the others (a line with none it can run on leaves the job untyped): the daemon cannot know
+  it — a profile missing for a type only means "not measured" to it.
 * **The scheduler** (:meth:`schedule`, run at every event — submission, completion, requeue, a round's
   changes) is Slurm's ``sched/backfill`` in two passes over the eligible pending jobs in priority order
   (SiteFactor, highest first, then submit time, then job id):

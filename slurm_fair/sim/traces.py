@@ -282,16 +282,15 @@ def parse_gavel(files: Mapping[str, str], isolated: Mapping[tuple[str, int], Map
     """A trace from Gavel trace texts (``{file name: text}``) and ``isolated`` throughputs
     (:func:`slurm_fair.profiling.shipped.gavel_isolated`: ``{(job type, scale factor): {gpu type: steps/s}}``).
 
-    A line is tab-separated: job type, command, steps argument, needs-data-dir flag, total steps, arrival time
-    (s), scale factor (GPUs); the command, steps argument and flag are not used. Job ``<file stem>-<line>``:
-    submitted at the arrival time, ``work`` = total steps, ``gpus`` = scale factor, class
-    ``scaled_class(class_name(job type), scale factor)``, e.g. ``resnet50-bs64-x4``, with Gavel's isolated
-    throughput of ``(job type, scale factor)`` on each of k80, p100 and v100 where it is > 0 (the throughput of
-    the whole job: Gavel measured each scale factor, it is not linear) and :func:`asked_limit`'s time limit. A job type with no positive throughput at
-    its scale factor is an error (Gavel measured scale factors 1, 2, 4 and 8 only). ``accounts="file"``: the
-    jobs of a file belong to the account ``acct-<file stem>`` (its virtual cluster); ``accounts="job"``: every
-    job is its own account ``job-<n>``, ``n`` its position in the trace (1 = submitted first), as Gavel treats
-    every job as a user.
+    A line is tab-separated: job type, command, steps argument, needs-data-dir flag, total steps, arrival time (s),
+    scale factor (GPUs); the command, steps argument and flag are not used. Job ``<file stem>-<line>``: submitted at
+    the arrival time, ``work`` = total steps, ``gpus`` = scale factor, class ``scaled_class(class_name(job type),
+    scale factor)``, e.g. ``resnet50-bs64-x4``, with Gavel's isolated throughput of ``(job type, scale factor)`` on
+    each of k80, p100 and v100 where it is > 0 (the throughput of the whole job: Gavel measured each scale factor,
+    it is not linear) and :func:`asked_limit`'s time limit. A job type with no positive throughput at its scale
+    factor is an error (Gavel measured scale factors 1, 2, 4 and 8 only). ``accounts="file"``: the jobs of a file
+    belong to the account ``acct-<file stem>`` (its virtual cluster); ``accounts="job"``: every job is its own
+    account ``job-<n>``, ``n`` its position in the trace (1 = submitted first), as Gavel treats every job as a user.
 
     ``unmeasured``: what to do with a job whose (job type, scale factor) Gavel did not measure (the shared
     traces have 1548 such jobs of 15264: scale factors 7-64, and A3C, CycleGAN and Recommendation above 1):
@@ -409,11 +408,12 @@ def parse_csv(trace_text: str, profiles_text: str, *, trace_name: str = "trace",
 
     The trace has the header ``submit_time,account,class,gpus,work`` (any order), optionally ``gpu_type`` and
     ``time_limit``: submit time in seconds (>= 0), account, base class, GPUs (whole, 1..1024), work in steps (> 0),
-    a typed request (an empty cell = untyped) and a time limit in seconds (empty = none). The profiles have the header ``class,gpu_type,throughput``: steps/s of
-    one job of the class *per GPU* (> 0), one row per (class, GPU type); a type without a row is one the class
-    cannot run on. Scaling is assumed linear: a ``g``-GPU job's throughput is ``g`` x the per-GPU throughput,
-    and its class is ``scaled_class(class, g)``. Every class of the trace needs a profile row; profiles of
-    other classes are ignored. Job ids are ``job-<n>``, ``n`` counting the trace's data rows from 1."""
+    a typed request (an empty cell = untyped) and a time limit in seconds (empty = none). The profiles have the
+    header ``class,gpu_type,throughput``: steps/s of one job of the class *per GPU* (> 0), one row per (class, GPU
+    type); a type without a row is one the class cannot run on. Scaling is assumed linear: a ``g``-GPU job's
+    throughput is ``g`` x the per-GPU throughput, and its class is ``scaled_class(class, g)``. Every class of the
+    trace needs a profile row; profiles of other classes are ignored. Job ids are ``job-<n>``, ``n`` counting the
+    trace's data rows from 1."""
     per_gpu: dict[str, dict[str, float]] = {}
     first_line: dict[tuple[str, str], int] = {}
     for n, row in _csv_rows(profiles_name, profiles_text, PROFILE_COLUMNS):
