@@ -128,7 +128,8 @@ class SimJob:
 
 
 def _minutes(field_name: str, seconds: Any) -> float | None:
-    """A time limit in seconds, rounded up to whole minutes as Slurm keeps it; None = unlimited."""
+    """A time in seconds (a limit, a window), rounded up to whole minutes as Slurm keeps it; None or inf =
+    unlimited."""
     if seconds is None:
         return None
     try:
@@ -166,9 +167,8 @@ class SimCluster(Cluster):
         self.throughput = {c: {t: float(v) for t, v in row.items() if v > 0} for c, row in throughput.items()}
         self.restart_s = float(restart_s)
         self.default_time = _minutes("default_time", default_time)
-        if bf_window is not None and not float(bf_window) > 0:
-            raise InputError("bf_window", bf_window, "must be seconds > 0 or None (no bound)")
-        self.bf_window = math.inf if bf_window is None else float(bf_window)
+        window = _minutes("bf_window", bf_window)  # (whole minutes, as slurm.conf gives it)
+        self.bf_window = math.inf if window is None else window
         if isinstance(bf_max_job_test, bool) or not isinstance(bf_max_job_test, int) or bf_max_job_test < 1:
             raise InputError("bf_max_job_test", bf_max_job_test, "must be a whole number >= 1")
         self.bf_max_job_test = bf_max_job_test

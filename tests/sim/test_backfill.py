@@ -191,7 +191,8 @@ def test_backfill_considers_at_most_bf_max_job_test_jobs():
 
 @pytest.mark.parametrize("kw, field", [({"default_time": 0}, "default_time"), ({"bf_window": -1}, "bf_window"),
                                        ({"bf_max_job_test": 0}, "bf_max_job_test"),
-                                       ({"default_time": "soon"}, "default_time")])
+                                       ({"default_time": "soon"}, "default_time"),
+                                       ({"bf_window": "a day"}, "bf_window")])
 def test_bad_scheduler_settings(kw, field):
     with pytest.raises(InputError) as e:
         sim([tj("A")], **kw)
