@@ -3,31 +3,52 @@
 What it models, in the terms the daemon sees through ``snapshot()`` and acts on:
 
 * **Nodes**: GPUs per type per node (one type per node unless given otherwise), all in partition ``gpu``.
-* **Jobs** from a trace (``traces.TraceJob``: submit time, account, class, GPUs, work in steps, an optional
-  typed request). A job's class is its name and its comment ``class=<cls>`` (the daemon's ``classes.order``
-  finds it either way). An untyped job is typed at submission the way ``etc/job_submit.lua`` does once the
-  daemon has published a type map (:meth:`set_type_map`: the account's line, else the ``*`` line, in the order
-  of the job's ``account/class`` line if there is one; the first type whose room is not used up by the GPUs
-  handed out since the map changed, else the first type) and gets
-  the ``fair:flex`` token; before any map it stays untyped. Types its class cannot run on (no throughput in
-  the trace) are skipped, as a user whose model does not fit a GPU type asks for the others (a line with none
-  it can run on leaves the job untyped): the daemon cannot know it — a profile missing for a type only means
-  "not measured" to it.
+* **Jobs** from a trace (``traces.TraceJob``: submit time, account, class, GPUs, work in steps, an optional typed
+  request, an optional time limit — else the partition's ``default_time``; Slurm keeps whole minutes, and so does
+  the snapshot's ``Job.time_limit``). A job's class is its name and its comment ``class=<cls>`` (the daemon's
+  ``classes.order`` finds it either way). An untyped job is typed at submission the way ``etc/job_submit.lua`` does
+  once the daemon has published a type map (:meth:`set_type_map`: the account's line, else the ``*`` line, in the
+  order of the job's ``account/class`` line if there is one; the first type whose room is not used up by the GPUs
+  handed out since the map changed, else the first type) and gets the ``fair:flex`` token; before any map it stays
+  untyped. Types its class cannot run on (no throughput in the trace) are skipped, as a user whose model does not
+  fit a GPU type asks for the others (a line with none it can run on leaves the job untyped): the daemon cannot know
+  it — a profile missing for a type only means "not measured" to it.
 * **The scheduler** (:meth:`schedule`, run at every event — submission, completion, requeue, a round's
-  changes): pending jobs by priority (SiteFactor, highest first, then submit time, then job id), each started
-  when it fits; a job that does not fit is skipped and later ones may start (backfill without
-  reservations). A job fits when its account stays within its GrpTRES limits — the typed
-  ``gres/gpu:<type>`` limit binds typed jobs only (as in Slurm: a typed limit does not bind an untyped
-  request) and the ``gres/gpu`` total binds every job — and when whole GPUs of one type are free for it:
-  on one node when a node of that type is large enough, else on whole free nodes of that type (a job
-  larger than any node). An untyped job takes the first type, fastest for its class first, where it fits.
-  A pending job's reason is what last kept it from starting: ``AssocGrpGRES`` (its account's limit),
-  ``Resources`` (no GPUs free), ``BeginTime`` (a requeued job waiting out its restart).
+  changes) is Slurm's ``sched/backfill`` in two passes over the eligible pending jobs in priority order
+  (SiteFactor, highest first, then submit time, then job id):
+
+  1. *the main loop* starts each job where it fits now, and stops starting jobs at the first one left pending
+     for resources (one partition: once a job is left pending, no lower-priority job starts in that pass). A
+     job its account's limit holds back (``AssocGrpGRES``) does not stop it;
+  2. *the backfill pass* (every event, as with a small ``bf_interval``) walks the jobs left, at most
+     ``bf_max_job_test``, with a plan (:mod:`.backfill`) in which each running job holds its GPUs until its
+     *expected* end (its latest start plus its time limit, not its real end; one with no limit holds them
+     for ever; one past it is expected to end ``BF_RESOLUTION`` from now). A job starts now if the GPUs it
+     would take are not in a reservation before its own expected end; otherwise it reserves the whole nodes
+     where it can start earliest (Slurm reserves whole nodes) for its expected run, widened to
+     ``bf_resolution`` — unless that start is beyond ``bf_window`` or it is held back by a limit (no
+     reservation). An untyped job starts on the first type where it fits now, fastest for its class first,
+     and reserves on the type where it can start earliest (ties: the faster type).
+
+  A job fits when its account stays within its GrpTRES limits — the typed ``gres/gpu:<type>`` limit binds
+  typed jobs only (as in Slurm: a typed limit does not bind an untyped request) and the ``gres/gpu`` total
+  binds every job — and when whole GPUs of one type are free for it: on one node when a node of that type is
+  large enough (the fullest that holds it), else on whole free nodes of that type (a job larger than any
+  node). A job no type of the cluster can ever hold (or typed to a type its class cannot run on) stays
+  pending and blocks nobody (Slurm would have refused it at submission). A pending job's reason:
+  ``AssocGrpGRES`` (its account's limit), ``Resources`` (the job that stopped the main loop, or one nothing
+  can hold), ``Priority`` (behind it), ``BeginTime`` (a requeued job waiting out its restart). Not modelled:
+  other partitions, QOS, CPUs and memory, node weights and Slurm's own node choice (the placement rule
+  above stands for it), ``bf_continue``/``bf_max_time`` and the time a pass takes, killing a job at its time
+  limit (trace limits are never shorter than the run: see :mod:`.traces`).
 * **Progress**: a running job does ``throughput[class][type]`` steps per second (the whole job's rate on
   that type); it ends when its work is done (completion events are exact, no time step).
 * **Preemption**: ``signal_job`` records the signal (the job checkpoints); ``requeue_job`` puts a running
   job back to pending with the work done so far kept, eligible again after ``restart_s`` seconds (the
-  checkpoint-restart cost; Slurm's ``cred_expire`` wait is part of it).
+  checkpoint-restart cost; Slurm's ``cred_expire`` wait is part of it); its time limit counts again from
+  its next start.
+* **Records**: ``events`` (time, start/end/requeue, job id) and per job ``runs`` (:class:`Run`: start, end,
+  GPU type, GPUs per node, ``"done"`` or ``"requeue"``).
 * **Limits and SiteFactor** exactly as set; ``set_job_gpu_type`` retypes a pending job (the simulated Slurm
   reports version ``VERSION``, where that works).
 
@@ -45,10 +66,26 @@ from ..cluster.base import ANY_GPU, CHECKPOINT_TOKEN, CLEAR, FLEX_TOKEN, Account
 from ..cluster.errors import CommandFailed
 from ..daemon.plan import DEFAULT_TARGET
 from ..daemon.plan import place_gpus
+from ..errors import InputError
+from .backfill import Plan
 
 VERSION = "24.11.0"  # what the simulated Slurm reports (pending-job retype works from 23.02.6)
 PARTITION = "gpu"
 EPS = 1e-9
+BF_MAX_JOB_TEST = 500  # Slurm's default bf_max_job_test: pending jobs the backfill pass considers
+BF_RESOLUTION = 60.0  # a running job past its expected end is expected to end this much later (bf_resolution)
+
+
+@dataclass
+class Run:
+    """One run of a job: its start, its end (None while it runs), the GPU type and GPUs per node it held, and how
+    it ended: ``"done"`` (its work was done) or ``"requeue"`` (None while it runs)."""
+
+    start: float
+    end: float | None
+    gpu_type: str
+    nodes: dict[str, int]
+    how: str | None = None
 
 
 @dataclass
@@ -78,18 +115,49 @@ class SimJob:
     busy: float = 0.0  # GPU-seconds held (finished runs)
     norm_busy: float = 0.0  # the same, each run's GPU-seconds times its type's speed relative to the slowest
     types_used: set[str] = field(default_factory=set)
+    time_limit: float | None = None  # seconds, whole minutes (as Slurm keeps it); None = unlimited
+    runs: list[Run] = field(default_factory=list)
+
+    def expected_end(self, now: float) -> float:
+        """When the backfill plan expects the current run to end: its latest start plus its time limit (a job
+        past it: ``BF_RESOLUTION`` from now); inf without a limit."""
+        if self.started is None or self.time_limit is None:
+            return math.inf
+        end = self.started + self.time_limit
+        return end if end > now + EPS else now + BF_RESOLUTION
+
+
+def _minutes(field_name: str, seconds: Any) -> float | None:
+    """A time in seconds (a limit, a window), rounded up to whole minutes as Slurm keeps it; None or inf =
+    unlimited."""
+    if seconds is None:
+        return None
+    try:
+        v = float(seconds)
+    except (TypeError, ValueError):
+        raise InputError(field_name, seconds, "must be a number of seconds > 0 or None (unlimited)") from None
+    if not v > 0:
+        raise InputError(field_name, seconds, "must be a number of seconds > 0 or None (unlimited)")
+    return None if math.isinf(v) else math.ceil(v / 60.0 - 1e-9) * 60.0
 
 
 class SimCluster(Cluster):
     """See the module docstring. ``nodes``: {node: {gpu_type: GPUs}}; ``accounts``: {account: shares};
     ``throughput``: {class: {gpu_type: steps/s of a whole job}}; ``jobs``: trace jobs (any objects with
-    ``id, submit, account, cls, gpus, work, gpu_type``)."""
+    ``id, submit, account, cls, gpus, work, gpu_type`` and optionally ``time_limit``, seconds).
+
+    ``default_time``: the partition's DefaultTime in seconds, the time limit of a job without one (None: the
+    partition's MaxTime, INFINITE, as on the testbed — such a job is expected to run forever, so it holds its
+    GPUs in every backfill plan and gets no reservation while it waits behind one). ``bf_window``: how far ahead
+    (seconds) the backfill pass reserves (None: without bound, the slurm.conf advice of a window at least as
+    long as the longest time limit); ``bf_max_job_test``: how many pending jobs it considers."""
 
     name = "sim"
 
     def __init__(self, nodes: Mapping[str, Mapping[str, int]], accounts: Mapping[str, int],
                  throughput: Mapping[str, Mapping[str, float]], jobs: Iterable[Any], restart_s: float = 60.0,
-                 epoch: float = 0.0):
+                 epoch: float = 0.0, default_time: float | None = None, bf_window: float | None = None,
+                 bf_max_job_test: int = BF_MAX_JOB_TEST):
         self.epoch = float(epoch)  # what the daemon reads: trace time + epoch (unix-like times)
         self.now = 0.0  # trace time (kept small: at 1.7e9 a double resolves only ~2e-7 s)
         self.node_gpus = {n: {t: int(c) for t, c in g.items() if c > 0} for n, g in nodes.items()}
@@ -98,6 +166,14 @@ class SimCluster(Cluster):
         self.limits: dict[str, dict[str, int]] = {a: {} for a in self.accounts}
         self.throughput = {c: {t: float(v) for t, v in row.items() if v > 0} for c, row in throughput.items()}
         self.restart_s = float(restart_s)
+        self.default_time = _minutes("default_time", default_time)
+        window = _minutes("bf_window", bf_window)  # (whole minutes, as slurm.conf gives it)
+        self.bf_window = math.inf if window is None else window
+        if isinstance(bf_max_job_test, bool) or not isinstance(bf_max_job_test, int) or bf_max_job_test < 1:
+            raise InputError("bf_max_job_test", bf_max_job_test, "must be a whole number >= 1")
+        self.bf_max_job_test = bf_max_job_test
+        self._changes = 0  # bumped by every change the scheduler depends on; with the time, what it last saw
+        self._scheduled: tuple[int, float] | None = None
         self.type_map: dict[str, list[tuple[str, int | None]]] = {}  # account or '*' -> [(type, room)]
         self.map_blocks: dict[str, dict[str, int]] = {}  # account or '*' -> type -> largest job that fits
         self.map_tiers: dict[str, dict[str, int]] = {}  # account or '*' -> type -> tier (class lines reorder within)
@@ -110,12 +186,14 @@ class SimCluster(Cluster):
         self.events: list[tuple[float, str, int]] = []  # (time, what, job id): start, end, requeue
         types = sorted({t for g in self.node_gpus.values() for t in g})
         self.gpu_types = tuple(types)
+        self._most = {t: sum(g.get(t, 0) for g in self.node_gpus.values()) for t in types}  # largest job of a type
         for j in self._arrivals:
             if j.cls not in self.throughput or not self.throughput[j.cls]:
                 raise ValueError(f"trace job {j.id}: class {j.cls!r} has no throughput on any GPU type")
             if j.account not in self.accounts:
                 self.accounts[j.account] = 1
                 self.limits[j.account] = {}
+            _minutes(f"trace job {j.id} time_limit", getattr(j, "time_limit", None))
 
     # ------------------------------------------------------------------ Cluster interface
 
@@ -143,8 +221,8 @@ class SimCluster(Cluster):
                 gpus_allocated={j.run_type: j.gpus} if running and j.run_type else {},
                 # every simulated job checkpoints (a requeue loses only restart_s): it says so as a user would
                 comment=f"class={j.cls} {CHECKPOINT_TOKEN}" + (f" {FLEX_TOKEN}" if j.flex else ""),
-                restart_count=j.restarts,
-                site_factor=j.site_factor, requeue=True, time_limit=None,
+                restart_count=j.restarts, site_factor=j.site_factor, requeue=True,
+                time_limit=None if j.time_limit is None else math.ceil(j.time_limit / 60 - 1e-9),
                 node_gpus=dict(j.nodes) if running else {},
             ))
         accounts = tuple(Account(a, s, dict(self.limits.get(a, {}))) for a, s in sorted(self.accounts.items()))
@@ -159,16 +237,18 @@ class SimCluster(Cluster):
             cur = self.limits.setdefault(a, {})
             for k, v in ch.items():
                 if v == CLEAR:
-                    cur.pop(k, None)
-                else:
+                    self._changes += cur.pop(k, None) is not None
+                elif cur.get(k) != int(v):
                     cur[k] = int(v)
+                    self._changes += 1
         self.schedule()
 
     def set_site_factors(self, factors: Mapping[int, int]) -> None:
         for jid, f in factors.items():
             j = self.jobs.get(int(jid))
-            if j is not None and j.state == "PENDING":
+            if j is not None and j.state == "PENDING" and j.site_factor != int(f):
                 j.site_factor = int(f)
+                self._changes += 1
         self.schedule()
 
     def set_job_gpu_type(self, job_id: int, gpu_type: str, gpus_per_node: int) -> None:
@@ -176,6 +256,7 @@ class SimCluster(Cluster):
         if j is None or j.state != "PENDING":
             raise CommandFailed(["scontrol", "update", f"JobId={job_id}"], 1, "Job is no longer pending execution")
         j.requested = gpu_type
+        self._changes += 1
         self.schedule()
 
     def signal_job(self, job_id: int, signal: str) -> None:
@@ -188,7 +269,7 @@ class SimCluster(Cluster):
         j = self.jobs.get(int(job_id))
         if j is None or j.state != "RUNNING":
             raise CommandFailed(["scontrol", "requeue", str(job_id)], 1, "Job is not running")
-        self._stop(j)
+        self._stop(j, "requeue")
         j.state = "PENDING"
         j.restarts += 1
         j.eligible = self.now + self.restart_s
@@ -308,18 +389,26 @@ class SimCluster(Cluster):
             j = SimJob(self._next_id, str(tj.id), tj.account, tj.cls, int(tj.gpus), float(tj.work), float(tj.submit),
                        req, flex)
             j.eligible = j.submit
+            limit = getattr(tj, "time_limit", None)
+            j.time_limit = self.default_time if limit is None else _minutes("time_limit", limit)
             self.jobs[j.job_id] = j
             self._next_id += 1
+            self._changes += 1
 
     def _finish(self) -> None:
         for j in self.jobs.values():
             if j.state == "RUNNING" and self.now >= self._finish_time(j) - 1e-6:
-                self._stop(j)
+                self._stop(j, "done")
                 j.state = "DONE"
                 j.end = self.now
                 self.events.append((self.now, "end", j.job_id))
 
-    def _stop(self, j: SimJob) -> None:
+    def _stop(self, j: SimJob, how: str) -> None:
+        """End ``j``'s current run (``how``: "done" or "requeue"): its GPUs free, its work kept."""
+        self._changes += 1
+        if j.runs and j.runs[-1].end is None:
+            j.runs[-1].end = self.now
+            j.runs[-1].how = how
         j.done = self._done_now(j)
         if j.started is not None:
             held = (self.now - j.started) * j.gpus
@@ -346,46 +435,124 @@ class SimCluster(Cluster):
         return place_gpus(self.free, self.node_gpus, gpu_type, gpus)
 
     def schedule(self) -> None:
-        """Start pending jobs by priority where they fit (module docstring)."""
-        use = self._usage()
+        """Slurm's two passes over the pending jobs (module docstring): the main loop in strict priority order,
+        then the backfill pass. Nothing to do when nothing it depends on changed since the last call at this
+        time."""
+        key = (self._changes, self.now)
+        if key == self._scheduled:
+            return
         pend = sorted((j for j in self.jobs.values() if j.state == "PENDING" and j.eligible <= self.now + EPS),
                       key=lambda j: (-j.site_factor, j.submit, j.job_id))
-        for j in pend:
-            lim = self.limits.get(j.account, {})
-            u = use.get(j.account, {})
-            if ANY_GPU in lim and u.get(ANY_GPU, 0) + j.gpus > lim[ANY_GPU]:
+        if pend:
+            use = self._usage()
+            behind = self._main_loop(pend, use)
+            if behind:
+                self._backfill(behind, use)
+        self._scheduled = (self._changes, self.now)
+
+    def _types(self, j: SimJob, use: Mapping[str, Mapping[str, int]]) -> list[str] | None:
+        """The types ``j`` may start on as far as its account's limits go, in the order it tries them (an untyped
+        job: fastest for its class first); None when a limit holds it back (reason ``AssocGrpGRES``) or when no
+        type can ever hold it (its class cannot run on its typed request, or the cluster has too few GPUs of
+        it: Slurm would have refused such a job at submission; reason ``Resources``) — such a job blocks
+        nobody."""
+        lim = self.limits.get(j.account, {})
+        u = use.get(j.account, {})
+        if ANY_GPU in lim and u.get(ANY_GPU, 0) + j.gpus > lim[ANY_GPU]:
+            j.reason = "AssocGrpGRES"
+            return None
+        speeds = self.throughput[j.cls]
+        if j.requested is not None:
+            types = [j.requested] if speeds.get(j.requested, 0) > 0 and self._can_hold(j.requested, j.gpus) else []
+            if types and j.requested in lim and u.get(j.requested, 0) + j.gpus > lim[j.requested]:
                 j.reason = "AssocGrpGRES"
-                continue
-            if j.requested is not None:
-                types = [j.requested]
-            else:
-                speeds = self.throughput[j.cls]
-                types = sorted((t for t in self.gpu_types if speeds.get(t, 0) > 0), key=lambda t: (-speeds[t], t))
+                return None
+        else:
+            types = sorted((t for t in self.gpu_types if speeds.get(t, 0) > 0 and self._can_hold(t, j.gpus)),
+                           key=lambda t: (-speeds[t], t))
+        if not types:
             j.reason = "Resources"
+            return None
+        return types
+
+    def _can_hold(self, t: str, gpus: int) -> bool:
+        """Some day, with every GPU free, a job of ``gpus`` GPUs of type ``t`` fits (one node, or whole nodes)."""
+        most = self._most.get(t)
+        return most is not None and gpus <= most
+
+    def _main_loop(self, pend: list[SimJob], use: dict[str, dict[str, int]]) -> list[SimJob]:
+        """Start jobs in priority order where they fit now, until one is left pending for resources; a job a
+        limit holds back does not stop the loop. Returns the jobs left for the backfill pass, in order."""
+        behind: list[SimJob] = []
+        for j in pend:
+            types = self._types(j, use)
+            if types is None:
+                continue
+            if behind:  # the partition is blocked for this pass
+                j.reason = "Priority"
+                behind.append(j)
+                continue
             for t in types:
-                if self.throughput[j.cls].get(t, 0) <= 0:
-                    continue
-                if j.requested is not None and t in lim and u.get(t, 0) + j.gpus > lim[t]:
-                    j.reason = "AssocGrpGRES"
-                    continue
                 where = self._place(t, j.gpus)
-                if where is None:
-                    continue
-                for n, c in where.items():
-                    self.free[n][t] -= c
-                j.nodes = where
-                j.run_type = t
-                j.state = "RUNNING"
-                j.started = self.now
-                j.done_at_start = j.done
-                j.types_used.add(t)
-                if j.first_start is None:
-                    j.first_start = self.now
-                self.events.append((self.now, "start", j.job_id))
-                ua = use.setdefault(j.account, {})
-                ua[t] = ua.get(t, 0) + j.gpus
-                ua[ANY_GPU] = ua.get(ANY_GPU, 0) + j.gpus
-                break
+                if where is not None:
+                    self._start(j, t, where, use)
+                    break
+            else:
+                j.reason = "Resources"
+                behind.append(j)
+        return behind
+
+    def _backfill(self, behind: list[SimJob], use: dict[str, dict[str, int]]) -> None:
+        """The backfill pass (module docstring): each job (at most ``bf_max_job_test``) starts now where it
+        delays no reservation of a higher-priority job, else reserves GPUs at its earliest start."""
+        free_now = sum(c for row in self.free.values() for c in row.values())
+        if free_now == 0:
+            return
+        holds = [(j.expected_end(self.now), n, j.run_type, c) for j in self.jobs.values() if j.state == "RUNNING"
+                 for n, c in j.nodes.items()]
+        plan = Plan(self.now, self.free, self.node_gpus, holds, BF_RESOLUTION)
+        for j in behind[:self.bf_max_job_test]:
+            if free_now == 0:
+                break  # nothing can start now: the reservations left to make would change nothing
+            types = self._types(j, use)
+            if types is None:
+                continue
+            d = math.inf if j.time_limit is None else j.time_limit
+            for t in types:
+                where = plan.fits_now(t, j.gpus, d) if plan.free_now(t) >= j.gpus else None
+                if where is not None:
+                    self._start(j, t, where, use)
+                    plan.start(t, where, d)
+                    free_now -= j.gpus
+                    break
+            else:
+                if plan.idle_now(types):  # elsewhere a reservation cannot stop a start now
+                    best = None
+                    for t in types:
+                        r = plan.earliest(t, j.gpus, d, before=self.now + self.bf_window if best is None
+                                          else best[0])
+                        if r is not None and (best is None or r[0] < best[0]):
+                            best = r
+                    if best is not None:
+                        plan.reserve(best[1], best[0], d)
+
+    def _start(self, j: SimJob, t: str, where: Mapping[str, int], use: dict[str, dict[str, int]]) -> None:
+        for n, c in where.items():
+            self.free[n][t] -= c
+        j.nodes = dict(where)
+        j.run_type = t
+        j.state = "RUNNING"
+        j.started = self.now
+        j.done_at_start = j.done
+        j.types_used.add(t)
+        j.runs.append(Run(self.now, None, t, dict(where)))
+        if j.first_start is None:
+            j.first_start = self.now
+        self.events.append((self.now, "start", j.job_id))
+        self._changes += 1
+        ua = use.setdefault(j.account, {})
+        ua[t] = ua.get(t, 0) + j.gpus
+        ua[ANY_GPU] = ua.get(ANY_GPU, 0) + j.gpus
 
 
 def cluster_spec(text: str, node_size: int = 4) -> dict[str, dict[str, int]]:

@@ -49,7 +49,7 @@ from ..fairness.stability import flips
 from ..stats import fairness_summary, percentile
 from ..store import Store
 from .cluster import SimCluster
-from .outcome import Restarts, Run, restarts
+from .outcome import Restarts, restarts
 
 STALL_ROUNDS = 500
 EPOCH = 1_700_000_000.0  # the simulated clock reads like unix time (2023-11-14): trace time 0 is this instant
@@ -203,7 +203,7 @@ def _restarts(cluster: SimCluster, claimant: Mapping[tuple[str, float], str]) ->
     """The run's requeues from each job's runs (``SimJob.runs``), in trace time."""
     runs, first = {}, {}
     for j in cluster.jobs.values():
-        runs[j.trace_id] = [Run(r.start, r.end, r.gpu_type, r.how) for r in getattr(j, "runs", ())]
+        runs[j.trace_id] = list(j.runs)
         first[j.trace_id] = j.first_start
     return restarts(runs, first, claimant)
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
+from .cluster import Run
+
 
 @dataclass(frozen=True)
 class JobDelta:
@@ -60,16 +62,6 @@ def extremes(deltas: Sequence[JobDelta], n: int = 5) -> tuple[list[JobDelta], li
 
 
 @dataclass(frozen=True)
-class Run:
-    """One run of a job on a GPU type: ``end`` None while it runs; ``how`` "done", "requeue" or "" (running)."""
-
-    start: float
-    end: float | None
-    gpu_type: str
-    how: str
-
-
-@dataclass(frozen=True)
 class Restarts:
     """A run's requeues. ``same_type``: requeues whose next run was on the type it was requeued from;
     ``same_type_before_claimant``: of those, the ones whose restart came while the job the requeue was for had not
@@ -93,7 +85,7 @@ class Restarts:
 
 def restarts(runs: Mapping[str, Sequence[Run]], first_start: Mapping[str, float | None],
              claimant: Mapping[tuple[str, float], str] | None = None) -> Restarts:
-    """``runs``: job -> its runs in time order; ``first_start``: job -> its first start (None: never started);
+    """``runs``: job -> its runs in time order (``SimJob.runs``); ``first_start``: job -> its first start (None: never started);
     ``claimant``: (victim job, requeue time rounded to 6 decimals) -> the job the requeue was for, where recorded."""
     claimant = claimant or {}
     requeues = same = before = known = most = 0
