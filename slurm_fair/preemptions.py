@@ -66,6 +66,7 @@ class PreemptionRecord:
     created: float | None = None
     finished_at: float | None = None
     steps: tuple[Step, ...] = field(default_factory=tuple)
+    for_job: int | None = None  # a reclaim: the waiting job whose placement its GPUs complete
 
     @property
     def open(self) -> bool:
@@ -87,16 +88,19 @@ class PreemptionRecord:
         return cls(row.get("id"), int(row["job_id"]), row.get("account") or "", row.get("gpu_type") or "",
                    int(row.get("gpus") or 0), row["state"], row.get("signalled_at"), row.get("requeue_at"),
                    row.get("requeued_at"), row.get("target_type"), row.get("user") or "", row.get("signal") or "",
-                   row.get("reason") or "", row.get("round_id"), row.get("created"), row.get("finished_at"), steps)
+                   row.get("reason") or "", row.get("round_id"), row.get("created"), row.get("finished_at"), steps,
+                   row.get("for_job"))
 
 
 def signal_sent(*, job_id: int, account: str, gpu_type: str, gpus: int, signal: str, reason: str, grace: float,
                 now: float, round_id: int | None = None, user: str = "", message: str = "",
-                target_type: str | None = None) -> PreemptionRecord:
-    """A checkpoint signal was sent: the preemption opens (``signalled``) until ``now + grace``."""
+                target_type: str | None = None, for_job: int | None = None) -> PreemptionRecord:
+    """A checkpoint signal was sent: the preemption opens (``signalled``) until ``now + grace``; ``for_job``: the
+    waiting job a reclaim frees GPUs for."""
     return PreemptionRecord(None, job_id, account, gpu_type, gpus, SIGNALLED, now, now + float(grace),
                             target_type=target_type, user=user, signal=signal, reason=reason, round_id=round_id,
-                            created=now, steps=(Step(now, round_id, SIGNALLED, message or f"sent {signal}"),))
+                            created=now, steps=(Step(now, round_id, SIGNALLED, message or f"sent {signal}"),),
+                            for_job=for_job)
 
 
 def signal_failed(*, job_id: int, account: str, gpu_type: str, gpus: int, signal: str, reason: str, now: float,

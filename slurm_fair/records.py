@@ -138,6 +138,8 @@ class RoundDetails:
     warm_start: dict[str, Any] = _field_dict()  # what seeded the solve, binding rows kept
     fairness: dict[str, Any] | None = field(default=None, metadata=OPTIONAL)  # envy / SI counts, or {"error"}
     throughput: dict[str, Any] | None = field(default=None, metadata=OPTIONAL)  # per account: ideal and placed
+    # hashes of the problem solved: {"problem", "capacity", "accounts": {account: hash}} (fairness.stability)
+    fingerprint: dict[str, Any] | None = field(default=None, metadata=OPTIONAL)
     # what happened after the decision (present only when it did)
     hook_records: dict[str, Any] | None = field(default=None, metadata=OPTIONAL)
     profile_reports: dict[str, Any] | None = field(default=None, metadata=OPTIONAL)

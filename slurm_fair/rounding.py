@@ -35,6 +35,27 @@ Refinements, applied in this order, each deterministic (ties broken by tenant na
    deviations record what it got, so the other types owe it back later.
 4. **Work conservation.** GPUs still free after 1-3 go, one at a time, to the tenant with the largest positive
    residual claim on that type (it is owed GPUs), as long as demand and ``min_gpus`` allow it.
+
+**Holding still** (``last``, :class:`LastRound`: last round's ideal and whole GPUs; config ``[policy] stable``).
+Deviation carrying alone flips a guarantee whose ideal does not move: an ideal of 3.5 rounds to 4, 3, 4, 3...
+(the deviation swings between -0.5 and 0), 5.33 to 5, 6, 5, 5, 6... — by design, so that the average converges;
+and an ideal that moves a little (another account's demand moved) flips it just as often. With ``last``, per
+tenant and type:
+
+a. an ideal unchanged since last round (within ``HOLD_TOL`` GPUs) keeps last round's whole GPUs, and its
+   deviation is carried unchanged (it neither grows nor shrinks while it holds; it stays in (-1, 1));
+b. otherwise, last round's whole GPUs are kept if they are still one of the two roundings ``floor(ideal + dev)``
+   and ``ceil(ideal + dev)`` (before what the tenant holds now: ``current`` decides only between two roundings
+   that are both new — a guarantee that follows the running jobs up and down is one that flips, and what a
+   tenant held above its guarantee last round it held then too); the deviation is carried as always, so it
+   stays in (-1, 1) and the averages still converge. Measured in the simulator (benchmarks/flip_rate.py),
+   keeping them while within 2 GPUs (deviation in (-2, 2)) flipped more, not less: the larger snap back;
+c. otherwise it is rounded as without ``last``.
+
+Refinements 1-4 still apply (a held tenant whose demand fell gets no more than its demand). The price of (a):
+while nothing moves, the fractional remainder is not rotated between tenants (two tenants at 3.5 on 7 GPUs keep
+4 and 3); the rotation resumes, from the carried deviation, as soon as an ideal moves. Under ``limits.lend`` a
+guarantee is not a cap (GPUs nobody claims are lent), so what the remainder costs is a claim of one GPU less.
 """
 
 from __future__ import annotations
@@ -46,6 +67,29 @@ from typing import Mapping
 from .errors import InputError
 
 _EPS = 1e-9
+HOLD_TOL = 1e-6  # GPUs: an ideal that moved less than this is unchanged (solver noise)
+
+
+@dataclass(frozen=True)
+class LastRound:
+    """Last round's fractional ideal and whole GPUs per tenant and type (what :func:`place` holds to)."""
+
+    ideal: Mapping[str, Mapping[str, float]]
+    real: Mapping[str, Mapping[str, int]]
+
+    def of(self, tenant: str, gpu_type: str) -> tuple[float, int] | None:
+        """Last round's (ideal, whole GPUs) of ``tenant`` on ``gpu_type``; None where it has none, or not as
+        numbers (a type it had no row for counts as 0 GPUs of an ideal 0)."""
+        before, real = self.ideal.get(tenant), self.real.get(tenant)
+        if not isinstance(before, Mapping) or not isinstance(real, Mapping):
+            return None
+        b, r = before.get(gpu_type, 0.0), real.get(gpu_type, 0)
+        for v in (b, r):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                return None
+        if r != int(r):
+            return None
+        return float(b), int(r)
 
 
 @dataclass(frozen=True)
@@ -101,13 +145,14 @@ def place(
     min_gpus: Mapping[str, int] | None = None,
     demand: Mapping[str, int] | None = None,
     current: Mapping[str, Mapping[str, int]] | None = None,
+    last: LastRound | None = None,
 ) -> Placement:
     """Round ``ideal`` {tenant: {type: fractional GPUs}} to whole GPUs; see the module docstring.
 
     ``capacity`` {type: GPUs} lists every GPU type (a type missing from a tenant's ideal counts as 0).
     ``deviations`` are the ones returned by the previous round (missing = 0). ``min_gpus`` and ``demand`` are
     per tenant (missing = no constraint). ``current`` {tenant: {type: GPUs held now}} makes the rounding sticky
-    (module docstring; missing tenants and types round half-up). Raises InputError for unknown tenants/types, negative or
+    (module docstring; missing tenants and types round half-up). ``last``: hold still (module docstring). Raises InputError for unknown tenants/types, negative or
     non-finite numbers, and a type whose ideal shares add up to more than its capacity.
     """
     deviations = deviations or {}
@@ -144,6 +189,7 @@ def place(
         if total > cap[g] + 1e-6 * max(1.0, cap[g]):
             raise InputError(f"ideal.*.{g}", round(total, 9), f"ideal shares exceed the capacity of {cap[g]} GPUs")
 
+    ideal_in = {t: dict(want[t]) for t in tenants}  # as given (``last`` compares it with last round's)
     # An ideal above the demand is not owed: scale it down so the deviation stays bounded.
     for t in tenants:
         tot = sum(want[t].values())
@@ -158,6 +204,19 @@ def place(
         _check_keys(f"current.{t}", held[t], cap, "GPU type")
     target = {t: {g: want[t][g] + dev[t][g] for g in types} for t in tenants}
     real = {t: {g: max(0, min(cap[g], _round(target[t][g], held[t].get(g)))) for g in types} for t in tenants}
+    holding: set[tuple[str, str]] = set()  # (tenant, type) whose ideal did not move: deviation frozen
+    if last is not None:
+        for t in tenants:
+            for g in types:
+                prior = last.of(t, g)
+                if prior is None:
+                    continue
+                lo, hi = math.floor(target[t][g] + _EPS), math.ceil(target[t][g] - _EPS)
+                if abs(prior[0] - ideal_in[t][g]) <= HOLD_TOL:
+                    real[t][g] = min(cap[g], prior[1])
+                    holding.add((t, g))
+                elif lo <= prior[1] <= hi:
+                    real[t][g] = min(cap[g], prior[1])
 
     tot = {t: sum(real[t].values()) for t in tenants}  # kept up to date by take()/give()
 
@@ -231,5 +290,6 @@ def place(
             tot[t] += 1
             free -= 1
 
-    new_dev = {t: {g: target[t][g] - real[t][g] for g in types} for t in tenants}
+    new_dev = {t: {g: (dev[t][g] if (t, g) in holding else target[t][g] - real[t][g]) for g in types}
+               for t in tenants}
     return Placement(real=real, deviations=new_dev)

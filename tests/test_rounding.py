@@ -320,3 +320,77 @@ def test_two_starved_tenants_do_not_block_each_other_forever():
         started += [t for t in ("a", "b") if p.real[t]["v100"] == 8]
         assert sum(p.real[t]["v100"] for t in ("a", "b")) in (0, 8)
     assert started, "nobody ever got the 8 GPUs its job needs"
+
+
+# --------------------------------------------------------------------------- holding still (issue 28)
+
+def _rounds(ideal, cap, n, hold):
+    """``n`` rounds of ``place`` with a constant ideal; returns the guarantees of every round."""
+    from slurm_fair.rounding import LastRound
+
+    dev, last, out = {}, None, []
+    for _ in range(n):
+        p = place(ideal, cap, deviations=dev, last=last if hold else None)
+        out.append(p.real)
+        dev, last = p.deviations, LastRound(ideal=ideal, real=p.real)
+    return out
+
+
+def test_deviation_carrying_alone_flips_a_constant_fractional_ideal():
+    # 3.5 + 3.5 on 7 GPUs: half-up rounding with the carried deviation alternates 4/3 (by design)
+    seq = _rounds({"a": {"g": 3.5}, "b": {"g": 3.5}}, {"g": 7}, 4, hold=False)
+    assert [r["a"]["g"] for r in seq] == [4, 3, 4, 3]
+
+
+def test_last_round_holds_while_the_ideal_does_not_move():
+    seq = _rounds({"a": {"g": 3.5}, "b": {"g": 3.5}}, {"g": 7}, 5, hold=True)
+    assert [(r["a"]["g"], r["b"]["g"]) for r in seq] == [(4, 3)] * 5
+    seq = _rounds({"a": {"g": 16 / 3, "h": 1.0}, "b": {"g": 16 / 3}, "c": {"g": 16 / 3}}, {"g": 16, "h": 1}, 6, hold=True)
+    assert all(r == seq[0] for r in seq)
+    assert sum(seq[0][t]["g"] for t in "abc") == 16
+
+
+def test_held_deviation_is_frozen_and_rotation_resumes_when_the_ideal_moves():
+    from slurm_fair.rounding import LastRound
+
+    ideal = {"a": {"g": 3.5}, "b": {"g": 3.5}}
+    first = place(ideal, {"g": 7})
+    held = place(ideal, {"g": 7}, deviations=first.deviations, last=LastRound(ideal, first.real))
+    assert held.real == first.real and held.deviations == first.deviations
+    # a's ideal moves: both are rounded again from the carried deviation (b's ideal moved too)
+    moved = {"a": {"g": 3.0}, "b": {"g": 4.0}}
+    p = place(moved, {"g": 7}, deviations=held.deviations, last=LastRound(ideal, held.real))
+    assert p.real == {"a": {"g": 3}, "b": {"g": 4}}
+    assert p.deviations["a"]["g"] == pytest.approx(held.deviations["a"]["g"])
+
+
+def test_held_tenant_still_obeys_its_demand_and_a_malformed_last_round_is_ignored():
+    from slurm_fair.rounding import LastRound
+
+    ideal = {"a": {"g": 3.5}, "b": {"g": 3.5}}
+    last = LastRound(ideal, {"a": {"g": 4}, "b": {"g": 3}})
+    assert place(ideal, {"g": 7}, demand={"a": 2}, last=last).real["a"]["g"] == 2
+    for bad in (LastRound({"a": "x"}, {"a": {"g": 4}}), LastRound(ideal, {"a": {"g": -1}, "b": {"g": 1.5}}),
+                LastRound({"a": {"g": "nan?"}}, {"a": {"g": 4}})):
+        assert place(ideal, {"g": 7}, last=bad).real == place(ideal, {"g": 7}).real
+
+
+def test_a_small_move_keeps_last_rounds_whole_gpus_while_they_are_still_a_rounding():
+    from slurm_fair.rounding import LastRound
+
+    last = LastRound({"a": {"g": 16 / 3}, "b": {"g": 16 / 3}, "c": {"g": 16 / 3}}, {"a": {"g": 6}, "b": {"g": 5}, "c": {"g": 5}})
+    moved = {"a": {"g": 5.2}, "b": {"g": 5.4}, "c": {"g": 5.4}}
+    # without last round: half-up gives a 5, b 5, c 5 and the free GPU to the largest claim
+    assert place(moved, {"g": 16}).real["a"]["g"] == 5
+    p = place(moved, {"g": 16}, last=last)
+    assert p.real == {"a": {"g": 6}, "b": {"g": 5}, "c": {"g": 5}}  # 6 is still ceil(5.2): kept
+    assert p.deviations["a"]["g"] == pytest.approx(-0.8)  # carried as always: within (-1, 1)
+    # last round's guarantee comes before what the tenant holds now (a guarantee that follows the running jobs
+    # flips); what it holds decides between two new roundings only
+    q = place(moved, {"g": 16}, last=last, current={"a": {"g": 5}})
+    assert q.real["a"]["g"] == 6
+    r = place({"a": {"g": 4.6}, "b": {"g": 5.7}, "c": {"g": 5.7}}, {"g": 16}, last=last, current={"a": {"g": 4}})
+    assert r.real["a"]["g"] == 4  # 6 is no rounding of 4.6: floor or ceil, the one it holds
+    # last round's GPUs that are no rounding any more are not kept
+    far = place({"a": {"g": 3.2}, "b": {"g": 6.4}, "c": {"g": 6.4}}, {"g": 16}, last=last)
+    assert far.real["a"]["g"] == 3

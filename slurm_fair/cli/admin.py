@@ -314,6 +314,11 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
                             j["site_factor"], j["slurm_reason"], j["slurm_fair"]] for j in ex["pending_jobs"]]))
     if ex["flexible_note"]:
         click.echo(f"note: {printable(ex['flexible_note'], 500)}")
+    if ex.get("moves"):
+        click.echo("")
+        click.echo(f"upgrade moves of {printable(account)}'s jobs (oldest first):")
+        for m in ex["moves"]:
+            click.echo(f"  job {m['job_id']}: {m['text']}")
     if ex["preemptions"]:
         click.echo("")
         click.echo(f"preemptions of {printable(account)}'s jobs (newest first):")

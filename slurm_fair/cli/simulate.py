@@ -107,8 +107,9 @@ def store_paths(path: str | None, names: list[str]) -> dict[str, Path | None]:
 @click.option("--preemption/--no-preemption", default=False, show_default=True,
               help="Run the daemon with preemption.enabled (checkpoint signal, grace, requeue).")
 @click.option("--upgrade/--no-upgrade", default=False, show_default=True,
-              help="Run the daemon with preemption.upgrade (and preemption on): running jobs on slow GPU types move "
-                   "to idle faster ones when the time saved pays for the restart.")
+              help="Run the daemon with upgrade moves (preemption.upgrade = \"checkpointing\"; every simulated job "
+                   "checkpoints): running jobs on slow GPU types move to idle faster ones when the time saved pays "
+                   "for the restart. Off: upgrade = \"off\". Reclaim stays as --preemption says.")
 @click.option("--dry-run", is_flag=True, default=False,
               help="Run the daemon with daemon.dry_run: rounds compute but set no limit, SiteFactor or type map, so "
                    "the simulated Slurm schedules alone (first come first served, fastest free type): the baseline.")

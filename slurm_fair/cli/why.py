@@ -1,12 +1,15 @@
 """``slurm-fair why JOBID``: why a job waits, for any user. Only parses and prints; the work is
 :func:`slurm_fair.views.why.explain_job` (pure) over the job from Slurm and the public status file
-(:mod:`slurm_fair.daemon.public`). It never opens the database."""
+(:mod:`slurm_fair.daemon.public`). It opens the database only where the caller may write it (the daemon's user,
+root: as ``slurm-fair explain`` does), to say when slurm-fair moved the job (its upgrade moves); other users get
+everything else."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -29,6 +32,22 @@ def _job_id(text: str) -> int:
 
 def _n(v: int | None, none: str = "-") -> str:
     return none if v is None else str(v)
+
+
+def _moves(cfg, jid: int) -> list:  # noqa: ANN001 - a Config
+    """The job's upgrade moves from the database where the caller may open it (read and write: the store migrates
+    on open), else none. Never fails the command: a database that cannot be read gives none."""
+    from ..store import Store
+    from ..views.why import moves_from_records
+
+    db = cfg.database_path
+    if db is None or not os.path.isfile(db) or not os.access(db, os.R_OK | os.W_OK):
+        return []
+    try:
+        with Store(db) as store:
+            return list(moves_from_records(store.preemptions(job_id=jid, limit=20)))
+    except Exception:  # noqa: BLE001 - the moves are extra: why answers without them
+        return []
 
 
 def _print(ex) -> None:  # noqa: ANN001 - an Explanation
@@ -74,16 +93,20 @@ def _print(ex) -> None:  # noqa: ANN001 - an Explanation
                   "account, state, reason, gpus, gpu_type, allocated, flexible, requeue, submit_time, start_time, "
                   "site_factor}, types [{gpu_type, guarantee, in_use, claims, limit, idle, largest_idle_block, "
                   "others_claims, borrowers}], total_limit, status {available, error, round, written, age_s, stale, "
-                  "dry_run, policy}}.")
+                  "dry_run, policy}, moves [{signalled_at, from_type, to_type, gpus, state, requeued_at, reason, "
+                  "outcome}]}.")
 @handle_errors
 def why_cmd(job_id_text: str, config_path: str | None, status_file: str | None, as_json: bool) -> None:
     """Why job JOBID waits (or runs where it runs), in plain words, and what would change it: its account's
     guarantee, GPUs in use, claims and limit on each GPU type it can use; whether it waits on that limit
     (AssocGrpGRES), on free GPUs or priority (and who borrows GPUs of its types), on a hold or a dependency; the
-    GPU type slurm-fair's type map chose; for a running job whether it is on borrowed GPUs and could be preempted.
+    GPU type slurm-fair's type map chose; for a running job whether it is on borrowed GPUs and could be preempted;
+    when slurm-fair moved the job to a faster GPU type (an upgrade move: from and to which type, when, and the time
+    it was expected to save), where the caller may open the database.
 
     Any user can run it: it reads the job from Slurm (squeue) and the status file the daemon publishes each round
-    (daemon.status_file, world-readable), never the database. Exit 1 when Slurm does not know the job.
+    (daemon.status_file, world-readable); the database only where the caller may write it (the daemon's user,
+    root), for the moves. Exit 1 when Slurm does not know the job.
 
     \b
         slurm-fair why 12345
@@ -110,7 +133,8 @@ def why_cmd(job_id_text: str, config_path: str | None, status_file: str | None, 
             why_not = str(e)
     cluster = connect(backend=cfg.cluster.backend, timeout=float(cfg.cluster.timeout))
     job = cluster.job_info(jid)
-    ex = explain_job(job, status, time.time(), job_id=jid, status_error=why_not)
+    ex = explain_job(job, status, time.time(), job_id=jid, status_error=why_not,
+                     moves=_moves(cfg, jid) if job is not None else ())
     if as_json:
         click.echo(json.dumps(dataclasses.asdict(ex), indent=2, sort_keys=True))
     else:

@@ -18,6 +18,12 @@ CLEAR = -1
 # Comment token etc/job_submit.lua adds to a job whose untyped GPU request it typed: slurm-fair may move
 # the job to another GPU type while it is pending (where Slurm supports that, see supports_pending_retype).
 FLEX_TOKEN = "fair:flex"
+# Comment token a user adds to say the job checkpoints (it saves its state on the checkpoint signal and resumes
+# from it when restarted): with --requeue, upgrade moves may move it (preemption.upgrade = "checkpointing").
+# Slurm shows a job's --signal nowhere slurm-fair reads (squeue --json of 22.05 and 24.11 has no such field;
+# 22.05's scontrol show job prints none; job_submit.lua's job_desc does not offer warn_signal), so the comment
+# is how a job says it.
+CHECKPOINT_TOKEN = "fair:checkpoint"
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,7 @@ class Job:
     blocked: str = ""
     batch: bool = True  # a batch job (sbatch); False = an interactive allocation (salloc), never signalled
     cls: str | None = None  # the class the daemon assigned (plan/classcap.py folds extra classes), else read
+    node_gpus: Mapping[str, int] = field(default_factory=dict)  # running: node -> GPUs held there ({} = not known)
 
     @property
     def gpus(self) -> int:
@@ -63,6 +70,13 @@ class Job:
         job's GPU type was chosen by slurm-fair at submission, not by the user."""
         c = self.comment or ""
         return FLEX_TOKEN in c and FLEX_TOKEN in c.replace(",", " ").replace(";", " ").split()
+
+    @property
+    def checkpoints(self) -> bool:
+        """The job declares it checkpoints: the comment carries the token ``fair:checkpoint`` (as for
+        ``fair:flex``) and Slurm may requeue it."""
+        c = (self.comment or "").replace(",", " ").replace(";", " ").split()
+        return self.requeue and CHECKPOINT_TOKEN in c
 
     @property
     def running(self) -> bool:

@@ -395,6 +395,8 @@ def parse_job(rec: Mapping[str, Any], index: int = 0, now: float | None = None) 
         hold=_flag(rec.get("hold"), f"{where}.hold"), dependency=dependency if isinstance(dependency, str) else "",
         eligible_time=_int(rec.get("eligible_time"), f"{where}.eligible_time", 0),
         reservation=resv if isinstance(resv, str) else "", now=now)
+    host = rec.get("nodes")
+    one_node = state == "RUNNING" and isinstance(host, str) and host and not any(c in host for c in ",[ ")
     return Job(
         job_id=job_id,
         name=_str(rec, "name", where),
@@ -418,6 +420,7 @@ def parse_job(rec: Mapping[str, Any], index: int = 0, now: float | None = None) 
         time_limit=_minutes(rec.get("time_limit"), f"{where}.time_limit"),
         blocked=blocked,
         batch=_flag(rec.get("batch_flag"), f"{where}.batch_flag", default=True),
+        node_gpus={host: sum(allocated.values())} if one_node else {},  # known for a job on one node only
     )
 
 

@@ -80,9 +80,6 @@ def from_dict(data: Mapping[str, Any], source: str = "defaults", base: Path | No
     if pf.max_throughput <= pf.min_throughput:
         raise InputError("profiling.max_throughput", pf.max_throughput,
                          f"must be greater than profiling.min_throughput ({pf.min_throughput:g})")
-    if sections["preemption"].upgrade and not sections["preemption"].enabled:
-        raise InputError("preemption.upgrade", True, "needs preemption.enabled = true (a move is a checkpoint "
-                         "signal, a grace and a requeue)")
     if sections["preemption"].enabled and not sections["limits"].manage:
         raise InputError("preemption.enabled", True, "needs limits.manage = true (preemption enforces the limits)")
     db = Path(sections["daemon"].database).expanduser()

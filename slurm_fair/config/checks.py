@@ -185,6 +185,28 @@ def _str_list(key: str, v: Any) -> tuple[str, ...]:
     return tuple(v)
 
 
+UPGRADE_MODES = ("checkpointing", "all", "off")
+CHECKPOINT_RULE_KINDS = ("account", "partition", "class")
+
+
+def _upgrade_mode(key: str, v: Any) -> str:
+    """preemption.upgrade: one of UPGRADE_MODES; true / false (the key's older form) mean "all" / "off"."""
+    if isinstance(v, bool):
+        return "all" if v else "off"
+    return _choice(UPGRADE_MODES)(key, v)
+
+
+def _checkpoint_rules(key: str, v: Any) -> tuple[str, ...]:
+    """preemption.checkpointing: "KIND:NAME" entries, KIND one of CHECKPOINT_RULE_KINDS."""
+    rules = _str_list(key, v)
+    for i, r in enumerate(rules):
+        kind, sep, name = r.partition(":")
+        if not sep or kind not in CHECKPOINT_RULE_KINDS or not name.strip() or name != name.strip():
+            raise InputError(f"{key}[{i}]", r, f"must be KIND:NAME with KIND one of {', '.join(CHECKPOINT_RULE_KINDS)} "
+                             '(e.g. "account:physics")')
+    return rules
+
+
 def _class_order(key: str, v: Any) -> tuple[str, ...]:
     order = _str_list(key, v)
     if not order:

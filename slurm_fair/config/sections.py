@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..catalog import SOLVERS
-from .checks import (BACKENDS, LOG_LEVELS, ON_CONFLICT, SITE_LIMIT_MODES, UNREQUEUEABLE_ACTIONS, _bool, _choice,
-                     _class_order, _db_path, _gt1, _int, _knob_f, _listen, _nonneg, _path_or_empty, _policy, _pos_int,
-                     _nonneg_int, _positive, _signal, _solver, _str_list, _tenant_map, _weight, _weights, parse_listen)
+from .checks import (BACKENDS, LOG_LEVELS, ON_CONFLICT, SITE_LIMIT_MODES, UNREQUEUEABLE_ACTIONS, _bool,
+                     _checkpoint_rules, _choice, _class_order, _db_path, _gt1, _int, _knob_f, _listen, _nonneg,
+                     _path_or_empty, _policy, _pos_int, _nonneg_int, _positive, _signal, _solver, _str_list, _tenant_map,
+                     _upgrade_mode, _weight, _weights, parse_listen)
 
 
 @dataclass(frozen=True)
@@ -121,12 +122,20 @@ class PolicyConfig:
         "throughput within ~1-3 %); 0 = always exact (at ~1500 classes a round then takes a minute or more).",
     )
     partition_parts: int = key(4, _pos_int, "oef-coop: number of groups when partitioned (>= 1).")
+    stable: bool = key(
+        True, _bool,
+        "Guarantees that hold still: oef-coop, oef-noncoop, gavel and max-throughput return, of their optima,\n"
+        "the one nearest to last round's (same optimum), and the rounding keeps an account's last whole GPUs\n"
+        "of a type while its share there is unchanged, or still rounds to them; false = any optimum, and\n"
+        "the rounding carries the deviation every round.",
+    )
 
     def options(self) -> dict[str, float | bool | int]:
         """Policy knobs as ``policies.solve(options=)`` takes them (each policy declares its own)."""
         return {"f": float(self.themis_f), "lease_s": float(self.themis_lease),
                 "work_conserving": bool(self.themis_work_conserving),
-                "partition_above": int(self.partition_above), "partition_parts": int(self.partition_parts)}
+                "partition_above": int(self.partition_above), "partition_parts": int(self.partition_parts),
+                "stable": bool(self.stable)}
 
 
 @section("cluster", "How slurm-fair talks to Slurm.")
@@ -166,6 +175,12 @@ class PriorityConfig:
     levels: int = key(
         10000, _pos_int,
         "Number of distinct SiteFactor values used (priority bands, >= 1; the default gives 300 accounts 33 levels each and 10 000 accounts one each).",
+    )
+    age_floor: float = key(
+        14400, _nonneg,
+        "Age floor, in seconds (>= 0; 0 = off): a pending GPU job that has waited this long since its submission\n"
+        "rises above every account's deficit-ordered jobs, first come first among such jobs (as Slurm's age\n"
+        "factor would lift it), so that no deficit order holds a job back for ever.",
     )
 
 
@@ -227,12 +242,31 @@ class PreemptionConfig:
         'Checkpoint signal sent to the batch shell, e.g. "USR1" (scancel --signal=SIG --batch).',
     )
     max_jobs_per_round: int = key(10, _pos_int, "At most this many jobs are signalled per round (>= 1).")
-    upgrade: bool = key(
-        False, _bool,
-        "true = upgrade moves: a running fair:flex job on a slow GPU type is checkpointed and requeued onto a\n"
-        "faster type with idle GPUs when the time it saves exceeds upgrade_cost (needs Slurm >= 23.02.6 to\n"
-        "retype the requeued job, and enabled = true).",
+    max_requeues_per_day: int = key(
+        2, _pos_int,
+        "A reclaim never signals a job that slurm-fair requeued this many times in the last 24 h (>= 1).",
     )
+    upgrade: str = key(
+        "checkpointing", _upgrade_mode,
+        "Upgrade moves: a running fair:flex job on a slow GPU type is checkpointed and requeued onto a faster\n"
+        "type with idle GPUs when the time it saves exceeds upgrade_cost (Slurm >= 23.02.6 retypes the requeued\n"
+        'job; older Slurm gets none). "checkpointing" = only jobs that declare they checkpoint: Slurm may\n'
+        "requeue them and their comment has the token fair:checkpoint, or a checkpointing rule names them;\n"
+        '"all" = every fair:flex job Slurm may requeue; "off" = none (true / false mean "all" / "off").\n'
+        "Moves need no reclaim: they run whether enabled is true or false.",
+    )
+    checkpointing: tuple[str, ...] = key(
+        [], _checkpoint_rules,
+        'Site rule for upgrade = "checkpointing": jobs that checkpoint without saying so in their comment, as\n'
+        '"account:NAME", "partition:NAME" or "class:NAME" entries, e.g. ["account:physics", "class:resnet50"]\n'
+        "(the job must still be requeue-able).",
+    )
+
+    @property
+    def moves(self) -> bool:
+        """Upgrade moves are on (for some jobs)."""
+        return self.upgrade != "off"
+
     upgrade_cost: float = key(
         300, _nonneg,
         "Seconds a move costs the job (restart, reload, the work since its last checkpoint; >= 0): a move\n"

@@ -5,6 +5,11 @@ rounds: *signal* (the job checkpoints), then, once ``preemption.grace`` seconds 
 goes back to pending and resumes from its checkpoint when it runs again). :func:`decide` turns the round's
 plan and the snapshot's jobs into those steps; ``daemon/round.py`` performs and records them.
 
+With lending limits the daemon passes the plan's reclaims (``reclaims``): new signals then go only to the
+victims that complete a waiting job's placement, all of a claim's or none, and a reclaim is requeued only when
+the job it was freed for would then start (:mod:`.victims`). Without them (hard caps), the older rule by GPUs
+per type below applies.
+
 Rules for a new signal (all must hold):
 
 (a) the job's account runs above its limit on that GPU type: GPUs in use of the type (``gpus_allocated`` of
@@ -19,7 +24,8 @@ Rules for a new signal (all must hold):
     (``daemon/unrequeueable.py``: its account is held back by its GPUs, or it is cancelled later, or it is only
     listed), as is a signalled job found non-requeue-able when its grace ends;
 (e) its lease is over: ``min_runtime`` after its start, its last requeue and its last signal by slurm-fair
-    (so a job is never preempted twice within a lease and never re-signalled while it waits its grace).
+    (so a job is never preempted twice within a lease and never re-signalled while it waits its grace);
+(f) slurm-fair requeued it fewer than ``preemption.max_requeues_per_day`` times in the last 24 h.
 
 Order: the account with the most GPUs above its limit (on any type, re-evaluated after every pick; ties: the
 account name) first, and within it the newest job (latest start, then highest id). At most ``preemption.max_jobs_per_round`` signals.
@@ -41,7 +47,9 @@ from ..cluster.base import Job
 from .. import preemptions as _states
 from ..preemptions import SIGNALLED, PreemptionRecord
 from . import unrequeueable as UR
-from .plan.demand import startable
+from .plan.demand import FreeGPUs, startable
+from .plan.reclaim import Borrowed, Reclaim
+from . import victims as V
 
 STATES = _states.STATES  # every state a preemption can be in
 OPEN = SIGNALLED  # state of a preemption waiting for its grace to end (the states: slurm_fair/preemptions.py)
@@ -60,6 +68,7 @@ class Action:
     record_id: int | None = None  # the preemption this step belongs to (requeue/resolve/gone)
     target_type: str | None = None  # an upgrade move: the type the job gets with its requeue
     due: float | None = None  # hold-back: when the job is cancelled (preemption.unrequeueable = cancel), else None
+    for_job: int | None = None  # a reclaim: the waiting job whose placement the freed GPUs complete
 
 
 @dataclass(frozen=True)
@@ -186,7 +195,8 @@ def _lease_end(job: Job, history: Sequence[Record], min_runtime: float) -> tuple
 
 def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history: Sequence[Record],
            now: float, cfg: PreemptionConfig, idle: Mapping[str, int] | None = None, word: str = "limit",
-           upgrade_ok: Any = None) -> Decision:
+           upgrade_ok: Any = None, reclaims: Sequence[Reclaim] | None = None,
+           free: FreeGPUs | None = None) -> Decision:
     """The preemption steps of this round (see the module docstring).
 
     ``limits``: what each account is entitled to per type — its guarantee when limits lend (the daemon's
@@ -197,7 +207,10 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
     waiting accounts are served from them first, so nothing is preempted for GPUs that stand idle. ``word``: what
     ``limits`` are called in the reasons ("guarantee" or "limit"). ``upgrade_ok(record)``: for an open upgrade
     move whose grace is over, None when its job can still start on the target type, else why not (then it is
-    resolved, not requeued); None: every such move is resolved."""
+    resolved, not requeued); None: every such move is resolved. ``reclaims`` (limits lend): the plan's claims
+    served by reclaim — new signals go to their victims only, all of a claim's or none, and a reclaim recorded
+    for a waiting job is requeued only when that job would then start (:mod:`.victims`; ``free``: the GPUs idle
+    now, node by node); None: the older rule by GPUs per type (hard caps)."""
     use = in_use(jobs)
     running = {j.job_id: j for j in jobs if j.running}
     known = {j.job_id: j for j in jobs}
@@ -219,6 +232,7 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
     actions.extend(_held_back(history, running, excess, waiting, now, rule, limits, use, word))
 
     # 1. open preemptions: they free GPUs first (in grace), or are requeued / resolved / gone now
+    by_claim = V.due([r for r in history if r.state == OPEN], running, known, free, now) if reclaims is not None else {}
     for r in sorted((r for r in history if r.state == OPEN), key=lambda r: (r.signalled_at or 0, r.id)):
         job = running.get(r.job_id)
         if job is None:
@@ -234,6 +248,19 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
                                   record_id=r.id))
             continue
         g = int(job.gpus_allocated.get(r.gpu_type, r.gpus))
+        if reclaims is not None and r.for_job is not None and not r.target_type and (
+                r.id not in by_claim or UR.why_not_requeueable(job) is None):
+            if r.id not in by_claim:  # its claim still has a member in its grace
+                continue
+            why_not = by_claim[r.id]
+            if why_not is None:
+                actions.append(Action("requeue", r.job_id, r.account, r.gpu_type, g,
+                                      f"grace over; the job it was freed for ({r.for_job}) starts on what it frees",
+                                      record_id=r.id, for_job=r.for_job))
+            else:
+                actions.append(Action("resolve", r.job_id, r.account, r.gpu_type, g,
+                                      f"resolved, not requeued: {why_not}", record_id=r.id, for_job=r.for_job))
+            continue
         if r.target_type:  # an upgrade move: requeued onto the faster type while that still has room for it
             if r.requeue_at is not None and now < r.requeue_at:
                 continue
@@ -283,6 +310,10 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
     # 2. new signals: most over-share account first, its newest job first
     cap = int(cfg.max_jobs_per_round)
     taken: set[int] = {r.job_id for r in history if r.state in (OPEN, UR.HELD_BACK)}
+    if reclaims is not None:  # by claims: the victims that complete a waiting job's placement
+        _by_claims(reclaims, running, history, now, cfg, taken, rule, cancel_grace, actions, skipped, limits, use,
+                   free, word)
+        return Decision(tuple(actions), tuple(skipped), over, waiting_before)
     by_job: dict[int, list[Record]] = {}
     for r in history:
         by_job.setdefault(r.job_id, []).append(r)
@@ -367,6 +398,85 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
     return Decision(tuple(actions), tuple(skipped), over, waiting_before)
 
 
+def _by_claims(reclaims: Sequence[Reclaim], running: Mapping[int, Job], history: Sequence[Record], now: float,
+               cfg: PreemptionConfig, taken: set[int], rule: str, cancel_grace: float, actions: list[Action],
+               skipped: list[Skip], limits: Mapping[str, Mapping[str, int]], use: Mapping[str, Mapping[str, int]],
+               free: FreeGPUs | None, word: str) -> None:
+    """New signals for the plan's claims served by reclaim (:mod:`.victims`): all of a claim's victims or none.
+    A victim Slurm cannot requeue is held back (``preemption.unrequeueable``, at most its account's excess) or
+    skipped, and the claim is placed again without it (:meth:`.plan.reclaim.Borrowed.place`): others go in its
+    place, as many as the account still holds above its guarantee."""
+    cap = int(cfg.max_jobs_per_round)
+    n = sum(a.kind == "signal" for a in actions)
+    gone = {r.job_id for r in history if r.state == UR.HELD_BACK} | {a.job_id for a in actions if a.kind == UR.HOLD_BACK}
+    held: dict[tuple[str, str], int] = {}
+    for r in history:
+        if r.state == UR.HELD_BACK and r.job_id in running:
+            held[(r.account, r.gpu_type)] = held.get((r.account, r.gpu_type), 0) + r.gpus
+    for x in actions:
+        if x.kind == UR.HOLD_BACK:
+            held[(x.account, x.gpu_type)] = held.get((x.account, x.gpu_type), 0) + x.gpus
+    for rc in reclaims:
+        t = rc.gpu_type
+        tag = f"for job {rc.job_id} of {rc.account} ({rc.gpus} {t} GPUs on {', '.join(sorted(rc.where))})"
+        victims: tuple[int, ...] | None = rc.victims
+        for _ in range(2 * len(running) + 2):  # every other pass takes one more job out: bounded
+            if victims is None or any(v not in running for v in victims):
+                break
+            if any(v in gone for v in victims):  # place it again without the jobs held back or skipped
+                got = None if free is None else Borrowed([h for h in free.holders if h.job_id not in gone],
+                                                         limits, use).place(free.free, free.size, t, rc.gpus)
+                victims = None if got is None else tuple(h.job_id for h in got[1])
+                continue
+            stuck = {v: UR.why_not_requeueable(running[v]) for v in victims if v not in taken}
+            stuck = {v: w for v, w in stuck.items() if w is not None}
+            if not stuck:
+                break
+            for v, w in stuck.items():
+                j = running[v]
+                g = int(j.gpus_allocated.get(t, j.gpus))
+                over = use.get(j.account, {}).get(t, 0) - int(limits.get(j.account, {}).get(t, 0))
+                if UR.acts(rule) and held.get((j.account, t), 0) < over:
+                    held[(j.account, t)] = held.get((j.account, t), 0) + g
+                    actions.append(Action(
+                        UR.HOLD_BACK, v, j.account, t, g,
+                        f"{tag}: the job is {w}: {j.account}'s {t} limits are lowered by its {g} GPUs until it ends "
+                        f"(preemption.unrequeueable = {rule})", due=UR.cancel_due(rule, j, now, cancel_grace)))
+                    taken.add(v)
+                else:
+                    skipped.append(Skip(v, j.account, t, f"{tag}: {w}"))
+                gone.add(v)
+        new = [running[v] for v in (victims or ()) if v in running and v not in taken]
+        if (victims is None or any(v in gone for v in victims)
+                or len(new) + sum(v in taken for v in victims) < len(victims) or not new):
+            continue  # no placement left, a victim has gone (its GPUs come back anyway), or all are being freed
+        block = V.blockers(new, history, now, cfg, _lease_end)
+        if block:
+            for v in new:
+                skipped.append(Skip(v.job_id, v.account, t, f"{tag}: " + block.get(
+                    v.job_id, "another victim of the same claim cannot be signalled now: none is")))
+            continue
+        ok, why = V.pays(rc.gpus, new, now, cfg)
+        if not ok:
+            for v in new:
+                skipped.append(Skip(v.job_id, v.account, t, f"{tag}: the requeue does not pay: {why}"))
+            continue
+        if n + len(new) > cap:
+            for v in new:
+                skipped.append(Skip(v.job_id, v.account, t,
+                                    f"{tag}: per-round cap reached (preemption.max_jobs_per_round = {cap})"))
+            continue
+        for v in new:
+            g = int(v.gpus_allocated.get(t, v.gpus))
+            actions.append(Action(
+                "signal", v.job_id, v.account, t, g,
+                f"{v.account} uses {use.get(v.account, {}).get(t, 0)} {t} GPUs with a {word} of "
+                f"{int(limits.get(v.account, {}).get(t, 0))}; {tag}: its GPUs complete that job's placement; {why}",
+                signal=cfg.signal, for_job=rc.job_id))
+            taken.add(v.job_id)
+            n += 1
+
+
 def _held_back(history: Sequence[Record], running: Mapping[int, Job], excess: dict[str, dict[str, int]],
                waiting: _Waiting, now: float, rule: str, limits: Mapping[str, Mapping[str, int]],
                use: Mapping[str, Mapping[str, int]], word: str) -> list[Action]:
@@ -409,4 +519,4 @@ def _ineligible(job: Job, g: int, avail: int, t: str, history: Sequence[Record],
         return f"lease: its last {what} was {now - (end - float(cfg.min_runtime)):.0f} s ago (< min_runtime)"
     if g > avail:
         return f"holds {g} {t} GPUs; accounts under their share can use only {avail} there"
-    return None
+    return V.blockers([job], history, now, cfg, _lease_end).get(job.job_id)  # requeues per day

@@ -17,11 +17,13 @@ from . import plan as P
 from . import preempt as PR
 from . import upgrade as U
 from . import unrequeueable as UR
+from . import victims as V
 
 
 def history(store: Store, now: float, cfg: Config) -> list[PR.Record]:
-    """The preemptions that matter now: open ones, and those whose lease (``min_runtime``) is not over."""
-    return store.preemption_history(since=now - float(cfg.preemption.min_runtime) - 1.0)
+    """The preemptions that matter now: open ones, and those whose lease (``min_runtime``) is not over or that
+    were requeued in the last 24 h (``max_requeues_per_day``)."""
+    return store.preemption_history(since=now - max(float(cfg.preemption.min_runtime), V.DAY) - 1.0)
 
 
 def held_back(store: Store, now: float, cfg: Config, snapshot: Snapshot) -> dict[str, dict[str, int]]:
@@ -38,6 +40,12 @@ def moving(store: Store, now: float, cfg: Config) -> list[tuple[str, str, int]]:
     return U.in_flight(history(store, now, cfg))
 
 
+def wanted(cfg: Config, snapshot: Snapshot) -> bool:
+    """The round has preemption steps to decide: reclaim is on (``preemption.enabled``), or upgrade moves are on
+    and Slurm can retype the requeued job (``supports_pending_retype``; moves need no reclaim)."""
+    return bool(cfg.preemption.enabled) or (cfg.preemption.moves and supports_pending_retype(snapshot.slurm_version))
+
+
 def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, limits: Mapping[str, Mapping[str, int]],
             round_id: int | None, now: float, act: bool = True, stamp: float | None = None,
             decisions: P.Decisions | None = None) -> PreemptionSummary:
@@ -47,8 +55,10 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
     on one job is recorded (state ``failed``) and never stops the others. Returns the summary kept in the
     round's details; without ``act`` the steps are only listed under ``would``. Steps are time-stamped with
     ``stamp`` (None: the wall clock when each happens, so the grace starts when the signal was sent).
-    With ``preemption.upgrade`` and the round's ``decisions``, upgrade moves (``daemon/upgrade.py``) use the
-    signals the reclaims left of the per-round budget; their requeue gives the job its new type."""
+    With ``preemption.upgrade`` on and the round's ``decisions``, upgrade moves (``daemon/upgrade.py``) use the
+    signals the reclaims left of the per-round budget; their requeue gives the job its new type. With
+    ``preemption.enabled = false`` (moves only) no reclaim is started: only the moves and the steps of
+    preemptions already open are carried out."""
     # a pending flexible job can still be moved where Slurm retypes pending jobs: it waits for any type
     retype_ok = supports_pending_retype(snapshot.slurm_version)
     seen = P.flexible_as_untyped(snapshot) if retype_ok else snapshot
@@ -61,11 +71,16 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
             return "the round has no plan" if plan is None else f"Slurm {snapshot.slurm_version} cannot retype"
         return U.still_possible(r, snapshot, plan, cfg.cluster.partitions)
 
-    d = PR.decide(limits, jobs, past, now, cfg.preemption,
-                  idle=P.idle_gpus(snapshot, cfg.cluster.partitions),
-                  word="guarantee" if cfg.limits.lend else "limit", upgrade_ok=upgrade_ok)
-    actions = list(d.actions)
-    if cfg.preemption.upgrade and retype_ok and decisions is not None:
+    # limits lend: reclaim by the plan's claims (victims that complete a waiting job's placement, plan/reclaim.py)
+    reclaims = plan.reclaims if plan is not None and plan.lend else None
+    free = P.FreeGPUs.of(snapshot, cfg.cluster.partitions)
+    d = PR.decide(limits, jobs, past, now, cfg.preemption, idle=free.totals(),
+                  word="guarantee" if cfg.limits.lend else "limit", upgrade_ok=upgrade_ok, reclaims=reclaims,
+                  free=free)
+    reclaim = bool(cfg.preemption.enabled)
+    # moves only: no new reclaim (a signal or hold-back without a record); open preemptions go on to their end
+    actions = [a for a in d.actions if reclaim or a.record_id is not None]
+    if cfg.preemption.moves and retype_ok and decisions is not None:
         built = decisions.built
         busy = {r.job_id for r in past if r.state == PR.OPEN} | {a.job_id for a in actions}
         budget = int(cfg.preemption.max_jobs_per_round) - sum(a.kind == "signal" for a in actions)
@@ -73,17 +88,19 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
                                 cfg.cluster.partitions)
         speed = U.speeds_of(built.throughput, built.sources, lambda j: P.job_class(j, cfg.classes.order),
                             P.UNKNOWN_SOURCES)
-        for m in U.upgrade_moves(snapshot, plan, speed, past, now, cfg.preemption, free, busy, budget):
+        may_move = U.movable(cfg.preemption, lambda j: P.job_class(j, cfg.classes.order))
+        for m in U.upgrade_moves(snapshot, plan, speed, past, now, cfg.preemption, free, busy, budget, may_move):
             actions.append(PR.Action("signal", m.job_id, m.account, m.from_type, m.gpus, m.reason,
                                      signal=cfg.preemption.signal, target_type=m.to_type))
-    out: dict[str, Any] = {"over": d.over, "waiting": d.waiting, "upgrades": sum(
+    out: dict[str, Any] = {"over": d.over if reclaim else {}, "waiting": d.waiting if reclaim else {}, "upgrades": sum(
                                a.kind == "signal" and a.target_type is not None for a in actions),
                            "skipped": [{"job_id": s.job_id, "account": s.account, "gpu_type": s.gpu_type,
-                                        "reason": s.reason} for s in d.skipped],
+                                        "reason": s.reason} for s in d.skipped] if reclaim else [],
                            "signalled": [], "requeued": [], "resolved": [], "gone": [], "failed": []}
     if not act or cluster is None:
         out["would"] = [{"step": a.kind, "job_id": a.job_id, "account": a.account, "gpu_type": a.gpu_type,
-                         "gpus": a.gpus, "reason": a.reason, "target_type": a.target_type} for a in actions]
+                         "gpus": a.gpus, "reason": a.reason, "target_type": a.target_type,
+                         **({"for_job": a.for_job} if a.for_job is not None else {})} for a in actions]
         return PreemptionSummary.from_json(out)
     users = {j.job_id: j.user for j in jobs}
     done = {"signal": "signalled", "requeue": "requeued", "resolve": "resolved", "gone": "gone",
@@ -94,6 +111,8 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
     by_id = {j.job_id: j for j in snapshot.jobs}
     for a in actions:
         item = {"job_id": a.job_id, "account": a.account, "gpu_type": a.gpu_type, "gpus": a.gpus, "reason": a.reason}
+        if a.for_job is not None:
+            item["for_job"] = a.for_job
         if a.target_type:
             item["target_type"] = a.target_type
         step, state, msg, due = done[a.kind], done[a.kind], a.reason, a.due
@@ -135,7 +154,7 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
                                        gpu_type=a.gpu_type, gpus=a.gpus, signal=a.signal, reason=a.reason,
                                        grace=float(cfg.preemption.grace), round_id=round_id,
                                        ok=state != "failed", message="" if state != "failed" else msg, now=stamp,
-                                       target_type=a.target_type)
+                                       target_type=a.target_type, for_job=a.for_job)
         else:
             pid = a.record_id
             store.preemption_step(pid, step, msg, state=state, round_id=round_id, now=stamp)

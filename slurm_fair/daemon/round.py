@@ -44,7 +44,9 @@ from ..profiling import shipped as shipped_profiles
 from ..cluster.base import ANY_GPU, CLEAR, Cluster, Snapshot, supports_pending_retype
 from ..cluster.errors import ClusterError, ClusterUnreachable
 from ..model import Allocation
+from ..fairness.stability import fingerprint as problem_fingerprint
 from ..records import RoundDetails
+from ..rounding import LastRound
 from ..store import Store
 from . import plan as P
 from . import preemption, publish
@@ -113,17 +115,29 @@ def mark_interrupted(store: Store) -> int:
 
 def compute(snapshot: Snapshot, store: Store, cfg: Config, policy: str, now: float) -> P.Decisions:
     """Everything a round decides (``plan.decide``, pure) from the snapshot and the state in the store. A
-    policy that takes a warm start (``policies.takes_warm``) gets the one the last round saved."""
+    policy that takes a warm start (``policies.takes_warm``) gets the one the last round saved; with
+    ``[policy] stable`` the rounding gets the last ok round's ideal and guarantees (:func:`_last_round`)."""
     warm = _warm(store, policy, now)
     solver = cfg.policy.solver or None
     opts = cfg.policy.options()
-    moving = preemption.moving(store, now, cfg) if cfg.preemption.upgrade else []
+    moving = preemption.moving(store, now, cfg) if cfg.preemption.moves else []
     return P.decide(snapshot, cfg, lambda problem: policies.solve(policy, problem, solver=solver, warm=warm,
                                                                   options=opts),
                     profiles=bounded.round_profiles(store, cfg), shipped=shipped_profiles.load_shipped(), deviations=store.deviations(),
                     deficits=store.deficits(), managed_before=store.managed(), last_ok_started=_last_ok_started(store, None),
                     now=now, empty_alloc=lambda built: _empty_alloc(built, policy), moving=moving,
-                    site=store.site_limits(), held_back=preemption.held_back(store, now, cfg, snapshot))
+                    site=store.site_limits(), held_back=preemption.held_back(store, now, cfg, snapshot),
+                    last=_last_round(store) if cfg.policy.stable else None)
+
+
+def _last_round(store: Store) -> LastRound | None:
+    """The last ok round's ideal and guarantees (the rounding holds an account whose ideal did not move)."""
+    try:  # a hint: without it the rounding carries the deviation as before; it never fails a round
+        r = next((r for r in store.rounds(limit=20, details=False) if r["status"] == "ok"), None)
+        d = RoundDetails.of_round(store.round(r["id"])) if r else None
+        return LastRound(ideal=d.ideal, real=d.real) if d else None
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _warm(store: Store, policy: str, now: float | None = None) -> Any:
@@ -211,7 +225,8 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> RoundDetails:
         prices=dict(c.alloc.prices) if c.alloc.prices is not None else None,
         # oef-coop's warm start: what seeded this solve (None: none taken) and the binding rows kept
         warm_start={"seeded": next((n for n in c.alloc.notes if n.startswith("warm start:")), None),
-                    "pairs_saved": sum(1 for w in c.alloc.warm if not (isinstance(w, tuple) and w[:1] == ("fp",)))},
+                    "pairs_saved": sum(1 for w in c.alloc.warm if not (isinstance(w, tuple) and w[:1] in (("fp",), ("x",))))},
+        fingerprint=problem_fingerprint(built.problem, built.rows).as_json(),  # guarantee flips (issue 28)
         **_fairness(c),
     )
 
@@ -424,7 +439,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
     # what preemption enforces: the guarantees when limits lend (borrowed GPUs come back), else the limits
     enforced = ({a: g for a, g in plan.real.items() if a in c.planned} if plan.lend
                 else without_hold_back(c.planned, c.held_back))  # a held-back job is not taken twice
-    if dry_run and cfg.preemption.enabled:
+    if dry_run and preemption.wanted(cfg, snapshot):
         res.details.preemption = preemption.run(None, store, cfg, snapshot, enforced, round_id, now, act=False,
                                             decisions=c)
     if not dry_run:
@@ -468,7 +483,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
                                                                   taken_at=snapshot.taken_at)
             except OSError as e:  # recorded on the round; never stops it
                 res.details.type_map_error = f"{cfg.type_map_path}: {e.strerror or e}"
-        if cfg.preemption.enabled:
+        if preemption.wanted(cfg, snapshot):  # moves need no reclaim (daemon/upgrade.py)
             try:
                 res.details.preemption = pre = preemption.run(cluster, store, cfg, snapshot, enforced, round_id,
                                                           now, stamp=stamp, decisions=c)

@@ -117,8 +117,8 @@ def refresh_status(res: RoundResult | None, snapshot: Any, cfg: Config) -> bool:
 
 def preemption_wakeup(store: Store, cfg: Config, now: float) -> float | None:
     """Seconds until the round that requeues the first signalled job whose grace ends (1 s after it), or None
-    (preemption off, or nothing waiting). The loop wakes up then instead of after a whole period."""
-    if not cfg.preemption.enabled:
+    (preemption and upgrade moves off, or nothing waiting). The loop wakes up then instead of after a whole period."""
+    if not (cfg.preemption.enabled or cfg.preemption.moves):
         return None
     due = store.next_preemption_due(held_back=cfg.preemption.unrequeueable == "cancel")
     return None if due is None else max(due + 1.0 - now, 0.0)

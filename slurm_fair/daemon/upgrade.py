@@ -6,8 +6,11 @@ the end even when V100s free up an hour later. Gavel's simulator moves jobs betw
 here a move costs a checkpoint and a restart, so it is made only where it pays. A running job is moved when:
 
 (a) slurm-fair chose its type (``fair:flex``: the user asked for no type), Slurm can retype a pending job
-    (>= 23.02.6: the job is requeued and given the new type while pending), Slurm may requeue it, and its lease
-    is over (``preemption.min_runtime`` since its start, last requeue and last signal, as for reclaims);
+    (>= 23.02.6: the job is requeued and given the new type while pending), Slurm may requeue it, it may be
+    moved (:func:`movable`: under ``preemption.upgrade = "checkpointing"``, the default, only a job that declares
+    it checkpoints — the comment token ``fair:checkpoint`` — or that a ``preemption.checkpointing`` rule names),
+    and its lease is over (``preemption.min_runtime`` since its start, last requeue and last signal, as for
+    reclaims);
 (b) its class runs faster per GPU on the target type, by a known profile there (measured, set or shipped: a type
     the class was never profiled on is not a target);
 (c) the time it saves pays for the restart: with ``left`` its expected time still to run on its current type —
@@ -17,7 +20,8 @@ here a move costs a checkpoint and a restart, so it is made only where it pays. 
     (pending jobs come first: starting a waiting job beats moving a running one) and after the moves already
     in flight, and within its account's limit there.
 
-Largest saving first; at most the per-round signal budget left after reclaims. The move then follows the
+Largest saving first; at most the per-round signal budget left after reclaims. Moves need no reclaim: with
+``preemption.enabled = false`` the round still makes them (and only them). The move then follows the
 reclaim's steps (``daemon/preempt.py``): checkpoint signal, grace, requeue — with the new type — or, when the
 target's GPUs were taken in the meantime, resolved without a requeue. While a move is in flight its GPUs on
 the target are held for it: the round's claims include them (``plan.make_plan(moving=)``).
@@ -49,6 +53,35 @@ class Upgrade:
                 f"expected to finish {self.saving:.0f} s sooner after the restart")
 
 
+def declares_checkpoint(job: Job, rules: Sequence[str], job_class: Callable[[Job], str]) -> bool:
+    """The job checkpoints, by its own word or the site's: Slurm may requeue it and its comment has the token
+    ``fair:checkpoint`` (:attr:`Job.checkpoints`), or a rule of ``preemption.checkpointing`` (``account:NAME``,
+    ``partition:NAME``, ``class:NAME``) names its account, partition or class."""
+    if not job.requeue:
+        return False
+    if job.checkpoints:
+        return True
+    for r in rules:
+        kind, _sep, name = r.partition(":")
+        if ((kind == "account" and job.account == name) or (kind == "partition" and name in job.partition.split(","))
+                or (kind == "class" and job_class(job) == name)):
+            return True
+    return False
+
+
+def movable(cfg: PreemptionConfig, job_class: Callable[[Job], str]) -> Callable[[Job], bool]:
+    """Which jobs ``preemption.upgrade`` lets moves take: "all" every one, "checkpointing" those that declare
+    they checkpoint (:func:`declares_checkpoint`), "off" none (Slurm's own rule — may it requeue the job — is
+    checked by :func:`upgrade_moves` for every mode)."""
+    mode = str(cfg.upgrade)
+    if mode == "all":
+        return lambda j: True
+    if mode == "checkpointing":
+        rules = tuple(cfg.checkpointing)
+        return lambda j: declares_checkpoint(j, rules, job_class)
+    return lambda j: False
+
+
 def time_left(job: Job, now: float) -> float:
     """Seconds the running job is expected to run still (rule (c) of the module docstring)."""
     ran = max(0.0, now - float(job.start_time or now))
@@ -76,10 +109,10 @@ def free_for_moves(snapshot: Snapshot, moving: Iterable[tuple[str, str, int]], c
 
 def upgrade_moves(snapshot: Snapshot, plan: Plan, speed: Callable[[Job, str], float | None],
                   history: Sequence[Record], now: float, cfg: PreemptionConfig, free: FreeGPUs, exclude: Iterable[int] = (),
-                  max_moves: int = 10) -> list[Upgrade]:
+                  max_moves: int = 10, may_move: Callable[[Job], bool] | None = None) -> list[Upgrade]:
     """The moves of this round (module docstring). ``speed(job, type)``: the job's class's throughput per GPU
     there by a known profile (None: unknown). ``cfg``: the ``[preemption]`` section. ``exclude``: jobs already
-    being preempted or moved."""
+    being preempted or moved. ``may_move``: which jobs may be moved (:func:`movable`; None: every one)."""
     if max_moves <= 0:
         return []
     skip = set(exclude)
@@ -90,6 +123,8 @@ def upgrade_moves(snapshot: Snapshot, plan: Plan, speed: Callable[[Job, str], fl
     cands: list[tuple[float, Job, str, str]] = []
     for j in snapshot.jobs:
         if not j.running or not j.flexible or not j.requeue or j.job_id in skip or len(j.gpus_allocated) != 1:
+            continue
+        if may_move is not None and not may_move(j):
             continue
         if now < _lease_end(j, by_job.get(j.job_id, ()), float(cfg.min_runtime))[0]:
             continue

@@ -64,6 +64,8 @@ _TOL = 1e-12  # envy violation (in units of S.x/w on the scaled problem) still a
 _SLACK = 1e-6  # an envy row this slack (times w_l) may be taken out of the model
 _MAX_DROPS = 2  # times an envy row may be taken out of the model (finite loop)
 _INMODEL_TOL = 1e-8  # violation of a row already in the model accepted as the solver's tolerance
+STABLE_REL = 1e-12  # second stage: relative slack of the first objective (HiGHS tolerances are 1e-9 absolute)
+_STABLE_TOL = 1e-9  # second stage: envy violation (scaled units) accepted as satisfied
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,11 @@ class SolveInfo:
     # solve of a similar problem seeded with them (``seed=``) starts near the end (empty for the plain form)
     binding: tuple[tuple[int, int], ...] = ()
     seeded: int = 0  # envy rows taken from ``seed`` (0: cold start, similarity seeding only)
+    # second stage (``previous=``, :mod:`._stable`): LP rounds it took (0: not run) and the L1 distance to the
+    # previous allocation before and after it (on the rows the previous allocation knows)
+    stable_rounds: int = 0
+    moved_before: float = 0.0
+    moved_after: float = 0.0
 
 
 def _check(speed, weight, capacity) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -123,21 +130,35 @@ def solve(speed, weight, capacity, solver: str | None = None) -> np.ndarray:
 def solve_with_info(
     speed, weight, capacity, solver: str | None = None, *, cuts_per_user: int = 2, max_rounds: int = 10_000, drop_slack: bool = True, neighbours: int = 8,
     first: str = "simplex", cycles: bool = True, drop_basic: bool = True, seed=None, seed_all: bool = False,
+    previous: np.ndarray | None = None,
 ) -> tuple[np.ndarray, SolveInfo]:
     """``seed``: envy rows (l, i) to start from (pairs of user indices, e.g. the ``binding`` rows of an
     earlier solve of a similar problem); users in no seeded pair get the similarity seeding. Pairs out of
     range or with l == i are ignored. ``seed_all``: every user also gets the similarity seeding (the start is
-    a superset of the cold start). The optimum does not depend on the seed, only the work to reach it."""
+    a superset of the cold start). The optimum does not depend on the seed, only the work to reach it.
+
+    ``previous`` (n x k, NaN rows = unknown users; HIGHS only): a second stage returns, among the optima,
+    the one nearest in L1 to it (:func:`nearest`): a stable tie-break toward last round."""
     S, w, c = _check(speed, weight, capacity)
     name = "HIGHS" if solver is None else str(solver).upper()
     t0 = time.perf_counter()
     binding: tuple = ()
     seeded = 0
+    stable = (0, 0.0, 0.0)
     if name == "HIGHS":
-        x, rounds, rows, binding, seeded = _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours,
-                                                             first, cycles, drop_basic, _seed_pairs(seed, S.shape[0]),
-                                                             seed_all)
+        x, rounds, rows, binding, seeded, model, unique = _highs_generation(
+            S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic,
+            _seed_pairs(seed, S.shape[0]), seed_all)
         method = "constraint generation, live HiGHS model, dual simplex warm start"
+        if previous is not None:
+            p = np.asarray(previous, dtype=float).reshape(S.shape)
+            known = ~np.isnan(p).any(axis=1)
+            before = float(np.abs(x - np.nan_to_num(p))[known].sum())
+            srounds = 0
+            # skipped where the first stage returned the previous allocation, or its optimum is the only one
+            if before > 1e-9 * max(1, int(known.sum()) * S.shape[1]) and not unique:
+                x, srounds = nearest(S, w, c, x, p, model, cuts_per_user)
+            stable = (srounds, before, float(np.abs(x - np.nan_to_num(p))[known].sum()))
     elif name in CVXPY_SOLVERS:
         x = plain_lp(S, w, c, name)
         rounds, rows = 1, S.shape[0] * (S.shape[0] - 1)
@@ -147,7 +168,7 @@ def solve_with_info(
     seconds = time.perf_counter() - t0
     n = S.shape[0]
     viol = float(envy_matrix(S, w, x).max()) if n > 1 else 0.0
-    info = SolveInfo(name, method, rounds, rows, seconds, float(np.sum(S * x)), viol, binding, seeded)
+    info = SolveInfo(name, method, rounds, rows, seconds, float(np.sum(S * x)), viol, binding, seeded, *stable)
     return x, info
 
 
@@ -174,8 +195,9 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     n, k = S.shape
     x_out = np.zeros((n, k))
     cmax = float(c.max()) if k else 0.0
+    none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     if n == 0 or k == 0 or cmax <= 0:
-        return x_out, 0, 0, (), 0
+        return x_out, 0, 0, (), 0, none, True
     # Weights scaled to <= 1 (only ratios matter for envy). Capacities are NOT scaled: HiGHS' feasibility
     # tolerance then bounds the envy violation in the caller's units (scaling c down to 1 multiplied the
     # final violation by max c, ~1e-6 at 2000 GPUs).
@@ -187,7 +209,7 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     vl, vj = np.nonzero(usable)  # row-major: grouped by user
     nv = int(vl.size)
     if nv == 0:
-        return x_out, 0, 0, (), 0
+        return x_out, 0, 0, (), 0, none, True
     var = np.full((n, k), -1, dtype=np.int32)
     var[vl, vj] = np.arange(nv, dtype=np.int32)
     has = usable.any(axis=1)
@@ -345,7 +367,22 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
         dual = np.asarray(h.getSolution().row_dual)[first_envy_row:first_envy_row + pl.size]
         nz = np.abs(dual) > 1e-12
         binding = tuple(zip(pl[nz].tolist(), pi[nz].tolist()))
-    return x_out, rounds, rows, binding, seeded
+    return x_out, rounds, rows, binding, seeded, (pl, pi), _unique(h)
+
+
+def _unique(h) -> bool:
+    """Whether the model's optimum is certainly its only one: dual nondegenerate (every nonbasic column and
+    every nonbasic row has a nonzero reduced cost / dual; sufficient, not necessary). The model is a relaxation
+    of eq. 10 (some envy rows), so its only optimum is eq. 10's only one too (any other optimum of eq. 10 would be
+    one of the relaxation: feasible there with the same objective)."""
+    import highspy
+
+    basic = highspy.HighsBasisStatus.kBasic
+    b, sol = h.getBasis(), h.getSolution()
+    cb = np.fromiter((v == basic for v in b.col_status), dtype=bool)
+    rb = np.fromiter((v == basic for v in b.row_status), dtype=bool)
+    cd, rd = np.abs(np.asarray(sol.col_dual)), np.abs(np.asarray(sol.row_dual))
+    return bool(np.all(cd[~cb] > 1e-9) and np.all(rd[~rb] > 1e-9))
 
 
 def _add_envy_rows(h, S, ws, var, li, ii, inf):
@@ -391,3 +428,98 @@ def plain_lp(S, w, c, solver: str | None = None) -> np.ndarray:
     prob = cp.Problem(cp.Maximize(cp.sum(cp.multiply(S, x))), cons)
     lp.solve(prob, solver, what="cooperative OEF (eq. 10, plain form)")
     return np.maximum(np.asarray(x.value, dtype=float), 0.0)
+
+
+# --------------------------------------------------------------------------------------------------
+# Second stage: of the optima, the one nearest to a previous allocation (module ._stable explains why)
+# --------------------------------------------------------------------------------------------------
+
+
+def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev: np.ndarray,
+                 rows: tuple[np.ndarray, np.ndarray] | None = None, cuts_per_user: int = 2,
+            max_rounds: int = 10_000) -> tuple[np.ndarray, int]:
+    """Second stage for cooperative OEF (eq. 10 on ``S``, ``w``, ``c``): of the allocations with total
+    throughput >= (1 - STABLE_REL) * S.x_opt that are envy-free, the one with the least L1 distance to ``prev``
+    (NaN rows: no distance term). ``rows``: envy pairs (l, i) to start from (e.g. the first stage's final
+    model). Returns (x, LP rounds). Raises SolverError if HiGHS fails."""
+    import highspy
+
+    n, k = S.shape
+    known = ~np.isnan(prev).any(axis=1)
+    if n == 0 or k == 0 or not known.any():
+        return x_opt, 0
+    ws = w / w.max()
+    usable = (S > 0) & (c > 0)[None, :]
+    vl, vj = np.nonzero(usable)
+    nv = int(vl.size)
+    if nv == 0:
+        return x_opt, 0
+    var = np.full((n, k), -1, dtype=np.int32)
+    var[vl, vj] = np.arange(nv, dtype=np.int32)
+    inf = highspy.kHighsInf
+    h = new_highs()
+    h.setOptionValue("primal_feasibility_tolerance", 1e-9)
+    h.setOptionValue("dual_feasibility_tolerance", 1e-9)
+    h.addCols(nv, np.zeros(nv), np.zeros(nv), np.full(nv, inf), 0, np.zeros(nv, dtype=np.int32),
+              np.zeros(0, dtype=np.int32), np.zeros(0))
+    # distance columns t for the variables of known rows; a known row's previous GPUs on a type it cannot use
+    # now (no variable) are a constant of the distance and left out
+    dv = np.nonzero(known[vl])[0]
+    nd = int(dv.size)
+    h.addCols(nd, np.ones(nd), np.zeros(nd), np.full(nd, inf), 0, np.zeros(nd, dtype=np.int32),
+              np.zeros(0, dtype=np.int32), np.zeros(0))
+    h.changeObjectiveSense(highspy.ObjSense.kMinimize)
+    # capacity
+    order = np.argsort(vj, kind="stable").astype(np.int32)
+    starts = np.searchsorted(vj[order], np.arange(k)).astype(np.int32)
+    h.addRows(k, np.full(k, -inf), c.astype(float), nv, starts, order, np.ones(nv))
+    # the first objective kept at its optimum
+    opt = float(np.sum(S * x_opt))
+    h.addRows(1, np.array([opt - STABLE_REL * max(1.0, abs(opt))]), np.array([inf]), nv, np.zeros(1, dtype=np.int32),
+              np.arange(nv, dtype=np.int32), S[vl, vj].astype(float))
+    # t - x >= -p and t + x >= p
+    p = prev[vl[dv], vj[dv]]
+    idx = np.empty(2 * nd, dtype=np.int32)
+    idx[0::2] = nv + np.arange(nd)
+    idx[1::2] = dv
+    st = (2 * np.arange(nd)).astype(np.int32)
+    h.addRows(nd, -p, np.full(nd, inf), 2 * nd, st, idx, np.tile([1.0, -1.0], nd))
+    h.addRows(nd, p, np.full(nd, inf), 2 * nd, st, idx, np.tile([1.0, 1.0], nd))
+    inmodel = np.zeros((n, n), dtype=bool)
+    if rows is not None and len(rows[0]):
+        li, ii = (np.asarray(r, dtype=np.int64) for r in rows)
+        code = np.unique(li * n + ii)
+        li, ii = code // n, code % n
+        inmodel[li, ii] = True
+        _add_envy_rows(h, S, ws, var, li, ii, inf)
+    h.setOptionValue("solver", "simplex")
+    X = np.zeros((n, k))
+    m = max(1, min(int(cuts_per_user), n - 1))
+    rounds = 0
+    while True:
+        rounds += 1
+        h.run()
+        status = h.getModelStatus()
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise SolverError(f"stable optimum: HiGHS ended with {h.modelStatusToString(status)} in round {rounds}")
+        X[vl, vj] = np.asarray(h.getSolution().col_value)[:nv]
+        np.maximum(X, 0.0, out=X)
+        if n == 1:
+            break
+        V = envy_matrix(S, ws, X)
+        top = np.argpartition(-V, m - 1, axis=1)[:, :m]
+        li = np.repeat(np.arange(n), m)
+        ii = top.ravel()
+        bad = (V[li, ii] > _STABLE_TOL) & ~inmodel[li, ii]
+        li, ii = li[bad], ii[bad]
+        if li.size == 0:
+            li, ii = np.nonzero((V > _STABLE_TOL) & ~inmodel)
+            if li.size == 0:
+                break
+        if rounds >= max_rounds:
+            raise SolverError(f"stable optimum: no convergence after {rounds} rounds")
+        inmodel[li, ii] = True
+        _add_envy_rows(h, S, ws, var, li, ii, inf)
+        if rounds == 1:
+            h.setOptionValue("presolve", "off")
+    return X, rounds

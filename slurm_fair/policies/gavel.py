@@ -35,7 +35,8 @@ import cvxpy as cp
 import numpy as np
 
 from .. import lp
-from . import _filling, _leximin
+from ..errors import SolverError
+from . import _filling, _leximin, _stable
 from ..model import Allocation, Problem
 from ._common import TOL, allocation_variable, fill_idle, level_program, capacity_constraint, at_caps, capped_note, clean, finish, throughput_expr
 from .equal_share import share_arrays
@@ -63,26 +64,51 @@ def _program(speed, capacity, demand, ref, active, frozen, level=None, lift=(), 
 FAST_SOLVER = "HIGHS (live progressive filling)"
 
 
-def solve(problem: Problem, solver: str | None = None) -> Allocation:
+def solve(problem: Problem, solver: str | None = None, warm=None, stable: bool = True) -> Allocation:
     """With no solver named, the exact filling on one live HiGHS model (``_filling``, verified against the
-    definition before it is returned); a named solver runs the cvxpy form (:func:`solve_cvxpy`)."""
+    definition before it is returned); a named solver runs the cvxpy form (:func:`solve_cvxpy`).
+
+    ``stable`` (config ``[policy] stable``) with a previous allocation in ``warm`` (:class:`._stable.Previous`
+    entries, saved by every solve): the levels are kept and, of the allocations with those levels, the one
+    nearest to the previous allocation is taken (:func:`._stable.nearest_levels`); if that one fails the
+    verification, the filling's own allocation is (a note says so)."""
     if solver is not None and str(solver).strip():
         return solve_cvxpy(problem, solver)
     vu = problem.virtual_users()
     timer = lp.Timer()
+    notes: list[str] = []
     with timer.measure():
         eq, _ = share_arrays(vu)
         ref = (eq * vu.speed).sum(axis=1)
         active = ref > TOL
         res = _filling.fill(vu.speed, np.where(active, ref, 0.0), vu.capacity, vu.demand, vu.type_cap,
                             what="gavel")
-        x_val = fill_idle(vu, clean(res.x, vu.speed, vu.capacity, vu.demand, vu.type_cap))
-        x_val = clean(x_val, vu.speed, vu.capacity, vu.demand, vu.type_cap)
-        _filling.verify(vu.speed, ref, vu.capacity, vu.demand, vu.type_cap, x_val, np.zeros(vu.n, dtype=bool),
-                        equal_level=False, work_conserving=True, floor=ref, what="gavel")
+        prev = _stable.Previous.from_warm(warm) if stable else None
+        tries = [res.x]
+        if prev is not None:
+            try:
+                tries.insert(0, _stable.nearest_levels(vu.speed, vu.capacity, vu.demand, vu.type_cap, res.x,
+                                                       prev.array(vu)))
+            except SolverError as e:
+                notes.append(f"stable: second stage failed ({e}); the filling's own allocation")
+        for i, x in enumerate(tries):
+            x_val = fill_idle(vu, clean(x, vu.speed, vu.capacity, vu.demand, vu.type_cap))
+            x_val = clean(x_val, vu.speed, vu.capacity, vu.demand, vu.type_cap)
+            try:
+                _filling.verify(vu.speed, ref, vu.capacity, vu.demand, vu.type_cap, x_val, np.zeros(vu.n, dtype=bool),
+                                equal_level=False, work_conserving=True, floor=ref, what="gavel")
+            except SolverError as e:
+                if i == len(tries) - 1:
+                    raise
+                notes.append(f"stable: the nearest allocation failed the check ({e}); the filling's own allocation")
+                continue
+            if i == 0 and len(tries) > 1:
+                notes.append(f"stable: of the allocations with these levels, the one nearest to the previous "
+                             f"({len(prev.x)} class(es) known)")
+            break
     capped = at_caps(vu, x_val)
-    return dataclasses.replace(finish(problem, NAME, x_val, timer, None, capped_note(vu, capped), uses_lp=False),
-                               solver=FAST_SOLVER)
+    alloc = finish(problem, NAME, x_val, timer, None, capped_note(vu, capped) + tuple(notes), uses_lp=False)
+    return dataclasses.replace(alloc, solver=FAST_SOLVER, warm=_stable.Previous.of(alloc).entries())
 
 
 def solve_cvxpy(problem: Problem, solver: str | None = None) -> Allocation:
@@ -115,4 +141,4 @@ def solve_cvxpy(problem: Problem, solver: str | None = None) -> Allocation:
 
 POLICY = Policy(NAME, solve, guarantees=("sharing_incentive",),
                 claim=("Gavel: max-min of throughput relative to the equal share, water-filled; sharing incentive"),
-                options=(), warm=False)
+                options=("stable",), warm=True)

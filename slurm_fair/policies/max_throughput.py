@@ -7,22 +7,34 @@ or a type cap and the total normalized throughput is the largest any allocation 
 can reach (an upper bound for every other policy on the same problem); hence work-conserving (an idle GPU
 some user below its caps could use would raise the total). Nothing else: users with slow speedups may get nothing (§3.1.1)
 and the optimum is often not unique (which user gets the slow GPUs is up to the solver).
+
+``stable`` (config ``[policy] stable``) with last round's allocation in ``warm`` (:class:`._stable.Previous`,
+saved by every solve): of the allocations within 1e-7 (relative) of the optimum's total, the one nearest to it
+(:func:`._stable.nearest_levels` with ``total``; 1e-7 because the default solver, ECOS, reaches the optimum to
+about 1e-8 only).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import cvxpy as cp
 import numpy as np
 
 from .. import lp
+from ..errors import SolverError
 from ..model import Allocation, Problem
 from ._common import allocation_variable, capacity_constraint, at_caps, capped_note, clean, finish, throughput_expr
+from . import _stable
 from .base import Policy
 
 NAME = "max-throughput"
 
 
-def solve(problem: Problem, solver: str | None = None) -> Allocation:
+TOTAL_REL = 1e-7  # the second stage keeps the total throughput to this (relative)
+
+
+def solve(problem: Problem, solver: str | None = None, warm=None, stable: bool = True) -> Allocation:
     lp.pick_solver(solver)
     vu = problem.virtual_users()
     timer = lp.Timer()
@@ -35,11 +47,23 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     with timer.measure():
         lp.solve(prob, solver, what="max-throughput (eq. 4)")
     xv = clean(x.value, vu.speed, vu.capacity, vu.demand, vu.type_cap)
+    prev = _stable.Previous.from_warm(warm) if stable else None
+    notes: list[str] = []
+    if prev is not None:
+        try:
+            with timer.measure():
+                near = _stable.nearest_levels(vu.speed, vu.capacity, vu.demand, vu.type_cap, xv, prev.array(vu),
+                                              total=True, rel=TOTAL_REL)
+            xv = clean(near, vu.speed, vu.capacity, vu.demand, vu.type_cap)
+            notes.append("stable: of the optima, the one nearest to the previous allocation")
+        except SolverError as e:
+            notes.append(f"stable: second stage not used ({e})")
     # capped: the optimum gives it its whole demand or a whole type cap (the constraint is tight)
     capped = at_caps(vu, xv)
-    return finish(problem, NAME, xv, timer, solver, capped_note(vu, capped))
+    alloc = finish(problem, NAME, xv, timer, solver, capped_note(vu, capped) + tuple(notes))
+    return dataclasses.replace(alloc, warm=_stable.Previous.of(alloc).entries())
 
 
 POLICY = Policy(NAME, solve, guarantees=("pareto_efficient",),
                 claim=("eq. 4: the most total throughput, no fairness; an upper bound for the others"),
-                options=(), warm=False)
+                options=("stable",), warm=True)

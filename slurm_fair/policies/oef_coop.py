@@ -60,7 +60,7 @@ import numpy as np
 from .. import lp
 from ..errors import InputError
 from ..model import Allocation, Problem, VirtualUsers
-from . import _coop_fast, _partition
+from . import _coop_fast, _partition, _stable
 from ._common import capped_note, clean, fill_idle, finish, upgrade_idle, waterfill
 from .base import Policy
 
@@ -148,7 +148,8 @@ def _warm_pairs(warm) -> list[tuple[tuple[str, str], tuple[str, str]]]:
     return out
 
 
-def _exact_vu(vu: VirtualUsers, warm_keys) -> tuple[np.ndarray, list[int], list, float, tuple[int, int]]:
+def _exact_vu(vu: VirtualUsers, warm_keys, previous: _stable.Previous | None = None
+              ) -> tuple[np.ndarray, list[int], list, float, tuple[int, int], list]:
     """Water-filling with the fast exact step on ``vu``. ``warm_keys``: pairs of (tenant, class) keys (an
     earlier solve's binding rows; None: cold) that seed every step, among its users. Each step after the
     first also starts from the envy rows that bound the step before it (its users less the frozen ones).
@@ -156,7 +157,9 @@ def _exact_vu(vu: VirtualUsers, warm_keys) -> tuple[np.ndarray, list[int], list,
     cold start, so a class whose speeds changed since the seed (its old rows are stale) is seeded as in a
     cold start. Measured in LP rounds at 300 tenants (philly, seed 0): seeding without the similarity rows
     made warm rounds with 2 % of the tenants changed cost more than cold ones (171 vs 160 rounds before).
-    Returns the allocation (before ``upgrade_idle``), the capped rows, the binding rows as key pairs, LP
+    The last value returned: per step, its rows' allocation ({(tenant, class): {type: GPUs}}).
+    ``previous``: every step returns, of its optima, the one nearest to the previous solve's same step
+    (:mod:`._stable`). Returns the allocation (before ``upgrade_idle``), the capped rows, the binding rows as key pairs, LP
     seconds, (steps seeded, rows seeded)."""
     key_of = list(zip(vu.tenant, vu.cls))
     index = {kk: i for i, kk in enumerate(key_of)}
@@ -166,6 +169,7 @@ def _exact_vu(vu: VirtualUsers, warm_keys) -> tuple[np.ndarray, list[int], list,
     first = [(index[a], index[b]) for a, b in warm_keys or () if a in index and b in index]
     prev: list[list[tuple[int, int]]] = [[]]  # binding rows of the step before
     nstep = [0]
+    steps: list[dict] = []
 
     def step(speed, weight, capacity, rows):
         pos = {int(r): p for p, r in enumerate(rows)}
@@ -173,7 +177,8 @@ def _exact_vu(vu: VirtualUsers, warm_keys) -> tuple[np.ndarray, list[int], list,
         cold = nstep[0] == 0 and warm_keys is None
         with timer.measure():
             xa, info = _coop_fast.solve_with_info(speed, weight, capacity, seed=None if cold else local,
-                                                  seed_all=True)
+                                                  seed_all=True,
+                                                  previous=None if previous is None else previous.array(vu, nstep[0])[rows])
         found = [(int(rows[a]), int(rows[b])) for a, b in info.binding]
         binding.update(found)
         if warm_keys is not None and first:
@@ -181,28 +186,28 @@ def _exact_vu(vu: VirtualUsers, warm_keys) -> tuple[np.ndarray, list[int], list,
             seeded[1] += sum(1 for a, b in first if a in pos and b in pos)
         nstep[0] += 1
         prev[0] = found
+        steps.append({key_of[int(r)]: {g: float(v) for g, v in zip(vu.gpu_types, xa[p])} for p, r in enumerate(rows)})
         return xa
 
     x, capped = waterfill(vu, step, step_takes_rows=True)
     pairs = sorted((key_of[a], key_of[b]) for a, b in binding)
-    return x, capped, pairs, timer.seconds, (seeded[0], seeded[1])
+    return x, capped, pairs, timer.seconds, (seeded[0], seeded[1]), steps
 
 
-def _group_solver(warm_keys, same):
+def _group_solver(warm_keys, same, prev: _stable.Previous | None = None):
     def solve_group(sub: VirtualUsers):
         keys = None
         if warm_keys is not None:
             mine = set(zip(sub.tenant, sub.cls))
             keys = _usable_pairs(warm_keys, mine & same) if same is not None else \
                 [(a, b) for a, b in warm_keys if a in mine and b in mine]
-        x, capped, pairs, seconds, seeded = _exact_vu(sub, keys)
-        return x, capped, pairs, seconds, seeded
+        return _exact_vu(sub, keys, prev)
     return solve_group
 
 
 def solve(problem: Problem, solver: str | None = None, warm=None, partition_above: int = 0,
           partition_parts: int = 4, partition_seed: int = 0, processes: int = 0,
-          partition_split: str = "stratified") -> Allocation:
+          partition_split: str = "stratified", stable: bool = True) -> Allocation:
     """Eq. 10 with caps by water-filling. ``warm``: the ``warm`` of an earlier allocation (see the module
     docstring); only the fast solver uses it.
 
@@ -210,7 +215,12 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
     (:mod:`._partition`, seed ``partition_seed``; ``processes`` > 1: in parallel), each exact on its weight
     share of every GPU type, then ``upgrade_idle`` and ``fill_idle`` over the whole cluster. Not the exact
     optimum: envy-freeness holds inside each group only (the loss is measured in benchmarks/coop_scale.py);
-    the notes say so."""
+    the notes say so.
+
+    ``stable`` (config ``[policy] stable``): of each step's optima, the one nearest to the previous solve's
+    allocation (kept in ``warm`` as :class:`._stable.Previous` entries; :mod:`._stable`), so that a class's
+    GPUs move only when the problem moved; the total throughput stays at the optimum (to the solver's tolerance).
+    The previous allocation is saved in ``warm`` either way."""
     if solver is not None and str(solver).strip():
         return _solve(problem, solver, _solve_step)
     above = int(partition_above or 0)
@@ -225,16 +235,22 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
     same = None  # the classes unchanged since the save (None: unknown)
     if warm_keys is not None and saved is not None:
         same = {kk for kk, f in zip(zip(vu.tenant, vu.cls), fps) if saved.get(kk) == f}
+    prev = _stable.Previous.from_warm(warm) if stable else None
     notes: list[str] = []
     timer = lp.Timer()
     if above and vu.n > above:
         sp = _partition.split(vu, parts, partition_seed, partition_split)
-        out = _partition.solve_groups(vu, sp, _group_solver(warm_keys, same), processes)
+        out = _partition.solve_groups(vu, sp, _group_solver(warm_keys, same, prev), processes)
         x = np.zeros((vu.n, vu.k))
         capped: list[int] = []
         pairs: list = []
         seeded = [0, 0]
-        for p, (xg, cg, pg, sec, sd) in enumerate(out):
+        steps: list[dict] = []
+        for p, (xg, cg, pg, sec, sd, st) in enumerate(out):
+            for n, rows_n in enumerate(st):  # step n of every group: one record (keys are distinct)
+                if n == len(steps):
+                    steps.append({})
+                steps[n].update(rows_n)
             rows = sp.rows(p)
             x[rows] = xg
             capped.extend(int(rows[i]) for i in cg)
@@ -248,8 +264,8 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
                      f"({partition_split} split, seed {int(partition_seed)}) of sizes {np.bincount(sp.group, minlength=parts).tolist()}, each "
                      "solved exactly on its weight share of every GPU type; envy-freeness holds within a group only")
     else:
-        x, capped, pairs, seconds, seeded = _exact_vu(
-            vu, _usable_pairs(warm_keys, same) if same is not None else warm_keys)
+        x, capped, pairs, seconds, seeded, steps = _exact_vu(
+            vu, _usable_pairs(warm_keys, same) if same is not None else warm_keys, prev)
         timer.laps.append(seconds)
         timer.seconds += seconds
     x = clean(fill_idle(vu, upgrade_idle(vu, x, capped)), vu.speed, vu.capacity, vu.demand, vu.type_cap)
@@ -257,12 +273,15 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
     if warm is not None:
         notes.append(f"warm start: {seeded[1]} envy row(s) of the previous solve seeded {seeded[0]} step(s)"
                      if seeded[1] else "warm start: no envy row of the previous solve applied (cold start)")
+    if prev is not None:
+        notes.append(f"stable: of the optima, the one nearest to the previous allocation ({len(prev.x)} class(es) known)")
     alloc = finish(problem, NAME, x, timer, solver, tuple(notes))
     marks = tuple(("fp", t, c, f) for t, c, f in zip(vu.tenant, vu.cls, fps))
-    return dataclasses.replace(alloc, solver=FAST_SOLVER, warm=tuple(sorted(pairs)) + marks)
+    return dataclasses.replace(alloc, solver=FAST_SOLVER,
+                               warm=tuple(sorted(pairs)) + marks + _stable.Previous.of(alloc, tuple(steps)).entries())
 
 
 POLICY = Policy(NAME, solve, guarantees=("envy_free", "sharing_incentive"),
                 claim=("OEF eq. 10: the most total throughput among weighted envy-free allocations; envy-free and "
                        "sharing-incentive (Thm 5.1)"),
-                options=("partition_above", "partition_parts"), warm=True)
+                options=("partition_above", "partition_parts", "stable"), warm=True)

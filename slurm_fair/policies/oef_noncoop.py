@@ -53,7 +53,8 @@ import cvxpy as cp
 import numpy as np
 
 from .. import lp
-from . import _filling, _leximin
+from . import _filling, _leximin, _stable
+from ..errors import SolverError
 from ..model import Allocation, Problem
 from ._common import TOL, allocation_variable, type_caps, level_program, capacity_constraint, capped_note, clean, finish, throughput_expr
 from .base import Policy
@@ -97,19 +98,23 @@ def solve_arrays(
     solver: str | None = None,
     timer: lp.Timer | None = None,
     type_cap: np.ndarray | None = None,
+    previous: np.ndarray | None = None,
+    notes: list[str] | None = None,
 ) -> tuple[np.ndarray, list[int]]:
-    """Eq. 9 with caps by progressive filling; returns (x, indices of capped rows).
+    """Eq. 9 with caps by progressive filling; returns (x, indices of capped rows). ``previous`` ((n, k),
+    NaN rows unknown; the fast form only): of the allocations with the same throughput per class, the one
+    nearest to it (:func:`._stable.nearest_levels`); ``notes`` receives what that did.
 
     With no solver named, the exact filling on one live HiGHS model (``_filling``), verified against the
     definition before it is returned; a named solver runs the cvxpy form (:func:`solve_arrays_cvxpy`)."""
     if solver is None or not str(solver).strip():
         timer = timer or lp.Timer()
         with timer.measure():
-            return _fast(speed, weight, capacity, demand, type_cap)
+            return _fast(speed, weight, capacity, demand, type_cap, previous, notes)
     return solve_arrays_cvxpy(speed, weight, capacity, demand, solver, timer, type_cap)
 
 
-def _fast(speed, weight, capacity, demand, type_cap) -> tuple[np.ndarray, list[int]]:
+def _fast(speed, weight, capacity, demand, type_cap, previous=None, notes=None) -> tuple[np.ndarray, list[int]]:
     speed = np.asarray(speed, dtype=float)
     n, k = speed.shape
     weight = np.asarray(weight, dtype=float)
@@ -132,6 +137,18 @@ def _fast(speed, weight, capacity, demand, type_cap) -> tuple[np.ndarray, list[i
     target = np.where(capped, u, weight * top)
     shrink = np.where(u > target, target / np.where(u > 0, u, 1.0), 1.0)
     x = clean(x * shrink[:, None], speed, capacity, demand, type_cap)
+    if previous is not None:
+        try:
+            near = clean(_stable.nearest_levels(speed, capacity, demand, type_cap, x, previous, exact=True),
+                         speed, capacity, demand, type_cap)
+            _filling.verify(speed, weight, capacity, demand, type_cap, near, capped, equal_level=True,
+                            work_conserving=False, what="oef-noncoop")
+            x = near
+            if notes is not None:
+                notes.append("stable: of the allocations with these throughputs, the one nearest to the previous")
+        except SolverError as e:
+            if notes is not None:
+                notes.append(f"stable: second stage not used ({e})")
     _filling.verify(speed, weight, capacity, demand, type_cap, x, capped, equal_level=True,
                     work_conserving=False, what="oef-noncoop")
     # reported as capped too: a class at the common level whose own cap bound the level it froze at
@@ -177,7 +194,10 @@ def solve_arrays_cvxpy(
     return clean(res.x, speed, capacity, demand, type_cap), sorted(zero + res.newly)
 
 
-def solve(problem: Problem, solver: str | None = None) -> Allocation:
+def solve(problem: Problem, solver: str | None = None, warm=None, stable: bool = True) -> Allocation:
+    """Eq. 9 (see the module docstring). ``stable`` (config ``[policy] stable``) with a previous allocation in
+    ``warm`` (:class:`._stable.Previous` entries, saved by every solve): the same throughput per class, on the
+    GPUs nearest to the previous allocation (fast form only)."""
     lp.pick_solver(solver)
     vu = problem.virtual_users()
     timer = lp.Timer()
@@ -186,9 +206,12 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     stranded = [i for i in range(vu.n) if not ((vu.speed[i] > 0) & (vu.capacity > 0)).any()]
     demand = vu.demand.copy()
     demand[stranded] = 0.0
-    x, capped = solve_arrays(vu.speed, vu.weight, vu.capacity, demand, solver, timer, vu.type_cap)
+    prev = _stable.Previous.from_warm(warm) if stable else None
+    stable_notes: list[str] = []
+    x, capped = solve_arrays(vu.speed, vu.weight, vu.capacity, demand, solver, timer, vu.type_cap,
+                             None if prev is None else prev.array(vu), stable_notes)
     capped = [i for i in capped if i not in stranded]
-    notes = list(capped_note(vu, capped))
+    notes = list(capped_note(vu, capped)) + stable_notes
     if stranded:
         names = ", ".join(f"{vu.tenant[i]}/{vu.cls[i]}" for i in stranded)
         notes.append(f"no GPU type present can run: {names} (left out of the equal-throughput constraint)")
@@ -200,10 +223,10 @@ def solve(problem: Problem, solver: str | None = None) -> Allocation:
     alloc = finish(problem, NAME, x, timer, solver, notes)
     if solver is None or not str(solver).strip():
         alloc = dataclasses.replace(alloc, solver=FAST_SOLVER)
-    return alloc
+    return dataclasses.replace(alloc, warm=_stable.Previous.of(alloc).entries())
 
 
 POLICY = Policy(NAME, solve, guarantees=("equal_throughput",),
                 claim=("OEF eq. 9: equal weighted normalized throughput, the most total throughput with it; strategy-"
                        "proof (Thm 5.4) against the lies its lie model covers (docs/policies.md)"),
-                options=(), warm=False)
+                options=("stable",), warm=True)

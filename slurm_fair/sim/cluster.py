@@ -3,32 +3,53 @@
 What it models, in the terms the daemon sees through ``snapshot()`` and acts on:
 
 * **Nodes**: GPUs per type per node (one type per node unless given otherwise), all in partition ``gpu``.
-* **Jobs** from a trace (``traces.TraceJob``: submit time, account, class, GPUs, work in steps, an optional
-  typed request). A job's class is its name and its comment ``class=<cls>`` (the daemon's ``classes.order``
-  finds it either way). An untyped job is typed at submission the way ``etc/job_submit.lua`` does once the
-  daemon has published a type map (:meth:`set_type_map`: the account's line, else the ``*`` line, in the order
-  of the job's ``account/class`` line if there is one; the first type whose room is not used up by the GPUs
+* **Jobs** from a trace (``traces.TraceJob``: submit time, account, class, GPUs, work in steps, an optional typed
+  request, an optional time limit — else the partition's ``default_time``; Slurm keeps whole minutes, and so does
+  the snapshot's ``Job.time_limit``). A job's class is its name and its comment ``class=<cls>`` (the daemon's
+  ``classes.order`` finds it either way). An untyped job is typed at submission the way ``etc/job_submit.lua`` does
+  once the daemon has published a type map (:meth:`set_type_map`: the account's line, else the ``*`` line, in the
+  order of the job's ``account/class`` line if there is one; the first type whose room is not used up by the GPUs
   handed out against this map — each publication is a new one —, else untyped within the account's
-  ``#@untyped`` room, else the first type) and gets
-  the ``fair:flex`` token; before any map it stays untyped. Types its class cannot run on (no throughput in
-  the trace) are skipped, as a user whose model does not fit a GPU type asks for the others (a line with none
-  it can run on leaves the job untyped): the daemon cannot know it — a profile missing for a type only means
-  "not measured" to it.
+  ``#@untyped`` room, else the first type) and gets the ``fair:flex`` token; before any map it stays
+  untyped. Types its class cannot run on (no throughput in the trace) are skipped, as a user whose model does not
+  fit a GPU type asks for the others (a line with none it can run on leaves the job untyped): the daemon cannot know
+  it — a profile missing for a type only means "not measured" to it.
 * **The scheduler** (:meth:`schedule`, run at every event — submission, completion, requeue, a round's
-  changes): pending jobs by priority (SiteFactor, highest first, then submit time, then job id), each started
-  when it fits; a job that does not fit is skipped and later ones may start (backfill without
-  reservations). A job fits when its account stays within its GrpTRES limits — the typed
-  ``gres/gpu:<type>`` limit binds typed jobs only (as in Slurm: a typed limit does not bind an untyped
-  request) and the ``gres/gpu`` total binds every job — and when whole GPUs of one type are free for it:
-  on one node when a node of that type is large enough, else on whole free nodes of that type (a job
-  larger than any node). An untyped job takes the first type, fastest for its class first, where it fits.
-  A pending job's reason is what last kept it from starting: ``AssocGrpGRES`` (its account's limit),
-  ``Resources`` (no GPUs free), ``BeginTime`` (a requeued job waiting out its restart).
+  changes) is Slurm's ``sched/backfill`` in two passes over the eligible pending jobs in priority order
+  (SiteFactor, highest first, then submit time, then job id):
+
+  1. *the main loop* starts each job where it fits now, and stops starting jobs at the first one left pending
+     for resources (one partition: once a job is left pending, no lower-priority job starts in that pass). A
+     job its account's limit holds back (``AssocGrpGRES``) does not stop it;
+  2. *the backfill pass* (every event, as with a small ``bf_interval``) walks the jobs left, at most
+     ``bf_max_job_test``, with a plan (:mod:`.backfill`) in which each running job holds its GPUs until its
+     *expected* end (its latest start plus its time limit, not its real end; one with no limit holds them
+     for ever; one past it is expected to end ``BF_RESOLUTION`` from now). A job starts now if the GPUs it
+     would take are not in a reservation before its own expected end; otherwise it reserves the whole nodes
+     where it can start earliest (Slurm reserves whole nodes) for its expected run, widened to
+     ``bf_resolution`` — unless that start is beyond ``bf_window`` or it is held back by a limit (no
+     reservation). An untyped job starts on the first type where it fits now, fastest for its class first,
+     and reserves on the type where it can start earliest (ties: the faster type).
+
+  A job fits when its account stays within its GrpTRES limits — the typed ``gres/gpu:<type>`` limit binds
+  typed jobs only (as in Slurm: a typed limit does not bind an untyped request) and the ``gres/gpu`` total
+  binds every job — and when whole GPUs of one type are free for it: on one node when a node of that type is
+  large enough (the fullest that holds it), else on whole free nodes of that type (a job larger than any
+  node). A job no type of the cluster can ever hold (or typed to a type its class cannot run on) stays
+  pending and blocks nobody (Slurm would have refused it at submission). A pending job's reason:
+  ``AssocGrpGRES`` (its account's limit), ``Resources`` (the job that stopped the main loop, or one nothing
+  can hold), ``Priority`` (behind it), ``BeginTime`` (a requeued job waiting out its restart). Not modelled:
+  other partitions, QOS, CPUs and memory, node weights and Slurm's own node choice (the placement rule
+  above stands for it), ``bf_continue``/``bf_max_time`` and the time a pass takes, killing a job at its time
+  limit (trace limits are never shorter than the run: see :mod:`.traces`).
 * **Progress**: a running job does ``throughput[class][type]`` steps per second (the whole job's rate on
   that type); it ends when its work is done (completion events are exact, no time step).
 * **Preemption**: ``signal_job`` records the signal (the job checkpoints); ``requeue_job`` puts a running
   job back to pending with the work done so far kept, eligible again after ``restart_s`` seconds (the
-  checkpoint-restart cost; Slurm's ``cred_expire`` wait is part of it).
+  checkpoint-restart cost; Slurm's ``cred_expire`` wait is part of it); its time limit counts again from
+  its next start.
+* **Records**: ``events`` (time, start/end/requeue, job id) and per job ``runs`` (:class:`Run`: start, end,
+  GPU type, GPUs per node, ``"done"`` or ``"requeue"``).
 * **Limits and SiteFactor** exactly as set; ``set_job_gpu_type`` retypes a pending job (the simulated Slurm
   reports version ``VERSION``, where that works).
 
@@ -42,14 +63,30 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from ..cluster.base import ANY_GPU, CLEAR, FLEX_TOKEN, Account, Cluster, Job, Node, Snapshot
+from ..cluster.base import ANY_GPU, CHECKPOINT_TOKEN, CLEAR, FLEX_TOKEN, Account, Cluster, Job, Node, Snapshot
 from ..cluster.errors import CommandFailed
-from ..daemon.plan import DEFAULT_TARGET
 from ..daemon.plan import place_gpus
+from .submit import SubmitMap
+from ..errors import InputError
+from .backfill import Plan
 
 VERSION = "24.11.0"  # what the simulated Slurm reports (pending-job retype works from 23.02.6)
 PARTITION = "gpu"
 EPS = 1e-9
+BF_MAX_JOB_TEST = 500  # Slurm's default bf_max_job_test: pending jobs the backfill pass considers
+BF_RESOLUTION = 60.0  # a running job past its expected end is expected to end this much later (bf_resolution)
+
+
+@dataclass
+class Run:
+    """One run of a job: its start, its end (None while it runs), the GPU type and GPUs per node it held, and how
+    it ended: ``"done"`` (its work was done) or ``"requeue"`` (None while it runs)."""
+
+    start: float
+    end: float | None
+    gpu_type: str
+    nodes: dict[str, int]
+    how: str | None = None
 
 
 @dataclass
@@ -79,18 +116,49 @@ class SimJob:
     busy: float = 0.0  # GPU-seconds held (finished runs)
     norm_busy: float = 0.0  # the same, each run's GPU-seconds times its type's speed relative to the slowest
     types_used: set[str] = field(default_factory=set)
+    time_limit: float | None = None  # seconds, whole minutes (as Slurm keeps it); None = unlimited
+    runs: list[Run] = field(default_factory=list)
+
+    def expected_end(self, now: float) -> float:
+        """When the backfill plan expects the current run to end: its latest start plus its time limit (a job
+        past it: ``BF_RESOLUTION`` from now); inf without a limit."""
+        if self.started is None or self.time_limit is None:
+            return math.inf
+        end = self.started + self.time_limit
+        return end if end > now + EPS else now + BF_RESOLUTION
+
+
+def _minutes(field_name: str, seconds: Any) -> float | None:
+    """A time in seconds (a limit, a window), rounded up to whole minutes as Slurm keeps it; None or inf =
+    unlimited."""
+    if seconds is None:
+        return None
+    try:
+        v = float(seconds)
+    except (TypeError, ValueError):
+        raise InputError(field_name, seconds, "must be a number of seconds > 0 or None (unlimited)") from None
+    if not v > 0:
+        raise InputError(field_name, seconds, "must be a number of seconds > 0 or None (unlimited)")
+    return None if math.isinf(v) else math.ceil(v / 60.0 - 1e-9) * 60.0
 
 
 class SimCluster(Cluster):
     """See the module docstring. ``nodes``: {node: {gpu_type: GPUs}}; ``accounts``: {account: shares};
     ``throughput``: {class: {gpu_type: steps/s of a whole job}}; ``jobs``: trace jobs (any objects with
-    ``id, submit, account, cls, gpus, work, gpu_type``)."""
+    ``id, submit, account, cls, gpus, work, gpu_type`` and optionally ``time_limit``, seconds).
+
+    ``default_time``: the partition's DefaultTime in seconds, the time limit of a job without one (None: the
+    partition's MaxTime, INFINITE, as on the testbed — such a job is expected to run forever, so it holds its
+    GPUs in every backfill plan and gets no reservation while it waits behind one). ``bf_window``: how far ahead
+    (seconds) the backfill pass reserves (None: without bound, the slurm.conf advice of a window at least as
+    long as the longest time limit); ``bf_max_job_test``: how many pending jobs it considers."""
 
     name = "sim"
 
     def __init__(self, nodes: Mapping[str, Mapping[str, int]], accounts: Mapping[str, int],
                  throughput: Mapping[str, Mapping[str, float]], jobs: Iterable[Any], restart_s: float = 60.0,
-                 epoch: float = 0.0):
+                 epoch: float = 0.0, default_time: float | None = None, bf_window: float | None = None,
+                 bf_max_job_test: int = BF_MAX_JOB_TEST):
         self.epoch = float(epoch)  # what the daemon reads: trace time + epoch (unix-like times)
         self.now = 0.0  # trace time (kept small: at 1.7e9 a double resolves only ~2e-7 s)
         self.node_gpus = {n: {t: int(c) for t, c in g.items() if c > 0} for n, g in nodes.items()}
@@ -99,14 +167,15 @@ class SimCluster(Cluster):
         self.limits: dict[str, dict[str, int]] = {a: {} for a in self.accounts}
         self.throughput = {c: {t: float(v) for t, v in row.items() if v > 0} for c, row in throughput.items()}
         self.restart_s = float(restart_s)
-        self.type_map: dict[str, list[tuple[str, int | None]]] = {}  # account or '*' -> [(type, room)]
-        self.map_blocks: dict[str, dict[str, int]] = {}  # account or '*' -> type -> largest job that fits
-        self.map_tiers: dict[str, dict[str, int]] = {}  # account or '*' -> type -> tier (class lines reorder within)
-        self.map_spent: dict[str, dict[str, int]] = {}  # GPUs handed out per line and type ("" untyped), this map
-        self.map_untyped: dict[str, int] = {}  # account -> GPUs its jobs may be left untyped (#@untyped)
-        self.map_pool: dict[str, int] = {}  # type -> GPUs idle for every account together (#@free)
-        self.map_slow: dict[str, set[str]] = {}  # class line -> types slow for the class (TYPE:0)
-        self.map_id: str | None = None  # the published map's identity (None: every publication a new one)
+        self.default_time = _minutes("default_time", default_time)
+        window = _minutes("bf_window", bf_window)  # (whole minutes, as slurm.conf gives it)
+        self.bf_window = math.inf if window is None else window
+        if isinstance(bf_max_job_test, bool) or not isinstance(bf_max_job_test, int) or bf_max_job_test < 1:
+            raise InputError("bf_max_job_test", bf_max_job_test, "must be a whole number >= 1")
+        self.bf_max_job_test = bf_max_job_test
+        self._changes = 0  # bumped by every change the scheduler depends on; with the time, what it last saw
+        self._scheduled: tuple[int, float] | None = None
+        self.submit_map = SubmitMap()  # the simulated job_submit.lua's view of the published type map
         self.jobs: dict[int, SimJob] = {}
         self._arrivals = sorted(jobs, key=lambda j: (float(j.submit), str(j.id)))
         self._next_arrival = 0
@@ -115,12 +184,14 @@ class SimCluster(Cluster):
         self.events: list[tuple[float, str, int]] = []  # (time, what, job id): start, end, requeue
         types = sorted({t for g in self.node_gpus.values() for t in g})
         self.gpu_types = tuple(types)
+        self._most = {t: sum(g.get(t, 0) for g in self.node_gpus.values()) for t in types}  # largest job of a type
         for j in self._arrivals:
             if j.cls not in self.throughput or not self.throughput[j.cls]:
                 raise ValueError(f"trace job {j.id}: class {j.cls!r} has no throughput on any GPU type")
             if j.account not in self.accounts:
                 self.accounts[j.account] = 1
                 self.limits[j.account] = {}
+            _minutes(f"trace job {j.id} time_limit", getattr(j, "time_limit", None))
 
     # ------------------------------------------------------------------ Cluster interface
 
@@ -146,8 +217,11 @@ class SimCluster(Cluster):
                 start_time=int(self.epoch + j.started) if running else None,
                 gpus_per_node=j.gpus, nodes=1, gpu_type=j.requested,
                 gpus_allocated={j.run_type: j.gpus} if running and j.run_type else {},
-                comment=f"class={j.cls}" + (f" {FLEX_TOKEN}" if j.flex else ""), restart_count=j.restarts,
-                site_factor=j.site_factor, requeue=True, time_limit=None,
+                # every simulated job checkpoints (a requeue loses only restart_s): it says so as a user would
+                comment=f"class={j.cls} {CHECKPOINT_TOKEN}" + (f" {FLEX_TOKEN}" if j.flex else ""),
+                restart_count=j.restarts, site_factor=j.site_factor, requeue=True,
+                time_limit=None if j.time_limit is None else math.ceil(j.time_limit / 60 - 1e-9),
+                node_gpus=dict(j.nodes) if running else {},
             ))
         accounts = tuple(Account(a, s, dict(self.limits.get(a, {}))) for a, s in sorted(self.accounts.items()))
         return Snapshot(VERSION, self.clock(), tuple(nodes), tuple(jobs), accounts, (PARTITION,))
@@ -161,16 +235,18 @@ class SimCluster(Cluster):
             cur = self.limits.setdefault(a, {})
             for k, v in ch.items():
                 if v == CLEAR:
-                    cur.pop(k, None)
-                else:
+                    self._changes += cur.pop(k, None) is not None
+                elif cur.get(k) != int(v):
                     cur[k] = int(v)
+                    self._changes += 1
         self.schedule()
 
     def set_site_factors(self, factors: Mapping[int, int]) -> None:
         for jid, f in factors.items():
             j = self.jobs.get(int(jid))
-            if j is not None and j.state == "PENDING":
+            if j is not None and j.state == "PENDING" and j.site_factor != int(f):
                 j.site_factor = int(f)
+                self._changes += 1
         self.schedule()
 
     def set_job_gpu_type(self, job_id: int, gpu_type: str, gpus_per_node: int) -> None:
@@ -178,6 +254,7 @@ class SimCluster(Cluster):
         if j is None or j.state != "PENDING":
             raise CommandFailed(["scontrol", "update", f"JobId={job_id}"], 1, "Job is no longer pending execution")
         j.requested = gpu_type
+        self._changes += 1
         self.schedule()
 
     def signal_job(self, job_id: int, signal: str) -> None:
@@ -190,7 +267,7 @@ class SimCluster(Cluster):
         j = self.jobs.get(int(job_id))
         if j is None or j.state != "RUNNING":
             raise CommandFailed(["scontrol", "requeue", str(job_id)], 1, "Job is not running")
-        self._stop(j)
+        self._stop(j, "requeue")
         j.state = "PENDING"
         j.restarts += 1
         j.eligible = self.now + self.restart_s
@@ -201,84 +278,15 @@ class SimCluster(Cluster):
     # ------------------------------------------------------------------ simulation
 
     def set_type_map(self, targets: Mapping[str, Any], map_id: str | None = None) -> None:
-        """The published GPU type map ({account or '*': plan.Target}, as the round records it {account: {"types":
-        [[type, room], ...], "reason": ..., "untyped": N}}, or plainly {account: type}): job_submit.lua's view.
-        Rooms spent count only against the map they were spent on, as the script counts them per map identity
-        (``#@map ID``, a new one with every publication): a call with another ``map_id`` than the last, or
-        without one (each call is a publication), starts with nothing spent."""
-        new: dict[str, list[tuple[str, int | None]]] = {}
-        blocks: dict[str, dict[str, int]] = {}
-        tiers: dict[str, dict[str, int]] = {}
-        loose: dict[str, int] = {}
-        pool: dict[str, int] = {}
-        slow: dict[str, set[str]] = {}  # class line -> types slow for the class (TYPE:0)
-        for a, v in targets.items():
-            pool = pool or {str(t): int(n) for t, n in ((getattr(v, "pool", None) or
-                                                         (v.get("pool") if isinstance(v, Mapping) else None) or {})
-                                                        .items())}
-            if hasattr(v, "types"):  # plan.Target
-                new[a] = [(str(t), int(n)) for t, n in v.types]
-                blocks[a] = {str(t): int(b) for t, b in v.blocks.items()}
-                if v.tiers:
-                    tiers[a] = {str(t): int(k) for (t, _n), k in zip(v.types, v.tiers)}
-                loose[a] = int(getattr(v, "untyped", 0) or 0)
-                if getattr(v, "slow", None):
-                    slow[a] = {str(t) for t in v.slow}
-            elif isinstance(v, Mapping):
-                new[a] = [(str(t), None if n is None else int(n)) for t, n in v.get("types", [])]
-                blocks[a] = {str(t): int(b) for t, b in (v.get("blocks") or {}).items()}
-                loose[a] = int(v.get("untyped") or 0)
-            elif isinstance(v, str):
-                new[a] = [(v, None)]
-            elif isinstance(v, (list, tuple)) and v:  # (type, reason)
-                new[a] = [(str(v[0]), None)]
-        if map_id is None or map_id != self.map_id:
-            self.map_spent = {}
-        self.map_id = map_id
-        self.type_map, self.map_blocks, self.map_tiers = new, blocks, tiers
-        self.map_untyped = {a: n for a, n in loose.items() if n > 0 and a != DEFAULT_TARGET and "/" not in a}
-        self.map_pool = pool
-        self.map_slow = slow
+        """The published GPU type map ({account or '*': plan.Target}, as the round records it, or plainly
+        {account: type}): job_submit.lua's view (:meth:`.submit.SubmitMap.set`: each call without the last
+        ``map_id`` is a new publication, its rooms unspent)."""
+        self.submit_map.set(targets, map_id)
 
     def _map_type(self, account: str, gpus: int, cls: str) -> str | None:
-        """job_submit.lua's choice for an untyped job of ``gpus`` GPUs of class ``cls`` (module docstring); None
-        without a line, when the line names no type the class can run on, or when no type has room and the
-        account's ``untyped`` room (``#@untyped``) is left for the job, its class line (if any) keeping every
-        type of the map and its class running on each (the job stays untyped). A free-room entry (one with a
-        block) is taken only while every line's GPUs handed out there stay within the map's pool (``#@free``)."""
-        key = account if account in self.type_map else DEFAULT_TARGET
-        line = list(self.type_map.get(key, ()))
-        class_key = next((k for k in (f"{account}/{cls}", f"{DEFAULT_TARGET}/{cls}") if self.type_map.get(k)), "")
-        order = [t for t, _n in self.type_map.get(class_key, ())]
-        if order:  # the class line: its order of the line's types, within each tier of the line
-            rooms = dict(line)
-            tier = self.map_tiers.get(key, {})
-            rank = {t: i for i, t in enumerate(order)}
-            line = sorted(((t, rooms[t]) for t in order if t in rooms),
-                          key=lambda e: (tier.get(e[0], 0), rank[e[0]])) or line
-        line = [(t, room) for t, room in line if self.throughput[cls].get(t, 0) > 0]
-        if not line:
-            return None
-        spent = self.map_spent.setdefault(key, {})
-        block = self.map_blocks.get(key, {})
-        every = self.map_spent.setdefault("#all", {})  # every line's GPUs per type, against the pool (#@free)
-        pool = self.map_pool
-        pick = next((t for t, room in line if (room is None or spent.get(t, 0) + gpus <= room)
-                     and gpus <= block.get(t, gpus)
-                     and (t not in block or t not in pool or every.get(t, 0) + gpus <= pool[t])), None)
-        loose = self.map_untyped.get(account, 0) if key == account else 0
-        if pick is None and loose and spent.get("", 0) + gpus <= loose:
-            mapped = {t for k, v in self.type_map.items() if "/" not in k for t, _n in v}
-            kept = set(order) if order else mapped
-            if (mapped <= kept and not mapped & self.map_slow.get(class_key, set())
-                    and all(self.throughput[cls].get(t, 0) > 0 for t in mapped)):
-                spent[""] = spent.get("", 0) + gpus
-                return None
-        if pick is None:
-            pick = line[0][0]
-        spent[pick] = spent.get(pick, 0) + gpus
-        every[pick] = every.get(pick, 0) + gpus
-        return pick
+        """job_submit.lua's choice for an untyped job of ``gpus`` GPUs of class ``cls`` (:meth:`.submit.SubmitMap.
+        choose`); None: left untyped."""
+        return self.submit_map.choose(account, gpus, cls, self.throughput[cls])
 
     def speed(self, cls: str, gpu_type: str | None) -> float:
         """The class's rate on ``gpu_type`` relative to its slowest type (normalized throughput per GPU)."""
@@ -335,24 +343,32 @@ class SimCluster(Cluster):
             self._next_arrival += 1
             req = tj.gpu_type
             flex = False
-            if req is None and self.type_map:
+            if req is None and self.submit_map.lines:
                 req = self._map_type(tj.account, int(tj.gpus), tj.cls)
                 flex = req is not None
             j = SimJob(self._next_id, str(tj.id), tj.account, tj.cls, int(tj.gpus), float(tj.work), float(tj.submit),
                        req, flex)
             j.eligible = j.submit
+            limit = getattr(tj, "time_limit", None)
+            j.time_limit = self.default_time if limit is None else _minutes("time_limit", limit)
             self.jobs[j.job_id] = j
             self._next_id += 1
+            self._changes += 1
 
     def _finish(self) -> None:
         for j in self.jobs.values():
             if j.state == "RUNNING" and self.now >= self._finish_time(j) - 1e-6:
-                self._stop(j)
+                self._stop(j, "done")
                 j.state = "DONE"
                 j.end = self.now
                 self.events.append((self.now, "end", j.job_id))
 
-    def _stop(self, j: SimJob) -> None:
+    def _stop(self, j: SimJob, how: str) -> None:
+        """End ``j``'s current run (``how``: "done" or "requeue"): its GPUs free, its work kept."""
+        self._changes += 1
+        if j.runs and j.runs[-1].end is None:
+            j.runs[-1].end = self.now
+            j.runs[-1].how = how
         j.done = self._done_now(j)
         if j.started is not None:
             held = (self.now - j.started) * j.gpus
@@ -379,46 +395,124 @@ class SimCluster(Cluster):
         return place_gpus(self.free, self.node_gpus, gpu_type, gpus)
 
     def schedule(self) -> None:
-        """Start pending jobs by priority where they fit (module docstring)."""
-        use = self._usage()
+        """Slurm's two passes over the pending jobs (module docstring): the main loop in strict priority order,
+        then the backfill pass. Nothing to do when nothing it depends on changed since the last call at this
+        time."""
+        key = (self._changes, self.now)
+        if key == self._scheduled:
+            return
         pend = sorted((j for j in self.jobs.values() if j.state == "PENDING" and j.eligible <= self.now + EPS),
                       key=lambda j: (-j.site_factor, j.submit, j.job_id))
-        for j in pend:
-            lim = self.limits.get(j.account, {})
-            u = use.get(j.account, {})
-            if ANY_GPU in lim and u.get(ANY_GPU, 0) + j.gpus > lim[ANY_GPU]:
+        if pend:
+            use = self._usage()
+            behind = self._main_loop(pend, use)
+            if behind:
+                self._backfill(behind, use)
+        self._scheduled = (self._changes, self.now)
+
+    def _types(self, j: SimJob, use: Mapping[str, Mapping[str, int]]) -> list[str] | None:
+        """The types ``j`` may start on as far as its account's limits go, in the order it tries them (an untyped
+        job: fastest for its class first); None when a limit holds it back (reason ``AssocGrpGRES``) or when no
+        type can ever hold it (its class cannot run on its typed request, or the cluster has too few GPUs of
+        it: Slurm would have refused such a job at submission; reason ``Resources``) — such a job blocks
+        nobody."""
+        lim = self.limits.get(j.account, {})
+        u = use.get(j.account, {})
+        if ANY_GPU in lim and u.get(ANY_GPU, 0) + j.gpus > lim[ANY_GPU]:
+            j.reason = "AssocGrpGRES"
+            return None
+        speeds = self.throughput[j.cls]
+        if j.requested is not None:
+            types = [j.requested] if speeds.get(j.requested, 0) > 0 and self._can_hold(j.requested, j.gpus) else []
+            if types and j.requested in lim and u.get(j.requested, 0) + j.gpus > lim[j.requested]:
                 j.reason = "AssocGrpGRES"
-                continue
-            if j.requested is not None:
-                types = [j.requested]
-            else:
-                speeds = self.throughput[j.cls]
-                types = sorted((t for t in self.gpu_types if speeds.get(t, 0) > 0), key=lambda t: (-speeds[t], t))
+                return None
+        else:
+            types = sorted((t for t in self.gpu_types if speeds.get(t, 0) > 0 and self._can_hold(t, j.gpus)),
+                           key=lambda t: (-speeds[t], t))
+        if not types:
             j.reason = "Resources"
+            return None
+        return types
+
+    def _can_hold(self, t: str, gpus: int) -> bool:
+        """Some day, with every GPU free, a job of ``gpus`` GPUs of type ``t`` fits (one node, or whole nodes)."""
+        most = self._most.get(t)
+        return most is not None and gpus <= most
+
+    def _main_loop(self, pend: list[SimJob], use: dict[str, dict[str, int]]) -> list[SimJob]:
+        """Start jobs in priority order where they fit now, until one is left pending for resources; a job a
+        limit holds back does not stop the loop. Returns the jobs left for the backfill pass, in order."""
+        behind: list[SimJob] = []
+        for j in pend:
+            types = self._types(j, use)
+            if types is None:
+                continue
+            if behind:  # the partition is blocked for this pass
+                j.reason = "Priority"
+                behind.append(j)
+                continue
             for t in types:
-                if self.throughput[j.cls].get(t, 0) <= 0:
-                    continue
-                if j.requested is not None and t in lim and u.get(t, 0) + j.gpus > lim[t]:
-                    j.reason = "AssocGrpGRES"
-                    continue
                 where = self._place(t, j.gpus)
-                if where is None:
-                    continue
-                for n, c in where.items():
-                    self.free[n][t] -= c
-                j.nodes = where
-                j.run_type = t
-                j.state = "RUNNING"
-                j.started = self.now
-                j.done_at_start = j.done
-                j.types_used.add(t)
-                if j.first_start is None:
-                    j.first_start = self.now
-                self.events.append((self.now, "start", j.job_id))
-                ua = use.setdefault(j.account, {})
-                ua[t] = ua.get(t, 0) + j.gpus
-                ua[ANY_GPU] = ua.get(ANY_GPU, 0) + j.gpus
-                break
+                if where is not None:
+                    self._start(j, t, where, use)
+                    break
+            else:
+                j.reason = "Resources"
+                behind.append(j)
+        return behind
+
+    def _backfill(self, behind: list[SimJob], use: dict[str, dict[str, int]]) -> None:
+        """The backfill pass (module docstring): each job (at most ``bf_max_job_test``) starts now where it
+        delays no reservation of a higher-priority job, else reserves GPUs at its earliest start."""
+        free_now = sum(c for row in self.free.values() for c in row.values())
+        if free_now == 0:
+            return
+        holds = [(j.expected_end(self.now), n, j.run_type, c) for j in self.jobs.values() if j.state == "RUNNING"
+                 for n, c in j.nodes.items()]
+        plan = Plan(self.now, self.free, self.node_gpus, holds, BF_RESOLUTION)
+        for j in behind[:self.bf_max_job_test]:
+            if free_now == 0:
+                break  # nothing can start now: the reservations left to make would change nothing
+            types = self._types(j, use)
+            if types is None:
+                continue
+            d = math.inf if j.time_limit is None else j.time_limit
+            for t in types:
+                where = plan.fits_now(t, j.gpus, d) if plan.free_now(t) >= j.gpus else None
+                if where is not None:
+                    self._start(j, t, where, use)
+                    plan.start(t, where, d)
+                    free_now -= j.gpus
+                    break
+            else:
+                if plan.idle_now(types):  # elsewhere a reservation cannot stop a start now
+                    best = None
+                    for t in types:
+                        r = plan.earliest(t, j.gpus, d, before=self.now + self.bf_window if best is None
+                                          else best[0])
+                        if r is not None and (best is None or r[0] < best[0]):
+                            best = r
+                    if best is not None:
+                        plan.reserve(best[1], best[0], d)
+
+    def _start(self, j: SimJob, t: str, where: Mapping[str, int], use: dict[str, dict[str, int]]) -> None:
+        for n, c in where.items():
+            self.free[n][t] -= c
+        j.nodes = dict(where)
+        j.run_type = t
+        j.state = "RUNNING"
+        j.started = self.now
+        j.done_at_start = j.done
+        j.types_used.add(t)
+        j.runs.append(Run(self.now, None, t, dict(where)))
+        if j.first_start is None:
+            j.first_start = self.now
+        self.events.append((self.now, "start", j.job_id))
+        self._changes += 1
+        ua = use.setdefault(j.account, {})
+        ua[t] = ua.get(t, 0) + j.gpus
+        ua[ANY_GPU] = ua.get(ANY_GPU, 0) + j.gpus
 
 
 def cluster_spec(text: str, node_size: int = 4) -> dict[str, dict[str, int]]:

@@ -31,6 +31,7 @@ Metrics (:class:`SimResult`), all from the simulated jobs:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import tempfile
@@ -44,9 +45,11 @@ from .. import config as config_mod
 from ..daemon.plan import early_triggers, type_map
 from ..daemon.round import run_round
 from ..errors import InputError
+from ..fairness.stability import flips
 from ..stats import fairness_summary, percentile
 from ..store import Store
 from .cluster import SimCluster
+from .outcome import Restarts, restarts
 
 STALL_ROUNDS = 500
 EPOCH = 1_700_000_000.0  # the simulated clock reads like unix time (2023-11-14): trace time 0 is this instant
@@ -74,12 +77,15 @@ class SimResult:
     job_rows: list[dict[str, Any]] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)  # per round: time, per-account GPUs / throughput
     fairness: dict[str, Any] = field(default_factory=dict)  # envy / SI violations over the rounds (fairness_summary)
+    restarts: Restarts = field(default_factory=lambda: Restarts(0, 0, 0, 0, 0, 0))  # requeues, same-type restarts
+    flips: dict[str, Any] = field(default_factory=dict)  # guarantee flips with unchanged inputs (fairness.stability)
 
     def summary(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in (
             "rounds", "sim_seconds", "wall_seconds", "jobs", "finished", "total_throughput", "mean_jct",
             "median_jct", "p95_jct", "makespan", "utilization", "max_rho", "mean_rho", "preemptions",
-            "multi_type_jobs", "fairness")} | {"round_errors": self.round_errors[:20]}
+            "multi_type_jobs", "fairness", "flips")} | {"round_errors": self.round_errors[:20],
+                                                        "restarts": dataclasses.asdict(self.restarts)}
 
 
 def _check_fits(jobs, throughput, nodes) -> None:
@@ -117,7 +123,8 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                        "dry_run": bool(dry_run)},
             "policy": {"name": policy},
             "hooks": {"spool": str(Path(tmp) / "spool")},
-            "preemption": {"enabled": bool(preemption or upgrade), "upgrade": bool(upgrade)},
+            # moves need no reclaim: --upgrade alone moves the (checkpointing) jobs and preempts nothing else
+            "preemption": {"enabled": bool(preemption), "upgrade": "checkpointing" if upgrade else "off"},
         })
         store = Store(cfg.database_path)
         try:
@@ -161,15 +168,44 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                     t += round_s  # (upgrade moves need the rounds while jobs run on slow types)
                 else:
                     t = max(t + round_s, start + math.ceil((nxt - start) / round_s - 1e-9) * round_s)
-                due = store.next_preemption_due() if cfg.preemption.enabled and not dry_run else None
+                due = (store.next_preemption_due() if (cfg.preemption.enabled or cfg.preemption.moves) and not dry_run
+                       else None)
                 if due is not None:  # as the daemon does: the round that requeues comes 1 s after the grace
                     t = min(t, max(due - cluster.epoch + 1.0, cluster.now))
             fair = {r["id"]: r["fairness"] for r in store.round_series(keys=("fairness",))}
             for s in timeline:
                 s["fairness"] = fair.get(s["round"])
+            claimant = _claimants(store, cluster)
+            flip_counts = flips(store.round_series(keys=("real", "fingerprint", "ideal"))).as_json()
         finally:
             store.close()
-    return _result(policy, cluster, throughput, rounds, errors, timeline, present, start, time.monotonic() - t0)
+    res = _result(policy, cluster, throughput, rounds, errors, timeline, present, start, time.monotonic() - t0)
+    res.restarts = _restarts(cluster, claimant)
+    res.flips = flip_counts
+    return res
+
+
+def _claimants(store: Store, cluster: SimCluster) -> dict[tuple[str, float], str]:
+    """(victim's trace id, requeue time in trace time) -> the trace id of the job its preemption was for, where the
+    preemption record names one (``for_job``)."""
+    out: dict[tuple[str, float], str] = {}
+    for rec in store.preemption_history(0.0):
+        who = getattr(rec, "for_job", None)
+        victim = cluster.jobs.get(rec.job_id)
+        claimant = cluster.jobs.get(who) if who is not None else None
+        if victim is None or claimant is None or rec.requeued_at is None:
+            continue
+        out[(victim.trace_id, round(rec.requeued_at - cluster.epoch, 6))] = claimant.trace_id
+    return out
+
+
+def _restarts(cluster: SimCluster, claimant: Mapping[tuple[str, float], str]) -> Restarts:
+    """The run's requeues from each job's runs (``SimJob.runs``), in trace time."""
+    runs, first = {}, {}
+    for j in cluster.jobs.values():
+        runs[j.trace_id] = list(j.runs)
+        first[j.trace_id] = j.first_start
+    return restarts(runs, first, claimant)
 
 
 def _advance_watching(cluster: SimCluster, until: float, cfg: Config, last: Any, seen: set[int]) -> float:

@@ -1,7 +1,14 @@
 """Job traces for the trace-driven simulator: Gavel's traces, CSV traces, synthetic traces.
 
 A :class:`Trace` is a tuple of jobs (:class:`TraceJob`: when it is submitted, by which account, of which class,
-on how many GPUs, how much work in steps) and the throughput of every job class on every GPU type it can run on.
+on how many GPUs, how much work in steps, optionally its time limit) and the throughput of every job class on every
+GPU type it can run on.
+
+**Time limits** (what Slurm's backfill plans with): a job's limit is never shorter than its run time on the slowest
+type it may run on (its typed request, else any type of its class), so it never ends by its limit, not even after a
+requeue (it restarts from its checkpoint, and the limit counts from its latest start); the simulator does not kill
+jobs at their limit. Generated and Gavel traces get the limit a user would ask for (:func:`asked_limit`): the
+job's run time on its class's slowest type times ``LIMIT_FACTOR`` (1), rounded up to a whole hour.
 
 **Throughput is per job.** ``trace.throughput[cls][gpu_type]`` is the steps/s of one whole job of class ``cls``
 on that GPU type, with all its GPUs (a job of ``work`` steps alone on type ``t`` takes ``work / throughput``
@@ -49,7 +56,9 @@ GPUS_MAX = 1024  # most GPUs of one job
 PHILLY_GPUS = (1, 2, 4, 8)  # GPUs per job in :func:`generate` ...
 PHILLY_GPU_SHARES = (0.70, 0.10, 0.15, 0.05)  # ... and how often each occurs (Philly's job sizes)
 TRACE_COLUMNS = ("submit_time", "account", "class", "gpus", "work")  # a CSV trace's columns, in write order
-TRACE_OPTIONAL = ("gpu_type",)  # a typed request; empty cell or no column = untyped
+TRACE_OPTIONAL = ("gpu_type", "time_limit")  # a typed request (empty = untyped); a limit in s (empty = none)
+LIMIT_FACTOR = 1.0  # a generated or Gavel job's time limit: its run time on its slowest type times this, ...
+LIMIT_STEP = 3600.0  # ... rounded up to a multiple of this (seconds)
 PROFILE_COLUMNS = ("class", "gpu_type", "throughput")  # steps/s per GPU
 GAVEL_COLUMNS = ("job type", "command", "steps argument", "needs-data-dir flag", "total steps", "arrival time",
                  "scale factor")
@@ -65,6 +74,7 @@ class TraceJob:
     gpus: int  # GPUs per job, >= 1, all at once
     work: float  # steps, > 0
     gpu_type: str | None = None  # a typed request; None = any type its class can run on
+    time_limit: float | None = None  # seconds (module docstring); None = the partition's DefaultTime
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,19 @@ class Trace:
     def gpu_types(self) -> tuple[str, ...]:
         """The GPU types some job can run on, sorted."""
         return tuple(sorted({t for c in self.classes() for t in self.throughput[c]}))
+
+
+def asked_limit(work: float, throughput: Mapping[str, float]) -> float:
+    """The time limit (s) a user asks for a job of ``work`` steps whose class runs at ``throughput`` ({type:
+    steps/s}): its run time on the slowest type times ``LIMIT_FACTOR``, rounded up to a multiple of ``LIMIT_STEP``."""
+    return max(1.0, math.ceil(LIMIT_FACTOR * work / min(throughput.values()) / LIMIT_STEP - 1e-9)) * LIMIT_STEP
+
+
+def with_time_limits(trace: Trace) -> Trace:
+    """``trace`` with :func:`asked_limit` for every job that has no time limit."""
+    return replace(trace, jobs=tuple(j if j.time_limit is not None else
+                                     replace(j, time_limit=asked_limit(j.work, trace.throughput[j.cls]))
+                                     for j in trace.jobs))
 
 
 def scaled_class(base: str, gpus: int) -> str:
@@ -163,6 +186,8 @@ def _checked_job(job: TraceJob) -> TraceJob:
         account=_name(f"{f} account", job.account), cls=_name(f"{f} cls", job.cls),
         gpus=_gpus(f"{f} gpus", job.gpus), work=_work(f"{f} work", job.work),
         gpu_type=None if job.gpu_type is None else _gpu_type_name(f"{f} gpu_type", job.gpu_type),
+        time_limit=None if job.time_limit is None else number(f"{f} time_limit", job.time_limit, positive=True,
+                                                              text=True),
     )
 
 
@@ -177,6 +202,10 @@ def _check_together(jobs: Sequence[TraceJob], throughput: Mapping[str, Mapping[s
         if j.cls not in throughput:
             raise InputError(f"{f} cls", j.cls, "class has no throughput")
         _runnable(f"{f} gpu_type", j.cls, j.gpu_type, throughput, "the trace")
+        slowest = j.work / min(v for t, v in throughput[j.cls].items() if j.gpu_type in (None, t))
+        if j.time_limit is not None and j.time_limit < slowest * (1 - 1e-9):
+            raise InputError(f"{f} time_limit", j.time_limit, f"is shorter than the job's {slowest:.0f} s on its "
+                             "slowest type (the simulator does not kill a job at its limit)")
         if gpus_of.setdefault(j.cls, j.gpus) != j.gpus:
             raise InputError(f"{f} gpus", j.gpus, f"other jobs of class {j.cls!r} have {gpus_of[j.cls]} GPUs; "
                                                   "a class's throughput is per job, so it fixes the GPU count")
@@ -253,16 +282,15 @@ def parse_gavel(files: Mapping[str, str], isolated: Mapping[tuple[str, int], Map
     """A trace from Gavel trace texts (``{file name: text}``) and ``isolated`` throughputs
     (:func:`slurm_fair.profiling.shipped.gavel_isolated`: ``{(job type, scale factor): {gpu type: steps/s}}``).
 
-    A line is tab-separated: job type, command, steps argument, needs-data-dir flag, total steps, arrival time
-    (s), scale factor (GPUs); the command, steps argument and flag are not used. Job ``<file stem>-<line>``:
-    submitted at the arrival time, ``work`` = total steps, ``gpus`` = scale factor, class
-    ``scaled_class(class_name(job type), scale factor)``, e.g. ``resnet50-bs64-x4``, with Gavel's isolated
-    throughput of ``(job type, scale factor)`` on each of k80, p100 and v100 where it is > 0 (the throughput of
-    the whole job: Gavel measured each scale factor, it is not linear). A job type with no positive throughput at
-    its scale factor is an error (Gavel measured scale factors 1, 2, 4 and 8 only). ``accounts="file"``: the
-    jobs of a file belong to the account ``acct-<file stem>`` (its virtual cluster); ``accounts="job"``: every
-    job is its own account ``job-<n>``, ``n`` its position in the trace (1 = submitted first), as Gavel treats
-    every job as a user.
+    A line is tab-separated: job type, command, steps argument, needs-data-dir flag, total steps, arrival time (s),
+    scale factor (GPUs); the command, steps argument and flag are not used. Job ``<file stem>-<line>``: submitted at
+    the arrival time, ``work`` = total steps, ``gpus`` = scale factor, class ``scaled_class(class_name(job type),
+    scale factor)``, e.g. ``resnet50-bs64-x4``, with Gavel's isolated throughput of ``(job type, scale factor)`` on
+    each of k80, p100 and v100 where it is > 0 (the throughput of the whole job: Gavel measured each scale factor,
+    it is not linear) and :func:`asked_limit`'s time limit. A job type with no positive throughput at its scale
+    factor is an error (Gavel measured scale factors 1, 2, 4 and 8 only). ``accounts="file"``: the jobs of a file
+    belong to the account ``acct-<file stem>`` (its virtual cluster); ``accounts="job"``: every job is its own
+    account ``job-<n>``, ``n`` its position in the trace (1 = submitted first), as Gavel treats every job as a user.
 
     ``unmeasured``: what to do with a job whose (job type, scale factor) Gavel did not measure (the shared
     traces have 1548 such jobs of 15264: scale factors 7-64, and A3C, CycleGAN and Recommendation above 1):
@@ -328,7 +356,7 @@ def parse_gavel(files: Mapping[str, str], isolated: Mapping[tuple[str, int], Map
         source += f"; {scaled} job(s) at an unmeasured scale factor scaled linearly from a smaller one"
     if skipped:
         source += f"; {skipped} job(s) at an unmeasured scale factor left out"
-    trace = Trace(tuple(jobs), throughput, source)
+    trace = with_time_limits(Trace(tuple(jobs), throughput, source))
     if accounts == "job":
         trace = replace(trace, jobs=tuple(replace(j, account=f"job-{k}") for k, j in enumerate(trace.jobs, 1)))
     return trace
@@ -378,13 +406,14 @@ def parse_csv(trace_text: str, profiles_text: str, *, trace_name: str = "trace",
               profiles_name: str = "profiles") -> Trace:
     """A trace from CSV texts.
 
-    The trace has the header ``submit_time,account,class,gpus,work`` (any order) and optionally ``gpu_type``:
-    submit time in seconds (>= 0), account, base class, GPUs (whole, 1..1024), work in steps (> 0), and a typed
-    request (an empty cell = untyped). The profiles have the header ``class,gpu_type,throughput``: steps/s of
-    one job of the class *per GPU* (> 0), one row per (class, GPU type); a type without a row is one the class
-    cannot run on. Scaling is assumed linear: a ``g``-GPU job's throughput is ``g`` x the per-GPU throughput,
-    and its class is ``scaled_class(class, g)``. Every class of the trace needs a profile row; profiles of
-    other classes are ignored. Job ids are ``job-<n>``, ``n`` counting the trace's data rows from 1."""
+    The trace has the header ``submit_time,account,class,gpus,work`` (any order), optionally ``gpu_type`` and
+    ``time_limit``: submit time in seconds (>= 0), account, base class, GPUs (whole, 1..1024), work in steps (> 0),
+    a typed request (an empty cell = untyped) and a time limit in seconds (empty = none). The profiles have the
+    header ``class,gpu_type,throughput``: steps/s of one job of the class *per GPU* (> 0), one row per (class, GPU
+    type); a type without a row is one the class cannot run on. Scaling is assumed linear: a ``g``-GPU job's
+    throughput is ``g`` x the per-GPU throughput, and its class is ``scaled_class(class, g)``. Every class of the
+    trace needs a profile row; profiles of other classes are ignored. Job ids are ``job-<n>``, ``n`` counting the
+    trace's data rows from 1."""
     per_gpu: dict[str, dict[str, float]] = {}
     first_line: dict[tuple[str, str], int] = {}
     for n, row in _csv_rows(profiles_name, profiles_text, PROFILE_COLUMNS):
@@ -405,14 +434,15 @@ def parse_csv(trace_text: str, profiles_text: str, *, trace_name: str = "trace",
         base = _base_class(f"{at} class", row["class"])
         gpus = _gpus(f"{at} gpus", row["gpus"])
         work = _work(f"{at} work", row["work"])
-        typed = row.get("gpu_type", "")
+        typed, limit = row.get("gpu_type", ""), row.get("time_limit", "")
         gpu_type = _gpu_type_name(f"{at} gpu_type", typed) if typed else None
         if base not in per_gpu:
             raise InputError(f"{at} class", base, f"has no profile row in {profiles_name}")
         cls = scaled_class(base, gpus)
         throughput[cls] = {t: v * gpus for t, v in per_gpu[base].items()}
         _runnable(f"{at} gpu_type", cls, gpu_type, throughput, profiles_name)
-        jobs.append(TraceJob(f"job-{k}", submit, account, cls, gpus, work, gpu_type))
+        jobs.append(TraceJob(f"job-{k}", submit, account, cls, gpus, work, gpu_type,
+                             number(f"{at} time_limit", limit, positive=True, text=True) if limit else None))
     if not jobs:
         raise InputError(trace_name, "", "no jobs")
     return Trace(tuple(jobs), throughput, f"csv {trace_name} with {profiles_name}")
@@ -443,12 +473,14 @@ def render_csv(trace: Trace) -> tuple[str, str]:
         else:
             per_gpu[base], seen_in[base] = thr, cls
     typed = any(j.gpu_type is not None for j in trace.jobs)
+    limited = any(j.time_limit is not None for j in trace.jobs)
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(TRACE_COLUMNS + (TRACE_OPTIONAL if typed else ()))
+    w.writerow(TRACE_COLUMNS + (("gpu_type",) if typed else ()) + (("time_limit",) if limited else ()))
     for j in trace.jobs:
         w.writerow([repr(float(j.submit)), j.account, base_of[j.cls], j.gpus, repr(float(j.work))]
-                   + ([j.gpu_type or ""] if typed else []))
+                   + ([j.gpu_type or ""] if typed else [])
+                   + ([repr(float(j.time_limit)) if j.time_limit is not None else ""] if limited else []))
     prof = io.StringIO()
     w = csv.writer(prof, lineterminator="\n")
     w.writerow(PROFILE_COLUMNS)
@@ -513,7 +545,7 @@ def generate(*, seed: int, jobs: int, accounts: int, classes: Mapping[str, Mappi
     steps/s per GPU}}, 0 = cannot run there; default :func:`shipped_classes`). As in :func:`parse_csv`, scaling
     is linear: a ``g``-GPU job has the class ``scaled_class(base, g)`` and ``g`` x the per-GPU throughput, and
     its work is its duration times its throughput on its slowest usable type. Jobs are ``job-<n>`` in arrival
-    order and untyped.
+    order, untyped, with :func:`asked_limit`'s time limit.
 
     ``capacity`` ({gpu type: GPUs in the cluster}): draw only jobs that fit it some day: base classes that run
     on none of its types are left out, and a GPU count larger than the most GPUs of one type the class runs on
@@ -562,4 +594,4 @@ def generate(*, seed: int, jobs: int, accounts: int, classes: Mapping[str, Mappi
               f"mean_duration={mean_duration:g}"
               + (f", capacity={','.join(f'{t}={n}' for t, n in sorted(capacity.items()))}" if capacity is not None
                  else "") + ")")
-    return Trace(tuple(out), throughput, source)
+    return with_time_limits(Trace(tuple(out), throughput, source))

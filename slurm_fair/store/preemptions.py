@@ -34,10 +34,11 @@ class PreemptionsMixin(StoreBase):
     def add_preemption(self, *, job_id: int, account: str, gpu_type: str, gpus: int, signal: str, reason: str,
                        grace: float, round_id: int | None = None, user: str = "", ok: bool = True,
                        message: str = "", now: float | None = None, target_type: str | None = None,
-                       held_back: bool = False, due: float | None = None) -> int:
+                       held_back: bool = False, due: float | None = None, for_job: int | None = None) -> int:
         """Record a checkpoint signal sent to a job (``ok``: :func:`~slurm_fair.preemptions.signal_sent`) or that
         failed (:func:`~slurm_fair.preemptions.signal_failed`, ``message`` says why), or a job held back
-        (``held_back``: :func:`~slurm_fair.preemptions.held_back`, ``due`` its cancel time); returns its id."""
+        (``held_back``: :func:`~slurm_fair.preemptions.held_back`, ``due`` its cancel time); ``for_job``: the waiting
+        job a reclaim frees GPUs for; returns its id."""
         now = time.time() if now is None else now
         common = {"job_id": _int(job_id, "job_id"), "account": account, "gpu_type": gpu_type,
                   "gpus": _int(gpus, "gpus"), "reason": reason, "now": now, "round_id": _int(round_id, "round_id"),
@@ -46,7 +47,7 @@ class PreemptionsMixin(StoreBase):
             return self._insert_preemption(P.held_back(**common, message=message, due=due))
         if ok:
             return self._insert_preemption(P.signal_sent(**common, signal=signal, grace=grace, message=message,
-                                                         target_type=target_type))
+                                                         target_type=target_type, for_job=for_job))
         return self._insert_preemption(P.signal_failed(**common, signal=signal, message=message,
                                                        target_type=target_type))
 

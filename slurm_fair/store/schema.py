@@ -187,9 +187,15 @@ def _m10_trust_retention(db: sqlite_utils.Database) -> None:
     db["rounds"].create_index(["started"])
 
 
+def _m11_reclaim_for(db: sqlite_utils.Database) -> None:
+    """A reclaim names the waiting job it frees GPUs for (``for_job``; null: an upgrade move, a hold-back, or a
+    preemption recorded before this column): a requeue while that job still cannot start is visible."""
+    db["preemptions"].add_column("for_job", int)
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _m1_initial, _m2_indexes, _m3_job_records, _m4_preemptions, _m5_warm_start, _m6_profile_sources,
-    _m7_upgrade_moves, _m8_site_limits, _m9_submit_time, _m10_trust_retention,
+    _m7_upgrade_moves, _m8_site_limits, _m9_submit_time, _m10_trust_retention, _m11_reclaim_for,
 )
 
 

@@ -3,6 +3,7 @@ when it answers, and why each of its pending jobs waits. Returns a plain JSON-ab
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from ..config import Config
@@ -13,6 +14,7 @@ from ..errors import InputError
 from ..records import RoundDetails
 from ..store import Store
 from .status import profile_conflicts
+from .why import move_line, moves_from_records
 
 
 def _why(job: Any, cls: str, types: list[str], acct: dict[str, Any], limits_now: dict[str, int],
@@ -90,8 +92,14 @@ def explain(store: Store, cfg: Config, account: str, snapshot: Snapshot | None, 
         # whether its pending fair:flex jobs can still be moved to another GPU type (None: it has none)
         "flexible_note": P.flexible_note(snapshot, account),
         "preemptions": store.preemptions(account=account, limit=50),  # newest first, with their steps
+        "moves": [],  # of those, the upgrade moves (a faster GPU type), oldest first, each with its sentence
         "profile_conflicts": [c for c in profile_conflicts(store, cfg) if c["account"] == account],
     }
+    moved: dict[int, str] = {}  # job id -> its last move's sentence
+    for r in sorted((r for r in out["preemptions"] if r.get("target_type")), key=lambda r: r["id"]):
+        for m in moves_from_records([r]):
+            moved[int(r["job_id"])] = move_line(m)
+            out["moves"].append({"job_id": int(r["job_id"]), **asdict(m), "text": move_line(m)})
     prices = d.prices
     out["prices"] = prices  # bud: the price of one GPU per type (None for the other policies)
     if prices:
@@ -112,5 +120,6 @@ def explain(store: Store, cfg: Config, account: str, snapshot: Snapshot | None, 
                 "counted": P.startable(j), "blocked": P.blocked_kind(j),
                 "waited_s": max(0, int(snapshot.taken_at - j.submit_time)),
                 "slurm_fair": _why(j, cls, types, acct_view, limits_now, in_use),
+                "moved": moved.get(j.job_id),  # a move requeued it: it waits to restart on the faster type
             })
     return out

@@ -19,8 +19,9 @@ Job names and comments are the user's bytes: nothing here prints them; the job n
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Mapping
+import datetime
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping
 
 from ..cluster.base import ANY_GPU, Job
 from ..daemon.plan.demand import LIMIT_REASONS
@@ -82,6 +83,21 @@ class StatusFacts:
 
 
 @dataclass(frozen=True)
+class MoveFacts:
+    """An upgrade move slurm-fair made of the job, or began (``daemon/upgrade.py``): one record of the store's
+    preemptions table with a target type (:func:`moves_from_records`)."""
+
+    signalled_at: float | None  # when its checkpoint signal was sent (None: the signal failed)
+    from_type: str
+    to_type: str
+    gpus: int
+    state: str  # signalled (in its grace), requeued (moved), resolved (not moved after all), gone, failed
+    requeued_at: float | None
+    reason: str  # the daemon's: the idle GPUs of the faster type and the time the move is expected to save
+    outcome: str = ""  # the last step's message (why a move was resolved, what failed)
+
+
+@dataclass(frozen=True)
 class Explanation:
     job_id: int
     verdict: str
@@ -93,6 +109,47 @@ class Explanation:
     types: tuple[TypeFacts, ...]
     total_limit: int | None  # the account's gres/gpu total in Slurm; None = none (or unknown)
     status: StatusFacts
+    moves: tuple[MoveFacts, ...] = ()  # its upgrade moves, oldest first (only where the database was readable)
+
+
+# --------------------------------------------------------------------------------------------- upgrade moves
+
+
+def moves_from_records(rows: Iterable[Mapping[str, Any]]) -> tuple[MoveFacts, ...]:
+    """The upgrade moves among a job's preemption records (the store's rows, ``Store.preemptions(job_id=)``),
+    oldest first. Reclaims (no target type) are left out."""
+    out = []
+    for r in rows:
+        if not r.get("target_type"):
+            continue
+        steps = r.get("steps") or []
+        last = steps[-1] if steps else {}
+        outcome = str(last.get("message") or "") if isinstance(last, Mapping) else ""
+        out.append(MoveFacts(
+            signalled_at=None if r.get("signalled_at") is None else float(r["signalled_at"]),
+            from_type=printable(str(r.get("gpu_type") or ""), 32), to_type=printable(str(r["target_type"]), 32),
+            gpus=int(r.get("gpus") or 0), state=str(r.get("state") or ""),
+            requeued_at=None if r.get("requeued_at") is None else float(r["requeued_at"]),
+            reason=printable(str(r.get("reason") or ""), 300), outcome=printable(outcome, 300)))
+    return tuple(sorted(out, key=lambda m: (m.signalled_at or 0.0)))
+
+
+def _utc(t: float | None) -> str:
+    return "-" if t is None else datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def move_line(m: MoveFacts) -> str:
+    """One plain sentence: when slurm-fair moved the job (or began to), from and to which type, and why."""
+    what = f"{m.gpus} {m.from_type} -> {m.to_type}"
+    if m.state == "requeued":
+        return (f"slurm-fair moved it ({what}): checkpoint signal at {_utc(m.signalled_at)}, requeued onto "
+                f"{m.to_type} at {_utc(m.requeued_at)}; why: {m.reason}")
+    if m.state == "signalled":
+        return (f"slurm-fair is moving it ({what}): checkpoint signal sent at {_utc(m.signalled_at)}, it is requeued "
+                f"onto {m.to_type} when the grace ends; why: {m.reason}")
+    end = f" ({m.outcome})" if m.outcome else ""
+    return (f"slurm-fair began to move it ({what}) at {_utc(m.signalled_at)} but did not: {m.state}{end}; "
+            f"why it began: {m.reason}")
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -333,9 +390,20 @@ def _running(job: Job, types: list[TypeFacts], status: PublicStatus | None) -> t
 
 
 def explain_job(job: Job | None, status: PublicStatus | None, now: float, *, job_id: int | None = None,
-                status_error: str = "") -> Explanation:
+                status_error: str = "", moves: Iterable[MoveFacts] = ()) -> Explanation:
     """Why ``job`` (None: Slurm does not know ``job_id``) is where it is (module docstring). ``status``: the public
-    status file (None: unavailable, ``status_error`` says why)."""
+    status file (None: unavailable, ``status_error`` says why). ``moves``: the job's upgrade moves
+    (:func:`moves_from_records`; the CLI reads them only where the caller may read the database): each is said
+    first among the details."""
+    ex = _explain_job(job, status, now, job_id=job_id, status_error=status_error)
+    mv = tuple(moves)
+    if not mv or ex.job is None:
+        return ex
+    return replace(ex, details=tuple(move_line(m) for m in mv) + ex.details, moves=mv)
+
+
+def _explain_job(job: Job | None, status: PublicStatus | None, now: float, *, job_id: int | None = None,
+                 status_error: str = "") -> Explanation:
     st = _status_facts(status, status_error, now)
     if job is None:
         jid = int(job_id or 0)

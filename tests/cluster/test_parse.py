@@ -266,3 +266,19 @@ def test_requeue_flag_both_layouts(version):
     assert P.parse_job({k: v for k, v in rec.items() if k != "requeue"}).requeue is False  # unknown: never assumed
     with pytest.raises(ParseError, match=r"requeue: expected true or false, got 'maybe'"):
         P.parse_job({**rec, "requeue": "maybe"})
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_job_says_it_checkpoints_by_its_comment_both_layouts(version):
+    """squeue --json has no field for a job's --signal in either layout (only exit codes carry a signal; the
+    22.05 testbed showed none in scontrol show job either): a job declares it checkpoints with the comment token
+    fair:checkpoint, read from the comment both layouts give (Job.checkpoints, with requeue)."""
+    doc = json.loads(text(version, "squeue.json"))
+    for rec in doc["jobs"]:
+        assert not [k for k in rec if "signal" in k or k.startswith("warn")]
+    rec = next(r for r in doc["jobs"] if r["name"] == "st_run_typed_gres")
+    assert not P.parse_job(rec).checkpoints
+    comment = rec["comment"] if isinstance(rec["comment"], str) else ""
+    job = P.parse_job({**rec, "comment": (comment + " fair:checkpoint").strip()})
+    assert job.checkpoints and "fair:checkpoint" in job.comment
+    assert not P.parse_job({**rec, "comment": "fair:checkpoint", "requeue": False}).checkpoints

@@ -12,6 +12,7 @@ non-requeue-able with ``scontrol update requeue=0``, ``--dependency=afterok:1``,
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 import json
 from pathlib import Path
 
@@ -220,3 +221,15 @@ def test_odd_dependency_and_reservation_values_never_stop_parsing(dependency, re
     rec["dependency"], rec["resv_name"] = dependency, resv
     job = parse.parse_job(rec, now=CAPTURED_AT)
     assert job.blocked == DEPENDENCY  # its reason still says so
+
+
+def test_a_requeued_job_waiting_on_its_requeue_begin_time_stays_demand():
+    """Slurm holds a requeued job on a begin time it sets at the requeue: the job ran a moment ago and will in a
+    moment, so its account's demand must not drop right after a reclaim (issue 28). Told apart by Slurm's restart
+    count, which a user cannot set; a job submitted with --begin (restart count 0) is still not demand."""
+    requeued = replace(job(1, "acct_a", 2, "v100", reason="BeginTime", blocked=BEGIN_TIME), restart_count=1)
+    fresh = job(2, "acct_a", 1, "v100", reason="BeginTime", blocked=BEGIN_TIME)
+    assert P.startable(requeued) and P.counted(requeued) and not P.startable(fresh)
+    d = _decide([requeued, fresh, job(3, "acct_b", 1, None)], config.from_dict({}))
+    assert d.demand[("acct_a", "j")].pending_gpus == 2
+    assert d.not_demand == {"acct_a": {BEGIN_TIME: 1}}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -445,7 +447,7 @@ def test_claims_with_reclaim_count_borrowed_gpus_and_limits_lend_the_rest():
     # v100: b borrows all 4 (guarantee 0), a waits with a guarantee of 2: with preemption on, the borrowed GPUs
     # serve a's claim (preemption frees them); without, nothing is free, so no claim holds anything
     s = snap([job(1, "a", 1, "v100"), job(2, "a", 1, "v100"),
-              job(3, "b", 4, "v100", state="RUNNING", alloc={"v100": 4})],
+              replace(job(3, "b", 4, "v100", state="RUNNING", alloc={"v100": 4}), node_gpus={"v100-1": 4})],
              nodes=(Node("v100-1", ("ALLOCATED",), ("gpu",), {"v100": 4}, {"v100": 4}), NODES[1]),
              accounts={"a": 1, "b": 1})
     d = P.observe_demand(s, CFG)
@@ -454,7 +456,9 @@ def test_claims_with_reclaim_count_borrowed_gpus_and_limits_lend_the_rest():
     kw = dict(waiting=P.waiting_gpus(s, CFG), free=P.FreeGPUs.of(s), in_use=P.gpus_in_use(s))
     p = P.make_plan(b, alloc, d, {}, ["a", "b"], reclaim=True, **kw)
     assert p.real["a"]["v100"] == 2 and p.claims["a"] == {"v100": 2, "k80": 0}
-    assert p.limits["b"] == {"v100": 2, ANY_GPU: 6} and p.limits["a"] == {}
+    # while the claim is served by reclaim, every account is held to its guarantee on v100 (issue 28)
+    assert p.limits["b"] == {"v100": 2, ANY_GPU: 6} and p.limits["a"] == {"v100": 2, ANY_GPU: 6}
+    assert [(r.account, r.job_id, r.gpu_type, r.victims) for r in p.reclaims] == [("a", 1, "v100", (3,))]
     assert p.lendable() == {"v100": 2, "k80": 4}
     q = P.make_plan(b, alloc, d, {}, ["a", "b"], reclaim=False, **kw)
     assert q.claims["a"] == {"v100": 0, "k80": 0} and q.limits == {"a": {}, "b": {}}
@@ -572,3 +576,82 @@ def test_a_partition_pilot_divides_its_partitions_gpus_and_its_limits_leave_othe
     assert dec.planned["acct_a"][ANY_GPU] == dec.plan.limits["acct_a"][ANY_GPU] + 2  # its K80 jobs elsewhere
     assert dec.planned["acct_b"] == dec.plan.limits["acct_b"]  # nothing elsewhere is running for acct_b
     assert set(dec.factors) == {2, 3, 4}  # jobs outside the pilot get no SiteFactor
+
+
+# ------------------------------------------------------------------ claims by whole jobs, reclaim (issue 28)
+
+from slurm_fair.daemon.plan.limits import claims_and_reclaims  # noqa: E402
+from slurm_fair.daemon.plan.reclaim import Borrowed, Holder  # noqa: E402
+
+
+def _held(jid, account, gpus, node, start=0.0):
+    return Holder(jid, account, "v100", gpus, {node: gpus}, start)
+
+
+def _v100_nodes(*busy):
+    """Nodes n1.. of 4 V100s with ``busy[i]`` GPUs in use."""
+    free = {f"n{i + 1}": {"v100": 4 - b} for i, b in enumerate(busy)}
+    return P.FreeGPUs(free, {x: {"v100": 4} for x in free})
+
+
+def test_room_3_and_one_8_gpu_job_claims_nothing_and_frees_nothing():
+    # b borrows all 8 V100s (guarantee 5); a's room is 3 and its one job needs 8: it could not start on 3
+    real = {"a": {"v100": 3}, "b": {"v100": 5}}
+    used = {"b": {"v100": 8}}
+    holders = [_held(1, "b", 4, "n1"), _held(2, "b", 4, "n2")]
+    free = _v100_nodes(4, 4)
+    claims, reclaims = claims_and_reclaims(real, used, {"a": P.Waiting([(8, "v100")], [7])}, {}, free,
+                                             Borrowed(holders, real, used))
+    assert claims["a"] == {"v100": 0} and reclaims == []
+    # a 2-GPU job fits its room: it claims, and one of b's jobs is its victim (node n1, one job does it)
+    claims, reclaims = claims_and_reclaims(real, used, {"a": P.Waiting([(2, "v100")], [7])}, {}, free,
+                                             Borrowed(holders, real, used))
+    assert claims["a"] == {"v100": 2} and [(r.job_id, dict(r.where), r.victims) for r in reclaims] == \
+        [(7, {"n1": 2}, (1,))]
+
+
+def test_an_8_gpu_claim_on_4_gpu_nodes_takes_victims_on_the_whole_nodes_that_need_fewest_freed():
+    # n1: b's 4-GPU job; n2: b's two 1-GPU jobs, 2 idle; n3: b's 3-GPU job, 1 idle; n4: c's 4-GPU job (c is at
+    # its guarantee: not a borrower). b holds 9 with a guarantee of 4: it gives back at most 5.
+    real = {"a": {"v100": 8}, "b": {"v100": 4}, "c": {"v100": 4}}
+    used = {"b": {"v100": 9}, "c": {"v100": 4}}
+    holders = [_held(1, "b", 4, "n1"), _held(2, "b", 1, "n2"), _held(3, "b", 1, "n2"), _held(4, "b", 3, "n3"),
+               _held(5, "c", 4, "n4")]
+    free = _v100_nodes(4, 2, 3, 4)
+    claims, reclaims = claims_and_reclaims(real, used, {"a": P.Waiting([(8, "v100")], [9])}, {}, free,
+                                             Borrowed(holders, real, used))
+    assert claims["a"] == {"v100": 8}
+    (r,) = reclaims
+    assert dict(r.where) == {"n2": 4, "n3": 4} and sorted(r.victims) == [2, 3, 4]  # 5 GPUs freed, not 4 + 4
+
+
+def test_while_a_claim_is_served_by_reclaim_the_others_are_held_to_their_guarantee_there():
+    cap = {"p100": 16, "v100": 16}
+    claims = {"a": {"p100": 8, "v100": 0}}
+    real = {"a": {"p100": 8, "v100": 4}, "b": {"p100": 3, "v100": 4}, "c": {"p100": 3, "v100": 4},
+            "d": {"p100": 2, "v100": 4}}
+    # lending alone: each of b, c, d may take 16 - 8 = 8 P100s, 24 together: a reclaim's GPUs are refilled
+    plain = P.lend_limits(cap, claims, "abcd")
+    assert [plain[x]["p100"] for x in "bcd"] == [8, 8, 8]
+    held = P.lend_limits(cap, claims, "abcd", real, {"p100"})
+    assert [held[x]["p100"] for x in "abcd"] == [8, 3, 3, 2]  # sum 16: nobody refills what is freed
+    assert "v100" not in held["b"] and held["b"][ANY_GPU] == 3 + 16  # untyped: at most the per-type sum
+
+
+def test_a_flexible_jobs_demand_counts_for_every_type_it_could_use():
+    flex = replace(job(1, "a", 2, "v100", comment="fair:flex"))
+    fixed = job(2, "a", 1, "v100")
+    d = P.ClassDemand()
+    d.add(flex)
+    d.add(fixed)
+    assert d.type_demand(["v100", "k80"]) == {"v100": 3.0, "k80": 2.0}  # the typed job only where it asked
+
+
+def test_an_untyped_job_claims_idle_gpus_of_a_slower_type_before_it_reclaims_a_faster_one():
+    # v100 (fastest for a): all 4 held by b above its guarantee; k80: 4 idle. a's untyped 1-GPU job takes a k80.
+    real = {"a": {"v100": 2, "k80": 2}, "b": {"v100": 2, "k80": 2}}
+    used = {"b": {"v100": 4}}
+    free = P.FreeGPUs({"v": {"v100": 0}, "k": {"k80": 4}}, {"v": {"v100": 4}, "k": {"k80": 4}})
+    claims, reclaims = claims_and_reclaims(real, used, {"a": P.Waiting([(1, None)], [5])}, {"a": ["v100", "k80"]},
+                                           free, Borrowed([Holder(1, "b", "v100", 4, {"v": 4})], real, used))
+    assert claims["a"] == {"v100": 0, "k80": 1} and reclaims == []

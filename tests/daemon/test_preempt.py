@@ -202,4 +202,125 @@ def test_daemon_wakes_up_when_a_grace_ends():
                              now=NOW)
         assert preemption_wakeup(store, on, NOW + 20) == 101.0  # 1 s after the grace ends
         assert preemption_wakeup(store, on, NOW + 500) == 0.0  # overdue: at once
-        assert preemption_wakeup(store, Config(), NOW) is None  # preemption off
+        off = Config(preemption=PreemptionConfig(enabled=False, upgrade="off"))
+        assert preemption_wakeup(store, off, NOW) is None  # preemption and upgrade moves off
+        # moves need no reclaim: a daemon with only upgrade moves on (the default) wakes up for their grace too
+        assert preemption_wakeup(store, Config(), NOW + 20) == 101.0
+
+
+# ------------------------------------------------------------------ reclaim by claims (issue 28, limits lend)
+
+from dataclasses import replace as _replace  # noqa: E402
+
+from slurm_fair.daemon.plan.demand import FreeGPUs  # noqa: E402
+from slurm_fair.daemon.plan.reclaim import Reclaim, holders_of  # noqa: E402
+
+GUAR = {"A": {"v100": 0}, "B": {"v100": 8}}
+
+
+def on(job, **nodes):
+    return _replace(job, node_gpus=dict(nodes))
+
+
+def claim8(victims=(1, 2)):
+    return Reclaim("B", 99, "v100", 8, {"n1": 4, "n2": 4}, tuple(victims))
+
+
+def test_reclaim_signals_all_victims_of_a_claim_and_names_the_job_they_are_for():
+    jobs = [on(run(1, "A", "v100", 4, ran=7200), n1=4), on(run(2, "A", "v100", 4, ran=7200), n2=4),
+            pend(99, "B", "v100", 8)]
+    d = decide(GUAR, jobs, [], NOW, CFG, reclaims=[claim8()])
+    assert kinds(d) == [("signal", 1), ("signal", 2)]
+    assert {a.for_job for a in d.actions} == {99} and "for job 99 of B" in d.actions[0].reason
+    # no claim served by reclaim (e.g. room 3 and one 8-GPU job: the plan names none): nothing is signalled,
+    # although A is above its guarantee and B waits
+    assert decide(GUAR, jobs, [], NOW, CFG, reclaims=[]).actions == ()
+
+
+def test_reclaim_signals_none_when_one_victim_is_in_its_lease():
+    jobs = [on(run(1, "A", "v100", 4, ran=7200), n1=4), on(run(2, "A", "v100", 4, ran=300), n2=4),
+            pend(99, "B", "v100", 8)]
+    d = decide(GUAR, jobs, [], NOW, CFG, reclaims=[claim8()])
+    assert d.actions == () and {s.job_id for s in d.skipped} == {1, 2}
+    assert any("min_runtime" in s.reason for s in d.skipped if s.job_id == 2)
+
+
+def test_reclaim_must_pay():
+    # a 1-GPU job would wait ~700 s more for a 4-GPU job that ran 700 s: 1 x (700 - 120) < 4 x 300
+    jobs = [on(run(1, "A", "v100", 4, ran=700), n1=4), pend(99, "B", "v100", 1)]
+    rc = Reclaim("B", 99, "v100", 1, {"n1": 1}, (1,))
+    d = decide(GUAR, jobs, [], NOW, CFG, reclaims=[rc])
+    assert d.actions == () and "does not pay" in d.skipped[0].reason
+    # the same job after 10 h: 1 x (36000 - 120) > 1200, it pays
+    long = [on(run(1, "A", "v100", 4, ran=36000), n1=4), pend(99, "B", "v100", 1)]
+    assert kinds(decide(GUAR, long, [], NOW, CFG, reclaims=[rc])) == [("signal", 1)]
+
+
+def test_requeues_per_job_per_day_are_bounded_over_a_sliding_24_h():
+    jobs = [on(run(1, "A", "v100", 4, ran=7200), n1=4), pend(99, "B", "v100", 4)]
+    rc = Reclaim("B", 99, "v100", 4, {"n1": 4}, (1,))
+    twice = [signalled(1, 1, "A", "v100", 4, ago=80000, state="requeued", requeued_at=NOW - 79000),
+             signalled(2, 1, "A", "v100", 4, ago=40000, state="requeued", requeued_at=NOW - 39000)]
+    d = decide(GUAR, jobs, twice, NOW, CFG, reclaims=[rc])
+    assert d.actions == () and "max_requeues_per_day = 2" in d.skipped[0].reason
+    # the first requeue is more than 24 h ago: one in the window, it may be signalled again
+    older = [_replace(twice[0], requeued_at=NOW - 90000), twice[1]]
+    assert kinds(decide(GUAR, jobs, older, NOW, CFG, reclaims=[rc])) == [("signal", 1)]
+
+
+def _free():
+    # n1, n2: 4 V100s each, none idle
+    return FreeGPUs({"n1": {"v100": 0}, "n2": {"v100": 0}}, {"n1": {"v100": 4}, "n2": {"v100": 4}})
+
+
+def test_grace_over_victims_are_requeued_together_when_the_job_they_were_freed_for_then_starts():
+    jobs = [on(run(1, "A", "v100", 4, ran=7200), n1=4), on(run(2, "A", "v100", 4, ran=7200), n2=4),
+            pend(99, "B", "v100", 8)]
+    recs = [_replace(signalled(1, 1, "A", "v100", 4, ago=200), for_job=99),
+            _replace(signalled(2, 2, "A", "v100", 4, ago=200), for_job=99)]
+    d = decide(GUAR, jobs, recs, NOW, CFG, reclaims=[], free=_free())
+    assert kinds(d) == [("requeue", 1), ("requeue", 2)] and all(a.for_job == 99 for a in d.actions)
+    # one member still in its grace: the claim waits for it (neither is requeued alone)
+    late = [recs[0], _replace(recs[1], requeue_at=NOW + 50)]
+    assert decide(GUAR, jobs, late, NOW, CFG, reclaims=[], free=_free()).actions == ()
+
+
+def test_a_victim_is_not_requeued_to_restart_on_the_same_type_while_the_job_it_was_freed_for_cannot_start():
+    # victim 2 shares n2 with C's 2-GPU job: requeuing 1 and 2 frees 4 + 2, never 8 on two whole nodes
+    jobs = [on(run(1, "A", "v100", 4, ran=7200), n1=4), on(run(2, "A", "v100", 2, ran=7200), n2=2),
+            on(run(3, "C", "v100", 2, ran=7200), n2=2), pend(99, "B", "v100", 8)]
+    recs = [_replace(signalled(1, 1, "A", "v100", 4, ago=200), for_job=99),
+            _replace(signalled(2, 2, "A", "v100", 2, ago=200), for_job=99)]
+    d = decide(GUAR, jobs, recs, NOW, CFG, reclaims=[], free=_free())
+    assert kinds(d) == [("resolve", 1), ("resolve", 2)]
+    assert "would still not start" in d.actions[0].reason
+    # the job it was freed for started meanwhile (elsewhere): nothing to requeue for
+    started = [j for j in jobs if j.job_id != 99] + [run(99, "B", "v100", 8, ran=10)]
+    d = decide(GUAR, started, recs, NOW, CFG, reclaims=[], free=_free())
+    assert kinds(d) == [("resolve", 1), ("resolve", 2)] and "has started" in d.actions[0].reason
+
+
+def test_a_victim_that_cannot_be_requeued_is_held_back_and_the_claim_placed_again_without_it():
+    # A holds 4 a100s on n1 with a guarantee of 3; B waits for 1. The plan names A's newest job, which Slurm cannot
+    # requeue: it is held back (A's excess is 1) and the next newest goes in its place.
+    free = FreeGPUs({"n1": {"a100": 0}}, {"n1": {"a100": 4}})
+    jobs = [on(run(i, "A", ran=7200 - i), n1=1) for i in (1, 2, 3)] + [on(run(4, "A", ran=100, requeue=False), n1=1),
+                                                                        pend(99, "B")]
+    free.holders = tuple(holders_of(jobs))
+    guar = {"A": {"a100": 3}, "B": {"a100": 1}}
+    rc = Reclaim("B", 99, "a100", 1, {"n1": 1}, (4,))
+    d = decide(guar, jobs, [], NOW, CFG, reclaims=[rc], free=free)
+    assert kinds(d) == [("hold-back", 4), ("signal", 3)] and d.actions[1].for_job == 99
+    # every job of A is non-requeue-able: at most its excess (1) is held back, the others are listed
+    stuck = [_replace(j, requeue=False) if j.running else j for j in jobs]
+    d = decide(guar, stuck, [], NOW, CFG, reclaims=[rc], free=free)
+    assert kinds(d) == [("hold-back", 4)] and {s.job_id for s in d.skipped} == {1, 2, 3}
+
+
+def test_requeues_per_day_bound_the_hard_cap_rule_too():
+    jobs = [run(1, "A", ran=7200), run(2, "A", ran=7200), pend(10, "B")]
+    twice = [signalled(1, 2, "A", ago=80000, state="requeued", requeued_at=NOW - 79000),
+             signalled(2, 2, "A", ago=40000, state="requeued", requeued_at=NOW - 39000)]
+    d = decide(LIMITS, jobs, twice, NOW, CFG)
+    assert kinds(d) == [("signal", 1)]  # job 2 was requeued twice today: the other one goes
+    assert any(s.job_id == 2 and "max_requeues_per_day" in s.reason for s in d.skipped)

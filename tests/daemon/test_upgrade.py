@@ -3,11 +3,13 @@ that carry a move out (daemon/preempt.py), and the simulator running them end to
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
 from slurm_fair.cluster.base import Job, Node, Snapshot
+from slurm_fair.config import PreemptionConfig
 from slurm_fair.daemon import plan as P
 from slurm_fair.daemon import preempt as PR
 from slurm_fair.daemon import upgrade as U
@@ -21,12 +23,13 @@ SPEED = {"cnn": {"k80": 1.0, "v100": 10.0}, "rl": {"k80": 1.0, "v100": 1.1}}
 
 
 def job(jid, account="a", gpus=1, gpu_type="k80", state="RUNNING", cls="cnn", ran=3600.0, flex=True, requeue=True,
-        limit=None, site_factor=0):
+        limit=None, site_factor=0, comment="", partition="gpu"):
     running = state == "RUNNING"
-    return Job(job_id=jid, name=cls, account=account, user="u", partition="gpu", state=state, reason="",
+    return Job(job_id=jid, name=cls, account=account, user="u", partition=partition, state=state, reason="",
                priority=1, submit_time=int(NOW - ran - 10), start_time=int(NOW - ran) if running else None,
                gpus_per_node=gpus, nodes=1, gpu_type=gpu_type, gpus_allocated={gpu_type: gpus} if running else {},
-               comment="fair:flex" if flex else "", requeue=requeue, time_limit=limit, site_factor=site_factor)
+               comment=" ".join(x for x in (comment, "fair:flex" if flex else "") if x), requeue=requeue,
+               time_limit=limit, site_factor=site_factor)
 
 
 def snap(jobs, v100_free=4):
@@ -48,10 +51,45 @@ def speed(j, t):
     return SPEED[j.name].get(t)
 
 
-def moves(jobs, v100_free=4, limits=None, history=(), exclude=(), max_moves=10):
+def moves(jobs, v100_free=4, limits=None, history=(), exclude=(), max_moves=10, may_move=None):
     s = snap(jobs, v100_free)
     free = U.free_for_moves(s, U.in_flight(history), lambda j, t: speed(j, t) is not None)
-    return U.upgrade_moves(s, plan(limits), speed, history, NOW, CFG, free, exclude, max_moves)
+    return U.upgrade_moves(s, plan(limits), speed, history, NOW, CFG, free, exclude, max_moves, may_move)
+
+
+def by_name(j):
+    return j.name
+
+
+def test_a_job_declares_it_checkpoints_by_its_comment_token_or_a_site_rule_and_must_be_requeueable():
+    assert job(1, comment="fair:checkpoint").checkpoints
+    assert job(1, comment="class=cnn,fair:checkpoint;x").checkpoints  # separated as fair:flex may be
+    assert not job(1, comment="fair:checkpointing").checkpoints  # the whole token only
+    assert not job(1, comment="fair:checkpoint", requeue=False).checkpoints  # Slurm may not requeue it
+    assert not job(1).checkpoints
+    assert U.declares_checkpoint(job(1, comment="fair:checkpoint"), (), by_name)
+    assert U.declares_checkpoint(job(1, account="physics"), ("account:physics",), by_name)
+    assert U.declares_checkpoint(job(1, partition="gpu,ckpt"), ("partition:ckpt",), by_name)
+    assert U.declares_checkpoint(job(1, cls="cnn"), ("class:cnn",), by_name)
+    assert not U.declares_checkpoint(job(1, cls="rl"), ("class:cnn", "account:b", "partition:ckpt"), by_name)
+    assert not U.declares_checkpoint(job(1, account="physics", requeue=False), ("account:physics",), by_name)
+
+
+def test_upgrade_modes_choose_which_jobs_moves_may_take():
+    says, rule, silent = job(1, comment="fair:checkpoint"), job(2, account="b"), job(3)
+    pick = {mode: [j.job_id for j in (says, rule, silent)
+                   if U.movable(PreemptionConfig(upgrade=mode, checkpointing=("account:b",)), by_name)(j)]
+            for mode in ("checkpointing", "all", "off")}
+    assert pick == {"checkpointing": [1, 2], "all": [1, 2, 3], "off": []}
+    assert PreemptionConfig().upgrade == "checkpointing" and PreemptionConfig().moves  # the default
+    assert not PreemptionConfig(upgrade="off").moves
+
+
+def test_under_the_default_mode_only_the_jobs_that_checkpoint_are_moved():
+    jobs = [job(1, ran=9000.0), job(2, ran=5000.0, comment="fair:checkpoint")]
+    ck = U.movable(PreemptionConfig(), by_name)
+    assert [x.job_id for x in moves(jobs, may_move=ck)] == [2]  # job 1 saves more but never said it checkpoints
+    assert [x.job_id for x in moves(jobs)] == [1, 2]  # no rule given: every requeue-able fair:flex job
 
 
 def test_a_long_running_job_moves_to_the_faster_idle_type_when_the_saving_pays_the_restart():
@@ -118,3 +156,31 @@ def test_the_simulator_moves_a_long_k80_job_to_the_v100s_when_they_free_up():
     assert row["types"] == ["k80", "v100"] and row["restarts"] == 1 and moved.preemptions == 1
     assert row["jct"] < before["jct"] / 2
     assert not moved.round_errors
+
+
+def test_with_reclaim_off_the_round_starts_no_reclaim_but_finishes_open_moves():
+    """preemption.enabled = false with moves on (the default): an over-share account is not signalled; an open
+    move's grace ending is still carried out (here resolved: the round has no plan to requeue it onto)."""
+    from slurm_fair import config
+    from slurm_fair.daemon import preemption
+    from slurm_fair.store import Store
+
+    over = [job(1, account="a", gpu_type="v100", flex=False, ran=9000.0),
+            job(2, account="a", gpu_type="v100", flex=False, ran=9000.0),
+            job(3, account="b", gpu_type="v100", state="PENDING", flex=False)]
+    s = snap(over, v100_free=2)
+    s = replace(s, nodes=(Node("v100-1", ("MIXED",), ("gpu",), {"v100": 2}, {"v100": 2}),))
+    guarantees = {"a": {"v100": 1}, "b": {"v100": 1}}
+    on = config.from_dict({"preemption": {"enabled": True}})
+    off = config.from_dict({})
+    assert preemption.wanted(off, s) and not preemption.wanted(
+        config.from_dict({"preemption": {"upgrade": "off"}}), s)
+    assert not preemption.wanted(off, replace(s, slurm_version="22.05.8"))  # 22.05 cannot retype: no moves
+    with Store(":memory:") as store:
+        would = preemption.run(None, store, on, s, guarantees, None, NOW, act=False).to_json()["would"]
+        assert [(w["step"], w["job_id"]) for w in would] == [("signal", 2)]  # reclaim on: a's newer job
+        assert preemption.run(None, store, off, s, guarantees, None, NOW, act=False).to_json()["would"] == []
+        store.add_preemption(job_id=1, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="move",
+                             grace=60.0, now=NOW - 100, target_type="a100")
+        would = preemption.run(None, store, off, s, guarantees, None, NOW, act=False).to_json()["would"]
+        assert [(w["step"], w["job_id"]) for w in would] == [("resolve", 1)]

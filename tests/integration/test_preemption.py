@@ -28,7 +28,9 @@ TRAIN_SH = Path(__file__).resolve().parents[2] / "contrib" / "checkpoint" / "tra
 def write_config(testbed, tmp_path: Path, **preemption) -> Path:
     base = tomllib.loads(Path(testbed.env["SLURM_FAIR_CONFIG"]).read_text())
     base.setdefault("daemon", {}).update(database=str(tmp_path / "sf.sqlite"), period=300, dry_run=False)
-    base["preemption"] = {"enabled": True, "grace": 5, "min_runtime": 0, "signal": "USR1", **preemption}
+    # upgrade_cost 0: a requeue must pay (issue 28), and these jobs restart at no cost
+    base["preemption"] = {"enabled": True, "grace": 5, "min_runtime": 0, "signal": "USR1", "upgrade_cost": 0,
+                          **preemption}
     path = tmp_path / "slurm-fair.toml"
     path.write_text(config_mod.render(config_mod.from_dict(base).as_dict()))
     return path

@@ -5,7 +5,8 @@ contrib/testbed/testbed.sh): guarantees, lending and reclaim.
 2. acct_a floods the cluster with long untyped, checkpointing 1-GPU jobs (contrib/checkpoint/train.sh):
    job_submit.lua spreads them over every GPU type from the map's rooms, and all 16 start (lent GPUs);
 3. acct_b and acct_c then submit typed and untyped jobs (the untyped ones typed by job_submit.lua);
-4. ``slurm-fair daemon --once`` runs every 10 s with ``[preemption] enabled, grace = 5, min_runtime = 0``.
+4. ``slurm-fair daemon --once`` runs every 10 s with ``[preemption] enabled, grace = 5, min_runtime = 0,
+   upgrade_cost = 0``.
 
 Within 6 rounds acct_b and acct_c run at least their guarantee on every type (the round's rounded shares,
 as far as their jobs ask for that type), no GPU is idle while a job that could use it waits, every reclaimed
@@ -41,7 +42,8 @@ def _config(testbed, tmp_path: Path) -> Path:
         if not base.get(section, {}).get(key):
             pytest.skip(f"the testbed has no {section}.{key}: restart it (testbed.sh down; up) to install it")
     base.setdefault("daemon", {}).update(database=str(tmp_path / "sf.sqlite"), period=300, dry_run=False)
-    base["preemption"] = {"enabled": True, "grace": 5, "min_runtime": 0}
+    # upgrade_cost 0: a requeue must pay (issue 28); these jobs ran seconds, checkpoint and restart at no cost
+    base["preemption"] = {"enabled": True, "grace": 5, "min_runtime": 0, "upgrade_cost": 0}
     path = tmp_path / "slurm-fair.toml"
     path.write_text(config_mod.render(config_mod.from_dict(base).as_dict()))
     return path

@@ -96,11 +96,15 @@ def test_policy_warm_start_keys_and_result(demand):
     np.testing.assert_allclose(oef_coop.solve(p, warm=back).x, cold.x, atol=1e-7)
 
 
-def test_only_oef_coop_and_themis_take_a_warm_start_and_the_others_ignore_one():
-    assert [n for n in policies.names() if policies.takes_warm(n)] == ["oef-coop", "themis"]
+def test_which_policies_take_a_warm_start_and_the_others_ignore_one():
+    # oef-noncoop, gavel and max-throughput take last round's allocation (stable optima, tests/policies/test_stable.py)
+    assert [n for n in policies.names() if policies.takes_warm(n)] == [
+        "oef-noncoop", "oef-coop", "max-throughput", "gavel", "themis"]
     p = problem(8, 1)
-    a = policies.solve("gavel", p, warm=[(("t0", "c0"), ("t1", "c0"))])
-    assert a.warm == () and np.allclose(a.x, policies.solve("gavel", p).x)
+    a = policies.solve("equal-share", p, warm=[(("t0", "c0"), ("t1", "c0"))])
+    assert a.warm == () and np.allclose(a.x, policies.solve("equal-share", p).x)
+    # binding-row pairs mean nothing to gavel: same result
+    assert np.allclose(policies.solve("gavel", p, warm=[(("t0", "c0"), ("t1", "c0"))]).x, policies.solve("gavel", p).x)
 
 
 def test_the_round_saves_the_binding_rows_and_seeds_the_next_round(tmp_path):

@@ -70,7 +70,7 @@ def test_the_command_passes_dry_run_through():
     tr = generate(seed=3, jobs=12, accounts=3, rate=4.0, mean_duration=3600.0)
     want = simulate(tr, cluster_spec("k80=8,v100=8"), "gavel", dry_run=True)
     assert got["mean_jct"] == pytest.approx(want.mean_jct) and got["makespan"] == pytest.approx(want.makespan)
-    # --upgrade runs the daemon with upgrade moves (and preemption): the same as simulate(upgrade=True)
+    # --upgrade runs the daemon with upgrade moves (no reclaim): the same as simulate(upgrade=True)
     up = CliRunner().invoke(main, args + ["--upgrade"])
     assert up.exit_code == 0, up.output
     got = json.loads(up.stdout)["policies"]["gavel"]

@@ -48,7 +48,12 @@ def test_gavel_file_accounts_per_file():
     assert [j.submit for j in trace.jobs] == sorted(float(c[5]) for c in lines)
     job_type, _, _, _, steps, arrival, scale = lines[0]
     first = next(j for j in trace.jobs if j.id == "ed69ec-1")
-    assert first == TraceJob("ed69ec-1", float(arrival), "acct-ed69ec", "transformer-bs128", int(scale), float(steps))
+    slowest = float(steps) / min(trace.throughput["transformer-bs128"].values())  # seconds on its slowest type
+    limit = math.ceil(slowest / 3600) * 3600.0
+    assert first == TraceJob("ed69ec-1", float(arrival), "acct-ed69ec", "transformer-bs128", int(scale), float(steps),
+                             None, limit)
+    assert all(j.time_limit >= j.work / min(trace.throughput[j.cls].values()) and j.time_limit % 3600 == 0
+               for j in trace.jobs)
     assert profiles.class_name(job_type) == "transformer-bs128"
     nulls = _gavel_nulls()
     assert dict(trace.throughput["transformer-bs128"]) == nulls[(job_type, 1)]
@@ -120,13 +125,44 @@ def test_csv_round_trip_of_a_generated_trace(tmp_path):
     jobs[3] = replace(jobs[3], gpu_type=typed_type)  # one typed request
     trace = replace(trace, jobs=tuple(jobs))
     T.write_csv(trace, tmp_path / "t.csv", tmp_path / "p.csv")
-    assert (tmp_path / "t.csv").read_text().splitlines()[0] == "submit_time,account,class,gpus,work,gpu_type"
+    assert (tmp_path / "t.csv").read_text().splitlines()[0] == "submit_time,account,class,gpus,work,gpu_type,time_limit"
     assert (tmp_path / "p.csv").read_text().splitlines()[0] == "class,gpu_type,throughput"
     back = T.read_csv(tmp_path / "t.csv", tmp_path / "p.csv")
     assert back.jobs == trace.jobs
     assert back.throughput == {c: trace.throughput[c] for c in trace.classes()}
     assert back.jobs[3].gpu_type == typed_type
     assert back.source == f"csv {tmp_path / 't.csv'} with {tmp_path / 'p.csv'}"
+
+
+def test_time_limits_a_user_would_ask_for():
+    # 9000 steps at 1 step/s on the slowest type (k80): 2.5 h, rounded up to 3 h; a whole number of hours stays
+    assert T.asked_limit(9000.0, {"k80": 1.0, "v100": 4.0}) == 3 * 3600.0
+    assert T.asked_limit(7200.0, {"k80": 1.0, "v100": 4.0}) == 2 * 3600.0
+    assert T.asked_limit(1.0, {"k80": 1.0}) == 3600.0  # never under an hour
+    thr = {"c": {"k80": 1.0, "v100": 4.0}}
+    trace = T.with_time_limits(Trace((TraceJob("a", 0, "x", "c", 1, 9000.0),
+                                      TraceJob("b", 0, "x", "c", 1, 9000.0, None, 60.0 * 600)), thr, "t"))
+    assert [j.time_limit for j in trace.jobs] == [3 * 3600.0, 60.0 * 600]  # a limit given is kept
+    # a limit shorter than the run time on the slowest type the job may run on: refused (the simulator does not
+    # kill jobs at their limit); a typed job only needs its own type's run time
+    with pytest.raises(InputError) as e:
+        Trace((TraceJob("a", 0, "x", "c", 1, 9000.0, None, 8999.0),), thr, "t")
+    assert e.value.field == "job 'a' time_limit" and "shorter" in e.value.problem
+    assert Trace((TraceJob("a", 0, "x", "c", 1, 9000.0, "v100", 2250.0),), thr, "t").jobs[0].time_limit == 2250.0
+    with pytest.raises(InputError):
+        Trace((TraceJob("a", 0, "x", "c", 1, 9000.0, None, 0.0),), thr, "t")
+    gen = T.generate(seed=1, jobs=50, accounts=2, rate=10.0, mean_duration=3600.0)
+    assert all(j.time_limit == T.asked_limit(j.work, gen.throughput[j.cls]) for j in gen.jobs)
+
+
+def test_csv_time_limit_column():
+    trace = T.parse_csv("submit_time,account,class,gpus,work,time_limit\n0,a,m,1,10,60\n1,a,m,1,10,\n",
+                        "class,gpu_type,throughput\nm,k80,1\n")
+    assert [j.time_limit for j in trace.jobs] == [60.0, None]
+    with pytest.raises(InputError) as e:
+        T.parse_csv("submit_time,account,class,gpus,work,time_limit\n0,a,m,1,10,soon\n",
+                    "class,gpu_type,throughput\nm,k80,1\n", trace_name="t.csv")
+    assert e.value.field == "t.csv line 2 time_limit"
 
 
 def test_csv_linear_scaling_and_free_column_order():
@@ -297,8 +333,8 @@ def test_gavel_synthetic_ok(tmp_path):
     (tmp_path / "vc.trace").write_text(_gavel_line() + _gavel_line(sf="2", arrival="3.5"))
     (tmp_path / "t.json").write_text(json.dumps(JSON_OK))
     trace = T.read_gavel([tmp_path / "vc.trace"], tmp_path / "t.json")
-    assert trace.jobs == (TraceJob("vc-1", 0.0, "acct-vc", "model-bs8", 1, 100.0),
-                          TraceJob("vc-2", 3.5, "acct-vc", "model-bs8-x2", 2, 100.0))
+    assert trace.jobs == (TraceJob("vc-1", 0.0, "acct-vc", "model-bs8", 1, 100.0, None, 3600.0),
+                          TraceJob("vc-2", 3.5, "acct-vc", "model-bs8-x2", 2, 100.0, None, 3600.0))
     assert trace.throughput == {"model-bs8": dict.fromkeys(("k80", "p100", "v100"), 2.0),
                                 "model-bs8-x2": dict.fromkeys(("k80", "p100", "v100"), 3.0)}
 

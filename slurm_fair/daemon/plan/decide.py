@@ -8,13 +8,14 @@ from typing import Any, Mapping, Sequence
 from ...config import Config
 from ...cluster.base import Job, Snapshot, supports_pending_retype
 from ...model import Allocation
+from ...rounding import LastRound
 from .demand import (NEVER_MANAGED, ClassDemand, FreeGPUs, flexible_as_untyped, gpu_jobs, gpus_in_use,
                      held_elsewhere, job_class,
                      managed_accounts, observe_demand, parent_accounts, partition_view, received_gpus, waiting_gpus)
 from ..unrequeueable import hold_back
 from .eligible import not_demand
 from .limits import Plan, limit_changes, make_plan, site_bounded, with_held_elsewhere
-from .priority import site_factors, update_deficit
+from .priority import aged, site_factors, update_deficit
 from .problem import SRC_ASSUMED, SRC_UNPROFILED, Built, build_problem, type_order
 from .typemap import (Retype, Target, explore_plan, explore_targets, retype_moves, untyped_targets,
                       with_retypes)
@@ -59,14 +60,14 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
            deficits: Mapping[str, float], managed_before: set[str], last_ok_started: float | None, now: float,
            empty_alloc: Any, moving: Sequence[tuple[str, str, int]] = (),
            site: Mapping[str, Mapping[str, int]] | None = None,
-           held_back: Mapping[str, Mapping[str, int]] | None = None) -> Decisions:
+           held_back: Mapping[str, Mapping[str, int]] | None = None, last: LastRound | None = None) -> Decisions:
     """One round's decisions from the snapshot and the state carried from earlier rounds, with no side effects:
     demand per class, the problem and its allocation (``solve(problem) -> Allocation``; ``empty_alloc(built)``
     when nobody asks for GPUs), the plan (integer GPUs, limits), deficits and SiteFactors, limit changes, retypes
     and the untyped-request targets. ``moving``: upgrade moves in flight (``make_plan``). ``site``: the GPU
     limits accounts had before slurm-fair first changed them (:func:`.limits.site_bounded`). ``held_back``:
     account -> type -> GPUs of its running jobs preemption could not requeue (``daemon/unrequeueable.py``): its
-    limits are lowered by them. Raises what the policy raises (SolverError, InputError)."""
+    limits are lowered by them. ``last``: last round's ideal and guarantees (``make_plan``). Raises what the policy raises (SolverError, InputError)."""
     profiles = list(profiles)
     elsewhere = held_elsewhere(snapshot, cfg.cluster.partitions)
     snapshot = partition_view(snapshot, cfg.cluster.partitions)  # a partition pilot's GPUs and jobs
@@ -82,7 +83,7 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     plan = make_plan(built, alloc, demand, deviations, managed, gpus_in_use(snapshot),
                      waiting=waiting_gpus(seen, cfg), order=order, lend=bool(cfg.limits.lend),
                      free=FreeGPUs.of(snapshot, cfg.cluster.partitions), reclaim=bool(cfg.preemption.enabled),
-                     moving=moving)
+                     moving=moving, last=last)
     explored: list[dict[str, Any]] = []
     reporting = {(r.get("account") or "", r["class"]) for r in profiles if r.get("source") in ("measured", "harvested")}
     if cfg.profiling.explore:
@@ -96,7 +97,8 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     factor_changes = {jid: v for jid, v in factors.items() if current_sf.get(jid) != v}
     deferred = 0
     if len(factor_changes) > MAX_SITE_FACTOR_UPDATES:
-        order = sorted(factor_changes, key=lambda j: (-abs(factor_changes[j] - current_sf.get(j, 0)), j))
+        old = aged(snapshot, cfg)  # jobs past the age floor first: their rise is what keeps them from starving
+        order = sorted(factor_changes, key=lambda j: (j not in old, -abs(factor_changes[j] - current_sf.get(j, 0)), j))
         deferred = len(order) - MAX_SITE_FACTOR_UPDATES
         factor_changes = {j: factor_changes[j] for j in sorted(order[:MAX_SITE_FACTOR_UPDATES])}
     current = {a.name: dict(a.limits) for a in snapshot.accounts}

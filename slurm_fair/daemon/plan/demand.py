@@ -5,7 +5,8 @@
 * **Demand** (:func:`observe_demand`): per (account, class), the GPUs of its pending and running jobs,
   the smallest pending job, and the GPU types its jobs asked for (None = some job is untyped, any type).
   Per type (:meth:`ClassDemand.type_demand`): the GPUs of its jobs that request that type plus its untyped
-  jobs' GPUs (an untyped job can run on any type of its partition), at most the class's total. Per job (the
+  jobs' GPUs (an untyped job can run on any type of its partition) and its pending fair:flex jobs' GPUs
+  (slurm-fair typed them; they could use any type), at most the class's total. Per job (the
   ``jobs`` of the problem, for the per-job policies): its GPUs and the seconds of its time limit left (minus
   the time it has run, if running) as its remaining work — Slurm knows no better.
 """
@@ -14,11 +15,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from ...config import Config
 from ...cluster.base import Job, Snapshot, supports_pending_retype
 from .eligible import counted, startable
+from .reclaim import Holder, holders_of
 
 _CLASS_TOKEN = re.compile(r"(?:^|[\s,;])class=([^\s,;]+)")
 DEFAULT_CLASS = "default"
@@ -112,6 +114,7 @@ class ClassDemand:
     # (job id, GPUs, seconds of its time limit left: the limit, minus the time run for a running job;
     # None = no limit known) — the per-job policies' view of the class (``JobClass.jobs``)
     jobs: list[tuple[int, int, float | None]] = field(default_factory=list)
+    flexible: dict[str, int] = field(default_factory=dict)  # pending fair:flex jobs' GPUs per given type
 
     def add(self, job: Job, now: float | None = None) -> None:
         g = job.gpus
@@ -128,6 +131,8 @@ class ClassDemand:
             self.pending_jobs += 1
             self.min_pending = g if self.min_pending is None else min(self.min_pending, g)
             self.pending_by_type[t] = self.pending_by_type.get(t, 0) + g
+            if job.flexible and job.gpu_type:
+                self.flexible[job.gpu_type] = self.flexible.get(job.gpu_type, 0) + g
         else:
             self.running_gpus += g
             self.running_jobs += 1
@@ -138,9 +143,12 @@ class ClassDemand:
 
     def type_demand(self, gpu_types: Iterable[str]) -> dict[str, float]:
         """Most GPUs of each type the class's jobs can use: GPUs of jobs requesting that type plus the
-        untyped jobs' GPUs (they run on any type), at most the class's total ``gpus``."""
+        untyped jobs' GPUs (they run on any type) and the pending flexible jobs' (slurm-fair typed them; they
+        could use any type: their demand does not drop off the others), at most the class's total ``gpus``."""
         untyped = self.by_type.get("", 0)
-        return {g: float(min(self.by_type.get(g, 0) + untyped, self.gpus)) for g in gpu_types}
+        flex = sum(self.flexible.values())
+        return {g: float(min(self.by_type.get(g, 0) + untyped + flex - self.flexible.get(g, 0), self.gpus))
+                for g in gpu_types}
 
 
 def observe_demand(snapshot: Snapshot, cfg: Config) -> dict[tuple[str, str], ClassDemand]:
@@ -212,9 +220,11 @@ def managed_accounts(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassD
 
 @dataclass
 class Waiting:
-    """An account's startable pending jobs: (GPUs, requested type or None = any type), oldest first."""
+    """An account's startable pending jobs: (GPUs, requested type or None = any type), oldest first; ``ids``:
+    their job ids, in the same order (may be left empty: 0 is used)."""
 
     jobs: list[tuple[int, str | None]] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
 
     @property
     def untyped(self) -> int:
@@ -238,7 +248,9 @@ def waiting_gpus(snapshot: Snapshot, cfg: Config) -> dict[str, Waiting]:
             if j.account not in NEVER_MANAGED and startable(j)]
     for j in sorted(jobs, key=lambda j: (-j.site_factor, j.submit_time, j.job_id)):
         t = j.gpu_type if j.gpu_type and "," not in j.gpu_type else None
-        out.setdefault(j.account, Waiting()).jobs.append((j.gpus, t))
+        w = out.setdefault(j.account, Waiting())
+        w.jobs.append((j.gpus, t))
+        w.ids.append(j.job_id)
     return out
 
 
@@ -271,11 +283,17 @@ def place_gpus(free: Mapping[str, Mapping[str, int]], size: Mapping[str, Mapping
 
 
 class FreeGPUs:
-    """The GPUs free now, node by node, and where a job of ``n`` GPUs of one type would go (:func:`place_gpus`)."""
+    """The GPUs free now, node by node, and where a job of ``n`` GPUs of one type would go (:func:`place_gpus`);
+    ``holders``: the running GPU jobs on these nodes, where their GPUs are (:mod:`.reclaim`)."""
 
-    def __init__(self, free: Mapping[str, Mapping[str, int]], size: Mapping[str, Mapping[str, int]]):
+    def __init__(self, free: Mapping[str, Mapping[str, int]], size: Mapping[str, Mapping[str, int]],
+                 holders: Sequence[Holder] = ()):
         self.free = {n: {t: int(c) for t, c in row.items()} for n, row in free.items()}
         self.size = {n: {t: int(c) for t, c in row.items()} for n, row in size.items()}
+        self.holders = tuple(holders)
+
+    def copy(self) -> "FreeGPUs":
+        return FreeGPUs(self.free, self.size, self.holders)
 
     @classmethod
     def of(cls, snapshot: Snapshot, partitions: Iterable[str] = ()) -> "FreeGPUs":
@@ -287,7 +305,8 @@ class FreeGPUs:
                 continue
             size[n.name] = {t: int(c) for t, c in n.gpus.items()}
             free[n.name] = {t: max(0, int(c) - int(n.gpus_allocated.get(t, 0))) for t, c in n.gpus.items()}
-        return cls(free, size)
+        jobs = [j for j in snapshot.jobs if j.running and (not parts or _in_partitions(j.partition, parts))]
+        return cls(free, size, holders_of(jobs))
 
     def totals(self) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -5,7 +5,9 @@ dependency, not before its begin time, in a reservation it cannot use now — is
 in the policy's problem, claims no GPUs, earns no SiteFactor band for its account and triggers no preemption.
 Counting it would hand GPUs to work that never starts (a held flood took 2 of 16 GPUs on the testbed) and, with
 preemption on, requeue other accounts' running jobs for nothing. The job counts again from the first round after
-Slurm would start it (``scontrol release``, its dependency met, its begin time passed).
+Slurm would start it (``scontrol release``, its dependency met, its begin time passed). One exception: a job
+Slurm requeued (restart count > 0: set by Slurm, not by the user) waiting on the begin time of its requeue stays
+demand — it ran a moment ago and will in a moment.
 
 Why a job is blocked is read once, by the backend, from Slurm's fields (:mod:`slurm_fair.cluster.blocked`, into
 ``Job.blocked``); a job record without it (the simulator's, a test's) falls back to Slurm's reason alone.
@@ -23,10 +25,13 @@ __all__ = ["blocked_kind", "startable", "counted", "not_demand", "describe"]
 
 def blocked_kind(job: Job) -> str:
     """Why a pending job cannot start now (``held``, ``dependency``, ``begin-time``, ``reservation``), ``""`` when
-    it could or when it is not pending."""
+    it could or when it is not pending. A requeued job (Slurm's restart count > 0) that Slurm holds on the begin
+    time it set at the requeue is not blocked: it was running, it is still its account's demand (not counting it
+    would drop its account's share right after every reclaim)."""
     if not job.pending:
         return ""
-    return job.blocked or by_reason(job.reason)
+    kind = job.blocked or by_reason(job.reason)
+    return "" if kind == "begin-time" and job.restart_count > 0 else kind
 
 
 def startable(job: Job) -> bool:

@@ -5,10 +5,11 @@
   one closest to the GPUs the account holds now); the smallest pending job gates an account (``min_gpus``)
   only while it has no running GPU job. The rounded share (``Plan.real``) is the account's **guarantee** of
   each type — Kueue's *nominal quota* of a flavor.
-* **Claims**: the part of its guarantee an account's *waiting* jobs need now (:func:`claims_of`): job by job,
-  a startable pending job claims its GPUs on its type (an untyped one on its account's fastest type where it
-  fits) within the account's guarantee minus what it uses, and only out of GPUs that can serve it now — the
-  idle ones, plus the borrowed ones when preemption reclaims them. Held jobs, jobs waiting on a dependency or
+* **Claims**: the part of its guarantee an account's *waiting* jobs need now (:func:`claims_and_reclaims`): job
+  by job, a startable pending job claims its GPUs on its type (an untyped one on its account's fastest type
+  where it fits) within the account's guarantee minus what it uses, and only where it fits whole as Slurm would
+  place it — on the idle GPUs, or, when preemption reclaims, on nodes where borrowers' jobs give GPUs back
+  (:mod:`.reclaim`; such a claim is one of the plan's ``reclaims``, naming its victims). Held jobs, jobs waiting on a dependency or
   a begin time claim nothing (:func:`.demand.startable`), nor does a job that could not start anyway: idle
   GPUs are never held for nothing.
 * **Lend** (``limits.lend = true``, the default): every GPU no claim holds is lendable — Kueue's borrowing
@@ -17,8 +18,9 @@
   waiting jobs, so no GPU stays idle for an account that does not need it, an account without jobs can
   start at once on whatever is not claimed, and when nobody waits no limit binds at all (a limit equal to
   the capacity is written as no limit). GPUs an account holds above its guarantee are **borrowed**: when
-  another account waits under its guarantee there, they are reclaimed by preemption (``daemon/preempt.py``
-  runs against the guarantees, not the limits), borrowed jobs first, newest first.
+  another account waits under its guarantee there, they are reclaimed by preemption (the plan's reclaims,
+  ``daemon/victims.py``). While a claim on a type is served by reclaim, every account is held to its guarantee
+  there (and its total to the sum of its per-type limits), so nobody refills what preemption frees.
 * **Hard caps** (``limits.lend = false``): the old rule — the limit is the guarantee, cut to what the
   account's jobs could use there, plus GPUs no account was given handed, one at a time, to accounts with
   pending jobs that can use them (``extra``).
@@ -38,8 +40,9 @@ import numpy as np
 from ... import fairness
 from ...cluster.base import ANY_GPU, CLEAR
 from ...model import Allocation
-from ...rounding import place
+from ...rounding import LastRound, place
 from .demand import ClassDemand, FreeGPUs, Waiting
+from .reclaim import Borrowed, Reclaim
 from .problem import Built
 
 
@@ -61,6 +64,7 @@ class Plan:
     total_throughput: float = 0.0
     claims: dict[str, dict[str, int]] = field(default_factory=dict)  # guarantee held for waiting jobs
     lend: bool = True
+    reclaims: tuple[Reclaim, ...] = ()  # claims served by reclaim: the waiting job, its placement, its victims
 
     def limit(self, account: str, gpu_type: str) -> int:
         """The account's limit of a type (its capacity where no limit is set)."""
@@ -71,7 +75,9 @@ class Plan:
         return {g: c - sum(self.claims.get(a, {}).get(g, 0) for a in self.claims) for g, c in self.capacity.items()}
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        out["reclaims"] = [r.as_dict() for r in self.reclaims]
+        return out
 
 
 def _account_class_ideal(built: Built, alloc: Allocation) -> dict[str, dict[str, dict[str, float]]]:
@@ -98,60 +104,94 @@ def _fit_capacity(ideal: dict[str, dict[str, float]], capacity: Mapping[str, int
 
 def claims_of(real: Mapping[str, Mapping[str, int]], used: Mapping[str, Mapping[str, int]],
               waiting: Mapping[str, Waiting], order: Mapping[str, Sequence[str]],
-              free: FreeGPUs | None = None, borrowed: Mapping[str, int] | None = None) -> dict[str, dict[str, int]]:
-    """account -> type -> GPUs of its guarantee held for its waiting jobs (module docstring).
+              free: FreeGPUs | None = None, borrowed: Borrowed | None = None) -> dict[str, dict[str, int]]:
+    """account -> type -> GPUs of its guarantee held for its waiting jobs (:func:`claims_and_reclaims`)."""
+    return claims_and_reclaims(real, used, waiting, order, free, borrowed)[0]
+
+
+def claims_and_reclaims(real: Mapping[str, Mapping[str, int]], used: Mapping[str, Mapping[str, int]],
+                        waiting: Mapping[str, Waiting], order: Mapping[str, Sequence[str]],
+                        free: FreeGPUs | None = None, borrowed: Borrowed | None = None
+                        ) -> tuple[dict[str, dict[str, int]], list[Reclaim]]:
+    """(account -> type -> GPUs of its guarantee held for its waiting jobs, the claims served by reclaim).
 
     Job by job: accounts furthest below their guarantee first (GPUs used / guaranteed, then name), each
     account's jobs in its order (``waiting``); a job claims its GPUs on its type — an untyped one on the first
     type of ``order[account]`` (fastest first) where it fits — when they fit both in what is left of the
-    account's guarantee there (guarantee − used − claimed) and in the GPUs that can serve it now: placed on the
-    idle ones (``free``, node by node as Slurm would), or, with ``borrowed`` (preemption on: GPUs accounts hold
-    above their guarantee, per type), out of those, which preemption gives back. ``free`` None: no bound. A job
+    account's guarantee there (guarantee − used − claimed) and, whole, where Slurm would place it: on the idle
+    GPUs (``free``, node by node; an untyped job on any of its types first), or, with ``borrowed`` (preemption
+    on), once borrowers' jobs give back their GPUs on the nodes the job needs (:mod:`.reclaim`: such a claim is a :class:`.reclaim.Reclaim` naming its
+    victims; the GPUs its victims free beyond the job serve the next claims). ``free`` None: no bound. A job
     that fits nowhere claims nothing: holding GPUs idle for a job that cannot start would only delay others.
     """
     room = {a: {g: max(0, int(n) - int(used.get(a, {}).get(g, 0))) for g, n in row.items()} for a, row in real.items()}
-    back = {g: int(v) for g, v in (borrowed or {}).items()}
     out = {a: {g: 0 for g in row} for a, row in real.items()}
+    reclaims: list[Reclaim] = []
 
     def share(a: str) -> tuple[float, str]:
         g = sum(int(v) for v in real[a].values())
         return (sum(int(v) for v in used.get(a, {}).values()) / g if g else float("inf"), a)
 
-    def serve(g: str, gpus: int) -> bool:
+    def serve(a: str, job_id: int, g: str, gpus: int, idle: bool) -> bool:
         if free is None or free.take(g, gpus):
             return True
-        if back.get(g, 0) >= gpus:
-            back[g] -= gpus
-            return True
-        return False
+        if idle or borrowed is None:
+            return False
+        got = borrowed.place(free.free, free.size, g, gpus)
+        if got is None:
+            return False
+        where, victims = got
+        borrowed.take(victims)
+        for h in victims:  # what the victims free, less what the job takes, serves the next claims
+            for x, k in h.nodes.items():
+                if x in free.free:
+                    free.free[x][h.gpu_type] = free.free[x].get(h.gpu_type, 0) + int(k)
+        for x, k in where.items():
+            free.free[x][g] -= k
+        reclaims.append(Reclaim(a, job_id, g, gpus, dict(where), tuple(h.job_id for h in victims)))
+        return True
 
     for a in sorted((a for a in real if a in waiting), key=share):
         types = list(order.get(a, ())) + [g for g in real[a] if g not in order.get(a, ())]
-        for gpus, t in waiting[a].jobs:
-            for g in ([t] if t is not None else types):
-                if g in room[a] and room[a][g] >= gpus and serve(g, gpus):
+        w = waiting[a]
+        for i, (gpus, t) in enumerate(w.jobs):
+            jid = w.ids[i] if i < len(w.ids) else 0
+            cands = [g for g in ([t] if t is not None else types) if g in room[a] and room[a][g] >= gpus]
+            # idle GPUs on any type it can use first, then reclaim (nothing is freed where GPUs idle)
+            for g, idle in [(g, True) for g in cands] + [(g, False) for g in cands]:
+                if serve(a, jid, g, gpus, idle):
                     out[a][g] += gpus
                     room[a][g] -= gpus
                     break
-    return out
+    return out, reclaims
 
 
 def lend_limits(capacity: Mapping[str, int], claims: Mapping[str, Mapping[str, int]],
-                accounts: Iterable[str]) -> dict[str, dict[str, int]]:
+                accounts: Iterable[str], guarantee: Mapping[str, Mapping[str, int]] | None = None,
+                reclaiming: Iterable[str] = ()) -> dict[str, dict[str, int]]:
     """Per account: capacity minus the other accounts' claims, per type and in total (``ANY_GPU``); a value
-    equal to the capacity is left out (no limit)."""
+    equal to the capacity is left out (no limit). On a type in ``reclaiming`` (a claim there is served by
+    reclaim) every account is held to its ``guarantee`` there, so no borrower refills what preemption frees
+    (a claimant's claim is within its guarantee); its total is then at most the sum of its per-type limits."""
     claimed = {g: sum(int(claims.get(a, {}).get(g, 0)) for a in claims) for g in capacity}
     total_cap = sum(capacity.values())
     total_claimed = sum(claimed.values())
+    held = set(reclaiming)
     out: dict[str, dict[str, int]] = {}
     for a in accounts:
         own = claims.get(a, {})
         row = {}
+        per_type = 0
         for g, c in capacity.items():
             v = int(c) - claimed[g] + int(own.get(g, 0))
+            if g in held:
+                v = min(v, int((guarantee or {}).get(a, {}).get(g, 0)))
+            per_type += min(v, int(c))
             if v < c:
                 row[g] = v
         tot = total_cap - total_claimed + sum(int(v) for v in own.values())
+        if held:
+            tot = min(tot, per_type)
         if tot < total_cap:
             row[ANY_GPU] = tot
         out[a] = row
@@ -196,7 +236,7 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
               in_use: Mapping[str, Mapping[str, int]] | None = None, *,
               waiting: Mapping[str, Waiting] | None = None, order: Mapping[str, Sequence[str]] | None = None,
               lend: bool = True, free: FreeGPUs | None = None, reclaim: bool = False,
-              moving: Sequence[tuple[str, str, int]] = ()) -> Plan:
+              moving: Sequence[tuple[str, str, int]] = (), last: LastRound | None = None) -> Plan:
     """Round the allocation to guarantees and limits (see the module docstring).
 
     ``managed_accounts``: every account slurm-fair sets limits for this round. ``deviations``: carried from the
@@ -208,7 +248,8 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
     free now, node by node (None: claims are not bounded by them); with ``reclaim`` (preemption on) the GPUs
     accounts hold above their guarantee serve claims too: preemption gives them back. ``moving``: upgrade moves
     in flight, (account, target type, GPUs): their GPUs on the target are taken from ``free`` and claimed by
-    their account on top of its guarantee claims, so nobody else starts there meanwhile.
+    their account on top of its guarantee claims, so nobody else starts there meanwhile. ``last``: last round's
+    ideal and guarantees; an account whose ideal did not move keeps its guarantee (:mod:`slurm_fair.rounding`).
     """
     cap = dict(built.capacity)
     types = list(cap)
@@ -232,27 +273,25 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
     min_gpus = {a: (min_pending.get(a, 0) if running[a] == 0 else 0) for a in accounts}
     dev_before = {a: {g: float(deviations.get(a, {}).get(g, 0.0)) for g in types} for a in accounts}
     held = {a: {g: int(n) for g, n in (in_use or {}).get(a, {}).items() if g in cap} for a in accounts}
-    placement = place(ideal, cap, deviations=dev_before, min_gpus=min_gpus, demand=acct_demand, current=held)
+    placement = place(ideal, cap, deviations=dev_before, min_gpus=min_gpus, demand=acct_demand, current=held, last=last)
     real = {a: dict(placement.real[a]) for a in accounts}
-    borrowed = None
-    if reclaim:
-        borrowed = {g: sum(max(0, held[a].get(g, 0) - real[a][g]) for a in accounts) for g in types}
+    borrowed = Borrowed(free.holders, real, held) if reclaim and free is not None else None
     if waiting is None:
         waiting = {}
         for (a, _c), d in demand.items():
             w = waiting.setdefault(a, Waiting())
             for g, n in d.pending_by_type.items():
                 w.jobs.extend([(1, g or None)] * int(n))
-    free = None if free is None else FreeGPUs(free.free, free.size)
+    free = None if free is None else free.copy()
     for _a, g, n in moving:
         if free is not None:
             free.take(g, int(n))
-    claims = claims_of(real, held, waiting, order or {}, free, borrowed)
+    claims, reclaims = claims_and_reclaims(real, held, waiting, order or {}, free, borrowed)
     for a, g, n in moving:
         if a in claims and g in claims[a]:
             claims[a][g] += int(n)
     if lend:
-        limits = lend_limits(cap, claims, accounts)
+        limits = lend_limits(cap, claims, accounts, real, {r.gpu_type for r in reclaims})
         extra = {a: {g: 0 for g in types} for a in accounts}
     else:
         limits, extra = _hard_caps(accounts, types, cap, real, demand, acct_demand)
@@ -261,7 +300,7 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
         deviation_before=dev_before, real=real,
         deviations={a: dict(placement.deviations[a]) for a in accounts}, extra=extra, limits=limits,
         min_gpus=min_gpus, demand=acct_demand, total_throughput=float(alloc.total_throughput()),
-        claims=claims, lend=lend,
+        claims=claims, lend=lend, reclaims=tuple(reclaims),
     )
 
 

@@ -27,6 +27,17 @@ def update_deficit(deficits: Mapping[str, float], ideal: Mapping[str, float], re
     return out
 
 
+def aged(snapshot: Snapshot, cfg: Config) -> set[int]:
+    """Ids of the pending GPU jobs past the age floor: pending at least ``priority.age_floor`` seconds (since
+    their submission, at the snapshot's time). Empty when the floor is 0 (off)."""
+    floor = float(cfg.priority.age_floor)
+    if floor <= 0:
+        return set()
+    now = float(snapshot.taken_at)
+    return {j.job_id for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
+            if startable(j) and now - float(j.submit_time) >= floor}
+
+
 def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Config) -> dict[int, int]:
     """SiteFactor for every pending GPU job that could start (:func:`.eligible.startable`; not held, dependent …) (job id -> int in [site_factor_min, site_factor_max]).
 
@@ -37,22 +48,30 @@ def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Config)
     one level wide); inside its band the account's oldest job gets the top level, the next one the level
     below, and so on, and the rest share the band's bottom. Level ``l`` maps to
     ``min + l·(max-min) // (L-1)`` (all ``min`` when L = 1).
+
+    The age floor (``priority.age_floor`` > 0): the jobs pending at least that long (:func:`aged`) leave their
+    accounts and form one more group, ranked above every account (it takes the top band of ``m + 1``), first
+    come first (submit time, then job id) inside it — as Slurm's age factor would lift them, so that no
+    deficit order can hold a job back for ever. An account whose every pending job is aged has no band.
     """
     pr = cfg.priority
     levels = int(pr.levels)
     jobs = [j for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
             if startable(j)]  # held, dependent, future jobs are not demand (.eligible): no band for them
+    old = aged(snapshot, cfg)
     by_acct: dict[str, list[Job]] = {}
     for j in jobs:
-        by_acct.setdefault(j.account, []).append(j)
-    ranked = sorted(by_acct, key=lambda a: (-float(deficits.get(a, 0.0)), a))
-    m = len(ranked)
+        if j.job_id not in old:
+            by_acct.setdefault(j.account, []).append(j)
+    groups = [[j for j in jobs if j.job_id in old]] if old else []
+    groups += [by_acct[a] for a in sorted(by_acct, key=lambda a: (-float(deficits.get(a, 0.0)), a))]
+    m = len(groups)
     out: dict[int, int] = {}
-    for r, a in enumerate(ranked):
+    for r, group in enumerate(groups):
         lo = ((m - 1 - r) * levels) // m
         hi = max(((m - r) * levels) // m, lo + 1)
         width = hi - lo
-        for i, j in enumerate(sorted(by_acct[a], key=lambda j: (j.submit_time, j.job_id))):
+        for i, j in enumerate(sorted(group, key=lambda j: (j.submit_time, j.job_id))):
             level = min(lo + max(width - 1 - i, 0), levels - 1)
             out[j.job_id] = level_value(level, pr.site_factor_min, pr.site_factor_max, levels)
     return out

@@ -1,0 +1,117 @@
+"""Reclaim by claims: which borrowers' jobs are signalled for which waiting job, and when they are requeued. Pure.
+
+The round's plan names every claim served by reclaim (:class:`.plan.reclaim.Reclaim`: a waiting job, the nodes
+Slurm would place it on, the borrowers' running jobs whose GPUs complete that placement). For each, in the
+plan's order (accounts furthest below their guarantee first), :func:`signals` signals **all of its victims or
+none**: a part of them would free GPUs the waiting job still could not start on. None when a victim
+
+* is in its lease (``preemption.min_runtime`` since its start, last requeue or last signal),
+* was requeued ``preemption.max_requeues_per_day`` times in the last 24 h (a sliding window),
+* cannot be requeued (``preemption.unrequeueable``: hold-back / cancel hold it back instead; the others wait),
+* or the requeue does not pay (:func:`pays`), or it would pass ``max_jobs_per_round``.
+
+Each signal records the job it is for (``for_job``). When the grace is over, :func:`due` requeues a claim's
+victims together only if the job they were freed for still waits and would start on what they free (the idle
+GPUs plus theirs, placed as Slurm would): never is a job requeued to restart on the same type while the job it
+was freed for still cannot start; otherwise they are resolved, not requeued.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+from ..cluster.base import Job
+from ..config import PreemptionConfig
+from ..preemptions import REQUEUED, SIGNALLED, PreemptionRecord
+from .plan.demand import FreeGPUs, place_gpus, startable
+from .plan.reclaim import Reclaim
+
+DAY = 86400.0
+
+
+def requeues_in_day(history: Iterable[PreemptionRecord], job_id: int, now: float) -> int:
+    """Requeues of the job by slurm-fair in the 24 h before ``now``, plus its open signals (about to be)."""
+    n = 0
+    for r in history:
+        if r.job_id != job_id:
+            continue
+        if r.state == SIGNALLED or (r.state == REQUEUED and r.requeued_at is not None and r.requeued_at >= now - DAY):
+            n += 1
+    return n
+
+
+def expected_left(job: Job, now: float) -> float:
+    """Seconds the running job is expected to run on: its time limit less what it ran, where it has one; else as
+    long again as it has run (nothing better is known)."""
+    ran = max(0.0, now - float(job.start_time or now))
+    if job.time_limit:
+        return max(0.0, float(job.time_limit) * 60.0 - ran)
+    return ran
+
+
+def pays(gpus: int, victims: Sequence[Job], now: float, cfg: PreemptionConfig) -> tuple[bool, str]:
+    """Does freeing ``victims`` for a waiting job of ``gpus`` GPUs pay (gain >= cost)? Gain: its GPUs × the time it would
+    otherwise wait for them (the longest victim's expected rest, :func:`expected_left`) less the grace; cost:
+    each victim's GPUs × ``preemption.upgrade_cost`` (restart, reload, the work since its last checkpoint)."""
+    wait = max(expected_left(v, now) for v in victims)
+    gain = gpus * max(0.0, wait - float(cfg.grace))
+    cost = sum(v.gpus for v in victims) * float(cfg.upgrade_cost)
+    why = (f"gain {gain:.0f} GPU-s ({gpus} GPUs x {wait:.0f} s expected wait - {float(cfg.grace):g} s grace) vs cost "
+           f"{cost:.0f} GPU-s ({sum(v.gpus for v in victims)} GPUs x upgrade_cost {float(cfg.upgrade_cost):g} s)")
+    return gain >= cost, why
+
+
+def blockers(victims: Sequence[Job], history: Sequence[PreemptionRecord], now: float, cfg: PreemptionConfig,
+             lease_end) -> dict[int, str]:
+    """victim id -> why it cannot be signalled now (lease, daily bound); not listed: it can."""
+    out: dict[int, str] = {}
+    limit = int(cfg.max_requeues_per_day)
+    for v in victims:
+        mine = [r for r in history if r.job_id == v.job_id]
+        ran = now - float(v.start_time or now)
+        end, what = lease_end(v, mine, float(cfg.min_runtime))
+        if ran < float(cfg.min_runtime):
+            out[v.job_id] = f"ran {ran:.0f} s < preemption.min_runtime {float(cfg.min_runtime):g} s"
+        elif now < end:
+            out[v.job_id] = f"lease: its last {what} was {now - (end - float(cfg.min_runtime)):.0f} s ago (< min_runtime)"
+        elif requeues_in_day(mine, v.job_id, now) >= limit:
+            out[v.job_id] = (f"requeued {requeues_in_day(mine, v.job_id, now)} times in the last 24 h "
+                             f"(preemption.max_requeues_per_day = {limit})")
+    return out
+
+
+def due(records: Sequence[PreemptionRecord], running: Mapping[int, Job], known: Mapping[int, Job],
+        free: FreeGPUs | None, now: float) -> dict[int, str | None]:
+    """For the open reclaims (``for_job`` set) whose grace is over, grouped by the job they were freed for:
+    record id -> None (requeue it) or why it is resolved instead. A group with a member still in its grace
+    waits (not listed). Members no longer running are left to the caller (``gone``)."""
+    groups: dict[int, list[PreemptionRecord]] = {}
+    for r in records:
+        if r.for_job is not None and r.target_type is None:
+            groups.setdefault(int(r.for_job), []).append(r)
+    out: dict[int, str | None] = {}
+    for fj, rs in sorted(groups.items()):
+        live = [r for r in rs if r.job_id in running]
+        if any(r.requeue_at is not None and now < r.requeue_at for r in live):
+            continue
+        claimant = known.get(fj)
+        why = None
+        if claimant is None:
+            why = f"the job it was freed for ({fj}) is gone"
+        elif claimant.running:
+            why = f"the job it was freed for ({fj}) has started"
+        elif not startable(claimant):
+            why = f"the job it was freed for ({fj}) cannot start now ({claimant.reason})"
+        elif free is not None:
+            t = rs[0].gpu_type
+            room = {x: dict(row) for x, row in free.free.items()}
+            for r in live:
+                for x, k in running[r.job_id].node_gpus.items():
+                    if x in room:
+                        room[x][t] = room[x].get(t, 0) + int(k)
+            if place_gpus(room, free.size, t, claimant.gpus) is None:
+                why = (f"the job it was freed for ({fj}, {claimant.gpus} {t} GPUs) would still not start on what "
+                       "the requeue frees: not requeued to restart on the same type")
+        for r in live:
+            out[int(r.id)] = why
+    return out

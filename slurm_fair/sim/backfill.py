@@ -1,0 +1,114 @@
+"""Slurm's backfill plan in simulated time (pure data, no I/O): which GPUs a job could have, where and from when.
+
+``sched/backfill`` (Slurm's Scheduling Configuration Guide and slurm.conf(5), in our words) plans with each
+running job's *expected* end — its start plus its time limit, not its real end — and walks the pending jobs in
+priority order: a job that can start now without delaying the expected start of a higher-priority job starts;
+otherwise the resources it needs are reserved for its expected run. "For performance reasons, the backfill
+scheduler reserves whole nodes for jobs, even if jobs don't require whole nodes": a reservation takes every GPU
+of its nodes for its window, and is widened to ``bf_resolution`` (start rounded down, end rounded up).
+
+:class:`Plan` is that map for GPUs. Per node, the GPUs of each type free now and when running jobs' GPUs come back
+(their expected ends: GPUs only come back over time, as every future start in the plan is a whole-node
+reservation); per node, the reserved windows. A job of ``n`` GPUs of type ``t`` and ``d`` seconds fits at time
+``c`` where ``plan.place_gpus`` (the simulator's placement: one node when a node of the type is large enough, else
+whole nodes of the type) places it on the GPUs free at ``c`` of the nodes no reservation holds during
+``[c, c + d)``. :meth:`Plan.earliest` tries the times where that can change — now, a running job's expected end,
+a reservation's end — in order.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import Iterable, Mapping
+
+from ..daemon.plan import place_gpus
+
+INF = math.inf
+
+
+class Plan:
+    """The backfill plan at ``now`` (module docstring). ``free``/``size``: node -> GPU type -> GPUs free now /
+    configured; ``holds``: ``(expected end, node, type, GPUs)`` of the running jobs (an end at or before ``now``
+    must already be moved past it by the caller: held GPUs are not free now); ``resolution``: bf_resolution."""
+
+    def __init__(self, now: float, free: Mapping[str, Mapping[str, int]], size: Mapping[str, Mapping[str, int]],
+                 holds: Iterable[tuple[float, str, str, int]] = (), resolution: float = 60.0):
+        self.now = float(now)
+        self.resolution = float(resolution)
+        self.size = {x: {t: int(c) for t, c in row.items() if c > 0} for x, row in size.items()}
+        self.free = {x: {t: int(free.get(x, {}).get(t, 0)) for t in row} for x, row in self.size.items()}
+        self.nodes_of: dict[str, list[str]] = {}
+        for x in sorted(self.size):
+            for t in self.size[x]:
+                self.nodes_of.setdefault(t, []).append(x)
+        self.back: dict[tuple[str, str], list[tuple[float, int]]] = {}  # (node, type) -> sorted (end, GPUs)
+        for end, x, t, c in holds:
+            if end < INF:
+                bisect.insort(self.back.setdefault((x, t), []), (max(float(end), self.now), int(c)))
+        self.reserved: dict[str, list[tuple[float, float]]] = {x: [] for x in self.size}
+
+    # -------------------------------------------------------------- reading
+
+    def free_at(self, x: str, t: str, at: float) -> int:
+        """GPUs of type ``t`` free on node ``x`` at ``at`` (reservations aside)."""
+        return self.free[x].get(t, 0) + sum(c for end, c in self.back.get((x, t), ()) if end <= at)
+
+    def free_now(self, t: str) -> int:
+        """GPUs of type ``t`` free now (reservations aside)."""
+        return sum(self.free[x][t] for x in self.nodes_of.get(t, ()))
+
+    def held(self, x: str, start: float, end: float) -> bool:
+        """A reservation holds node ``x`` during part of ``[start, end)``."""
+        return any(s < end and start < e for s, e in self.reserved[x])
+
+    def idle_now(self, types: Iterable[str]) -> bool:
+        """Some node with GPUs of one of ``types`` has a GPU (of any type) free now: the only nodes where a
+        reservation can stop a job from starting now."""
+        return any(any(self.free[x].values()) for t in types for x in self.nodes_of.get(t, ()))
+
+    def place_at(self, t: str, n: int, at: float, d: float) -> dict[str, int] | None:
+        """Where a job of ``n`` GPUs of type ``t`` and ``d`` seconds goes if it starts at ``at``, None if it does
+        not fit then."""
+        nodes = self.nodes_of.get(t)
+        if not nodes or n <= 0:
+            return None
+        free = {x: {t: 0 if self.held(x, at, at + d) else self.free_at(x, t, at)} for x in nodes}
+        return place_gpus(free, {x: {t: self.size[x][t]} for x in nodes}, t, n)
+
+    def fits_now(self, t: str, n: int, d: float) -> dict[str, int] | None:
+        """Where the job goes if it starts now without delaying a reservation; None if it cannot."""
+        return self.place_at(t, n, self.now, d)
+
+    def earliest(self, t: str, n: int, d: float, before: float = INF) -> tuple[float, dict[str, int]] | None:
+        """``(start, {node: GPUs})``: the earliest start before ``before`` of a job of ``n`` GPUs of type ``t`` and
+        ``d`` seconds, and where it goes then; None if there is none."""
+        nodes = self.nodes_of.get(t, ())
+        times = {self.now}
+        for x in nodes:
+            times.update(end for end, _c in self.back.get((x, t), ()))
+            times.update(e for _s, e in self.reserved[x])
+        for at in sorted(c for c in times if c < before and c < INF):
+            where = self.place_at(t, n, at, d)
+            if where is not None:
+                return at, where
+        return None
+
+    # -------------------------------------------------------------- changing
+
+    def start(self, t: str, where: Mapping[str, int], d: float) -> None:
+        """A job started now on ``where`` ({node: GPUs of type ``t``}) for ``d`` seconds: it holds them until
+        its expected end."""
+        for x, c in where.items():
+            self.free[x][t] -= int(c)
+            if self.now + d < INF:
+                bisect.insort(self.back.setdefault((x, t), []), (self.now + d, int(c)))
+
+    def reserve(self, where: Iterable[str], start: float, d: float) -> None:
+        """A reservation of the whole nodes ``where`` from ``start`` for ``d`` seconds (widened to the
+        resolution)."""
+        r = self.resolution
+        s = math.floor(start / r) * r
+        e = math.ceil((start + d) / r) * r if start + d < INF else INF
+        for x in where:
+            bisect.insort(self.reserved[x], (s, e))

@@ -1,0 +1,89 @@
+"""The simulated ``job_submit.lua``: the published type map as the script reads it, and its choice of a GPU type
+for an untyped request (:class:`SubmitMap`, used by :class:`.cluster.SimCluster`). It mirrors the script's rules
+(docs/typing.md): rooms counted per publication (each ``set`` without the previous ``map_id`` is a new map, as
+``#@map ID`` is in the daemon's file), the shared free pool (``#@free``), class lines with their slow types
+(``TYPE:0``) and the account's untyped room (``#@untyped``). In simulated time the snapshot and the publication
+are one instant, so nothing handed out carries over from one map to the next."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..daemon.plan import DEFAULT_TARGET
+
+ALL = "#all"  # the key under which every line's GPUs per type are counted against the pool
+LOOSE = ""  # the key, within a line's counts, of the GPUs left untyped
+
+
+class SubmitMap:
+    """The last published map and what was handed out against it."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, list[tuple[str, int | None]]] = {}  # account, '*' or class line -> [(type, room)]
+        self.blocks: dict[str, dict[str, int]] = {}  # line -> type -> largest job that fits now
+        self.tiers: dict[str, dict[str, int]] = {}  # line -> type -> tier (class lines reorder within)
+        self.untyped: dict[str, int] = {}  # account -> GPUs its jobs may be left untyped (#@untyped)
+        self.pool: dict[str, int] = {}  # type -> GPUs idle for every account together (#@free)
+        self.slow: dict[str, set[str]] = {}  # class line -> types slow for the class (TYPE:0)
+        self.spent: dict[str, dict[str, int]] = {}  # line (or ALL) -> type (or LOOSE) -> GPUs handed out
+        self.map_id: str | None = None
+
+    def set(self, targets: Mapping[str, Any], map_id: str | None = None) -> None:
+        """A publication: ``{line: plan.Target}``, as the round records it (``{"types": [[type, room], ...],
+        "blocks":, "untyped":, "slow":, "pool":}``) or plainly ``{account: type}`` / ``(type, reason)``. Another
+        ``map_id`` than the last, or none, starts with nothing spent."""
+        self.lines, self.blocks, self.tiers, self.untyped, self.pool, self.slow = {}, {}, {}, {}, {}, {}
+        for a, v in targets.items():
+            get = (lambda k, d=None, v=v: getattr(v, k, d)) if hasattr(v, "types") else \
+                  (lambda k, d=None, v=v: v.get(k, d)) if isinstance(v, Mapping) else None
+            if get is None:
+                if isinstance(v, str) or (isinstance(v, (list, tuple)) and v):
+                    self.lines[a] = [(str(v if isinstance(v, str) else v[0]), None)]
+                continue
+            types = list(get("types", ()) or ())
+            self.lines[a] = [(str(t), None if n is None else int(n)) for t, n in types]
+            self.blocks[a] = {str(t): int(b) for t, b in (get("blocks") or {}).items()}
+            if get("tiers"):
+                self.tiers[a] = {str(t): int(k) for (t, _n), k in zip(types, get("tiers"))}
+            if int(get("untyped", 0) or 0) > 0 and a != DEFAULT_TARGET and "/" not in a:
+                self.untyped[a] = int(get("untyped"))
+            if get("slow"):
+                self.slow[a] = {str(t) for t in get("slow")}
+            self.pool = self.pool or {str(t): int(n) for t, n in (get("pool") or {}).items()}
+        if map_id is None or map_id != self.map_id:
+            self.spent = {}
+        self.map_id = map_id
+
+    def choose(self, account: str, gpus: int, cls: str, speed: Mapping[str, float]) -> str | None:
+        """The script's type for an untyped job of ``gpus`` GPUs of class ``cls`` (``speed``: its throughput per
+        type; types it cannot run on are skipped, as a user would). None: no line, no type the class can run on,
+        or left untyped within the account's ``#@untyped`` room (no type has room; its class line keeps every
+        type of the map and marks none slow; it runs on each)."""
+        key = account if account in self.lines else DEFAULT_TARGET
+        line = list(self.lines.get(key, ()))
+        class_key = next((k for k in (f"{account}/{cls}", f"{DEFAULT_TARGET}/{cls}") if self.lines.get(k)), "")
+        order = [t for t, _n in self.lines.get(class_key, ())]
+        if order:  # the class line: its order of the line's types, within each tier of the line
+            rooms, tier, rank = dict(line), self.tiers.get(key, {}), {t: i for i, t in enumerate(order)}
+            line = sorted(((t, rooms[t]) for t in order if t in rooms),
+                          key=lambda e: (tier.get(e[0], 0), rank[e[0]])) or line
+        line = [(t, room) for t, room in line if speed.get(t, 0) > 0]
+        if not line:
+            return None
+        spent, every = self.spent.setdefault(key, {}), self.spent.setdefault(ALL, {})
+        block = self.blocks.get(key, {})
+        pick = next((t for t, room in line if (room is None or spent.get(t, 0) + gpus <= room)
+                     and gpus <= block.get(t, gpus)
+                     and (t not in block or t not in self.pool or every.get(t, 0) + gpus <= self.pool[t])), None)
+        loose = self.untyped.get(account, 0) if key == account else 0
+        if pick is None and loose and spent.get(LOOSE, 0) + gpus <= loose:
+            mapped = {t for k, v in self.lines.items() if "/" not in k for t, _n in v}
+            if (mapped <= (set(order) if order else mapped) and not mapped & self.slow.get(class_key, set())
+                    and all(speed.get(t, 0) > 0 for t in mapped)):
+                spent[LOOSE] = spent.get(LOOSE, 0) + gpus
+                return None
+        if pick is None:
+            pick = line[0][0]
+        spent[pick] = spent.get(pick, 0) + gpus
+        every[pick] = every.get(pick, 0) + gpus
+        return pick

@@ -1,0 +1,110 @@
+"""Reclaim that converges, on the real testbed (issue 28's first "done when"): three accounts, one floods, a late
+account's 4-GPU job is owed GPUs.
+
+1. ``slurm-fair daemon --once`` with no jobs publishes the type map;
+2. acct_a floods every GPU with long untyped, checkpointing 1-GPU jobs (contrib/checkpoint/train.sh); a round;
+3. acct_b (the third account) queues two untyped 1-GPU jobs, acct_c (the late account) one untyped 4-GPU job;
+4. rounds every 10 s (``[preemption] enabled, grace = 5, min_runtime = 0``).
+
+Checked: the 4-GPU job runs within two rounds of the first requeue made for it (the freed GPUs are not refilled by
+another account's job first), no job is requeued twice, and once it runs, with nothing changing, the guarantees
+stay the same round after round.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from slurm_fair import config as config_mod
+from slurm_fair.store import Store
+
+from .test_scenario_shares import PERIOD, TRAIN_SH, _config, _jobs_of, _sf
+
+CAPACITY = 16
+STEADY_ROUNDS = 3
+
+
+def _guarantees(store: Store) -> dict[str, dict[str, int]]:
+    rnd = store.rounds(limit=1)[0]
+    out: dict[str, dict[str, int]] = {}
+    for p in store.placements(rnd["id"]):
+        if p["real"]:
+            out.setdefault(p["account"], {})[p["gpu_type"]] = p["real"]
+    return out
+
+
+def _restarts(testbed, job_id: int) -> int:
+    return int(testbed.job(job_id).get("Restarts", "0") or 0)
+
+
+def test_reclaimed_gpus_go_to_the_owed_job(testbed, tmp_path):
+    cfg = _config(testbed, tmp_path)
+    c = config_mod.load(cfg)
+    type_map = c.type_map_path
+    saved_map = type_map.read_bytes() if type_map.exists() else None
+    ckpts: list[Path] = []
+    try:
+        type_map.unlink(missing_ok=True)
+        _sf(testbed, cfg, "daemon", "--once")
+        flood = []
+        train = testbed.job_file(TRAIN_SH)
+        for i in range(CAPACITY):
+            ckpt = testbed.jobdir / f"ckpt-{tmp_path.name}-{i}.state"
+            ckpt.unlink(missing_ok=True)
+            ckpts.append(ckpt)
+            flood.append(testbed.sbatch("acct_a", name="flood", extra=["--requeue", "--open-mode=append"],
+                                        command=f"export CKPT={ckpt} STEPS=100000 STEP_SECONDS=0.5; "
+                                                f"exec bash {train}"))
+        testbed.wait_for(lambda: len(_jobs_of(testbed, "acct_a", "R")) == len(flood), 60,
+                         what="the flood running on every GPU")
+        _sf(testbed, cfg, "daemon", "--once")
+        third = [testbed.sbatch("acct_b", name="third", command="sleep 900") for _ in range(2)]
+        owed = testbed.sbatch("acct_c", gpus=4, name="owed", command="sleep 900")
+
+        store = Store(c.database_path)
+        log, first_requeue, started_round = [], None, None
+        try:
+            for rnd in range(1, 9):
+                t0 = time.monotonic()
+                _sf(testbed, cfg, "daemon", "--once")
+                time.sleep(3)
+                g = _guarantees(store)
+                requeued = [j for j in flood if _restarts(testbed, j) > 0]
+                state = testbed.job(owed).get("JobState", "")
+                log.append(f"round {rnd}: guarantees {g} owed job {state} requeued {requeued} "
+                           f"third {[testbed.job(j).get('JobState') for j in third]}")
+                if requeued and first_requeue is None:
+                    first_requeue = rnd
+                if state == "RUNNING":
+                    started_round = rnd
+                    break
+                time.sleep(max(0.0, PERIOD - (time.monotonic() - t0)))
+            assert started_round is not None, "the owed 4-GPU job never started:\n" + "\n".join(log)
+            assert first_requeue is not None, "\n".join(log)
+            assert started_round - first_requeue <= 2, "\n".join(log)
+            assert all(_restarts(testbed, j) <= 1 for j in flood), \
+                {j: _restarts(testbed, j) for j in flood}
+
+            # nothing changes now (every job runs or waits as before): the guarantees hold still
+            seen = []
+            for _ in range(STEADY_ROUNDS):
+                t0 = time.monotonic()
+                _sf(testbed, cfg, "daemon", "--once")
+                seen.append(_guarantees(store))
+                time.sleep(max(0.0, PERIOD - (time.monotonic() - t0)))
+            states = {j: testbed.job(j).get("JobState") for j in flood + third + [owed]}
+            assert all(s == seen[0] for s in seen), f"guarantees flipped: {seen}\n{states}\n" + "\n".join(log)
+            assert all(_restarts(testbed, j) <= 1 for j in flood), \
+                {j: _restarts(testbed, j) for j in flood}
+        finally:
+            store.close()
+    finally:
+        testbed.cancel_all()
+        if saved_map is None:
+            type_map.unlink(missing_ok=True)
+        else:
+            type_map.write_bytes(saved_map)
+        for ck in ckpts:
+            ck.unlink(missing_ok=True)
+            Path(str(ck) + ".tmp").unlink(missing_ok=True)
