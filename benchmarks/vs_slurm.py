@@ -3,7 +3,7 @@
 
 Usage: python3 benchmarks/vs_slurm.py [--policies oef-coop,gavel,...] [--variants plain,preempt,moves]
                                       [--loads 0.3,0.6,0.9] [--seeds 5] [--jobs 160]
-                                      [--gavel 23dbec,51b7ef,925e2b,795a4c,2869ce:30]
+                                      [--gavel 23dbec,51b7ef,925e2b,795a4c,e13805:30]
                                       [--philly-windows 5] [--philly-jobs 60] [--philly-cluster k80=36,...]
                                       [--cluster k80=16,p100=16,v100=16] [--processes 2] [--json FILE]
                                       [--jobs-md FILE]
@@ -127,11 +127,14 @@ def _run(i: int):
     group, seed, trace, nodes, policy, variant, round_s = _TASKS[i]
     opts = VARIANTS.get(variant, {})
     t0 = time.monotonic()
-    if policy == "slurm":
-        r = simulate(trace, nodes, "oef-coop", round_s=round_s, dry_run=True)
-    else:
-        r = simulate(trace, nodes, policy, round_s=round_s, preemption=bool(opts.get("preemption")),
-                     upgrade=bool(opts.get("upgrade")))
+    try:
+        if policy == "slurm":
+            r = simulate(trace, nodes, "oef-coop", round_s=round_s, dry_run=True)
+        else:
+            r = simulate(trace, nodes, policy, round_s=round_s, preemption=bool(opts.get("preemption")),
+                         upgrade=bool(opts.get("upgrade")))
+    except Exception as e:  # noqa: BLE001 - one failed simulation is reported, the others still run
+        return group, seed, policy, variant, {"failed": f"{type(e).__name__}: {e}", "wall": time.monotonic() - t0}
     rs = r.restarts
     return group, seed, policy, variant, {
         "mean_jct": r.mean_jct, "p95_jct": r.p95_jct, "makespan": r.makespan, "utilization": r.utilization,
@@ -244,7 +247,7 @@ def main() -> None:
     ap.add_argument("--loads", default="0.3,0.6,0.9")
     ap.add_argument("--jobs", type=int, default=160)
     ap.add_argument("--seeds", type=int, default=5, help="generated traces per load (seeds 0..N-1)")
-    ap.add_argument("--gavel", default="23dbec,51b7ef,925e2b,795a4c,2869ce:30",
+    ap.add_argument("--gavel", default="23dbec,51b7ef,925e2b,795a4c,e13805:30",
                     help="shared Gavel traces: ID or ID:FIRST_N ('' for none)")
     ap.add_argument("--philly-windows", type=int, default=5, help="random windows of the Philly traces (0: none)")
     ap.add_argument("--philly-jobs", type=int, default=60)
@@ -282,6 +285,11 @@ def main() -> None:
           "mean JCT <= 1.00, makespan <= 1.02, max rho <= 1.00; preempt/moves requeues <= 0.5 per job and same-type "
           "restarts <= 10 %; flips <= 5 % of unchanged account-type-rounds; moves <= 0.90 (<= 0.60 at 90 %) mean "
           "JCT and max rho <= 0.5")
+    failed = [(g, s, p, v, m["failed"]) for g, s, p, v, m in results if "failed" in m]
+    for g, s, p, v, why in failed:
+        print(f"FAILED {g} {s} {p} {v}: {why}")
+    bad = {(g, s) for g, s, *_ in failed}
+    results = [r for r in results if (r[0], r[1]) not in bad]  # a trace whose baseline or a run failed is left out
     text, verdicts = tables(results, policies, variants, a.per_seed)
     print(text)
     errs = [(g, s, p, v, m["errors"]) for g, s, p, v, m in results if m["errors"]]
