@@ -43,7 +43,10 @@ and an ideal that moves a little (another account's demand moved) flips it just 
 tenant and type:
 
 a. an ideal unchanged since last round (within ``HOLD_TOL`` GPUs) keeps last round's whole GPUs, and its
-   deviation is carried unchanged (it neither grows nor shrinks while it holds; it stays in (-1, 1));
+   deviation is carried unchanged (it neither grows nor shrinks while it holds; it stays in (-1, 1)) — if they
+   are a rounding of the ideal (floor or ceil): GPUs that refinement 3 (``min_gpus``: the smallest waiting job
+   must fit) or the capacity took from it last round are not held, so the deviation grows until the job fits
+   (a guarantee of 0 against an ideal of 2 for an account whose one job needs 4 would otherwise last forever);
 b. otherwise, last round's whole GPUs are kept if they are still one of the two roundings ``floor(ideal + dev)``
    and ``ceil(ideal + dev)`` (before what the tenant holds now: ``current`` decides only between two roundings
    that are both new — a guarantee that follows the running jobs up and down is one that flips, and what a
@@ -212,7 +215,8 @@ def place(
                 if prior is None:
                     continue
                 lo, hi = math.floor(target[t][g] + _EPS), math.ceil(target[t][g] - _EPS)
-                if abs(prior[0] - ideal_in[t][g]) <= HOLD_TOL:
+                near = math.floor(ideal_in[t][g] + _EPS) <= prior[1] <= math.ceil(ideal_in[t][g] - _EPS)
+                if abs(prior[0] - ideal_in[t][g]) <= HOLD_TOL and near:
                     real[t][g] = min(cap[g], prior[1])
                     holding.add((t, g))
                 elif lo <= prior[1] <= hi:

@@ -394,3 +394,19 @@ def test_a_small_move_keeps_last_rounds_whole_gpus_while_they_are_still_a_roundi
     # last round's GPUs that are no rounding any more are not kept
     far = place({"a": {"g": 3.2}, "b": {"g": 6.4}, "c": {"g": 6.4}}, {"g": 16}, last=last)
     assert far.real["a"]["g"] == 3
+
+
+def test_holding_still_never_holds_a_guarantee_that_min_gpus_took_from_its_ideal():
+    # c's one waiting job needs 4 GPUs; its ideal is 2 each round: rounded to 0 (the job would not fit), the
+    # deviation grows until ideal + deviation reaches 4 and the job's window comes — holding 0 would starve it
+    from slurm_fair.rounding import LastRound, place
+    ideal = {"a": {"x": 2.0}, "c": {"x": 2.0}}
+    dev = None
+    last = None
+    got = []
+    for _ in range(3):
+        p = place(ideal, {"x": 4}, deviations=dev, min_gpus={"c": 4}, last=last)
+        got.append(p.real["c"]["x"])
+        dev = p.deviations
+        last = LastRound(ideal=ideal, real=p.real)
+    assert 4 in got, got

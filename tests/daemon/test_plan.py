@@ -645,6 +645,10 @@ def test_a_flexible_jobs_demand_counts_for_every_type_it_could_use():
     d.add(flex)
     d.add(fixed)
     assert d.type_demand(["v100", "k80"]) == {"v100": 3.0, "k80": 2.0}  # the typed job only where it asked
+    pinned = P.ClassDemand()  # Slurm 22.05: a typed pending job cannot be retyped, so it can use its type only
+    pinned.add(flex, flexible_anywhere=False)
+    pinned.add(fixed, flexible_anywhere=False)
+    assert pinned.type_demand(["v100", "k80"]) == {"v100": 3.0, "k80": 0.0}
 
 
 def test_an_untyped_job_claims_idle_gpus_of_a_slower_type_before_it_reclaims_a_faster_one():

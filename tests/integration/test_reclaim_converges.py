@@ -72,7 +72,9 @@ def test_reclaimed_gpus_go_to_the_owed_job(testbed, tmp_path):
                 g = _guarantees(store)
                 requeued = [j for j in flood if _restarts(testbed, j) > 0]
                 state = testbed.job(owed).get("JobState", "")
-                log.append(f"round {rnd}: guarantees {g} owed job {state} requeued {requeued} "
+                info = testbed.job(owed)
+                log.append(f"round {rnd}: guarantees {g} owed job {state} ({info.get('Reason')}, "
+                           f"{info.get('TresPerNode') or info.get('Gres')}, {info.get('Comment')}) requeued {requeued} "
                            f"third {[testbed.job(j).get('JobState') for j in third]}")
                 if requeued and first_requeue is None:
                     first_requeue = rnd

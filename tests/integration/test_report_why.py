@@ -67,6 +67,8 @@ def _sacct_times(testbed, job: int) -> tuple[float, float, float]:
 
 def test_report_gives_queue_wait_and_jct_per_account_and_type_as_slurm_has_them(testbed, tmp_path):
     spool = _spool(testbed)
+    testbed.cancel_all()  # an earlier test's jobs end before this one's window: their records are not counted here
+    time.sleep(2)
     t0 = time.time()
     # two jobs that each take all 4 A100s: the second waits for the first
     first = testbed.sbatch("acct_b", gpus=4, gpu_type="a100", name="wait-a", command="sleep 5")

@@ -116,7 +116,9 @@ class ClassDemand:
     jobs: list[tuple[int, int, float | None]] = field(default_factory=list)
     flexible: dict[str, int] = field(default_factory=dict)  # pending fair:flex jobs' GPUs per given type
 
-    def add(self, job: Job, now: float | None = None) -> None:
+    def add(self, job: Job, now: float | None = None, flexible_anywhere: bool = True) -> None:
+        """Count ``job``; ``flexible_anywhere``: a pending flexible job may still move to another type (Slurm
+        retypes pending jobs from 23.02.6); where it cannot, it counts on its given type only."""
         g = job.gpus
         left = None
         if job.time_limit is not None:
@@ -131,7 +133,7 @@ class ClassDemand:
             self.pending_jobs += 1
             self.min_pending = g if self.min_pending is None else min(self.min_pending, g)
             self.pending_by_type[t] = self.pending_by_type.get(t, 0) + g
-            if job.flexible and job.gpu_type:
+            if job.flexible and job.gpu_type and flexible_anywhere:
                 self.flexible[job.gpu_type] = self.flexible.get(job.gpu_type, 0) + g
         else:
             self.running_gpus += g
@@ -157,10 +159,12 @@ def observe_demand(snapshot: Snapshot, cfg: Config) -> dict[tuple[str, str], Cla
     are not demand), of every account: a pilot (``limits.accounts``) divides only its accounts' part of the GPUs,
     the others' jobs compete for them as they do in Slurm (only the pilot's accounts get limits)."""
     out: dict[tuple[str, str], ClassDemand] = {}
+    anywhere = supports_pending_retype(snapshot.slurm_version)  # on 22.05 a typed pending job cannot move
     for j in gpu_jobs(snapshot, cfg.cluster.partitions):
         if j.account in NEVER_MANAGED or not counted(j):  # demand is what could start (.eligible)
             continue
-        out.setdefault((j.account, job_class(j, cfg.classes.order)), ClassDemand()).add(j, snapshot.taken_at)
+        out.setdefault((j.account, job_class(j, cfg.classes.order)), ClassDemand()).add(j, snapshot.taken_at,
+                                                                                         anywhere)
     return dict(sorted(out.items()))
 
 
