@@ -47,6 +47,9 @@ a. an ideal unchanged since last round (within ``HOLD_TOL`` GPUs) keeps last rou
    are a rounding of the ideal (floor or ceil): GPUs that refinement 3 (``min_gpus``: the smallest waiting job
    must fit) or the capacity took from it last round are not held, so the deviation grows until the job fits
    (a guarantee of 0 against an ideal of 2 for an account whose one job needs 4 would otherwise last forever);
+   and once that job's **window** came (whole GPUs ≥ ``min_gpus`` on a type, more than the ideal rounds to),
+   it is held while the tenant's smallest waiting job still needs it — in (a) and (b) alike — so the GPUs
+   reclaimed for it are not handed back to the others a round later (the deviation may then pass -1);
 b. otherwise, last round's whole GPUs are kept if they are still one of the two roundings ``floor(ideal + dev)``
    and ``ceil(ideal + dev)`` (before what the tenant holds now: ``current`` decides only between two roundings
    that are both new — a guarantee that follows the running jobs up and down is one that flips, and what a
@@ -215,11 +218,15 @@ def place(
                 if prior is None:
                     continue
                 lo, hi = math.floor(target[t][g] + _EPS), math.ceil(target[t][g] - _EPS)
+                # a window: last round gave the tenant's smallest waiting job the GPUs it needs on this type,
+                # more than its ideal rounds to; it keeps them while it still waits for them (or runs on them)
+                window = (ideal_in[t][g] > _EPS and 0 < mins[t] <= prior[1] <= max(mins[t], hi)
+                          and mins[t] > math.ceil(ideal_in[t][g] - _EPS))
                 near = math.floor(ideal_in[t][g] + _EPS) <= prior[1] <= math.ceil(ideal_in[t][g] - _EPS)
-                if abs(prior[0] - ideal_in[t][g]) <= HOLD_TOL and near:
+                if abs(prior[0] - ideal_in[t][g]) <= HOLD_TOL and (near or window):
                     real[t][g] = min(cap[g], prior[1])
                     holding.add((t, g))
-                elif lo <= prior[1] <= hi:
+                elif lo <= prior[1] <= hi or window:
                     real[t][g] = min(cap[g], prior[1])
 
     tot = {t: sum(real[t].values()) for t in tenants}  # kept up to date by take()/give()

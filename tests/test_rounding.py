@@ -410,3 +410,17 @@ def test_holding_still_never_holds_a_guarantee_that_min_gpus_took_from_its_ideal
         dev = p.deviations
         last = LastRound(ideal=ideal, real=p.real)
     assert 4 in got, got
+
+
+def test_a_window_once_given_is_held_while_the_job_still_needs_it():
+    # c's 4-GPU job gets its window of 4 (ideal 2, the deviation grew); the next rounds it keeps the 4 instead
+    # of the deviation taking them back (4, 0, 4, 0...: the reclaimed GPUs would go back to a and b each time)
+    from slurm_fair.rounding import LastRound, place
+    ideal = {"a": {"x": 2.0}, "c": {"x": 2.0}}
+    dev, last, got = None, None, []
+    for _ in range(5):
+        p = place(ideal, {"x": 4}, deviations=dev, min_gpus={"c": 4}, last=last)
+        got.append(p.real["c"]["x"])
+        dev, last = p.deviations, LastRound(ideal=ideal, real=p.real)
+    first = got.index(4)
+    assert all(n == 4 for n in got[first:]), got
