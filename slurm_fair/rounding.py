@@ -48,8 +48,10 @@ a. an ideal unchanged since last round (within ``HOLD_TOL`` GPUs) keeps last rou
    must fit) or the capacity took from it last round are not held, so the deviation grows until the job fits
    (a guarantee of 0 against an ideal of 2 for an account whose one job needs 4 would otherwise last forever);
    and once that job's **window** came (whole GPUs ≥ ``min_gpus`` on a type, more than the ideal rounds to),
-   it is held while the tenant's smallest waiting job still needs it — in (a) and (b) alike — so the GPUs
-   reclaimed for it are not handed back to the others a round later (the deviation may then pass -1);
+   it is held while the tenant's smallest waiting job still needs it or its jobs run on it (``current``) — in
+   (a) and (b) alike — so the GPUs reclaimed for it are not handed back to the others a round later, nor is
+   the job that runs on them made a borrower to reclaim from; the deviation (which may then pass -1) is paid
+   back once the window is let go;
 b. otherwise, last round's whole GPUs are kept if they are still one of the two roundings ``floor(ideal + dev)``
    and ``ceil(ideal + dev)`` (before what the tenant holds now: ``current`` decides only between two roundings
    that are both new — a guarantee that follows the running jobs up and down is one that flips, and what a
@@ -152,13 +154,15 @@ def place(
     demand: Mapping[str, int] | None = None,
     current: Mapping[str, Mapping[str, int]] | None = None,
     last: LastRound | None = None,
+    running_jobs: Mapping[str, int] | None = None,
 ) -> Placement:
     """Round ``ideal`` {tenant: {type: fractional GPUs}} to whole GPUs; see the module docstring.
 
     ``capacity`` {type: GPUs} lists every GPU type (a type missing from a tenant's ideal counts as 0).
     ``deviations`` are the ones returned by the previous round (missing = 0). ``min_gpus`` and ``demand`` are
     per tenant (missing = no constraint). ``current`` {tenant: {type: GPUs held now}} makes the rounding sticky
-    (module docstring; missing tenants and types round half-up). ``last``: hold still (module docstring). Raises InputError for unknown tenants/types, negative or
+    (module docstring; missing tenants and types round half-up). ``last``: hold still (module docstring); ``running_jobs``: each tenant's
+    largest running job (GPUs): a window is held while a job larger than the ideal rounds to runs on it. Raises InputError for unknown tenants/types, negative or
     non-finite numbers, and a type whose ideal shares add up to more than its capacity.
     """
     deviations = deviations or {}
@@ -211,6 +215,7 @@ def place(
     target = {t: {g: want[t][g] + dev[t][g] for g in types} for t in tenants}
     real = {t: {g: max(0, min(cap[g], _round(target[t][g], held[t].get(g)))) for g in types} for t in tenants}
     holding: set[tuple[str, str]] = set()  # (tenant, type) whose ideal did not move: deviation frozen
+    windows: set[tuple[str, str]] = set()  # (tenant, type) holding a whole-job window: the capacity takes it last
     if last is not None:
         for t in tenants:
             for g in types:
@@ -220,8 +225,12 @@ def place(
                 lo, hi = math.floor(target[t][g] + _EPS), math.ceil(target[t][g] - _EPS)
                 # a window: last round gave the tenant's smallest waiting job the GPUs it needs on this type,
                 # more than its ideal rounds to; it keeps them while it still waits for them (or runs on them)
-                window = (ideal_in[t][g] > _EPS and 0 < mins[t] <= prior[1] <= max(mins[t], hi)
-                          and mins[t] > math.ceil(ideal_in[t][g] - _EPS))
+                waits = 0 < mins[t] <= prior[1] <= max(mins[t], hi) and mins[t] > math.ceil(ideal_in[t][g] - _EPS)
+                runs = (held[t].get(g, 0) >= prior[1] > math.ceil(ideal_in[t][g] - _EPS)  # a job too large for
+                        and (running_jobs or {}).get(t, 0) > math.ceil(ideal_in[t][g] - _EPS))  # the ideal runs on it
+                window = ideal_in[t][g] > _EPS and (waits or runs)
+                if window:
+                    windows.add((t, g))
                 near = math.floor(ideal_in[t][g] + _EPS) <= prior[1] <= math.ceil(ideal_in[t][g] - _EPS)
                 if abs(prior[0] - ideal_in[t][g]) <= HOLD_TOL and (near or window):
                     real[t][g] = min(cap[g], prior[1])
@@ -254,7 +263,8 @@ def place(
             take(
                 max(
                     (t for t in tenants if real[t][g] > 0),
-                    key=lambda t: (not 0 < tot[t] - 1 < mins[t], 0 < tot[t] < mins[t], -resid(t, g), t),
+                    key=lambda t: ((t, g) not in windows, not 0 < tot[t] - 1 < mins[t], 0 < tot[t] < mins[t],
+                                   -resid(t, g), t),
                 ),
                 g,
             )

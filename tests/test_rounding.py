@@ -424,3 +424,20 @@ def test_a_window_once_given_is_held_while_the_job_still_needs_it():
         dev, last = p.deviations, LastRound(ideal=ideal, real=p.real)
     first = got.index(4)
     assert all(n == 4 for n in got[first:]), got
+
+
+def test_a_window_is_held_while_the_job_runs_on_it():
+    from slurm_fair.rounding import LastRound, place
+    ideal = {"a": {"x": 2.0}, "c": {"x": 2.0}}
+    last = LastRound(ideal=ideal, real={"a": {"x": 0}, "c": {"x": 4}})
+    # c's job now runs on its 4 GPUs (nothing of c waits): the window stays while it runs
+    p = place(ideal, {"x": 4}, deviations={"a": {"x": 0.0}, "c": {"x": -2.0}}, current={"c": {"x": 4}}, last=last,
+              running_jobs={"c": 4})
+    assert p.real["c"]["x"] == 4
+    # four 1-GPU jobs on the same GPUs need no window: the guarantee follows the ideal (reclaim may take 2)
+    p = place(ideal, {"x": 4}, deviations={"a": {"x": 0.0}, "c": {"x": -2.0}}, current={"c": {"x": 4}}, last=last,
+              running_jobs={"c": 1})
+    assert p.real["c"]["x"] < 4
+    # the job ended: the window is let go and the deviation is paid back
+    p = place(ideal, {"x": 4}, deviations={"a": {"x": 0.0}, "c": {"x": -2.0}}, current={}, last=last)
+    assert p.real["c"]["x"] < 4

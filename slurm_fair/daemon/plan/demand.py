@@ -111,6 +111,7 @@ class ClassDemand:
     types: set[str] | None = field(default_factory=set)  # requested types; None = some job is untyped
     by_type: dict[str, int] = field(default_factory=dict)  # GPUs of pending+running jobs per requested type ("" = untyped)
     pending_by_type: dict[str, int] = field(default_factory=dict)  # same, pending jobs only
+    max_running: int = 0  # GPUs of its largest running job
     # (job id, GPUs, seconds of its time limit left: the limit, minus the time run for a running job;
     # None = no limit known) — the per-job policies' view of the class (``JobClass.jobs``)
     jobs: list[tuple[int, int, float | None]] = field(default_factory=list)
@@ -138,6 +139,7 @@ class ClassDemand:
         else:
             self.running_gpus += g
             self.running_jobs += 1
+            self.max_running = max(self.max_running, g)
         if job.gpu_type is None:
             self.types = None
         elif self.types is not None:

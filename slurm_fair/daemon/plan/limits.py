@@ -265,15 +265,18 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
     acct_demand = {a: 0 for a in accounts}
     running = {a: 0 for a in accounts}
     min_pending: dict[str, int] = {}
+    largest = {a: 0 for a in accounts}  # each account's largest running job: a window it runs on is held
     for (a, _c), d in demand.items():
         acct_demand[a] += d.gpus
         running[a] += d.running_gpus
+        largest[a] = max(largest[a], d.max_running)
         if d.min_pending is not None:
             min_pending[a] = min(min_pending.get(a, d.min_pending), d.min_pending)
     min_gpus = {a: (min_pending.get(a, 0) if running[a] == 0 else 0) for a in accounts}
     dev_before = {a: {g: float(deviations.get(a, {}).get(g, 0.0)) for g in types} for a in accounts}
     held = {a: {g: int(n) for g, n in (in_use or {}).get(a, {}).items() if g in cap} for a in accounts}
-    placement = place(ideal, cap, deviations=dev_before, min_gpus=min_gpus, demand=acct_demand, current=held, last=last)
+    placement = place(ideal, cap, deviations=dev_before, min_gpus=min_gpus, demand=acct_demand, current=held, last=last,
+                      running_jobs=largest)
     real = {a: dict(placement.real[a]) for a in accounts}
     borrowed = Borrowed(free.holders, real, held) if reclaim and free is not None else None
     if waiting is None:
