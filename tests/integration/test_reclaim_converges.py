@@ -16,11 +16,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-
 from slurm_fair import config as config_mod
 from slurm_fair.store import Store
 
+from .conftest import known_failure_on
 from .test_scenario_shares import PERIOD, TRAIN_SH, _config, _jobs_of, _sf
 
 CAPACITY = 16
@@ -42,12 +41,7 @@ def _restarts(testbed, job_id: int) -> int:
 
 def test_reclaimed_gpus_go_to_the_owed_job(testbed, tmp_path):
     """On Slurm 22.05 it must pass; on 24.11 it runs whole and a failure is reported as a known one (xfail)."""
-    try:
-        _scenario(testbed, tmp_path)
-    except AssertionError as e:
-        if testbed.release != "trixie":
-            raise
-        pytest.xfail(KNOWN_2411 + f": {str(e)[:2000]}")
+    known_failure_on("trixie", testbed, KNOWN_2411, _scenario, testbed, tmp_path)
 
 
 KNOWN_2411 = ("Slurm 24.11: job_submit.lua leaves the 4-GPU job untyped (its account's #@untyped room); the policy "

@@ -32,6 +32,7 @@ from slurm_fair import config as config_mod
 from slurm_fair.store import Store
 
 from .test_partitions import SCRIPT, install_lua
+from .conftest import known_failure_on
 from .test_scenario_shares import CAPACITY, _idle, _in_use, _jobs_of
 
 PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]
@@ -142,12 +143,7 @@ def _one_try(testbed, folder: Path, label: str) -> list[str]:
 
 def test_the_same_flood_twice_leaves_no_gpu_idle_while_a_job_waits(testbed, tmp_path):
     """On Slurm 22.05 it must pass; on 24.11 it runs whole and a failure is reported as a known one (xfail)."""
-    try:
-        _scenario(testbed, tmp_path)
-    except AssertionError as e:
-        if testbed.release != "trixie":
-            raise
-        pytest.xfail(KNOWN_2411 + f": {str(e)[:2000]}")
+    known_failure_on("trixie", testbed, KNOWN_2411, _scenario, testbed, tmp_path)
 
 
 KNOWN_2411 = ('Slurm 24.11: the round retypes waiting flexible jobs to idle V100s while the limits hold their '
