@@ -56,6 +56,7 @@ import numpy as np
 from ..catalog import SOLVERS
 from ..errors import InputError, SolverError
 from ..stdio import new_highs
+from ._stable import add_distance_rows
 
 #: cvxpy solvers accepted by name (plain form); HIGHS means the fast method of this module.
 CVXPY_SOLVERS = tuple(n for n in SOLVERS if n != "HIGHS")  # the plain form through cvxpy (one list: catalog.SOLVERS)
@@ -479,12 +480,7 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
               np.arange(nv, dtype=np.int32), S[vl, vj].astype(float))
     # t - x >= -p and t + x >= p
     p = prev[vl[dv], vj[dv]]
-    idx = np.empty(2 * nd, dtype=np.int32)
-    idx[0::2] = nv + np.arange(nd)
-    idx[1::2] = dv
-    st = (2 * np.arange(nd)).astype(np.int32)
-    h.addRows(nd, -p, np.full(nd, inf), 2 * nd, st, idx, np.tile([1.0, -1.0], nd))
-    h.addRows(nd, p, np.full(nd, inf), 2 * nd, st, idx, np.tile([1.0, 1.0], nd))
+    add_distance_rows(h, p, dv, nv)
     inmodel = np.zeros((n, n), dtype=bool)
     if rows is not None and len(rows[0]):
         li, ii = (np.asarray(r, dtype=np.int64) for r in rows)

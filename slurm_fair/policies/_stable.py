@@ -182,12 +182,7 @@ def nearest_levels(speed: np.ndarray, capacity: np.ndarray, demand: np.ndarray, 
         hi = u + rel * np.maximum(1.0, u) if exact else np.full(n, inf)
         h.addRows(n, lo, hi, nv, ustarts, np.arange(nv, dtype=np.int32), S[vl, vj])
     p = prev[vl[dv], vj[dv]]
-    idx = np.empty(2 * nd, dtype=np.int32)
-    idx[0::2] = nv + np.arange(nd)
-    idx[1::2] = dv
-    st = (2 * np.arange(nd)).astype(np.int32)
-    h.addRows(nd, -p, np.full(nd, inf), 2 * nd, st, idx, np.tile([1.0, -1.0], nd))
-    h.addRows(nd, p, np.full(nd, inf), 2 * nd, st, idx, np.tile([1.0, 1.0], nd))
+    add_distance_rows(h, p, dv, nv)
     h.changeObjectiveSense(highspy.ObjSense.kMinimize)
     h.run()
     status = h.getModelStatus()
@@ -196,3 +191,16 @@ def nearest_levels(speed: np.ndarray, capacity: np.ndarray, demand: np.ndarray, 
     x = np.zeros((n, k))
     x[vl, vj] = np.asarray(h.getSolution().col_value)[:nv]
     return np.clip(x, 0.0, ub)
+
+
+def add_distance_rows(h: Any, p: np.ndarray, dv: np.ndarray, nv: int) -> None:
+    """The L1 distance rows of a second stage on a HiGHS model: for each variable ``dv[k]`` with last round's
+    value ``p[k]``, its distance column ``nv + k`` satisfies ``t - x >= -p`` and ``t + x >= p``."""
+    inf = float("inf")
+    nd = len(dv)
+    idx = np.empty(2 * nd, dtype=np.int32)
+    idx[0::2] = nv + np.arange(nd)
+    idx[1::2] = dv
+    st = (2 * np.arange(nd)).astype(np.int32)
+    h.addRows(nd, -p, np.full(nd, inf), 2 * nd, st, idx, np.tile([1.0, -1.0], nd))
+    h.addRows(nd, p, np.full(nd, inf), 2 * nd, st, idx, np.tile([1.0, 1.0], nd))
