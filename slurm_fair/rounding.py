@@ -19,6 +19,13 @@ Refinements, applied in this order, each deterministic (ties broken by tenant na
    owed (it is scaled down to the demand before the deviation is carried) so the deviation cannot grow
    without bound for a tenant that cannot use its share. Excess rounding is taken back from the type with
    the smallest residual claim ``ideal + dev - real``.
+   A held whole-job window (below) is trimmed last.
+1b. **One type for a job.** A tenant whose GPUs reach ``min_gpus`` only summed over types (2 + 2 for a 4-GPU
+   job) gets them on one type now, before the capacity step: the one it has the largest claim on among those
+   with ``min_gpus`` GPUs (tenants moved here do not land on each other). There they compete by claim with the
+   others' GPUs in step 2, where a tenant that would fall below ``min_gpus`` gives back last — placed only into
+   room nobody held (after step 2), an owed 4-GPU job waited forever behind a flood that held every type. Work
+   conservation (4) gives such a tenant no GPUs of its other types unless it is owed GPUs in total.
 2. **Capacity.** When rounding up overshoots a type's capacity, GPUs are taken back one at a time from the
    tenant with the smallest residual claim on that type (the largest would-be negative deviation); tenants
    that would then fall below their ``min_gpus`` give back last, so a starved tenant whose claim has finally
@@ -29,9 +36,9 @@ Refinements, applied in this order, each deterministic (ties broken by tenant na
 3. **Minimum job size** (OEF §4.3). A tenant whose rounded total is below ``min_gpus`` (the fewest GPUs any of
    its jobs needs) gets 0 GPUs of every type this round and keeps accumulating its deviation, so its claim
    grows until it is large enough to start a job. A job runs on GPUs of one type, so a tenant whose GPUs
-   reach ``min_gpus`` only summed over types (3 + 3 + 2 for an 8-GPU job) gets them on one type instead: the
-   one it has the largest claim on among those with room for ``min_gpus`` (then the most room, then type
-   order), as many as it had in total as fit there; with room nowhere it gets 0 this round, as above. The
+   reach ``min_gpus`` only summed over types (3 + 3 + 2 for an 8-GPU job) after step 2 gets them on one type
+   instead: the one it has the largest claim on among those with room for ``min_gpus`` (then the most room, then
+   type order), as many as it had in total as fit there; with room nowhere it gets 0 this round, as above. The
    deviations record what it got, so the other types owe it back later.
 4. **Work conservation.** GPUs still free after 1-3 go, one at a time, to the tenant with the largest positive
    residual claim on that type (it is owed GPUs), as long as demand and ``min_gpus`` allow it.
@@ -247,10 +254,29 @@ def place(
         real[t][g] -= 1
         tot[t] -= 1
 
-    # 1. demand
+    # 1. demand (a held window is trimmed last: it is the one type the tenant's job fits on)
     for t in tenants:
         while tot[t] > dem[t] + _EPS:
-            take(t, min((g for g in types if real[t][g] > 0), key=lambda g: (resid(t, g), types.index(g))))
+            take(t, min((g for g in types if real[t][g] > 0),
+                        key=lambda g: ((t, g) in windows, resid(t, g), types.index(g))))
+    # 1b. one type for a job: GPUs that reach min_gpus only summed over types (2 + 2 for a 4-GPU job) go on one
+    # type now, before the capacity step, so that they compete there with the others' GPUs by claim (and give
+    # back last, refinement 2); consolidated after it, they found no room where others already sat, and the
+    # tenant got nothing round after round while its deviation grew (seen on the testbed: a 4-GPU job owed
+    # 2 k80 + 2 v100 waited behind a flood that held both types whole)
+    # (tenants moved here do not land on each other: each takes a type with room beside the ones moved before it)
+    moved: list[str] = []
+    for t in sorted(tenants):
+        if 0 < mins[t] <= tot[t] and max(real[t].values()) < mins[t]:
+            room = {g: cap[g] - sum(real[u][g] for u in moved) for g in types}
+            fits = [g for g in types if room[g] >= mins[t]]
+            if not fits:
+                continue  # refinement 3 places it if it can, else blocks it
+            g = max(fits, key=lambda g: (target[t][g], room[g], -types.index(g)))
+            real[t] = {x: 0 for x in types}
+            real[t][g] = min(tot[t], room[g])
+            tot[t] = real[t][g]
+            moved.append(t)
     # 2. capacity
     for g in types:
         used = sum(real[t][g] for t in tenants)
@@ -301,7 +327,10 @@ def place(
         free = cap[g] - sum(real[t][g] for t in tenants)
         if free <= 0:
             continue
-        owed = [t for t in tenants if t not in blocked and resid(t, g) > _EPS]
+        # a tenant moved to one type (1b) is owed the rest on the others only in the deviation: what it got
+        # there already pays for it, so free GPUs elsewhere go to tenants owed GPUs in total
+        owed = [t for t in tenants if t not in blocked and resid(t, g) > _EPS
+                and not (t in moved and real[t][g] == 0 and sum(resid(t, x) for x in types) <= _EPS)]
         while free > 0:
             cands = [t for t in owed if resid(t, g) > _EPS and mins[t] <= tot[t] + 1 <= dem[t] + _EPS]
             if not cands:

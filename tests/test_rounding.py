@@ -153,9 +153,18 @@ def test_gpus_split_over_types_are_moved_to_one_type():
     assert p.deviations["a"] == pytest.approx({"k80": 2.0, "p100": 2.0, "v100": -4.0})  # owed back elsewhere
 
 
-def test_split_gpus_with_no_room_on_any_type_wait():
-    # b holds 3 of each 4-GPU type; a's 1 + 1 cannot become 2 on one type: a gets nothing and keeps its claim
+def test_split_gpus_go_on_one_type_where_they_compete_by_claim():
+    # b holds 3 of each 4-GPU type; a's 1 + 1 becomes 2 on one type, where b (not below a job's size) gives one
+    # back: a's job starts; the deviations record who is owed what (the testbed's owed 4-GPU job behind a flood
+    # waited forever while a's GPUs were moved only into room nobody held)
     p = place({"a": {"g": 1.0, "h": 1.0}, "b": {"g": 3.0, "h": 3.0}}, {"g": 4, "h": 4}, min_gpus={"a": 2})
+    assert p.real["a"] == {"g": 2, "h": 0} and p.deviations["a"] == pytest.approx({"g": -1.0, "h": 1.0})
+    assert p.real["b"] == {"g": 2, "h": 3} and p.deviations["b"] == pytest.approx({"g": 1.0, "h": 0.0})
+
+
+def test_split_gpus_with_no_type_large_enough_wait():
+    # a's smallest job needs 5 GPUs of one type; no type has 5: a gets nothing and keeps its claim
+    p = place({"a": {"g": 1.0, "h": 1.0}, "b": {"g": 3.0, "h": 3.0}}, {"g": 4, "h": 4}, min_gpus={"a": 5})
     assert p.real["a"] == {"g": 0, "h": 0} and p.deviations["a"] == pytest.approx({"g": 1.0, "h": 1.0})
     assert p.real["b"] == {"g": 3, "h": 3}
 

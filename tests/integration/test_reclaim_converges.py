@@ -19,7 +19,6 @@ from pathlib import Path
 from slurm_fair import config as config_mod
 from slurm_fair.store import Store
 
-from .conftest import known_failure_on
 from .test_scenario_shares import PERIOD, TRAIN_SH, _config, _jobs_of, _sf
 
 CAPACITY = 16
@@ -40,13 +39,7 @@ def _restarts(testbed, job_id: int) -> int:
 
 
 def test_reclaimed_gpus_go_to_the_owed_job(testbed, tmp_path):
-    """On Slurm 22.05 it must pass; on 24.11 it runs whole and a failure is reported as a known one (xfail)."""
-    known_failure_on("trixie", testbed, KNOWN_2411, _scenario, testbed, tmp_path)
-
-
-KNOWN_2411 = ("Slurm 24.11: job_submit.lua leaves the 4-GPU job untyped (its account's #@untyped room); the policy "
-              "spreads the account's share over three types and the rounding finds no type with room for its "
-              'window, so it gets no guarantee and waits (docs/known-gaps.md)')
+    _scenario(testbed, tmp_path)
 
 
 def _scenario(testbed, tmp_path):

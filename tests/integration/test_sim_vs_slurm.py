@@ -7,8 +7,8 @@ of one account, so fair-share and QOS are equal), all made eligible at one insta
 =====  ======  =====  =====  =================================================================================
 job    GPUs    limit  sleep  what Slurm's backfill does with it
 =====  ======  =====  =====  =================================================================================
-A      3 a100  2 min  20 s   starts at once (the a100 node has 4 GPUs)
-B      4 a100  2 min  10 s   needs the whole node: reserved from A's expected end (2 min), starts when A ends
+A      3 a100  4 min  20 s   starts at once (the a100 node has 4 GPUs)
+B      4 a100  2 min  10 s   needs the whole node: reserved from A's expected end (4 min), starts when A ends
 C      1 a100  5 min  10 s   fits now, but would run past B's expected start: it waits (without reservations
                              it would start at once and B would wait for it)
 D      1 a100  1 min  5 s    ends before B's expected start: backfills at once
@@ -16,6 +16,10 @@ K      1 k80   5 min  5 s    another node: backfills at once
 E      1 a100  1 min  5 s    no GPU free until D ends; then backfills (ends before B's expected start)
 F      1 v100  5 min  5 s    another node: backfills at once
 =====  ======  =====  =====  =================================================================================
+
+Every margin is wider than Slurm's ``bf_resolution`` (60 s): the backfill rounds the times of its reservations to
+it, so a job ending 55 s before a reservation may be seen to overlap it (with A's limit at 2 min, E once waited
+for B in CI, depending on where the begin time fell in the minute).
 
 The test submits them, waits until all are done, reads each job's StartTime, and runs the same trace through
 ``SimCluster`` (nodes read from the testbed's snapshot). Start order: by start time, then priority (Slurm's
@@ -33,7 +37,7 @@ from slurm_fair.sim.cluster import SimCluster
 from slurm_fair.sim.traces import TraceJob
 
 # name, GPUs, type, limit (minutes), sleep (s); listed by priority, highest first
-JOBS = (("A", 3, "a100", 2, 20), ("B", 4, "a100", 2, 10), ("C", 1, "a100", 5, 10), ("D", 1, "a100", 1, 5),
+JOBS = (("A", 3, "a100", 4, 20), ("B", 4, "a100", 2, 10), ("C", 1, "a100", 5, 10), ("D", 1, "a100", 1, 5),
         ("K", 1, "k80", 5, 5), ("E", 1, "a100", 1, 5), ("F", 1, "v100", 5, 5))
 NICE_STEP = 100
 LEAD_S = 12  # seconds from the first submission to the common begin time
