@@ -659,3 +659,27 @@ def test_an_untyped_job_claims_idle_gpus_of_a_slower_type_before_it_reclaims_a_f
     claims, reclaims = claims_and_reclaims(real, used, {"a": P.Waiting([(1, None)], [5])}, {"a": ["v100", "k80"]},
                                            free, Borrowed([Holder(1, "b", "v100", 4, {"v": 4})], real, used))
     assert claims["a"] == {"v100": 0, "k80": 1} and reclaims == []
+
+
+def test_retypes_and_the_plan_count_room_under_the_limits_in_force():
+    """A job is retyped only where the limit Slurm will hold after the round has room: an account left alone
+    (its own GPU limits, ``limits.site_limits = "respect"``) keeps Slurm's limits, whatever the plan said (seen
+    on 24.11: a new database left the old limits alone, jobs were moved to idle V100s and waited on
+    AssocGrpGRES)."""
+    k80_busy = [job(i, "acct_b", gpu_type="k80", state="RUNNING", alloc={"k80": 1}) for i in range(1, 5)]
+    flex = job(10, "acct_a", gpu_type="k80", comment="fair:flex", reason="Resources")
+    other = job(11, "acct_c", gpu_type="k80", comment="fair:flex", reason="Resources")
+
+    def decide(limits):
+        nodes = (Node("v100-1", ("IDLE",), ("gpu",), {"v100": 4}, {}),
+                 Node("k80-1", ("ALLOCATED",), ("gpu",), {"k80": 4}, {"k80": 4}))
+        s = replace(snap(k80_busy + [flex, other], nodes=nodes, limits=limits), slurm_version="24.11.1")
+        return P.decide(s, CFG, lambda problem: get_policy("equal-share")(problem), profiles=[], shipped=[],
+                        deviations={}, deficits={}, managed_before=set(), last_ok_started=None, now=0.0,
+                        empty_alloc=None)
+
+    free = decide({})
+    assert {m.job_id: m.new_type for m in free.retypes} == {10: "v100", 11: "v100"}  # room for both
+    held = decide({"acct_a": {"v100": 0}})
+    assert "acct_a" in held.left_alone and held.plan.limits["acct_a"] == {"v100": 0}
+    assert {m.job_id: m.new_type for m in held.retypes} == {11: "v100"}  # acct_a's limit has no V100 room

@@ -14,7 +14,7 @@ from .demand import (NEVER_MANAGED, ClassDemand, FreeGPUs, flexible_as_untyped, 
                      managed_accounts, observe_demand, parent_accounts, partition_view, received_gpus, waiting_gpus)
 from ..unrequeueable import hold_back
 from .eligible import not_demand
-from .limits import Plan, limit_changes, make_plan, site_bounded, with_held_elsewhere
+from .limits import Plan, in_partitions, limit_changes, make_plan, site_bounded, with_held_elsewhere
 from .priority import aged, site_factors, update_deficit
 from .problem import SRC_ASSUMED, SRC_UNPROFILED, Built, build_problem, type_order
 from .typemap import (Retype, Target, explore_plan, explore_targets, retype_moves, untyped_targets,
@@ -110,6 +110,13 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
         planned = hold_back(planned, held_back, plan.capacity)
     planned, left_alone = site_bounded(planned, current, site or {}, managed_before, cfg.limits.site_limits)
     changes = limit_changes(current, planned, managed_before & known) if cfg.limits.manage else {}
+    # the limits in force after this round: the planned ones where slurm-fair writes them, Slurm's own elsewhere
+    # (left alone, a parent, outside a pilot, limits.manage off); retypes and the type map count room under
+    # these — a job moved where the limit in force has no room waits on AssocGrpGRES with GPUs idle (seen on
+    # 24.11: a new database left the old limits alone while the plan's said there was room)
+    in_force = {a: dict(planned[a]) if (cfg.limits.manage and a in planned) else dict(current.get(a, {}))
+                for a in plan.accounts}
+    plan = replace(plan, limits=in_partitions(in_force, elsewhere))  # (a partition pilot's view)
 
     retypes = (retype_moves(plan, snapshot, MAX_RETYPES, built.throughput, lambda j: known_types(built, cfg, j),
                             cfg.classes.order) if retype_ok else [])

@@ -391,13 +391,22 @@ def with_held_elsewhere(planned: Mapping[str, Mapping[str, int]],
     holds outside the managed ones (:func:`.demand.held_elsewhere`) are added to each planned limit of their
     type and to the total — the limit then binds the managed partitions as planned and leaves what runs
     elsewhere running."""
+    return _shift(planned, elsewhere, +1)
+
+
+def in_partitions(limits: Mapping[str, Mapping[str, int]],
+                  elsewhere: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """The inverse of :func:`with_held_elsewhere`: Slurm's limits seen from the managed partitions (the GPUs
+    each account holds elsewhere taken off each limit of their type and off the total)."""
+    return _shift(limits, elsewhere, -1)
+
+
+def _shift(limits: Mapping[str, Mapping[str, int]], elsewhere: Mapping[str, Mapping[str, int]],
+           sign: int) -> dict[str, dict[str, int]]:
     out = {}
-    for a, lim in planned.items():
+    for a, lim in limits.items():
         away = {g: int(n) for g, n in elsewhere.get(a, {}).items() if n > 0}
-        row = {}
-        for k, n in lim.items():
-            row[k] = int(n) + (sum(away.values()) if k == ANY_GPU else away.get(k, 0))
-        out[a] = row
+        out[a] = {k: int(n) + sign * (sum(away.values()) if k == ANY_GPU else away.get(k, 0)) for k, n in lim.items()}
     return out
 
 
