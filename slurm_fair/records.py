@@ -119,6 +119,8 @@ class RoundDetails:
     pending_gpus: dict[str, int] = _field_dict()
     pending_jobs: dict[str, int] = _field_dict()
     held_back: dict[str, dict[str, int]] = _field_dict()  # GPUs the limits are lowered by (daemon/unrequeueable.py)
+    # account -> key -> a GPU limit someone else set since slurm-fair wrote it (CLEAR: removed): kept, never written
+    drift: dict[str, dict[str, int]] = _field_dict()
     not_demand: dict[str, dict[str, int]] = _field_dict()  # account -> why -> GPUs of pending jobs that could not start
     in_use: dict[str, dict[str, int]] = _field_dict()  # GPUs held by running jobs
     classes: dict[str, dict[str, Any]] = _field_dict()  # account -> class -> its demand, throughput, source, ideal

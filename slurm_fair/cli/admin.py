@@ -135,6 +135,10 @@ def status_cmd(config_path: str | None, as_json: bool) -> None:
         click.echo(render(["ACCOUNT", "GPU-HOURS BY TYPE", "TOTAL"],
                           [[a, " ".join(f"{t}={v / 3600:.3f}" for t, v in sorted(per.items())),
                             f"{sum(per.values()) / 3600:.3f}"] for a, per in sorted(received.items())]))
+    for a, ch in sorted(st["hand_set"].items()):
+        click.echo(f"set by hand, kept (slurm-fair does not write them): {a} "
+                   + ", ".join(f"{'gres/gpu' if k == '*' else 'gres/gpu:' + k}={'none' if v == -1 else v}"
+                               for k, v in sorted(ch.items())))
     if st["preemptions"]:
         click.echo("preemptions: " + ", ".join(f"{n} {state}" for state, n in sorted(st["preemptions"].items())))
     _conflicts(st["profile_conflicts"])

@@ -52,6 +52,15 @@ def rollback_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
                    f"SiteFactor back to 0 on {len(out['site_factors'])} pending job(s); "
                    + (f"type map {out['type_map']} {'would be ' if dry_run else ''}removed" if out["type_map"]
                       else "no type map"))
+        for a, ch in sorted(out["kept"].items()):
+            click.echo(f"kept (set by someone else since slurm-fair wrote it): {a} "
+                       + ", ".join(f"{'gres/gpu' if k == '*' else 'gres/gpu:' + k}="
+                                   f"{'none' if v == -1 else v}" for k, v in sorted(ch.items())))
+        if out["unrecorded"]:
+            click.echo("the database never ran a round (new, or the old one lost): it cannot tell which GPU limits "
+                       "slurm-fair wrote; left as they are: " + "; ".join(
+                           f"{a} {','.join(f'{k}={v}' for k, v in sorted(ch.items()))}"
+                           for a, ch in sorted(out["unrecorded"].items())), err=True)
         for what, why in sorted(out["failed"].items()):
             click.echo(f"failed: {what}: {why}", err=True)
     if out["failed"]:

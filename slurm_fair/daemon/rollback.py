@@ -2,8 +2,11 @@
 
 * **Limits**: every account slurm-fair changed or manages gets back the GPU limits it had before slurm-fair first
   changed it (recorded in the store's ``site_limits`` at that first change, the exact values; an account never
-  recorded had none). Only what differs from what Slurm shows now is written; a GPU limit slurm-fair had set
-  where the account had none is cleared. Non-GPU TRES are never touched.
+  recorded had none) — but only where a limit is still what slurm-fair last wrote (the store's ``written``): a
+  value someone set since is theirs and is left (``kept``, named), and so is one slurm-fair never wrote. Only
+  what differs from what Slurm shows now is written; a GPU limit slurm-fair had set where the account had none
+  is cleared. Non-GPU TRES are never touched. A database that never ran a round (new, or the old one lost)
+  knows nothing slurm-fair wrote: the accounts with GPU limits are named (``unrecorded``), none is touched.
 * **SiteFactor**: set back to 0 on every pending GPU job of the managed partitions that has one (slurm-fair sets
   the factor of those jobs; Slurm's own default is 0).
 * **Type map**: the published file is removed (job_submit.lua then lets untyped requests through unchanged).
@@ -25,7 +28,7 @@ from ..config import Config
 from ..cluster.base import CLEAR, Cluster, Snapshot
 from ..store import Store
 from . import plan as P
-from .round import apply_factors, apply_limits
+from .apply import apply_factors, apply_limits
 
 
 @dataclass(frozen=True)
@@ -36,27 +39,37 @@ class Rollback:
     site_factors: dict[int, int]  # pending job -> 0
     type_map: str | None  # the map file to remove (None: none there)
     accounts: list[str] = field(default_factory=list)  # every account slurm-fair touched
+    kept: dict[str, dict[str, int]] = field(default_factory=dict)  # set by someone else since: left as they are
 
 
 def plan_rollback(snapshot: Snapshot, site: Mapping[str, Mapping[str, int]], managed: Iterable[str],
-                  type_map: Path | None, cfg: Config) -> Rollback:
-    """The changes that restore the cluster (module docstring)."""
-    accounts = sorted(set(site) | set(managed))
+                  type_map: Path | None, cfg: Config, written: Mapping[str, Mapping[str, int]] | None = None
+                  ) -> Rollback:
+    """The changes that restore the cluster (module docstring). ``written``: what slurm-fair last wrote (None:
+    not known — every GPU limit of the accounts is set back, as before the store kept it)."""
+    accounts = sorted(set(site) | set(managed) | set(written or {}))
     changes: dict[str, dict[str, int]] = {}
+    kept: dict[str, dict[str, int]] = {}
     for a in accounts:
         acct = snapshot.account(a)
         if acct is None:  # gone from Slurm: nothing to restore
             continue
         target = {k: int(v) for k, v in site.get(a, {}).items()}
         now = dict(acct.limits)
-        diff = {k: v for k, v in target.items() if now.get(k) != v}
-        diff.update({k: CLEAR for k in now if k not in target})
+        if written is None:
+            diff = {k: v for k, v in target.items() if now.get(k) != v}
+            diff.update({k: CLEAR for k in now if k not in target})
+        else:
+            diff = P.restore(now, target, written.get(a, {}))
+            theirs = P.drift({a: now}, {a: written.get(a, {})}, [a]).get(a)
+            if theirs:
+                kept[a] = theirs
         if diff:
             changes[a] = diff
     factors = {j.job_id: 0 for j in P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
                if j.pending and j.site_factor}
     present = str(type_map) if type_map is not None and (type_map.exists() or type_map.is_symlink()) else None
-    return Rollback(changes, factors, present, accounts)
+    return Rollback(changes, factors, present, accounts, kept)
 
 
 def run(cluster: Cluster, store: Store, cfg: Config, dry_run: bool = False) -> dict[str, Any]:
@@ -64,9 +77,13 @@ def run(cluster: Cluster, store: Store, cfg: Config, dry_run: bool = False) -> d
     ``limits`` {account: {key: value, -1 = clear}}, ``site_factors`` (jobs reset), ``type_map`` (file removed
     or None), ``failed`` {account or 'site_factor' or 'type_map': cause}, ``dry_run``."""
     snapshot = cluster.snapshot()
-    rb = plan_rollback(snapshot, store.site_limits(), store.managed(), cfg.type_map_path, cfg)
-    out: dict[str, Any] = {"dry_run": dry_run, "accounts": rb.accounts, "limits": rb.limits,
-                           "site_factors": sorted(rb.site_factors), "type_map": rb.type_map, "failed": {}}
+    rb = plan_rollback(snapshot, store.site_limits(), store.managed(), cfg.type_map_path, cfg, store.written())
+    never_ran = not store.rounds(limit=1, details=False)
+    unrecorded = ({a.name: dict(a.limits) for a in snapshot.accounts if a.limits and a.name not in rb.accounts}
+                  if never_ran else {})
+    out: dict[str, Any] = {"dry_run": dry_run, "accounts": rb.accounts, "limits": rb.limits, "kept": rb.kept,
+                           "unrecorded": unrecorded, "site_factors": sorted(rb.site_factors),
+                           "type_map": rb.type_map, "failed": {}}
     if dry_run:
         return out
     applied = apply_limits(cluster, rb.limits)
@@ -85,8 +102,9 @@ def run(cluster: Cluster, store: Store, cfg: Config, dry_run: bool = False) -> d
     with store.transaction():
         store.set_managed(sorted(set(store.managed()) - set(restored)))
         store.forget_site_limits(restored)
+        store.forget_written(restored)
         store.event("rollback", f"rolled back {len(restored)} account(s), {len(rb.site_factors)} SiteFactor(s)"
                     + (", removed the type map" if rb.type_map and "type_map" not in out["failed"] else "")
                     + (f"; failed: {', '.join(sorted(out['failed']))}" if out["failed"] else ""),
-                    data={"limits": rb.limits, "failed": out["failed"]})
+                    data={"limits": rb.limits, "kept": rb.kept, "failed": out["failed"]})
     return out

@@ -55,10 +55,9 @@ from . import public as public_mod
 from . import bounded
 from .harvest import harvest
 from .ingest import ingest_round
+from .apply import Applied, apply_factors, apply_limits
 
 PAUSE_ENV = "SLURM_FAIR_PAUSE_BEFORE_APPLY"
-# A failed SiteFactor value group of at most this many jobs is retried job by job (larger ones are reported).
-MAX_FACTOR_RETRIES = 50
 # Recording a round: attempts when the database stays locked past its busy timeout, and the pause between.
 RECORD_ATTEMPTS = 3
 RECORD_BACKOFF_S = 0.5
@@ -127,7 +126,7 @@ def compute(snapshot: Snapshot, store: Store, cfg: Config, policy: str, now: flo
                     deficits=store.deficits(), managed_before=store.managed(), last_ok_started=_last_ok_started(store, None),
                     now=now, empty_alloc=lambda built: _empty_alloc(built, policy), moving=moving,
                     site=store.site_limits(), held_back=preemption.held_back(store, now, cfg, snapshot),
-                    last=_last_round(store) if cfg.policy.stable else None)
+                    last=_last_round(store) if cfg.policy.stable else None, written=store.written())
 
 
 def _last_round(store: Store) -> LastRound | None:
@@ -205,6 +204,7 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> RoundDetails:
         pending_gpus=pending,
         pending_jobs=pending_jobs,
         held_back=c.held_back,  # account -> type -> GPUs its limits are lowered by (daemon/unrequeueable.py)
+        drift=c.drift,  # account -> key -> a limit someone else set since slurm-fair wrote it: kept (issue 29)
         not_demand=c.not_demand,  # account -> why -> GPUs of pending jobs that could not start (plan.eligible)
         in_use=P.gpus_in_use(snapshot),
         classes=classes,
@@ -266,90 +266,6 @@ def _with_retry(fn: Any, attempts: int = RECORD_ATTEMPTS) -> Any:
                 raise
             time.sleep(RECORD_BACKOFF_S * (i + 1))
     raise AssertionError("unreachable")
-
-
-@dataclass
-class Applied:
-    """What applying the limit changes did: per account the keys written, the failures with their cause."""
-
-    ok: dict[str, dict[str, int]] = field(default_factory=dict)
-    failed: dict[str, str] = field(default_factory=dict)
-    batch_errors: list[str] = field(default_factory=list)  # batches that failed whole, then retried per account
-
-
-def apply_limits(cluster: Cluster, changes: Mapping[str, Mapping[str, int]]) -> Applied:
-    """Write the limit changes in as few calls as possible (:func:`plan.limit_batches`); a batch that fails is
-    retried account by account, so one bad account (a name the backend refuses, a Slurm error on it) leaves
-    the others applied. ClusterUnreachable is raised at once (the round is then ``unreachable``)."""
-    out = Applied()
-
-    def merge(batch: Mapping[str, Mapping[str, int]]) -> None:
-        for a, ch in batch.items():
-            out.ok.setdefault(a, {}).update(ch)
-
-    for batch in P.limit_batches(changes):
-        try:
-            cluster.set_accounts_gpu_limits(batch)
-            merge(batch)
-            continue
-        except ClusterUnreachable:
-            raise
-        except Exception as e:  # noqa: BLE001 - isolate the bad account(s) below
-            if len(batch) == 1:
-                a = next(iter(batch))
-                out.failed[a] = (out.failed[a] + "; " if a in out.failed else "") + str(e)
-                continue
-            out.batch_errors.append(f"{', '.join(sorted(batch))}: {e}")
-        for a in sorted(batch):
-            try:
-                cluster.set_accounts_gpu_limits({a: batch[a]})
-                merge({a: batch[a]})
-            except ClusterUnreachable:
-                raise
-            except Exception as e:  # noqa: BLE001 - recorded on the round
-                out.failed[a] = (out.failed[a] + "; " if a in out.failed else "") + str(e)
-    for a in out.failed:  # an account is applied whole or counted as failed
-        out.ok.pop(a, None)
-    return out
-
-
-def apply_factors(cluster: Cluster, factors: Mapping[int, int]) -> tuple[dict[int, int], dict[str, str]]:
-    """Set SiteFactors; when the call fails, each value group is retried alone, and a failing group of at most
-    MAX_FACTOR_RETRIES jobs job by job. Returns (factors set, failures {job id or 'value=N': cause})."""
-    if not factors:
-        return {}, {}
-    try:
-        cluster.set_site_factors(factors)
-        return dict(factors), {}
-    except ClusterUnreachable:
-        raise
-    except Exception:  # noqa: BLE001 - narrowed down below
-        pass
-    done: dict[int, int] = {}
-    failed: dict[str, str] = {}
-    groups: dict[int, dict[int, int]] = {}
-    for j, v in factors.items():
-        groups.setdefault(v, {})[j] = v
-    for v, group in sorted(groups.items()):
-        try:
-            cluster.set_site_factors(group)
-            done.update(group)
-            continue
-        except ClusterUnreachable:
-            raise
-        except Exception as e:  # noqa: BLE001
-            if len(group) > MAX_FACTOR_RETRIES:
-                failed[f"value={v}"] = f"{len(group)} jobs: {e}"
-                continue
-        for j in sorted(group):
-            try:
-                cluster.set_site_factors({j: v})
-                done[j] = v
-            except ClusterUnreachable:
-                raise
-            except Exception as e:  # noqa: BLE001
-                failed[str(j)] = str(e)
-    return done, failed
 
 
 def _finished(now: float | None, t0: float) -> dict[str, float]:

@@ -11,7 +11,7 @@ from .codec import _dumps, _int, _loads
 
 
 class LimitsMixin(StoreBase):
-    """The ``applied``, ``managed`` and ``site_limits`` tables."""
+    """The ``applied``, ``written``, ``managed`` and ``site_limits`` tables."""
 
     def record_applied(self, round_id: int, rows: Iterable[Mapping]) -> None:
         now = time.time()
@@ -20,6 +20,23 @@ class LimitsMixin(StoreBase):
         with self.transaction():
             if data:
                 self.db["applied"].insert_all(data)
+                self.db["written"].upsert_all([{"account": d["account"], "key": d["key"], "value": d["new"],
+                                                "time": d["time"]} for d in data if d["new"] is not None],
+                                              pk=("account", "key"))
+
+    def written(self) -> dict[str, dict[str, int]]:
+        """account -> GPU limit key -> the value slurm-fair last wrote there (CLEAR: it cleared the limit)."""
+        out: dict[str, dict[str, int]] = {}
+        for r in self.db["written"].rows:
+            out.setdefault(r["account"], {})[r["key"]] = int(r["value"])
+        return out
+
+    def forget_written(self, accounts: Iterable[str]) -> None:
+        """Drop what slurm-fair wrote for ``accounts`` (after a rollback gave them back)."""
+        names = sorted(set(accounts))
+        if names:
+            with self.transaction():
+                self.db.execute(f"delete from written where account in ({','.join('?' * len(names))})", names)
 
     def applied(self, round_id: int) -> list[dict]:
         return list(self.db["applied"].rows_where(

@@ -193,9 +193,23 @@ def _m11_reclaim_for(db: sqlite_utils.Database) -> None:
     db["preemptions"].add_column("for_job", int)
 
 
+def _m12_written(db: sqlite_utils.Database) -> None:
+    """What slurm-fair last wrote per account and GPU limit key (``value``; -1: it cleared the limit): a value in
+    Slurm that differs was set by someone else and is kept (issue 29). Filled from ``applied``: per account and
+    key, the ``new`` value of its last change."""
+    db["written"].create({"account": str, "key": str, "value": int, "time": float}, pk=("account", "key"),
+                         not_null={"account", "key", "value", "time"})
+    last: dict[tuple[str, str], tuple[int, float]] = {}
+    for acct, key, new, t in db.execute("select account, key, new, time from applied order by rowid").fetchall():
+        if new is not None:
+            last[(acct, key)] = (int(new), float(t))
+    if last:
+        db["written"].insert_all([{"account": a, "key": k, "value": v, "time": t} for (a, k), (v, t) in last.items()])
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _m1_initial, _m2_indexes, _m3_job_records, _m4_preemptions, _m5_warm_start, _m6_profile_sources,
-    _m7_upgrade_moves, _m8_site_limits, _m9_submit_time, _m10_trust_retention, _m11_reclaim_for,
+    _m7_upgrade_moves, _m8_site_limits, _m9_submit_time, _m10_trust_retention, _m11_reclaim_for, _m12_written,
 )
 
 

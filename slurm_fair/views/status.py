@@ -52,6 +52,8 @@ def status(store: Store, cfg: Config, snapshot: Snapshot | None, unreachable: st
         "profile_conflicts": profile_conflicts(store, cfg),
     }
     d = RoundDetails.of_round(last)
+    # GPU limits someone else set since slurm-fair wrote them: kept as they are, never written (issue 29)
+    out["hand_set"] = {a: dict(ch) for a, ch in d.drift.items()}
     live_limits = {a.name: dict(a.limits) for a in snapshot.accounts} if snapshot else {}
     in_use_now = P.gpus_in_use(snapshot) if snapshot else {}
     pending_now = P.pending_gpus(snapshot, cfg.cluster.partitions, cfg.limits.accounts) if snapshot else {}

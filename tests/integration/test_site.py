@@ -154,3 +154,32 @@ def test_preflight_passes_on_the_testbed_and_names_what_is_missing(testbed, tmp_
         assert found["QOS sf_gpucap"]["level"] == "note" and "GrpTRES=gres/gpu=2" in found["QOS sf_gpucap"]["detail"]
     finally:
         testbed.sacctmgr("delete", "qos", "sf_gpucap", check=False)
+
+
+def test_a_limit_set_by_hand_is_kept_and_rollback_leaves_it(testbed, tmp_path):
+    """Issue 29: an admin sets a GPU limit by hand on an account slurm-fair manages (during an incident); the
+    rounds keep it (before: the next round wrote slurm-fair's value over it), ``status`` names it, and
+    ``rollback`` leaves it while it takes back what slurm-fair wrote (before: it cleared it)."""
+    cfg = _config(testbed, tmp_path)
+    for t, n in (("a100", 4), ("v100", 6), ("k80", 6)):
+        for _ in range(n):
+            testbed.sbatch("acct_b", gpus=1, gpu_type=t, name="flat")
+    testbed.wait_for(lambda: len(testbed.run(["squeue", "-h", "-t", "R"]).stdout.split("\n")) >= 16, 60,
+                     what="acct_b on every GPU")
+    for _ in range(3):
+        testbed.sbatch("acct_a", gpus=1, gpu_type="v100", name="fast")
+    _sf(testbed, cfg, "daemon", "--once")
+    written = _grptres(testbed, "acct_b")
+    assert "gres/gpu:v100=3" in written, written  # acct_a's waiting jobs claim 3 of the V100s acct_b borrows
+    # the admin's hand: acct_b's V100s down to 1 (everything else as slurm-fair wrote it)
+    hand = ",".join("gres/gpu:v100=1" if item == "gres/gpu:v100=3" else item for item in written.split(","))
+    testbed.sacctmgr("modify", "account", "where", "name=acct_b", "set", f"GrpTRES={hand}")
+    assert "gres/gpu:v100=1" in _grptres(testbed, "acct_b")
+    for _ in range(2):
+        _sf(testbed, cfg, "daemon", "--once")
+        assert "gres/gpu:v100=1" in _grptres(testbed, "acct_b"), _grptres(testbed, "acct_b")
+    st = json.loads(_sf(testbed, cfg, "status", "--json").stdout)
+    assert st["hand_set"] == {"acct_b": {"v100": 1}}, st["hand_set"]
+    out = json.loads(_sf(testbed, cfg, "rollback", "--json").stdout)
+    assert not out["failed"] and out["kept"] == {"acct_b": {"v100": 1}}, out
+    assert _grptres(testbed, "acct_b") == "gres/gpu:v100=1"  # the rest (slurm-fair's) cleared: acct_b had none

@@ -8,7 +8,7 @@ job cannot move — 4 A100s stood idle for 70 s while 13 jobs that could run on 
 publication carries its own identity (``#@map ID``) and the script counts per identity.
 
 Each try: this checkout's job_submit.lua is installed (restored afterwards), the type map removed, a new
-database, ``slurm-fair daemon`` running with 10-s rounds and preemption on; after its first round acct_a floods
+database (the try before it taken off with ``slurm-fair rollback``, as an admin would), ``slurm-fair daemon`` running with 10-s rounds and preemption on; after its first round acct_a floods
 16 untyped 1-GPU jobs, then acct_b and acct_c submit 8 untyped jobs each. Both times, after the first poll:
 the flood runs whole on every type (no GPU idle while one of its jobs waits), and then, sampled over a few polls,
 no GPU stands idle for longer than a round while a job that could use it waits (an untyped or ``fair:flex``
@@ -138,6 +138,11 @@ def _one_try(testbed, folder: Path, label: str) -> list[str]:
             raise
         testbed.cancel_all()
     assert rc == 0, proc.stderr.read()[-2000:]
+    # taken off as an admin would before a new install: a new database facing the old one's limits would take
+    # them for the site's (issue 29) and leave the accounts alone under them
+    r = subprocess.run([*PY, "rollback", "--config", str(cfg)], env=testbed.env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
     return log
 
 

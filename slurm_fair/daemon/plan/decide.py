@@ -14,7 +14,8 @@ from .demand import (NEVER_MANAGED, ClassDemand, FreeGPUs, flexible_as_untyped, 
                      managed_accounts, observe_demand, parent_accounts, partition_view, received_gpus, waiting_gpus)
 from ..unrequeueable import hold_back
 from .eligible import not_demand
-from .limits import Plan, in_partitions, limit_changes, make_plan, site_bounded, with_held_elsewhere
+from .limits import (Plan, drift, in_partitions, limit_changes, make_plan, pin_drift, site_bounded,
+                     with_held_elsewhere)
 from .priority import aged, site_factors, update_deficit
 from .problem import SRC_ASSUMED, SRC_UNPROFILED, Built, build_problem, type_order
 from .typemap import (Retype, Target, explore_plan, explore_targets, retype_moves, untyped_targets,
@@ -54,20 +55,24 @@ class Decisions:
     # account -> why -> GPUs of its pending jobs that are not demand (held, dependency, begin-time, reservation)
     not_demand: dict[str, dict[str, int]] = field(default_factory=dict)
     held_back: dict[str, dict[str, int]] = field(default_factory=dict)  # limits lowered: unrequeueable jobs
+    drift: dict[str, dict[str, int]] = field(default_factory=dict)  # limits someone else set since (kept)
 
 
 def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shipped: Any, deviations: Mapping[str, Any],
            deficits: Mapping[str, float], managed_before: set[str], last_ok_started: float | None, now: float,
            empty_alloc: Any, moving: Sequence[tuple[str, str, int]] = (),
            site: Mapping[str, Mapping[str, int]] | None = None,
-           held_back: Mapping[str, Mapping[str, int]] | None = None, last: LastRound | None = None) -> Decisions:
+           held_back: Mapping[str, Mapping[str, int]] | None = None, last: LastRound | None = None,
+           written: Mapping[str, Mapping[str, int]] | None = None) -> Decisions:
     """One round's decisions from the snapshot and the state carried from earlier rounds, with no side effects:
     demand per class, the problem and its allocation (``solve(problem) -> Allocation``; ``empty_alloc(built)``
     when nobody asks for GPUs), the plan (integer GPUs, limits), deficits and SiteFactors, limit changes, retypes
     and the untyped-request targets. ``moving``: upgrade moves in flight (``make_plan``). ``site``: the GPU
     limits accounts had before slurm-fair first changed them (:func:`.limits.site_bounded`). ``held_back``:
     account -> type -> GPUs of its running jobs preemption could not requeue (``daemon/unrequeueable.py``): its
-    limits are lowered by them. ``last``: last round's ideal and guarantees (``make_plan``). Raises what the policy raises (SolverError, InputError)."""
+    limits are lowered by them. ``last``: last round's ideal and guarantees (``make_plan``). ``written``: the
+    GPU limits slurm-fair last wrote (the store's): one that differs in Slurm now was set by someone else and is
+    kept (:func:`.limits.drift`); an account leaving the managed set gets back only what slurm-fair wrote. Raises what the policy raises (SolverError, InputError)."""
     profiles = list(profiles)
     elsewhere = held_elsewhere(snapshot, cfg.cluster.partitions)
     snapshot = partition_view(snapshot, cfg.cluster.partitions)  # a partition pilot's GPUs and jobs
@@ -109,7 +114,9 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     if held_back:  # jobs preemption could not requeue hold their accounts back (daemon/unrequeueable.py)
         planned = hold_back(planned, held_back, plan.capacity)
     planned, left_alone = site_bounded(planned, current, site or {}, managed_before, cfg.limits.site_limits)
-    changes = limit_changes(current, planned, managed_before & known) if cfg.limits.manage else {}
+    drifted = drift(current, written or {}, (managed_before | set(planned)) & known)
+    planned = pin_drift(planned, drifted)
+    changes = limit_changes(current, planned, managed_before & known, site or {}, written) if cfg.limits.manage else {}
     # the limits in force after this round: the planned ones where slurm-fair writes them, Slurm's own elsewhere
     # (left alone, a parent, outside a pilot, limits.manage off); retypes and the type map count room under
     # these — a job moved where the limit in force has no room waits on AssocGrpGRES with GPUs idle (seen on
@@ -124,7 +131,7 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
                   factors=factors, factor_changes=factor_changes, factors_deferred=deferred, current=current,
                   planned=planned, changes=changes, retypes=retypes, targets={}, dt=dt, explored=explored,
                   reporting=frozenset(reporting), left_alone=tuple(left_alone),
-                  held_back={a: dict(v) for a, v in (held_back or {}).items()},
+                  held_back={a: dict(v) for a, v in (held_back or {}).items()}, drift=drifted,
                   not_demand=not_demand([j for j in gpu_jobs(snapshot, cfg.cluster.partitions)
                                          if j.account not in NEVER_MANAGED]))
     return replace(d, targets=type_map(d, with_retypes(snapshot, retypes), cfg))

@@ -365,11 +365,60 @@ def round_fairness(built: Built, alloc: Allocation, plan: Plan) -> dict[str, Any
                            "real": account_throughput(built, alloc, y)}}
 
 
+def drift(current: Mapping[str, Mapping[str, int]], written: Mapping[str, Mapping[str, int]],
+          accounts: Iterable[str]) -> dict[str, dict[str, int]]:
+    """account -> key -> the value in Slurm now (CLEAR: none) of every GPU limit slurm-fair last wrote with
+    another value (``written``, CLEAR for a limit it cleared): someone else set it, and it is theirs from now on
+    (:func:`pin_drift`; issue 29: an admin's hand-set limit is never overwritten nor cleared)."""
+    out: dict[str, dict[str, int]] = {}
+    for a in sorted(set(accounts)):
+        now = current.get(a, {})
+        for k, v in written.get(a, {}).items():
+            have = int(now.get(k, CLEAR))
+            if have != int(v):
+                out.setdefault(a, {})[k] = have
+    return out
+
+
+def pin_drift(planned: Mapping[str, Mapping[str, int]], drifted: Mapping[str, Mapping[str, int]]
+              ) -> dict[str, dict[str, int]]:
+    """The planned limits with every drifted key kept at the value someone else set (a cleared one stays
+    unset): :func:`limit_changes` then never writes it."""
+    out = {a: dict(lim) for a, lim in planned.items()}
+    for a, keys in drifted.items():
+        if a not in out:
+            continue
+        for k, v in keys.items():
+            if v == CLEAR:
+                out[a].pop(k, None)
+            else:
+                out[a][k] = int(v)
+    return out
+
+
+def restore(now: Mapping[str, int], site: Mapping[str, int], written: Mapping[str, int]) -> dict[str, int]:
+    """The changes that give an account back its site limits (``site``: what it had before slurm-fair first
+    changed it), touching only what slurm-fair wrote and is still there as it wrote it (``written``): a value
+    someone set since, or one slurm-fair never wrote, is left as it is."""
+    out: dict[str, int] = {}
+    for k, v in now.items():
+        if k in written and int(written[k]) == int(v):
+            target = int(site.get(k, CLEAR))
+            if target != int(v):
+                out[k] = target
+    for k, v in site.items():
+        if k not in now and int(written.get(k, 0)) == CLEAR:
+            out[k] = int(v)
+    return out
+
+
 def limit_changes(current: Mapping[str, Mapping[str, int]], planned: Mapping[str, Mapping[str, int]],
-                  managed_accounts: Iterable[str]) -> dict[str, dict[str, int]]:
+                  managed_accounts: Iterable[str], site: Mapping[str, Mapping[str, int]] | None = None,
+                  written: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, dict[str, int]]:
     """Only the limit values that differ from what Slurm has now; CLEAR for a GPU limit Slurm has that the plan
-    leaves out (no limit), and for every limit of an account slurm-fair managed before that is not planned any
-    more."""
+    leaves out (no limit). An account slurm-fair managed before that is not planned any more gets its site
+    limits back (:func:`restore`, with ``written``: only what slurm-fair wrote; without it, every GPU limit it
+    has is cleared)."""
     out: dict[str, dict[str, int]] = {}
     for a in sorted(planned):
         now = current.get(a, {})
@@ -379,7 +428,8 @@ def limit_changes(current: Mapping[str, Mapping[str, int]], planned: Mapping[str
             out[a] = diff
     for a in sorted(set(managed_accounts) - set(planned)):
         now = current.get(a, {})
-        gone = {k: CLEAR for k in now}
+        gone = ({k: CLEAR for k in now} if written is None
+                else restore(now, (site or {}).get(a, {}), written.get(a, {})))
         if gone:
             out[a] = gone
     return out
