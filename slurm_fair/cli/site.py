@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import sys
@@ -77,7 +78,7 @@ def preflight_cmd(config_path: str | None, as_json: bool) -> None:
     limits of their own, parents of the account tree). Exit 1 with every problem named."""
     from ..daemon import preflight
 
-    got: dict = {"slurm_version": None, "found": []}
+    got = _Found()
     try:
         cluster_name = _preflight(config_path, got)
     except (SlurmFairError, sqlite3.Error) as e:
@@ -85,20 +86,28 @@ def preflight_cmd(config_path: str | None, as_json: bool) -> None:
             raise
         _preflight_json(got, f"{type(e).__name__}: {e}" if isinstance(e, sqlite3.Error) else str(e))
         sys.exit(2 if isinstance(e, InputError) else 1)
-    found = got["found"]
+    found = got.found
     problems = [f for f in found if f.level == preflight.PROBLEM]
     if as_json:
         _preflight_json(got, None)
     else:
-        click.echo(f"Slurm {got['slurm_version']}, cluster {cluster_name}")
+        click.echo(f"Slurm {got.slurm_version}, cluster {cluster_name}")
         click.echo(render(["", "CHECK", "DETAIL"], [[f.level, f.what, f.detail] for f in found]))
         click.echo(f"{len(problems)} problem(s)" + ("" if problems else ": ready for rounds"))
     if problems:
         sys.exit(1)
 
 
-def _preflight(config_path: str | None, got: dict) -> str:
-    """Run the checks, filling ``got`` (slurm_version, found) as they go, so that a stop half way still shows
+@dataclasses.dataclass
+class _Found:
+    """What preflight found so far: Slurm's version (None until Slurm answered) and the findings."""
+
+    slurm_version: str | None = None
+    found: list = dataclasses.field(default_factory=list)
+
+
+def _preflight(config_path: str | None, got: _Found) -> str:
+    """Run the checks, filling ``got`` as they go, so that a stop half way still shows
     what was found; returns the cluster's name."""
     import os
     import pwd
@@ -110,28 +119,28 @@ def _preflight(config_path: str | None, got: dict) -> str:
     cfg = config_mod.load(config_path)
     cluster = CliCluster(timeout=float(cfg.cluster.timeout))
     snapshot = cluster.snapshot()
-    got["slurm_version"] = snapshot.slurm_version
+    got.slurm_version = snapshot.slurm_version
     config, qos, parts = preflight.gather(cluster)
     site = {}
     if cfg.database_path.exists():
         with Store(cfg.database_path) as store:
             site = store.site_limits()
-    got["found"] = preflight.check(config, snapshot, cfg, qos=qos, partitions=parts,
+    got.found = preflight.check(config, snapshot, cfg, qos=qos, partitions=parts,
                                    slurm_conf=os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf", site=site)
     user = pwd.getpwuid(os.geteuid()).pw_name
     allowed = preflight.privilege(user, os.geteuid(),
                                   None if os.geteuid() == 0 else preflight.my_admin_level(cluster, user))
     if allowed is not None:
-        got["found"].insert(0, allowed)
+        got.found.insert(0, allowed)
     return cluster.cluster_name()
 
 
-def _preflight_json(got: dict, error: str | None) -> None:
+def _preflight_json(got: _Found, error: str | None) -> None:
     from ..daemon import preflight
 
-    problems = [f for f in got["found"] if f.level == preflight.PROBLEM]
-    click.echo(json.dumps({"ok": error is None and not problems, "slurm_version": got["slurm_version"],
-                           "findings": [f.as_dict() for f in got["found"]], "error": error}, indent=2))
+    problems = [f for f in got.found if f.level == preflight.PROBLEM]
+    click.echo(json.dumps({"ok": error is None and not problems, "slurm_version": got.slurm_version,
+                           "findings": [f.as_dict() for f in got.found], "error": error}, indent=2))
 
 
 @click.command("files")
