@@ -6,12 +6,15 @@ import sys
 
 import click
 
-from .. import __version__
+from .. import installed_version
+from .common import group_config_option
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="slurm-fair")
-def main() -> None:
+@click.version_option(installed_version(), prog_name="slurm-fair",
+                      message="%(prog)s %(version)s")
+@group_config_option
+def main(config_path: str | None) -> None:
     """slurm-fair: heterogeneity-aware, provably fair GPU sharing for Slurm clusters."""
 
 

@@ -195,9 +195,12 @@ def shares_cmd(config_path: str | None, round_id: int | None, as_json: bool) -> 
 @json_option
 @handle_errors
 def history_cmd(config_path: str | None, limit: int, as_json: bool) -> None:
-    """The newest rounds: time, status, policy, accounts, changes, solve and total seconds, message."""
+    """The newest rounds: time, status, policy, accounts, changes, solve and total seconds, message. A missing
+    database is an error (exit 1); none is created."""
+    from ..store import open_existing
+
     cfg = config_mod.load(config_path)
-    with _store(cfg) as store:
+    with open_existing(cfg.database_path) as store:
         rows = store.rounds(limit=limit)
     if as_json:
         _dump([{k: v for k, v in r.items() if k != "details"} for r in rows])

@@ -14,8 +14,29 @@ from ..errors import InputError, SlurmFairError
 CONFIG_HELP = "Config file (default: $SLURM_FAIR_CONFIG, else /etc/slurm-fair/slurm-fair.toml)."
 
 
+def config_from_group(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """``--config`` may also come before the subcommand (``slurm-fair --config F status``): the group's value is
+    taken when the subcommand has none; two different values are refused."""
+    above = None
+    parent = ctx.parent
+    while parent is not None:
+        above = parent.params.get("config_path") or above
+        parent = parent.parent
+    if value is not None and above is not None and value != above:
+        raise click.BadParameter(f"given twice, as {above!r} before the command and {value!r} after it",
+                                 ctx=ctx, param_hint="--config")
+    return value if value is not None else above
+
+
 def config_option(f: Callable) -> Callable:
-    return click.option("--config", "config_path", metavar="PATH", default=None, help=CONFIG_HELP)(f)
+    return click.option("--config", "config_path", metavar="PATH", default=None, help=CONFIG_HELP,
+                        callback=config_from_group)(f)
+
+
+def group_config_option(f: Callable) -> Callable:
+    """``--config`` on the ``slurm-fair`` group itself: passed down to the subcommand's own ``--config``."""
+    return click.option("--config", "config_path", metavar="PATH", default=None, expose_value=True,
+                        help=CONFIG_HELP + " Accepted before the command too.")(f)
 
 
 def json_option(f: Callable | None = None, *, help: str = "Print JSON instead of a table.") -> Callable:

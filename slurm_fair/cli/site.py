@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sqlite3
 import sys
 
 import click
 
 from .. import config as config_mod
-from ..errors import SlurmFairError
+from ..errors import InputError, SlurmFairError
 from .common import config_option, handle_errors, json_option
 from .table import render
 
@@ -23,7 +25,8 @@ def rollback_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
     """Take slurm-fair off the cluster: every GPU limit it changed back to the value recorded before its first
     change (site limits included, exact; cleared where the account had none), every SiteFactor it set back
     to 0, the type map removed. Refuses while the daemon runs. Running it again changes nothing. Exit 1 if
-    something could not be restored (each named)."""
+    something could not be restored (each named). --dry-run creates no file: without a database it says so
+    and shows what a rollback with nothing recorded would do."""
     from ..cluster import connect
     from ..daemon import rollback
     from ..daemon.service import AlreadyRunning, lock
@@ -36,7 +39,12 @@ def rollback_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
         raise SlurmFairError(f"{e}: stop the daemon first (it would put its limits back)") from None
     try:
         cluster = connect(backend=cfg.cluster.backend, timeout=float(cfg.cluster.timeout))
-        with Store(cfg.database_path) as store:
+        path = cfg.database_path
+        if dry_run and not path.is_file():  # nothing recorded: the dry run must not create the database
+            click.echo(f"note: no database at {path} (daemon.database): slurm-fair has recorded nothing there, so no "
+                       "limit it wrote can be told from the site's; nothing was created", err=True)
+            path = ":memory:"
+        with Store(path) as store:
             out = rollback.run(cluster, store, cfg, dry_run=dry_run)
     finally:
         if held is not None:
@@ -69,13 +77,47 @@ def rollback_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
 
 @click.command("preflight")
 @config_option
-@json_option
+@json_option(help="Print one JSON document {ok, slurm_version, findings, error}, also when a check cannot run "
+                  "(error: why it stopped; exit 1, 2 for a bad config).")
 @handle_errors
 def preflight_cmd(config_path: str | None, as_json: bool) -> None:
     """Check what rounds need (root or sacctmgr AdminLevel=Operator, limits enforced, typed GPU TRES tracked,
     multifactor priority for SiteFactor, job_submit.lua and a writable type map next to it, the hooks, a
     writable database) and list what will override slurm-fair (QOS GPU limits, partition QOS, accounts with
     limits of their own, parents of the account tree). Exit 1 with every problem named."""
+    from ..daemon import preflight
+
+    got = _Found()
+    try:
+        cluster_name = _preflight(config_path, got)
+    except (SlurmFairError, sqlite3.Error) as e:
+        if not as_json:
+            raise
+        _preflight_json(got, f"{type(e).__name__}: {e}" if isinstance(e, sqlite3.Error) else str(e))
+        sys.exit(2 if isinstance(e, InputError) else 1)
+    found = got.found
+    problems = [f for f in found if f.level == preflight.PROBLEM]
+    if as_json:
+        _preflight_json(got, None)
+    else:
+        click.echo(f"Slurm {got.slurm_version}, cluster {cluster_name}")
+        click.echo(render(["", "CHECK", "DETAIL"], [[f.level, f.what, f.detail] for f in found]))
+        click.echo(f"{len(problems)} problem(s)" + ("" if problems else ": ready for rounds"))
+    if problems:
+        sys.exit(1)
+
+
+@dataclasses.dataclass
+class _Found:
+    """What preflight found so far: Slurm's version (None until Slurm answered) and the findings."""
+
+    slurm_version: str | None = None
+    found: list = dataclasses.field(default_factory=list)
+
+
+def _preflight(config_path: str | None, got: _Found) -> str:
+    """Run the checks, filling ``got`` as they go, so that a stop half way still shows
+    what was found; returns the cluster's name."""
     import os
     import pwd
 
@@ -86,28 +128,28 @@ def preflight_cmd(config_path: str | None, as_json: bool) -> None:
     cfg = config_mod.load(config_path)
     cluster = CliCluster(timeout=float(cfg.cluster.timeout))
     snapshot = cluster.snapshot()
+    got.slurm_version = snapshot.slurm_version
     config, qos, parts = preflight.gather(cluster)
     site = {}
     if cfg.database_path.exists():
         with Store(cfg.database_path) as store:
             site = store.site_limits()
-    found = preflight.check(config, snapshot, cfg, qos=qos, partitions=parts, slurm_conf=os.environ.get("SLURM_CONF")
-                            or "/etc/slurm/slurm.conf", site=site)
+    got.found = preflight.check(config, snapshot, cfg, qos=qos, partitions=parts,
+                                   slurm_conf=os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf", site=site)
     user = pwd.getpwuid(os.geteuid()).pw_name
     allowed = preflight.privilege(user, os.geteuid(),
                                   None if os.geteuid() == 0 else preflight.my_admin_level(cluster, user))
     if allowed is not None:
-        found.insert(0, allowed)
-    problems = [f for f in found if f.level == preflight.PROBLEM]
-    if as_json:
-        click.echo(json.dumps({"ok": not problems, "slurm_version": snapshot.slurm_version,
-                               "findings": [f.as_dict() for f in found]}, indent=2))
-    else:
-        click.echo(f"Slurm {snapshot.slurm_version}, cluster {cluster.cluster_name()}")
-        click.echo(render(["", "CHECK", "DETAIL"], [[f.level, f.what, f.detail] for f in found]))
-        click.echo(f"{len(problems)} problem(s)" + ("" if problems else ": ready for rounds"))
-    if problems:
-        sys.exit(1)
+        got.found.insert(0, allowed)
+    return cluster.cluster_name()
+
+
+def _preflight_json(got: _Found, error: str | None) -> None:
+    from ..daemon import preflight
+
+    problems = [f for f in got.found if f.level == preflight.PROBLEM]
+    click.echo(json.dumps({"ok": error is None and not problems, "slurm_version": got.slurm_version,
+                           "findings": [f.as_dict() for f in got.found], "error": error}, indent=2))
 
 
 @click.command("files")

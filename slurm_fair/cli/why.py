@@ -18,7 +18,7 @@ import click
 
 from .. import config as config_mod
 from ..errors import InputError
-from .common import CONFIG_HELP, handle_errors, json_option
+from .common import CONFIG_HELP, config_from_group, handle_errors, json_option
 from .table import render
 
 
@@ -86,7 +86,7 @@ def _print(ex) -> None:  # noqa: ANN001 - an Explanation
 @click.command("why")
 @click.argument("job_id_text", metavar="JOBID")
 @click.option("--config", "config_path", metavar="PATH", default=None, help=CONFIG_HELP + " Only its "
-              "daemon.status_file / daemon.publish_status and cluster settings are read.")
+              "daemon.status_file / daemon.publish_status and cluster settings are read.", callback=config_from_group)
 @click.option("--status-file", "status_file", metavar="PATH",
               help="Read this status file instead of the one the config names.")
 @json_option(help="Print JSON: {job_id, verdict, summary, details, changes, notes, job {job_id, name, user, "

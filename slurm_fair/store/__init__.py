@@ -19,6 +19,8 @@ columns and checked numbers.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .base import StoreBase
 from .jobs import CONTROLLER_CONTEXTS, UNTYPED_GPU, JobsMixin, gpu_seconds, job_runs
 from .limits import LimitsMixin
@@ -29,11 +31,26 @@ from .rounds import ROUND_STATUSES, RoundsMixin
 from .schema import BUSY_TIMEOUT_MS, MIGRATIONS, StoreError, migrate, schema_version
 
 __all__ = [
-    "BUSY_TIMEOUT_MS", "CONTROLLER_CONTEXTS", "CSV_HEADER", "MIGRATIONS", "OPEN_PREEMPTIONS", "PREEMPTION_STATES",
-    "PROFILE_SOURCES", "ROUND_STATUSES", "UNTYPED_GPU", "Store", "StoreError", "gpu_seconds", "job_runs",
-    "migrate", "schema_version",
+    "BUSY_TIMEOUT_MS", "CONTROLLER_CONTEXTS", "CSV_HEADER", "MIGRATIONS", "MissingDatabase", "OPEN_PREEMPTIONS",
+    "PREEMPTION_STATES", "PROFILE_SOURCES", "ROUND_STATUSES", "UNTYPED_GPU", "Store", "StoreError", "gpu_seconds", "job_runs",
+    "migrate", "open_existing", "schema_version",
 ]
 
 
 class Store(ProfilesMixin, RoundsMixin, LimitsMixin, RetentionMixin, JobsMixin, PreemptionsMixin, StoreBase):
     """The slurm-fair database. ``Store(":memory:")`` for tests."""
+
+
+class MissingDatabase(StoreError):
+    """There is no database at the configured path (commands that only read refuse to create one)."""
+
+
+def open_existing(path: str | Path) -> Store:
+    """Open the database at ``path`` without creating it (nor its folder): read-only commands use this, so that a
+    wrong ``--config`` or a command run as root before the daemon's first start leaves no file behind.
+    Raises :class:`MissingDatabase` naming the path."""
+    p = Path(path)
+    if str(path) != ":memory:" and not p.is_file():
+        raise MissingDatabase(f"no database at {p} (daemon.database): the daemon has not run with this "
+                              "configuration yet, or --config names another file; nothing was created")
+    return Store(p)

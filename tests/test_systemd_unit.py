@@ -1,0 +1,131 @@
+"""The systemd unit (issue 29 item 9): read-only but for the folders the daemon writes, memory and CPU bounds, a
+rollback on stop that a crash-restart does not run, and a header that names files that exist."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from slurm_fair.config import Config
+
+REPO = Path(__file__).resolve().parents[1]
+UNIT = REPO / "slurm_fair" / "share" / "slurm-fair.service"
+
+
+def parse_unit(text: str) -> dict[str, dict[str, list[str]]]:
+    """{section: {key: [values in order]}} (systemd keys may repeat; comments and blank lines skipped)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    section = None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        m = re.fullmatch(r"\[(\w+)\]", line)
+        if m:
+            section = out.setdefault(m.group(1), {})
+            continue
+        assert section is not None and "=" in line, line
+        key, value = line.split("=", 1)
+        section.setdefault(key.strip(), []).append(value.strip())
+    return out
+
+
+SERVICE = parse_unit(UNIT.read_text())["Service"]
+
+
+def one(key: str) -> str:
+    (value,) = SERVICE[key]
+    return value
+
+
+def _bytes(size: str) -> int:
+    m = re.fullmatch(r"(\d+)([KMGT]?)", size)
+    assert m, size
+    return int(m.group(1)) * 1024 ** " KMGT".index(m.group(2) or " ")
+
+
+def _readme_paths() -> dict[str, str]:
+    """The paths README's install step 4 sets: submit.type_map and hooks.spool."""
+    readme = (REPO / "README.md").read_text()
+    return {key: re.search(rf'{key} = "([^"]+)"', readme).group(1) for key in ("type_map", "spool")}
+
+
+def test_everything_is_read_only_but_the_folders_it_writes():
+    assert one("ProtectSystem") == "strict"
+    writable = [p.lstrip("-") for v in SERVICE["ReadWritePaths"] for p in v.split()]
+    state = "/var/lib/" + one("StateDirectory")
+    written = {
+        "daemon.database": str(Path(Config().daemon.database).parent),  # the database, its lock, status.json
+        "submit.type_map": str(Path(_readme_paths()["type_map"]).parent),
+        "hooks.spool": str(Path(_readme_paths()["spool"]).parent),  # the records' folder and the spool's log
+    }
+    assert written["daemon.database"] == state == written["submit.type_map"]
+    for what, folder in written.items():
+        assert any(folder == w or folder.startswith(w + "/") for w in writable), (what, folder, writable)
+    for w in writable:  # no more than those
+        assert w in written.values(), w
+    assert "-/var/spool/slurm-fair" in SERVICE["ReadWritePaths"][0].split()  # a site without a spool still starts
+
+
+def test_memory_and_cpu_bounds():
+    assert 512 * 1024 ** 2 <= _bytes(one("MemoryHigh")) < _bytes(one("MemoryMax")) <= 8 * 1024 ** 3
+    quota = one("CPUQuota")
+    assert re.fullmatch(r"\d+%", quota) and 50 <= int(quota[:-1]) <= 200
+    header = UNIT.read_text().split("[Unit]")[0]
+    assert f"MemoryMax={one('MemoryMax')}" in header and f"CPUQuota={quota}" in header
+
+
+def _stop_post(tmp_path: Path, env: dict[str, str]) -> list[str]:
+    """Run the unit's ExecStopPost as systemd would (its $$ unescaped, the environment systemd gives it), with
+    slurm-fair replaced by a stub that records its arguments; returns them ([] when it did not run)."""
+    stub = tmp_path / "slurm-fair"
+    log = tmp_path / "calls"
+    stub.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    stub.chmod(0o755)
+    (cmd,) = SERVICE["ExecStopPost"]
+    argv = [a.replace("$$", "$").replace("/usr/local/bin/slurm-fair", str(stub)) for a in shlex.split(cmd)]
+    base = {k.split("=", 1)[0]: k.split("=", 1)[1] for k in SERVICE["Environment"]}
+    r = subprocess.run(argv, env={"PATH": os.environ["PATH"], **base, **env}, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    return log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.mark.parametrize("result", ["exit-code", "signal", "core-dump", "watchdog", "timeout"])
+def test_a_crash_restart_does_not_roll_back(tmp_path, result):
+    assert one("Restart") == "on-failure"
+    assert _stop_post(tmp_path, {"SERVICE_RESULT": result, "SLURM_FAIR_ROLLBACK_ON_STOP": "yes"}) == []
+
+
+def test_a_deliberate_stop_rolls_back_only_when_asked(tmp_path):
+    assert "SLURM_FAIR_ROLLBACK_ON_STOP=no" in SERVICE["Environment"]  # off by default
+    assert _stop_post(tmp_path, {"SERVICE_RESULT": "success"}) == []
+    assert _stop_post(tmp_path, {"SERVICE_RESULT": "success", "SLURM_FAIR_ROLLBACK_ON_STOP": "yes"}) == [
+        "rollback --config /etc/slurm-fair/slurm-fair.toml"]
+    assert "ExecStop" not in SERVICE  # ExecStop would run while the daemon still holds its lock
+
+
+def test_the_header_names_files_that_exist():
+    header = UNIT.read_text().split("[Unit]")[0]
+    for path in re.findall(r"\b((?:contrib|slurm_fair)/[\w./-]+\w)", header):
+        assert (REPO / path).exists(), path
+    assert (REPO / "contrib" / "systemd" / "slurm-fair.service").resolve() == UNIT.resolve()
+    assert "ProtectSystem=strict" in header and "SLURM_FAIR_ROLLBACK_ON_STOP=yes" in header
+    assert "$SERVICE_RESULT" in header and "Restart=on-failure" in header
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
+def test_systemd_analyze_verify_has_nothing_to_say(tmp_path):
+    """Every key known and every value valid (systemd-analyze ignores a bad one with a warning, exit 0: any
+    output about the file fails). The executables are replaced by ones that exist here."""
+    unit = tmp_path / "slurm-fair.service"
+    unit.write_text(UNIT.read_text().replace("/usr/local/bin/slurm-fair", shutil.which("true") or "/bin/true"))
+    r = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    noise = [line for line in (r.stdout + r.stderr).splitlines() if "slurm-fair.service" in line]
+    assert r.returncode == 0 and noise == [], r.stdout + r.stderr
