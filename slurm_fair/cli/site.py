@@ -23,8 +23,9 @@ from .table import render
 @handle_errors
 def rollback_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
     """Take slurm-fair off the cluster: every GPU limit it changed back to the value recorded before its first
-    change (site limits included, exact; cleared where the account had none), every SiteFactor it set back
-    to 0, the type map removed. Refuses while the daemon runs. Running it again changes nothing. Exit 1 if
+    change (site limits included, exact; cleared where the account had none) where it is still what
+    slurm-fair wrote (a value set by hand since is kept and named), every SiteFactor it set back to 0, the type
+    map removed. Refuses while the daemon runs. Running it again changes nothing. Exit 1 if
     something could not be restored (each named). --dry-run creates no file: without a database it says so
     and shows what a rollback with nothing recorded would do."""
     from ..cluster import connect
