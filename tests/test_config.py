@@ -190,6 +190,7 @@ BAD = [
     ("limits", "lend", "\"yes\""),
     ("limits", "site_limits", "\"keep\""),
     ("limits", "accounts", "[1]"),
+    ("limits", "qos_accepted", "\"cap\""),
     ("hooks", "spool", "1"),
     ("hooks", "spool", '" /var/spool "'),
     ("submit", "type_map", "3"),

@@ -204,6 +204,12 @@ class LimitsConfig:
         'limits kept); "adopt" = slurm-fair manages it and each of its own limits stays an upper bound.\n'
         "`slurm-fair rollback` restores them either way.",
     )
+    qos_accepted: tuple[str, ...] = key(
+        [], _str_list,
+        "QOS whose GPU limits the site keeps on purpose: `slurm-fair preflight` then notes them instead of\n"
+        "failing (a QOS GPU limit below a type's capacity applies before slurm-fair's account limits, so it\n"
+        "can hold a job back that its account's guarantee would start).",
+    )
 
 
 @section("hooks", "Job records from the Slurm hooks (`slurm-fair hooks install`, etc/slurm.conf.hooks).")

@@ -15,9 +15,12 @@ Checks (each a :class:`Finding`; ``problem`` fails the command, ``note`` does no
   status file's folder (``daemon.status_file``) is searchable by every user (a note: else ``slurm-fair why``
   cannot read it).
 * Privileges: root, or an sacctmgr AdminLevel of Operator (or Administrator) for the user running it.
-* What overrides slurm-fair (notes): QOS with GPU limits (Slurm applies QOS limits before association
-  limits), partitions with a QOS, accounts with GPU limits of their own (left alone or adopted,
-  ``limits.site_limits``), parent accounts of the tree (never limited).
+* What overrides slurm-fair: a QOS with a GPU limit below the capacity of its type (Slurm applies QOS limits
+  before association limits, so it can hold back a job its account's guarantee would start) is a problem, with
+  the fix (clear it, or name the QOS in ``limits.qos_accepted`` to keep it on purpose: then a note), and so is
+  a partition whose QOS has one; notes: QOS limits that cannot bind (at or above the capacity), other partition
+  QOS, accounts with GPU limits of their own (left alone or adopted, ``limits.site_limits``), parent accounts of
+  the tree (never limited).
 
 ``check`` is pure (texts and a snapshot in, findings out); ``gather`` runs the Slurm commands.
 """
@@ -87,6 +90,23 @@ def qos_gpu_limits(text: str) -> dict[str, str]:
                 gpu.append(f"{col}={','.join(e for e in value.split(',') if e.startswith('gres/gpu'))}")
         if gpu:
             out[parts[0]] = " ".join(gpu)
+    return out
+
+
+def qos_binds(limits: str, capacity: Mapping[str, int]) -> list[str]:
+    """The GPU limit entries (``gres/gpu[:type]=N``) of a QOS's limits as :func:`qos_gpu_limits` shows them that
+    are below the capacity of their type (``gres/gpu``: of all GPUs): the ones that can bind."""
+    total = sum(int(v) for v in capacity.values())
+    out = []
+    for col in limits.split():
+        _name, _, entries = col.partition("=")
+        for e in entries.split(","):
+            k, _, v = e.partition("=")
+            if not k.startswith("gres/gpu") or not v.lstrip("-").isdigit():
+                continue
+            t = k.split(":", 1)[1] if ":" in k else None
+            if int(v) >= 0 and int(v) < (total if t is None else int(capacity.get(t, 0))):
+                out.append(e)
     return out
 
 
@@ -185,10 +205,30 @@ def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Config, *, qos: Ma
                            f"{why_not}: users cannot read {cfg.status_path.name} there, so slurm-fair why cannot "
                            "explain their jobs; make the folder world-searchable (the systemd unit's "
                            "StateDirectoryMode=0755) or set daemon.status_file elsewhere"))
+    cap = snapshot.capacity()
+    accepted = set(cfg.limits.qos_accepted)
+    binding = {name: qos_binds(lim, cap) for name, lim in qos.items()}
     for name, lim in sorted(qos.items()):
-        out.append(Finding(NOTE, f"QOS {name}", f"{lim}: applied before account limits, it wins over slurm-fair"))
+        if not binding[name]:
+            out.append(Finding(NOTE, f"QOS {name}", f"{lim}: applied before account limits, at or above the "
+                               "capacity: it cannot bind"))
+        elif name in accepted:
+            out.append(Finding(NOTE, f"QOS {name}", f"{lim}: applied before account limits, it wins over "
+                               "slurm-fair (kept on purpose: limits.qos_accepted)"))
+        else:
+            clear = " ".join(col.split("=", 1)[0] + "=" + ",".join(e.split("=")[0] + "=-1" for e in
+                                                               col.split("=", 1)[1].split(","))
+                             for col in lim.split())
+            out.append(Finding(PROBLEM, f"QOS {name}", f"{lim}: applied before account limits, it can hold back "
+                               "a job its account's guarantee would start; clear it (sacctmgr modify qos "
+                               f"{name} set {clear}) or keep it on purpose "
+                               f"(limits.qos_accepted = [\"{name}\"])"))
     for part, q in sorted(partitions.items()):
-        out.append(Finding(NOTE, f"partition {part}", f"QOS {q}: its limits apply to every job there first"))
+        if binding.get(q) and q not in accepted:
+            out.append(Finding(PROBLEM, f"partition {part}", f"QOS {q} has GPU limits that bind, applied to every "
+                               "job there first (see QOS {q})".replace("{q}", q)))
+        else:
+            out.append(Finding(NOTE, f"partition {part}", f"QOS {q}: its limits apply to every job there first"))
     mode = cfg.limits.site_limits
     for a in snapshot.accounts:
         own = site.get(a.name, a.limits)

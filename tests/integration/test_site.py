@@ -151,7 +151,9 @@ def test_preflight_passes_on_the_testbed_and_names_what_is_missing(testbed, tmp_
         found = {f["what"]: f for f in out["findings"]}
         assert r.returncode == 1 and not out["ok"]
         assert found["job_submit.lua"]["level"] == "problem" and "does not exist" in found["job_submit.lua"]["detail"]
-        assert found["QOS sf_gpucap"]["level"] == "note" and "GrpTRES=gres/gpu=2" in found["QOS sf_gpucap"]["detail"]
+        # issue 29: a QOS GPU limit below the capacity binds before slurm-fair's limits: a problem, with the fix
+        assert found["QOS sf_gpucap"]["level"] == "problem" and "GrpTRES=gres/gpu=2" in found["QOS sf_gpucap"]["detail"]
+        assert "sacctmgr modify qos sf_gpucap set GrpTRES=gres/gpu=-1" in found["QOS sf_gpucap"]["detail"]
     finally:
         testbed.sacctmgr("delete", "qos", "sf_gpucap", check=False)
 
