@@ -8,7 +8,8 @@ Checks (each a :class:`Finding`; ``problem`` fails the command, ``note`` does no
   SiteFactor is ignored); with a type map configured, ``JobSubmitPlugins`` includes ``lua`` (else untyped GPU
   requests escape the per-type limits); with a hook spool configured, ``PrologSlurmctld`` and
   ``EpilogSlurmctld`` run slurm-fair's hook (else no job records; a site program there is named with the
-  ``hooks install --chain`` that keeps it; ``Prolog``/``Epilog`` likewise, as notes).
+  ``hooks install --chain`` that keeps it; ``Prolog``/``Epilog`` likewise, as notes); the SiteFactor range
+  against the sum of the site's ``PriorityWeight*`` (a note proposing the range that keeps them in play).
 * Files: the type map's folder exists and is writable by this process; ``job_submit.lua`` is next to
   ``slurm.conf`` and reads the map (it reads ``gpu_type_map.txt`` next to itself: the map is there, or a link
   there points to it — the systemd unit writes it in its state folder); the database's folder is writable; the
@@ -93,6 +94,35 @@ def qos_gpu_limits(text: str) -> dict[str, str]:
     return out
 
 
+WEIGHTS = ("PriorityWeightAge", "PriorityWeightAssoc", "PriorityWeightFairShare", "PriorityWeightJobSize",
+           "PriorityWeightPartition", "PriorityWeightQOS")
+
+
+def priority_weights(config: Mapping[str, str], cfg: Config) -> Finding:
+    """The SiteFactor range (``priority.site_factor_min`` … ``max``) against the site's priority weights: each
+    multifactor factor is at most 1, so a job's priority from them is at most the sum of the weights (TRES
+    weights included); a SiteFactor range above that sum decides the order of GPU jobs over the site's
+    fair-share, age and QOS factors. A note, with the range that keeps them in play."""
+    total = 0
+    for k in WEIGHTS:
+        v = config.get(k, "0").strip()
+        total += int(v) if v.isdigit() else 0
+    for item in config.get("PriorityWeightTRES", "").split(","):
+        _k, _, v = item.partition("=")
+        total += int(float(v)) if re.fullmatch(r"\d+(\.\d+)?", v.strip()) else 0
+    span = int(cfg.priority.site_factor_max) - int(cfg.priority.site_factor_min)
+    what = "priority.site_factor_max"
+    if total == 0:
+        return Finding(NOTE, what, "the site's priority weights are all 0: SiteFactor alone orders pending jobs")
+    if span > total:
+        return Finding(NOTE, what, f"the SiteFactor range ({span}) is {span / total:.1f}x the sum of the site's "
+                       f"priority weights ({total}): slurm-fair's order of GPU jobs decides over fair-share, age "
+                       f"and QOS; to keep them in play, set priority.site_factor_max = "
+                       f"{int(cfg.priority.site_factor_min) + total} (SiteFactor then weighs as much as all of them)")
+    return Finding(OK, what, f"the SiteFactor range ({span}) is within the sum of the site's priority weights "
+                   f"({total}): their factors stay in play")
+
+
 def qos_binds(limits: str, capacity: Mapping[str, int]) -> list[str]:
     """The GPU limit entries (``gres/gpu[:type]=N``) of a QOS's limits as :func:`qos_gpu_limits` shows them that
     are below the capacity of their type (``gres/gpu``: of all GPUs): the ones that can bind."""
@@ -150,6 +180,7 @@ def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Config, *, qos: Ma
     prio = config.get("PriorityType", "")
     need(prio == "priority/multifactor", "PriorityType", prio,
          f"is {prio or 'unset'}: SiteFactor (slurm-fair's job order) needs priority/multifactor")
+    out.append(priority_weights(config, cfg))
     if cfg.type_map_path is not None:
         plugins = config.get("JobSubmitPlugins", "")
         need("lua" in plugins.split(","), "JobSubmitPlugins", plugins,

@@ -195,3 +195,15 @@ def test_a_qos_gpu_limit_that_can_bind_is_a_problem_with_its_fix_unless_kept_on_
     kept = run(c)
     assert kept["QOS cap"].level == PF.NOTE and "kept on purpose" in kept["QOS cap"].detail
     assert kept["partition gpu"].level == PF.NOTE
+
+
+def test_the_site_factor_range_is_checked_against_the_sites_priority_weights(tmp_path):
+    """Issue 29 item 6: SiteFactor 0-100 000 by default could swamp a site's weights unchecked."""
+    weights = "PriorityWeightAge = 1000\nPriorityWeightFairShare = 10000\nPriorityWeightQOS = 10000\n" \
+              "PriorityWeightTRES = CPU=500,GRES/gpu=1500\n"
+    f = PF.priority_weights(PF.parse_config(GOOD + weights), cfg(tmp_path))
+    assert f.level == PF.NOTE and "sum of the site's priority weights (23000)" in f.detail
+    assert "set priority.site_factor_max = 23000" in f.detail
+    narrow = config.from_dict({**cfg(tmp_path).as_dict(), "priority": {"site_factor_max": 20000}})
+    assert PF.priority_weights(PF.parse_config(GOOD + weights), narrow).level == PF.OK
+    assert "all 0" in PF.priority_weights(PF.parse_config(GOOD), cfg(tmp_path)).detail
