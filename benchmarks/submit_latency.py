@@ -2,6 +2,7 @@
 """What job_submit.lua costs slurmctld per untyped GPU submission, offline with lua5.1 (issue 29 item 3).
 
 Usage: python3 benchmarks/submit_latency.py [--script PATH] [--compare PATH] [--cached N] [--cold N]
+       python3 benchmarks/submit_latency.py --testbed N [--compare PATH]   (root, a running testbed's env: see below)
 
 For 300 and 1 000 accounts x 1, 5 and 20 job classes, the daemon's own writer (daemon/publish.py) renders a
 type map of that size (one line per account with three types, rooms and blocks, its ``#@untyped`` room, one
@@ -18,12 +19,22 @@ Times are CPU milliseconds per submission (``os.clock``, user + system: the file
 lua5.1 process. ``--compare PATH`` also times another script (e.g. the one before issue 29:
 ``git show 2e57759:slurm_fair/share/job_submit.lua > /tmp/old.lua``) the same way, "cached" meaning the same
 unchanged map (that script has no cache: it parses on every submission either way; timed --cold times).
+
+``--testbed N`` measures ``sbatch`` itself on a running testbed (``eval "$(contrib/testbed/testbed.sh env)"``, as
+root, under the testbed lock; it cancels nothing but its own held jobs): the script is installed next to
+slurm.conf (tmp + mv, a newer mtime; the testbed's own script and map are put back afterwards), then N rounds of
+two held untyped ``--gres=gpu:1`` submissions as alice/acct_a, one without a map and one with the 1 000 x 20
+map (the map moved in and out between them, so both see the same load), and with ``--compare`` N/4 more with
+that script and the map. Prints the median wall milliseconds of each.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import statistics
+import time
 import subprocess
 import sys
 import tempfile
@@ -105,13 +116,85 @@ def measure(script: Path, map_path: Path, accounts: int, classes: int, cold_n: i
     return float(cold), float(cached), int(typed)
 
 
+def _install(data: bytes, dest: Path, mtime: float) -> None:
+    tmp = dest.parent / f".{dest.name}.bench.tmp"
+    tmp.write_bytes(data)
+    tmp.chmod(0o644)
+    os.utime(tmp, (mtime, mtime))
+    os.replace(tmp, dest)
+
+
+def _sbatch_ms(env: dict[str, str], jobdir: str) -> tuple[float, int]:
+    argv = ["runuser", "-u", "alice", "--", "sbatch", "--parsable", "--hold", "--account=acct_a", "--gres=gpu:1",
+            f"--chdir={jobdir}", "--output=/dev/null", "--wrap", "sleep 1"]
+    t0 = time.perf_counter()
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, cwd=jobdir)
+    ms = (time.perf_counter() - t0) * 1000
+    if r.returncode != 0:
+        raise SystemExit(f"sbatch failed: {r.stderr.strip()}")
+    return ms, int(r.stdout.strip().split(";")[0])
+
+
+def testbed(n: int, script: Path, compare: Path | None) -> None:
+    """Median sbatch wall time on the running testbed without and with the 1 000 x 20 map (module docstring)."""
+    env = dict(os.environ)
+    etc = Path(env["SLURM_CONF"]).parent
+    jobdir = env.get("TESTBED_JOBDIR") or str(Path(env["SLURM_FAIR_TESTBED"]) / "jobs")
+    dest, map_path, aside = etc / "job_submit.lua", etc / "gpu_type_map.txt", etc / ".gpu_type_map.bench"
+    before, before_mtime = dest.read_bytes(), dest.stat().st_mtime
+    before_map = map_path.read_bytes() if map_path.is_file() else None
+    jobs: list[int] = []
+    stamp = max(time.time(), before_mtime) + 1
+    try:
+        _install(script.read_bytes(), dest, stamp)
+        text = build_map(1000, 20).replace("#@expires 4000000000", f"#@expires {int(time.time()) + 3600}")
+        _install(text.encode(), aside, time.time())
+        none_ms, with_ms = [], []
+        for _ in range(n):
+            ms, jid = _sbatch_ms(env, jobdir)  # no map
+            none_ms.append(ms)
+            jobs.append(jid)
+            os.replace(aside, map_path)
+            ms, jid = _sbatch_ms(env, jobdir)  # the map (parsed once, then cached)
+            with_ms.append(ms)
+            jobs.append(jid)
+            os.replace(map_path, aside)
+        rows = [("no map", none_ms), ("1000 x 20 map", with_ms)]
+        if compare is not None:
+            stamp += 1
+            _install(compare.read_bytes(), dest, stamp)
+            os.replace(aside, map_path)
+            old_ms = []
+            for _ in range(max(1, n // 4)):
+                ms, jid = _sbatch_ms(env, jobdir)
+                old_ms.append(ms)
+                jobs.append(jid)
+            rows.append((f"1000 x 20 map, {compare.name}", old_ms))
+        for name, values in rows:
+            print(f"{name:>40}: median {statistics.median(values):8.2f} ms over {len(values)} sbatch "
+                  f"(min {min(values):.2f}, max {max(values):.2f})")
+    finally:
+        for jid in jobs:
+            subprocess.run(["scancel", str(jid)], env=env, capture_output=True, timeout=60)
+        aside.unlink(missing_ok=True)
+        if before_map is None:
+            map_path.unlink(missing_ok=True)
+        else:
+            _install(before_map, map_path, time.time())
+        _install(before, dest, max(time.time(), stamp) + 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--script", default=str(REPO / "etc" / "job_submit.lua"))
     ap.add_argument("--compare", help="another job_submit.lua to time the same way (e.g. an older version)")
     ap.add_argument("--cached", type=int, default=5000, help="submissions timed with an unchanged map")
     ap.add_argument("--cold", type=int, default=20, help="submissions timed with the map parsed each time")
+    ap.add_argument("--testbed", type=int, metavar="N", help="median sbatch latency on the running testbed, N rounds")
     args = ap.parse_args()
+    if args.testbed:
+        testbed(args.testbed, Path(args.script), Path(args.compare) if args.compare else None)
+        return
     if shutil.which("lua5.1") is None:
         raise SystemExit("lua5.1 not installed (apt-get install lua5.1)")
     scripts = [("this", Path(args.script))] + ([("compare", Path(args.compare))] if args.compare else [])
