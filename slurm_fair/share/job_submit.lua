@@ -762,19 +762,24 @@ end
 
 -- slurm_job_submit: the decision under pcall. An error (a bug here) is logged and the job passes as it was
 -- submitted: the fields the decision may edit are put back first.
+local EDITED = { "comment" }
+for _, name in ipairs(SF.FIELDS) do
+	EDITED[#EDITED + 1] = name
+end
+
 function SF.job_submit(job_desc, part_list, submit_uid)
 	local saved = {}
-	for _, name in ipairs(SF.FIELDS) do
+	for _, name in ipairs(EDITED) do
 		saved[name] = job_desc[name]
 	end
-	saved.comment = job_desc.comment
 	local ok, rc = pcall(SF.submit, job_desc, part_list, submit_uid)
 	if ok and rc == slurm.SUCCESS then
 		return rc
 	end
-	for name, v in pairs(saved) do
-		if job_desc[name] ~= v then
-			pcall(function() job_desc[name] = v end)
+	for _, name in ipairs(EDITED) do
+		local v = saved[name]
+		if job_desc[name] ~= v and not pcall(function() job_desc[name] = v end) and v == nil then
+			pcall(function() job_desc[name] = "" end) -- slurmctld's job_desc takes no nil: "" clears a field
 		end
 	end
 	pcall(slurm.log_error, "job_submit.lua: internal error: %s; the job passes unchanged", tostring(rc))

@@ -82,6 +82,16 @@ case("fails open: a Lua error after the fields were edited puts them back", func
 	has(slurm.err, "injected bug", "ctld log")
 end)
 
+case("fails open: a Lua error after the comment was set clears it again (it had none)", function()
+	load("* v100\n")
+	slurm.log_user = function() error("injected bug") end -- after the edits: the note to the user
+	local job = { account = "acct_a", tres_per_node = "gres:gpu:1" }
+	eq(submit(job), slurm.SUCCESS, "rc")
+	eq(job.tres_per_node, "gres:gpu:1", "restored")
+	eq(job.comment, nil, "comment cleared")
+	has(slurm.err, "injected bug", "ctld log")
+end)
+
 case("fails open: an error in the logging itself", function()
 	load("* v100\n")
 	slurm_fair_submit.choose = function() error("injected bug") end
