@@ -226,7 +226,8 @@ class SubmitConfig:
     max_age: float = key(
         0, _nonneg,
         "Seconds a published map stays valid (its #@expires line): past it job_submit.lua ignores the map\n"
-        "(the daemon stopped publishing) and leaves untyped requests as they are. 0 = 3 x daemon.period.",
+        "(the daemon stopped publishing) and leaves untyped requests as they are. 0 = 3 x daemon.period, at\n"
+        "least 60.",
     )
 
 

@@ -35,7 +35,7 @@ Rules:
 * The identity line comes first: job_submit.lua keeps the parsed map in its Lua state keyed by that line and
   the file's size, so an untyped submission reads one line of the file and parses it only once per publication.
 * ``#@expires EPOCH``: the publication time plus ``submit.max_age`` (:func:`max_age`: 0 = 3 x
-  ``daemon.period``); past it the script ignores the map (the daemon stopped publishing: a dead daemon's rooms
+  ``daemon.period``, at least 60 s); past it the script ignores the map (the daemon stopped publishing: a dead daemon's rooms
   must not keep typing jobs) and leaves untyped requests as they are. A comment to older scripts.
 * A map always says what happens to an account without a line: a ``*`` line, or — only when no ``*`` line can
   be written because the targets name no GPU type the script accepts (no GPU node in the managed partitions)
@@ -81,8 +81,9 @@ def _valid_type(g: str) -> bool:
 
 
 def max_age(cfg: Any) -> float:
-    """Seconds a published map stays valid: ``submit.max_age``, or 3 x ``daemon.period`` when it is 0."""
-    return float(cfg.submit.max_age) or 3.0 * float(cfg.daemon.period)
+    """Seconds a published map stays valid: ``submit.max_age``, or when it is 0 three rounds (3 x
+    ``daemon.period``) and at least a minute (a one-shot round of a short test period is not stale at once)."""
+    return float(cfg.submit.max_age) or max(3.0 * float(cfg.daemon.period), 60.0)
 
 
 NO_DEFAULT = ("# no '*' line: the targets name no GPU type (no GPU node in the managed partitions?): "

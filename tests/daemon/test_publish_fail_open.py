@@ -110,6 +110,7 @@ def test_identity_first_and_expires_written(tmp_path):
 def test_max_age_defaults_to_three_periods():
     assert publish.max_age(config.from_dict({})) == 900.0
     assert publish.max_age(config.from_dict({"daemon": {"period": 60}})) == 180.0
+    assert publish.max_age(config.from_dict({"daemon": {"period": 3}})) == 60.0  # at least a minute
     assert publish.max_age(config.from_dict({"daemon": {"period": 60}, "submit": {"max_age": 45}})) == 45.0
 
 
