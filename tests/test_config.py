@@ -195,6 +195,7 @@ BAD = [
     ("hooks", "spool", '" /var/spool "'),
     ("submit", "type_map", "3"),
     ("submit", "type_map", '"  "'),
+    ("submit", "max_age", "-1"),
     ("preemption", "enabled", '"yes"'),
     ("preemption", "grace", "-1"),
     ("preemption", "grace", '"120"'),

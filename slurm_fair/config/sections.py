@@ -229,6 +229,12 @@ class SubmitConfig:
         'Type map published each round for job_submit.lua (`gpu_type_map.txt` next to the script);\n'
         '"" = do not publish. A relative path is relative to this file\'s folder.',
     )
+    max_age: float = key(
+        0, _nonneg,
+        "Seconds a published map stays valid (its #@expires line): past it job_submit.lua ignores the map\n"
+        "(the daemon stopped publishing) and leaves untyped requests as they are. 0 = 3 x daemon.period, at\n"
+        "least 60.",
+    )
 
 
 @section("preemption", "Preemption: over-share running jobs get a checkpoint signal, then a requeue after the grace.")

@@ -15,6 +15,12 @@ Checks (each a :class:`Finding`; ``problem`` fails the command, ``note`` does no
   there points to it — the systemd unit writes it in its state folder); the database's folder is writable; the
   status file's folder (``daemon.status_file``) is searchable by every user (a note: else ``slurm-fair why``
   cannot read it).
+* Names in the configuration (:func:`named_in_config`, pure): every partition of ``cluster.partitions`` has GPU
+  nodes in Slurm (a typo managed nothing and published a map of only its header), every account of
+  ``limits.accounts``, ``tenants.map`` and the ``account:``/``partition:`` rules of ``preemption.checkpointing``
+  exists; a problem names the key and the value. GPU types: the configuration names none itself; the types a
+  site's ``profiling.nvml_map`` maps devices to that no node has are a note (a shared map may list devices the
+  cluster lacks).
 * Privileges: root, or an sacctmgr AdminLevel of Operator (or Administrator) for the user running it.
 * What overrides slurm-fair: a QOS with a GPU limit below the capacity of its type (Slurm applies QOS limits
   before association limits, so it can hold back a job its account's guarantee would start) is a problem, with
@@ -38,6 +44,8 @@ from typing import Any, Mapping
 from ..config import Config
 from ..cluster.base import Snapshot
 from ..cluster.parse import grptres_limits
+from ..errors import InputError
+from ..profiling import shipped as shipped_profiles
 from . import plan as P
 from . import public
 
@@ -161,10 +169,53 @@ def runs_slurm_fair_hook(value: str) -> bool:
                for p in paths)
 
 
+def named_in_config(cfg: Config, snapshot: Snapshot, nvml: Mapping[str, str] | None = None) -> list[Finding]:
+    """Partitions, accounts and GPU types the configuration names that Slurm does not have (module docstring).
+    ``nvml``: a site's ``profiling.nvml_map`` (device -> GPU type; None: the shipped one, not checked). Pure."""
+    out: list[Finding] = []
+    parts = sorted(snapshot.partitions)
+    accounts = {a.name for a in snapshot.accounts}
+    types = set(snapshot.gpu_types())
+
+    def missing(key: str, kind: str, names: Any, known: Any, where: str) -> None:
+        bad = [n for n in dict.fromkeys(names) if n not in known]
+        for n in bad:
+            out.append(Finding(PROBLEM, key, f"{kind} {n!r} {where}"))
+        if names and not bad:
+            out.append(Finding(OK, key, ", ".join(dict.fromkeys(names))))
+
+    shown = ", ".join(parts) or "none"
+    missing("cluster.partitions", "partition", cfg.cluster.partitions, parts,
+            "has no GPU node in Slurm (no such partition, or no GPU node in it; partitions with GPU nodes: "
+            f"{shown})")
+    missing("limits.accounts", "account", cfg.limits.accounts, accounts,
+            "does not exist in Slurm's accounting (sacctmgr show account)")
+    missing("tenants.map", "account", list(cfg.tenants.map), accounts,
+            "does not exist in Slurm's accounting (sacctmgr show account)")
+    rules = [r.partition(":") for r in cfg.preemption.checkpointing]
+    missing("preemption.checkpointing", "account", [n for k, _, n in rules if k == "account"], accounts,
+            "does not exist in Slurm's accounting (sacctmgr show account)")
+    missing("preemption.checkpointing", "partition", [n for k, _, n in rules if k == "partition"], parts,
+            f"has no GPU node in Slurm (partitions with GPU nodes: {shown})")
+    if nvml is not None:
+        absent = sorted({g for g in nvml.values() if g not in types})
+        if absent:
+            out.append(Finding(NOTE, "profiling.nvml_map", f"maps devices to GPU type(s) no node has: "
+                               f"{', '.join(absent)} (Slurm's types: {', '.join(sorted(types)) or 'none'})"))
+    return out
+
+
 def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Config, *, qos: Mapping[str, str],
           partitions: Mapping[str, str], slurm_conf: str | None, site: Mapping[str, Mapping[str, int]]) -> list[Finding]:
     """Every finding (module docstring)."""
     out: list[Finding] = []
+    nvml = None
+    if cfg.nvml_map_path is not None:
+        try:
+            nvml = shipped_profiles.nvml_map(str(cfg.nvml_map_path))
+        except InputError as e:
+            out.append(Finding(PROBLEM, "profiling.nvml_map", str(e)))
+    out.extend(named_in_config(cfg, snapshot, nvml))
 
     def need(ok: bool, what: str, good: str, bad: str) -> None:
         out.append(Finding(OK if ok else PROBLEM, what, good if ok else bad))
