@@ -7,10 +7,9 @@ local H = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/harness.lua")
 local read, write, case, eq, has = H.read, H.write, H.case, H.eq, H.has
 local SOURCE = read(SCRIPT)
 
+-- load the script from a fresh folder as slurmctld does; map_text nil = no map file
 local function load(map_text)
-	local dir = H.prepare(SOURCE, map_text)
-	assert(H.load_top(dir .. "/job_submit.lua") == slurm.SUCCESS, "top level returns slurm.SUCCESS")
-	return dir
+	return H.load(SOURCE, map_text)
 end
 
 local function submit(job)

@@ -12,10 +12,9 @@ local SOURCE = read(SCRIPT)
 local NO_VAL = 4294967294
 
 -- the top-level script (as slurmctld loads it) from a fresh folder with this map
+-- load the script from a fresh folder as slurmctld does; map_text nil = no map file
 local function load(map_text)
-	local dir = H.prepare(SOURCE, map_text)
-	assert(H.load_top(dir .. "/job_submit.lua") == slurm.SUCCESS, "top level returns slurm.SUCCESS")
-	return dir
+	return H.load(SOURCE, map_text)
 end
 
 -- part_list as Slurm passes it: partition name -> a record whose fields are read through a metatable
