@@ -16,8 +16,14 @@ The rule (first match wins; ``""`` = the job could start once GPUs and limits al
   ``ReqNodeNotAvail`` for a job submitted into a reservation (``resv_name``) — its reserved nodes cannot serve
   it now.
 
-Anything else (``Priority``, ``Resources``, ``AssocGrpGRES``, ``QOSGrpGRES``, ``ReqNodeNotAvail`` outside a
-reservation …) is demand.
+* :data:`CANNOT_START` — any other reason outside the allow-list of what GPUs or slurm-fair could change (issue
+  30): ``None`` / empty (not yet evaluated), ``Priority``, ``Resources``, and slurm-fair's own limits
+  (``AssocGrpGRES``, ``AssocGrpTRES``). ``PartitionTimeLimit``, ``QOSMaxWallDurationPerJobLimit``,
+  ``AssocMaxGRESPerJob``, ``JobArrayTaskLimit``, ``BadConstraints``, a QOS's or a down partition's or node's
+  reason …: free GPUs would not start such a job (four 2-GPU jobs over their QOS's MaxWall once held six V100s
+  idle for everyone on the testbed).
+
+Only the allow-list is demand.
 """
 
 from __future__ import annotations
@@ -26,7 +32,10 @@ HELD = "held"
 DEPENDENCY = "dependency"
 BEGIN_TIME = "begin-time"
 RESERVATION = "reservation"
-KINDS = (HELD, DEPENDENCY, BEGIN_TIME, RESERVATION)
+CANNOT_START = "cannot-start"
+KINDS = (HELD, DEPENDENCY, BEGIN_TIME, RESERVATION, CANNOT_START)
+# the pending reasons of a job free GPUs (or slurm-fair's own limits) would start: everything else is not demand
+DEMAND_REASONS = ("", "None", "Priority", "Resources", "AssocGrpGRES", "AssocGrpTRES")
 
 _HELD_REASONS = ("JobHeldUser", "JobHeldAdmin", "JobHeld")
 _DEPENDENCY_REASONS = ("Dependency", "DependencyNeverSatisfied")
@@ -44,7 +53,9 @@ def by_reason(reason: str) -> str:
         return BEGIN_TIME
     if r in _RESERVATION_REASONS:
         return RESERVATION
-    return ""
+    if r.startswith("ReqNodeNotAvail"):
+        return ""  # decided with the job's reservation (blocked_reason); else below
+    return "" if r in DEMAND_REASONS else CANNOT_START
 
 
 def blocked_reason(*, state: str, reason: str, priority: int | None = None, hold: bool = False,
@@ -67,6 +78,8 @@ def blocked_reason(*, state: str, reason: str, priority: int | None = None, hold
         return BEGIN_TIME
     if reservation and r.startswith("ReqNodeNotAvail"):
         return RESERVATION
+    if r.startswith("ReqNodeNotAvail"):
+        return CANNOT_START  # the nodes it asks for are down, drained or reserved: free GPUs would not start it
     return ""
 
 
@@ -77,6 +90,8 @@ def describe(kind: str, reason: str = "") -> str:
         DEPENDENCY: "it waits on a dependency",
         BEGIN_TIME: "its begin time has not come",
         RESERVATION: "its reservation cannot serve it now",
+        CANNOT_START: "Slurm would not start it on free GPUs (a partition, QOS or job limit, a constraint, nodes "
+                      "it asks for)",
     }.get(kind, kind)
     tail = f" (Slurm reason {reason})" if reason else ""
     return (f"not counted as demand: {what}{tail} — no share, no claim, no SiteFactor and no preemption is made "

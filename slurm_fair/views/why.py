@@ -446,6 +446,9 @@ def _explain_job(job: Job | None, status: PublicStatus | None, now: float, *, jo
     else:
         verdict, summary = "other", (f"Slurm holds it back for a reason slurm-fair does not set ({facts.reason}); "
                                      "see the Slurm documentation of job reason codes")
+    if verdict in ("qos", "other") and blocked_kind(job) == "cannot-start":  # issue 30: only what could start
+        details = ["it is not counted as demand: free GPUs would not start it, so slurm-fair gives its account no "
+                   "share, claim, SiteFactor or preemption for it"] + list(details)
     if verdict not in ("unknown", "finished", "not-gpu"):
         details = _type_choice(job, status) + details
     return Explanation(job.job_id, verdict, summary, tuple(details), tuple(changes), tuple(notes), facts,

@@ -24,7 +24,8 @@ from slurm_fair import config
 from slurm_fair.cluster import parse
 from slurm_fair.cluster import pyslurm_backend as pb
 from slurm_fair.cluster.base import Account, Job, Node, Snapshot
-from slurm_fair.cluster.blocked import BEGIN_TIME, DEPENDENCY, HELD, RESERVATION, blocked_reason, by_reason
+from slurm_fair.cluster.blocked import (BEGIN_TIME, CANNOT_START, DEPENDENCY, HELD, RESERVATION, blocked_reason,
+                                       by_reason)
 from slurm_fair.daemon import plan as P
 from slurm_fair.daemon import preempt as PR
 from slurm_fair.policies import get as get_policy
@@ -60,12 +61,20 @@ def _jobs(doc, now=None) -> dict[int, Job]:
     ({"reason": "Reservation", "reservation": "maint"}, RESERVATION),
     ({"reason": "ReservationDeleted"}, RESERVATION),
     ({"reason": "ReqNodeNotAvail, Reserved for maintenance", "reservation": "r1"}, RESERVATION),
+    # issue 30: only an allow-list is demand; free GPUs would not start these
+    ({"reason": "ReqNodeNotAvail"}, CANNOT_START),  # the nodes it asks for are down or drained
+    ({"reason": "QOSGrpGRES"}, CANNOT_START),  # its QOS binds before any account limit
+    *[({"reason": r}, CANNOT_START) for r in (
+        "PartitionTimeLimit", "PartitionNodeLimit", "QOSMaxWallDurationPerJobLimit",
+        "AssocMaxWallDurationPerJobLimit", "AssocMaxGRESPerJob", "QOSMaxGRESPerUser", "JobArrayTaskLimit",
+        "BadConstraints", "PartitionDown")],
     # demand
-    ({"reason": "ReqNodeNotAvail"}, ""),  # no reservation: its nodes are down, not slurm-fair's business
+    ({"reason": "None"}, ""),
+    ({"reason": "", "priority": 5}, ""),
     ({"reason": "Priority", "priority": 1}, ""),
     ({"reason": "Resources", "dependency": "afterok:1(fulfilled)"}, ""),  # hypothetical satisfied string
     ({"reason": "AssocGrpGRES", "eligible_time": 900, "now": 1000}, ""),  # eligible since 900
-    ({"reason": "QOSGrpGRES"}, ""),
+    ({"reason": "AssocGrpTRES"}, ""),
     ({"reason": "Priority", "eligible_time": 2000}, ""),  # no "now" given: only the reason counts
 ])
 def test_rule(kw, want):
@@ -101,8 +110,9 @@ def test_22_05_begin_time_also_from_eligible_time_alone():
     assert parse.parse_job(rec, now=rec["eligible_time"] + 1).blocked == ""  # its time came
 
 
-@pytest.mark.parametrize("release, held, demand", [("22.05", {10, 11}, {5, 9}), ("24.11", {14, 15}, {9, 13})])
-def test_shared_captures_held_in_both_layouts(release, held, demand):
+@pytest.mark.parametrize("release, held, demand, qos_bound",
+                         [("22.05", {10, 11}, {5}, 9), ("24.11", {14, 15}, {9}, 13)])
+def test_shared_captures_held_in_both_layouts(release, held, demand, qos_bound):
     path = SHARED / release / "squeue.json"
     if not path.exists():
         pytest.skip(f"{path} not here (the shared data folder is not next to this checkout)")
@@ -110,6 +120,8 @@ def test_shared_captures_held_in_both_layouts(release, held, demand):
     jobs = _jobs(doc)
     assert {jid for jid, j in jobs.items() if j.blocked == HELD} == held
     assert {jid for jid, j in jobs.items() if j.pending and P.startable(j)} == demand
+    # its QOS's GrpTRES binds before any account limit: free GPUs would not start it (issue 30's allow-list)
+    assert jobs[qos_bound].reason == "QOSGrpGRES" and jobs[qos_bound].blocked == CANNOT_START
     assert all(j.batch and j.requeue for j in jobs.values())
     if release == "24.11":
         # 24.11 also says so with its hold flag and a {set, infinite, number} priority of 0: either alone suffices
@@ -206,7 +218,7 @@ def test_rule_is_total_and_only_for_pending_jobs(state, reason, priority, hold, 
                                                  now):
     kind = blocked_reason(state=state, reason=reason, priority=priority, hold=hold, dependency=dependency,
                           eligible_time=eligible, reservation=reservation, now=now)
-    assert kind in ("", HELD, DEPENDENCY, BEGIN_TIME, RESERVATION)
+    assert kind in ("", HELD, DEPENDENCY, BEGIN_TIME, RESERVATION, CANNOT_START)
     assert state == "PENDING" or kind == ""
     if state == "PENDING" and (hold or priority == 0):
         assert kind != ""
@@ -233,3 +245,17 @@ def test_a_requeued_job_waiting_on_its_requeue_begin_time_stays_demand():
     d = _decide([requeued, fresh, job(3, "acct_b", 1, None)], config.from_dict({}))
     assert d.demand[("acct_a", "j")].pending_gpus == 2
     assert d.not_demand == {"acct_a": {BEGIN_TIME: 1}}
+
+
+def test_jobs_slurm_would_not_start_on_free_gpus_are_not_demand():
+    """Issue 30 item 1: four 2-GPU V100 jobs over their QOS's MaxWall (Slurm reason
+    QOSMaxWallDurationPerJobLimit: they can never start) got their account a guarantee of 6 V100 and set every
+    other account's V100 limit to 0. Now they are not demand: no share, no claim, named in not_demand."""
+    stuck = [job(30 + i, "acct_c", 2, "v100", reason="QOSMaxWallDurationPerJobLimit", blocked=CANNOT_START)
+             for i in range(4)]
+    busy = [job(10 + i, "acct_a", 1, "v100", state="RUNNING", submit=i) for i in range(2)]
+    d = _decide(busy + stuck, config.from_dict({}))
+    assert ("acct_c", "j") not in d.demand
+    assert sum(d.plan.real.get("acct_c", {}).values()) == 0 and not any(d.plan.claims.get("acct_c", {}).values())
+    assert d.not_demand == {"acct_c": {CANNOT_START: 8}}
+    assert all(j not in d.factors for j in range(30, 34))  # no SiteFactor band either

@@ -80,3 +80,36 @@ def test_held_flood_dependency_and_begin_time_are_not_demand(testbed, tmp_path):
     assert sum(d2["ideal"]["acct_a"].values()) > 0 and sum(d2["real"]["acct_a"].values()) > 0
     assert d2["not_demand"] == {"acct_c": {"begin-time": 1, "dependency": 1}}  # still blocked
     assert d2["site_factors_set"] == 4 + 6
+
+
+def test_jobs_over_their_qos_max_wall_are_not_demand(testbed, tmp_path):
+    """Issue 30 item 1, on the testbed: four 2-GPU V100 jobs of acct_c under a QOS whose MaxWall they exceed
+    (reason QOSMaxWallDurationPerJobLimit: they can never start) got acct_c a guarantee of 6 V100 and set every
+    other account's V100 limit to 0. Only jobs that free GPUs would start are demand now."""
+    cfg = _config(testbed, tmp_path)
+    testbed.sacctmgr("add", "qos", "sf_short", "MaxWall=00:01:00", check=False)
+    testbed.sacctmgr("modify", "account", "where", "name=acct_c", "set", "qos+=sf_short")
+    try:
+        b_jobs = [testbed.sbatch("acct_b", gpu_type=t, name="runnable") for t, n in CAPACITY.items() for _ in range(n)]
+        testbed.wait_for(lambda: sum(testbed.job_state(j)[0] == "RUNNING" for j in b_jobs) == 16, 60,
+                         what="acct_b's jobs on all 16 GPUs")
+        more_b = [testbed.sbatch("acct_b", gpu_type="v100", name="runnable-waits") for _ in range(2)]
+        stuck = [testbed.sbatch("acct_c", gpus=2, gpu_type="v100", name="too-long",
+                                extra=["--qos=sf_short", "--time=10"]) for _ in range(4)]
+        testbed.wait_for(lambda: all(testbed.job_state(j)[1] == "QOSMaxWallDurationPerJobLimit" for j in stuck), 30,
+                         what="Slurm's reason QOSMaxWallDurationPerJobLimit")
+        d = _round(testbed, cfg, tmp_path)
+        assert d["not_demand"] == {"acct_c": {"cannot-start": 8}}
+        assert d["demand"].get("acct_c", 0) == 0 and sum(d["real"].get("acct_c", {}).values()) == 0
+        assert sum(d["claims"].get("acct_c", {}).values()) == 0
+        assert d["real"]["acct_b"] == CAPACITY  # the whole cluster stays acct_b's guarantee
+        assert all(j not in (d.get("untyped_targets") or {}) for j in stuck)
+        assert d["preemption"]["signalled"] == []
+        assert "v100" not in (d["limits"].get("acct_b") or {}) or d["limits"]["acct_b"]["v100"] >= 6
+        why = _sf(testbed, cfg, "why", str(stuck[0]))
+        assert "not counted as demand" in why and "QOSMaxWallDurationPerJobLimit" in why
+        assert more_b
+    finally:
+        testbed.cancel_all()
+        testbed.sacctmgr("modify", "account", "where", "name=acct_c", "set", "qos-=sf_short", check=False)
+        testbed.sacctmgr("delete", "qos", "sf_short", check=False)

@@ -1,7 +1,10 @@
 """Demand is what could start. Pure.
 
 A pending job that cannot start now whatever slurm-fair does — held (``--hold``, ``scontrol hold``), waiting on a
-dependency, not before its begin time, in a reservation it cannot use now — is **not demand**: it gets no share
+dependency, not before its begin time, in a reservation it cannot use now, or held back for any reason outside the
+allow-list of what free GPUs or slurm-fair's limits decide (``Priority``, ``Resources``, ``AssocGrpGRES`` …: a
+partition's time limit, a QOS's MaxWall or GPU limit, a job array's task limit, bad constraints; issue 30) — is
+**not demand**: it gets no share
 in the policy's problem, claims no GPUs, earns no SiteFactor band for its account and triggers no preemption.
 Counting it would hand GPUs to work that never starts (a held flood took 2 of 16 GPUs on the testbed) and, with
 preemption on, requeue other accounts' running jobs for nothing. The job counts again from the first round after
