@@ -407,9 +407,11 @@ def write_record(spool: str, rec: dict) -> str:
     """Write ``rec`` atomically (temp file + fsync + rename) into ``spool``; returns the path."""
     os.makedirs(spool, mode=0o755, exist_ok=True)
     final = os.path.join(spool, record_name(rec))
-    tmp = os.path.join(spool, f".{record_name(rec)}.{os.getpid()}.tmp")
+    # a random name, created new (O_EXCL) and never through a link (O_NOFOLLOW): a symlink planted in the spool
+    # under a guessable name is not followed (issue 30 item 8)
+    tmp = os.path.join(spool, f".{record_name(rec)}.{os.getpid()}.{os.urandom(8).hex()}.tmp")
     data = (to_json(rec) + "\n").encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
         os.write(fd, data)
         os.fsync(fd)

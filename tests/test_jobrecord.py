@@ -486,3 +486,23 @@ def test_the_spool_for_two_users_is_slurmusers_with_the_daemons_group_2770(tmp_p
     plain = tmp_path / "plain"
     hookinstall.install(str(tmp_path / "h"), str(plain))
     assert stat.S_IMODE(plain.stat().st_mode) == 0o755  # one user runs hooks and daemon: as before
+
+
+def test_the_temporary_record_file_never_follows_a_planted_link(tmp_path, monkeypatch):
+    """Issue 30 item 8: the temporary file was ``.<record>.<pid>.tmp`` opened with O_TRUNC: a symlink planted
+    there under that name was followed. Now its name is random and it is created new, never through a link."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    rec = {"job_id": 7, "restart_count": 0, "event": "start", "context": "prolog_slurmctld"}
+    name = jobrecord.record_name(rec)
+    (spool / f".{name}.{os.getpid()}.tmp").symlink_to(victim)  # the old, guessable name
+    monkeypatch.setattr(os, "urandom", lambda n: b"\x00" * n)
+    (spool / f".{name}.{os.getpid()}.{'00' * 8}.tmp").symlink_to(victim)  # even the exact new name
+    with pytest.raises(OSError):
+        jobrecord.write_record(str(spool), rec)
+    assert victim.read_text() == "keep me\n"
+    monkeypatch.undo()
+    path = jobrecord.write_record(str(spool), rec)
+    assert json.loads(Path(path).read_text())["job_id"] == 7 and victim.read_text() == "keep me\n"
