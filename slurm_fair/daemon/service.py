@@ -7,7 +7,10 @@
   the lease up.
 * ``daemon.only_on_primary``: before every round, ``scontrol ping`` (``cluster/ping.py``); unless this host is
   the slurmctld that serves (the first one UP), the round is skipped: one ``standby`` log line (when the reason
-  changes), nothing written to Slurm or the database, the lease given up, no type map or status refresh.
+  changes), nothing written to Slurm, no type map or status refresh, the lease given up, the database closed
+  and the flock dropped (both may be on storage the other controller shares); they are taken again, and
+  metrics served, from the first round this host serves. A daemon standing by asks again every 30 s
+  (``STANDBY_POLL``, or every period if shorter); one that serves asks before each round.
 * A round every ``daemon.period`` seconds; one log line per round on stderr (status, policy, accounts,
   changes, seconds).
 * SIGTERM/SIGINT: the current round finishes, then the daemon exits 0. SIGHUP: the config file is read again
@@ -58,6 +61,7 @@ from .metrics import Exporter
 from .round import RoundResult, cause, run_round
 
 MIN_POLL = 5.0
+STANDBY_POLL = 30.0  # a daemon standing by asks scontrol ping again this often (or every period, if shorter)
 
 
 class AlreadyRunning(SlurmFairError):
@@ -84,6 +88,43 @@ def lock(db_path: Path) -> Any:
     f.write(f"{os.getpid()}\n")
     f.flush()
     return f
+
+
+class _Seat:
+    """What a daemon holds while it may run rounds: the local flock and the open database. A daemon that stands
+    by (``daemon.only_on_primary``) holds neither, so that the other controller's daemon can take both (the
+    database and its lock file may be on storage both hosts share, docs/daemon.md "High availability")."""
+
+    def __init__(self, db_path: Path):
+        self.db_path = db_path
+        self.lockf: Any = None
+        self.store: Store | None = None
+
+    def take(self) -> Store:
+        if self.store is None:
+            self.lockf = lock(self.db_path)
+            try:
+                self.store = Store(self.db_path)
+            except BaseException:
+                self.lockf.close()
+                self.lockf = None
+                raise
+        return self.store
+
+    def leave(self, me: lease_mod.Me | None) -> bool:
+        """Close the database and drop the flock; with ``me``, first give its lease up. True if given up."""
+        given = False
+        try:
+            if self.store is not None and me is not None:
+                given = lease_mod.release(self.store, me, time.time())
+        finally:
+            if self.store is not None:
+                self.store.close()
+                self.store = None
+            if self.lockf is not None:
+                self.lockf.close()
+                self.lockf = None
+        return given
 
 
 def _reloaded(cfg: Config, cfg_path: str | None) -> Config:
@@ -213,13 +254,8 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
     """Run the daemon; returns the exit status. Raises LeaseHeld (exit 1) when another host's daemon holds
     the database's lease."""
     cfg = config_mod.load(cfg_path)
-    lockf = lock(cfg.database_path)
-    try:
-        store = Store(cfg.database_path)
-    except BaseException:
-        lockf.close()
-        raise
     me = lease_mod.whoami(cfg.daemon.host_id)
+    seat = _Seat(cfg.database_path)
     state = {"stop": False, "reload": False}
     last_standby: str | None = None
 
@@ -237,16 +273,21 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
     cluster = None
     last_demand: dict[str, int] = {}
     triggered: set[int] = set()
-    exporter = None if once else start_metrics(cfg, store)
+    exporter: Exporter | None = None
     try:
         while True:
             why = standby(cfg, me.host)
+            if why is None:
+                opened = seat.store is None
+                store = seat.take()  # AlreadyRunning, StoreError: exit 1, as when the daemon starts
+                if opened and exporter is None and not once:
+                    exporter = start_metrics(cfg, store)
             try:
                 if why is not None:
-                    if lease_mod.release(store, me, time.time()):
+                    if seat.leave(me):
                         log(f"lease given up (host {me.host})")
                     if why != last_standby:
-                        log(f"standby: {why}; no round here (nothing written to Slurm)")
+                        log(f"standby: {why}; no round here (nothing written to Slurm; database and lock left alone)")
                 else:
                     held, how = lease_mod.acquire(store, me, time.time(),
                                                   lease_mod.LEASE_PERIODS * float(cfg.daemon.period))
@@ -261,7 +302,7 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
             if why is not None:
                 if once or state["stop"]:
                     break
-                _sleep_until(time.monotonic() + float(cfg.daemon.period), state)
+                _sleep_until(time.monotonic() + min(float(cfg.daemon.period), STANDBY_POLL), state)
                 if state["reload"]:
                     state["reload"] = False
                     cfg = _reloaded(cfg, cfg_path)
@@ -335,12 +376,9 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
         log("stopping")
         if exporter is not None:
             exporter.close()
-        if state["stop"]:  # a clean stop: the other host may take over at once
-            try:
-                if lease_mod.release(store, me, time.time()):
-                    log("lease given up")
-            except Exception as e:  # noqa: BLE001 - it expires on its own
-                log(f"giving the lease up failed (it expires on its own): {cause(e)}")
-        store.close()
-        lockf.close()
+        try:  # a clean stop gives the lease up: the other host may take over at once
+            if seat.leave(me if state["stop"] else None):
+                log("lease given up")
+        except Exception as e:  # noqa: BLE001 - it expires on its own
+            log(f"giving the lease up failed (it expires on its own): {cause(e)}")
     return 0

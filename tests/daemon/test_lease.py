@@ -120,9 +120,10 @@ def test_check_free_for_rollback(tmp_path):
 
 
 def _cfg(tmp_path: Path, host: str, **daemon: object) -> str:
-    extra = "".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}\n" for k, v in daemon.items())
     p = tmp_path / f"{host}.toml"
-    p.write_text(f'[daemon]\nperiod = 60\ndatabase = "sf.sqlite"\nhost_id = "{host}"\n{extra}'
+    daemon.setdefault("period", 60)
+    extra = "".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}\n" for k, v in daemon.items())
+    p.write_text(f'[daemon]\ndatabase = "sf.sqlite"\nhost_id = "{host}"\n{extra}'
                  '[metrics]\nlisten = ""\n')
     return str(p)
 
@@ -145,7 +146,7 @@ def test_serve_once_takes_the_lease_and_another_host_is_refused(tmp_path):
         assert st.lease() == held
 
 
-def test_standby_runs_no_round_and_gives_the_lease_up(tmp_path):
+def test_standby_runs_no_round_and_leaves_the_database_alone(tmp_path):
     calls = []
 
     def factory(cfg):
@@ -153,13 +154,45 @@ def test_standby_runs_no_round_and_gives_the_lease_up(tmp_path):
         raise ClusterUnreachable("no cluster in this test")
 
     assert service.serve(_cfg(tmp_path, "ctl1"), once=True, cluster_factory=factory) == 0
+    db = tmp_path / "sf.sqlite"
+    before = db.stat().st_mtime_ns
     assert service.serve(_cfg(tmp_path, "ctl1", only_on_primary=True), once=True, cluster_factory=factory,
                          standby=lambda cfg, host: f"slurmctld backup at ctl2 serves; {host} is primary, DOWN") == 0
     assert len(calls) == 1  # the standby round never looked at the cluster
-    with Store(tmp_path / "sf.sqlite") as st:
+    assert db.stat().st_mtime_ns == before  # nor opened the database (it may be on the other host's storage)
+    with Store(db) as st:
         assert len(st.rounds(details=False)) == 1
-        assert st.lease().expires <= time.time()  # given up: ctl2 may take it at once
-    assert service.serve(_cfg(tmp_path, "ctl2", only_on_primary=True), once=True, cluster_factory=factory,
+    # ctl1's --once lease stays live: ctl2, now serving, is refused until it expires
+    with pytest.raises(L.LeaseHeld, match="held by the slurm-fair daemon on ctl1"):
+        service.serve(_cfg(tmp_path, "ctl2", only_on_primary=True), once=True, cluster_factory=factory,
+                      standby=lambda cfg, host: None)
+
+
+def test_a_daemon_that_goes_standby_gives_the_lease_up(tmp_path):
+    seen = []
+
+    def standby(cfg, host):
+        seen.append(host)
+        if len(seen) == 1:
+            return None  # this host serves: a round
+        if len(seen) == 3:
+            service.lock(tmp_path / "sf.sqlite").close()  # standing by, it holds no flock (AlreadyRunning if it did)
+            os.kill(os.getpid(), signal.SIGTERM)  # stop after one standby
+        return "slurmctld backup at ctl2 serves the cluster"
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        assert service.serve(_cfg(tmp_path, "ctl1", period=0.5, only_on_primary=True),
+                             cluster_factory=_unreachable, standby=standby) == 0
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    assert len(seen) == 3
+    with Store(tmp_path / "sf.sqlite") as st:
+        assert st.lease().host == "ctl1" and st.lease().expires <= time.time()  # given up when it went standby
+        assert len(st.rounds(details=False)) == 1
+    # so the other host's daemon takes it at once
+    assert service.serve(_cfg(tmp_path, "ctl2", only_on_primary=True), once=True, cluster_factory=_unreachable,
                          standby=lambda cfg, host: None) == 0
     with Store(tmp_path / "sf.sqlite") as st:
         assert st.lease().host == "ctl2" and len(st.rounds(details=False)) == 2
