@@ -19,9 +19,36 @@ except ImportError:  # run by path: no package (with -I, Python does not put thi
     import jobrecord as J  # type: ignore[no-redef]
 
 
-def slurm_conf_lines(dest: str) -> str:
+NODE_KEYS = ("Prolog", "Epilog")  # opt-in: a node without the shim (or its python3) would fail its prolog and drain
+
+
+def slurm_conf_lines(dest: str, node_hooks: bool = False) -> str:
+    """The slurm.conf lines for the shim in ``dest``: the controller hooks, and the node hooks with
+    ``node_hooks`` (only where every node has the shim at that path and a python3 >= 3.9)."""
     shim = os.path.join(dest, J.SHIM_NAME)
-    return "".join(f"{k}={shim}\n" for k in J.SLURM_CONF_KEYS)
+    return "".join(f"{k}={shim}\n" for k in J.SLURM_CONF_KEYS if node_hooks or k not in NODE_KEYS)
+
+
+def make_spool(spool: str, owner: str = "", group: str = "") -> None:
+    """Create the spool for the two-user setup: owned by ``owner`` (SlurmUser: the controller hooks run as it)
+    and ``group`` (the daemon's group: it reads and removes the records), mode 2770 (the records inherit the
+    group). Without owner/group: created 0755 for the user installing (one user runs hooks and daemon).
+    Raises ValueError naming an unknown user or group."""
+    import grp
+    import pwd
+
+    try:
+        uid = pwd.getpwnam(owner).pw_uid if owner else -1
+    except KeyError:
+        raise ValueError(f"--owner: no such user (got {owner!r})") from None
+    try:
+        gid = grp.getgrnam(group).gr_gid if group else -1
+    except KeyError:
+        raise ValueError(f"--group: no such group (got {group!r})") from None
+    os.makedirs(spool, mode=0o755, exist_ok=True)
+    if owner or group:
+        os.chown(spool, uid, gid)
+        os.chmod(spool, 0o2770)
 
 
 CHAIN_DIR = "chain"  # DEST/chain/<context>: links to the site's own hook programs, run after the record
@@ -81,12 +108,14 @@ def _set_chain(dest: str, chain: dict[str, str]) -> None:
 
 
 def install(dest: str, spool: str = J.DEFAULT_SPOOL, slurm_conf: str = "", log: str = "",
-            source: str | None = None, chain: dict[str, str] | None = None) -> str:
+            source: str | None = None, chain: dict[str, str] | None = None, owner: str = "", group: str = "",
+            node_hooks: bool = False) -> str:
     """Copy the shim and ``jobrecord.py`` into ``dest``, write ``dest/hooks.conf``, create the spool; returns
     the slurm.conf lines to add. ``source`` is the folder holding the shim (default: the package's ``share/``,
     shipped in the wheel). ``chain``: slurm.conf key (or context) -> the site's own program for that hook, run
-    by the shim after the record (``""`` removes a chain; chains set earlier are kept). Raises ValueError
-    naming the field on bad input, OSError when a copy fails."""
+    by the shim after the record (``""`` removes a chain; chains set earlier are kept). ``owner``/``group``: the
+    spool for the two-user setup (:func:`make_spool`). ``node_hooks``: print the Prolog/Epilog lines too.
+    Raises ValueError naming the field on bad input, OSError when a copy fails."""
     if not dest or not os.path.isabs(dest):
         raise ValueError(f"DEST: must be an absolute path (got {dest!r})")
     for field, value in (("--spool", spool), ("--slurm-conf", slurm_conf), ("--log", log)):
@@ -125,8 +154,8 @@ def install(dest: str, spool: str = J.DEFAULT_SPOOL, slurm_conf: str = "", log: 
     os.chmod(tmp, 0o644)
     os.replace(tmp, os.path.join(dest, J.CONF_NAME))
     _set_chain(dest, chain or {})
-    os.makedirs(spool, mode=0o755, exist_ok=True)
-    return slurm_conf_lines(dest)
+    make_spool(spool, owner, group)
+    return slurm_conf_lines(dest, node_hooks)
 
 
 def uninstall(dest: str, dry_run: bool = False) -> str:
@@ -166,13 +195,16 @@ def uninstall(dest: str, dry_run: bool = False) -> str:
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "install":  # install DEST [--spool DIR] [--slurm-conf PATH] [--log PATH] [--chain K=P]
-        opts = {"--spool": J.DEFAULT_SPOOL, "--slurm-conf": "", "--log": ""}
+        opts = {"--spool": J.DEFAULT_SPOOL, "--slurm-conf": "", "--log": "", "--owner": "", "--group": ""}
         chain: dict[str, str] = {}
         args = argv[1:]
         dest = None
+        node_hooks = False
         while args:
             a = args.pop(0)
-            if a == "--chain" and args and "=" in args[0]:
+            if a == "--node-hooks":
+                node_hooks = True
+            elif a == "--chain" and args and "=" in args[0]:
                 k, _, v = args.pop(0).partition("=")
                 chain[k] = v
             elif a in opts and args:
@@ -183,13 +215,14 @@ def main(argv: list[str]) -> int:
                 sys.stderr.write(f"error: {a}: unknown or incomplete argument\n")
                 return 2
         try:
-            sys.stdout.write(install(dest or "", opts["--spool"], opts["--slurm-conf"], opts["--log"], chain=chain))
+            sys.stdout.write(install(dest or "", opts["--spool"], opts["--slurm-conf"], opts["--log"], chain=chain,
+                                     owner=opts["--owner"], group=opts["--group"], node_hooks=node_hooks))
         except ValueError as e:
             sys.stderr.write(f"error: {e}\n")
             return 2
         return 0
     sys.stderr.write("usage: hookinstall.py install DEST [--spool DIR] [--slurm-conf PATH] [--log PATH]"
-                     " [--chain KEY=PROGRAM]...\n")
+                     " [--owner USER] [--group GROUP] [--node-hooks] [--chain KEY=PROGRAM]...\n")
     return 2
 
 

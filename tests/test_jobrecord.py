@@ -165,8 +165,11 @@ def test_shim_exits_0_fast_with_unwritable_spool_and_broken_env(tmp_path):
 def test_shim_writes_a_record_and_install_writes_conf(tmp_path):
     dest = tmp_path / "h"
     lines = hookinstall.install(str(dest), str(tmp_path / "spool"), slurm_conf="/etc/x/slurm.conf")
-    assert lines.splitlines() == [f"{k}={dest}/slurm-fair-hook" for k in
-                                  ("PrologSlurmctld", "EpilogSlurmctld", "Prolog", "Epilog")]
+    assert lines.splitlines() == [f"{k}={dest}/slurm-fair-hook" for k in ("PrologSlurmctld", "EpilogSlurmctld")]
+    # node hooks are opt-in (issue 29: a node without the shim fails its prolog and drains)
+    assert hookinstall.install(str(dest), str(tmp_path / "spool"), slurm_conf="/etc/x/slurm.conf",
+                               node_hooks=True).splitlines() == [
+        f"{k}={dest}/slurm-fair-hook" for k in ("PrologSlurmctld", "EpilogSlurmctld", "Prolog", "Epilog")]
     assert stat.S_IMODE((dest / "slurm-fair-hook").stat().st_mode) == 0o755
     assert jobrecord.read_conf(str(dest / "hooks.conf")) == {"spool": str(tmp_path / "spool"),
                                                              "slurm_conf": "/etc/x/slurm.conf"}
@@ -461,3 +464,25 @@ def test_the_hook_logs_a_refused_environment_with_stray_bytes_and_returns_0(tmp_
     assert jobrecord.hook(str(conf), env) == 0  # the log line used to raise UnicodeEncodeError out of the hook
     line = (tmp_path / "hook.log").read_text()
     assert "job 4\\udcfe prolog_slurmctld\\udcff: record not written: ValueError: SLURM_SCRIPT_CONTEXT" in line
+
+
+def test_the_spool_for_two_users_is_slurmusers_with_the_daemons_group_2770(tmp_path):
+    """Issue 29 item 8: hooks install created the spool root-owned 0755, so SlurmUser (which runs the controller
+    hooks) could not write it. With --owner/--group: SlurmUser's, the daemon's group, 2770; a record the hook
+    writes there inherits the group, so the daemon can read and remove it."""
+    import grp
+    import pwd
+
+    owner = pwd.getpwnam("nobody")
+    group = grp.getgrgid(owner.pw_gid)
+    spool = tmp_path / "spool"
+    hookinstall.install(str(tmp_path / "h"), str(spool), owner="nobody", group=group.gr_name)
+    st = spool.stat()
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (owner.pw_uid, group.gr_gid, 0o2770)
+    with pytest.raises(ValueError, match="--owner: no such user"):
+        hookinstall.install(str(tmp_path / "h"), str(tmp_path / "s2"), owner="no-such-user-here")
+    with pytest.raises(ValueError, match="--group: no such group"):
+        hookinstall.install(str(tmp_path / "h"), str(tmp_path / "s3"), group="no-such-group-here")
+    plain = tmp_path / "plain"
+    hookinstall.install(str(tmp_path / "h"), str(plain))
+    assert stat.S_IMODE(plain.stat().st_mode) == 0o755  # one user runs hooks and daemon: as before

@@ -42,10 +42,19 @@ def _on_dest(dest: str, verb: str, act: Callable[[], str]) -> str:
               help="Run the site's own hook PROGRAM after the record, in its place (same arguments, environment "
                    "and exit status), for KEY = PrologSlurmctld, EpilogSlurmctld, Prolog or Epilog: what slurm.conf "
                    "had there before. KEY= removes a chain; chains set earlier are kept. Repeatable.")
-def install_cmd(dest: str, spool: str, slurm_conf: str, log: str, chain: tuple[str, ...]) -> None:
+@click.option("--owner", default="", metavar="USER",
+              help="Owner of the spool: SlurmUser, which runs the controller hooks (with --group: mode 2770).")
+@click.option("--group", default="", metavar="GROUP",
+              help="Group of the spool: the daemon's, which reads and removes the records (mode 2770).")
+@click.option("--node-hooks", is_flag=True,
+              help="Also print the node Prolog/Epilog lines (device indices): only where every node has the shim "
+                   "at DEST and a python3 >= 3.9, or the node's prolog fails and Slurm drains it.")
+def install_cmd(dest: str, spool: str, slurm_conf: str, log: str, chain: tuple[str, ...], owner: str, group: str,
+                node_hooks: bool) -> None:
     """Copy the hook shim and jobrecord.py into DEST (absolute path), write DEST/hooks.conf, create the
-    spool, and print the slurm.conf lines to add (then run `scontrol reconfigure`). A hook slurm.conf already
-    has keeps running when chained (--chain); `hooks uninstall` gives its line back."""
+    spool, and print the slurm.conf lines to add (then run `scontrol reconfigure`): the controller hooks, and
+    the node hooks with --node-hooks. A hook slurm.conf already has keeps running when chained (--chain);
+    `hooks uninstall` gives its line back."""
     pairs = {}
     for c in chain:
         key, eq, program = c.partition("=")
@@ -53,7 +62,8 @@ def install_cmd(dest: str, spool: str, slurm_conf: str, log: str, chain: tuple[s
             click.echo(f"error: --chain: expected KEY=PROGRAM (got {c!r})", err=True)
             raise SystemExit(2)
         pairs[key] = program
-    lines = _on_dest(dest, "install into", lambda: hookinstall.install(dest, spool, slurm_conf, log, chain=pairs))
+    lines = _on_dest(dest, "install into", lambda: hookinstall.install(
+        dest, spool, slurm_conf, log, chain=pairs, owner=owner, group=group, node_hooks=node_hooks))
     click.echo(f"# installed into {dest}; add to slurm.conf, then: scontrol reconfigure")
     for context, program in sorted(hookinstall.chained(dest).items()):
         click.echo(f"# {context}: runs {program} after the record")

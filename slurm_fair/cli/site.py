@@ -24,9 +24,10 @@ from .table import render
 @handle_errors
 def rollback_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
     """Take slurm-fair off the cluster: every GPU limit it changed back to the value recorded before its first
-    change (site limits included, exact; cleared where the account had none), every SiteFactor it set back
-    to 0, the type map removed. Refuses while the daemon runs (here, or on another host sharing the database
-    while its lease is live). Running it again changes nothing. Exit 1 if
+    change (site limits included, exact; cleared where the account had none) where it is still what
+    slurm-fair wrote (a value set by hand since is kept and named), every SiteFactor it set back to 0, the type
+    map removed. Refuses while the daemon runs (here, or on another host sharing the database while its lease
+    is live). Running it again changes nothing. Exit 1 if
     something could not be restored (each named). --dry-run creates no file: without a database it says so
     and shows what a rollback with nothing recorded would do."""
     from ..cluster import connect
@@ -87,8 +88,10 @@ def rollback_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
 def preflight_cmd(config_path: str | None, as_json: bool) -> None:
     """Check what rounds need (root or sacctmgr AdminLevel=Operator, limits enforced, typed GPU TRES tracked,
     multifactor priority for SiteFactor, job_submit.lua and a writable type map next to it, the hooks, a
-    writable database) and list what will override slurm-fair (QOS GPU limits, partition QOS, accounts with
-    limits of their own, parents of the account tree). Exit 1 with every problem named."""
+    writable database, the partitions and accounts the configuration names) and list what will override
+    slurm-fair (a QOS GPU limit that can bind is a problem unless limits.qos_accepted names it; partition QOS,
+    accounts with limits of their own, parents of the account tree, a SiteFactor range above the site's
+    priority weights are notes). Exit 1 with every problem named."""
     from ..daemon import preflight
 
     got = _Found()

@@ -217,6 +217,12 @@ class LimitsConfig:
         'limits kept); "adopt" = slurm-fair manages it and each of its own limits stays an upper bound.\n'
         "`slurm-fair rollback` restores them either way.",
     )
+    qos_accepted: tuple[str, ...] = key(
+        [], _str_list,
+        "QOS whose GPU limits the site keeps on purpose: `slurm-fair preflight` then notes them instead of\n"
+        "failing (a QOS GPU limit below a type's capacity applies before slurm-fair's account limits, so it\n"
+        "can hold a job back that its account's guarantee would start).",
+    )
 
 
 @section("hooks", "Job records from the Slurm hooks (`slurm-fair hooks install`, etc/slurm.conf.hooks).")
@@ -235,6 +241,12 @@ class SubmitConfig:
         "", _path_or_empty,
         'Type map published each round for job_submit.lua (`gpu_type_map.txt` next to the script);\n'
         '"" = do not publish. A relative path is relative to this file\'s folder.',
+    )
+    max_age: float = key(
+        0, _nonneg,
+        "Seconds a published map stays valid (its #@expires line): past it job_submit.lua ignores the map\n"
+        "(the daemon stopped publishing) and leaves untyped requests as they are. 0 = 3 x daemon.period, at\n"
+        "least 60.",
     )
 
 

@@ -8,16 +8,26 @@ Checks (each a :class:`Finding`; ``problem`` fails the command, ``note`` does no
   SiteFactor is ignored); with a type map configured, ``JobSubmitPlugins`` includes ``lua`` (else untyped GPU
   requests escape the per-type limits); with a hook spool configured, ``PrologSlurmctld`` and
   ``EpilogSlurmctld`` run slurm-fair's hook (else no job records; a site program there is named with the
-  ``hooks install --chain`` that keeps it; ``Prolog``/``Epilog`` likewise, as notes).
+  ``hooks install --chain`` that keeps it; ``Prolog``/``Epilog`` likewise, as notes); the SiteFactor range
+  against the sum of the site's ``PriorityWeight*`` (a note proposing the range that keeps them in play).
 * Files: the type map's folder exists and is writable by this process; ``job_submit.lua`` is next to
   ``slurm.conf`` and reads the map (it reads ``gpu_type_map.txt`` next to itself: the map is there, or a link
   there points to it — the systemd unit writes it in its state folder); the database's folder is writable; the
   status file's folder (``daemon.status_file``) is searchable by every user (a note: else ``slurm-fair why``
   cannot read it).
+* Names in the configuration (:func:`named_in_config`, pure): every partition of ``cluster.partitions`` has GPU
+  nodes in Slurm (a typo managed nothing and published a map of only its header), every account of
+  ``limits.accounts``, ``tenants.map`` and the ``account:``/``partition:`` rules of ``preemption.checkpointing``
+  exists; a problem names the key and the value. GPU types: the configuration names none itself; the types a
+  site's ``profiling.nvml_map`` maps devices to that no node has are a note (a shared map may list devices the
+  cluster lacks).
 * Privileges: root, or an sacctmgr AdminLevel of Operator (or Administrator) for the user running it.
-* What overrides slurm-fair (notes): QOS with GPU limits (Slurm applies QOS limits before association
-  limits), partitions with a QOS, accounts with GPU limits of their own (left alone or adopted,
-  ``limits.site_limits``), parent accounts of the tree (never limited).
+* What overrides slurm-fair: a QOS with a GPU limit below the capacity of its type (Slurm applies QOS limits
+  before association limits, so it can hold back a job its account's guarantee would start) is a problem, with
+  the fix (clear it, or name the QOS in ``limits.qos_accepted`` to keep it on purpose: then a note), and so is
+  a partition whose QOS has one; notes: QOS limits that cannot bind (at or above the capacity), other partition
+  QOS, accounts with GPU limits of their own (left alone or adopted, ``limits.site_limits``), parent accounts of
+  the tree (never limited).
 
 ``check`` is pure (texts and a snapshot in, findings out); ``gather`` runs the Slurm commands.
 """
@@ -34,6 +44,8 @@ from typing import Any, Mapping
 from ..config import Config
 from ..cluster.base import Snapshot
 from ..cluster.parse import grptres_limits
+from ..errors import InputError
+from ..profiling import shipped as shipped_profiles
 from . import plan as P
 from . import public
 
@@ -90,6 +102,52 @@ def qos_gpu_limits(text: str) -> dict[str, str]:
     return out
 
 
+WEIGHTS = ("PriorityWeightAge", "PriorityWeightAssoc", "PriorityWeightFairShare", "PriorityWeightJobSize",
+           "PriorityWeightPartition", "PriorityWeightQOS")
+
+
+def priority_weights(config: Mapping[str, str], cfg: Config) -> Finding:
+    """The SiteFactor range (``priority.site_factor_min`` … ``max``) against the site's priority weights: each
+    multifactor factor is at most 1, so a job's priority from them is at most the sum of the weights (TRES
+    weights included); a SiteFactor range above that sum decides the order of GPU jobs over the site's
+    fair-share, age and QOS factors. A note, with the range that keeps them in play."""
+    total = 0
+    for k in WEIGHTS:
+        v = config.get(k, "0").strip()
+        total += int(v) if v.isdigit() else 0
+    for item in config.get("PriorityWeightTRES", "").split(","):
+        _k, _, v = item.partition("=")
+        total += int(float(v)) if re.fullmatch(r"\d+(\.\d+)?", v.strip()) else 0
+    span = int(cfg.priority.site_factor_max) - int(cfg.priority.site_factor_min)
+    what = "priority.site_factor_max"
+    if total == 0:
+        return Finding(NOTE, what, "the site's priority weights are all 0: SiteFactor alone orders pending jobs")
+    if span > total:
+        return Finding(NOTE, what, f"the SiteFactor range ({span}) is {span / total:.1f}x the sum of the site's "
+                       f"priority weights ({total}): slurm-fair's order of GPU jobs decides over fair-share, age "
+                       f"and QOS; to keep them in play, set priority.site_factor_max = "
+                       f"{int(cfg.priority.site_factor_min) + total} (SiteFactor then weighs as much as all of them)")
+    return Finding(OK, what, f"the SiteFactor range ({span}) is within the sum of the site's priority weights "
+                   f"({total}): their factors stay in play")
+
+
+def qos_binds(limits: str, capacity: Mapping[str, int]) -> list[str]:
+    """The GPU limit entries (``gres/gpu[:type]=N``) of a QOS's limits as :func:`qos_gpu_limits` shows them that
+    are below the capacity of their type (``gres/gpu``: of all GPUs): the ones that can bind."""
+    total = sum(int(v) for v in capacity.values())
+    out = []
+    for col in limits.split():
+        _name, _, entries = col.partition("=")
+        for e in entries.split(","):
+            k, _, v = e.partition("=")
+            if not k.startswith("gres/gpu") or not v.lstrip("-").isdigit():
+                continue
+            t = k.split(":", 1)[1] if ":" in k else None
+            if int(v) >= 0 and int(v) < (total if t is None else int(capacity.get(t, 0))):
+                out.append(e)
+    return out
+
+
 def partition_qos(text: str) -> dict[str, str]:
     """``scontrol show partition`` -> {partition: its QOS} for partitions that have one."""
     out: dict[str, str] = {}
@@ -111,10 +169,53 @@ def runs_slurm_fair_hook(value: str) -> bool:
                for p in paths)
 
 
+def named_in_config(cfg: Config, snapshot: Snapshot, nvml: Mapping[str, str] | None = None) -> list[Finding]:
+    """Partitions, accounts and GPU types the configuration names that Slurm does not have (module docstring).
+    ``nvml``: a site's ``profiling.nvml_map`` (device -> GPU type; None: the shipped one, not checked). Pure."""
+    out: list[Finding] = []
+    parts = sorted(snapshot.partitions)
+    accounts = {a.name for a in snapshot.accounts}
+    types = set(snapshot.gpu_types())
+
+    def missing(key: str, kind: str, names: Any, known: Any, where: str) -> None:
+        bad = [n for n in dict.fromkeys(names) if n not in known]
+        for n in bad:
+            out.append(Finding(PROBLEM, key, f"{kind} {n!r} {where}"))
+        if names and not bad:
+            out.append(Finding(OK, key, ", ".join(dict.fromkeys(names))))
+
+    shown = ", ".join(parts) or "none"
+    missing("cluster.partitions", "partition", cfg.cluster.partitions, parts,
+            "has no GPU node in Slurm (no such partition, or no GPU node in it; partitions with GPU nodes: "
+            f"{shown})")
+    missing("limits.accounts", "account", cfg.limits.accounts, accounts,
+            "does not exist in Slurm's accounting (sacctmgr show account)")
+    missing("tenants.map", "account", list(cfg.tenants.map), accounts,
+            "does not exist in Slurm's accounting (sacctmgr show account)")
+    rules = [r.partition(":") for r in cfg.preemption.checkpointing]
+    missing("preemption.checkpointing", "account", [n for k, _, n in rules if k == "account"], accounts,
+            "does not exist in Slurm's accounting (sacctmgr show account)")
+    missing("preemption.checkpointing", "partition", [n for k, _, n in rules if k == "partition"], parts,
+            f"has no GPU node in Slurm (partitions with GPU nodes: {shown})")
+    if nvml is not None:
+        absent = sorted({g for g in nvml.values() if g not in types})
+        if absent:
+            out.append(Finding(NOTE, "profiling.nvml_map", f"maps devices to GPU type(s) no node has: "
+                               f"{', '.join(absent)} (Slurm's types: {', '.join(sorted(types)) or 'none'})"))
+    return out
+
+
 def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Config, *, qos: Mapping[str, str],
           partitions: Mapping[str, str], slurm_conf: str | None, site: Mapping[str, Mapping[str, int]]) -> list[Finding]:
     """Every finding (module docstring)."""
     out: list[Finding] = []
+    nvml = None
+    if cfg.nvml_map_path is not None:
+        try:
+            nvml = shipped_profiles.nvml_map(str(cfg.nvml_map_path))
+        except InputError as e:
+            out.append(Finding(PROBLEM, "profiling.nvml_map", str(e)))
+    out.extend(named_in_config(cfg, snapshot, nvml))
 
     def need(ok: bool, what: str, good: str, bad: str) -> None:
         out.append(Finding(OK if ok else PROBLEM, what, good if ok else bad))
@@ -130,6 +231,7 @@ def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Config, *, qos: Ma
     prio = config.get("PriorityType", "")
     need(prio == "priority/multifactor", "PriorityType", prio,
          f"is {prio or 'unset'}: SiteFactor (slurm-fair's job order) needs priority/multifactor")
+    out.append(priority_weights(config, cfg))
     if cfg.type_map_path is not None:
         plugins = config.get("JobSubmitPlugins", "")
         need("lua" in plugins.split(","), "JobSubmitPlugins", plugins,
@@ -185,10 +287,30 @@ def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Config, *, qos: Ma
                            f"{why_not}: users cannot read {cfg.status_path.name} there, so slurm-fair why cannot "
                            "explain their jobs; make the folder world-searchable (the systemd unit's "
                            "StateDirectoryMode=0755) or set daemon.status_file elsewhere"))
+    cap = snapshot.capacity()
+    accepted = set(cfg.limits.qos_accepted)
+    binding = {name: qos_binds(lim, cap) for name, lim in qos.items()}
     for name, lim in sorted(qos.items()):
-        out.append(Finding(NOTE, f"QOS {name}", f"{lim}: applied before account limits, it wins over slurm-fair"))
+        if not binding[name]:
+            out.append(Finding(NOTE, f"QOS {name}", f"{lim}: applied before account limits, at or above the "
+                               "capacity: it cannot bind"))
+        elif name in accepted:
+            out.append(Finding(NOTE, f"QOS {name}", f"{lim}: applied before account limits, it wins over "
+                               "slurm-fair (kept on purpose: limits.qos_accepted)"))
+        else:
+            clear = " ".join(col.split("=", 1)[0] + "=" + ",".join(e.split("=")[0] + "=-1" for e in
+                                                               col.split("=", 1)[1].split(","))
+                             for col in lim.split())
+            out.append(Finding(PROBLEM, f"QOS {name}", f"{lim}: applied before account limits, it can hold back "
+                               "a job its account's guarantee would start; clear it (sacctmgr modify qos "
+                               f"{name} set {clear}) or keep it on purpose "
+                               f"(limits.qos_accepted = [\"{name}\"])"))
     for part, q in sorted(partitions.items()):
-        out.append(Finding(NOTE, f"partition {part}", f"QOS {q}: its limits apply to every job there first"))
+        if binding.get(q) and q not in accepted:
+            out.append(Finding(PROBLEM, f"partition {part}", f"QOS {q} has GPU limits that bind, applied to every "
+                               "job there first (see QOS {q})".replace("{q}", q)))
+        else:
+            out.append(Finding(NOTE, f"partition {part}", f"QOS {q}: its limits apply to every job there first"))
     mode = cfg.limits.site_limits
     for a in snapshot.accounts:
         own = site.get(a.name, a.limits)

@@ -4,7 +4,8 @@ The decision is :func:`slurm_fair.daemon.plan.untyped_targets` (pure); this modu
 
 Rules:
 
-* Format (what the Lua script parses): ``#`` comment lines, an ``@classes`` line (where a job's class is read),
+* Format (what the Lua script parses): the identity line ``#@map ID T`` first (below), ``#`` comment lines,
+  ``#@expires EPOCH`` (below), an ``@classes`` line (where a job's class is read),
   ``#@partition NAME TYPE,...`` lines (the GPU types each partition's nodes have, :func:`.plan.partition_types`;
   job_submit.lua types a job only among the types of its partitions; to a script older than these lines they
   are comments, so it types as before), then one ``ACCOUNT TYPE:ROOM[:BLOCK],... REASON`` line per account
@@ -31,6 +32,15 @@ Rules:
 * ``#@untyped ACCOUNT N`` (:attr:`.plan.Target.untyped`): the GPUs of untyped requests the account may leave
   untyped when no type of its line has room for a job (Slurm then gives it whichever type frees first; only the
   account's total ``gres/gpu`` limit binds it); a comment to older scripts.
+* The identity line comes first: job_submit.lua keeps the parsed map in its Lua state keyed by that line and
+  the file's size, so an untyped submission reads one line of the file and parses it only once per publication.
+* ``#@expires EPOCH``: the publication time plus ``submit.max_age`` (:func:`max_age`: 0 = 3 x
+  ``daemon.period``, at least 60 s); past it the script ignores the map (the daemon stopped publishing: a dead daemon's rooms
+  must not keep typing jobs) and leaves untyped requests as they are. A comment to older scripts.
+* A map always says what happens to an account without a line: a ``*`` line, or — only when no ``*`` line can
+  be written because the targets name no GPU type the script accepts (no GPU node in the managed partitions)
+  — ``#@listed-only`` (such accounts' requests are left as they are, by this script and older ones: a map of
+  only its header made older scripts reject every untyped GPU job).
 * The file is rewritten only when its content would change; with the identity line that is every
   publication (an unchanged text would keep the spent rooms of the last map).
 """
@@ -44,14 +54,15 @@ import secrets
 import tempfile
 import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from .plan import DEFAULT_TARGET, PartitionTypes, Target
 
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 HEADER = (
     "# slurm-fair GPU type map, rewritten by the daemon each round: do not edit.\n"
-    "# Read by job_submit.lua on every submission: ACCOUNT TYPE:ROOM,... REASON; '*' = accounts without a line;\n"
+    "# Read by job_submit.lua (parsed once per #@map line): ACCOUNT TYPE:ROOM,... REASON;\n"
+    "# '*' = accounts without a line;\n"
     "# '#@partition NAME TYPE,...': a job is typed only among the GPU types of its partitions.\n"
 )
 
@@ -69,9 +80,19 @@ def _valid_type(g: str) -> bool:
     return bool(_NAME.fullmatch(g)) and not g.isdigit()
 
 
+def max_age(cfg: Any) -> float:
+    """Seconds a published map stays valid: ``submit.max_age``, or when it is 0 three rounds (3 x
+    ``daemon.period``) and at least a minute (a one-shot round of a short test period is not stale at once)."""
+    return float(cfg.submit.max_age) or max(3.0 * float(cfg.daemon.period), 60.0)
+
+
+NO_DEFAULT = ("# no '*' line: the targets name no GPU type (no GPU node in the managed partitions?): "
+              "untyped requests are left as they are")
+
+
 def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("comment", "wckey", "name"),
                partitions: Sequence[PartitionTypes] = (), listed_only: bool = False, map_id: str | None = None,
-               taken_at: float | None = None) -> str:
+               taken_at: float | None = None, expires: float | None = None) -> str:
     """The map file's text for ``{account: Target}`` (``"*"`` = default line, written last; ``account/class``
     keys are class lines: the order of types alone), the ``@classes`` line (``classes.order``) and one
     ``#@partition NAME TYPE,...`` line per partition (by name; a partition or type the script would refuse is
@@ -80,20 +101,24 @@ def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("com
     line as they are (instead of refusing them when there is no ``*`` line). ``map_id`` (a token of
     ``[A-Za-z0-9_.-]``) adds ``#@map ID [T]``: the map's identity (module docstring) and, with ``taken_at``, the
     time its snapshot was taken (unix seconds, rounded down: what the script handed out from then on still
-    counts against this map, the snapshot did not see it); an account line's
-    :attr:`~.plan.Target.untyped` room adds ``#@untyped ACCOUNT N``."""
-    lines = [HEADER.rstrip("\n")]
+    counts against this map, the snapshot did not see it), written as the first line; ``expires`` (unix
+    seconds) adds ``#@expires EPOCH``; an account line's :attr:`~.plan.Target.untyped` room adds
+    ``#@untyped ACCOUNT N``. Without a ``*`` line to write (and not ``listed_only``) the map gets
+    ``#@listed-only`` (module docstring)."""
+    lines = []
     if map_id is not None:
         if not _NAME.fullmatch(map_id):
             raise ValueError(f"map_id: {map_id!r} is not a token of [A-Za-z0-9_.-]")
         lines.append(f"#@map {map_id}" + (f" {int(taken_at)}" if taken_at is not None else ""))
+    lines.append(HEADER.rstrip("\n"))
+    if expires is not None:
+        lines.append(f"#@expires {int(expires)}")
     lines.append("@classes " + ",".join(class_order))
     pool = next((tg.pool for tg in targets.values() if tg.pool), {})
     cells = [f"{g}:{int(n)}" for g, n in sorted(pool.items()) if _valid_type(g) and int(n) >= 0]
     if cells:
         lines.append("#@free " + ",".join(cells))
-    if listed_only:
-        lines.append("#@listed-only")
+    listed_at = len(lines)
     for part in sorted(partitions, key=lambda p: p.name):
         types = sorted({g for g in part.types if _valid_type(g)})
         if _NAME.fullmatch(part.name) and types:
@@ -120,6 +145,10 @@ def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("com
         lines.append(f"{k} {field} {why}".rstrip())
         if tg.untyped > 0 and acct != DEFAULT_TARGET:
             lines.append(f"#@untyped {k} {int(tg.untyped)}")
+    if listed_only:
+        lines.insert(listed_at, "#@listed-only")
+    elif not any(ln.startswith(DEFAULT_TARGET + " ") for ln in lines):
+        lines[listed_at:listed_at] = [NO_DEFAULT, "#@listed-only"]
     return "\n".join(lines) + "\n"
 
 
@@ -154,8 +183,12 @@ def write_map(path: str | os.PathLike, text: str, now: float | None = None) -> b
 def publish(path: str | os.PathLike, targets: Mapping[str, Target],
             class_order: Sequence[str] = ("comment", "wckey", "name"),
             partitions: Sequence[PartitionTypes] = (), listed_only: bool = False,
-            map_id: str | None = None, taken_at: float | None = None) -> bool:
+            map_id: str | None = None, taken_at: float | None = None, max_age: float | None = None,
+            now: float | None = None) -> bool:
     """Render and write the map under a new identity (``map_id``, default :func:`new_map_id`) for a snapshot
-    taken at ``taken_at``; True if the file changed (with an identity, always)."""
+    taken at ``taken_at``, valid ``max_age`` seconds from ``now`` (default the time of writing; None: no
+    ``#@expires``); True if the file changed (with an identity, always)."""
+    t = time.time() if now is None else now
     return write_map(path, render_map(targets, class_order, partitions, listed_only,
-                                      new_map_id() if map_id is None else map_id, taken_at))
+                                      new_map_id() if map_id is None else map_id, taken_at,
+                                      None if max_age is None else t + max_age), now=t)

@@ -394,9 +394,9 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
         if cfg.type_map_path is not None:
             try:
                 parts = P.partition_types(P.partition_view(snapshot, cfg.cluster.partitions))
-                res.details.type_map_written = publish.publish(cfg.type_map_path, c.targets, cfg.classes.order,
-                                                                  parts, bool(cfg.limits.accounts),
-                                                                  taken_at=snapshot.taken_at)
+                res.details.type_map_written = publish.publish(
+                    cfg.type_map_path, c.targets, cfg.classes.order, parts, bool(cfg.limits.accounts),
+                    taken_at=snapshot.taken_at, max_age=publish.max_age(cfg))
             except OSError as e:  # recorded on the round; never stops it
                 res.details.type_map_error = f"{cfg.type_map_path}: {e.strerror or e}"
         if preemption.wanted(cfg, snapshot):  # moves need no reclaim (daemon/upgrade.py)

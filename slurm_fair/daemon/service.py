@@ -162,7 +162,8 @@ def refresh_type_map(res: RoundResult | None, snapshot: Any, cfg: Config, dry_ru
     try:
         return publish.publish(cfg.type_map_path, P.type_map(res.decisions, snapshot, cfg), cfg.classes.order,
                                P.partition_types(P.partition_view(snapshot, cfg.cluster.partitions)),
-                               bool(cfg.limits.accounts), taken_at=snapshot.taken_at)
+                               bool(cfg.limits.accounts), taken_at=snapshot.taken_at,
+                               max_age=publish.max_age(cfg))
     except Exception as e:  # noqa: BLE001 - the round's map stays; the next poll tries again
         log(f"type map refresh failed: {cause(e)}")
         return False

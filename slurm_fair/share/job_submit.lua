@@ -6,8 +6,10 @@ GrpTRES=gres/gpu:<type>=N limits (checked on 22.05 and 24.11). This script types
 submission, so the per-type limits slurm-fair sets hold for every GPU job.
 
 Rules:
-  * The map is `gpu_type_map.txt` in this script's folder, re-read on every submission. slurm-fair's daemon
-    writes it each round (config [submit] type_map). Lines: `ACCOUNT TYPES [REASON...]`; `* TYPES [REASON]`
+  * The map is `gpu_type_map.txt` in this script's folder. slurm-fair's daemon writes it each round (config
+    [submit] type_map). It is parsed once per change and kept in the Lua state (SF.cache): a map whose first
+    line is `#@map ID [T]` (every map the daemon writes) is keyed by that line and the file's size, so an
+    untyped submission reads one line of it; any other map is keyed by its whole text. Lines: `ACCOUNT TYPES [REASON...]`; `* TYPES [REASON]`
     is the default for accounts without a line; `#` starts a comment line; blank lines are ignored. TYPES is
     `TYPE` or a comma-separated list `TYPE:ROOM[:BLOCK],...` in the order to use them (ROOM: how many GPUs
     of that type the account's untyped jobs may be given until the map changes; BLOCK: the largest job, in
@@ -39,11 +41,14 @@ Rules:
     `gres/gpu=1` -> `gres/gpu:v100:1`). The comment gets the token `fair:flex` (the user's comment is kept);
     the user is told the type and why on stderr.
   * Typed GPU requests, requests for 0 GPUs and non-GPU jobs are never changed.
-  * No map file (the daemon never ran): the job passes unchanged, with a note to the user.
-  * Unreadable or broken map, or no line for the account and no `*` line: an untyped GPU job is rejected
-    with a message naming the problem and how to request a type; every other job passes.
-  * Internal error (a bug here): logged; a job with an untyped GPU request is rejected, every other job
-    passes.
+  * Fails open, always: the script never rejects a job. No map file (the daemon never ran); a map that cannot
+    be read, is empty, is not a map (a bad line: garbage bytes, a bad name); no line for the account and no
+    `*` line; a stale map (`#@expires EPOCH`, written by the daemon: the publication time plus [submit]
+    max_age; past it the daemon has stopped publishing): the job passes unchanged, with a note to the user and
+    in slurmctld's log. An internal error (a bug here, under pcall): logged, the fields the script may edit put
+    back, the job passes.
+  * A job that names --constraint, --nodelist or --exclude (job_desc features, req_nodes, exc_nodes) is left
+    alone, with a note: a type picked without reading node features and names could contradict them.
   * slurm_job_modify changes nothing (scontrol update of a pending job passes unchanged; on 22.05 changing a
     pending job's GPU type is broken, Slurm bug 17184).
   * Partitions: with `#@partition NAME TYPE,...` lines in the map (comments to older scripts), a job is typed
@@ -174,6 +179,8 @@ function SF.parse_map(text)
 		elseif line:match("^#@map%s+[%w_.%-]+$") or line:match("^#@map%s+[%w_.%-]+%s+%d+$") then
 			local id, taken = line:match("^#@map%s+(%S+)%s*(%d*)$")
 			map.id, map.taken_at = id, tonumber(taken)
+		elseif line:match("^#@expires%s+%d+$") then
+			map.expires = tonumber(line:match("^#@expires%s+(%d+)$"))
 		elseif line:match("^#@free%s+%S+$") then
 			local list = SF.parse_types(line:match("^#@free%s+(%S+)$"))
 			for _, t in ipairs(list or {}) do
@@ -517,7 +524,37 @@ function SF.loose_room(map, account, class_order, allowed, slow)
 	return room
 end
 
--- Read the map. Returns map | nil, kind ("missing" | "broken"), message.
+-- The map as last parsed, and the key it was read under (kept between submissions in the Lua state, like
+-- SF.state): {path=, key=, text=, map=, kind=, msg=}. A map whose first line is `#@map ID [T]` (the daemon writes
+-- a new one with every publication) is keyed by that line and the file's size: a submission reads one line and
+-- re-parses the map only when it changed. Any other map is keyed by its whole text (read every time, parsed
+-- once per change).
+SF.cache = {}
+
+local function parsed(path, key, text)
+	local c = SF.cache
+	if c.path == path and ((key and c.key == key) or (not key and c.key == nil and c.text == text)) then
+		return c
+	end
+	c = { path = path, key = key, text = key and nil or text }
+	if text == nil then
+		c.kind, c.msg = "broken", "cannot read " .. path
+	elseif not text:match("%S") then
+		c.kind, c.msg = "broken", path .. " is empty"
+	else
+		local map, perr = SF.parse_map(text)
+		if map then
+			map.text = text
+			c.map = map
+		else
+			c.kind, c.msg = "broken", path .. " " .. perr
+		end
+	end
+	SF.cache = c
+	return c
+end
+
+-- Read the map (parsed once per change, SF.cache). Returns map | nil, kind ("missing" | "broken"), message.
 function SF.read_map(path)
 	local f, err, code = io.open(path, "r")
 	if not f then
@@ -526,17 +563,35 @@ function SF.read_map(path)
 		end
 		return nil, "broken", "cannot read " .. tostring(err)
 	end
-	local text = f:read("*a")
+	local first, rerr = f:read("*l")
+	if first == nil and rerr then
+		f:close()
+		return nil, "broken", "cannot read " .. path .. ": " .. tostring(rerr)
+	end
+	local key, text = nil, nil
+	if first and first:match("^#@map%s+%S+") then
+		key = first .. "\0" .. tostring(f:seek("end"))
+		local c = SF.cache
+		if c.path == path and c.key == key then
+			f:close()
+			if c.map then
+				return c.map
+			end
+			return nil, c.kind, c.msg
+		end
+	end
+	if first ~= nil then
+		f:seek("set")
+		text = f:read("*a")
+	else
+		text = "" -- an empty file: read("*l") is nil at its end
+	end
 	f:close()
-	if text == nil then
-		return nil, "broken", "cannot read " .. path
+	local c = parsed(path, key, text)
+	if c.map then
+		return c.map
 	end
-	local map, perr = SF.parse_map(text)
-	if not map then
-		return nil, "broken", path .. " " .. perr
-	end
-	map.text = text
-	return map
+	return nil, c.kind, c.msg
 end
 
 -- One entry of a tres_per_* list. Returns prefix, count (string or nil) when it is an untyped GPU request
@@ -600,32 +655,54 @@ function SF.with_flex(comment)
 	return comment .. " " .. SF.FLEX_TOKEN
 end
 
-local function example(map)
-	local t = map and (map.default and map.default.type or next(map.types)) or nil
-	t = t or "TYPE"
-	return string.format("--gres=gpu:%s:1 or --gpus=%s:1", t, t)
+-- The job's placement options that typing could contradict (--constraint, --nodelist, --exclude): a list of
+-- "option value" strings, empty when it names none.
+SF.PLACEMENT = { { "features", "--constraint" }, { "req_nodes", "--nodelist" }, { "exc_nodes", "--exclude" } }
+
+function SF.placement(job_desc)
+	local out = {}
+	for _, f in ipairs(SF.PLACEMENT) do
+		local v = job_desc[f[1]]
+		if type(v) == "string" and v ~= "" and v ~= "(null)" then
+			out[#out + 1] = f[2] .. "=" .. v
+		end
+	end
+	return out
 end
 
--- The decision for one submission: returns slurm.SUCCESS or slurm.ERROR (and edits job_desc).
+-- Leave the job as it is, telling the user and slurmctld's log why (`problem`: a fault of the map, logged as an
+-- error for the admins).
+local function pass(uid, account, why, problem)
+	slurm.log_user("slurm-fair: note: %s; untyped GPU request left unchanged", why)
+	local log = problem and slurm.log_error or slurm.log_info
+	log("job_submit.lua: uid=%s account=%s: %s, untyped request passed", tostring(uid), tostring(account), why)
+	return slurm.SUCCESS
+end
+
+-- The decision for one submission: returns slurm.SUCCESS (and edits job_desc). Every problem leaves the job as
+-- it is, with a note: the script never rejects a job.
 function SF.submit(job_desc, part_list, uid)
 	local fields = SF.untyped_fields(job_desc)
 	if #fields == 0 then
 		return slurm.SUCCESS -- typed or no GPU request: untouched
 	end
 	local account = job_desc.account or job_desc.default_account
+	local placed = SF.placement(job_desc)
+	if #placed > 0 then
+		return pass(uid, account, "the job names " .. table.concat(placed, " ")
+			.. ", which a GPU type could contradict (request a type explicitly to get one)")
+	end
 	local path = SF.map_path()
 	local map, kind, msg = SF.read_map(path)
 	if not map then
 		if kind == "missing" then
-			slurm.log_user("slurm-fair: note: no GPU type map yet (%s); untyped GPU request left unchanged", msg)
-			slurm.log_info("job_submit.lua: uid=%s account=%s: no type map (%s), untyped request passed",
-				tostring(uid), tostring(account), msg)
-			return slurm.SUCCESS
+			return pass(uid, account, "no GPU type map yet (" .. msg .. ")")
 		end
-		slurm.log_user("slurm-fair: GPU request without a type, and the GPU type map is broken (%s). "
-			.. "Request a type explicitly, e.g. %s.", msg, example(nil))
-		slurm.log_error("job_submit.lua: broken type map: %s", msg)
-		return slurm.ERROR
+		return pass(uid, account, "the GPU type map is broken (" .. msg .. ")", true)
+	end
+	if map.expires and SF.clock() > map.expires then
+		return pass(uid, account, string.format("the GPU type map %s is stale (expired %d s ago: slurm-fair's "
+			.. "daemon has not published it since)", path, SF.clock() - map.expires), true)
 	end
 	local entry, why = map.entries[account or ""], nil
 	if entry then
@@ -637,10 +714,8 @@ function SF.submit(job_desc, part_list, uid)
 	elseif map.listed_only then
 		return slurm.SUCCESS -- not a pilot account: Slurm alone decides, as without slurm-fair
 	else
-		slurm.log_user("slurm-fair: GPU request without a type, and no GPU type is known for account '%s' "
-			.. "(no line for it and no '*' line in %s). Request a type explicitly, e.g. %s.",
-			tostring(account), path, example(map))
-		return slurm.ERROR
+		return pass(uid, account, string.format("no GPU type is known for account '%s' (no line for it and no "
+			.. "'*' line in %s)", tostring(account), path), true)
 	end
 	local key = map.entries[account or ""] and account or "*"
 	local allowed = nil
@@ -648,10 +723,7 @@ function SF.submit(job_desc, part_list, uid)
 		local kept, why_not
 		kept, why_not, allowed = SF.in_partitions(map, entry, job_desc, part_list, account)
 		if not kept then
-			slurm.log_user("slurm-fair: note: %s; untyped GPU request left unchanged", why_not)
-			slurm.log_info("job_submit.lua: uid=%s account=%s: %s, untyped request passed", tostring(uid),
-				tostring(account), why_not)
-			return slurm.SUCCESS
+			return pass(uid, account, why_not)
 		end
 		entry = kept
 	end
@@ -688,30 +760,31 @@ function SF.submit(job_desc, part_list, uid)
 	return slurm.SUCCESS
 end
 
-local function mentions_gpu(job_desc)
-	for _, name in ipairs(SF.FIELDS) do
-		local v = job_desc[name]
-		if type(v) == "string" and v:find("gpu", 1, true) then
-			return true
-		end
-	end
-	return false
+-- slurm_job_submit: the decision under pcall. An error (a bug here) is logged and the job passes as it was
+-- submitted: the fields the decision may edit are put back first.
+local EDITED = { "comment" }
+for _, name in ipairs(SF.FIELDS) do
+	EDITED[#EDITED + 1] = name
 end
 
--- slurm_job_submit: the decision under pcall (a bug here is logged; it rejects only untyped GPU jobs).
 function SF.job_submit(job_desc, part_list, submit_uid)
+	local saved = {}
+	for _, name in ipairs(EDITED) do
+		saved[name] = job_desc[name]
+	end
 	local ok, rc = pcall(SF.submit, job_desc, part_list, submit_uid)
-	if ok then
+	if ok and rc == slurm.SUCCESS then
 		return rc
 	end
-	slurm.log_error("job_submit.lua: internal error: %s", tostring(rc))
-	local ok2, fields = pcall(SF.untyped_fields, job_desc)
-	local needs = (ok2 and #fields > 0) or (not ok2 and mentions_gpu(job_desc))
-	if needs then
-		slurm.log_user("slurm-fair: job_submit.lua internal error while typing this GPU request (%s); "
-			.. "request a GPU type explicitly (e.g. --gres=gpu:TYPE:1) or contact the admins.", tostring(rc))
-		return slurm.ERROR
+	for _, name in ipairs(EDITED) do
+		local v = saved[name]
+		if job_desc[name] ~= v and not pcall(function() job_desc[name] = v end) and v == nil then
+			pcall(function() job_desc[name] = "" end) -- slurmctld's job_desc takes no nil: "" clears a field
+		end
 	end
+	pcall(slurm.log_error, "job_submit.lua: internal error: %s; the job passes unchanged", tostring(rc))
+	pcall(slurm.log_user, "slurm-fair: note: job_submit.lua internal error (%s); request left unchanged",
+		tostring(rc))
 	return slurm.SUCCESS
 end
 

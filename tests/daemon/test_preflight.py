@@ -44,13 +44,14 @@ def test_a_ready_site_has_no_problem_and_notes_what_overrides_it(tmp_path):
     (tmp_path / "etc" / "job_submit.lua").write_text("-- script\n")
     found = PF.check(PF.parse_config(GOOD), snap([Account("dept", 1, {}, (), "root"),
                                                   Account("kid", 1, {"v100": 2}, ("u",), "dept")]),
-                     cfg(tmp_path, dry_run=False), qos=PF.qos_gpu_limits("normal||||\ncap|gres/gpu=4|||\n"),
+                     cfg(tmp_path, dry_run=False), qos=PF.qos_gpu_limits("normal||||\ncap|gres/gpu=40|||\n"),
                      partitions=PF.partition_qos("PartitionName=gpu\n   AllocNodes=ALL Default=YES QoS=capq\n"
                                                  "PartitionName=cpu QoS=N/A"),
                      slurm_conf=str(tmp_path / "etc" / "slurm.conf"), site={})
     assert not [f for f in found if f.level == PF.PROBLEM], found
     notes = {f.what: f.detail for f in found if f.level == PF.NOTE}
-    assert notes["QOS cap"].startswith("GrpTRES=gres/gpu=4: applied before account limits")
+    assert notes["QOS cap"].startswith("GrpTRES=gres/gpu=40: applied before account limits, at or above the "
+                                       "capacity: it cannot bind")
     assert notes["partition gpu"].startswith("QOS capq") and "partition cpu" not in notes
     assert "has GPU limits of its own (gres/gpu:v100=2): left alone" in notes["account kid"]
     assert "parents dept are never limited" in notes["account tree"]
@@ -169,3 +170,40 @@ def test_slurm_24_11_lists_hook_keys_by_index_and_runs_each_line(tmp_path):
                                          slurm_conf=None, site={})}
     assert found["PrologSlurmctld"].level == PF.PROBLEM
     assert "add a line PrologSlurmctld=DEST/slurm-fair-hook" in found["PrologSlurmctld"].detail
+
+
+def test_a_qos_gpu_limit_that_can_bind_is_a_problem_with_its_fix_unless_kept_on_purpose(tmp_path):
+    """Issue 29 item 7: Slurm applies QOS limits before account limits; one below a type's capacity can hold back
+    a job its account's guarantee would start (before: only a note)."""
+    (tmp_path / "db").mkdir()
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "job_submit.lua").write_text("-- script\n")
+    qos = PF.qos_gpu_limits("normal||||\ncap|gres/gpu=4||gres/gpu:v100=2|\nwide|gres/gpu=40|||\n")
+    parts = PF.partition_qos("PartitionName=gpu QoS=cap\nPartitionName=big QoS=wide")
+
+    def run(c):
+        return {f.what: f for f in PF.check(PF.parse_config(GOOD), snap(), c, qos=qos, partitions=parts,
+                                            slurm_conf=str(tmp_path / "etc" / "slurm.conf"), site={})}
+
+    found = run(cfg(tmp_path, dry_run=False))
+    assert found["QOS cap"].level == PF.PROBLEM
+    assert "sacctmgr modify qos cap set GrpTRES=gres/gpu=-1 MaxTRESPU=gres/gpu:v100=-1" in found["QOS cap"].detail
+    assert 'limits.qos_accepted = ["cap"]' in found["QOS cap"].detail
+    assert found["partition gpu"].level == PF.PROBLEM and found["partition big"].level == PF.NOTE
+    assert found["QOS wide"].level == PF.NOTE
+    c = config.from_dict({**cfg(tmp_path, dry_run=False).as_dict(), "limits": {"qos_accepted": ["cap"]}})
+    kept = run(c)
+    assert kept["QOS cap"].level == PF.NOTE and "kept on purpose" in kept["QOS cap"].detail
+    assert kept["partition gpu"].level == PF.NOTE
+
+
+def test_the_site_factor_range_is_checked_against_the_sites_priority_weights(tmp_path):
+    """Issue 29 item 6: SiteFactor 0-100 000 by default could swamp a site's weights unchecked."""
+    weights = "PriorityWeightAge = 1000\nPriorityWeightFairShare = 10000\nPriorityWeightQOS = 10000\n" \
+              "PriorityWeightTRES = CPU=500,GRES/gpu=1500\n"
+    f = PF.priority_weights(PF.parse_config(GOOD + weights), cfg(tmp_path))
+    assert f.level == PF.NOTE and "sum of the site's priority weights (23000)" in f.detail
+    assert "set priority.site_factor_max = 23000" in f.detail
+    narrow = config.from_dict({**cfg(tmp_path).as_dict(), "priority": {"site_factor_max": 20000}})
+    assert PF.priority_weights(PF.parse_config(GOOD + weights), narrow).level == PF.OK
+    assert "all 0" in PF.priority_weights(PF.parse_config(GOOD), cfg(tmp_path)).detail

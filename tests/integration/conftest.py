@@ -323,14 +323,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)
 
-
-def known_failure_on(release: str, testbed: "Testbed", why: str, scenario: Callable[..., object], *args) -> None:
-    """Run ``scenario(*args)`` whole; on ``release`` (e.g. ``"trixie"``) an AssertionError is reported as the known
-    failure ``why`` (xfail, with the assertion's text), elsewhere it fails the test as usual.
-    ``SLURM_FAIR_KNOWN_FAILURES=fail`` in the environment fails it everywhere (the whole text, to work on it)."""
-    try:
-        scenario(*args)
-    except AssertionError as e:
-        if testbed.release != release or os.environ.get("SLURM_FAIR_KNOWN_FAILURES") == "fail":
-            raise
-        pytest.xfail(f"{why}: {str(e)[:2000]}")

@@ -45,12 +45,8 @@ def _sf(testbed, cfg, *args, check=True):
     return r
 
 
-def test_rollback_restores_the_site_limits_exactly_and_leaves_no_trace(testbed, tmp_path):
-    cfg = _config(testbed, tmp_path, site_limits="adopt")
-    c = config_mod.load(cfg)
-    # the site's own limit on acct_b, set before slurm-fair ever ran
-    testbed.sacctmgr("modify", "account", "where", "name=acct_b", "set", "GrpTRES=gres/gpu:a100=4,gres/gpu=16")
-    site_b = _grptres(testbed, "acct_b")
+def _b_on_every_gpu_and_a_waits(testbed) -> None:
+    """acct_b runs a 1-GPU job on every GPU; acct_a queues three V100 jobs (its claims come out of acct_b's)."""
     for t, n in (("a100", 4), ("v100", 6), ("k80", 6)):
         for _ in range(n):
             testbed.sbatch("acct_b", gpus=1, gpu_type=t, name="flat")
@@ -58,6 +54,15 @@ def test_rollback_restores_the_site_limits_exactly_and_leaves_no_trace(testbed, 
                      what="acct_b on every GPU")
     for _ in range(3):
         testbed.sbatch("acct_a", gpus=1, gpu_type="v100", name="fast")
+
+
+def test_rollback_restores_the_site_limits_exactly_and_leaves_no_trace(testbed, tmp_path):
+    cfg = _config(testbed, tmp_path, site_limits="adopt")
+    c = config_mod.load(cfg)
+    # the site's own limit on acct_b, set before slurm-fair ever ran
+    testbed.sacctmgr("modify", "account", "where", "name=acct_b", "set", "GrpTRES=gres/gpu:a100=4,gres/gpu=16")
+    site_b = _grptres(testbed, "acct_b")
+    _b_on_every_gpu_and_a_waits(testbed)
     _sf(testbed, cfg, "daemon", "--once")
     _sf(testbed, cfg, "daemon", "--once")
     # acct_a's waiting jobs claim V100s acct_b borrows: acct_b's limits changed, its site limit an upper bound
@@ -151,7 +156,9 @@ def test_preflight_passes_on_the_testbed_and_names_what_is_missing(testbed, tmp_
         found = {f["what"]: f for f in out["findings"]}
         assert r.returncode == 1 and not out["ok"]
         assert found["job_submit.lua"]["level"] == "problem" and "does not exist" in found["job_submit.lua"]["detail"]
-        assert found["QOS sf_gpucap"]["level"] == "note" and "GrpTRES=gres/gpu=2" in found["QOS sf_gpucap"]["detail"]
+        # issue 29: a QOS GPU limit below the capacity binds before slurm-fair's limits: a problem, with the fix
+        assert found["QOS sf_gpucap"]["level"] == "problem" and "GrpTRES=gres/gpu=2" in found["QOS sf_gpucap"]["detail"]
+        assert "sacctmgr modify qos sf_gpucap set GrpTRES=gres/gpu=-1" in found["QOS sf_gpucap"]["detail"]
     finally:
         testbed.sacctmgr("delete", "qos", "sf_gpucap", check=False)
 
@@ -161,13 +168,7 @@ def test_a_limit_set_by_hand_is_kept_and_rollback_leaves_it(testbed, tmp_path):
     rounds keep it (before: the next round wrote slurm-fair's value over it), ``status`` names it, and
     ``rollback`` leaves it while it takes back what slurm-fair wrote (before: it cleared it)."""
     cfg = _config(testbed, tmp_path)
-    for t, n in (("a100", 4), ("v100", 6), ("k80", 6)):
-        for _ in range(n):
-            testbed.sbatch("acct_b", gpus=1, gpu_type=t, name="flat")
-    testbed.wait_for(lambda: len(testbed.run(["squeue", "-h", "-t", "R"]).stdout.split("\n")) >= 16, 60,
-                     what="acct_b on every GPU")
-    for _ in range(3):
-        testbed.sbatch("acct_a", gpus=1, gpu_type="v100", name="fast")
+    _b_on_every_gpu_and_a_waits(testbed)
     _sf(testbed, cfg, "daemon", "--once")
     written = _grptres(testbed, "acct_b")
     assert "gres/gpu:v100=3" in written, written  # acct_a's waiting jobs claim 3 of the V100s acct_b borrows

@@ -32,7 +32,6 @@ from slurm_fair import config as config_mod
 from slurm_fair.store import Store
 
 from .test_partitions import SCRIPT, install_lua
-from .conftest import known_failure_on
 from .test_scenario_shares import CAPACITY, _idle, _in_use, _jobs_of
 
 PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]
@@ -147,13 +146,7 @@ def _one_try(testbed, folder: Path, label: str) -> list[str]:
 
 
 def test_the_same_flood_twice_leaves_no_gpu_idle_while_a_job_waits(testbed, tmp_path):
-    """On Slurm 22.05 it must pass; on 24.11 it runs whole and a failure is reported as a known one (xfail)."""
-    known_failure_on("trixie", testbed, KNOWN_2411, _scenario, testbed, tmp_path)
-
-
-KNOWN_2411 = ('Slurm 24.11: the round retypes waiting flexible jobs to idle V100s while the limits hold their '
-              "account's V100 at its guarantee of 0 (reclaim served elsewhere), so they wait on AssocGrpGRES with "
-              'V100s idle (docs/known-gaps.md)')
+    _scenario(testbed, tmp_path)
 
 
 def _scenario(testbed, tmp_path):

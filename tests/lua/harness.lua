@@ -45,6 +45,14 @@ function H.load_top(path)
 	return rc
 end
 
+-- H.prepare, then the script loaded from that folder as slurmctld does (its top level must return SUCCESS);
+-- returns the folder. map_text nil = no map file.
+function H.load(source, map_text)
+	local dir = H.prepare(source, map_text)
+	assert(H.load_top(dir .. "/job_submit.lua") == slurm.SUCCESS, "top level returns slurm.SUCCESS")
+	return dir
+end
+
 -- A fresh folder with `source` as `name` (default job_submit.lua) and, unless map_text is nil, the map next to
 -- it; a new mocked `slurm`, the script's globals cleared. Returns the folder.
 function H.prepare(source, map_text, name)

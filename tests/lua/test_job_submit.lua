@@ -11,9 +11,7 @@ local SOURCE = read(SCRIPT)
 
 -- load the script from a fresh folder as slurmctld does; map_text nil = no map file
 local function load(map_text)
-	local dir = H.prepare(SOURCE, map_text)
-	assert(H.load_top(dir .. "/job_submit.lua") == slurm.SUCCESS, "top level returns slurm.SUCCESS")
-	return dir
+	return H.load(SOURCE, map_text)
 end
 
 local MAP = table.concat({
@@ -138,13 +136,15 @@ case("'*' default for an account without a line", function()
 	has(slurm.user, "given type 'a100' (account acct_c: no entry for the account; default: most unallocated GPUs)")
 end)
 
-case("no entry and no '*': untyped GPU job rejected, others pass", function()
+case("no entry and no '*': untyped GPU job passes unchanged with a note (fails open)", function()
 	load("acct_a v100\n")
 	local job = { account = "acct_c", tres_per_node = "gres:gpu:1" }
-	eq(submit(job), slurm.ERROR, "rc")
+	eq(submit(job), slurm.SUCCESS, "rc")
 	eq(job.tres_per_node, "gres:gpu:1", "unchanged")
+	eq(job.comment, nil, "no flex mark")
 	has(slurm.user, "no GPU type is known for account 'acct_c'")
-	has(slurm.user, "Request a type explicitly, e.g. --gres=gpu:v100:1 or --gpus=v100:1")
+	has(slurm.user, "untyped GPU request left unchanged")
+	has(slurm.err, "untyped request passed", "ctld log")
 	eq(submit({ account = "acct_c" }), slurm.SUCCESS, "non-GPU job")
 	eq(submit({ account = "acct_c", tres_per_node = "gres:gpu:k80:1" }), slurm.SUCCESS, "typed job")
 end)
@@ -181,24 +181,27 @@ local BROKEN = {
 	{ "acct,a v100\n", "line 1: bad account name 'acct,a'" },
 }
 for _, b in ipairs(BROKEN) do
-	case("broken map rejects untyped GPU job: " .. b[2], function()
+	case("broken map: untyped GPU job passes unchanged with a note: " .. b[2], function()
 		load(b[1])
 		local job = { account = "acct_a", tres_per_job = "gres:gpu:1" }
-		eq(submit(job), slurm.ERROR, "rc")
+		eq(submit(job), slurm.SUCCESS, "rc")
 		eq(job.tres_per_job, "gres:gpu:1", "unchanged")
+		eq(job.comment, nil, "no flex mark")
 		has(slurm.user, "the GPU type map is broken")
 		has(slurm.user, b[2])
-		has(slurm.user, "Request a type explicitly")
+		has(slurm.user, "left unchanged")
+		has(slurm.err, b[2], "ctld log")
 		eq(submit({ account = "acct_a" }), slurm.SUCCESS, "non-GPU job passes")
 		eq(submit({ account = "acct_a", tres_per_job = "gres:gpu:k80:1" }), slurm.SUCCESS, "typed job passes")
 	end)
 end
 
-case("unreadable map (a folder) counts as broken", function()
+case("unreadable map (a folder) counts as broken: the job passes unchanged", function()
 	local dir = load(nil)
 	assert(os.execute("mkdir '" .. dir .. "/gpu_type_map.txt'") == 0)
 	local job = { account = "acct_a", tres_per_job = "gres:gpu:1" }
-	eq(submit(job), slurm.ERROR, "rc")
+	eq(submit(job), slurm.SUCCESS, "rc")
+	eq(job.tres_per_job, "gres:gpu:1", "unchanged")
 	has(slurm.user, "the GPU type map is broken")
 	eq(submit({ account = "acct_a" }), slurm.SUCCESS, "non-GPU job passes")
 end)
@@ -443,25 +446,28 @@ case("the @classes line sets where the class is read; bad sources and names brea
 	for _, bad in ipairs({ "@classes comment,label\nacct_a v100\n", "acct_a/r:l v100\n", "acct_a/ v100\n" }) do
 		load(bad)
 		local j = { account = "acct_a", tres_per_job = "gres:gpu:1" }
-		eq(submit(j), slurm.ERROR, "broken map: " .. bad)
+		eq(submit(j), slurm.SUCCESS, "broken map: " .. bad)
+		eq(j.tres_per_job, "gres:gpu:1", "broken map leaves the job: " .. bad)
+		has(slurm.user, "the GPU type map is broken")
 	end
 end)
 
-case("internal error under pcall: untyped GPU job rejected, others pass", function()
+case("internal error under pcall: the job passes unchanged, logged", function()
 	load(MAP)
 	slurm_fair_submit.read_map = function() error("injected bug") end
 	local job = { account = "acct_a", tres_per_job = "gres:gpu:1" }
-	eq(submit(job), slurm.ERROR, "rc")
+	eq(submit(job), slurm.SUCCESS, "rc")
+	eq(job.tres_per_job, "gres:gpu:1", "unchanged")
 	has(slurm.user, "job_submit.lua internal error")
 	has(slurm.err, "injected bug", "ctld log")
 	eq(submit({ account = "acct_a" }), slurm.SUCCESS, "non-GPU job passes")
 	eq(submit({ account = "acct_a", tres_per_job = "gres:gpu:k80:1" }), slurm.SUCCESS, "typed job passes")
 end)
 
-case("internal error while reading the request: GPU-looking job rejected, non-GPU passes", function()
+case("internal error while reading the request: every job passes", function()
 	load(MAP)
 	slurm_fair_submit.untyped_fields = function() error("injected bug") end
-	eq(submit({ account = "acct_a", tres_per_job = "gres:gpu:1" }), slurm.ERROR, "GPU job")
+	eq(submit({ account = "acct_a", tres_per_job = "gres:gpu:1" }), slurm.SUCCESS, "GPU job")
 	eq(submit({ account = "acct_a", tres_per_task = "cpu=2" }), slurm.SUCCESS, "non-GPU job")
 end)
 

@@ -132,10 +132,11 @@ class Built:
 
 
 def tree_weight(snapshot: Snapshot, account: str) -> float:
-    """An account's weight as Slurm's Fair Tree splits shares down the account tree: a top-level account (parent
-    ``root``, or none known) weighs its fair-share Shares; a child account weighs its parent's weight times its
-    Shares over the Shares of its parent's children (itself included; the parent's own users count as one
-    more child of 1 share when the parent has any). Shares of 0 count as 1."""
+    """An account's weight, a fixed split of Shares down the account tree (Fair Tree's split of shares, without
+    its usage ranking: usage plays no part here): a top-level account (parent ``root``, or none known) weighs
+    its fair-share Shares; a child account weighs its parent's weight times its Shares over the Shares of its
+    parent's children (itself included; the parent's own users count as one more child of 1 share when the
+    parent has any). Shares of 0 (and ``fairshare=parent``, read as 0) count as 1."""
     seen: set[str] = set()
 
     def shares(acct: Any) -> float:
