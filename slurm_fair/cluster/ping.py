@@ -78,6 +78,8 @@ def ping(timeout: float = 30.0, env: Mapping[str, str] | None = None) -> tuple[C
                             ) from None
     except subprocess.TimeoutExpired:
         raise ClusterUnreachable(f"scontrol ping: no answer within {timeout:g} s") from None
+    except OSError as e:  # not executable, too many processes...
+        raise CommandFailed(argv, 126, f"scontrol: cannot run it: {e.strerror or e}") from None
     try:
         return parse_ping(proc.stdout)  # exit 1 = every controller DOWN: the lines still say so
     except ParseError:

@@ -95,3 +95,10 @@ def test_ping_without_scontrol_or_with_garbage_fails(tmp_path):
         P.ping(timeout=10, env={"PATH": str(tmp_path)})
     with pytest.raises(CommandFailed, match="exited 1"):
         P.ping(timeout=10, env=_fake_scontrol(tmp_path, "Unable to contact slurm controller\n", 1))
+
+
+def test_ping_with_an_scontrol_that_cannot_run_fails(tmp_path):
+    (tmp_path / "scontrol").write_text("#!/bin/sh\n")
+    (tmp_path / "scontrol").chmod(0o644)  # not executable
+    with pytest.raises(CommandFailed, match="cannot run it"):
+        P.ping(timeout=10, env={"PATH": str(tmp_path)})
