@@ -83,8 +83,11 @@ def daemon_cmd(config_path: str | None, once: bool, dry_run: bool) -> None:
     speedups into per-account per-GPU-type GrpTRES limits and job SiteFactors, and record why. With
     submit.type_map set, also publish the GPU type map that etc/job_submit.lua uses to type untyped requests.
 
-    One instance per database (lock file <database>.lock). SIGTERM finishes the current round and exits 0;
-    SIGHUP reloads the config. One log line per round on stderr.
+    One instance per database (lock file <database>.lock), and per cluster: a daemon on another host that
+    holds the database's lease makes this one exit 1, naming it and when the lease expires; with
+    daemon.only_on_primary, rounds run only on the slurmctld host that serves (docs/daemon.md, "High
+    availability"). SIGTERM finishes the current round and exits 0; SIGHUP reloads the config. One log line
+    per round on stderr.
 
     Prometheus metrics are served at http://<metrics.listen>/metrics (127.0.0.1:9817 by default; "" = off),
     refreshed after every round; an address that cannot be bound is logged and the daemon runs on.

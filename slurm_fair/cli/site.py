@@ -7,6 +7,7 @@ import dataclasses
 import json
 import sqlite3
 import sys
+import time
 
 import click
 
@@ -25,11 +26,12 @@ def rollback_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
     """Take slurm-fair off the cluster: every GPU limit it changed back to the value recorded before its first
     change (site limits included, exact; cleared where the account had none) where it is still what
     slurm-fair wrote (a value set by hand since is kept and named), every SiteFactor it set back to 0, the type
-    map removed. Refuses while the daemon runs. Running it again changes nothing. Exit 1 if
+    map removed. Refuses while the daemon runs (here, or on another host sharing the database while its lease
+    is live). Running it again changes nothing. Exit 1 if
     something could not be restored (each named). --dry-run creates no file: without a database it says so
     and shows what a rollback with nothing recorded would do."""
     from ..cluster import connect
-    from ..daemon import rollback
+    from ..daemon import lease, rollback
     from ..daemon.service import AlreadyRunning, lock
     from ..store import Store
 
@@ -46,6 +48,8 @@ def rollback_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
                        "limit it wrote can be told from the site's; nothing was created", err=True)
             path = ":memory:"
         with Store(path) as store:
+            if not dry_run:  # a daemon on another host sharing the database would put its limits back
+                lease.check_free(store, lease.whoami(cfg.daemon.host_id), time.time(), "rollback refused")
             out = rollback.run(cluster, store, cfg, dry_run=dry_run)
     finally:
         if held is not None:

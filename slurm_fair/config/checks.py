@@ -174,6 +174,12 @@ def _path_or_empty(key: str, v: Any) -> str:
     return v
 
 
+def _host_id(key: str, v: Any) -> str:
+    if not isinstance(v, str) or (v and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}", v)):
+        raise InputError(key, v, 'must be "" (this machine\'s host name) or a host name (letters, digits, . _ -)')
+    return v
+
+
 def _str_list(key: str, v: Any) -> tuple[str, ...]:
     if not isinstance(v, list):
         raise InputError(key, v, "must be a list of strings")

@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 from ..catalog import SOLVERS
 from .checks import (BACKENDS, LOG_LEVELS, ON_CONFLICT, SITE_LIMIT_MODES, UNREQUEUEABLE_ACTIONS, _bool,
-                     _checkpoint_rules, _choice, _class_order, _db_path, _gt1, _int, _knob_f, _listen, _nonneg,
+                     _checkpoint_rules, _choice, _class_order, _db_path, _gt1, _host_id, _int, _knob_f, _listen, _nonneg,
                      _path_or_empty, _policy, _pos_int, _nonneg_int, _positive, _signal, _solver, _str_list, _tenant_map,
                      _upgrade_mode, _weight, _weights, parse_listen)
 
@@ -82,6 +82,19 @@ class DaemonConfig:
         'Where the status file goes; "" = status.json in the database\'s folder (that folder must be\n'
         "world-searchable, as the systemd unit's StateDirectoryMode=0755 makes it). A relative path is\n"
         "relative to this file's folder.",
+    )
+    host_id: str = key(
+        "", _host_id,
+        'This daemon\'s host in the lease (docs/daemon.md, "High availability") and the name matched against\n'
+        '`scontrol ping` (only_on_primary); "" = this machine\'s host name. Must differ between hosts that\n'
+        "share the database; tests set it to play two hosts on one machine.",
+    )
+    only_on_primary: bool = key(
+        False, _bool,
+        "true = each round first asks `scontrol ping` which controller serves (the first one UP, in\n"
+        "SlurmctldHost order) and runs only when that is this host (host_id); otherwise the round is\n"
+        'skipped (logged "standby", nothing written to Slurm or the database, the lease given up).\n'
+        "For a backup SlurmctldHost: enable the daemon on every controller host.",
     )
 
 

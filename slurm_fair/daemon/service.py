@@ -1,7 +1,16 @@
 """The slurm-fair daemon loop (``slurm-fair daemon``).
 
 * One instance per database: an exclusive ``fcntl.flock`` on ``<database>.lock`` (a second daemon exits 1
-  with a message naming the lock file).
+  with a message naming the lock file), and one per cluster: before every round the daemon takes or renews
+  the database's lease (``daemon/lease.py``); a live lease held by a daemon on another host makes it exit 1
+  (``daemon --once`` too) with a message naming the holder and when the lease expires. SIGTERM/SIGINT give
+  the lease up.
+* ``daemon.only_on_primary``: before every round, ``scontrol ping`` (``cluster/ping.py``); unless this host is
+  the slurmctld that serves (the first one UP), the round is skipped: one ``standby`` log line (when the reason
+  changes), nothing written to Slurm, no type map or status refresh, the lease given up, the database closed
+  and the flock dropped (both may be on storage the other controller shares); they are taken again, and
+  metrics served, from the first round this host serves. A daemon standing by asks again every 30 s
+  (``STANDBY_POLL``, or every period if shorter); one that serves asks before each round.
 * A round every ``daemon.period`` seconds; one log line per round on stderr (status, policy, accounts,
   changes, seconds).
 * SIGTERM/SIGINT: the current round finishes, then the daemon exits 0. SIGHUP: the config file is read again
@@ -41,15 +50,18 @@ from typing import Any, Callable
 from ..config import Config
 from .. import config as config_mod
 from .. import statefiles
+from ..cluster import ping as ping_mod
 from ..cluster.errors import ClusterError
 from ..errors import SlurmFairError
 from ..store import Store
+from . import lease as lease_mod
 from . import plan as P
 from . import public, publish
 from .metrics import Exporter
 from .round import RoundResult, cause, run_round
 
 MIN_POLL = 5.0
+STANDBY_POLL = 30.0  # a daemon standing by asks scontrol ping again this often (or every period, if shorter)
 
 
 class AlreadyRunning(SlurmFairError):
@@ -76,6 +88,62 @@ def lock(db_path: Path) -> Any:
     f.write(f"{os.getpid()}\n")
     f.flush()
     return f
+
+
+class _Seat:
+    """What a daemon holds while it may run rounds: the local flock and the open database. A daemon that stands
+    by (``daemon.only_on_primary``) holds neither, so that the other controller's daemon can take both (the
+    database and its lock file may be on storage both hosts share, docs/daemon.md "High availability")."""
+
+    def __init__(self, db_path: Path):
+        self.db_path = db_path
+        self.lockf: Any = None
+        self.store: Store | None = None
+
+    def take(self) -> Store:
+        if self.store is None:
+            self.lockf = lock(self.db_path)
+            try:
+                self.store = Store(self.db_path)
+            except BaseException:
+                self.lockf.close()
+                self.lockf = None
+                raise
+        return self.store
+
+    def leave(self, me: lease_mod.Me | None) -> bool:
+        """Close the database and drop the flock; with ``me``, first give its lease up. True if given up."""
+        given = False
+        try:
+            if self.store is not None and me is not None:
+                given = lease_mod.release(self.store, me, time.time())
+        finally:
+            if self.store is not None:
+                self.store.close()
+                self.store = None
+            if self.lockf is not None:
+                self.lockf.close()
+                self.lockf = None
+        return given
+
+
+def _reloaded(cfg: Config, cfg_path: str | None) -> Config:
+    """The config file read again (SIGHUP); an invalid one is logged and ``cfg`` kept."""
+    try:
+        new = config_mod.load(cfg_path)
+    except SlurmFairError as e:
+        log(f"config reload failed, keeping the old one: {e}")
+        return cfg
+    if new.metrics.listen != cfg.metrics.listen:
+        log(f"metrics.listen changed to {new.metrics.listen!r}: takes effect when the daemon restarts")
+    log(f"config reloaded from {new.source} (policy {new.policy.name}, period {new.daemon.period:g} s)")
+    return new
+
+
+def _sleep_until(deadline: float, state: dict) -> None:
+    """Sleep until ``deadline`` (monotonic) or a stop or reload signal."""
+    while time.monotonic() < deadline and not state["stop"] and not state["reload"]:
+        time.sleep(0.2)
 
 
 def connect_cluster(cfg: Config) -> Any:
@@ -114,6 +182,17 @@ def refresh_status(res: RoundResult | None, snapshot: Any, cfg: Config) -> bool:
     except Exception as e:  # noqa: BLE001 - the round's file stays; the next poll tries again
         log(f"status file refresh failed: {cause(e)}")
         return False
+
+
+def standby_reason(cfg: Config, host: str) -> str | None:
+    """None when this daemon may run a round (``daemon.only_on_primary`` off, or ``host`` is the slurmctld that
+    serves); else why it stands by (``scontrol ping`` failing included: it cannot tell)."""
+    if not cfg.daemon.only_on_primary:
+        return None
+    try:
+        return ping_mod.standby_reason(ping_mod.ping(timeout=float(cfg.cluster.timeout)), host)
+    except ClusterError as e:
+        return f"cannot tell which slurmctld serves: {e}"
 
 
 def preemption_wakeup(store: Store, cfg: Config, now: float) -> float | None:
@@ -171,12 +250,15 @@ def refresh_metrics(exporter: Exporter | None, store: Store) -> None:
 
 
 def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
-          cluster_factory: Callable[[Any], Any] = connect_cluster) -> int:
-    """Run the daemon; returns the exit status."""
+          cluster_factory: Callable[[Any], Any] = connect_cluster,
+          standby: Callable[[Config, str], str | None] = standby_reason) -> int:
+    """Run the daemon; returns the exit status. Raises LeaseHeld (exit 1) when another host's daemon holds
+    the database's lease."""
     cfg = config_mod.load(cfg_path)
-    lockf = lock(cfg.database_path)
-    store = Store(cfg.database_path)
+    me = lease_mod.whoami(cfg.daemon.host_id)
+    seat = _Seat(cfg.database_path)
     state = {"stop": False, "reload": False}
+    last_standby: str | None = None
 
     def on_term(signum: int, _frame: Any) -> None:
         state["stop"] = True
@@ -187,14 +269,47 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     signal.signal(signal.SIGHUP, on_hup)
-    log(f"started (pid {os.getpid()}, config {cfg.source}, database {cfg.database_path}, policy {cfg.policy.name}, "
+    log(f"started (pid {os.getpid()}, host {me.host}, config {cfg.source}, database {cfg.database_path}, policy {cfg.policy.name}, "
         f"period {cfg.daemon.period:g} s{', dry run' if dry_run or cfg.daemon.dry_run else ''})")
     cluster = None
     last_demand: dict[str, int] = {}
     triggered: set[int] = set()
-    exporter = None if once else start_metrics(cfg, store)
+    exporter: Exporter | None = None
     try:
         while True:
+            why = standby(cfg, me.host)
+            if why is None:
+                opened = seat.store is None
+                store = seat.take()  # AlreadyRunning, StoreError: exit 1, as when the daemon starts
+                if opened and exporter is None and not once:
+                    exporter = start_metrics(cfg, store)
+            try:
+                if why is not None:
+                    if seat.leave(me):
+                        log(f"lease given up (host {me.host})")
+                    if why != last_standby:
+                        log(f"standby: {why}; no round here (nothing written to Slurm; database and lock left alone)")
+                else:
+                    held, how = lease_mod.acquire(store, me, time.time(),
+                                                  lease_mod.LEASE_PERIODS * float(cfg.daemon.period))
+                    if how != "mine":
+                        log(f"lease taken ({how}): {lease_mod.describe(held, time.time())}")
+            except lease_mod.LeaseHeld:
+                raise
+            except Exception as e:  # noqa: BLE001 - e.g. the database locked past every retry: no round now
+                why = f"cannot read or renew the lease: {cause(e)}"
+                log(f"{why}; no round")
+            last_standby = why
+            if why is not None:
+                if once or state["stop"]:
+                    break
+                _sleep_until(time.monotonic() + min(float(cfg.daemon.period), STANDBY_POLL), state)
+                if state["reload"]:
+                    state["reload"] = False
+                    cfg = _reloaded(cfg, cfg_path)
+                if state["stop"]:
+                    break
+                continue
             if cluster is None:
                 try:
                     cluster = cluster_factory(cfg)
@@ -232,16 +347,8 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
             while time.monotonic() < min(next_round, early_at or next_round) and not state["stop"]:
                 if state["reload"]:
                     state["reload"] = False
-                    try:
-                        new = config_mod.load(cfg_path)
-                        if new.metrics.listen != cfg.metrics.listen:
-                            log(f"metrics.listen changed to {new.metrics.listen!r}: takes effect when the daemon "
-                                "restarts")
-                        cfg = new
-                        next_round = min(next_round, time.monotonic() + float(cfg.daemon.period))
-                        log(f"config reloaded from {cfg.source} (policy {cfg.policy.name}, period {cfg.daemon.period:g} s)")
-                    except SlurmFairError as e:
-                        log(f"config reload failed, keeping the old one: {e}")
+                    cfg = _reloaded(cfg, cfg_path)
+                    next_round = min(next_round, time.monotonic() + float(cfg.daemon.period))
                 if cluster is not None and time.monotonic() - last_poll >= poll_every:
                     t = time.monotonic()
                     try:
@@ -270,6 +377,9 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
         log("stopping")
         if exporter is not None:
             exporter.close()
-        store.close()
-        lockf.close()
+        try:  # a clean stop gives the lease up: the other host may take over at once
+            if seat.leave(me if state["stop"] else None):
+                log("lease given up")
+        except Exception as e:  # noqa: BLE001 - it expires on its own
+            log(f"giving the lease up failed (it expires on its own): {cause(e)}")
     return 0

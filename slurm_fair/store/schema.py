@@ -207,9 +207,18 @@ def _m12_written(db: sqlite_utils.Database) -> None:
         db["written"].insert_all([{"account": a, "key": k, "value": v, "time": t} for (a, k), (v, t) in last.items()])
 
 
+def _m13_lease(db: sqlite_utils.Database) -> None:
+    """The daemon lease (one row, ``name`` = 'daemon'): which daemon runs rounds on this database (``host``,
+    ``pid`` and a random ``token`` per process), since when (``acquired``) and until when (``expires``, renewed
+    every round): a daemon on another host refuses to run rounds while it is live (daemon/lease.py)."""
+    db["lease"].create({"name": str, "host": str, "pid": int, "token": str, "acquired": float, "expires": float},
+                       pk="name", not_null={"name", "host", "pid", "token", "acquired", "expires"})
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _m1_initial, _m2_indexes, _m3_job_records, _m4_preemptions, _m5_warm_start, _m6_profile_sources,
     _m7_upgrade_moves, _m8_site_limits, _m9_submit_time, _m10_trust_retention, _m11_reclaim_for, _m12_written,
+    _m13_lease,
 )
 
 
