@@ -193,3 +193,21 @@ def test_daemon_like_market_with_type_caps():
     assert spend[0] < 0.25 * (1 - 1e-3)  # capped on a100: pays less than its budget
     assert spend[1] < 0.25 * (1 - 1e-3)  # acct_b too: it holds all the K80s its jobs can use (3)
     np.testing.assert_allclose(a.x.sum(axis=0), [4, 6, 6], atol=1e-6)
+
+
+def test_an_instance_clarabel_stops_short_on_is_solved_by_ecos():
+    """Found by the property test above: CLARABEL's answer was an equilibrium only to 1.2e-4 (user t5 spent
+    0.14284 of its budget 0.142857), above EQ_TOL, and the round would have failed; ECOS solves it."""
+    rows = [("t0", 13.606865540035423, 22.35888175418485, 1.0), ("t1", 3.4998751729657434, 2.0, 1.0),
+            ("t2", 35.19583593123349, 47.87954115948996, 2.0), ("t3", 27.989285640841505, 47.87954115948996, 2.0),
+            ("t4", 3.8703840112416645, 24.405775617196763, 3.0), ("t5", 1.0000000000000002, 49.41442133075808, 2.0),
+            ("t6", 31.462784807971378, 21.862652674348855, 3.0)]
+    problem = problem_from_dict({"gpu_types": {"g0": 6, "g1": 36}, "tenants": [
+        {"name": n, "weight": w, "classes": [{"name": "c", "throughput": {"g0": a, "g1": b}}]} for n, a, b, w in rows]})
+    a = bud.solve(problem)
+    assert a.solver == "ECOS"
+    props = fairness.check(a, None)
+    for name in ("capacity", "envy_free", "sharing_incentive", "pareto_efficient"):
+        assert props[name].value is True, (name, props[name].detail)
+    prices = np.array([a.prices[g] for g in problem.gpu_types])
+    np.testing.assert_allclose(a.x @ prices, bud.budgets(problem), rtol=1e-4)
