@@ -368,7 +368,8 @@ class ProfilingConfig:
     )
     max_change_factor: float = key(
         2.0, _gt1,
-        "A measured or harvested value moves at most this factor up or down within change_window (> 1).",
+        "A measured or harvested value stays within this factor of every value it held in the last\n"
+        "change_window seconds (a sliding window; > 1).",
     )
     change_window: float = key(86400, _positive, "Seconds of the window max_change_factor applies to (> 0).")
     shared_classes: tuple[str, ...] = key(

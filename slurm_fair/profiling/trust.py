@@ -20,8 +20,10 @@ Everything in a job's comment is the job owner's to write, so a report is a clai
 * **A sample** (:func:`take_sample`) outside the bounds, or (once the value has ``outlier_after`` samples)
   more than ``outlier_factor`` away from the value itself, is rejected. An accepted one updates the moving
   average as :func:`slurm_fair.profiling.core.update` does, and the result is then held within
-  ``max_change_factor`` of the value at the start of the current ``change_window`` (the window starts at the
-  first sample after the previous one ended): 29 reports at 2.99x each move a value at most 2x per day.
+  ``max_change_factor`` of every value it held during the last ``change_window`` — a sliding window (issue 30:
+  a window that restarted let 100 → 200 → 299.5 → 400 happen within 24 h and a minute): 29 reports at 2.99x
+  each move a value at most 2x in any 24 h. The values that can still bound it (the window's extremes, each
+  kept while no later value passes it) are stored with the value (``window_history``).
 * **Class names** (:func:`class_refusal`): a report names a class of its own account, a new class, a
   site-wide or shipped class, or one listed in ``[profiling] shared_classes``; a class another account has
   values for (and this one has none) is refused.
@@ -41,6 +43,8 @@ Everything in a job's comment is the job owner's to write, so a report is a clai
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -180,7 +184,7 @@ def take_sample(old: Mapping[str, Any] | None, value: float, now: float, bounds:
     rejected = int(old.get("rejected") or 0)
     kept = {"throughput": old.get("throughput"), "samples": n, "rejected": rejected + 1,
             "updated": old.get("updated"), "window_start": old.get("window_start"),
-            "window_base": old.get("window_base")}
+            "window_base": old.get("window_base"), "window_history": old.get("window_history")}
     if bounds is not None and not bounds.lo <= value <= bounds.hi:
         return Verdict(kept if n else None, "rejected",
                        f"{value:.6g} steps/s is outside [{bounds.lo:.6g}, {bounds.hi:.6g}]: {bounds.why}")
@@ -192,19 +196,56 @@ def take_sample(old: Mapping[str, Any] | None, value: float, now: float, bounds:
                                              f"the value {avg:.6g}")
     if n == 0:
         return Verdict({"throughput": float(value), "samples": 1, "rejected": rejected, "updated": float(now),
-                        "window_start": float(now), "window_base": float(value)}, "accepted")
+                        "window_start": float(now), "window_base": float(value),
+                        "window_history": "[]"}, "accepted")
     avg = float(old["throughput"])
     w = max(rules.average_weight, 1.0 / (n + 1))
     new = avg + w * (value - avg)
-    start, base = old.get("window_start"), old.get("window_base")
-    if start is None or base is None or now - float(start) >= trust.change_window:
-        start, base = float(now), avg
+    held_then = window_values(old, now, trust.change_window)  # every value held in the last window, avg included
     m = trust.max_change_factor
-    held = min(max(new, float(base) / m), float(base) * m)
+    lo, hi = max(held_then) / m, min(held_then) * m
+    held = min(max(new, lo), hi)
     msg = "" if held == new else (f"{value:.6g} steps/s would move the value to {new:.6g}; held at {held:.6g} "
-                                  f"({m:g}x of {float(base):.6g} per {trust.change_window:g} s)")
+                                  f"({m:g}x of the values it held in the last {trust.change_window:g} s, "
+                                  f"{min(held_then):.6g} to {max(held_then):.6g})")
+    hist = _extremes(_history(old, now, trust.change_window) + [(float(now), avg)])  # avg was held until now
     return Verdict({"throughput": held, "samples": n + 1, "rejected": rejected, "updated": float(now),
-                    "window_start": float(start), "window_base": float(base)}, "accepted", msg, held != new)
+                    "window_start": hist[0][0], "window_base": hist[0][1],
+                    "window_history": json.dumps([[t, v] for t, v in hist])}, "accepted", msg, held != new)
+
+
+def _history(old: Mapping[str, Any], now: float, window: float) -> list[tuple[float, float]]:
+    """(time until which it was held, value) of the earlier values of a stored row held after ``now - window``
+    (``window_history``; a row from before it: its window's base, held until its last update at the latest)."""
+    try:
+        raw = json.loads(old.get("window_history") or "null")
+        pts = [(float(t), float(v)) for t, v in raw] if isinstance(raw, list) else None
+    except (TypeError, ValueError):
+        pts = None
+    if pts is None:
+        pts = ([(float(old.get("updated") or now), float(old["window_base"]))]
+               if old.get("window_base") is not None else [])
+    return [(t, v) for t, v in pts if t > now - window and math.isfinite(v) and v > 0]
+
+
+def window_values(old: Mapping[str, Any], now: float, window: float) -> list[float]:
+    """Every value a stored row held at some time in ``(now - window, now]``: the earlier ones it keeps
+    (:func:`_history`) and the current one."""
+    return [v for _t, v in _history(old, now, window)] + [float(old["throughput"])]
+
+
+def _extremes(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Of (held until, value) points, oldest first, the ones that can still bound a later value: a point with a
+    later-ending one at least as high and a later-ending one at least as low is never the window's maximum or
+    minimum again (those stay in the window longer)."""
+    out: list[tuple[float, float]] = []
+    hi = lo = None
+    for t, v in reversed(pts):
+        if hi is None or v > hi or v < lo:
+            out.append((t, v))
+        hi = v if hi is None else max(hi, v)
+        lo = v if lo is None else min(lo, v)
+    return out[::-1]
 
 
 def class_refusal(values: Iterable[Mapping[str, Any]], shipped_classes: Iterable[str], account: str, cls: str,

@@ -215,10 +215,18 @@ def _m13_lease(db: sqlite_utils.Database) -> None:
                        pk="name", not_null={"name", "host", "pid", "token", "acquired", "expires"})
 
 
+def _m14_window_history(db: sqlite_utils.Database) -> None:
+    """A measured or harvested value keeps its earlier values that can still bound its next change
+    (``window_history``: JSON [[time until which it was held, value], ...], oldest first): the change window
+    slides (issue 30), so a value moves at most ``max_change_factor`` against every value it held in the last
+    ``change_window``. Null for rows from before (their window's base then counts, held until their update)."""
+    db["profiles"].add_column("window_history", str)
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _m1_initial, _m2_indexes, _m3_job_records, _m4_preemptions, _m5_warm_start, _m6_profile_sources,
     _m7_upgrade_moves, _m8_site_limits, _m9_submit_time, _m10_trust_retention, _m11_reclaim_for, _m12_written,
-    _m13_lease,
+    _m13_lease, _m14_window_history,
 )
 
 

@@ -3,6 +3,7 @@ with hand-computed numbers, and the same rules through harvest() and a store."""
 
 from __future__ import annotations
 
+import json
 import pytest
 
 from slurm_fair import config
@@ -302,3 +303,24 @@ def test_profiles_list_marks_as_used_what_the_rounds_use_under_on_conflict():
         {"profiling": {"on_conflict": cfg, "measured_speeds": False}}), 0.0) if r["used"]} for cfg in ("flag", "fallback")}
     assert ("acct", "v100", "set") in used["flag"] and ("acct", "v100", "measured") not in used["flag"]
     assert ("acct", "v100", "measured") in used["fallback"] and ("acct", "v100", "set") not in used["fallback"]
+
+
+def test_the_bound_slides_no_value_moves_more_than_2x_within_any_24h():
+    """Issue 30 item 6: the window restarted at its end, so 100 -> 200 -> 299.5 -> 400 happened within 24 h and
+    one minute. Now every value is within 2x of every value the row held in the last 24 h."""
+    fast = Rules(**{**R.__dict__, "average_weight": 1.0})  # each report would set the value outright
+    row = take_sample(None, 100.0, 0.0, None, fast, T).row
+    seen = [(0.0, 100.0)]
+    t = 0.0
+    while t < 3 * DAY:
+        t += 600.0
+        v = take_sample(row, row["throughput"] * 2.9, t, None, fast, T)  # inside the 3x outlier band
+        row = v.row
+        seen.append((t, row["throughput"]))
+    for i, (ti, vi) in enumerate(seen):
+        held = [vj for tj, vj in seen[:i] if tj > ti - DAY]
+        held += [vj for tj, vj in seen[:i] if tj <= ti - DAY][-1:]  # the value held when that day began
+        assert all(vi <= 2 * vj * (1 + 1e-12) and vj <= 2 * vi * (1 + 1e-12) for vj in held), (ti, vi)
+    # it still moves: about 2x a day over three days (the old window allowed 4x within a day and a minute)
+    assert 4.0 <= seen[-1][1] / 100.0 <= 8.0
+    assert len(json.loads(row["window_history"])) <= 3  # only the values that can still bound it are kept
