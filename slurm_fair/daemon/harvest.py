@@ -8,8 +8,8 @@ ended: ``profile run`` does). Rules:
   accepted, rejected (an outlier, counted on the profile) or refused (bad), so a job's comment read again
   next round changes nothing.
 * Class: the job's class (``classes.order``); account: the job's. GPU type: the one Slurm allocated to the
-  job (a job on several types is refused); without one, the NVML device name of a ``fair:gpu=`` token through
-  the NVML map ([profiling] nvml_map).
+  job (a job on several types is refused); a job that held no GPU is refused — a ``fair:gpu=`` device name in
+  a comment never chooses the type (issue 30: CPU-only jobs planted speeds through it).
 * Value: the report divided by the job's GPU count (profiles are per GPU: linear scaling is assumed),
   checked by :func:`slurm_fair.profiling.core.check_sample`; source ``measured`` for profiling runs, else
   ``harvested``, and how far it is trusted: :mod:`slurm_fair.profiling.trust` (bounds from the first sample,
@@ -79,13 +79,18 @@ def candidates(snapshot: Snapshot, end_records: Iterable[dict], class_order: Ite
     return [out[k] for k in sorted(out)]
 
 
-def judge(c: dict, rules: Rules, known_types: Iterable[str], nvml: dict[str, str]) -> tuple[str, float, str]:
+def judge(c: dict, rules: Rules, known_types: Iterable[str]) -> tuple[str, float, str]:
     """(gpu type, per-GPU throughput, source) of a candidate report, or InputError saying why it is refused."""
     tok = c["tokens"]
     if len(c["gpus"]) > 1:
         raise InputError(f"job {c['job_id']} gpu_type", sorted(c["gpus"]),
                          "the job ran on several GPU types; its throughput belongs to none")
-    g = next(iter(c["gpus"]), None) or shipped_profiles.gpu_type_of_device(tok.get("gpu"), nvml)
+    if not c["gpus"] or int(c["gpu_count"] or 0) < 1:
+        # issue 30: a CPU-only job planted speeds through the GPU name its comment gave (fair:gpu=...)
+        raise InputError(f"job {c['job_id']} gpu_type", tok.get("gpu") or None,
+                         "the job held no GPU (its hook records say so): a report counts only for the GPU type a "
+                         "job ran on, never one its comment names")
+    g = next(iter(c["gpus"]))
     text = tok.get("tput") or ""
     if text.strip() and ascii_number(text) is None:
         raise InputError(f"throughput of class {c['class'] or '?'!r} on GPU type {g!r}", text,
@@ -118,7 +123,6 @@ class _Context:
     rules: Rules
     trust: TrustRules
     known: list[str]
-    nvml: dict[str, str]
     values: list[dict]  # the stored profile values
     shipped: dict[tuple[str, str], float]  # (class, type) -> shipped throughput
     own: dict[str, set[str]]  # account -> the classes it has values for
@@ -153,7 +157,7 @@ def _take(store: Store, c: dict, x: _Context) -> str | None:
     if store.report_taken(c["job_id"], n):
         return None
     try:
-        g, value, _ = judge(c, x.rules, x.known, x.nvml)
+        g, value, _ = judge(c, x.rules, x.known)
     except InputError as e:
         return _refuse(store, base, n, f"job {c['job_id']}: {e}", x.round_id, {"tokens": c["tokens"], "gpus": c["gpus"]})
     refusal = class_refusal(x.values, {k[0] for k in x.shipped} | {DEFAULT_CLASS}, c["account"], c["class"], x.trust)
@@ -191,14 +195,13 @@ def harvest(store: Store, snapshot: Snapshot, cfg: Config, round_id: int | None,
         if not found:
             return counts
         rules = Rules.from_config(cfg.profiling)
-        nvml = shipped_profiles.nvml_map(str(cfg.nvml_map_path) if cfg.nvml_map_path else None)
         values = store.profile_values()
         own: dict[str, set[str]] = {}
         for r in values:
             if r.get("account") and r.get("source") != "shipped":
                 own.setdefault(r["account"], set()).add(r["class"])
         x = _Context(rules=rules, trust=TrustRules.from_config(cfg.profiling), known=list(snapshot.gpu_types()),
-                     nvml=nvml, values=values,
+                     values=values,
                      shipped={(r["class"], r["gpu_type"]): float(r["throughput"]) for r in shipped_profiles.load_shipped()},
                      own=own, kept=dict(kept or {}), cap=int(cfg.profiling.max_classes_per_account),
                      round_id=round_id, now=now)

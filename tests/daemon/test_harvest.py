@@ -66,8 +66,9 @@ def test_running_jobs_reports_taken_once_per_number_per_gpu_and_by_source():
     ("class=cnn fair:tput=@1", {"v100": 1}, "empty"),
     ("class=cnn fair:tput=3@x", {"v100": 1}, "whole number"),
     ("class=cnn fair:tput=3@1", {"v100": 1, "k80": 1}, "several GPU types"),
-    ("class=cnn fair:tput=3@1", {}, "no GPU type"),
-    ("class=cnn fair:tput=3@1 fair:gpu=NVIDIA_H100_80GB_HBM3", {}, "unknown GPU type 'h100'"),
+    ("class=cnn fair:tput=3@1", {}, "held no GPU"),
+    # issue 30: a CPU-only job named a GPU in its comment to plant a speed there
+    ("class=evil fair:tput=9000000@1 fair:gpu=Tesla_V100-SXM2-16GB", {}, "never one its comment names"),
 ])
 def test_bad_reports_are_refused_with_an_event_and_change_no_profile(comment, alloc, why):
     s = Store(":memory:")
@@ -103,13 +104,16 @@ def test_report_grammar_is_ascii_only():
         assert ascii_int(bad) is None, bad
 
 
-def test_nvml_name_gives_the_type_when_slurm_gives_none_and_outliers_are_rejected():
+def test_the_type_is_the_one_the_job_held_never_a_named_one_and_outliers_are_rejected():
     s = Store(":memory:")
-    harvest(s, snap(job(1, "class=x fair:tput=3@1 fair:gpu=Tesla_K80", {})), CFG, None, now=1.0)
-    assert values(s) == {("acct_a", "x", "k80", "harvested"): (3.0, 1, 0)}
-    for n, v in ((2, 3.0), (3, 3.0)):
+    # issue 30: the GPU name a comment gives (fair:gpu=) never chooses the type: a job that held none is refused
+    assert harvest(s, snap(job(1, "class=x fair:tput=3@1 fair:gpu=Tesla_V100-SXM2-16GB", {})), CFG, None,
+                   now=0.5)["refused"] == 1
+    harvest(s, snap(job(1, "class=x fair:tput=3@2 fair:gpu=Tesla_V100-SXM2-16GB", {"k80": 1})), CFG, None, now=1.0)
+    assert values(s) == {("acct_a", "x", "k80", "harvested"): (3.0, 1, 0)}  # the type it held, not the named one
+    for n, v in ((3, 3.0), (4, 3.0)):
         harvest(s, snap(job(1, f"class=x fair:tput={v}@{n}", {"k80": 1})), CFG, None, now=float(n))
-    assert harvest(s, snap(job(1, "class=x fair:tput=30@4", {"k80": 1})), CFG, None, now=4.0)["rejected"] == 1
+    assert harvest(s, snap(job(1, "class=x fair:tput=30@5", {"k80": 1})), CFG, None, now=5.0)["rejected"] == 1
     assert values(s) == {("acct_a", "x", "k80", "harvested"): (3.0, 3, 1)}
     assert len(s.events(kind="profile-report-rejected")) == 1
 
