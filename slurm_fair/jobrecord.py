@@ -61,7 +61,7 @@ SLURM_CONF_KEYS = {  # slurm.conf key -> context it runs in
     "Prolog": "prolog_slurmd",
     "Epilog": "epilog_slurmd",
 }
-_SEPARATORS = " \t\n\r\f\v,;"  # around a class=NAME token, as in daemon/plan.py's _CLASS_TOKEN
+_SEPARATORS = " \t\n\r\f\v,;"  # between tokens (class=NAME, fair:...): ASCII only, as Lua's %s (one grammar)
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
@@ -212,8 +212,10 @@ def split_tokens(text: str) -> list[str]:
     return out + ([cur] if cur else [])
 
 
-def job_class(comment: str, wckey: str, name: str) -> str:
-    """``daemon/plan.py::job_class`` with the default order (comment, wckey, name); "" if none."""
+def comment_class(comment: str) -> str | None:
+    """The NAME of the first ``class=NAME`` token of a comment (tokens end at ASCII whitespace, ``,`` or ``;``
+    only — the grammar the daemon, this hook and job_submit.lua share: a no-break space, ``\x1c`` or ``\x85``
+    before ``class=`` does not start a token anywhere); None if none."""
     text = comment or ""
     start = 0
     while (i := text.find("class=", start)) >= 0:
@@ -225,6 +227,14 @@ def job_class(comment: str, wckey: str, name: str) -> str:
                 k += 1
             if k > j:
                 return text[j:k]
+    return None
+
+
+def job_class(comment: str, wckey: str, name: str) -> str:
+    """``daemon/plan/demand.py::job_class`` with the default order (comment, wckey, name); "" if none."""
+    found = comment_class(comment)
+    if found is not None:
+        return found
     wk = (wckey or "").lstrip("*")
     return wk or name or ""
 

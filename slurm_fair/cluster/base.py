@@ -11,6 +11,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from ..jobrecord import split_tokens
+
 # Key used in Account.limits and in set_accounts_gpu_limits for the untyped ``gres/gpu`` total.
 ANY_GPU = "*"
 # Value that clears a limit (sacctmgr's -1).
@@ -69,14 +71,13 @@ class Job:
         """The comment carries the token ``fair:flex`` (separated by whitespace, ``,`` or ``;``): the
         job's GPU type was chosen by slurm-fair at submission, not by the user."""
         c = self.comment or ""
-        return FLEX_TOKEN in c and FLEX_TOKEN in c.replace(",", " ").replace(";", " ").split()
+        return FLEX_TOKEN in c and FLEX_TOKEN in split_tokens(c)
 
     @property
     def checkpoints(self) -> bool:
         """The job declares it checkpoints: the comment carries the token ``fair:checkpoint`` (as for
         ``fair:flex``) and Slurm may requeue it."""
-        c = (self.comment or "").replace(",", " ").replace(";", " ").split()
-        return self.requeue and CHECKPOINT_TOKEN in c
+        return self.requeue and CHECKPOINT_TOKEN in split_tokens(self.comment or "")
 
     @property
     def running(self) -> bool:

@@ -13,16 +13,15 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Sequence
 
 from ...config import Config
 from ...cluster.base import Job, Snapshot, supports_pending_retype
+from ...jobrecord import comment_class
 from .eligible import counted, startable
 from .reclaim import Holder, holders_of
 
-_CLASS_TOKEN = re.compile(r"(?:^|[\s,;])class=([^\s,;]+)")
 DEFAULT_CLASS = "default"
 # Slurm's root account is the parent of every account: a GrpTRES there caps the whole cluster.
 NEVER_MANAGED = frozenset({"root"})
@@ -36,9 +35,9 @@ def job_class(job: Job, order: Iterable[str] = ("comment", "wckey", "name")) -> 
         return assigned
     for src in order:
         if src == "comment":
-            m = _CLASS_TOKEN.search(job.comment or "")
-            if m:
-                return m.group(1)
+            found = comment_class(job.comment or "")
+            if found is not None:
+                return found
         elif src == "wckey":
             wk = (job.wckey or "").lstrip("*")  # Slurm shows a default wckey as "*name"
             if wk:
