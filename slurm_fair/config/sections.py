@@ -374,8 +374,8 @@ class ProfilingConfig:
     change_window: float = key(86400, _positive, "Seconds of the window max_change_factor applies to (> 0).")
     shared_classes: tuple[str, ...] = key(
         [], _str_list,
-        "Classes any account's jobs may report on although another account has values for them (the\n"
-        "site-wide and shipped classes are always shared); a report naming another account's class is refused.",
+        "Ignored since 0.2.0 (kept so that configurations naming it still load): every account's reports of\n"
+        "any class name are its own, kept apart from other accounts' values of the same name (issue 30).",
     )
     on_conflict: str = key(
         "flag", _choice(ON_CONFLICT),

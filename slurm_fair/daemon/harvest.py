@@ -13,7 +13,8 @@ ended: ``profile run`` does). Rules:
 * Value: the report divided by the job's GPU count (profiles are per GPU: linear scaling is assumed),
   checked by :func:`slurm_fair.profiling.core.check_sample`; source ``measured`` for profiling runs, else
   ``harvested``, and how far it is trusted: :mod:`slurm_fair.profiling.trust` (bounds from the first sample,
-  the change window, which classes a job may name); a report naming another account's class is refused.
+  the change window); a class name is the reporting account's own (other accounts' values of the same name are
+  kept apart and never block it).
   An account's classes beyond ``[profiling] max_classes_per_account`` count as ``default``
   (:mod:`slurm_fair.daemon.plan.classcap`).
 * Grammar (:func:`slurm_fair.profiling.client.ascii_number` / ``ascii_int``): ``fair:tput=<number>@<n>`` with
@@ -37,7 +38,7 @@ from ..cluster.base import Snapshot
 from ..errors import InputError
 from ..profiling.client import MAX_REPORT_N, ascii_int, ascii_number, parse_tokens
 from ..profiling.core import Rules, check_sample
-from ..profiling.trust import TrustRules, Verdict, class_refusal, reference, report_source, take_sample
+from ..profiling.trust import TrustRules, Verdict, reference, report_source, take_sample
 from ..store import Store
 from .plan import DEFAULT_CLASS, job_class
 from .plan.classcap import report_class
@@ -160,9 +161,6 @@ def _take(store: Store, c: dict, x: _Context) -> str | None:
         g, value, _ = judge(c, x.rules, x.known)
     except InputError as e:
         return _refuse(store, base, n, f"job {c['job_id']}: {e}", x.round_id, {"tokens": c["tokens"], "gpus": c["gpus"]})
-    refusal = class_refusal(x.values, {k[0] for k in x.shipped} | {DEFAULT_CLASS}, c["account"], c["class"], x.trust)
-    if refusal:
-        return _refuse(store, base, n, f"job {c['job_id']}: {refusal}", x.round_id, {"class": c["class"], "gpu_type": g})
     source, demoted = report_source("profile" in c["tokens"], c.get("user") or "", int(c["gpu_count"] or 0), x.trust)
     bounds = reference(x.values, x.shipped, c["account"], c["class"], g, source, x.trust)
     got: list[Verdict] = []

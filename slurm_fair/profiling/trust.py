@@ -24,9 +24,10 @@ Everything in a job's comment is the job owner's to write, so a report is a clai
   a window that restarted let 100 → 200 → 299.5 → 400 happen within 24 h and a minute): 29 reports at 2.99x
   each move a value at most 2x in any 24 h. The values that can still bound it (the window's extremes, each
   kept while no later value passes it) are stored with the value (``window_history``).
-* **Class names** (:func:`class_refusal`): a report names a class of its own account, a new class, a
-  site-wide or shipped class, or one listed in ``[profiling] shared_classes``; a class another account has
-  values for (and this one has none) is refused.
+* **Class names are per account** (issue 30): a report of any class name is stored under the reporting
+  account, apart from every other account's values of the same name, and bounded only by its own, the
+  site-wide and the shipped values (:func:`reference`). Refusing a name another account had values for let any
+  account block another's profiling for good by reporting its class name first (issue 21's rule, removed).
 * **Conflicts act** (:func:`usable_values`), ``[profiling] on_conflict``: ``flag`` (only shown),
   ``ignore-tenant`` (the account's harvested values of that class are not used), ``fallback`` (the
   account's set, imported and harvested values of that class are not used: its profiling runs', then the
@@ -54,7 +55,6 @@ ON_CONFLICT = ("flag", "ignore-tenant", "fallback")
 # sources that bound a report of each kind, most trusted first
 # (not set/imported: those are the tenant's claims lie detection checks the reports against, maybe in another unit)
 REFERENCE_SOURCES = {"harvested": ("measured", "shipped"), "measured": ("shipped",)}
-OWNING_SOURCES = ("set", "imported", "measured", "harvested")
 
 
 @dataclass(frozen=True)
@@ -66,14 +66,13 @@ class TrustRules:
     max_change_factor: float = 2.0
     change_window: float = 86400.0
     trusted_users: tuple[str, ...] = ()
-    shared_classes: tuple[str, ...] = ()
     on_conflict: str = "flag"
 
     @classmethod
     def from_config(cls, p: Any) -> "TrustRules":
         return cls(outlier_factor=float(p.outlier_factor), outlier_after=int(p.outlier_after),
                    max_change_factor=float(p.max_change_factor), change_window=float(p.change_window),
-                   trusted_users=tuple(p.trusted_users), shared_classes=tuple(p.shared_classes),
+                   trusted_users=tuple(p.trusted_users),
                    on_conflict=str(p.on_conflict))
 
 
@@ -246,27 +245,6 @@ def _extremes(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
         hi = v if hi is None else max(hi, v)
         lo = v if lo is None else min(lo, v)
     return out[::-1]
-
-
-def class_refusal(values: Iterable[Mapping[str, Any]], shipped_classes: Iterable[str], account: str, cls: str,
-                  rules: TrustRules) -> str:
-    """Why a report of ``account`` may not name ``cls`` ("" = it may): another account has values for the
-    class, this account has none, and the class is neither site-wide, shipped nor in ``shared_classes``."""
-    if not account or cls in rules.shared_classes or cls in set(shipped_classes):
-        return ""
-    owners = set()
-    for r in values:
-        if r["class"] != cls:
-            continue
-        acct = r.get("account") or ""
-        if not acct or acct == account:
-            return ""  # a site-wide class, or the account's own
-        if r.get("source") in OWNING_SOURCES:
-            owners.add(acct)
-    if not owners:
-        return ""
-    return (f"class {cls!r} belongs to account(s) {', '.join(sorted(owners))}; account {account!r} has no value "
-            "for it and [profiling] shared_classes does not list it")
 
 
 def usable_values(values: Iterable[Mapping[str, Any]], margin: float,

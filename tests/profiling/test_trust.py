@@ -13,7 +13,7 @@ from slurm_fair.daemon.harvest import harvest
 from slurm_fair.daemon.plan import job_class
 from slurm_fair.daemon.plan.classcap import fold, report_class
 from slurm_fair.profiling.core import Rules, effective, sample, update
-from slurm_fair.profiling.trust import (Bounds, TrustRules, class_refusal, effective_values, reference,
+from slurm_fair.profiling.trust import (Bounds, TrustRules, effective_values, reference,
                                         report_source, take_sample, type_ratio_ranges, usable_values)
 from slurm_fair.store import Store
 
@@ -134,15 +134,13 @@ def test_cross_type_prior_bounds_a_type_the_class_has_no_value_on():
 
 # ------------------------------------------------------------------------------------ class names
 
-def test_a_report_may_not_name_another_accounts_class_unless_shared():
-    vals = [row("acct_a", "secret", "v100", "harvested", 5.0), row("", "site", "v100", "set", 5.0)]
-    why = class_refusal(vals, set(), "acct_b", "secret", T)
-    assert "'secret' belongs to account(s) acct_a" in why and "shared_classes" in why
-    assert class_refusal(vals, set(), "acct_a", "secret", T) == ""  # its own
-    assert class_refusal(vals, set(), "acct_b", "new-one", T) == ""  # nobody's yet
-    assert class_refusal(vals, set(), "acct_b", "site", T) == ""  # site-wide
-    assert class_refusal(vals, {"resnet"}, "acct_b", "resnet", T) == ""  # shipped
-    assert class_refusal(vals, set(), "acct_b", "secret", TrustRules(shared_classes=("secret",))) == ""
+def test_another_accounts_values_of_a_class_name_never_bound_a_report():
+    """Issue 30 item 3: a class name is per account. acct_a's values of 'secret' are no reference for acct_b's
+    report of the same name (nor is acct_b's for acct_a's): only the account's own, the site-wide and the
+    shipped values are."""
+    vals = [row("acct_a", "secret", "v100", "measured", 5.0)]
+    assert reference(vals, {}, "acct_b", "secret", "v100", "harvested", T) is None
+    assert reference(vals, {}, "acct_a", "secret", "v100", "harvested", T).hi == pytest.approx(15.0)
 
 
 # ------------------------------------------------------------------------------------ conflicts act
@@ -237,19 +235,20 @@ def test_harvest_attack_as_fake_profiling_runs_moves_the_value_at_most_2x_a_day(
     assert effective(s.profile_values())[0]["throughput"] == pytest.approx(40.0)
 
 
-def test_harvest_refuses_another_accounts_class_with_an_event_and_honours_trusted_users():
+def test_a_class_name_is_per_account_nobody_can_squat_it_and_trusted_users_are_honoured():
+    """Issue 30 item 3: another account's job naming class 'mine' first made every later report of its real
+    owner refused, for good. Now each account's reports of a name are its own, apart."""
     cfg = config.from_dict({"profiling": {"trusted_users": ["prof"]}})
     s = Store(":memory:")
-    harvest(s, snap(job(1, "class=mine fair:tput=5@1")), cfg, 1, now=1.0)
-    assert harvest(s, snap(job(2, "class=mine fair:tput=5@1", account="acct_b")), cfg, 2, now=2.0)["refused"] == 1
-    (e,) = s.events(kind="profile-report-refused")
-    assert "belongs to account(s) acct_a" in e["message"] and e["account"] == "acct_b"
+    harvest(s, snap(job(2, "class=mine fair:tput=50@1", account="acct_b")), cfg, 1, now=1.0)  # the squatter first
+    assert harvest(s, snap(job(1, "class=mine fair:tput=5@1")), cfg, 2, now=2.0)["accepted"] == 1
+    assert not s.events(kind="profile-report-refused")
+    vals = {(r["account"], r["class"]): r["throughput"] for r in s.profile_values()}
+    assert vals == {("acct_a", "mine"): 5.0, ("acct_b", "mine"): 50.0}  # kept apart
     harvest(s, snap(job(3, "class=p fair:profile fair:tput=5@1", user="alice"),
                     job(4, "class=q fair:profile fair:tput=5@1", user="prof")), cfg, 3, now=3.0)
-    src = {r["class"]: r["source"] for r in s.profile_values()}
-    assert src == {"mine": "harvested", "p": "harvested", "q": "measured"}
-    (r3,) = [r for r in s.profile_reports() if r["job_id"] == 3]
-    assert "trusted_users" in r3["message"]
+    src = {(r["account"], r["class"]): r["source"] for r in s.profile_values()}
+    assert src[("acct_a", "p")] == "harvested" and src[("acct_a", "q")] == "measured"
 
 
 def test_on_conflict_acts_in_the_round_profiles():
