@@ -33,18 +33,42 @@ def fold_round(store: Store, snapshot: Snapshot, cfg: Config, round_id: int | No
         site = {r["class"] for r in values if not r.get("account")} | {r["class"] for r in shipped_profiles.load_shipped()}
         out = fold(snapshot, cfg.classes.order, int(cfg.profiling.max_classes_per_account), known, site)
         for acct, classes in out.folded.items():
-            recent = {str(m) for (m,) in store.db.execute(
-                "select message from events where kind = ? and account = ? and time >= ?",
-                [FOLD_EVENT, acct, now - PRUNE_EVERY]).fetchall()}
-            for c in classes:
-                msg = (f"class {c!r} of account {acct!r} counts as 'default': the account has more than "
-                       f"{cfg.profiling.max_classes_per_account} classes ([profiling] max_classes_per_account)")
-                if msg not in recent:
-                    store.event(FOLD_EVENT, msg, round_id=round_id, account=acct, data={"class": c}, at=now)
+            _note_folded(store, acct, classes, int(cfg.profiling.max_classes_per_account), round_id, now)
         return out
     except Exception as e:  # noqa: BLE001 - never stops a round: the classes stay as they are
         store.event("class-fold-error", f"{type(e).__name__}: {e}", round_id=round_id)
         return Folded(snapshot, {}, {})
+
+
+FOLD_NAMES = 20  # class names one class-folded event lists (the count covers the rest)
+
+
+def _note_folded(store: Store, acct: str, classes: Iterable[str], cap: int, round_id: int | None,
+                 now: float) -> None:
+    """One ``class-folded`` event per account a day (issue 30: renaming 10 000 pending jobs before each round wrote
+    9 982 events a round): the day's event is updated with the classes seen since (``data``: ``count`` and the
+    first ``FOLD_NAMES`` names), a new one written once a day has passed."""
+    row = store.db.execute("select id, data from events where kind = ? and account = ? and time >= ? "
+                           "order by id desc limit 1", [FOLD_EVENT, acct, now - PRUNE_EVERY]).fetchone()
+    data = json.loads(row[1] or "{}") if row else {}
+    names = list(data.get("classes") or [])
+    count = int(data.get("count") or len(names))
+    for c in classes:
+        if c not in names:
+            count += 1
+            if len(names) < FOLD_NAMES:
+                names.append(c)
+    if row and count == int(data.get("count") or len(names)) and names == list(data.get("classes") or []):
+        return  # nothing new today
+    shown = ", ".join(repr(c) for c in names) + (f" and {count - len(names)} more" if count > len(names) else "")
+    msg = (f"{count} class(es) of account {acct!r} count as 'default' (the account has more than {cap} classes: "
+           f"[profiling] max_classes_per_account): {shown}")
+    new = {"classes": names, "count": count}
+    if row:
+        with store.transaction():
+            store.db["events"].update(row[0], {"message": msg, "data": json.dumps(new)})
+    else:
+        store.event(FOLD_EVENT, msg, round_id=round_id, account=acct, data=new, at=now)
 
 
 def round_profiles(store: Store, cfg: Config) -> list[dict]:
