@@ -143,6 +143,9 @@ def _preflight(config_path: str | None, got: _Found) -> str:
             site = store.site_limits()
     got.found = preflight.check(config, snapshot, cfg, qos=qos, partitions=parts,
                                    slurm_conf=os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf", site=site)
+    py = preflight.hook_python(preflight.hook_python_version(), cfg)
+    if py is not None:
+        got.found.append(py)
     user = pwd.getpwuid(os.geteuid()).pw_name
     allowed = preflight.privilege(user, os.geteuid(),
                                   None if os.geteuid() == 0 else preflight.my_admin_level(cluster, user))

@@ -9,7 +9,8 @@ Checks (each a :class:`Finding`; ``problem`` fails the command, ``note`` does no
   requests escape the per-type limits); with a hook spool configured, ``PrologSlurmctld`` and
   ``EpilogSlurmctld`` run slurm-fair's hook (else no job records; a site program there is named with the
   ``hooks install --chain`` that keeps it; ``Prolog``/``Epilog`` likewise, as notes); the SiteFactor range
-  against the sum of the site's ``PriorityWeight*`` (a note proposing the range that keeps them in play).
+  against the sum of the site's ``PriorityWeight*`` (a note proposing the range that keeps them in play); with
+  hooks, the ``python3`` on the hooks' PATH is at least 3.9 (an older one writes no record).
 * Files: the type map's folder exists and is writable by this process; ``job_submit.lua`` is next to
   ``slurm.conf`` and reads the map (it reads ``gpu_type_map.txt`` next to itself: the map is there, or a link
   there points to it — the systemd unit writes it in its state folder); the database's folder is writable; the
@@ -100,6 +101,37 @@ def qos_gpu_limits(text: str) -> dict[str, str]:
         if gpu:
             out[parts[0]] = " ".join(gpu)
     return out
+
+
+HOOK_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # the PATH the hook shim sets
+
+
+def hook_python_version() -> str | None:
+    """The version (``X.Y.Z``) of the ``python3`` the controller hooks run (the shim's PATH), None if none runs."""
+    import subprocess
+
+    try:
+        r = subprocess.run(["python3", "-I", "-S", "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                           capture_output=True, text=True, timeout=10, env={"PATH": HOOK_PATH})
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def hook_python(version: str | None, cfg: Config) -> Finding | None:
+    """The controller hooks need Python >= 3.9 as ``python3`` (an older one writes no record, issue 29): a
+    problem when hooks are configured (``hooks.spool``) and it is older or missing; None without hooks."""
+    if cfg.spool_path is None:
+        return None
+    try:
+        have = tuple(int(x) for x in (version or "").split(".")[:2])
+    except ValueError:
+        have = ()
+    if len(have) == 2 and have >= (3, 9):
+        return Finding(OK, "python3 (hooks)", f"{version} on the hooks' PATH")
+    return Finding(PROBLEM, "python3 (hooks)", (f"is {version}" if version else "not found on the hooks' PATH "
+                   f"({HOOK_PATH})") + ": the hook shim needs Python >= 3.9 and writes no job record with an older "
+                   "one; install python3 >= 3.9 there (e.g. python39 on RHEL 8, linked as /usr/local/bin/python3)")
 
 
 WEIGHTS = ("PriorityWeightAge", "PriorityWeightAssoc", "PriorityWeightFairShare", "PriorityWeightJobSize",

@@ -207,3 +207,15 @@ def test_the_site_factor_range_is_checked_against_the_sites_priority_weights(tmp
     narrow = config.from_dict({**cfg(tmp_path).as_dict(), "priority": {"site_factor_max": 20000}})
     assert PF.priority_weights(PF.parse_config(GOOD + weights), narrow).level == PF.OK
     assert "all 0" in PF.priority_weights(PF.parse_config(GOOD), cfg(tmp_path)).detail
+
+
+def test_the_controllers_python3_for_the_hooks_is_checked(tmp_path):
+    """Issue 29 item 8: on a python3 older than 3.9 (RHEL 8's is 3.6) the hooks write no record."""
+    c = cfg(tmp_path)
+    assert PF.hook_python("3.11.2", c).level == PF.OK
+    old = PF.hook_python("3.6.15", c)
+    assert old.level == PF.PROBLEM and "is 3.6.15" in old.detail and ">= 3.9" in old.detail
+    assert PF.hook_python(None, c).level == PF.PROBLEM
+    no_hooks = config.from_dict({**c.as_dict(), "hooks": {"spool": ""}})
+    assert PF.hook_python("3.6.15", no_hooks) is None
+    assert PF.hook_python_version() is not None  # this machine's python3 answers
