@@ -46,7 +46,8 @@ def plan_rollback(snapshot: Snapshot, site: Mapping[str, Mapping[str, int]], man
                   type_map: Path | None, cfg: Config, written: Mapping[str, Mapping[str, int]] | None = None
                   ) -> Rollback:
     """The changes that restore the cluster (module docstring). ``written``: what slurm-fair last wrote (None:
-    not known — every GPU limit of the accounts is set back, as before the store kept it)."""
+    not known — every GPU limit of the accounts is set back, as before the store kept it; likewise for an
+    account it has no record for: an older version's writes, or ones retention pruned before the record)."""
     accounts = sorted(set(site) | set(managed) | set(written or {}))
     changes: dict[str, dict[str, int]] = {}
     kept: dict[str, dict[str, int]] = {}
@@ -56,7 +57,7 @@ def plan_rollback(snapshot: Snapshot, site: Mapping[str, Mapping[str, int]], man
             continue
         target = {k: int(v) for k, v in site.get(a, {}).items()}
         now = dict(acct.limits)
-        if written is None:
+        if not (written or {}).get(a):  # no record of what slurm-fair wrote there (older writes): as before
             diff = {k: v for k, v in target.items() if now.get(k) != v}
             diff.update({k: CLEAR for k in now if k not in target})
         else:

@@ -681,5 +681,5 @@ def test_retypes_and_the_plan_count_room_under_the_limits_in_force():
     free = decide({})
     assert {m.job_id: m.new_type for m in free.retypes} == {10: "v100", 11: "v100"}  # room for both
     held = decide({"acct_a": {"v100": 0}})
-    assert "acct_a" in held.left_alone and held.plan.limits["acct_a"] == {"v100": 0}
+    assert "acct_a" in held.left_alone and held.plan_in_force().limits["acct_a"] == {"v100": 0}
     assert {m.job_id: m.new_type for m in held.retypes} == {11: "v100"}  # acct_a's limit has no V100 room

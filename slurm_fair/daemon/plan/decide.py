@@ -56,6 +56,11 @@ class Decisions:
     not_demand: dict[str, dict[str, int]] = field(default_factory=dict)
     held_back: dict[str, dict[str, int]] = field(default_factory=dict)  # limits lowered: unrequeueable jobs
     drift: dict[str, dict[str, int]] = field(default_factory=dict)  # limits someone else set since (kept)
+    in_force: dict[str, dict[str, int]] | None = None  # the limits Slurm holds after the round (None: the plan's)
+
+    def plan_in_force(self) -> Plan:
+        """The plan with the limits in force after the round: what retypes and the type map count room under."""
+        return self.plan if self.in_force is None else replace(self.plan, limits=self.in_force)
 
 
 def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shipped: Any, deviations: Mapping[str, Any],
@@ -123,15 +128,15 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     # 24.11: a new database left the old limits alone while the plan's said there was room)
     in_force = {a: dict(planned[a]) if (cfg.limits.manage and a in planned) else dict(current.get(a, {}))
                 for a in plan.accounts}
-    plan = replace(plan, limits=in_partitions(in_force, elsewhere))  # (a partition pilot's view)
+    in_force = in_partitions(in_force, elsewhere)  # (a partition pilot's view)
 
-    retypes = (retype_moves(plan, snapshot, MAX_RETYPES, built.throughput, lambda j: known_types(built, cfg, j),
-                            cfg.classes.order) if retype_ok else [])
+    retypes = (retype_moves(replace(plan, limits=in_force), snapshot, MAX_RETYPES, built.throughput,
+                            lambda j: known_types(built, cfg, j), cfg.classes.order) if retype_ok else [])
     d = Decisions(demand=demand, built=built, alloc=alloc, plan=plan, received=received, deficits=new_deficits,
                   factors=factors, factor_changes=factor_changes, factors_deferred=deferred, current=current,
                   planned=planned, changes=changes, retypes=retypes, targets={}, dt=dt, explored=explored,
                   reporting=frozenset(reporting), left_alone=tuple(left_alone),
-                  held_back={a: dict(v) for a, v in (held_back or {}).items()}, drift=drifted,
+                  held_back={a: dict(v) for a, v in (held_back or {}).items()}, drift=drifted, in_force=in_force,
                   not_demand=not_demand([j for j in gpu_jobs(snapshot, cfg.cluster.partitions)
                                          if j.account not in NEVER_MANAGED]))
     return replace(d, targets=type_map(d, with_retypes(snapshot, retypes), cfg))
@@ -153,10 +158,11 @@ def type_map(d: Decisions, snapshot: Snapshot, cfg: Config) -> dict[str, Target]
     jobs that arrive between rounds, as Slurm alone would see them; the guarantees and limits stay the
     round's)."""
     snapshot = partition_view(snapshot, cfg.cluster.partitions)
-    targets = untyped_targets(d.plan, snapshot, d.built.throughput, reclaim=bool(cfg.preemption.enabled),
+    plan = d.plan_in_force()
+    targets = untyped_targets(plan, snapshot, d.built.throughput, reclaim=bool(cfg.preemption.enabled),
                               site_speed=d.built.site_speed, class_speed=d.built.class_speed)
     if cfg.profiling.explore:
-        targets = explore_targets(targets, d.plan, snapshot, d.built.sources, d.reporting)
+        targets = explore_targets(targets, plan, snapshot, d.built.sources, d.reporting)
     if cfg.limits.accounts:  # a pilot types only its own accounts' jobs (the map says @listed-only)
         pilot = set(cfg.limits.accounts)
         targets = {k: t for k, t in targets.items() if k.partition("/")[0] in pilot}

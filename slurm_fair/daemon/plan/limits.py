@@ -428,8 +428,10 @@ def limit_changes(current: Mapping[str, Mapping[str, int]], planned: Mapping[str
             out[a] = diff
     for a in sorted(set(managed_accounts) - set(planned)):
         now = current.get(a, {})
-        gone = ({k: CLEAR for k in now} if written is None
-                else restore(now, (site or {}).get(a, {}), written.get(a, {})))
+        # an account with no record of what slurm-fair wrote (an older version's writes, or ones retention
+        # pruned from ``applied`` before the record existed): every GPU limit it has is cleared, as before
+        gone = ({k: CLEAR for k in now} if not (written or {}).get(a)
+                else restore(now, (site or {}).get(a, {}), written[a]))
         if gone:
             out[a] = gone
     return out
