@@ -25,10 +25,10 @@ from .table import render
 def rollback_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
     """Take slurm-fair off the cluster: every GPU limit it changed back to the value recorded before its first
     change (site limits included, exact; cleared where the account had none) where it is still what
-    slurm-fair wrote (a value set by hand since is kept and named), every SiteFactor it set back to 0, the type
-    map removed. Refuses while the daemon runs (here, or on another host sharing the database while its lease
-    is live). Running it again changes nothing. Exit 1 if
-    something could not be restored (each named). --dry-run creates no file: without a database it says so
+    slurm-fair wrote (a value set by hand since is kept and named), every SiteFactor it set back to the job's
+    own (0 for most), the type map removed. Refuses while the daemon runs (here, or on another host sharing the
+    database while its lease is live). Running it again changes nothing. Exit 1 if something could not be
+    restored (each named). --dry-run creates no file: without a database it says so
     and shows what a rollback with nothing recorded would do."""
     from ..cluster import connect
     from ..daemon import lease, rollback
@@ -62,7 +62,7 @@ def rollback_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
                 for a, ch in sorted(out["limits"].items()) for k, v in sorted(ch.items())]
         click.echo(render(["ACCOUNT", "LIMIT", "RESTORED TO"], rows) if rows else "no GPU limit to restore")
         click.echo(f"{verb}: {len(rows)} limit(s) of {len(out['limits'])} account(s); "
-                   f"SiteFactor back to 0 on {len(out['site_factors'])} pending job(s); "
+                   f"SiteFactor back to the job's own on {len(out['site_factors'])} pending job(s); "
                    + (f"type map {out['type_map']} {'would be ' if dry_run else ''}removed" if out["type_map"]
                       else "no type map"))
         for a, ch in sorted(out["kept"].items()):

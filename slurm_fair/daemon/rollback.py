@@ -7,8 +7,9 @@
   what differs from what Slurm shows now is written; a GPU limit slurm-fair had set where the account had none
   is cleared. Non-GPU TRES are never touched. A database that never ran a round (new, or the old one lost)
   knows nothing slurm-fair wrote: the accounts with GPU limits are named (``unrecorded``), none is touched.
-* **SiteFactor**: set back to 0 on every pending GPU job of the managed partitions that has one (slurm-fair sets
-  the factor of those jobs; Slurm's own default is 0).
+* **SiteFactor**: every pending GPU job whose SiteFactor is still the one slurm-fair last set gets back the one
+  it had before slurm-fair's first change (the store's ``site_factors``; 0 for most jobs); one the site set
+  since is left. A store with no such record (an older version's factors) sets every one back to 0, as before.
 * **Type map**: the published file is removed (job_submit.lua then lets untyped requests through unchanged).
 * **State**: the managed set is emptied, restored accounts' records dropped (a later start records afresh), a
   ``rollback`` event written. Running it again finds nothing to do.
@@ -43,8 +44,8 @@ class Rollback:
 
 
 def plan_rollback(snapshot: Snapshot, site: Mapping[str, Mapping[str, int]], managed: Iterable[str],
-                  type_map: Path | None, cfg: Config, written: Mapping[str, Mapping[str, int]] | None = None
-                  ) -> Rollback:
+                  type_map: Path | None, cfg: Config, written: Mapping[str, Mapping[str, int]] | None = None,
+                  factors_set: Mapping[int, tuple[int, int]] | None = None) -> Rollback:
     """The changes that restore the cluster (module docstring). ``written``: what slurm-fair last wrote (None:
     not known — every GPU limit of the accounts is set back, as before the store kept it; likewise for an
     account it has no record for: an older version's writes, or ones retention pruned before the record)."""
@@ -67,8 +68,17 @@ def plan_rollback(snapshot: Snapshot, site: Mapping[str, Mapping[str, int]], man
                 kept[a] = theirs
         if diff:
             changes[a] = diff
-    factors = {j.job_id: 0 for j in P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
-               if j.pending and j.site_factor}
+    factors: dict[int, int] = {}
+    for j in P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts):
+        if not j.pending:
+            continue
+        if not factors_set:  # no record (an older version's factors): back to 0, as before
+            if j.site_factor:
+                factors[j.job_id] = 0
+        elif j.job_id in factors_set:
+            before, value = factors_set[j.job_id]
+            if j.site_factor == value and before != value:  # still slurm-fair's: the job's own back
+                factors[j.job_id] = before
     present = str(type_map) if type_map is not None and (type_map.exists() or type_map.is_symlink()) else None
     return Rollback(changes, factors, present, accounts, kept)
 
@@ -78,7 +88,8 @@ def run(cluster: Cluster, store: Store, cfg: Config, dry_run: bool = False) -> d
     ``limits`` {account: {key: value, -1 = clear}}, ``site_factors`` (jobs reset), ``type_map`` (file removed
     or None), ``failed`` {account or 'site_factor' or 'type_map': cause}, ``dry_run``."""
     snapshot = cluster.snapshot()
-    rb = plan_rollback(snapshot, store.site_limits(), store.managed(), cfg.type_map_path, cfg, store.written())
+    rb = plan_rollback(snapshot, store.site_limits(), store.managed(), cfg.type_map_path, cfg, store.written(),
+                       store.factors_set())
     never_ran = not store.rounds(limit=1, details=False)
     unrecorded = ({a.name: dict(a.limits) for a in snapshot.accounts if a.limits and a.name not in rb.accounts}
                   if never_ran else {})
@@ -104,6 +115,7 @@ def run(cluster: Cluster, store: Store, cfg: Config, dry_run: bool = False) -> d
         store.set_managed(sorted(set(store.managed()) - set(restored)))
         store.forget_site_limits(restored)
         store.forget_written(restored)
+        store.forget_factors()
         store.event("rollback", f"rolled back {len(restored)} account(s), {len(rb.site_factors)} SiteFactor(s)"
                     + (", removed the type map" if rb.type_map and "type_map" not in out["failed"] else "")
                     + (f"; failed: {', '.join(sorted(out['failed']))}" if out["failed"] else ""),

@@ -450,6 +450,8 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
                     store.record_applied(round_id, applied_rows)
                 if cfg.limits.manage:
                     store.set_managed(c.planned)
+                store.record_factors(res.factor_changes, {j.job_id: j.site_factor for j in snapshot.jobs},
+                                     [j.job_id for j in snapshot.jobs if j.pending], now=now)
                 for r in res.details.retyped or []:
                     store.event("retype", f"gres/gpu:{r['old_type']} -> gres/gpu:{r['new_type']}"
                                 + (f" failed: {r['error']}" if r.get("error") else ""),

@@ -11,7 +11,7 @@ from .codec import _dumps, _int, _loads
 
 
 class LimitsMixin(StoreBase):
-    """The ``applied``, ``written``, ``managed`` and ``site_limits`` tables."""
+    """The ``applied``, ``written``, ``managed``, ``site_limits`` and ``site_factors`` tables."""
 
     def record_applied(self, round_id: int, rows: Iterable[Mapping]) -> None:
         now = time.time()
@@ -41,6 +41,31 @@ class LimitsMixin(StoreBase):
     def applied(self, round_id: int) -> list[dict]:
         return list(self.db["applied"].rows_where(
             "round_id = ?", [round_id], order_by="rowid", select="round_id, account, key, old, new, time"))
+
+    def record_factors(self, set_now: Mapping[int, int], before: Mapping[int, int], pending: Iterable[int],
+                       now: float | None = None) -> None:
+        """SiteFactors set this round (``set_now`` job -> value; ``before``: each job's factor as the round found
+        it, kept from the job's first change); rows of jobs not in ``pending`` any more are dropped."""
+        t = time.time() if now is None else float(now)
+        keep = {int(j) for j in pending}
+        with self.transaction():
+            have = {r["job_id"]: r["before"] for r in self.db["site_factors"].rows}
+            rows = [{"job_id": int(j), "before": int(have.get(int(j), before.get(int(j), 0))), "value": int(v),
+                     "time": t} for j, v in set_now.items()]
+            if rows:
+                self.db["site_factors"].upsert_all(rows, pk="job_id")
+            gone = [j for j in have if j not in keep and j not in set_now]
+            for i in range(0, len(gone), 500):
+                part = gone[i:i + 500]
+                self.db.execute(f"delete from site_factors where job_id in ({','.join('?' * len(part))})", part)
+
+    def factors_set(self) -> dict[int, tuple[int, int]]:
+        """job -> (its SiteFactor before slurm-fair's first change, the one slurm-fair last set)."""
+        return {int(r["job_id"]): (int(r["before"]), int(r["value"])) for r in self.db["site_factors"].rows}
+
+    def forget_factors(self) -> None:
+        with self.transaction():
+            self.db.execute("delete from site_factors")
 
     def managed(self) -> set[str]:
         return {r["account"] for r in self.db["managed"].rows}

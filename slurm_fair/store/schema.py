@@ -223,10 +223,18 @@ def _m14_window_history(db: sqlite_utils.Database) -> None:
     db["profiles"].add_column("window_history", str)
 
 
+def _m15_site_factors(db: sqlite_utils.Database) -> None:
+    """The SiteFactor slurm-fair last set on each pending job (``value``) and the one the job had before its first
+    change (``before``): ``rollback`` gives a job back its own SiteFactor where it is still slurm-fair's, and
+    leaves one the site set (issue 29). Rows of jobs no longer pending are dropped each round."""
+    db["site_factors"].create({"job_id": int, "before": int, "value": int, "time": float}, pk="job_id",
+                              not_null={"job_id", "before", "value", "time"})
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _m1_initial, _m2_indexes, _m3_job_records, _m4_preemptions, _m5_warm_start, _m6_profile_sources,
     _m7_upgrade_moves, _m8_site_limits, _m9_submit_time, _m10_trust_retention, _m11_reclaim_for, _m12_written,
-    _m13_lease, _m14_window_history,
+    _m13_lease, _m14_window_history, _m15_site_factors,
 )
 
 

@@ -94,3 +94,22 @@ def test_a_decision_without_a_record_of_writes_behaves_as_before():
                  deviations={}, deficits={}, managed_before={"acct_b"}, last_ok_started=None, now=0.0,
                  empty_alloc=None)
     assert d.drift == {}
+
+
+def test_rollback_gives_back_the_sitefactors_the_site_set(tmp_path):
+    """Issue 29 item 6: rollback zeroed every SiteFactor, the site's own included. Now a job whose factor is still
+    the one slurm-fair set gets back the one it had before (0 for most); one the site set since is left."""
+    jobs = [replace(job(1, "acct_a", gpu_type="v100"), site_factor=500),    # slurm-fair set 500 over the site's 7
+            replace(job(2, "acct_a", gpu_type="v100"), site_factor=900),    # the site set 900 since slurm-fair's 300
+            replace(job(3, "acct_b", gpu_type="v100"), site_factor=40),     # slurm-fair never set it: the site's
+            replace(job(4, "acct_b", gpu_type="v100"), site_factor=250)]    # slurm-fair's 250 over nothing
+    s = snap(jobs)
+    with Store(tmp_path / "s.sqlite") as st:
+        st.record_factors({1: 500, 2: 300, 4: 250}, {1: 7, 2: 0, 4: 0}, [1, 2, 3, 4], now=1.0)
+        st.record_factors({1: 500}, {1: 500}, [1, 2, 3, 4], now=2.0)  # a later change keeps the first 'before'
+        rb = plan_rollback(s, {}, set(), None, CFG, {}, st.factors_set())
+        assert rb.site_factors == {1: 7, 4: 0}
+        st.record_factors({}, {}, [1], now=3.0)  # jobs 2-4 no longer pending: their rows go
+        assert set(st.factors_set()) == {1}
+    legacy = plan_rollback(s, {}, set(), None, CFG, {}, {})  # no record: every factor back to 0, as before
+    assert legacy.site_factors == {1: 0, 2: 0, 3: 0, 4: 0}
