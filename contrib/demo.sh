@@ -69,8 +69,10 @@ grace = 5
 min_runtime = 0
 EOF
 export SLURM_FAIR_CONFIG=$CFG
-# start from a clean cluster: no jobs of the demo users
+# start from a clean cluster: no jobs of the demo users, and no GPU limit of an earlier demo (its database was
+# just deleted: `limits clear` is how an admin says such limits were an earlier install's, issue 29)
 for u in alice bob carol; do scancel -u "$u" 2>/dev/null || true; done
+"${SF[@]}" limits clear acct_a acct_b acct_c >/dev/null
 
 say "profiles (steps/s per GPU type)"
 # Illustrative demo numbers, not measurements: a class with a large V100 speedup (cnn, 10x a K80), one with

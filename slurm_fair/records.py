@@ -121,6 +121,8 @@ class RoundDetails:
     held_back: dict[str, dict[str, int]] = _field_dict()  # GPUs the limits are lowered by (daemon/unrequeueable.py)
     # account -> key -> a GPU limit someone else set since slurm-fair wrote it (CLEAR: removed): kept, never written
     drift: dict[str, dict[str, int]] = _field_dict()
+    # GPU limits in Slurm a store with no record faced: nothing written until `slurm-fair limits adopt | clear`
+    unrecorded: dict[str, dict[str, int]] = _field_dict()
     not_demand: dict[str, dict[str, int]] = _field_dict()  # account -> why -> GPUs of pending jobs that could not start
     in_use: dict[str, dict[str, int]] = _field_dict()  # GPUs held by running jobs
     classes: dict[str, dict[str, Any]] = _field_dict()  # account -> class -> its demand, throughput, source, ideal

@@ -138,6 +138,13 @@ def status_cmd(config_path: str | None, as_json: bool) -> None:
         click.echo(render(["ACCOUNT", "GPU-HOURS BY TYPE", "TOTAL"],
                           [[a, " ".join(f"{t}={v / 3600:.3f}" for t, v in sorted(per.items())),
                             f"{sum(per.values()) / 3600:.3f}"] for a, per in sorted(received.items())]))
+    if st["unrecorded"]:
+        click.echo("NO LIMIT WRITTEN: the database has no record of what slurm-fair wrote, and these accounts have "
+                   "GPU limits (a new install on a site with its own, or a lost database facing an earlier "
+                   "install's): " + "; ".join(f"{a} " + ",".join(f"{k}={v}" for k, v in sorted(ch.items()))
+                                            for a, ch in sorted(st["unrecorded"].items()))
+                   + " — `slurm-fair limits adopt` keeps them as the site's, `slurm-fair limits clear ACCOUNT...` "
+                   "removes an earlier install's")
     for a, ch in sorted(st["hand_set"].items()):
         click.echo(f"set by hand, kept (slurm-fair does not write them): {a} "
                    + ", ".join(f"{'gres/gpu' if k == '*' else 'gres/gpu:' + k}={'none' if v == -1 else v}"

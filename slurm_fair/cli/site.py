@@ -1,5 +1,6 @@
-"""Site commands: ``preflight``, ``rollback``. They only parse options and print; the work is in
-:mod:`slurm_fair.daemon.preflight` and :mod:`slurm_fair.daemon.rollback`."""
+"""Site commands: ``preflight``, ``rollback``, ``limits adopt | clear``. They only parse options and print; the
+work is in :mod:`slurm_fair.daemon.preflight`, :mod:`slurm_fair.daemon.rollback` and
+:mod:`slurm_fair.daemon.unrecorded`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import sqlite3
 import sys
 import time
+from typing import Any
 
 import click
 
@@ -183,7 +185,75 @@ def files_cmd(dest: str | None) -> None:
         click.echo(str((Path(dest) / p.name) if dest else p))
 
 
+@click.group("limits")
+def limits_group() -> None:
+    """GPU limits a database with no record faces (a new install on a site with limits of its own, or a lost
+    database facing an earlier install's): its rounds write no limit until you say which they are."""
+
+
+def _unrecorded(config_path: str | None, as_json: bool, dry_run: bool, act: Any) -> dict:
+    from ..cluster import connect
+    from ..daemon.service import AlreadyRunning, lock
+    from ..daemon.unrecorded import as_rows
+    from ..store import Store
+
+    cfg = config_mod.load(config_path)
+    try:
+        held = None if dry_run else lock(cfg.database_path)
+    except AlreadyRunning as e:
+        raise SlurmFairError(f"{e}: stop the daemon first") from None
+    try:
+        cluster = connect(backend=cfg.cluster.backend, timeout=float(cfg.cluster.timeout))
+        with Store(cfg.database_path) as store:
+            out = act(cluster, store)
+    finally:
+        if held is not None:
+            held.close()
+    if as_json:
+        click.echo(json.dumps(out, indent=2, sort_keys=True))
+    else:
+        rows = as_rows(out["limits"])
+        click.echo(render(["ACCOUNT", "LIMIT", "VALUE"], rows) if rows else "no account has a GPU limit")
+    return out
+
+
+@limits_group.command("adopt")
+@config_option
+@click.option("--dry-run", is_flag=True, help="Only print the limits that would be adopted.")
+@json_option
+@handle_errors
+def limits_adopt_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
+    """Keep every account's GPU limits now as the site's own: recorded as its site limits (limits.site_limits
+    then respects or adopts them; rollback restores them); the rounds then write limits again."""
+    from ..daemon import unrecorded
+
+    out = _unrecorded(config_path, as_json, dry_run, lambda c, st: unrecorded.adopt(c, st, dry_run=dry_run))
+    if not as_json:
+        click.echo(f"{'would adopt' if dry_run else 'adopted'}: {len(out['limits'])} account(s)"
+                   + ("" if dry_run else f" ({len(out['recorded'])} recorded now)"))
+
+
+@limits_group.command("clear")
+@click.argument("accounts", nargs=-1, required=True, metavar="ACCOUNT...")
+@config_option
+@click.option("--dry-run", is_flag=True, help="Only print the limits that would be cleared.")
+@json_option
+@handle_errors
+def limits_clear_cmd(accounts: tuple[str, ...], config_path: str | None, dry_run: bool, as_json: bool) -> None:
+    """Clear the GPU limits of ACCOUNT... (an earlier install's, its database lost); non-GPU TRES untouched."""
+    from ..daemon import unrecorded
+
+    out = _unrecorded(config_path, as_json, dry_run,
+                      lambda c, st: unrecorded.clear(c, st, accounts, dry_run=dry_run))
+    if not as_json:
+        for what, why in sorted(out["failed"].items()):
+            click.echo(f"failed: {what}: {why}", err=True)
+    if out["failed"]:
+        sys.exit(1)
+
+
 def register(main: click.Group) -> None:
+    main.add_command(limits_group)
     main.add_command(files_cmd)
     main.add_command(preflight_cmd)
     main.add_command(rollback_cmd)

@@ -205,6 +205,7 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> RoundDetails:
         pending_jobs=pending_jobs,
         held_back=c.held_back,  # account -> type -> GPUs its limits are lowered by (daemon/unrequeueable.py)
         drift=c.drift,  # account -> key -> a limit someone else set since slurm-fair wrote it: kept (issue 29)
+        unrecorded=c.unrecorded,  # limits a store with no record faced: none written until adopted or cleared
         not_demand=c.not_demand,  # account -> why -> GPUs of pending jobs that could not start (plan.eligible)
         in_use=P.gpus_in_use(snapshot),
         classes=classes,

@@ -54,6 +54,8 @@ def status(store: Store, cfg: Config, snapshot: Snapshot | None, unreachable: st
     d = RoundDetails.of_round(last)
     # GPU limits someone else set since slurm-fair wrote them: kept as they are, never written (issue 29)
     out["hand_set"] = {a: dict(ch) for a, ch in d.drift.items()}
+    # GPU limits the store has no record of: no limit is written until `slurm-fair limits adopt` or `clear`
+    out["unrecorded"] = {a: dict(ch) for a, ch in d.unrecorded.items()}
     live_limits = {a.name: dict(a.limits) for a in snapshot.accounts} if snapshot else {}
     in_use_now = P.gpus_in_use(snapshot) if snapshot else {}
     pending_now = P.pending_gpus(snapshot, cfg.cluster.partitions, cfg.limits.accounts) if snapshot else {}

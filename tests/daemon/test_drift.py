@@ -4,6 +4,8 @@ overwritten nor cleared; rollback and an account leaving the managed set give ba
 from __future__ import annotations
 
 from dataclasses import replace
+
+import pytest
 from pathlib import Path
 
 from slurm_fair.cluster.base import ANY_GPU, CLEAR
@@ -113,3 +115,29 @@ def test_rollback_gives_back_the_sitefactors_the_site_set(tmp_path):
         assert set(st.factors_set()) == {1}
     legacy = plan_rollback(s, {}, set(), None, CFG, {}, {})  # no record: every factor back to 0, as before
     assert legacy.site_factors == {1: 0, 2: 0, 3: 0, 4: 0}
+
+
+def test_a_store_with_no_record_facing_gpu_limits_writes_none():
+    """Issue 29: a new install on a site with limits of its own and a lost database facing an earlier install's
+    look alike; nothing is written until the admin adopts or clears them (slurm-fair limits adopt | clear)."""
+    from slurm_fair.daemon import unrecorded as U
+
+    jobs = [job(i, "acct_b", gpu_type="v100", state="RUNNING", alloc={"v100": 1}) for i in range(1, 5)]
+    jobs += [job(10 + i, "acct_a", gpu_type="v100", reason="Resources") for i in range(3)]
+    s = snap(jobs, limits={"acct_b": {"v100": 4, ANY_GPU: 4}})
+
+    def decide(written, site, managed):
+        return P.decide(s, CFG, lambda problem: get_policy("equal-share")(problem), profiles=[], shipped=[],
+                        deviations={}, deficits={}, managed_before=managed, last_ok_started=None, now=0.0,
+                        empty_alloc=None, written=written, site=site)
+
+    fresh = decide({}, {}, set())
+    assert fresh.unrecorded == {"acct_b": {"v100": 4, ANY_GPU: 4}} and fresh.changes == {}
+    assert fresh.plan_in_force().limits["acct_b"] == {"v100": 4, ANY_GPU: 4}  # retypes see Slurm's limits
+    adopted = decide({}, U.plan_adopt(s), set())  # `limits adopt` recorded them as the site's
+    assert adopted.unrecorded == {} and "acct_b" in adopted.left_alone and adopted.changes
+    assert decide({"acct_b": {"v100": 4}}, {}, {"acct_b"}).unrecorded == {}  # a store with records: as before
+    assert decide(None, {}, set()).unrecorded == {}  # no store given (the simulator's first round …): as before
+    assert U.plan_clear(s, ["acct_b", "acct_a"]) == {"acct_b": {"v100": CLEAR, ANY_GPU: CLEAR}}
+    with pytest.raises(Exception, match="no such account"):
+        U.plan_clear(s, ["nobody"])

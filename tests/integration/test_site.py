@@ -62,6 +62,8 @@ def test_rollback_restores_the_site_limits_exactly_and_leaves_no_trace(testbed, 
     # the site's own limit on acct_b, set before slurm-fair ever ran
     testbed.sacctmgr("modify", "account", "where", "name=acct_b", "set", "GrpTRES=gres/gpu:a100=4,gres/gpu=16")
     site_b = _grptres(testbed, "acct_b")
+    # a new database facing GPU limits writes none until the admin says whose they are (issue 29): the site's
+    _sf(testbed, cfg, "limits", "adopt")
     _b_on_every_gpu_and_a_waits(testbed)
     _sf(testbed, cfg, "daemon", "--once")
     _sf(testbed, cfg, "daemon", "--once")
@@ -107,6 +109,7 @@ def test_rollback_restores_the_site_limits_exactly_and_leaves_no_trace(testbed, 
 def test_an_account_with_its_own_limits_is_left_alone_by_default(testbed, tmp_path):
     cfg = _config(testbed, tmp_path)  # limits.site_limits = "respect"
     testbed.sacctmgr("modify", "account", "where", "name=acct_c", "set", "GrpTRES=gres/gpu:k80=2")
+    _sf(testbed, cfg, "limits", "adopt")  # the site's own (a new database writes nothing until told)
     for t, n in (("a100", 4), ("v100", 6), ("k80", 6)):
         for _ in range(n):
             testbed.sbatch("acct_b", gpus=1, gpu_type=t, name="flat")
@@ -184,3 +187,24 @@ def test_a_limit_set_by_hand_is_kept_and_rollback_leaves_it(testbed, tmp_path):
     out = json.loads(_sf(testbed, cfg, "rollback", "--json").stdout)
     assert not out["failed"] and out["kept"] == {"acct_b": {"v100": 1}}, out
     assert _grptres(testbed, "acct_b") == "gres/gpu:v100=1"  # the rest (slurm-fair's) cleared: acct_b had none
+
+
+def test_a_new_database_facing_gpu_limits_writes_none_until_told_whose_they_are(testbed, tmp_path):
+    """Issue 29: after a restart with a lost database, slurm-fair's own old limits were taken for the site's (and
+    respected for ever). A store with no record cannot tell a new install on a site with limits of its own from
+    a lost database: its rounds write no limit, status says why, and `limits clear` (an earlier install's) or
+    `limits adopt` (the site's) lets the rounds go on."""
+    cfg = _config(testbed, tmp_path)
+    testbed.sacctmgr("modify", "account", "where", "name=acct_b", "set", "GrpTRES=gres/gpu:v100=1,gres/gpu=1")
+    _b_on_every_gpu_and_a_waits(testbed)  # acct_b's limit lets one job run; acct_a waits for V100s
+    _sf(testbed, cfg, "daemon", "--once")
+    assert _grptres(testbed, "acct_b") == "gres/gpu:v100=1,gres/gpu=1" and _grptres(testbed, "acct_a") == ""
+    st = json.loads(_sf(testbed, cfg, "status", "--json").stdout)
+    assert st["unrecorded"] == {"acct_b": {"v100": 1, "*": 1}}, st["unrecorded"]
+    assert "NO LIMIT WRITTEN" in _sf(testbed, cfg, "status").stdout
+    out = json.loads(_sf(testbed, cfg, "limits", "clear", "acct_b", "--json").stdout)
+    assert out["limits"] == {"acct_b": {"v100": -1, "*": -1}} and not out["failed"]
+    assert _grptres(testbed, "acct_b") == ""
+    _sf(testbed, cfg, "daemon", "--once")
+    st = json.loads(_sf(testbed, cfg, "status", "--json").stdout)
+    assert st["unrecorded"] == {} and _grptres(testbed, "acct_b") != ""  # the rounds write again

@@ -57,6 +57,8 @@ class Decisions:
     held_back: dict[str, dict[str, int]] = field(default_factory=dict)  # limits lowered: unrequeueable jobs
     drift: dict[str, dict[str, int]] = field(default_factory=dict)  # limits someone else set since (kept)
     in_force: dict[str, dict[str, int]] | None = None  # the limits Slurm holds after the round (None: the plan's)
+    # GPU limits a store with no record faces: no limit is written until the admin adopts or clears them
+    unrecorded: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def plan_in_force(self) -> Plan:
         """The plan with the limits in force after the round: what retypes and the type map count room under."""
@@ -122,11 +124,19 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     drifted = drift(current, written or {}, (managed_before | set(planned)) & known)
     planned = pin_drift(planned, drifted)
     changes = limit_changes(current, planned, managed_before & known, site or {}, written) if cfg.limits.manage else {}
+    # a store that never wrote, managed or recorded anything, facing GPU limits on accounts it would manage: a
+    # new install on a site with limits of its own, or a lost database facing an earlier install's limits — the
+    # two look alike, so nothing is written until the admin says which (slurm-fair limits adopt | clear)
+    fresh = written is not None and not written and not managed_before and not site
+    unrecorded = {a: dict(current[a]) for a in sorted(planned) if fresh and current.get(a)}
+    if unrecorded:
+        changes = {}
     # the limits in force after this round: the planned ones where slurm-fair writes them, Slurm's own elsewhere
     # (left alone, a parent, outside a pilot, limits.manage off); retypes and the type map count room under
     # these — a job moved where the limit in force has no room waits on AssocGrpGRES with GPUs idle (seen on
     # 24.11: a new database left the old limits alone while the plan's said there was room)
-    in_force = {a: dict(planned[a]) if (cfg.limits.manage and a in planned) else dict(current.get(a, {}))
+    in_force = {a: dict(planned[a]) if (cfg.limits.manage and a in planned and not unrecorded)
+                else dict(current.get(a, {}))
                 for a in plan.accounts}
     in_force = in_partitions(in_force, elsewhere)  # (a partition pilot's view)
 
@@ -137,6 +147,7 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
                   planned=planned, changes=changes, retypes=retypes, targets={}, dt=dt, explored=explored,
                   reporting=frozenset(reporting), left_alone=tuple(left_alone),
                   held_back={a: dict(v) for a, v in (held_back or {}).items()}, drift=drifted, in_force=in_force,
+                  unrecorded=unrecorded,
                   not_demand=not_demand([j for j in gpu_jobs(snapshot, cfg.cluster.partitions)
                                          if j.account not in NEVER_MANAGED]))
     return replace(d, targets=type_map(d, with_retypes(snapshot, retypes), cfg))
