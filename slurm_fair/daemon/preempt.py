@@ -490,7 +490,7 @@ def _held_back(history: Sequence[Record], running: Mapping[int, Job], excess: di
             out.append(Action("gone", r.job_id, r.account, r.gpu_type, r.gpus,
                               "no longer running: the hold-back on its account ends", record_id=r.id))
             continue
-        if rule != UR.CANCEL or r.requeue_at is None or now < r.requeue_at or not job.batch:
+        if rule != UR.CANCEL or r.requeue_at is None or now < r.requeue_at:  # salloc/srun too (issue 30)
             continue
         g = int(job.gpus_allocated.get(r.gpu_type, r.gpus))
         ex, avail = excess.get(r.account, {}).get(r.gpu_type, 0), waiting.available(r.gpu_type)

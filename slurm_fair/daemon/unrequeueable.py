@@ -12,8 +12,8 @@ waits), is handled by ``preemption.unrequeueable``:
   are lowered by the job's GPUs until it ends — its own pending jobs are held back by that many GPUs, so dodging
   gains the account nothing. Other requeue-able jobs of over-share accounts are preempted as usual in its place.
 * ``cancel``: the same hold-back, then, ``preemption.cancel_grace`` seconds later, ``scancel`` if its account is
-  still over its guarantee there while someone waits (else the hold-back ends: ``resolved``). An interactive
-  allocation is never cancelled: it stays held back.
+  still over its guarantee there while someone waits (else the hold-back ends: ``resolved``) — interactive
+  allocations (``salloc``, ``srun``) too (issue 30: one absorbed the hold-back and was never cancelled).
 * ``ignore``: the job is only listed among the skipped candidates (the behaviour before this rule).
 
 Interactive allocations are counted as usage like any running job, and are never signalled.
@@ -48,8 +48,9 @@ def acts(action: str) -> bool:
 
 
 def cancel_due(action: str, job: Job, since: float, cancel_grace: float) -> float | None:
-    """When a job held back since ``since`` is cancelled (None: never — ``hold-back``, or an interactive job)."""
-    if action != CANCEL or not job.batch:
+    """When a job held back since ``since`` is cancelled (None: never — ``hold-back``); an interactive allocation
+    too under ``cancel`` (issue 30)."""
+    if action != CANCEL:
         return None
     return float(since) + float(cancel_grace)
 

@@ -82,11 +82,16 @@ def test_at_most_the_excess_is_held_back():
     assert kinds(decide(lim, jobs, held, NOW, CFG)) == [("hold-back", 3)]
 
 
-def test_interactive_allocations_are_never_signalled_nor_cancelled():
+def test_interactive_allocations_are_never_signalled_and_cancelled_under_cancel():
     jobs = [run(1, "A", ran=4000), run(2, "A", ran=3000, batch=False), pend(10, "B")]
     d = decide(LIMITS, jobs, [], NOW, cfg(unrequeueable="cancel", cancel_grace=60))
     assert kinds(d) == [("hold-back", 2), ("signal", 1)]
-    assert d.actions[0].due is None  # never cancelled: held back until it ends
+    # issue 30: an salloc allocation absorbed the hold-back and was never cancelled; now it gets a cancel time
+    assert d.actions[0].due == NOW + 60
+    held = [Record(8, 2, "A", "a100", 1, UR.HELD_BACK, None, NOW + 60)]
+    later = decide(LIMITS, [run(2, "A", ran=3100, batch=False), run(1, "A", ran=4100), pend(10, "B")], held,
+                   NOW + 61, cfg(unrequeueable="cancel", cancel_grace=60))
+    assert ("cancel", 2) in kinds(later)
     d = decide(LIMITS, jobs, [], NOW, cfg(unrequeueable="ignore"))
     assert kinds(d) == [("signal", 1)] and "interactive allocation" in d.skipped[0].reason
     # batch jobs under "cancel" get a cancel time

@@ -1,7 +1,8 @@
 """Preemption cannot be dodged (issue 21 item 4), on the real testbed: a job made non-requeue-able during its grace
 (``scontrol update jobid=N requeue=0``) is handled by the default rule, ``preemption.unrequeueable = "hold-back"``:
 it keeps running, its account's a100 limit is lowered by its GPU until it ends, and its account's next job is
-preempted in its place; an ``salloc`` allocation is counted as usage and never signalled.
+preempted in its place; an ``salloc`` allocation is counted as usage and never signalled, and under
+``unrequeueable = "cancel"`` it is cancelled like a batch job (issue 30).
 
 Set-up as in test_preemption.py (its config and CLI helpers): acct_a holds all four a100s, acct_b waits for one.
 """
@@ -166,3 +167,32 @@ def test_a_requeue_slurm_refuses_becomes_a_hold_back(testbed, tmp_path):
     assert row["state"] == "held-back" and [s["step"] for s in row["steps"]] == ["signalled", "requeue-failed"]
     assert "presently disabled" in row["steps"][-1]["message"]
     assert testbed.job_state(jobs[-1])[0] == "RUNNING"
+
+
+def test_salloc_allocation_is_cancelled_under_the_cancel_rule(testbed, tmp_path):
+    """Issue 30 item 5: with ``unrequeueable = "cancel"`` an salloc allocation absorbed the hold-back and was never
+    cancelled, so the waiting account waited for as long as the allocation lasted. Now it is cancelled once
+    ``cancel_grace`` has passed with its account still over while someone waits."""
+    cfg = write_config(testbed, tmp_path, unrequeueable="cancel", cancel_grace=3)
+    sleepers = [testbed.sbatch("acct_a", gpu_type="a100", name="sleeper", extra=["--requeue"],
+                              command="sleep 600") for _ in range(3)]
+    for j in sleepers:
+        testbed.wait_state(j, "RUNNING")
+    alloc = subprocess.Popen(["salloc", "--no-shell", "-A", "acct_a", "--gres=gpu:a100:1", "-J", "interactive"],
+                             env=testbed.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+    try:
+        alloc.communicate(timeout=60)
+        inter = testbed.wait_for(lambda: [int(x) for x in testbed.run(
+            ["squeue", "-h", "-n", "interactive", "-t", "R", "-o", "%i"]).stdout.split()], 30, what="salloc running")[0]
+        testbed.sbatch("acct_b", gpu_type="a100", name="waiter")
+        d = _round(testbed, cfg, tmp_path)
+        assert [h["job_id"] for h in d["preemption"]["held-back"]] == [inter]
+        assert _rows(tmp_path)[inter]["requeue_at"] is not None  # it has a cancel time now
+        time.sleep(4)
+        _round(testbed, cfg, tmp_path)
+        testbed.wait_for(lambda: testbed.job_state(inter)[0] not in ("RUNNING", "COMPLETING"), 30,
+                         what="the allocation cancelled")
+        assert _rows(tmp_path)[inter]["state"] == "cancelled"
+    finally:
+        testbed.run(["scancel", "-n", "interactive"], check=False)
