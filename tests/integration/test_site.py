@@ -195,12 +195,12 @@ def test_a_new_database_facing_gpu_limits_writes_none_until_told_whose_they_are(
     a lost database: its rounds write no limit, status says why, and `limits clear` (an earlier install's) or
     `limits adopt` (the site's) lets the rounds go on."""
     cfg = _config(testbed, tmp_path)
-    testbed.sacctmgr("modify", "account", "where", "name=acct_b", "set", "GrpTRES=gres/gpu:v100=1,gres/gpu=1")
-    _b_on_every_gpu_and_a_waits(testbed)  # acct_b's limit lets one job run; acct_a waits for V100s
+    testbed.sacctmgr("modify", "account", "where", "name=acct_b", "set", "GrpTRES=gres/gpu:v100=6,gres/gpu=16")
+    _b_on_every_gpu_and_a_waits(testbed)  # the limit binds nothing yet; acct_a waits for V100s
     _sf(testbed, cfg, "daemon", "--once")
-    assert _grptres(testbed, "acct_b") == "gres/gpu:v100=1,gres/gpu=1" and _grptres(testbed, "acct_a") == ""
+    assert _grptres(testbed, "acct_b") == "gres/gpu:v100=6,gres/gpu=16" and _grptres(testbed, "acct_a") == ""
     st = json.loads(_sf(testbed, cfg, "status", "--json").stdout)
-    assert st["unrecorded"] == {"acct_b": {"v100": 1, "*": 1}}, st["unrecorded"]
+    assert st["unrecorded"] == {"acct_b": {"v100": 6, "*": 16}}, st["unrecorded"]
     assert "NO LIMIT WRITTEN" in _sf(testbed, cfg, "status").stdout
     out = json.loads(_sf(testbed, cfg, "limits", "clear", "acct_b", "--json").stdout)
     assert out["limits"] == {"acct_b": {"v100": -1, "*": -1}} and not out["failed"]

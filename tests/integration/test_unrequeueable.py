@@ -174,7 +174,8 @@ def test_salloc_allocation_is_cancelled_under_the_cancel_rule(testbed, tmp_path)
     cancelled, so the waiting account waited for as long as the allocation lasted. Now it is cancelled once
     ``cancel_grace`` has passed with its account still over while someone waits."""
     cfg = write_config(testbed, tmp_path, unrequeueable="cancel", cancel_grace=3)
-    sleepers = [testbed.sbatch("acct_a", gpu_type="a100", name="sleeper", extra=["--requeue"],
+    # acct_a's batch jobs cannot be requeued either, so no requeue of one of them resolves the excess first
+    sleepers = [testbed.sbatch("acct_a", gpu_type="a100", name="sleeper", extra=["--no-requeue"],
                               command="sleep 600") for _ in range(3)]
     for j in sleepers:
         testbed.wait_state(j, "RUNNING")
