@@ -4,12 +4,13 @@ work is in :mod:`slurm_fair.daemon.preflight`, :mod:`slurm_fair.daemon.rollback`
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sqlite3
 import sys
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import click
 
@@ -17,6 +18,36 @@ from .. import config as config_mod
 from ..errors import InputError, SlurmFairError
 from .common import config_option, handle_errors, json_option
 from .table import render
+
+
+@contextlib.contextmanager
+def _site_change(cfg: Any, dry_run: bool, what: str) -> Iterator[tuple[Any, Any]]:
+    """(cluster, store) for a command that changes Slurm behind the daemon's back (rollback, limits adopt|clear):
+    the daemon's lock taken and another host's live lease refused (the daemon would undo the change), unless
+    ``dry_run``, which creates no database either (without one it says so and reads an empty store)."""
+    from ..cluster import connect
+    from ..daemon import lease
+    from ..daemon.service import AlreadyRunning, lock
+    from ..store import Store
+
+    try:
+        held = None if dry_run else lock(cfg.database_path)
+    except AlreadyRunning as e:
+        raise SlurmFairError(f"{e}: stop the daemon first (it would undo the {what})") from None
+    try:
+        cluster = connect(backend=cfg.cluster.backend, timeout=float(cfg.cluster.timeout))
+        path = cfg.database_path
+        if dry_run and not path.is_file():  # nothing recorded: the dry run must not create the database
+            click.echo(f"note: no database at {path} (daemon.database): slurm-fair has recorded nothing there, so no "
+                       "limit it wrote can be told from the site's; nothing was created", err=True)
+            path = ":memory:"
+        with Store(path) as store:
+            if not dry_run:  # a daemon on another host sharing the database would undo the change
+                lease.check_free(store, lease.whoami(cfg.daemon.host_id), time.time(), f"{what} refused")
+            yield cluster, store
+    finally:
+        if held is not None:
+            held.close()
 
 
 @click.command("rollback")
@@ -32,30 +63,11 @@ def rollback_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
     database while its lease is live). Running it again changes nothing. Exit 1 if something could not be
     restored (each named). --dry-run creates no file: without a database it says so
     and shows what a rollback with nothing recorded would do."""
-    from ..cluster import connect
-    from ..daemon import lease, rollback
-    from ..daemon.service import AlreadyRunning, lock
-    from ..store import Store
+    from ..daemon import rollback
 
     cfg = config_mod.load(config_path)
-    try:
-        held = None if dry_run else lock(cfg.database_path)
-    except AlreadyRunning as e:
-        raise SlurmFairError(f"{e}: stop the daemon first (it would put its limits back)") from None
-    try:
-        cluster = connect(backend=cfg.cluster.backend, timeout=float(cfg.cluster.timeout))
-        path = cfg.database_path
-        if dry_run and not path.is_file():  # nothing recorded: the dry run must not create the database
-            click.echo(f"note: no database at {path} (daemon.database): slurm-fair has recorded nothing there, so no "
-                       "limit it wrote can be told from the site's; nothing was created", err=True)
-            path = ":memory:"
-        with Store(path) as store:
-            if not dry_run:  # a daemon on another host sharing the database would put its limits back
-                lease.check_free(store, lease.whoami(cfg.daemon.host_id), time.time(), "rollback refused")
-            out = rollback.run(cluster, store, cfg, dry_run=dry_run)
-    finally:
-        if held is not None:
-            held.close()
+    with _site_change(cfg, dry_run, "rollback") as (cluster, store):
+        out = rollback.run(cluster, store, cfg, dry_run=dry_run)
     if as_json:
         click.echo(json.dumps(out, indent=2, sort_keys=True))
     else:
@@ -192,23 +204,11 @@ def limits_group() -> None:
 
 
 def _unrecorded(config_path: str | None, as_json: bool, dry_run: bool, act: Any) -> dict:
-    from ..cluster import connect
-    from ..daemon.service import AlreadyRunning, lock
     from ..daemon.unrecorded import as_rows
-    from ..store import Store
 
     cfg = config_mod.load(config_path)
-    try:
-        held = None if dry_run else lock(cfg.database_path)
-    except AlreadyRunning as e:
-        raise SlurmFairError(f"{e}: stop the daemon first") from None
-    try:
-        cluster = connect(backend=cfg.cluster.backend, timeout=float(cfg.cluster.timeout))
-        with Store(cfg.database_path) as store:
-            out = act(cluster, store)
-    finally:
-        if held is not None:
-            held.close()
+    with _site_change(cfg, dry_run, "limits change") as (cluster, store):
+        out = act(cluster, store)
     if as_json:
         click.echo(json.dumps(out, indent=2, sort_keys=True))
     else:

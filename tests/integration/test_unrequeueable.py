@@ -89,19 +89,30 @@ def test_job_made_non_requeueable_during_its_grace_is_held_back(testbed, tmp_pat
     assert _rows(tmp_path)[dodger]["state"] == "gone"
 
 
-def test_salloc_allocation_is_counted_and_never_signalled(testbed, tmp_path):
-    cfg = write_config(testbed, tmp_path)
-    sleepers = [testbed.sbatch("acct_a", gpu_type="a100", name="sleeper", extra=["--requeue"],
-                              command=IGNORE_USR1) for _ in range(3)]
-    for j in sleepers:
+def _three_sleepers(testbed, extra: list[str], command: str) -> list[int]:
+    """Three 1-GPU a100 jobs of acct_a, running."""
+    jobs = [testbed.sbatch("acct_a", gpu_type="a100", name="sleeper", extra=extra, command=command) for _ in range(3)]
+    for j in jobs:
         testbed.wait_state(j, "RUNNING")
+    return jobs
+
+
+def _salloc(testbed) -> int:
+    """An interactive allocation of acct_a on the fourth a100 (``salloc --no-shell``, job name ``interactive``):
+    its job id once it runs."""
     alloc = subprocess.Popen(["salloc", "--no-shell", "-A", "acct_a", "--gres=gpu:a100:1", "-J", "interactive"],
                              env=testbed.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              start_new_session=True)
+    alloc.communicate(timeout=60)
+    return testbed.wait_for(lambda: [int(x) for x in testbed.run(
+        ["squeue", "-h", "-n", "interactive", "-t", "R", "-o", "%i"]).stdout.split()], 30, what="salloc running")[0]
+
+
+def test_salloc_allocation_is_counted_and_never_signalled(testbed, tmp_path):
+    cfg = write_config(testbed, tmp_path)
+    sleepers = _three_sleepers(testbed, ["--requeue"], IGNORE_USR1)
     try:
-        alloc.communicate(timeout=60)
-        inter = testbed.wait_for(lambda: [int(x) for x in testbed.run(
-            ["squeue", "-h", "-n", "interactive", "-t", "R", "-o", "%i"]).stdout.split()], 30, what="salloc running")[0]
+        inter = _salloc(testbed)
         waiter = testbed.sbatch("acct_b", gpu_type="a100", name="waiter")
         d = _round(testbed, cfg, tmp_path)
         assert d["in_use"]["acct_a"] == {"a100": 4}  # the allocation counts as usage
@@ -175,17 +186,9 @@ def test_salloc_allocation_is_cancelled_under_the_cancel_rule(testbed, tmp_path)
     ``cancel_grace`` has passed with its account still over while someone waits."""
     cfg = write_config(testbed, tmp_path, unrequeueable="cancel", cancel_grace=3)
     # acct_a's batch jobs cannot be requeued either, so no requeue of one of them resolves the excess first
-    sleepers = [testbed.sbatch("acct_a", gpu_type="a100", name="sleeper", extra=["--no-requeue"],
-                              command="sleep 600") for _ in range(3)]
-    for j in sleepers:
-        testbed.wait_state(j, "RUNNING")
-    alloc = subprocess.Popen(["salloc", "--no-shell", "-A", "acct_a", "--gres=gpu:a100:1", "-J", "interactive"],
-                             env=testbed.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True)
+    _three_sleepers(testbed, ["--no-requeue"], "sleep 600")
     try:
-        alloc.communicate(timeout=60)
-        inter = testbed.wait_for(lambda: [int(x) for x in testbed.run(
-            ["squeue", "-h", "-n", "interactive", "-t", "R", "-o", "%i"]).stdout.split()], 30, what="salloc running")[0]
+        inter = _salloc(testbed)
         testbed.sbatch("acct_b", gpu_type="a100", name="waiter")
         d = _round(testbed, cfg, tmp_path)
         assert [h["job_id"] for h in d["preemption"]["held-back"]] == [inter]
