@@ -147,7 +147,8 @@ class RoundDetails:
     # what happened after the decision (present only when it did)
     hook_records: dict[str, Any] | None = field(default=None, metadata=OPTIONAL)
     profile_reports: dict[str, Any] | None = field(default=None, metadata=OPTIONAL)
-    classes_folded: dict[str, list[str]] | None = field(default=None, metadata=OPTIONAL)
+    classes_folded: dict[str, list[str]] | None = field(default=None, metadata=OPTIONAL)  # the first FOLD_NAMES
+    classes_folded_count: dict[str, int] | None = field(default=None, metadata=OPTIONAL)  # where more were folded
     pruned: dict[str, Any] | None = field(default=None, metadata=OPTIONAL)
     preemption: PreemptionSummary | None = field(default=None, metadata=OPTIONAL)
     preemption_error: str | None = field(default=None, metadata=OPTIONAL)

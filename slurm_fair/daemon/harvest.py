@@ -21,8 +21,10 @@ ended: ``profile run`` does). Rules:
 * Grammar (:func:`slurm_fair.profiling.client.ascii_number` / ``ascii_int``): ``fair:tput=<number>@<n>`` with
   the number in ASCII digits (``12.5``, ``1.2e+03``; no sign, nan, inf, ``_`` or other scripts' digits) and
   ``n`` a whole number 1..10^9 in ASCII digits. Anything else is refused with an event, never parsed further.
-* A refused or rejected report becomes a ``profile-report-refused`` / ``profile-report-rejected`` event;
-  nothing here raises: a report that fails in any other way is refused with an event and the next one is taken;
+* A refused or rejected report becomes a ``profile-report-refused`` / ``profile-report-rejected`` event,
+  the first ``EVENTS_PER_DAY`` of each kind per account a day; beyond them one event of that kind per account
+  a day counts the rest (``data``: ``count``, the last job; issue 30: a flood of bad reports wrote one event
+  each) — every report stays in ``profile_reports`` with its status and message. Nothing here raises: a report that fails in any other way is refused with an event and the next one is taken;
   a failure outside the reports is a ``profile-harvest-error`` event and the round goes on.
 """
 
@@ -46,6 +48,8 @@ from .plan.classcap import report_class
 
 END_RECORD_WINDOW = 86400.0
 MAX_REPORTS_PER_ROUND = 200  # new reports a round takes at most (oldest job first); the rest wait a round
+EVENTS_PER_DAY = 20  # report events of one kind per account a day written one by one; the rest are counted
+DAY = 86400.0
 
 
 def _end_candidate(r: dict) -> dict | None:
@@ -145,12 +149,46 @@ class _Context:
     cap: int  # [profiling] max_classes_per_account
     round_id: int | None
     now: float
+    budget: "_EventBudget"
 
 
-def _refuse(store: Store, base: dict, n: int, msg: str, round_id: int | None, data: dict) -> str:
+class _EventBudget:
+    """Report events one by one while an account has written fewer than ``EVENTS_PER_DAY`` of a kind in the
+    last day; after that one ``…-more`` summary event of that kind per account a day, its count updated
+    (the counts of the day are read once per (kind, account) a harvest)."""
+
+    def __init__(self, store: Store, now: float):
+        self.store, self.now = store, now
+        self.seen: dict[tuple[str, str | None], int] = {}
+
+    def event(self, kind: str, msg: str, round_id: int | None, job_id, account: str | None, data: dict) -> None:
+        key = (kind, account)
+        if key not in self.seen:
+            self.seen[key] = int(self.store.db.execute(
+                "select count(*) from events where kind = ? and account is ? and time >= ?",
+                [kind, account, self.now - DAY]).fetchone()[0])
+        if self.seen[key] < EVENTS_PER_DAY:
+            self.seen[key] += 1
+            self.store.event(kind, msg, round_id=round_id, job_id=job_id, account=account, data=data, at=self.now)
+            return
+        more = f"{kind}-more"
+        row = self.store.db.execute("select id, data from events where kind = ? and account is ? and time >= ? "
+                                    "order by id desc limit 1", [more, account, self.now - DAY]).fetchone()
+        count = (int((json.loads(row[1] or "{}") or {}).get("count") or 0) if row else 0) + 1
+        text = (f"{count} more {kind} event(s) of account {account!r} since this one was written (the first "
+                f"{EVENTS_PER_DAY} of a day are written one by one; every report is in profile_reports); "
+                f"the last: {msg}")
+        new = {"count": count, "last_job_id": job_id}
+        if row:
+            with self.store.transaction():
+                self.store.db["events"].update(row[0], {"message": text, "data": json.dumps(new), "round_id": round_id})
+        else:
+            self.store.event(more, text, round_id=round_id, job_id=job_id, account=account, data=new, at=self.now)
+
+
+def _refuse(store: Store, base: dict, n: int, msg: str, x: "_Context", data: dict) -> str:
     store.record_report({**base, "n": n, "status": "refused", "message": msg})
-    store.event("profile-report-refused", msg, round_id=round_id, job_id=base["job_id"], account=base["account"],
-                data=data)
+    x.budget.event("profile-report-refused", msg, x.round_id, base["job_id"], base["account"], data)
     return "refused"
 
 
@@ -167,14 +205,14 @@ def _take(store: Store, c: dict, x: _Context) -> str | None:
         if store.report_taken(c["job_id"], 0):
             return None
         return _refuse(store, base, 0, f"job {c['job_id']}: report number {n_text!r} is not a whole number "
-                       f"1..{MAX_REPORT_N} in ASCII digits", x.round_id, {"tokens": c["tokens"]})
+                       f"1..{MAX_REPORT_N} in ASCII digits", x, {"tokens": c["tokens"]})
     n = n_ok
     if store.report_taken(c["job_id"], n):
         return None
     try:
         g, value, _ = judge(c, x.rules, x.known)
     except InputError as e:
-        return _refuse(store, base, n, f"job {c['job_id']}: {e}", x.round_id, {"tokens": c["tokens"], "gpus": c["gpus"]})
+        return _refuse(store, base, n, f"job {c['job_id']}: {e}", x, {"tokens": c["tokens"], "gpus": c["gpus"]})
     source, demoted = report_source("profile" in c["tokens"], c.get("user") or "", int(c["gpu_count"] or 0), x.trust)
     bounds = reference(x.values, x.shipped, c["account"], c["class"], g, source, x.trust)
     got: list[Verdict] = []
@@ -190,9 +228,9 @@ def _take(store: Store, c: dict, x: _Context) -> str | None:
         store.record_report({**base, "n": n, "gpu_type": g, "throughput": value, "source": source,
                              "status": v.status, "message": msg})
         if v.status != "accepted" or v.limited:
-            store.event("profile-report-rejected" if v.status != "accepted" else "profile-value-limited",
-                        msg, round_id=x.round_id, job_id=c["job_id"], account=c["account"],
-                        data={"gpu_type": g, "class": c["class"], "value": value, "source": source})
+            x.budget.event("profile-report-rejected" if v.status != "accepted" else "profile-value-limited",
+                           msg, x.round_id, c["job_id"], c["account"],
+                           {"gpu_type": g, "class": c["class"], "value": value, "source": source})
     return v.status
 
 
@@ -219,13 +257,13 @@ def harvest(store: Store, snapshot: Snapshot, cfg: Config, round_id: int | None,
                      values=values,
                      shipped={(r["class"], r["gpu_type"]): float(r["throughput"]) for r in shipped_profiles.load_shipped()},
                      own=own, kept=dict(kept or {}), cap=int(cfg.profiling.max_classes_per_account),
-                     round_id=round_id, now=now)
+                     round_id=round_id, now=now, budget=_EventBudget(store, now))
         for c in found:
             try:
                 status = _take(store, c, x)
             except Exception as e:  # noqa: BLE001 - one bad report never stops the others
-                store.event("profile-report-refused", f"job {c.get('job_id')}: {type(e).__name__}: {e}",
-                            round_id=round_id, job_id=c.get("job_id"), account=c.get("account"))
+                x.budget.event("profile-report-refused", f"job {c.get('job_id')}: {type(e).__name__}: {e}",
+                               round_id, c.get("job_id"), c.get("account"), {})
                 status = "refused"
             if status:
                 counts[status] += 1

@@ -346,7 +346,12 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
     if harvested is not None:
         res.details.profile_reports = harvested
     if folded is not None and folded.folded:
-        res.details.classes_folded = {a: list(cs) for a, cs in folded.folded.items()}
+        # the first FOLD_NAMES names per account, and the count where there were more (issue 30: a rename
+        # flood of 10 000 jobs put 110 kB of names in every round's details)
+        res.details.classes_folded = {a: list(cs[:bounded.FOLD_NAMES]) for a, cs in folded.folded.items()}
+        more = {a: len(cs) for a, cs in folded.folded.items() if len(cs) > bounded.FOLD_NAMES}
+        if more:
+            res.details.classes_folded_count = more
     if pruned is not None:
         res.details.pruned = pruned
 

@@ -100,10 +100,12 @@ def free_for_moves(snapshot: Snapshot, moving: Iterable[tuple[str, str, int]], c
         free.take(t, g)
     pending = sorted((j for j in snapshot.jobs if startable(j) and j.gpus > 0),
                      key=lambda j: (-j.site_factor, j.submit_time, j.job_id))
-    for t in sorted(free.totals()):
+    for t, left in sorted(free.totals().items()):
         for j in pending:
-            if (j.gpu_type == t or (j.gpu_type is None or j.flexible)) and can_use(j, t):
-                free.take(t, j.gpus)
+            if left <= 0:  # nothing left to take there (10 000 pending jobs cost a placement each before)
+                break
+            if (j.gpu_type == t or (j.gpu_type is None or j.flexible)) and can_use(j, t) and free.take(t, j.gpus):
+                left -= j.gpus
     return free
 
 

@@ -220,3 +220,32 @@ def test_a_flood_of_reports_is_taken_a_bounded_part_a_round_and_taken_ones_cost_
     assert "deferred" not in third and sum(third[k] for k in ("accepted", "rejected", "refused")) == 10
     assert harvest(s, snap(), CFG, 4, now=40.0) == {"accepted": 0, "rejected": 0, "refused": 0}
     assert len(s.profile_reports(limit=10 ** 6)) == len(recs)  # every one taken once
+
+
+def test_a_flood_of_bad_reports_writes_a_bounded_number_of_events_a_day_and_keeps_every_report():
+    """Issue 30 item 4: every refused report was an event of its own (a flood of CPU-only end records wrote one
+    each). Now an account's first EVENTS_PER_DAY of a kind a day are written one by one, the rest are counted in
+    one ``…-more`` event of that kind a day; another account's events are not used up; profile_reports keeps every
+    report with its status."""
+    from slurm_fair.daemon import harvest as H
+
+    s = Store(":memory:")
+    bad = [{"v": 1, "event": "end", "context": "epilog_slurmctld", "job_id": 5000 + i, "restart_count": 0,
+            "time": 5.0, "account": "flood", "class": "c", "gpus": {}, "gpu_count": 0,
+            "fair_tokens": "fair:tput=9000000@1"} for i in range(300)]
+    other = [{**bad[0], "job_id": 9000, "account": "acct_a"}]
+    s.upsert_job_records(bad + other)
+    rounds = [harvest(s, snap(), CFG, r, now=10.0 * r) for r in (1, 2)]
+    assert sum(r["refused"] for r in rounds) == 301
+    one_by_one = s.events(kind="profile-report-refused", limit=10 ** 4)
+    assert len([e for e in one_by_one if e["account"] == "flood"]) == H.EVENTS_PER_DAY
+    assert [e["job_id"] for e in one_by_one if e["account"] == "acct_a"] == [9000]
+    (more,) = s.events(kind="profile-report-refused-more", limit=10 ** 4)
+    assert more["account"] == "flood" and more["data"]["count"] == 300 - H.EVENTS_PER_DAY
+    assert "held no GPU" in more["message"]
+    assert sum(r["status"] == "refused" for r in s.profile_reports(limit=10 ** 6)) == 301
+    # a day later: one by one again
+    s.upsert_job_records([{**bad[0], "job_id": 7000}])
+    harvest(s, snap(), CFG, 3, now=10.0 + H.DAY + 1)
+    assert len([e for e in s.events(kind="profile-report-refused", limit=10 ** 4) if e["account"] == "flood"]) \
+        == H.EVENTS_PER_DAY + 1

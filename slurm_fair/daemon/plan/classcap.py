@@ -52,10 +52,11 @@ def fold(snapshot: Snapshot, order: Iterable[str], cap: int, known: set[tuple[st
             folded[acct] = tuple(sorted(ranked[cap:]))
     if not folded:
         return Folded(snapshot, {}, kept)
+    gone = {a: set(cs) for a, cs in folded.items()}  # sets: a flood folds thousands of names a round
     out: list[Job] = []
     for j in snapshot.jobs:
         c = cls_of.get(j.job_id)
-        out.append(replace(j, cls=DEFAULT_CLASS) if c is not None and c in folded.get(j.account, ()) else j)
+        out.append(replace(j, cls=DEFAULT_CLASS) if c is not None and c in gone.get(j.account, ()) else j)
     return Folded(replace(snapshot, jobs=tuple(out)), folded, kept)
 
 

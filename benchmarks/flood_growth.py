@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Database growth and round time under issue 30's two floods, on the daemon's own round code.
+
+Usage: python3 benchmarks/flood_growth.py [--rounds 30] [--flood-jobs 10000] [--reports 20000] [--policy oef-coop]
+
+Three runs of :func:`slurm_fair.daemon.round.run_round` (preemption off, limits applied to the simulated cluster)
+on :class:`slurm_fair.sim.cluster.SimCluster` (16 K80 + 16 P100 + 16 V100, every GPU held by long jobs of three
+accounts, each with pending jobs of two classes), one round every 300 s of simulated time, each with a new
+database:
+
+* ``quiet``: as above, plus ``--flood-jobs`` pending 1-GPU jobs of an account ``flood`` under one class name;
+* ``rename flood``: the same jobs, every one under a new class name (``class=`` in its comment) before every
+  round, as a user renaming 10 000 pending jobs would (issue 30: 9 982 ``class-folded`` events a round);
+* ``report flood``: the quiet run plus ``--reports`` EpilogSlurmctld records of CPU-only jobs of ``flood``
+  with a ``fair:tput`` report each (issue 30: the first harvest took 60 s), as the hooks' ingest stores them,
+  before the first round (their rows count in the growth); a round takes at most ``MAX_REPORTS_PER_ROUND`` of
+  them.
+
+Printed per run: the database's growth (file + WAL) over the rounds and per day (× 288 / rounds: a day of
+5-minute rounds; the report flood's records are a one-off of that day, so its day is the growth over the
+rounds that drained them plus the rest of the day at the quiet run's rate), rows added to the tables that grew,
+and the median and worst round time; the goal (issue 30): ≤ 10 MB a day, and no round slower by more than 10 %
+than the quiet run's median. Times include the simulated cluster's snapshot of 10 000 jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from slurm_fair import config  # noqa: E402
+from slurm_fair.cli.table import render  # noqa: E402
+from slurm_fair.daemon.harvest import MAX_REPORTS_PER_ROUND  # noqa: E402
+from slurm_fair.daemon.round import run_round  # noqa: E402
+from slurm_fair.sim.cluster import SimCluster, cluster_spec  # noqa: E402
+from slurm_fair.sim.traces import TraceJob  # noqa: E402
+from slurm_fair.store import Store  # noqa: E402
+
+THROUGHPUT = {"cnn": {"k80": 1.0, "p100": 3.0, "v100": 5.0}, "rnn": {"k80": 1.0, "p100": 2.0, "v100": 2.5},
+              "flood": {"k80": 1.0, "p100": 1.0, "v100": 1.0}}
+ROUND_S = 300.0
+ROUNDS_PER_DAY = 288
+TABLES = ("rounds", "shares", "placements", "applied", "events", "job_records", "profile_reports", "profiles")
+
+
+class Renaming(SimCluster):
+    """The simulated cluster, the flood account's pending jobs under a new class name at every snapshot."""
+
+    rename = False
+    serial = 0
+
+    def snapshot(self):
+        s = super().snapshot()
+        if not self.rename:
+            return s
+        self.serial += 1
+        jobs = tuple(dataclasses.replace(j, comment=f"class=x{self.serial}_{j.job_id}", name=f"x{self.serial}_{j.job_id}")
+                     if j.account == "flood" and j.state == "PENDING" else j for j in s.jobs)
+        return dataclasses.replace(s, jobs=jobs)
+
+
+def trace_jobs(flood_jobs: int) -> list[TraceJob]:
+    jobs = []
+    for a in ("acct_a", "acct_b", "acct_c"):
+        for k in range(16):  # 48 long jobs hold every GPU for the whole run
+            jobs.append(TraceJob(f"{a}-run-{k}", 0.0, a, "cnn" if k % 2 else "rnn", 1, 1e12, None))
+        for k in range(20):
+            jobs.append(TraceJob(f"{a}-wait-{k}", 1.0, a, "cnn" if k % 2 else "rnn", 1 + k % 2, 1e6, None))
+    jobs += [TraceJob(f"flood-{k}", 2.0, "flood", "flood", 1, 1e6, None) for k in range(flood_jobs)]
+    return jobs
+
+
+def report_records(n: int, first_id: int) -> list[dict]:
+    return [{"v": 1, "event": "end", "context": "epilog_slurmctld", "job_id": first_id + i, "restart_count": 0,
+             "time": time.time(), "account": "flood", "user": "flood", "class": f"evil{i % 400}", "gpus": {},
+             "gpu_count": 0, "job_name": f"evil{i % 400}",
+             "fair_tokens": f"fair:tput={9000000 + i}@1 fair:gpu=Tesla_V100-SXM2-16GB"} for i in range(n)]
+
+
+def size(path: Path) -> int:
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+def counts(store: Store) -> dict[str, int]:
+    return {t: int(store.db.execute(f"select count(*) from {t}").fetchone()[0]) for t in TABLES}
+
+
+def run(kind: str, rounds: int, flood_jobs: int, reports: int, policy: str, tmp: Path) -> dict:
+    nodes = cluster_spec("k80=16,p100=16,v100=16")
+    epoch = time.time() - 10.0
+    cluster = Renaming(nodes, {"acct_a": 1, "acct_b": 1, "acct_c": 1, "flood": 1}, THROUGHPUT, trace_jobs(flood_jobs),
+                       epoch=epoch)
+    cluster.now = 0.0
+    cluster.advance(5.0)
+    cluster.schedule()
+    db = tmp / f"{kind.replace(' ', '-')}.sqlite"
+    cfg = config.from_dict({"daemon": {"database": str(db), "period": ROUND_S, "dry_run": False},
+                            "policy": {"name": policy}, "hooks": {"spool": str(tmp / f"spool-{kind[0]}")}})
+    store = Store(cfg.database_path)
+    for cls, row in THROUGHPUT.items():
+        for g, v in row.items():
+            store.set_profile(cls, g, v)
+    cluster.rename = kind == "rename flood"
+    store.db.execute("pragma wal_checkpoint(truncate)")
+    size0, rows0 = size(db), counts(store)
+    if kind == "report flood":  # the hook records count in the growth: the flood wrote them
+        store.upsert_job_records(report_records(reports, 10 ** 6))
+    times = []
+    try:
+        for r in range(rounds):
+            t0 = time.monotonic()
+            res = run_round(cluster, store, cfg, policy, now=cluster.clock())
+            times.append(time.monotonic() - t0)
+            if res.status != "ok":
+                raise SystemExit(f"{kind}: round {r + 1}: {res.status}: {res.message}")
+            cluster.advance(cluster.now + ROUND_S)
+            cluster.schedule()
+        store.db.execute("pragma wal_checkpoint(truncate)")
+        grown, rows = size(db) - size0, counts(store)
+    finally:
+        store.close()
+    return {"kind": kind, "grown": grown, "rows": {t: rows[t] - rows0[t] for t in TABLES}, "times": times}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--flood-jobs", type=int, default=10000)
+    ap.add_argument("--reports", type=int, default=20000)
+    ap.add_argument("--policy", default="oef-coop")
+    a = ap.parse_args()
+    drain = -(-a.reports // MAX_REPORTS_PER_ROUND)
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        quiet = run("quiet", a.rounds, a.flood_jobs, a.reports, a.policy, tmp)
+        rename = run("rename flood", a.rounds, a.flood_jobs, a.reports, a.policy, tmp)
+        report = run("report flood", max(a.rounds, drain + 2), a.flood_jobs, a.reports, a.policy, tmp)
+    base = statistics.median(quiet["times"])
+    per_round_quiet = quiet["grown"] / a.rounds
+    rows = []
+    for r in (quiet, rename, report):
+        n = len(r["times"])
+        if r is report:  # the flood's records are one-off: the day is these rounds plus the rest at the quiet rate
+            day = r["grown"] + max(0, ROUNDS_PER_DAY - n) * per_round_quiet
+        else:
+            day = r["grown"] / n * ROUNDS_PER_DAY
+        med, worst = statistics.median(r["times"]), max(r["times"])
+        rows.append([r["kind"], str(n), f"{r['grown'] / 1e6:.2f}", f"{day / 1e6:.1f}",
+                     ", ".join(f"{t} +{v}" for t, v in r["rows"].items() if v),
+                     f"{med:.2f}", f"{worst:.2f}", f"{(med / base - 1) * 100:+.0f} %"])
+    print(f"{a.flood_jobs} pending flood jobs, {a.reports} report records, policy {a.policy}, "
+          f"one round per {ROUND_S:g} s; goal: <= 10 MB a day, median round within +10 % of the quiet run's")
+    print(render(["run", "rounds", "MB grown", "MB a day", "rows added", "round s (median)", "round s (worst)",
+                  "median vs quiet"], rows))
+
+
+if __name__ == "__main__":
+    main()
