@@ -29,6 +29,12 @@ Rules:
 * ``#@free TYPE:N,...`` (:attr:`.plan.Target.pool`): the GPUs idle per type for everyone (less what pending
   typed jobs will take); the script hands out free room (entries with a BLOCK) on a type to all accounts
   together at most that many GPUs per map; a comment to older scripts.
+* ``#@soon TYPE SIZE:EPOCH,...`` (:attr:`.plan.Target.soon`, :func:`.plan.backfill.expected_starts`): per GPU
+  type, when a job of SIZE GPUs could start there as Slurm's backfill plans it from the running jobs' time
+  limits; ``#@speed ACCOUNT/CLASS TYPE:PERMILLE,...`` (:attr:`.plan.Target.speeds`): the class's speed on each
+  type in thousandths of its best. With both, the script does not type a job with a time limit onto a type
+  slow for its class (under half its best) when another type is expected to finish it sooner, waiting
+  included (docs/typing.md). Comments to older scripts.
 * ``#@untyped ACCOUNT N`` (:attr:`.plan.Target.untyped`): the GPUs of untyped requests the account may leave
   untyped when no type of its line has room for a job (Slurm then gives it whichever type frees first; only the
   account's total ``gres/gpu`` limit binds it); a comment to older scripts.
@@ -118,6 +124,11 @@ def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("com
     cells = [f"{g}:{int(n)}" for g, n in sorted(pool.items()) if _valid_type(g) and int(n) >= 0]
     if cells:
         lines.append("#@free " + ",".join(cells))
+    soon = next((tg.soon for tg in targets.values() if tg.soon), {})
+    for g, row in sorted(soon.items()):
+        cells = [f"{int(n)}:{int(at)}" for n, at in sorted(row.items()) if int(n) > 0 and int(at) >= 0]
+        if _valid_type(g) and cells:
+            lines.append(f"#@soon {g} {','.join(cells)}")
     listed_at = len(lines)
     for part in sorted(partitions, key=lambda p: p.name):
         types = sorted({g for g in part.types if _valid_type(g)})
@@ -134,6 +145,9 @@ def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("com
             continue
         if cls:  # TYPE:0: slow for the class (never left untyped where it could land there)
             lines.append(f"{k} {','.join(g + (':0' if g in tg.slow else '') for g, _n in types)}")
+            speeds = [f"{g}:{int(tg.speeds[g])}" for g, _n in types if g in tg.speeds and 0 < int(tg.speeds[g]) <= 1000]
+            if speeds:
+                lines.append(f"#@speed {k} {','.join(speeds)}")
             continue
         why = " ".join("".join(ch if ch.isprintable() else " " for ch in (tg.reason or "")).split())
         tier = dict(zip((g for g, _n in tg.types), tg.tiers)) if tg.tiers else {}

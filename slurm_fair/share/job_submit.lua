@@ -189,6 +189,23 @@ function SF.parse_map(text)
 					map.free[t.type] = t.room
 				end
 			end
+		elseif line:match("^#@soon%s+[%w_.%-]+%s+%S+$") then
+			local gtype, field = line:match("^#@soon%s+(%S+)%s+(%S+)$")
+			local row = {}
+			for size, at in field:gmatch("(%d+):(%d+)") do
+				row[#row + 1] = { size = tonumber(size), at = tonumber(at) }
+			end
+			table.sort(row, function(a, b) return a.size < b.size end)
+			map.soon = map.soon or {}
+			map.soon[gtype] = row
+		elseif line:match("^#@speed%s+%S+%s+%S+$") then
+			local key, field = line:match("^#@speed%s+(%S+)%s+(%S+)$")
+			local speed = {}
+			for gtype, pm in field:gmatch("([%w_.%-]+):(%d+)") do
+				speed[gtype] = tonumber(pm)
+			end
+			map.speed = map.speed or {}
+			map.speed[key] = speed
 		elseif line:match("^#@untyped%s+[%w_.%-]+%s+%d+$") then
 			local acct, gpus = line:match("^#@untyped%s+(%S+)%s+(%d+)$")
 			map.untyped[acct] = tonumber(gpus)
@@ -441,7 +458,7 @@ end
 -- every account's GPUs handed out there stay within it (nil: no bound). A new identity starts unspent, but for what was handed out since `taken_at` (the new map's snapshot
 -- time, `#@map ID T`; nil: nothing carries over): its snapshot did not see those jobs. Returns type, note (nil,
 -- or why the first type was taken without room); or nil, note when the job stays untyped.
-function SF.choose(ident, account, entry, gpus, loose, taken_at, pool)
+function SF.choose(ident, account, entry, gpus, loose, taken_at, pool, prefer)
 	local now = SF.clock()
 	if SF.state.ident ~= ident then
 		local old = SF.state.log
@@ -464,6 +481,12 @@ function SF.choose(ident, account, entry, gpus, loose, taken_at, pool)
 			break
 		end
 	end
+	if pick and prefer then
+		local alt, why = prefer(pick, gpus)
+		if alt then
+			pick, note = alt, why
+		end
+	end
 	if not pick and loose and (spent[SF.UNTYPED] or 0) + gpus <= loose then
 		SF.spend(key, SF.UNTYPED, gpus, now)
 		return nil, string.format("no GPU type has room for %d GPU(s) now; left untyped: it starts on the first "
@@ -475,6 +498,57 @@ function SF.choose(ident, account, entry, gpus, loose, taken_at, pool)
 	end
 	SF.spend(key, pick, gpus, now)
 	return pick, note
+end
+
+-- Typing by expected completion (issue 28): `pick`, the type a job of `gpus` GPUs got by room, is kept unless
+-- the job's class runs there at under half its best speed (`speed`: the class's `#@speed` line, thousandths
+-- of its best, over the types in `allowed` (nil: all) with a `#@soon` line) and another type, faster for the class, is
+-- expected to finish it sooner: its expected start (`#@soon`: when a job of at least `gpus` GPUs could start
+-- there, as Slurm's backfill plans it; seconds from `now`) plus the job's time limit `limit` (seconds) times
+-- the class's speed ratio, against `limit` on `pick` from its own expected start. Types in name order, the
+-- first of equal ones. Returns type, note or nil (keep `pick`).
+function SF.by_completion(map, speed, pick, gpus, limit, allowed, now)
+	if not (map.soon and speed and limit and limit > 0) then
+		return nil
+	end
+	local names = {}
+	for t, v in pairs(speed) do
+		if v > 0 and (allowed == nil or allowed[t]) and map.soon[t] then
+			names[#names + 1] = t
+		end
+	end
+	table.sort(names)
+	local best = 0
+	for _, t in ipairs(names) do
+		best = math.max(best, speed[t])
+	end
+	local sp = speed[pick]
+	if not sp or sp <= 0 or sp * 2 >= best then
+		return nil
+	end
+	local function start(t)
+		for _, e in ipairs(map.soon[t] or {}) do
+			if e.size >= gpus then
+				return math.max(0, e.at - now)
+			end
+		end
+		return nil
+	end
+	local cost, alt, wait = (start(pick) or 0) + limit, nil, nil
+	for _, t in ipairs(names) do
+		local s = start(t)
+		if t ~= pick and speed[t] > sp and s then
+			local c = s + limit * sp / speed[t]
+			if c < cost then
+				cost, alt, wait = c, t, s
+			end
+		end
+	end
+	if not alt then
+		return nil
+	end
+	return alt, string.format("%s runs this class at %d/1000 of its best speed; %s is expected to finish it "
+		.. "sooner (a start in about %d s)", pick, sp, alt, wait)
 end
 
 -- Count `gpus` handed out on `gtype` (or SF.UNTYPED) for line `key` at time `t`.
@@ -734,9 +808,17 @@ function SF.submit(job_desc, part_list, uid)
 	if class_order then
 		entry = SF.for_class(entry, class_order)
 	end
+	local limit = tonumber(job_desc.time_limit) -- minutes; NO_VAL / INFINITE: none
+	local speed = class_key and map.speed and map.speed[class_key]
+	local prefer = nil
+	if speed and limit and limit > 0 and limit < 0xfffffffe then
+		prefer = function(pick, gpus)
+			return SF.by_completion(map, speed, pick, gpus, limit * 60, allowed, SF.clock())
+		end
+	end
 	local gtype, note = SF.choose(SF.map_identity(map), key, entry, SF.job_gpus(job_desc),
 		SF.loose_room(map, account, class_order or nil, allowed, class_key and map.slow[class_key]), map.taken_at,
-		map.free)
+		map.free, prefer)
 	if note then
 		why = note
 	end

@@ -68,7 +68,7 @@ from ..cluster.errors import CommandFailed
 from ..daemon.plan import place_gpus
 from .submit import SubmitMap
 from ..errors import InputError
-from .backfill import Plan
+from ..daemon.plan.backfill import Plan
 
 VERSION = "24.11.0"  # what the simulated Slurm reports (pending-job retype works from 23.02.6)
 PARTITION = "gpu"
@@ -283,10 +283,10 @@ class SimCluster(Cluster):
         ``map_id`` is a new publication, its rooms unspent)."""
         self.submit_map.set(targets, map_id)
 
-    def _map_type(self, account: str, gpus: int, cls: str) -> str | None:
-        """job_submit.lua's choice for an untyped job of ``gpus`` GPUs of class ``cls`` (:meth:`.submit.SubmitMap.
-        choose`); None: left untyped."""
-        return self.submit_map.choose(account, gpus, cls, self.throughput[cls])
+    def _map_type(self, account: str, gpus: int, cls: str, limit: float | None = None) -> str | None:
+        """job_submit.lua's choice for an untyped job of ``gpus`` GPUs of class ``cls`` and a time limit of
+        ``limit`` seconds (:meth:`.submit.SubmitMap.choose`); None: left untyped."""
+        return self.submit_map.choose(account, gpus, cls, self.throughput[cls], limit, self.clock())
 
     def speed(self, cls: str, gpu_type: str | None) -> float:
         """The class's rate on ``gpu_type`` relative to its slowest type (normalized throughput per GPU)."""
@@ -343,14 +343,15 @@ class SimCluster(Cluster):
             self._next_arrival += 1
             req = tj.gpu_type
             flex = False
+            limit = getattr(tj, "time_limit", None)
+            limit = self.default_time if limit is None else _minutes("time_limit", limit)
             if req is None and self.submit_map.lines:
-                req = self._map_type(tj.account, int(tj.gpus), tj.cls)
+                req = self._map_type(tj.account, int(tj.gpus), tj.cls, limit)
                 flex = req is not None
             j = SimJob(self._next_id, str(tj.id), tj.account, tj.cls, int(tj.gpus), float(tj.work), float(tj.submit),
                        req, flex)
             j.eligible = j.submit
-            limit = getattr(tj, "time_limit", None)
-            j.time_limit = self.default_time if limit is None else _minutes("time_limit", limit)
+            j.time_limit = limit
             self.jobs[j.job_id] = j
             self._next_id += 1
             self._changes += 1

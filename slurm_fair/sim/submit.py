@@ -25,6 +25,8 @@ class SubmitMap:
         self.untyped: dict[str, int] = {}  # account -> GPUs its jobs may be left untyped (#@untyped)
         self.pool: dict[str, int] = {}  # type -> GPUs idle for every account together (#@free)
         self.slow: dict[str, set[str]] = {}  # class line -> types slow for the class (TYPE:0)
+        self.soon: dict[str, list[tuple[int, float]]] = {}  # type -> [(job size, time it could start)] (#@soon)
+        self.speeds: dict[str, dict[str, int]] = {}  # class line -> type -> per mille of its best (#@speed)
         self.spent: dict[str, dict[str, int]] = {}  # line (or ALL) -> type (or LOOSE) -> GPUs handed out
         self.map_id: str | None = None
 
@@ -33,6 +35,7 @@ class SubmitMap:
         "blocks":, "untyped":, "slow":, "pool":}``) or plainly ``{account: type}`` / ``(type, reason)``. Another
         ``map_id`` than the last, or none, starts with nothing spent."""
         self.lines, self.blocks, self.tiers, self.untyped, self.pool, self.slow = {}, {}, {}, {}, {}, {}
+        self.soon, self.speeds = {}, {}
         for a, v in targets.items():
             get = (lambda k, d=None, v=v: getattr(v, k, d)) if hasattr(v, "types") else \
                   (lambda k, d=None, v=v: v.get(k, d)) if isinstance(v, Mapping) else None
@@ -50,13 +53,19 @@ class SubmitMap:
             if get("slow"):
                 self.slow[a] = {str(t) for t in get("slow")}
             self.pool = self.pool or {str(t): int(n) for t, n in (get("pool") or {}).items()}
+            if get("speeds"):
+                self.speeds[a] = {str(t): int(v) for t, v in get("speeds").items()}
+            self.soon = self.soon or {str(t): sorted((int(n), float(at)) for n, at in row.items())
+                                      for t, row in (get("soon") or {}).items()}
         if map_id is None or map_id != self.map_id:
             self.spent = {}
         self.map_id = map_id
 
-    def choose(self, account: str, gpus: int, cls: str, speed: Mapping[str, float]) -> str | None:
+    def choose(self, account: str, gpus: int, cls: str, speed: Mapping[str, float], limit: float | None = None,
+               now: float = 0.0) -> str | None:
         """The script's type for an untyped job of ``gpus`` GPUs of class ``cls`` (``speed``: its throughput per
-        type; types it cannot run on are skipped, as a user would). None: no line, no type the class can run on,
+        type; types it cannot run on are skipped, as a user would; ``limit``: its time limit in seconds, ``now``:
+        the daemon's clock, for :meth:`by_completion`). None: no line, no type the class can run on,
         or left untyped within the account's ``#@untyped`` room (no type has room; its class line keeps every
         type of the map and marks none slow; it runs on each)."""
         key = account if account in self.lines else DEFAULT_TARGET
@@ -75,6 +84,8 @@ class SubmitMap:
         pick = next((t for t, room in line if (room is None or spent.get(t, 0) + gpus <= room)
                      and gpus <= block.get(t, gpus)
                      and (t not in block or t not in self.pool or every.get(t, 0) + gpus <= self.pool[t])), None)
+        if pick is not None and class_key in self.speeds and limit:
+            pick = self.by_completion(self.speeds[class_key], pick, gpus, float(limit), now) or pick
         loose = self.untyped.get(account, 0) if key == account else 0
         if pick is None and loose and spent.get(LOOSE, 0) + gpus <= loose:
             mapped = {t for k, v in self.lines.items() if "/" not in k for t, _n in v}
@@ -87,3 +98,25 @@ class SubmitMap:
         spent[pick] = spent.get(pick, 0) + gpus
         every[pick] = every.get(pick, 0) + gpus
         return pick
+
+    def by_completion(self, speeds: Mapping[str, int], pick: str, gpus: int, limit: float, now: float) -> str | None:
+        """The script's ``SF.by_completion``: another type for a job that got ``pick`` by room, where the class
+        runs at under half its best speed there and the other type is expected to finish it sooner (its
+        ``#@soon`` start plus ``limit`` × the speed ratio, against ``limit`` from ``pick``'s own start); types
+        with a speed and a ``#@soon`` line, by name, the first of equal ones; None: keep ``pick``."""
+        names = sorted(t for t, v in speeds.items() if v > 0 and t in self.soon)
+        best = max((speeds[t] for t in names), default=0)
+        sp = speeds.get(pick, 0)
+        if sp <= 0 or sp * 2 >= best:
+            return None
+
+        def start(t: str) -> float | None:
+            return next((max(0.0, at - now) for n, at in self.soon.get(t, ()) if n >= gpus), None)
+
+        own = start(pick)
+        cost, alt = (own or 0.0) + limit, None
+        for t in names:
+            s = start(t)
+            if t != pick and speeds[t] > sp and s is not None and s + limit * sp / speeds[t] < cost:
+                cost, alt = s + limit * sp / speeds[t], t
+        return alt

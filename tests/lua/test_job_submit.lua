@@ -388,6 +388,35 @@ case("#@untyped: not for a class whose line marks a type slow for it (TYPE:0)", 
 	eq(typ("lm"), "gres:gpu:1", "lm runs as well on either: left untyped")
 end)
 
+case("#@soon/#@speed: a job with a time limit is not typed onto a type slow for its class when a faster one finishes it sooner", function()
+	-- issue 28: a 4-GPU job typed k80 because only k80 had room for 4 now ran 3.4x longer than waiting 200 s for
+	-- a p100 node; k80 runs the class at 178/1000 of its best (v100), p100 at 600/1000
+	local MAPTEXT = table.concat({
+		"#@soon k80 1:1000,2:1000,4:1000,16:9000",
+		"#@soon p100 1:1000,2:1000,4:1200,16:9000",
+		"#@soon v100 1:1000,4:50000,16:90000",
+		"acct_a v100:3:3,p100:3:3,k80:4:4",
+		"acct_a/rec v100,p100,k80:0",
+		"#@speed acct_a/rec v100:1000,p100:600,k80:178",
+		"acct_a/lm v100,p100,k80",
+	}, "\n") .. "\n"
+	local function typ(name, gpus, limit)
+		load(MAPTEXT) -- a fresh script each time: no room spent by the submission before
+		slurm_fair_submit.clock = function() return 1000 end
+		local job = { account = "acct_a", name = name, tres_per_node = "gres:gpu:" .. gpus, time_limit = limit }
+		submit(job)
+		return job.tres_per_node
+	end
+	eq(typ("rec", 4, 600), "gres:gpu:p100:4", "10 h on k80 against a p100 node in 200 s and 6 h there")
+	has(slurm.user, "expected to finish it sooner", "the user is told why")
+	eq(typ("rec", 4, nil), "gres:gpu:k80:4", "no time limit: nothing to compare, typed by room")
+	eq(typ("rec", 4, 0xfffffffe), "gres:gpu:k80:4", "NO_VAL time limit: typed by room")
+	eq(typ("rec", 4, 1), "gres:gpu:k80:4", "a 1-minute job: starting now on k80 beats waiting 200 s")
+	eq(typ("lm", 4, 600), "gres:gpu:k80:4", "no #@speed line for the class: typed by room")
+	eq(typ("rec", 16, 600), "gres:gpu:v100:16", "no type has room for 16: the first type of the line, as before")
+	eq(typ("rec", 1, 600), "gres:gpu:v100:1", "1 GPU: v100 has room, kept")
+end)
+
 case("#@untyped with partitions: the class line needs only the types of the job's partitions", function()
 	load("#@partition gpu v100\n#@partition all k80,v100\nacct_a v100:0,k80:0\nacct_a/rl v100\n#@untyped acct_a 4\n")
 	local job = { account = "acct_a", name = "rl", partition = "gpu", tres_per_node = "gres:gpu:1" }

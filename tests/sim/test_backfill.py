@@ -1,4 +1,4 @@
-"""The simulated Slurm's two passes (slurm_fair/sim/cluster.py ``schedule``, slurm_fair/sim/backfill.py): the strict
+"""The simulated Slurm's two passes (slurm_fair/sim/cluster.py ``schedule``, slurm_fair/daemon/plan/backfill.py): the strict
 main loop, reservations by expected ends (start + time limit), what may backfill, limit-blocked and untyped jobs,
 a requeued job's expected end, the per-run records — each a hand-worked case."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from slurm_fair.cluster.base import ANY_GPU
 from slurm_fair.errors import InputError
-from slurm_fair.sim.backfill import Plan
+from slurm_fair.daemon.plan.backfill import Plan
 from slurm_fair.sim.cluster import Run, SimCluster, cluster_spec
 from slurm_fair.sim.traces import TraceJob
 

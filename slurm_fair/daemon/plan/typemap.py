@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from ...cluster.base import ANY_GPU, Job, Snapshot, supports_pending_retype
+from .backfill import expected_starts
 from .demand import FreeGPUs, gpus_in_use, job_class, pending_typed, startable
 from .limits import Plan
 from .problem import SRC_ASSUMED
@@ -32,6 +33,9 @@ class Target:
     untyped: int = 0  # GPUs the account's jobs may be left untyped when no type has room (:func:`untyped_room`)
     pool: Mapping[str, int] = field(default_factory=dict)  # type -> GPUs idle for everyone now (``#@free``)
     slow: frozenset[str] = frozenset()  # class lines: types the class runs on at under 1/SLOW_CLASS of its best
+    # type -> job size -> unix time a job of that size could start there (``#@soon``, shared by every line)
+    soon: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    speeds: Mapping[str, int] = field(default_factory=dict)  # class lines: type -> per mille of its best speed
 
     @property
     def first(self) -> str:
@@ -175,6 +179,7 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
     out: dict[str, Target] = {}
     if not types:
         return out
+    soon = expected_starts(snapshot, types)
     site = site_speed or {}
     for a in plan.accounts:
         used, mine = in_use.get(a, {}), typed.get(a, {})
@@ -192,11 +197,11 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
         if listed:
             why = ", ".join(f"{g} {n} ({'free' if f_room[g] >= g_room[g] else 'guaranteed'})" for g, n in listed)
             out[a] = Target(listed, f"room: {why}", {g: block[g] for g, _n in listed if f_room[g] >= g_room[g]},
-                            tuple(tier[g] for g, _n in listed), loose, free)
+                            tuple(tier[g] for g, _n in listed), loose, free, soon=soon)
         else:
             g = min(ok, key=lambda g: (-int(plan.real.get(a, {}).get(g, 0)), -speed[g], g))
             out[a] = Target(((g, 0),), f"no room on any type now; waits for {g} "
-                            f"(guarantee {int(plan.real.get(a, {}).get(g, 0))})", untyped=loose, pool=free)
+                            f"(guarantee {int(plan.real.get(a, {}).get(g, 0))})", untyped=loose, pool=free, soon=soon)
         for cls, thr in sorted((throughput or {}).get(a, {}).items()):
             vals = [float(v) for g, v in thr.items() if g in types and float(v) > 0]
             if not vals or not CLASS_NAME.fullmatch(cls):
@@ -209,14 +214,16 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
             if order:
                 top = max(rel[g] for g in order)
                 out[f"{a}/{cls}"] = Target(tuple((g, 0) for g in order), "class order",
-                                           slow=frozenset(g for g in order if rel[g] * SLOW_CLASS < top))
+                                           slow=frozenset(g for g in order if rel[g] * SLOW_CLASS < top),
+                                           speeds=_per_mille(rel, order, top))
     for cls, rel in sorted((class_speed or {}).items()):
         order = sorted((g for g in types if float(rel.get(g, 0.0)) > 0),
                        key=lambda g: (-float(rel[g]), -site.get(g, 0.0), g))
         if order and CLASS_NAME.fullmatch(cls):
             top = max(float(rel[g]) for g in order)
             out[f"{DEFAULT_TARGET}/{cls}"] = Target(tuple((g, 0) for g in order), "class order",
-                                                    slow=frozenset(g for g in order if float(rel[g]) * SLOW_CLASS < top))
+                                                    slow=frozenset(g for g in order if float(rel[g]) * SLOW_CLASS < top),
+                                                    speeds=_per_mille(rel, order, top))
     claimed = {g: sum(int(c.get(g, 0)) for c in plan.claims.values()) for g in types}
     avg = {g: float(site.get(g, 0.0)) for g in types}
     open_room = {g: max(0, min(int(plan.capacity[g]) - claimed[g], free[g])) for g in types}
@@ -224,11 +231,16 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
                                                     key=lambda g: (-avg[g], -open_room[g], g)))
     if listed:
         out[DEFAULT_TARGET] = Target(listed, "free GPUs no waiting account's guarantee holds",
-                                     {g: block[g] for g, _n in listed}, pool=free)
+                                     {g: block[g] for g, _n in listed}, pool=free, soon=soon)
     else:
         g = min(types, key=lambda g: (-(plan.capacity[g] - claimed[g]), -avg[g], g))
-        out[DEFAULT_TARGET] = Target(((g, 0),), f"no free GPU now; fewest claimed: {g}", pool=free)
+        out[DEFAULT_TARGET] = Target(((g, 0),), f"no free GPU now; fewest claimed: {g}", pool=free, soon=soon)
     return out
+
+
+def _per_mille(rel: Mapping[str, float], order: Iterable[str], top: float) -> dict[str, int]:
+    """A class line's speeds for ``#@speed``: per type, its speed in thousandths of the class's best (1..1000)."""
+    return {g: max(1, min(1000, round(1000.0 * float(rel[g]) / top))) for g in order} if top > 0 else {}
 
 
 def _gaps(account: str, sources: Mapping[str, Mapping[str, Mapping[str, str]]], rep: set[tuple[str, str]],
@@ -301,12 +313,12 @@ def explore_targets(targets: Mapping[str, Target], plan: Plan, snapshot: Snapsho
         out[a] = Target(((g, room[g]),) + rest,
                         f"explore: class {gaps[g]} has no profile on {g} (room {room[g]}); {tg.reason}",
                         tg.blocks, (min(tg.tiers),) + tuple(k for (t, _n), k in zip(tg.types, tg.tiers) if t != g)
-                        if tg.tiers else (), tg.untyped, tg.pool)
+                        if tg.tiers else (), tg.untyped, tg.pool, soon=tg.soon)
         cls_key = f"{a}/{gaps[g]}"  # the class's own line must not put its measured types back in front
         if cls_key in out:
             line = out[cls_key]
             out[cls_key] = Target(((g, 0),) + tuple((t, n) for t, n in line.types if t != g), line.reason,
-                                  slow=line.slow)
+                                  slow=line.slow)  # no speeds: exploring, the class is not moved by completion
     return out
 
 

@@ -1,4 +1,6 @@
-"""Slurm's backfill plan in simulated time (pure data, no I/O): which GPUs a job could have, where and from when.
+"""Slurm's backfill plan (pure data, no I/O): which GPUs a job could have, where and from when. The simulated
+Slurm schedules with it (slurm_fair/sim/cluster.py); the daemon estimates with it when a job of each size could
+start on each GPU type (:func:`expected_starts`, published in the type map as ``#@soon``).
 
 ``sched/backfill`` (Slurm's Scheduling Configuration Guide and slurm.conf(5), in our words) plans with each
 running job's *expected* end — its start plus its time limit, not its real end — and walks the pending jobs in
@@ -20,11 +22,13 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
-from ..daemon.plan import place_gpus
+from ...cluster.base import Snapshot
+from .demand import FreeGPUs, place_gpus
 
 INF = math.inf
+PAST_LIMIT_S = 60.0  # a running job past its time limit is expected to end this much later (bf_resolution)
 
 
 class Plan:
@@ -112,3 +116,47 @@ class Plan:
         e = math.ceil((start + d) / r) * r if start + d < INF else INF
         for x in where:
             bisect.insort(self.reserved[x], (s, e))
+
+
+def sizes_for(capacity: int) -> tuple[int, ...]:
+    """The job sizes (GPUs) :func:`expected_starts` estimates for a type of ``capacity`` GPUs: 1, 2, 4, … up to
+    the capacity (and the capacity itself); a job of another size reads the next larger one."""
+    out, n = [], 1
+    while n < capacity:
+        out.append(n)
+        n *= 2
+    if capacity > 0:
+        out.append(int(capacity))
+    return tuple(out)
+
+
+def expected_starts(snapshot: Snapshot, types: Sequence[str], partitions: Sequence[str] = ()) -> dict[str, dict[int, int]]:
+    """type -> job size -> the unix time at which a job of that many GPUs of the type could start (rounded
+    up), as Slurm's backfill plans it: the GPUs idle now and the running jobs' GPUs coming back at their
+    expected ends (start + time limit; past it: in ``PAST_LIMIT_S``) on their nodes, placed one node or whole
+    nodes (:func:`.demand.place_gpus`). Left out: sizes that no known end frees (the GPUs are held by jobs
+    without a time limit, or by jobs on several nodes, whose GPUs per node the snapshot does not give) and
+    the pending jobs ahead (no reservations: an estimate, not a promise)."""
+    now = float(snapshot.taken_at)
+    free = FreeGPUs.of(snapshot, partitions)
+    holds = []
+    for j in snapshot.jobs:
+        if not j.running or not j.node_gpus or len(j.gpus_allocated) != 1 or j.start_time is None \
+                or j.time_limit is None:
+            continue
+        t = next(iter(j.gpus_allocated))
+        end = float(j.start_time) + 60.0 * float(j.time_limit)
+        end = end if end > now else now + PAST_LIMIT_S
+        holds += [(end, x, t, int(c)) for x, c in j.node_gpus.items() if x in free.size]
+    plan = Plan(now, free.free, free.size, holds)
+    out: dict[str, dict[int, int]] = {}
+    for t in types:
+        cap = sum(row.get(t, 0) for row in free.size.values())
+        row = {}
+        for n in sizes_for(cap):
+            r = plan.earliest(t, n, 1.0)
+            if r is not None:
+                row[n] = int(math.ceil(r[0]))
+        if row:
+            out[t] = row
+    return out

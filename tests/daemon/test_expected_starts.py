@@ -1,0 +1,79 @@
+"""Typing by expected completion (issue 28): when a job of each size could start on each GPU type
+(plan/backfill.py ``expected_starts``, published as ``#@soon``), the class lines' speeds (``#@speed``), and the
+simulated job_submit.lua's rule (sim/submit.py, the same as tests/lua/test_job_submit.lua's case)."""
+
+from __future__ import annotations
+
+from slurm_fair.cluster.base import Account, Job, Node, Snapshot
+from slurm_fair.daemon.plan import Target
+from slurm_fair.daemon.plan.backfill import expected_starts, sizes_for
+from slurm_fair.daemon.publish import render_map
+from slurm_fair.sim.submit import SubmitMap
+
+NOW = 1_000_000
+
+
+def running(jid, node, gpus, gtype="v100", started=NOW - 600, limit=20, where=None):
+    return Job(job_id=jid, name="j", account="a", user="u", partition="gpu", state="RUNNING", reason="None",
+               priority=1, submit_time=started, start_time=started, gpus_per_node=gpus, nodes=1, gpu_type=gtype,
+               gpus_allocated={gtype: gpus}, time_limit=limit, node_gpus=where if where is not None else {node: gpus})
+
+
+def snapshot(*jobs, nodes=None):
+    nodes = nodes or (Node("v1", ("MIXED",), ("gpu",), {"v100": 4}, {"v100": 2}),
+                      Node("v2", ("ALLOCATED",), ("gpu",), {"v100": 4}, {"v100": 4}),
+                      Node("k1", ("IDLE",), ("gpu",), {"k80": 4}, {}))
+    return Snapshot("22.05.8", float(NOW), nodes, tuple(jobs), (Account("a", 1, {}),), ("gpu",))
+
+
+def test_sizes_are_powers_of_two_and_the_capacity():
+    assert sizes_for(8) == (1, 2, 4, 8) and sizes_for(12) == (1, 2, 4, 8, 12) and sizes_for(1) == (1,)
+    assert sizes_for(0) == ()
+
+
+def test_starts_come_from_idle_gpus_and_running_jobs_time_limits_as_backfill_plans():
+    # v1: 2 of 4 busy until NOW + 600 (started 10 min ago, 20-min limit); v2: all 4 busy by a job without a limit
+    s = snapshot(running(1, "v1", 2), running(2, "v2", 4, limit=None))
+    got = expected_starts(s, ["v100", "k80"])
+    assert got["v100"] == {1: NOW, 2: NOW, 4: NOW + 600}  # 8 (both nodes): v2 never frees, left out
+    assert got["k80"] == {1: NOW, 2: NOW, 4: NOW}
+
+
+def test_a_job_past_its_limit_is_expected_to_end_shortly_and_multi_node_jobs_are_not_counted():
+    s = snapshot(running(1, "v1", 2, started=NOW - 7200, limit=60),
+                 running(2, "", 4, limit=30, where={}))  # GPUs per node not known: never comes back here
+    got = expected_starts(s, ["v100"])
+    assert got["v100"] == {1: NOW, 2: NOW, 4: NOW + 60}
+
+
+def test_the_map_carries_soon_and_speed_lines():
+    soon = {"v100": {1: NOW, 4: NOW + 600}, "k80": {1: NOW, 4: NOW}}
+    text = render_map({"a": Target((("v100", 2), ("k80", 4)), "room", soon=soon),
+                       "a/cnn": Target((("v100", 0), ("k80", 0)), "class order", slow=frozenset({"k80"}),
+                                       speeds={"v100": 1000, "k80": 178}),
+                       "*": Target((("k80", 4),), "free", soon=soon)})
+    assert f"#@soon k80 1:{NOW},4:{NOW}" in text.splitlines()
+    assert f"#@soon v100 1:{NOW},4:{NOW + 600}" in text.splitlines()
+    assert "#@speed a/cnn v100:1000,k80:178" in text.splitlines()
+
+
+def test_the_simulated_script_types_by_expected_completion_as_the_lua_script_does():
+    m = SubmitMap()
+    soon = {"k80": {1: 1000, 2: 1000, 4: 1000, 16: 9000}, "p100": {1: 1000, 2: 1000, 4: 1200, 16: 9000},
+            "v100": {1: 1000, 4: 50000, 16: 90000}}
+    m.set({"a": Target((("v100", 3), ("p100", 3), ("k80", 4)), "room", {"v100": 3, "p100": 3, "k80": 4}, soon=soon),
+           "a/rec": Target((("v100", 0), ("p100", 0), ("k80", 0)), "class order", slow=frozenset({"k80"}),
+                           speeds={"v100": 1000, "p100": 600, "k80": 178}),
+           "a/lm": Target((("v100", 0), ("p100", 0), ("k80", 0)), "class order")})
+    speed = {"v100": 5.6, "p100": 3.4, "k80": 1.0}
+
+    def typ(cls, gpus, limit):
+        m.spent = {}
+        return m.choose("a", gpus, cls, speed, limit, now=1000.0)
+
+    assert typ("rec", 4, 36000) == "p100"  # 10 h on k80 against a p100 node in 200 s and 6 h there
+    assert typ("rec", 4, None) == "k80"  # no time limit: typed by room
+    assert typ("rec", 4, 60) == "k80"  # a 1-minute job: starting now beats waiting 200 s
+    assert typ("lm", 4, 36000) == "k80"  # no speeds for the class: by room
+    assert typ("rec", 16, 36000) == "v100"  # no type has room for 16: the line's first type, as before
+    assert typ("rec", 1, 36000) == "v100"  # v100 has room: kept
