@@ -21,7 +21,7 @@ import pytest
 from slurm_fair.daemon import publish
 
 from .conftest import REPO_ROOT
-from .test_job_submit import gpu_request, submit
+from .test_job_submit import gpu_request, submit, typed
 
 UNTYPED = re.compile(r"gpu:(a100|v100|k80)")
 
@@ -106,3 +106,26 @@ def test_jobs_naming_nodes_or_features_are_left_alone(testbed, this_script):
     _passes_untyped(testbed, "the job names --nodelist=", "--nodelist=a100-1")
     jid, r = submit(testbed, "--gpus=1")  # and a plain one is typed
     assert re.search(r"gres[:/]gpu:k80", gpu_request(testbed.job(jid))), r.stderr
+
+
+def test_a_job_with_a_time_limit_is_typed_where_it_is_expected_to_finish_first(testbed, this_script):
+    """Issue 28, typing by expected completion, in the real slurmctld (its job_desc.time_limit, in minutes):
+    a class 5.6x slower on k80 than on v100, room only on k80 for 2 GPUs now, a v100 node expected to free in
+    ~2 min: a 10-hour job is typed v100, a 1-minute job and a job without a time limit k80 (by room)."""
+    now = int(time.time())
+    _write(this_script, "\n".join([
+        f"#@map t-soon {now}",
+        f"#@soon k80 1:{now},2:{now},4:{now}",
+        f"#@soon v100 1:{now + 120},2:{now + 120},4:{now + 120}",
+        "acct_a k80:8:4,v100:0 test",
+        "acct_a/rec v100,k80:0",
+        "#@speed acct_a/rec v100:1000,k80:178",
+        "* k80:8:4 test",
+    ]) + "\n")
+    jid, r = submit(testbed, "--gres=gpu:2", "--time=600", "--comment=class=rec")
+    assert typed("v100").search(gpu_request(testbed.job(jid))), (r.stderr, testbed.job(jid))
+    assert "expected to finish it sooner" in r.stderr, r.stderr
+    jid, r = submit(testbed, "--gres=gpu:2", "--time=1", "--comment=class=rec")
+    assert typed("k80").search(gpu_request(testbed.job(jid))), (r.stderr, testbed.job(jid))
+    jid, r = submit(testbed, "--gres=gpu:2", "--comment=class=rec")  # the partition's default: none here
+    assert typed("k80").search(gpu_request(testbed.job(jid))), (r.stderr, testbed.job(jid))
