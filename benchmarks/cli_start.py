@@ -3,8 +3,8 @@
     python3 benchmarks/cli_start.py [--runs 5]
 
 Each command runs in a fresh process (`slurm-fair ... --help`, which imports what the command needs to parse its
-options; ``why`` and ``status`` import the rest of what they need only when they run: that import is timed too,
-as `python -c "import ..."`). Prints the median wall seconds of each."""
+options; ``why``, ``status``, ``history`` and ``explain`` import the rest of what they need only when they run:
+that import is timed too, as `python -c "import ..."`). Prints the median wall seconds of each."""
 
 from __future__ import annotations
 
@@ -17,9 +17,19 @@ import time
 CASES = [
     ("slurm-fair --help", [sys.executable, "-c", "from slurm_fair.cli import main; main()", "--help"]),
     ("slurm-fair why --help", [sys.executable, "-c", "from slurm_fair.cli import main; main()", "why", "--help"]),
-    ("slurm-fair status --help", [sys.executable, "-c", "from slurm_fair.cli import main; main()", "status", "--help"]),
+    ("slurm-fair status --help",
+     [sys.executable, "-c", "from slurm_fair.cli import main; main()", "status", "--help"]),
+    ("slurm-fair history --help",
+     [sys.executable, "-c", "from slurm_fair.cli import main; main()", "history", "--help"]),
+    ("slurm-fair explain --help",
+     [sys.executable, "-c", "from slurm_fair.cli import main; main()", "explain", "--help"]),
     ("why's imports (cluster, status file, explanation)",
      [sys.executable, "-c", "import slurm_fair.cli, slurm_fair.cluster, slurm_fair.daemon.public, slurm_fair.views.why"]),
+    ("status's imports (store, status view, cluster)",
+     [sys.executable, "-c", "import slurm_fair.cli, slurm_fair.store, slurm_fair.views.status, slurm_fair.cluster"]),
+    ("history's imports (store)", [sys.executable, "-c", "import slurm_fair.cli, slurm_fair.store"]),
+    ("explain's imports (store, explanation, cluster)",
+     [sys.executable, "-c", "import slurm_fair.cli, slurm_fair.store, slurm_fair.views.explain, slurm_fair.cluster"]),
     ("a solving command's imports (policies, cvxpy)",
      [sys.executable, "-c", "import slurm_fair.cli, slurm_fair.policies, slurm_fair.lp"]),
     ("python itself", [sys.executable, "-c", "pass"]),
