@@ -8,6 +8,8 @@
 * Before the first and after every test that used ``testbed``: all jobs are cancelled, the accounts' GPU limits
   cleared and the published GPU type map removed (untyped jobs pass job_submit.lua unchanged until a test's
   own daemon round publishes one).
+* ``testbed.wait_scheduled()``: a test that submits jobs and then runs a round or starts the daemon waits until
+  Slurm has scheduled them first (never on the daemon's start-up time).
 * Every test under tests/integration is marked ``integration``.
 
 Tests import the project normally; inside the trixie chroot (``testbed.sh --release trixie exec``)
@@ -25,7 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import pytest
 
@@ -194,6 +196,40 @@ class Testbed:
         if ids:
             self.run(["scancel", *map(str, ids)], check=False)
             self.wait_for(lambda: not self.job_ids(), timeout, what="all jobs gone")
+
+    def wait_scheduled(self, jobs: Iterable[int] | None = None, timeout: float = 60) -> dict[str, tuple[str, str]]:
+        """Wait until Slurm has scheduled what it will schedule of ``jobs`` (default: every job squeue shows), and
+        return job id -> (state, reason) as squeue then shows them.
+
+        Scheduled: RUNNING with its start done (not CONFIGURING: PrologSlurmctld still running), PENDING with a
+        reason Slurm's scheduler gave it (Resources, Priority, AssocGrpGRES, a hold, ...; not ``None``, which a
+        job has until the scheduler looked at it), SUSPENDED, or gone; a COMPLETING job is waited for too.
+        A test that submits jobs and then runs a round or starts the daemon calls this first, so that what the
+        round observes does not depend on how fast the daemon starts (a round right after ``sbatch`` saw jobs that
+        were about to start as pending, or starting ones with no GPUs yet)."""
+        wanted = None if jobs is None else {str(j) for j in jobs}
+        last: dict[str, tuple[str, str]] = {}
+
+        def mine(job_id: str) -> bool:
+            return wanted is None or job_id in wanted or job_id.split("_", 1)[0] in wanted  # array tasks: 12_3
+
+        def scheduled() -> tuple[dict[str, tuple[str, str]]] | None:
+            out = self.run(["squeue", "-h", "-o", "%i|%T|%r"]).stdout
+            states = {}
+            for line in out.splitlines():
+                job_id, state, reason = (line.strip().split("|") + ["", ""])[:3]
+                if job_id and mine(job_id):
+                    states[job_id] = (state, reason)
+            last.clear()
+            last.update(states)
+            waiting = [j for j, (state, reason) in states.items()
+                       if not (state in ("RUNNING", "SUSPENDED") or (state == "PENDING" and reason != "None"))]
+            return None if waiting else (states,)
+
+        try:
+            return self.wait_for(scheduled, timeout, what="Slurm to schedule the jobs")[0]
+        except AssertionError as e:
+            raise AssertionError(f"{e}; squeue: {last}") from None
 
     def wait_for(self, pred: Callable[[], T], timeout: float = 60, interval: float = 0.5,
                  what: str = "condition") -> T:

@@ -128,6 +128,7 @@ def test_why_tells_the_jobs_user_it_waits_on_its_accounts_limit(testbed, tmp_pat
     try:
         held = {a: [testbed.sbatch(a, gpus=1, gpu_type="k80", name="why", extra=["--hold"]) for _ in range(4)]
                 for a in ("acct_a", "acct_b")}
+        testbed.wait_scheduled()
         _slurm_fair(testbed, "daemon", "--once", "--config", str(cfg))
         py = _user_python(testbed, "alice")
         if py is not None:  # alice cannot read the database (it is in the test's private tmp folder)
@@ -142,6 +143,7 @@ def test_why_tells_the_jobs_user_it_waits_on_its_accounts_limit(testbed, tmp_pat
         assert ex["status"]["available"] and ex["job"]["account"] == "acct_a"
 
         testbed.run(["scontrol", "release", ",".join(str(j) for js in held.values() for j in js)])
+        testbed.wait_scheduled()
         # held jobs are not demand (issue 21 item 2): only now, released, do they get shares and limits
         _slurm_fair(testbed, "daemon", "--once", "--config", str(cfg))
         limits = testbed.gpu_limits()
