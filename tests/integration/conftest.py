@@ -197,39 +197,51 @@ class Testbed:
             self.run(["scancel", *map(str, ids)], check=False)
             self.wait_for(lambda: not self.job_ids(), timeout, what="all jobs gone")
 
-    def wait_scheduled(self, jobs: Iterable[int] | None = None, timeout: float = 60) -> dict[str, tuple[str, str]]:
+    def wait_scheduled(self, jobs: Iterable[int] | None = None, timeout: float = 60,
+                       quiet: float = 3.0) -> dict[str, tuple[str, str]]:
         """Wait until Slurm has scheduled what it will schedule of ``jobs`` (default: every job squeue shows), and
         return job id -> (state, reason) as squeue then shows them.
 
-        Scheduled: RUNNING with its start done (not CONFIGURING: PrologSlurmctld still running), PENDING with a
-        reason Slurm's scheduler gave it (Resources, Priority, AssocGrpGRES, a hold, ...; not ``None``, which a
-        job has until the scheduler looked at it), SUSPENDED, or gone; a COMPLETING job is waited for too.
-        A test that submits jobs and then runs a round or starts the daemon calls this first, so that what the
-        round observes does not depend on how fast the daemon starts (a round right after ``sbatch`` saw jobs that
-        were about to start as pending, or starting ones with no GPUs yet)."""
+        Scheduled: every job RUNNING with its start done (not CONFIGURING: PrologSlurmctld still running),
+        PENDING with a reason Slurm's scheduler gave it (not ``None``, which a job has until the scheduler looked
+        at it), SUSPENDED, or gone (a COMPLETING job is waited for too), and squeue's picture (state, reason,
+        nodes) unchanged for ``quiet`` seconds. A reason alone is not enough: sbatch's own check at submission
+        already gives the jobs behind others ``Priority``, and in one partition it is the backfill scheduler that
+        starts them, a second later (24.11: 20 of 21 jobs pending on ``Priority`` 0.3 s after the submissions, 16
+        of them running 1.2 s after). The testbed's slurm.conf runs both schedulers every second (sched_interval=1,
+        bf_interval=1) and a submission, release or end is a change the backfill scheduler runs for: a queue
+        that stays as it is for 3 s is one both have passed over.
+
+        A test that submits jobs and then runs a round, starts the daemon or takes a snapshot calls this first, so
+        that what the round observes does not depend on how fast the daemon starts (with the CLI starting at once
+        the first round of test_metrics_live and test_daemon[themis] saw jobs about to start as pending)."""
         wanted = None if jobs is None else {str(j) for j in jobs}
-        last: dict[str, tuple[str, str]] = {}
+        seen: dict[str, tuple[str, str, str]] = {}
+        since = time.monotonic()
 
         def mine(job_id: str) -> bool:
             return wanted is None or job_id in wanted or job_id.split("_", 1)[0] in wanted  # array tasks: 12_3
 
         def scheduled() -> tuple[dict[str, tuple[str, str]]] | None:
-            out = self.run(["squeue", "-h", "-o", "%i|%T|%r"]).stdout
-            states = {}
+            nonlocal seen, since
+            out = self.run(["squeue", "-h", "-o", "%i|%T|%r|%N"]).stdout
+            now: dict[str, tuple[str, str, str]] = {}
             for line in out.splitlines():
-                job_id, state, reason = (line.strip().split("|") + ["", ""])[:3]
+                job_id, state, reason, nodes = (line.strip().split("|") + ["", "", ""])[:4]
                 if job_id and mine(job_id):
-                    states[job_id] = (state, reason)
-            last.clear()
-            last.update(states)
-            waiting = [j for j, (state, reason) in states.items()
+                    now[job_id] = (state, reason, nodes)
+            if now != seen:
+                seen, since = now, time.monotonic()
+            waiting = [j for j, (state, reason, _n) in now.items()
                        if not (state in ("RUNNING", "SUSPENDED") or (state == "PENDING" and reason != "None"))]
-            return None if waiting else (states,)
+            if waiting or time.monotonic() - since < quiet:
+                return None
+            return ({j: (state, reason) for j, (state, reason, _n) in now.items()},)
 
         try:
             return self.wait_for(scheduled, timeout, what="Slurm to schedule the jobs")[0]
         except AssertionError as e:
-            raise AssertionError(f"{e}; squeue: {last}") from None
+            raise AssertionError(f"{e}; squeue: {seen}") from None
 
     def wait_for(self, pred: Callable[[], T], timeout: float = 60, interval: float = 0.5,
                  what: str = "condition") -> T:
