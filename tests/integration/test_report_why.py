@@ -219,8 +219,9 @@ def test_a_job_name_and_comment_with_any_bytes_break_nothing(testbed, tmp_path):
     testbed.run(["scancel", str(job), str(forged)])
     testbed.wait_for(lambda: all((spool / f"{j}.0.end.epilog_slurmctld.json").exists() for j in (job, forged)), 60,
                      what="their end records")  # (the first round ingested and removed the start records)
-    assert testbed.run(["squeue", "-h", "--states=all", "-j", f"{job},{forged}", "-o", "%T"]).stdout.split() \
-        == ["CANCELLED", "CANCELLED"]  # still listed by slurmctld
+    # still listed by slurmctld (the end records can be there while the jobs are COMPLETING: waited for)
+    testbed.wait_for(lambda: testbed.run(["squeue", "-h", "--states=all", "-j", f"{job},{forged}", "-o", "%T"]
+                                         ).stdout.split() == ["CANCELLED", "CANCELLED"], 30, what="both CANCELLED")
     _slurm_fair(testbed, "daemon", "--once", "--config", str(cfg))
     with Store(tmp_path / "sf.sqlite") as store:
         (rnd,) = store.rounds(limit=1)
