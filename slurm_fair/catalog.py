@@ -19,3 +19,9 @@ POLICIES = {
 }
 
 SOLVERS = ("ECOS", "HIGHS", "CLARABEL", "SCIPY")  # cvxpy solvers by name (one list for CLI, config and policies)
+
+# the sources of a profile value (store/profiles.py, profiling/core.py read them here: the CLI's choices need no
+# database library)
+PROFILE_SOURCES = ("imported", "set", "measured", "harvested", "shipped")
+# the default budget of fairness.probe (re-solves x virtual users), named in the CLI's help without numpy
+PROBE_WORK = 600

@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .. import fairness, lp, policies
+from ..catalog import POLICIES
 from ..errors import SlurmFairError
-from ..model import Allocation, problem_from_dict
 from .common import fail, json_option
 from .solve import _PROPS, _num, _read_problem, _yes_no, payload
 from .table import render
+
+if TYPE_CHECKING:  # the solver libraries are imported by the commands that solve only
+    from ..model import Allocation
 
 REFERENCE = "max-throughput"
 
 
 def _run(name: str, problem: Any, solver: str | None, sample: int | None) -> tuple[Allocation | None, dict | None, str | None]:
     """One policy's allocation and property checks, or the error that stopped it (the others still run)."""
+    from .. import fairness, policies  # the solver libraries: imported by the commands that solve only
+
     try:
         policy = policies.get(name)
         alloc = policy(problem, solver=solver)
@@ -62,7 +66,7 @@ def _tables(problem: Any, results: dict[str, tuple[Allocation | None, dict | Non
 @click.command("compare")
 @click.option("--input", "-i", "input_path", required=True, metavar="FILE",
               help="Problem JSON, as for `slurm-fair solve` ('-' reads standard input).")
-@click.option("--policies", "names", default=",".join(policies.names()), show_default=True, metavar="LIST",
+@click.option("--policies", "names", default=",".join(POLICIES), show_default=True, metavar="LIST",
               help="Comma-separated policies to compare.")
 @click.option("--solver", default=None, metavar="NAME", help="LP solver for every policy (default: each policy's own).")
 @click.option("--check-sample", "check_sample", type=click.IntRange(min=0), default=None, metavar="N",
@@ -76,6 +80,9 @@ def compare_cmd(input_path: str, names: str, solver: str | None, check_sample: i
 
         slurm-fair compare --input etc/examples/paper-2.4.json
     """
+    from .. import lp, policies
+    from ..model import problem_from_dict
+
     try:
         problem = problem_from_dict(_read_problem(input_path))
         wanted = [n.strip() for n in names.split(",") if n.strip()]

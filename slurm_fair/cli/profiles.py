@@ -17,11 +17,10 @@ import click
 from .. import config as config_mod
 from ..cluster import connect
 from ..config import Config
-from ..daemon.bounded import round_profiles
 from ..errors import InputError, SlurmFairError
 from ..profiling import agent, client
 from ..profiling import shipped as shipped_profiles
-from ..store import PROFILE_SOURCES as SOURCES, Store
+from ..catalog import PROFILE_SOURCES as SOURCES
 from ..text import printable
 from .common import config_option, decode_utf8, handle_errors, json_option
 from .table import render
@@ -33,8 +32,10 @@ from .table import render
 
 
 
-def _open_store(config_path: str | None) -> Store:
+def _open_store(config_path: str | None) -> "Store":
     cfg = config_mod.load(config_path)
+    from ..store import Store
+
     return Store(cfg.database_path)
 
 
@@ -101,6 +102,8 @@ def list_cmd(config_path: str | None, account: str | None, cls: str | None, sour
     the slowest type of the same account, class and source. FLAGS: stale (no sample for
     [profiling] stale_after seconds), single (one sample), N rejected (outlier samples refused).
     """
+    from ..store import Store
+
     cfg = config_mod.load(config_path)
     with Store(cfg.database_path) as store:
         values = store.profile_values()
@@ -156,6 +159,9 @@ def import_cmd(config_path: str | None, file: Any, shipped: str | None) -> None:
 def export_cmd(config_path: str | None, file: Any) -> None:
     """Write the profiles the policies use (one value per account, class, type) as CSV to FILE (default:
     stdout); `profiles import` reads it back (as imported values)."""
+    from ..daemon.bounded import round_profiles
+    from ..store import Store
+
     cfg = config_mod.load(config_path)
     with Store(cfg.database_path) as store:
         text = store.export_csv(round_profiles(store, cfg))  # what the rounds use, as they pick it

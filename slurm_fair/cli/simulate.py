@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .. import policies
+from ..catalog import POLICIES
 from ..errors import InputError, SlurmFairError
 from .common import fail, json_option
 from .table import render
@@ -98,7 +98,7 @@ def store_paths(path: str | None, names: list[str]) -> dict[str, Path | None]:
               help="GPUs per type, e.g. k80=36,p100=36,v100=36 (nodes of --node-size GPUs of one type).")
 @click.option("--node-size", type=click.IntRange(min=1), default=4, show_default=True, help="GPUs per node.")
 @click.option("--policy", "policy", default="oef-coop", show_default=True, metavar="NAME",
-              help="Policy of the daemon: " + ", ".join(policies.names()) + ".")
+              help="Policy of the daemon: " + ", ".join(POLICIES) + ".")
 @click.option("--compare", "compare", default=None, metavar="LIST", help="Comma-separated policies to run one after another.")
 @click.option("--round", "round_s", type=click.FloatRange(min=1), default=300.0, show_default=True,
               help="Seconds between daemon rounds.")
@@ -135,6 +135,7 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
     \b
         slurm-fair simulate --generate 200 --cluster k80=8,v100=8 --compare gavel,oef-coop
     """
+    from .. import policies
     from ..sim.cluster import cluster_spec
 
     try:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .. import fairness, policies
+from ..catalog import POLICIES, PROBE_WORK
 from ..errors import InputError, SlurmFairError
 from .common import decode_utf8, fail, json_option
-from ..model import Allocation, problem_from_dict
 from .table import render
+
+if TYPE_CHECKING:  # the solver libraries are imported by the commands that solve only
+    from .. import fairness
+    from ..model import Allocation
 
 _PROPS = ("sharing_incentive", "envy_free", "pareto_efficient", "equal_throughput", "strategy_proof_probe", "adjacent_types", "capacity", "demand")
 
@@ -90,7 +93,7 @@ def _check_table(props: dict[str, fairness.PropertyResult]) -> str:
     default="oef-coop",
     show_default=True,
     metavar="NAME",
-    help="Allocation policy: " + ", ".join(policies.names()) + ".",
+    help="Allocation policy: " + ", ".join(POLICIES) + ".",
 )
 @click.option(
     "--input",
@@ -117,7 +120,7 @@ def _check_table(props: dict[str, fairness.PropertyResult]) -> str:
 )
 @click.option("--check-sample", "check_sample", type=click.IntRange(min=0), default=None, metavar="N",
               help="With --check: at most N false reports (each one re-solve) for the strategy-proofness probe "
-              f"(default max(2, {fairness.probe.WORK} / classes): every lie on a small problem, 2 on a large one; "
+              f"(default max(2, {PROBE_WORK} / classes): every lie on a small problem, 2 on a large one; "
               "classes drawn with a fixed seed, two lies each; 0 = skip the probe).")
 def solve_cmd(policy_name: str, input_path: str, as_json: bool, solver: str | None, do_check: bool,
               check_sample: int | None) -> None:
@@ -130,6 +133,9 @@ def solve_cmd(policy_name: str, input_path: str, as_json: bool, solver: str | No
     """
     if check_sample is not None and not do_check:
         raise click.UsageError("--check-sample needs --check")
+    from .. import fairness, policies  # the solver libraries: imported by the commands that solve only
+    from ..model import problem_from_dict
+
     try:
         problem = problem_from_dict(_read_problem(input_path))
         try:

@@ -28,14 +28,18 @@ Only the allow-list is demand.
 
 from __future__ import annotations
 
+from typing import Any
+
 HELD = "held"
 DEPENDENCY = "dependency"
 BEGIN_TIME = "begin-time"
 RESERVATION = "reservation"
 CANNOT_START = "cannot-start"
 KINDS = (HELD, DEPENDENCY, BEGIN_TIME, RESERVATION, CANNOT_START)
+# Pending reasons of a job its account's GrpTRES limit holds back (Slurm 22.05 and 24.11 name GPU limits so).
+LIMIT_REASONS = ("AssocGrpGRES", "AssocGrpTRES")
 # the pending reasons of a job free GPUs (or slurm-fair's own limits) would start: everything else is not demand
-DEMAND_REASONS = ("", "None", "Priority", "Resources", "AssocGrpGRES", "AssocGrpTRES")
+DEMAND_REASONS = ("", "None", "Priority", "Resources") + LIMIT_REASONS
 
 _HELD_REASONS = ("JobHeldUser", "JobHeldAdmin", "JobHeld")
 _DEPENDENCY_REASONS = ("Dependency", "DependencyNeverSatisfied")
@@ -96,3 +100,15 @@ def describe(kind: str, reason: str = "") -> str:
     tail = f" (Slurm reason {reason})" if reason else ""
     return (f"not counted as demand: {what}{tail} — no share, no claim, no SiteFactor and no preemption is made "
             "for it until it could start")
+
+
+def job_blocked_kind(job: Any) -> str:
+    """Why a pending ``Job`` cannot start now (one of :data:`KINDS`), ``""`` when it could or when it is not
+    pending: what the backend read into ``Job.blocked``, else Slurm's reason alone. A requeued job (Slurm's
+    restart count > 0) that Slurm holds on the begin time it set at the requeue is not blocked: it was running,
+    it is still its account's demand (not counting it would drop its account's share right after every
+    reclaim)."""
+    if not job.pending:
+        return ""
+    kind = job.blocked or by_reason(job.reason)
+    return "" if kind == BEGIN_TIME and job.restart_count > 0 else kind

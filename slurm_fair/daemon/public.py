@@ -31,13 +31,15 @@ import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..config import Config
 from ..cluster.base import ANY_GPU, Snapshot, supports_pending_retype
 from ..errors import SlurmFairError
-from . import plan as P
 from .publish import write_map
+
+if TYPE_CHECKING:  # the planning code (numpy) is imported where a status is built, not where one is read
+    from . import plan as P
 
 FORMAT = 1
 MAX_ACCOUNTS = 20_000
@@ -124,6 +126,8 @@ def _counts(row: Mapping[str, Any] | None, *, limits: bool = False) -> dict[str,
 
 
 def _types(snapshot: Snapshot, cfg: Config, plan: P.Plan) -> dict[str, TypeStatus]:
+    from . import plan as P
+
     free = P.FreeGPUs.of(snapshot, cfg.cluster.partitions)
     idle = free.totals()
     lendable = plan.lendable()
@@ -142,6 +146,8 @@ def build_status(snapshot: Snapshot, decisions: P.Decisions, cfg: Config, *, rou
                  ) -> PublicStatus:
     """The status of a round (its decisions) observed in ``snapshot`` (the round's, or a later poll's). ``limits``:
     the accounts' GPU limits in Slurm (default: the snapshot's; a round passes them as it left them)."""
+    from . import plan as P
+
     plan = decisions.plan
     in_use = P.gpus_in_use(snapshot)
     pending = P.pending_gpus(snapshot, cfg.cluster.partitions, cfg.limits.accounts)

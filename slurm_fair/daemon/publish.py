@@ -60,9 +60,10 @@ import secrets
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .plan import DEFAULT_TARGET, PartitionTypes, Target
+if TYPE_CHECKING:  # the planning code (numpy) is imported by the round, not by readers of the status file
+    from .plan import PartitionTypes, Target
 
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 HEADER = (
@@ -111,6 +112,7 @@ def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("com
     seconds) adds ``#@expires EPOCH``; an account line's :attr:`~.plan.Target.untyped` room adds
     ``#@untyped ACCOUNT N``. Without a ``*`` line to write (and not ``listed_only``) the map gets
     ``#@listed-only`` (module docstring)."""
+    from .plan import DEFAULT_TARGET
     lines = []
     if map_id is not None:
         if not _NAME.fullmatch(map_id):

@@ -18,6 +18,8 @@ before any class gets a third. The result's detail says how many were tried out 
 
 from __future__ import annotations
 
+from ..catalog import PROBE_WORK
+
 import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -33,7 +35,7 @@ FACTORS = (1.25, 1.5, 2.0)
 KINDS = ("inflate", "sandbag")
 KIND_TEXT = {"inflate": "inflating fast types", "sandbag": "over-reporting the slowest type (sandbagging the fast ones)"}
 SAMPLE = None  # default ``sample``: None = :func:`budget` (``solve --check-sample``)
-WORK = 600  # the default budget: re-solves x virtual users (classes)
+WORK = PROBE_WORK  # the default budget: re-solves x virtual users (classes)
 SEED = 0
 
 # What a policy promises about strategy-proofness, shown with its probe result (policies named by

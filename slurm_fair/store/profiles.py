@@ -8,12 +8,12 @@ import io
 import time
 from typing import Any, Callable, Iterable, Mapping
 
+from ..catalog import PROFILE_SOURCES  # (= profiling.core.SOURCES)
 from ..errors import InputError
 from ..validate import gpu_type as _check_gpu_type, name as _check_name, number
 from .base import StoreBase
 
 CSV_HEADER = ("account", "class", "gpu_type", "throughput")
-PROFILE_SOURCES = ("imported", "set", "measured", "harvested", "shipped")  # = profiling.core.SOURCES
 SAMPLE_SOURCES = ("measured", "harvested")  # values kept as moving averages of samples (= profiling.core.MEASURED)
 _PROFILE_PK = ("account", "class", "gpu_type", "source")
 

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from ..cluster.base import ANY_GPU, Job
-from ..daemon.plan.demand import LIMIT_REASONS
-from ..daemon.plan.eligible import blocked_kind
+from ..cluster.blocked import LIMIT_REASONS, job_blocked_kind as blocked_kind
 from ..daemon.public import AccountStatus, PublicStatus
 from ..text import printable
 

@@ -8,6 +8,8 @@
 * Before the first and after every test that used ``testbed``: all jobs are cancelled, the accounts' GPU limits
   cleared and the published GPU type map removed (untyped jobs pass job_submit.lua unchanged until a test's
   own daemon round publishes one).
+* ``testbed.wait_scheduled()``: a test that submits jobs and then runs a round or starts the daemon waits until
+  Slurm has scheduled them first (never on the daemon's start-up time).
 * Every test under tests/integration is marked ``integration``.
 
 Tests import the project normally; inside the trixie chroot (``testbed.sh --release trixie exec``)
@@ -25,7 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import pytest
 
@@ -194,6 +196,52 @@ class Testbed:
         if ids:
             self.run(["scancel", *map(str, ids)], check=False)
             self.wait_for(lambda: not self.job_ids(), timeout, what="all jobs gone")
+
+    def wait_scheduled(self, jobs: Iterable[int] | None = None, timeout: float = 60,
+                       quiet: float = 3.0) -> dict[str, tuple[str, str]]:
+        """Wait until Slurm has scheduled what it will schedule of ``jobs`` (default: every job squeue shows), and
+        return job id -> (state, reason) as squeue then shows them.
+
+        Scheduled: every job RUNNING with its start done (not CONFIGURING: PrologSlurmctld still running),
+        PENDING with a reason Slurm's scheduler gave it (not ``None``, which a job has until the scheduler looked
+        at it), SUSPENDED, or gone (a COMPLETING job is waited for too), and squeue's picture (state, reason,
+        nodes) unchanged for ``quiet`` seconds. A reason alone is not enough: sbatch's own check at submission
+        already gives the jobs behind others ``Priority``, and in one partition it is the backfill scheduler that
+        starts them, a second later (24.11: 20 of 21 jobs pending on ``Priority`` 0.3 s after the submissions, 16
+        of them running 1.2 s after). The testbed's slurm.conf runs both schedulers every second (sched_interval=1,
+        bf_interval=1) and a submission, release or end is a change the backfill scheduler runs for: a queue
+        that stays as it is for 3 s is one both have passed over.
+
+        A test that submits jobs and then runs a round, starts the daemon or takes a snapshot calls this first, so
+        that what the round observes does not depend on how fast the daemon starts (with the CLI starting at once
+        the first round of test_metrics_live and test_daemon[themis] saw jobs about to start as pending)."""
+        wanted = None if jobs is None else {str(j) for j in jobs}
+        seen: dict[str, tuple[str, str, str]] = {}
+        since = time.monotonic()
+
+        def mine(job_id: str) -> bool:
+            return wanted is None or job_id in wanted or job_id.split("_", 1)[0] in wanted  # array tasks: 12_3
+
+        def scheduled() -> tuple[dict[str, tuple[str, str]]] | None:
+            nonlocal seen, since
+            out = self.run(["squeue", "-h", "-o", "%i|%T|%r|%N"]).stdout
+            now: dict[str, tuple[str, str, str]] = {}
+            for line in out.splitlines():
+                job_id, state, reason, nodes = (line.strip().split("|") + ["", "", ""])[:4]
+                if job_id and mine(job_id):
+                    now[job_id] = (state, reason, nodes)
+            if now != seen:
+                seen, since = now, time.monotonic()
+            waiting = [j for j, (state, reason, _n) in now.items()
+                       if not (state in ("RUNNING", "SUSPENDED") or (state == "PENDING" and reason != "None"))]
+            if waiting or time.monotonic() - since < quiet:
+                return None
+            return ({j: (state, reason) for j, (state, reason, _n) in now.items()},)
+
+        try:
+            return self.wait_for(scheduled, timeout, what="Slurm to schedule the jobs")[0]
+        except AssertionError as e:
+            raise AssertionError(f"{e}; squeue: {seen}") from None
 
     def wait_for(self, pred: Callable[[], T], timeout: float = 60, interval: float = 0.5,
                  what: str = "condition") -> T:

@@ -64,6 +64,7 @@ def test_a_three_level_tree_keeps_every_leafs_jobs_running_and_parents_unlimited
         assert r.returncode == 0, r.stdout + r.stderr
         return r
 
+    testbed.wait_scheduled()
     sf("daemon", "--once")
     sf("daemon", "--once")
     limits = _grptres(testbed)

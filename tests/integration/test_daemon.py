@@ -109,6 +109,7 @@ def test_rounds_set_the_rounded_plan_start_the_right_jobs_and_carry_deviations(t
     busy = submit_mix(testbed, {"a100": 4, "v100": 6, "k80": 6}, accounts=("acct_b",))
     testbed.wait_for(lambda: sum(running_by(testbed).values()) == 16, timeout=40, what="acct_b on every GPU")
     submit_mix(testbed, {"a100": 1, "v100": 3, "k80": 1}, accounts=("acct_a", "acct_c"))
+    testbed.wait_scheduled()
     r = sf.cli("daemon", "--once")
     assert "status=ok" in r.stderr
     rnd = last_round(sf.db)
@@ -151,6 +152,7 @@ def test_rounds_set_the_rounded_plan_start_the_right_jobs_and_carry_deviations(t
     for (a, g), p in p1.items():
         assert dev1[a][g] == pytest.approx(p["deviation_before"] + p["ideal"] - p["real"], abs=1e-6)
     submit_mix(testbed, {"v100": 2}, accounts=("acct_b",))
+    testbed.wait_scheduled()
     sf.cli("daemon", "--once")
     rnd2 = last_round(sf.db)
     assert rnd2["status"] == "ok" and rnd2["id"] == rnd["id"] + 1
@@ -179,6 +181,7 @@ def test_rounds_set_the_rounded_plan_start_the_right_jobs_and_carry_deviations(t
 
     # apply --dry-run changes nothing in Slurm nor in the store's carried state
     submit_mix(testbed, {"k80": 2}, accounts=("acct_c",))
+    testbed.wait_scheduled()
     before = (slurm_limits(testbed), sf.db.deviations(), len(sf.db.rounds(limit=100)))
     r = sf.cli("apply", "--dry-run", "--json")
     out = json.loads(r.stdout)
@@ -194,6 +197,7 @@ def test_sigkill_between_solve_and_apply_then_restart_converges(testbed, sf):
     base = slurm_limits(testbed)
     submit_mix(testbed, {"a100": 2, "v100": 3, "k80": 3})
     testbed.wait_for(lambda: sum(running_by(testbed).values()) == 16, timeout=40, what="every GPU in use")
+    testbed.wait_scheduled()
     proc = sf.popen("daemon", "--once", env={"SLURM_FAIR_PAUSE_BEFORE_APPLY": "60"})
     deadline = time.monotonic() + 60
     line = ""
@@ -295,6 +299,7 @@ def test_every_seed_policy_runs_the_daemons_rounds(testbed, sf, policy):
     keeps its state (held GPUs, lease age) across rounds in the store; hadar admits the jobs Slurm shows."""
     sf.path.write_text(sf.path.read_text().replace('name = "oef-coop"', f'name = "{policy}"'))
     submit_mix(testbed, {"a100": 2, "v100": 3, "k80": 3})
+    testbed.wait_scheduled()  # every round sees the 16 running and 8 pending jobs, however fast it starts
     sf.cli("daemon", "--once")
     first = last_round(sf.db)
     assert first["status"] == "ok" and first["policy"] == policy, first["message"]

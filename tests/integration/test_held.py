@@ -51,6 +51,7 @@ def test_held_flood_dependency_and_begin_time_are_not_demand(testbed, tmp_path):
     assert [testbed.job_state(j)[1] for j in held] == ["JobHeldUser"] * 6
     testbed.wait_for(lambda: testbed.job_state(dep)[1] == "Dependency" and testbed.job_state(later)[1] == "BeginTime",
                      30, what="Slurm's reasons Dependency and BeginTime")
+    testbed.wait_scheduled()
 
     d = _round(testbed, cfg, tmp_path)
     assert d["not_demand"] == {"acct_a": {"held": 6}, "acct_c": {"begin-time": 1, "dependency": 1}}
@@ -98,6 +99,7 @@ def test_jobs_over_their_qos_max_wall_are_not_demand(testbed, tmp_path):
                                 extra=["--qos=sf_short", "--time=10"]) for _ in range(4)]
         testbed.wait_for(lambda: all(testbed.job_state(j)[1] == "QOSMaxWallDurationPerJobLimit" for j in stuck), 30,
                          what="Slurm's reason QOSMaxWallDurationPerJobLimit")
+        testbed.wait_scheduled()
         d = _round(testbed, cfg, tmp_path)
         assert d["not_demand"] == {"acct_c": {"cannot-start": 8}}
         assert d["demand"].get("acct_c", 0) == 0 and sum(d["real"].get("acct_c", {}).values()) == 0

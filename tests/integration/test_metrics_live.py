@@ -31,6 +31,7 @@ def test_running_daemon_serves_the_recorded_shares_and_limits(testbed, tmp_path)
             for g, v in thr.items():
                 st.set_profile(cls, g, v)
     submit_mix(testbed, {"a100": 2, "v100": 3, "k80": 2})
+    testbed.wait_scheduled()  # 16 running, 5 pending: the round's snapshot must not race Slurm's scheduler
     proc = subprocess.Popen([*PY, "daemon", "--config", str(cfg)], env=testbed.env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 

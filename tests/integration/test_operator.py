@@ -63,6 +63,7 @@ def test_a_non_root_operator_runs_rounds_and_rolls_back(testbed):
             os.chown(p, pw.pw_uid, pw.pw_gid)
         testbed.reset_limits()
         jobs = [testbed.sbatch(a, gpus=1, gpu_type="v100", name="op") for a in ("acct_a", "acct_b") for _ in range(6)]
+        testbed.wait_scheduled(jobs)
 
         def round_as_operator(*args):
             return testbed.run(["runuser", "-u", OPERATOR, "--", sys.executable, "-c",

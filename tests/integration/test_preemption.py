@@ -63,6 +63,7 @@ def test_preempted_job_checkpoints_is_requeued_once_and_resumes(testbed, tmp_pat
     # acct_b waits for an a100: its share is 1 of 4, so acct_a (limit 3) holds one GPU too many
     waiter = testbed.sbatch("acct_b", gpu_type="a100", name="waiter")
     assert testbed.job_state(waiter)[0] == "PENDING"
+    testbed.wait_scheduled()
     try:
         cli(testbed, cfg, "daemon", "--once")
         with Store(tmp_path / "sf.sqlite") as store:
@@ -120,6 +121,7 @@ def test_signal_failure_on_one_job_is_recorded_and_the_others_proceed(testbed, t
     for j in a:
         testbed.wait_state(j, "RUNNING")
     b = [testbed.sbatch("acct_b", gpu_type="a100", name="waiter") for _ in range(2)]
+    testbed.wait_scheduled()
     cluster = connect(backend="cli", timeout=15, env=testbed.env)
     snap = cluster.snapshot()
     assert {j.job_id for j in snap.jobs if j.pending} >= set(b)

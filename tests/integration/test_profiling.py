@@ -124,7 +124,7 @@ def test_profile_submit_measures_every_type_and_the_next_round_uses_it(testbed, 
 
     # the next round's problem uses the measured values for a demo job of acct_a
     samples = {t: sf.values("acct_a", "demo")[(t, "measured")]["samples"] for t in RATES}
-    testbed.sbatch("acct_a", gpus=1, comment="class=demo", command="sleep 60")
+    testbed.wait_scheduled([testbed.sbatch("acct_a", gpus=1, comment="class=demo", command="sleep 60")])
     sf.cli("daemon", "--once")
     details = sf.db.rounds(limit=1)[0]["details"]
     assert details["classes"]["acct_a"]["demo"]["throughput"] == RATES

@@ -62,9 +62,11 @@ def _scenario(testbed, tmp_path):
                                                 f"exec bash {train}"))
         testbed.wait_for(lambda: len(_jobs_of(testbed, "acct_a", "R")) == len(flood), 60,
                          what="the flood running on every GPU")
+        testbed.wait_scheduled()
         _sf(testbed, cfg, "daemon", "--once")
         third = [testbed.sbatch("acct_b", name="third", command="sleep 900") for _ in range(2)]
         owed = testbed.sbatch("acct_c", gpus=4, name="owed", command="sleep 900")
+        testbed.wait_scheduled()
 
         store = Store(c.database_path)
         log, first_requeue, started_round = [], None, None

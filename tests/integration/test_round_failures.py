@@ -62,6 +62,7 @@ def test_bad_account_failing_call_and_locked_store_are_recorded_and_the_rest_app
         store = Store(cfg.database_path)
         testbed.sbatch(account="acct_a", gpus=1, gpu_type="v100", name="resnet50-bs64")
         testbed.sbatch(account="acct_c", gpus=1, gpu_type="a100", name="resnet50-bs64")
+        testbed.wait_scheduled()
 
         # round 1: the bad name and the failing sacctmgr call are isolated; acct_a and acct_b are applied
         r1 = run_round(cluster, store, cfg)
@@ -132,6 +133,7 @@ def test_a_job_gone_before_its_site_factor_is_set_leaves_the_other_jobs_set(test
     kept = testbed.sbatch(account="acct_a", gpus=1, gpu_type="k80", name="resnet50-bs64")
     testbed.wait_for(lambda: site_factor(testbed, kept) == 0 and testbed.job_state(kept)[0] == "PENDING",
                      30, what="kept pending and listed by sprio")
+    testbed.wait_scheduled()
 
     class CancelAfterSnapshot(CliCluster):
         def snapshot(self):

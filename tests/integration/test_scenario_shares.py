@@ -149,6 +149,7 @@ def test_flood_then_fair_shares_with_preemption(testbed, tmp_path):
         spread = _in_use(testbed)["acct_a"]
         assert spread == CAPACITY, spread  # untyped jobs landed on every type
         assert all("fair:flex" in testbed.job(j).get("Comment", "") for j in flood)
+        testbed.wait_scheduled()
         _sf(testbed, cfg, "daemon", "--once")  # only acct_a has jobs: it is guaranteed everything
 
         # 3. the late accounts: typed and untyped jobs (job_submit.lua types the untyped ones)
@@ -166,6 +167,7 @@ def test_flood_then_fair_shares_with_preemption(testbed, tmp_path):
                 j = testbed.job(jid)
                 typed = re.search(r"gpu:[A-Za-z]", j.get("TresPerNode", "") + j.get("TresPerJob", ""))
                 assert ("fair:flex" in j.get("Comment", "")) == bool(typed), j
+        testbed.wait_scheduled()
 
         # 4. rounds every 10 s until the late accounts run their guarantee and no GPU idles while a job waits
         store = Store(c.database_path)
@@ -220,6 +222,7 @@ def test_flood_then_fair_shares_with_preemption(testbed, tmp_path):
         testbed.run(["scancel", *map(str, late["acct_b"] + late["acct_c"])])
         testbed.wait_for(lambda: not (_jobs_of(testbed, "acct_b", "R,PD,CG") + _jobs_of(testbed, "acct_c", "R,PD,CG")),
                          60, what="late jobs gone")
+        testbed.wait_scheduled()
         _sf(testbed, cfg, "daemon", "--once")
         for p in requeued:
             testbed.wait_for(lambda: "resumed from step" in _output(testbed, p["job_id"]).split("got USR1")[-1],

@@ -54,6 +54,7 @@ def _b_on_every_gpu_and_a_waits(testbed) -> None:
                      what="acct_b on every GPU")
     for _ in range(3):
         testbed.sbatch("acct_a", gpus=1, gpu_type="v100", name="fast")
+    testbed.wait_scheduled()  # acct_b on all 16 GPUs, acct_a's three pending: what the next round must see
 
 
 def test_rollback_restores_the_site_limits_exactly_and_leaves_no_trace(testbed, tmp_path):
@@ -114,6 +115,7 @@ def test_an_account_with_its_own_limits_is_left_alone_by_default(testbed, tmp_pa
         for _ in range(n):
             testbed.sbatch("acct_b", gpus=1, gpu_type=t, name="flat")
     testbed.sbatch("acct_c", gpus=1, gpu_type="v100", name="mid")
+    testbed.wait_scheduled()
     _sf(testbed, cfg, "daemon", "--once")
     with Store(tmp_path / "sf.sqlite") as st:
         d = st.round()["details"]

@@ -44,6 +44,7 @@ def test_job_made_non_requeueable_during_its_grace_is_held_back(testbed, tmp_pat
     testbed.wait_state(dodger, "RUNNING")
     waiter = testbed.sbatch("acct_b", gpu_type="a100", name="waiter")
     assert testbed.job_state(waiter)[0] == "PENDING"
+    testbed.wait_scheduled()
 
     d1 = _round(testbed, cfg, tmp_path)  # signals the newest acct_a job
     assert [s["job_id"] for s in d1["preemption"]["signalled"]] == [dodger]
@@ -114,6 +115,7 @@ def test_salloc_allocation_is_counted_and_never_signalled(testbed, tmp_path):
     try:
         inter = _salloc(testbed)
         waiter = testbed.sbatch("acct_b", gpu_type="a100", name="waiter")
+        testbed.wait_scheduled()
         d = _round(testbed, cfg, tmp_path)
         assert d["in_use"]["acct_a"] == {"a100": 4}  # the allocation counts as usage
         pre = d["preemption"]
@@ -135,6 +137,7 @@ def test_no_requeue_at_submission_with_cancel_is_held_back_then_cancelled(testbe
     for j in jobs:
         testbed.wait_state(j, "RUNNING")
     waiter = testbed.sbatch("acct_b", gpu_type="a100", name="waiter")
+    testbed.wait_scheduled()
     d1 = _round(testbed, cfg, tmp_path)
     pre = d1["preemption"]
     assert [h["job_id"] for h in pre["held-back"]] == [jobs[-1]] and pre["signalled"] == []
@@ -163,6 +166,7 @@ def test_a_requeue_slurm_refuses_becomes_a_hold_back(testbed, tmp_path):
     for j in jobs:
         testbed.wait_state(j, "RUNNING")
     testbed.sbatch("acct_b", gpu_type="a100", name="waiter")
+    testbed.wait_scheduled()
     cluster = connect(backend="cli", timeout=15, env=testbed.env)
     guarantees = {"acct_a": {"a100": 3}, "acct_b": {"a100": 1}}
     with Store(tmp_path / "sf.sqlite") as store:
@@ -190,6 +194,7 @@ def test_salloc_allocation_is_cancelled_under_the_cancel_rule(testbed, tmp_path)
     try:
         inter = _salloc(testbed)
         testbed.sbatch("acct_b", gpu_type="a100", name="waiter")
+        testbed.wait_scheduled()
         d = _round(testbed, cfg, tmp_path)
         assert [h["job_id"] for h in d["preemption"]["held-back"]] == [inter]
         assert _rows(tmp_path)[inter]["requeue_at"] is not None  # it has a cancel time now

@@ -18,6 +18,7 @@ from typing import Iterable, Mapping, Sequence
 
 from ...config import Config
 from ...cluster.base import Job, Snapshot, supports_pending_retype
+from ...cluster.blocked import LIMIT_REASONS
 from ...jobrecord import comment_class
 from .eligible import counted, startable
 from .reclaim import Holder, holders_of
@@ -377,8 +378,6 @@ def typed_claims(snapshot: Snapshot) -> dict[str, int]:
 
 
 
-# Pending reasons of a job its account's GrpTRES limit holds back (Slurm 22.05 and 24.11 name GPU limits so).
-LIMIT_REASONS = ("AssocGrpGRES", "AssocGrpTRES")
 
 
 @dataclass(frozen=True)

@@ -21,20 +21,16 @@ from __future__ import annotations
 from typing import Iterable
 
 from ...cluster.base import Job
-from ...cluster.blocked import by_reason, describe
+from ...cluster.blocked import describe, job_blocked_kind
 
 __all__ = ["blocked_kind", "startable", "counted", "not_demand", "describe"]
 
 
 def blocked_kind(job: Job) -> str:
-    """Why a pending job cannot start now (``held``, ``dependency``, ``begin-time``, ``reservation``), ``""`` when
-    it could or when it is not pending. A requeued job (Slurm's restart count > 0) that Slurm holds on the begin
-    time it set at the requeue is not blocked: it was running, it is still its account's demand (not counting it
-    would drop its account's share right after every reclaim)."""
-    if not job.pending:
-        return ""
-    kind = job.blocked or by_reason(job.reason)
-    return "" if kind == "begin-time" and job.restart_count > 0 else kind
+    """Why a pending job cannot start now (``held``, ``dependency``, ``begin-time``, ``reservation``,
+    ``cannot-start``), ``""`` when it could or when it is not pending (:func:`.blocked.job_blocked_kind`: a light
+    module, read by ``why`` without the planning code)."""
+    return job_blocked_kind(job)
 
 
 def startable(job: Job) -> bool:
