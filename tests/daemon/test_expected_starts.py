@@ -77,3 +77,46 @@ def test_the_simulated_script_types_by_expected_completion_as_the_lua_script_doe
     assert typ("lm", 4, 36000) == "k80"  # no speeds for the class: by room
     assert typ("rec", 16, 36000) == "v100"  # no type has room for 16: the line's first type, as before
     assert typ("rec", 1, 36000) == "v100"  # v100 has room: kept
+
+
+def _by_the_backfill_plan(s, types):
+    """The reference: Plan.earliest (the simulated Slurm's backfill plan) for each size, no reservations."""
+    import math
+
+    from slurm_fair.daemon.plan import FreeGPUs
+    from slurm_fair.daemon.plan.backfill import PAST_LIMIT_S, Plan
+
+    free = FreeGPUs.of(s)
+    holds = []
+    for j in s.jobs:
+        if j.running and j.node_gpus and len(j.gpus_allocated) == 1 and j.time_limit is not None:
+            end = j.start_time + 60.0 * j.time_limit
+            holds += [(end if end > s.taken_at else s.taken_at + PAST_LIMIT_S, x, next(iter(j.gpus_allocated)), c)
+                      for x, c in j.node_gpus.items()]
+    plan = Plan(s.taken_at, free.free, free.size, holds)
+    out = {}
+    for t in types:
+        cap = sum(r.get(t, 0) for r in free.size.values())
+        row = {n: int(math.ceil(r[0])) for n in sizes_for(cap) if (r := plan.earliest(t, n, 1.0)) is not None}
+        if row:
+            out[t] = row
+    return out
+
+
+def test_the_one_pass_estimate_equals_the_backfill_plan_on_random_clusters():
+    import random
+
+    for seed in range(300):
+        rng = random.Random(seed)
+        nodes, jobs, jid = [], [], 1
+        for i in range(rng.randint(1, 6)):
+            t, size = rng.choice(["v100", "k80"]), rng.choice([1, 2, 4, 8])
+            used = 0
+            while used < size and rng.random() < 0.7:
+                g = rng.randint(1, size - used)
+                limit = rng.choice([None, 1, 5, 30, 120])
+                jobs.append(running(jid, f"n{i}", g, gtype=t, started=NOW - rng.randint(0, 3600), limit=limit))
+                jid, used = jid + 1, used + g
+            nodes.append(Node(f"n{i}", ("MIXED",), ("gpu",), {t: size}, {t: used}))
+        s = snapshot(*jobs, nodes=tuple(nodes))
+        assert expected_starts(s, ["v100", "k80"]) == _by_the_backfill_plan(s, ["v100", "k80"]), seed

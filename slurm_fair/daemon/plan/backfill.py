@@ -133,13 +133,15 @@ def sizes_for(capacity: int) -> tuple[int, ...]:
 def expected_starts(snapshot: Snapshot, types: Sequence[str], partitions: Sequence[str] = ()) -> dict[str, dict[int, int]]:
     """type -> job size -> the unix time at which a job of that many GPUs of the type could start (rounded
     up), as Slurm's backfill plans it: the GPUs idle now and the running jobs' GPUs coming back at their
-    expected ends (start + time limit; past it: in ``PAST_LIMIT_S``) on their nodes, placed one node or whole
-    nodes (:func:`.demand.place_gpus`). Left out: sizes that no known end frees (the GPUs are held by jobs
-    without a time limit, or by jobs on several nodes, whose GPUs per node the snapshot does not give) and
-    the pending jobs ahead (no reservations: an estimate, not a promise)."""
+    expected ends (start + time limit; past it: in ``PAST_LIMIT_S``) on their nodes, placed as
+    :func:`.demand.place_gpus` places (one node with that many free, when a node of the type is that large;
+    else whole free nodes). Left out: sizes that no known end frees (the GPUs are held by jobs without a time
+    limit, or by jobs on several nodes, whose GPUs per node the snapshot does not give) and the pending jobs
+    ahead (no reservations: an estimate, not a promise). Per type one pass over its nodes' release times, so a
+    round at a big site pays O(running jobs · log) for it, not a placement per time and size."""
     now = float(snapshot.taken_at)
     free = FreeGPUs.of(snapshot, partitions)
-    holds = []
+    back: dict[tuple[str, str], list[tuple[float, int]]] = {}  # (node, type) -> (time GPUs come back, GPUs)
     for j in snapshot.jobs:
         if not j.running or not j.node_gpus or len(j.gpus_allocated) != 1 or j.start_time is None \
                 or j.time_limit is None:
@@ -147,16 +149,48 @@ def expected_starts(snapshot: Snapshot, types: Sequence[str], partitions: Sequen
         t = next(iter(j.gpus_allocated))
         end = float(j.start_time) + 60.0 * float(j.time_limit)
         end = end if end > now else now + PAST_LIMIT_S
-        holds += [(end, x, t, int(c)) for x, c in j.node_gpus.items() if x in free.size]
-    plan = Plan(now, free.free, free.size, holds)
+        for x, c in j.node_gpus.items():
+            if x in free.size:
+                back.setdefault((x, t), []).append((end, int(c)))
     out: dict[str, dict[int, int]] = {}
     for t in types:
-        cap = sum(row.get(t, 0) for row in free.size.values())
-        row = {}
-        for n in sizes_for(cap):
-            r = plan.earliest(t, n, 1.0)
-            if r is not None:
-                row[n] = int(math.ceil(r[0]))
+        nodes = [x for x in sorted(free.size) if free.size[x].get(t, 0) > 0]
+        if not nodes:
+            continue
+        most = max(free.size[x][t] for x in nodes)
+        # per node: when it has k GPUs free (k = 1..size), and when it is whole
+        reach: dict[int, float] = {}  # k -> the earliest time some node has k free
+        whole: list[tuple[float, int]] = []  # (time the node is whole, its size)
+        for x in nodes:
+            size, have = free.size[x][t], free.free[x].get(t, 0)
+            timeline = [(now, have)] + sorted(back.get((x, t), ()))
+            count = 0
+            for at, c in timeline:
+                before = count
+                count = min(size, count + c)
+                for k in range(before + 1, count + 1):
+                    reach[k] = min(reach.get(k, INF), at)
+            if count >= size:
+                whole.append((next(at for at, _c in _running_sum(timeline) if _c >= size), size))
+        row: dict[int, int] = {}
+        got, acc, order = 0, 0, sorted(whole)
+        for n in sizes_for(sum(free.size[x][t] for x in nodes)):
+            if n <= most:
+                at = reach.get(n, INF)
+            else:
+                while got < len(order) and acc < n:
+                    acc += order[got][1]
+                    got += 1
+                at = order[got - 1][0] if acc >= n else INF
+            if at < INF:
+                row[n] = int(math.ceil(at))
         if row:
             out[t] = row
     return out
+
+
+def _running_sum(timeline: list[tuple[float, int]]):
+    total = 0
+    for at, c in timeline:
+        total += c
+        yield at, total
