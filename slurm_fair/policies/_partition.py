@@ -122,6 +122,9 @@ def subset(vu: VirtualUsers, rows: np.ndarray, capacity: np.ndarray) -> VirtualU
 _JOB: tuple | None = None
 
 
+GROUP_TIMEOUT_S = 120.0  # seconds the forked workers get before the groups are solved in this process
+
+
 def _run_group(p: int):
     solve_group, vu, sp = _JOB
     return solve_group(subset(vu, sp.rows(p), sp.capacity[p]))
@@ -141,7 +144,13 @@ def solve_groups(vu: VirtualUsers, sp: Split, solve_group: Callable[[VirtualUser
             _JOB = (solve_group, vu, sp)
             try:
                 with ctx.Pool(min(int(processes), sp.parts)) as pool:
-                    return pool.map(_run_group, range(sp.parts))
+                    # a forked worker can deadlock on a lock another thread of the parent held at the fork
+                    # (seen once in a CI run); past GROUP_TIMEOUT_S the groups are solved here instead
+                    res = pool.map_async(_run_group, range(sp.parts))
+                    try:
+                        return res.get(timeout=GROUP_TIMEOUT_S)
+                    except mp.TimeoutError:
+                        pool.terminate()
             finally:
                 _JOB = None
     return [solve_group(subset(vu, sp.rows(p), sp.capacity[p])) for p in range(sp.parts)]
