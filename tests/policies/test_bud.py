@@ -103,13 +103,16 @@ def markets(draw):
     return problem_from_dict({"gpu_types": gpus, "tenants": tenants})
 
 
-@settings(max_examples=int(os.environ.get("SLURM_FAIR_HYPOTHESIS_EXAMPLES", 40)), deadline=None)
+@settings(max_examples=int(os.environ.get("SLURM_FAIR_HYPOTHESIS_EXAMPLES", 40)), deadline=None,
+          derandomize=not os.environ.get("SLURM_FAIR_HYPOTHESIS_EXAMPLES"))
 @given(markets())
 def test_bud_is_envy_free_pareto_efficient_and_sharing_incentive(problem):
     a = bud.solve(problem)
     props = fairness.check(a, None)
     for name in ("capacity", "envy_free", "sharing_incentive", "pareto_efficient"):
-        assert props[name].value is True, (name, props[name].detail)
+        # to bud's precision: an interior-point equilibrium, checked to EQ_TOL (a soak found envy of 1.3e-6
+        # relative — 0.400001 against 0.399999 — on 4 tenants of weights 1 and 2 over 2 GPUs)
+        assert props[name].value is True or props[name].worst <= bud.EQ_TOL, (name, props[name].detail)
     # every GPU is sold, and every tenant spends exactly its budget
     np.testing.assert_allclose(a.x.sum(axis=0), list(problem.gpu_types.values()), rtol=1e-6)
     prices = np.array([a.prices[g] for g in problem.gpu_types])
