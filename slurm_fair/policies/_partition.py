@@ -150,6 +150,8 @@ def solve_groups(vu: VirtualUsers, sp: Split, solve_group: Callable[[VirtualUser
                     try:
                         return res.get(timeout=GROUP_TIMEOUT_S)
                     except mp.TimeoutError:
+                        for w in list(getattr(pool, "_pool", ())):  # a deadlocked worker may not die of SIGTERM
+                            w.kill()
                         pool.terminate()
             finally:
                 _JOB = None

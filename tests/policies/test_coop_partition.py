@@ -171,3 +171,28 @@ def test_warm_start_drops_the_rows_of_changed_classes():
     again = oef_coop.solve(p2, warm=old)
     assert again.total_throughput() == pytest.approx(ref.total_throughput(), rel=1e-7)
     assert f"warm start: {len(pairs)} envy row(s) of the previous solve seeded 1 step(s)" in again.notes
+
+
+
+def test_workers_that_hang_are_killed_and_the_groups_solved_here(monkeypatch):
+    """A forked worker can deadlock (a lock another thread held at the fork: seen in CI, where the worker also
+    ignored SIGTERM); past GROUP_TIMEOUT_S the workers are killed and the groups solved in this process."""
+    import os
+    import signal
+    import time
+
+    parent = os.getpid()
+
+    def solve_group(sub):
+        if os.getpid() != parent:  # a forked worker: hangs, deaf to SIGTERM
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            time.sleep(3600)
+        return sub.n
+
+    monkeypatch.setattr(_partition, "GROUP_TIMEOUT_S", 1.0)
+    vu = small(3).virtual_users()
+    sp = _partition.split(vu, 2)
+    t0 = time.monotonic()
+    got = _partition.solve_groups(vu, sp, solve_group, processes=2)
+    assert got == [len(sp.rows(k)) for k in range(sp.parts)] and sum(got) == vu.n
+    assert time.monotonic() - t0 < 30
