@@ -40,7 +40,8 @@ TOLERANCE = 0.15
 CLUSTER = "k80=16,p100=16,v100=16"  # Gavel's --cluster_spec 16:16:16 (v100:p100:k80)
 OURS = {"max_min_fairness_perf": {"dry_run": False}, "fifo_perf": {"dry_run": True}}
 # (trace, Gavel policy, metric) outside 15 %: measured, explained in docs/simulator.md ("Validation against Gavel's simulator")
-OUTSIDE = {("23dbec", "max_min_fairness_perf", "mean_jct"), ("23dbec", "fifo_perf", "mean_jct")}
+# (23dbec under max-min came within 15 % with typing by expected completion, issue 28: 2 936 s, Gavel's 2 919 s)
+OUTSIDE = {("23dbec", "fifo_perf", "mean_jct")}
 
 needs_gavel = pytest.mark.skipif(not THROUGHPUTS.exists(), reason=f"Gavel's traces and throughputs not present under {GAVEL}")
 
