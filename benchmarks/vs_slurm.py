@@ -147,6 +147,10 @@ def _run(i: int):
     }
 
 
+def _indexed(i: int):
+    return i, _run(i)
+
+
 def _fmt(x, digits=2) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
@@ -277,8 +281,13 @@ def main() -> None:
         tasks += [(g, s, trace, where, p, v, a.round) for p in policies for v in variants]
     _TASKS[:] = tasks
     t0 = time.monotonic()
-    with mp.get_context("fork").Pool(a.processes) as pool:
-        results = pool.map(_run, range(len(tasks)), chunksize=1)
+    results = [None] * len(tasks)
+    with mp.get_context("fork").Pool(a.processes) as pool:  # one line on stderr per simulation, as it ends
+        for done, (i, r) in enumerate(pool.imap_unordered(_indexed, range(len(tasks)), chunksize=1), 1):
+            results[i] = r
+            g, s, p, v, m = r
+            print(f"[{done}/{len(tasks)} {time.monotonic() - t0:.0f} s] {g} {s} {p} {v}: {m['wall']:.0f} s"
+                  + (f" FAILED {m['failed']}" if "failed" in m else ""), file=sys.stderr, flush=True)
     wall = time.monotonic() - t0
     print(f"{a.cluster} (Philly windows: {a.philly_cluster}), round {a.round:g} s, {len(tasks)} simulations in {wall:.0f} s. Ratios to Slurm alone on "
           "the same trace; 'worst': the largest over a workload's traces (that trace named). Goals: plain/preempt "
