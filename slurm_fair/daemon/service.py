@@ -195,13 +195,18 @@ def standby_reason(cfg: Config, host: str) -> str | None:
         return f"cannot tell which slurmctld serves: {e}"
 
 
-def preemption_wakeup(store: Store, cfg: Config, now: float) -> float | None:
+def preemption_wakeup(store: Store, cfg: Config, now: float, since: float | None = None) -> float | None:
     """Seconds until the round that requeues the first signalled job whose grace ends (1 s after it), or None
-    (preemption and upgrade moves off, or nothing waiting). The loop wakes up then instead of after a whole period."""
+    (preemption and upgrade moves off, or nothing waiting). The loop wakes up then instead of after a whole period.
+    ``since``: when the round just run started — a preemption already due then was that round's to act on, and
+    one it left open (its claim's other victims still in their grace, say) does not bring the next round
+    forward: waking up for it again at once would run rounds in a loop."""
     if not (cfg.preemption.enabled or cfg.preemption.moves):
         return None
     due = store.next_preemption_due(held_back=cfg.preemption.unrequeueable == "cancel")
-    return None if due is None else max(due + 1.0 - now, 0.0)
+    if due is None or (since is not None and due + 1.0 <= since):
+        return None
+    return max(due + 1.0 - now, 0.0)
 
 
 def _url(host: str, port: int) -> str:
@@ -316,6 +321,7 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
                 except ClusterError as e:
                     log(f"cannot connect to the cluster: {e}")
             res: RoundResult | None = None
+            round_began = time.time()
             try:
                 if cluster is not None:
                     res = run_round(cluster, store, cfg, dry_run=dry_run)
@@ -333,7 +339,7 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
             next_round = time.monotonic() + float(cfg.daemon.period)
             # only after a round that could preempt: a failed round retries at the normal pace, not in a loop
             try:
-                due = (preemption_wakeup(store, cfg, time.time())
+                due = (preemption_wakeup(store, cfg, time.time(), since=round_began)
                        if cluster is not None and res is not None and res.status == "ok" else None)
             except Exception as e:  # noqa: BLE001
                 log(f"reading the preemption state failed: {cause(e)}")

@@ -140,6 +140,7 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                     cluster.advance(t)
                 else:
                     t = _advance_watching(cluster, t, cfg, last, blocked_seen)
+                round_at = cluster.now
                 res = last = run_round(cluster, store, cfg, policy, now=cluster.clock())
                 rounds += 1
                 if res.status not in ("ok", "dry-run"):
@@ -170,7 +171,9 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                     t = max(t + round_s, start + math.ceil((nxt - start) / round_s - 1e-9) * round_s)
                 due = (store.next_preemption_due() if (cfg.preemption.enabled or cfg.preemption.moves) and not dry_run
                        else None)
-                if due is not None:  # as the daemon does: the round that requeues comes 1 s after the grace
+                # as the daemon does (service.preemption_wakeup): the round that requeues comes 1 s after the
+                # grace; one already due at this round was this round's to act on, and does not repeat it at once
+                if due is not None and due - cluster.epoch + 1.0 > round_at:
                     t = min(t, max(due - cluster.epoch + 1.0, cluster.now))
             fair = {r["id"]: r["fairness"] for r in store.round_series(keys=("fairness",))}
             for s in timeline:

@@ -103,8 +103,16 @@ class PreemptionsMixin(StoreBase):
                 for a, g, n, rq, op in rows.fetchall()]
 
     def next_preemption_due(self, held_back: bool = False) -> float | None:
-        """The earliest end of grace of an open preemption (unix seconds), None if none is open; with
-        ``held_back`` also the cancel times of held-back jobs (``preemption.unrequeueable = "cancel"``)."""
+        """When the first open preemption can be acted on (unix seconds), None if none is open: a reclaim's
+        victims (``for_job`` set) are requeued together, when the last of them ends its grace
+        (``victims.due``), so a claim's group is due at its latest end of grace; any other signal at its own;
+        with ``held_back`` also the cancel times of held-back jobs (``preemption.unrequeueable = "cancel"``)."""
         states = "('signalled', 'held-back')" if held_back else "('signalled')"
-        row = self.db.execute(f"select min(requeue_at) from preemptions where state in {states}").fetchone()
+        row = self.db.execute(
+            "select min(at) from ("
+            f" select requeue_at as at from preemptions where state in {states}"
+            "  and (for_job is null or target_type is not null or state != 'signalled')"
+            " union all"
+            " select max(requeue_at) as at from preemptions where state = 'signalled'"
+            "  and for_job is not null and target_type is null group by for_job)").fetchone()
         return row[0] if row else None

@@ -202,10 +202,35 @@ def test_daemon_wakes_up_when_a_grace_ends():
                              now=NOW)
         assert preemption_wakeup(store, on, NOW + 20) == 101.0  # 1 s after the grace ends
         assert preemption_wakeup(store, on, NOW + 500) == 0.0  # overdue: at once
+        assert preemption_wakeup(store, on, NOW + 500, since=NOW + 100) == 0.0  # came due during the round
+        # already due when the round just run began: that round's to act on; it left it open (the claim's
+        # other victims in their grace, say): waking up again at once would run rounds in a loop
+        assert preemption_wakeup(store, on, NOW + 500, since=NOW + 400) is None
         off = Config(preemption=PreemptionConfig(enabled=False, upgrade="off"))
         assert preemption_wakeup(store, off, NOW) is None  # preemption and upgrade moves off
         # moves need no reclaim: a daemon with only upgrade moves on (the default) wakes up for their grace too
         assert preemption_wakeup(store, Config(), NOW + 20) == 101.0
+
+
+def test_a_claims_victims_are_due_when_the_last_grace_ends():
+    """A reclaim's victims are requeued together (``victims.due`` waits while one is in its grace), so the
+    wake-up is the group's latest end of grace, not its first: waking for the first, the round would leave it
+    open and (before this) the daemon and the simulator ran rounds at that instant for ever (the simulator's 90 %
+    seed #2 with preemption: over 10 000 rounds at one simulated time)."""
+    from slurm_fair.store import Store
+
+    with Store(":memory:") as store:
+        store.add_preemption(job_id=2, account="A", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=120,
+                             now=NOW, for_job=9)
+        store.add_preemption(job_id=3, account="B", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=120,
+                             now=NOW + 90, for_job=9)
+        assert store.next_preemption_due() == NOW + 210  # job 9's victims: when job 3's grace ends
+        store.add_preemption(job_id=4, account="B", gpu_type="k80", gpus=1, signal="USR1", reason="r", grace=120,
+                             now=NOW + 30, for_job=8)
+        assert store.next_preemption_due() == NOW + 150  # job 8's lone victim comes first
+        store.add_preemption(job_id=5, account="C", gpu_type="k80", gpus=1, signal="USR1", reason="move",
+                             grace=120, now=NOW + 10, target_type="v100", for_job=7)
+        assert store.next_preemption_due() == NOW + 130  # a move is due on its own
 
 
 # ------------------------------------------------------------------ reclaim by claims (issue 28, limits lend)
