@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..config import Config
-from ..cluster.base import Cluster, Snapshot, supports_pending_retype
+from ..cluster.base import Cluster, Job, Snapshot, supports_pending_retype
 from ..cluster.errors import ClusterError
 from ..errors import InputError
 from ..records import PreemptionSummary
@@ -109,6 +109,7 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
     for k in (UR.HELD_BACK, "cancelled"):
         out[k] = []
     by_id = {j.job_id: j for j in snapshot.jobs}
+    retyped: set[int] = set()  # claimants moved to the type their victims free, this round
     for a in actions:
         item = {"job_id": a.job_id, "account": a.account, "gpu_type": a.gpu_type, "gpus": a.gpus, "reason": a.reason}
         if a.for_job is not None:
@@ -121,6 +122,8 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
                 cluster.signal_job(a.job_id, a.signal)
             elif a.kind == "requeue":
                 cluster.requeue_job(a.job_id)
+                if a.for_job is not None and not a.target_type and retype_ok:
+                    msg = _claimant_to(cluster, by_id.get(a.for_job), a.gpu_type, retyped, msg)
                 if a.target_type:  # an upgrade move: the requeued (pending) job gets the faster type
                     job = by_id.get(a.job_id)
                     try:
@@ -167,6 +170,24 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
     if new and decisions is not None:
         out["held_back_limits"] = _lower_now(cluster, decisions, new, store, round_id)
     return PreemptionSummary.from_json(out)
+
+
+def _claimant_to(cluster: Cluster, claimant: Job | None, gpu_type: str, retyped: set[int], msg: str) -> str:
+    """A reclaim's victims were requeued for ``claimant``: a pending flexible (``fair:flex``) job that
+    ``job_submit.lua`` typed for another type waits for *that* type in Slurm, so the GPUs freed on ``gpu_type``
+    would go to the next job there (the victim itself, once its restart delay is over: issue 28 saw victims restart
+    on their own GPUs a minute later while the job they were freed for waited on). Its claim counted it for any
+    type (its demand is untyped where Slurm retypes pending jobs), so it is moved to ``gpu_type`` with the requeue
+    (once per round). Returns ``msg`` with what was done; a failed retype is said, never raised."""
+    if claimant is None or not claimant.pending or not claimant.flexible or not claimant.gpu_type \
+            or claimant.gpu_type == gpu_type or claimant.job_id in retyped:
+        return msg
+    try:
+        cluster.set_job_gpu_type(claimant.job_id, gpu_type, claimant.gpus_per_node)
+    except (ClusterError, InputError) as e:
+        return f"{msg}; retyping job {claimant.job_id} to {gpu_type} failed (it waits for {claimant.gpu_type}): {e}"
+    retyped.add(claimant.job_id)
+    return f"{msg}; job {claimant.job_id} moved gres/gpu:{claimant.gpu_type} -> gres/gpu:{gpu_type} to start there"
 
 
 def _lower_now(cluster: Cluster, decisions: P.Decisions, marked: list[dict[str, Any]], store: Store,

@@ -661,6 +661,38 @@ def test_an_untyped_job_claims_idle_gpus_of_a_slower_type_before_it_reclaims_a_f
     assert claims["a"] == {"v100": 0, "k80": 1} and reclaims == []
 
 
+def test_an_untyped_job_never_claims_a_type_its_class_cannot_run_on():
+    """Issue 28, seen in the simulator at 90 % (seed #0): an untyped 8-GPU job whose class has no K80 speed
+    claimed K80 (its account's order lists every type), and five K80 jobs were requeued for it one after another
+    while it could never start there. Its claim now goes only where its class runs (``Waiting.runs_on``)."""
+    real = {"a": {"v100": 4, "k80": 8}, "b": {"v100": 4, "k80": 0}}
+    used = {"b": {"v100": 8, "k80": 8}}
+    nodes = {"v": {"v100": 4}, "v2": {"v100": 4}, "k": {"k80": 4}, "k2": {"k80": 4}}
+    free = P.FreeGPUs({x: {t: 0 for t in row} for x, row in nodes.items()}, nodes)
+    holders = [Holder(1, "b", "k80", 4, {"k": 4}), Holder(2, "b", "k80", 4, {"k2": 4}),
+               Holder(3, "b", "v100", 4, {"v": 4}), Holder(4, "b", "v100", 4, {"v2": 4})]
+    anywhere = P.Waiting([(8, None)], [7])
+    claims, reclaims = claims_and_reclaims(real, used, {"a": anywhere}, {"a": ["k80", "v100"]}, free.copy(),
+                                           Borrowed(holders, real, used))
+    assert claims["a"]["k80"] == 8 and reclaims[0].gpu_type == "k80"  # before: any type in the order
+    no_k80 = P.Waiting([(8, None)], [7], [("v100",)])
+    claims, reclaims = claims_and_reclaims(real, used, {"a": no_k80}, {"a": ["k80", "v100"]}, free.copy(),
+                                           Borrowed(holders, real, used))
+    assert claims["a"] == {"v100": 0, "k80": 0} and reclaims == []  # v100 room 4 < 8: it claims nothing
+
+
+def test_waiting_jobs_carry_the_types_their_class_runs_on():
+    untyped = job(1, "a", 2, None, reason="Resources")
+    listed = job(2, "a", 1, "k80,v100", reason="Resources")
+    typed = job(3, "a", 1, "v100", reason="Resources")
+    s = snap([untyped, listed, typed])
+    w = P.waiting_gpus(s, CFG, lambda j: ["v100", "p100"])["a"]
+    by_id = {jid: w.types_of(i) for i, jid in enumerate(w.ids)}
+    assert by_id == {1: ("v100", "p100"), 2: ("v100",), 3: None}  # a listed request: only its types it can run on
+    any_type = P.waiting_gpus(s, CFG)["a"]  # no runs_on: an untyped job may use any type
+    assert any_type.types_of(any_type.ids.index(1)) is None
+
+
 def test_retypes_and_the_plan_count_room_under_the_limits_in_force():
     """A job is retyped only where the limit Slurm will hold after the round has room: an account left alone
     (its own GPU limits, ``limits.site_limits = "respect"``) keeps Slurm's limits, whatever the plan said (seen

@@ -349,3 +349,35 @@ def test_requeues_per_day_bound_the_hard_cap_rule_too():
     d = decide(LIMITS, jobs, twice, NOW, CFG)
     assert kinds(d) == [("signal", 1)]  # job 2 was requeued twice today: the other one goes
     assert any(s.job_id == 2 and "max_requeues_per_day" in s.reason for s in d.skipped)
+
+
+def test_a_flexible_claimant_typed_elsewhere_is_moved_to_the_type_its_victims_free():
+    """Issue 28, seen in the simulator at 90 % (seed #2): a reclaim requeued victims on V100 for a flexible job
+    that job_submit.lua had typed P100; in Slurm it still waited for P100, and the victims restarted on their own
+    GPUs a minute later (5 of 20 requeues restarted on the same type before the job they were for had started).
+    The requeue now moves the claimant to the type it frees (``preemption._claimant_to``); the simulated Slurm
+    starts it there at once."""
+    from slurm_fair.daemon.preemption import _claimant_to
+    from slurm_fair.sim.cluster import SimCluster, cluster_spec
+    from slurm_fair.sim.traces import TraceJob
+
+    thr = {"cnn": {"p100": 2.0, "v100": 4.0}}
+    jobs = [TraceJob("1", 0.0, "b", "cnn", 4, 1e9, "v100"), TraceJob("2", 0.0, "b", "cnn", 4, 1e9, "p100"),
+            TraceJob("3", 1.0, "a", "cnn", 2, 1e9, "p100")]
+    c = SimCluster(cluster_spec("p100=4,v100=4"), {"a": 1, "b": 1}, thr, jobs)
+    c.advance(2.0)
+    c.jobs[3].flex = True  # typed by job_submit.lua (fair:flex)
+    assert [c.jobs[i].state for i in (1, 2, 3)] == ["RUNNING", "RUNNING", "PENDING"]
+    claimant = next(j for j in c.snapshot().jobs if j.job_id == 3)
+    assert claimant.flexible and claimant.gpu_type == "p100"
+    c.requeue_job(1)  # the victim on V100
+    done: set[int] = set()
+    msg = _claimant_to(c, claimant, "v100", done, "grace over")
+    assert "job 3 moved gres/gpu:p100 -> gres/gpu:v100" in msg and done == {3}
+    assert (c.jobs[3].state, c.jobs[3].run_type) == ("RUNNING", "v100")  # started on what the victim freed
+    c.advance(c.now + 120.0)
+    assert c.jobs[1].state == "PENDING"  # the victim does not take its GPUs back
+    # a job that is not flexible, or already of that type, or moved once this round, is left as it is
+    fixed = _replace(claimant, comment="")
+    assert not fixed.flexible and _claimant_to(c, fixed, "v100", set(), "m") == "m"
+    assert _claimant_to(c, claimant, "v100", done, "m") == "m"

@@ -93,7 +93,7 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     alloc = solve(built.problem) if built.problem.tenants else empty_alloc(built)
     order = {a: type_order(built, a) for a in {a for (a, _c) in demand}}
     plan = make_plan(built, alloc, demand, deviations, managed, gpus_in_use(snapshot),
-                     waiting=waiting_gpus(seen, cfg), order=order, lend=bool(cfg.limits.lend),
+                     waiting=waiting_gpus(seen, cfg, lambda j: known_types(built, cfg, j)), order=order, lend=bool(cfg.limits.lend),
                      free=FreeGPUs.of(snapshot, cfg.cluster.partitions), reclaim=bool(cfg.preemption.enabled),
                      moving=moving, last=last)
     explored: list[dict[str, Any]] = []

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ...config import Config
 from ...cluster.base import Job, Snapshot, supports_pending_retype
@@ -227,10 +227,18 @@ def managed_accounts(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassD
 @dataclass
 class Waiting:
     """An account's startable pending jobs: (GPUs, requested type or None = any type), oldest first; ``ids``:
-    their job ids, in the same order (may be left empty: 0 is used)."""
+    their job ids, in the same order (may be left empty: 0 is used); ``runs_on``: for an untyped job, the types
+    its class can run on (None, or a list shorter than ``jobs``: any type) — a job never claims a type its class
+    cannot run on (issue 28: an untyped 8-GPU job whose class has no K80 speed claimed K80, and five K80 jobs were
+    requeued for it, one after another, while it could never start there)."""
 
     jobs: list[tuple[int, str | None]] = field(default_factory=list)
     ids: list[int] = field(default_factory=list)
+    runs_on: list[tuple[str, ...] | None] = field(default_factory=list)
+
+    def types_of(self, i: int) -> tuple[str, ...] | None:
+        """The types job ``i`` can run on (None: any)."""
+        return self.runs_on[i] if i < len(self.runs_on) else None
 
     @property
     def untyped(self) -> int:
@@ -245,10 +253,11 @@ class Waiting:
         return out
 
 
-def waiting_gpus(snapshot: Snapshot, cfg: Config) -> dict[str, Waiting]:
+def waiting_gpus(snapshot: Snapshot, cfg: Config,
+                 runs_on: Callable[[Job], Iterable[str]] | None = None) -> dict[str, Waiting]:
     """account -> its startable pending jobs (:func:`startable`) in the managed partitions, highest priority
     first (SiteFactor, then submit time, then id); a job asking for several types (``a100,v100``) counts as
-    untyped."""
+    untyped, and may use only those. ``runs_on(job)``: the types its class can run on (None: any)."""
     out: dict[str, Waiting] = {}
     jobs = [j for j in gpu_jobs(snapshot, cfg.cluster.partitions)
             if j.account not in NEVER_MANAGED and startable(j)]
@@ -257,6 +266,12 @@ def waiting_gpus(snapshot: Snapshot, cfg: Config) -> dict[str, Waiting]:
         w = out.setdefault(j.account, Waiting())
         w.jobs.append((j.gpus, t))
         w.ids.append(j.job_id)
+        can: tuple[str, ...] | None = None
+        if t is None:
+            listed = tuple(x for x in (j.gpu_type or "").split(",") if x)
+            known = tuple(runs_on(j)) if runs_on is not None else None
+            can = tuple(x for x in listed if known is None or x in known) if listed else known
+        w.runs_on.append(can)
     return out
 
 

@@ -156,7 +156,9 @@ def claims_and_reclaims(real: Mapping[str, Mapping[str, int]], used: Mapping[str
         w = waiting[a]
         for i, (gpus, t) in enumerate(w.jobs):
             jid = w.ids[i] if i < len(w.ids) else 0
-            cands = [g for g in ([t] if t is not None else types) if g in room[a] and room[a][g] >= gpus]
+            can = w.types_of(i)
+            cands = [g for g in ([t] if t is not None else types)
+                     if g in room[a] and room[a][g] >= gpus and (t is not None or can is None or g in can)]
             # idle GPUs on any type it can use first, then reclaim (nothing is freed where GPUs idle)
             for g, idle in [(g, True) for g in cands] + [(g, False) for g in cands]:
                 if serve(a, jid, g, gpus, idle):
