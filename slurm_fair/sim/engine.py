@@ -165,8 +165,8 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                 # with no job pending a round changes nothing (no share to move, no job to start, signal or
                 # requeue): skip to the first round time at or after the next event; otherwise every round runs
                 # one period after this one (an early round moves the periodic ones, as in the daemon)
-                if waiting or not math.isfinite(nxt) or (upgrade and not dry_run):
-                    t += round_s  # (upgrade moves need the rounds while jobs run on slow types)
+                if waiting or not math.isfinite(nxt) or (upgrade and not dry_run and _could_move(cluster)):
+                    t += round_s  # (upgrade moves need the rounds while a job could move to a faster type)
                 else:
                     t = max(t + round_s, start + math.ceil((nxt - start) / round_s - 1e-9) * round_s)
                 due = (store.next_preemption_due() if (cfg.preemption.enabled or cfg.preemption.moves) and not dry_run
@@ -239,6 +239,25 @@ def _advance_watching(cluster: SimCluster, until: float, cfg: Config, last: Any,
     stop = until if early is None else min(until, early)
     cluster.advance(stop)
     return stop
+
+
+def _could_move(cluster: SimCluster) -> bool:
+    """Some running job's class is faster on a type with enough idle GPUs for it (``upgrade.upgrade_moves`` moves
+    only onto idle GPUs of a faster type): otherwise no round can move anything until an event — a job ends or
+    arrives — and the rounds in between are skipped, as without moves (a Philly window with moves ran every
+    300-s round through 700 simulated hours). Leases and budgets are not checked: rounds go on while they hold."""
+    idle: dict[str, int] = {}
+    for row in cluster.free.values():
+        for g, n in row.items():
+            idle[g] = idle.get(g, 0) + n
+    for j in cluster.jobs.values():
+        if j.state != "RUNNING":
+            continue
+        row = cluster.throughput.get(j.cls, {})
+        here = row.get(j.run_type or "", 0.0)
+        if any(v > here and idle.get(g, 0) >= j.gpus for g, v in row.items()):
+            return True
+    return False
 
 
 def _sample(cluster: SimCluster, start: float) -> dict[str, Any]:

@@ -214,3 +214,24 @@ def test_a_trace_job_that_can_never_fit_exits_2_with_the_error(tmp_path):
                                   "--cluster", "k80=4,v100=4"])
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output
     assert r.output.startswith("error: trace: asks for 8 GPU(s) of one type; the cluster has at most 4"), r.output
+
+
+def test_rounds_with_moves_are_skipped_only_while_no_job_could_move():
+    """With upgrade moves and nothing pending, a round can move a job only onto idle GPUs of a type faster for
+    its class; while there are none, the engine skips to the next event (a Philly window ran every 300-s round
+    through 700 simulated hours)."""
+    from slurm_fair.sim.cluster import SimCluster, cluster_spec
+    from slurm_fair.sim.engine import _could_move
+    from slurm_fair.sim.traces import TraceJob
+
+    thr = {"cnn": {"k80": 1.0, "v100": 4.0}, "rl": {"k80": 1.0}}
+    jobs = [TraceJob("1", 0.0, "a", "cnn", 2, 1e9, "k80"), TraceJob("2", 0.0, "a", "cnn", 4, 1e9, "v100")]
+    c = SimCluster(cluster_spec("k80=4,v100=4"), {"a": 1}, thr, jobs)
+    c.advance(1.0)
+    assert not _could_move(c)  # the V100s are all busy: job 1 has nowhere faster to go
+    c.jobs[2].time_limit = None
+    c.requeue_job(2)  # V100s idle (job 2 waits for its restart): job 1 could move there
+    assert _could_move(c)
+    only_k80 = SimCluster(cluster_spec("k80=4,v100=4"), {"a": 1}, thr, [TraceJob("1", 0.0, "a", "rl", 1, 1e9)])
+    only_k80.advance(1.0)
+    assert only_k80.jobs[1].state == "RUNNING" and not _could_move(only_k80)  # its class runs on K80 only
