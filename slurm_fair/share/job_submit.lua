@@ -505,10 +505,13 @@ end
 -- of its best, over the types in `allowed` (nil: all) with a `#@soon` line) and another type, faster for the class, is
 -- expected to finish it sooner: its expected start (`#@soon`: when a job of at least `gpus` GPUs could start
 -- there, as Slurm's backfill plans it; seconds from `now`) plus the job's time limit `limit` (seconds) times
--- the class's speed ratio, against `limit` on `pick` from its own expected start. Types in name order, the
--- first of equal ones. Returns type, note or nil (keep `pick`).
+-- the class's speed ratio, against `limit` on `pick` from its own expected start. Without a time limit
+-- (`limit` nil) only a faster type that can start it now is taken (the fastest such): it finishes the job
+-- sooner whatever its length (Philly windows: 1-GPU jobs without limits typed k80 by room while p100 idled ran
+-- 3-7x longer than under Slurm alone). Types in name order, the first of equal ones. Returns type, note or nil
+-- (keep `pick`).
 function SF.by_completion(map, speed, pick, gpus, limit, allowed, now)
-	if not (map.soon and speed and limit and limit > 0) then
+	if not (map.soon and speed) or (limit ~= nil and not (limit > 0)) then
 		return nil
 	end
 	local names = {}
@@ -534,13 +537,17 @@ function SF.by_completion(map, speed, pick, gpus, limit, allowed, now)
 		end
 		return nil
 	end
-	local cost, alt, wait = (start(pick) or 0) + limit, nil, nil
+	local cost, alt, wait = (start(pick) or 0) + (limit or 0), nil, nil
 	for _, t in ipairs(names) do
 		local s = start(t)
 		if t ~= pick and speed[t] > sp and s then
-			local c = s + limit * sp / speed[t]
-			if c < cost then
-				cost, alt, wait = c, t, s
+			if limit then
+				local c = s + limit * sp / speed[t]
+				if c < cost then
+					cost, alt, wait = c, t, s
+				end
+			elseif s == 0 and (not alt or speed[t] > speed[alt]) then
+				alt, wait = t, 0
 			end
 		end
 	end
@@ -811,9 +818,10 @@ function SF.submit(job_desc, part_list, uid)
 	local limit = tonumber(job_desc.time_limit) -- minutes; NO_VAL / INFINITE: none
 	local speed = class_key and map.speed and map.speed[class_key]
 	local prefer = nil
-	if speed and limit and limit > 0 and limit < 0xfffffffe then
+	if speed then
+		local secs = (limit and limit > 0 and limit < 0xfffffffe) and limit * 60 or nil
 		prefer = function(pick, gpus)
-			return SF.by_completion(map, speed, pick, gpus, limit * 60, allowed, SF.clock())
+			return SF.by_completion(map, speed, pick, gpus, secs, allowed, SF.clock())
 		end
 	end
 	local gtype, note = SF.choose(SF.map_identity(map), key, entry, SF.job_gpus(job_desc),

@@ -415,6 +415,12 @@ case("#@soon/#@speed: a job with a time limit is not typed onto a type slow for 
 	eq(typ("lm", 4, 600), "gres:gpu:k80:4", "no #@speed line for the class: typed by room")
 	eq(typ("rec", 16, 600), "gres:gpu:v100:16", "no type has room for 16: the first type of the line, as before")
 	eq(typ("rec", 1, 600), "gres:gpu:v100:1", "1 GPU: v100 has room, kept")
+	-- without a time limit, a faster type that can start the job now still wins (whatever its length)
+	MAPTEXT = MAPTEXT:gsub("#@soon p100 1:1000,2:1000,4:1200", "#@soon p100 1:1000,2:1000,4:900")
+	eq(typ("rec", 4, nil), "gres:gpu:p100:4", "no time limit, p100 can start 4 now: p100, not k80")
+	has(slurm.user, "expected to finish it sooner", "the user is told why")
+	eq(typ("rec", 4, 0xfffffffe), "gres:gpu:p100:4", "NO_VAL time limit: the same")
+	eq(typ("lm", 4, nil), "gres:gpu:k80:4", "no #@speed line for the class: typed by room")
 end)
 
 case("#@untyped with partitions: the class line needs only the types of the job's partitions", function()

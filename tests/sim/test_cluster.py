@@ -118,3 +118,21 @@ def test_snapshot_is_what_the_daemon_reads():
     assert c.jobs[2].requested == "k80"
     with pytest.raises(CommandFailed):
         c.set_job_gpu_type(1, "k80", 2)
+
+
+def test_the_simulated_job_submit_types_by_completion_as_the_script_does():
+    """The simulator's copy of ``SF.by_completion`` (the Lua case '#@soon/#@speed' has the same numbers): with a
+    time limit, the type expected to finish the job sooner; without one, only a faster type that can start it now
+    (Philly windows: 1-GPU jobs without time limits typed k80 by room while p100 idled ran 3-7x longer)."""
+    from slurm_fair.sim.submit import SubmitMap
+
+    m = SubmitMap()
+    m.soon = {"k80": [(4, 1000.0), (16, 9000.0)], "p100": [(4, 1200.0), (16, 9000.0)],
+              "v100": [(1, 1000.0), (4, 50000.0)]}
+    speeds = {"v100": 1000, "p100": 600, "k80": 178}
+    assert m.by_completion(speeds, "k80", 4, 36000.0, 1000.0) == "p100"  # 10 h on k80 vs 200 s + 6 h on p100
+    assert m.by_completion(speeds, "k80", 4, 60.0, 1000.0) is None  # a 1-minute job: starting now wins
+    assert m.by_completion(speeds, "k80", 4, None, 1000.0) is None  # no limit, p100 starts in 200 s: keep k80
+    m.soon["p100"] = [(4, 900.0), (16, 9000.0)]  # p100 can start 4 now
+    assert m.by_completion(speeds, "k80", 4, None, 1000.0) == "p100"
+    assert m.by_completion(speeds, "p100", 4, None, 1000.0) is None  # p100 is not slow for it (600 >= 500)
