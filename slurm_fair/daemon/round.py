@@ -204,6 +204,7 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> RoundDetails:
         pending_gpus=pending,
         pending_jobs=pending_jobs,
         held_back=c.held_back,  # account -> type -> GPUs its limits are lowered by (daemon/unrequeueable.py)
+        held_at=c.held_at, held_why=c.held_why,  # accounts held back across all their jobs, and what for
         drift=c.drift,  # account -> key -> a limit someone else set since slurm-fair wrote it: kept (issue 29)
         unrecorded=c.unrecorded,  # limits a store with no record faced: none written until adopted or cleared
         not_demand=c.not_demand,  # account -> why -> GPUs of pending jobs that could not start (plan.eligible)
