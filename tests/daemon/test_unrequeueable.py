@@ -269,3 +269,25 @@ def test_cancel_covers_the_accounts_other_non_requeueable_jobs_newest_first_as_m
     # ... and needing 8 with 4 idle: one more; never A's last guarantee GPUs (job 1)
     d = decide(lim8, a + [pend(10, "B", gpus=8)], [rec10], NOW, c, idle={"a100": 4})
     assert kinds(d) == [("cancel", 3), ("cancel", 2)] and all(x.for_job == 10 for x in d.actions)
+
+
+def test_why_and_explain_say_why_the_dodgers_pending_job_waits():
+    """`why` (from the public status file) and `explain` name the account-wide hold-back for a pending job of a
+    held-back account: on another type too, where the limit holds it at what the account runs (0)."""
+    from slurm_fair.daemon.public import AccountStatus
+    from slurm_fair.views.explain import _why
+    from slurm_fair.views.why import HELD_ACROSS, explain_job
+    from tests.views.test_why import status
+
+    dodger = AccountStatus(guarantee={"v100": 2}, in_use={"k80": 4}, limits={"k80": 2, "v100": 0, "*": 2},
+                           pending_gpus=1, managed=True, held_across=True)
+    ex = explain_job(dataclasses.replace(pend(20, "acct_a", gtype="v100"), reason="AssocGrpGRES"),
+                     status({"acct_a": dodger}), NOW)
+    assert ex.verdict == "limit" and HELD_ACROSS in ex.details and "owes GPUs to starting" in ex.changes[0]
+    plain = explain_job(dataclasses.replace(pend(20, "acct_a", gtype="v100"), reason="AssocGrpGRES"),
+                        status({"acct_a": dataclasses.replace(dodger, held_across=False)}), NOW)
+    assert HELD_ACROSS not in plain.details
+    line = _why(pend(20, "A", gtype="v100"), "c", ["a100", "v100"],
+                {"real": {}, "ideal": {}, "held_why": "B waits for a100 (job 2 could not be requeued)",
+                 "held_at": {"a100": 2, ANY_GPU: 2}}, {"a100": 2, "v100": 0, ANY_GPU: 2}, {"a100": 4})
+    assert line.startswith("held back across all its jobs") and "B waits for a100" in line and "any=2" in line
