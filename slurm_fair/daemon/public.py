@@ -15,8 +15,9 @@ Rules:
   ``retype`` (Slurm can move pending jobs to another type), ``preemption`` {enabled, grace, min_runtime,
   signal}; ``types``: per GPU type {capacity, idle, largest_idle_block, lendable}; ``accounts``: per account
   {guarantee, claims, in_use (per type), limits (per type, ``*`` = the gres/gpu total, as Slurm has them),
-  pending_gpus, managed, held_across (held back across all its jobs: preemption.unrequeueable)}; ``type_order``: per account (``*`` = the default) the types its untyped jobs are given,
-  in order (the type map's).
+  pending_gpus, managed, held_across (held back across all its jobs: preemption.unrequeueable)};
+  ``type_order``: per account (``*`` = the default) the types its untyped jobs are given, in order (the type
+  map's).
 * **Writing** is atomic (temporary file in the same folder, fsync, mode 0644, rename: a reader sees the old or
   the new file, never half) and never stops a round: a failure is recorded on the round.
 * **Reading** (:func:`read_status`) never follows more than :data:`MAX_READ_BYTES` and names the field of a bad
