@@ -29,7 +29,7 @@ from .errors import InputError
 SIGNALLED, REQUEUED, RESOLVED, GONE, FAILED, HELD_BACK, CANCELLED = (
     "signalled", "requeued", "resolved", "gone", "failed", "held-back", "cancelled")
 STATES = (SIGNALLED, REQUEUED, RESOLVED, GONE, FAILED, HELD_BACK, CANCELLED)
-OPEN_STATES = (SIGNALLED, HELD_BACK)  # a signalled job waits for its grace; a held-back job until it ends
+OPEN_STATES = (SIGNALLED, HELD_BACK)  # a signalled job waits for its grace; a held-back job until the demand it owes runs
 
 
 @dataclass(frozen=True)
