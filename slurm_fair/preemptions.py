@@ -7,13 +7,14 @@ States (one record per preempted job and lease)::
     signalled --grace over, still over its guarantee--> requeued          (closed)
     signalled --grace over, nobody waits any more-----> resolved          (closed)
     signalled --the job ended / requeued itself-------> gone              (closed)
-    signalled --requeue refused, rule acts------------> held-back --ends--> gone
+    signalled --requeue refused, rule acts------------> held-back
     held-back --cancel time passed (rule "cancel")----> cancelled         (closed)
     (signal failed)                                     failed            (closed)
     (could never be requeued, rule acts)                held-back
+    held-back --the demand it was for no longer waits--> resolved, or gone (its job ended too)  (closed)
 
 ``signalled`` and ``held-back`` are open: a signalled job waits for ``requeue_at`` = signal time + grace, a
-held-back job holds its account's limits down until it ends (``requeue_at``: when the rule cancels it, None =
+held-back job holds its account's limits down until the demand it was held back for runs (``requeue_at``: when the rule cancels it, None =
 never). Entering ``requeued`` sets ``requeued_at``; entering a closed state sets ``finished_at``.
 """
 
@@ -28,7 +29,7 @@ from .errors import InputError
 SIGNALLED, REQUEUED, RESOLVED, GONE, FAILED, HELD_BACK, CANCELLED = (
     "signalled", "requeued", "resolved", "gone", "failed", "held-back", "cancelled")
 STATES = (SIGNALLED, REQUEUED, RESOLVED, GONE, FAILED, HELD_BACK, CANCELLED)
-OPEN_STATES = (SIGNALLED, HELD_BACK)  # a signalled job waits for its grace; a held-back job until it ends
+OPEN_STATES = (SIGNALLED, HELD_BACK)  # a signalled job waits for its grace; a held-back job until the demand it owes runs
 
 
 @dataclass(frozen=True)
@@ -113,11 +114,14 @@ def signal_failed(*, job_id: int, account: str, gpu_type: str, gpus: int, signal
 
 
 def held_back(*, job_id: int, account: str, gpu_type: str, gpus: int, reason: str, now: float, message: str,
-              due: float | None, round_id: int | None = None, user: str = "") -> PreemptionRecord:
-    """A job that cannot be requeued is held back (``daemon/unrequeueable.py``): no signal, open until it ends;
-    ``due``: when the rule cancels it (None = never)."""
+              due: float | None, round_id: int | None = None, user: str = "",
+              for_job: int | None = None) -> PreemptionRecord:
+    """A job that cannot be requeued is held back (``daemon/unrequeueable.py``): no signal, open until the demand
+    it was held back for no longer waits (``for_job``: the waiting job of a claim; None: other accounts' waiting
+    jobs on its type); ``due``: when the rule cancels it (None = never)."""
     return PreemptionRecord(None, job_id, account, gpu_type, gpus, HELD_BACK, None, due, reason=reason,
-                            round_id=round_id, user=user, created=now, steps=(Step(now, round_id, HELD_BACK, message),))
+                            round_id=round_id, user=user, created=now, steps=(Step(now, round_id, HELD_BACK, message),),
+                            for_job=for_job)
 
 
 def advance(record: PreemptionRecord, step: str, message: str = "", *, state: str | None = None,

@@ -319,7 +319,10 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
     click.echo(f"in use:        {_types(ex['in_use'])}")
     if ex.get("held_back"):
         click.echo(f"held back:     {_types(ex['held_back'])}  (its limits are lowered by the GPUs of its running jobs "
-                   "preemption could not requeue, until they end: preemption.unrequeueable)")
+                   "preemption could not requeue: preemption.unrequeueable)")
+    if ex.get("held_why"):
+        click.echo(f"held across:   {_types(ex.get('held_at') or {})}  (the most it may hold: it starts no GPU job on "
+                   f"any type until the demand it was held back for runs: {printable(ex['held_why'], 300)})")
     if ex.get("prices"):
         budget = "-" if ex.get("budget") is None else f"{ex['budget']:.4g}"
         click.echo(f"prices:        {_types(ex['prices'])}  (budget units; this account's ideal share costs "

@@ -301,8 +301,10 @@ class PreemptionConfig:
         "hold-back", _choice(UNREQUEUEABLE_ACTIONS),
         "A job preemption would take that Slurm cannot requeue (--no-requeue, scontrol update requeue=0 during\n"
         "its grace, an salloc allocation): hold-back = its account's limits on that type are lowered by its\n"
-        "GPUs until it ends; cancel = the same, then scancel after cancel_grace (batch jobs only);\n"
-        "ignore = leave it running (it is only listed as skipped).",
+        "GPUs, and the account starts no GPU job on any type (its limits held at what it runs) until the\n"
+        "demand it was held back for runs; cancel = the same, then scancel after cancel_grace (salloc/srun\n"
+        "allocations too; with its other non-requeue-able jobs on that type, newest first, as many GPUs as\n"
+        "the waiting job needs); ignore = leave it running (it is only listed as skipped).",
     )
     cancel_grace: float = key(
         1800, _nonneg,

@@ -229,7 +229,7 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
     rule = str(getattr(cfg, "unrequeueable", UR.IGNORE))
     cancel_grace = float(getattr(cfg, "cancel_grace", 0.0))
     # 0. jobs held back because they cannot be requeued (daemon/unrequeueable.py): gone, cancelled or resolved
-    actions.extend(_held_back(history, running, excess, waiting, now, rule, limits, use, word))
+    actions.extend(_held_back(history, running, known, excess, waiting, idle or {}, now, rule, limits, use, word))
 
     # 1. open preemptions: they free GPUs first (in grace), or are requeued / resolved / gone now
     by_claim = V.due([r for r in history if r.state == OPEN], running, known, free, now) if reclaims is not None else {}
@@ -309,7 +309,8 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
 
     # 2. new signals: most over-share account first, its newest job first
     cap = int(cfg.max_jobs_per_round)
-    taken: set[int] = {r.job_id for r in history if r.state in (OPEN, UR.HELD_BACK)}
+    taken: set[int] = ({r.job_id for r in history if r.state in (OPEN, UR.HELD_BACK)}
+                       | {x.job_id for x in actions if x.kind == "cancel"})
     if reclaims is not None:  # by claims: the victims that complete a waiting job's placement
         _by_claims(reclaims, running, history, now, cfg, taken, rule, cancel_grace, actions, skipped, limits, use,
                    free, word)
@@ -368,11 +369,11 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
                     UR.HOLD_BACK, job.job_id, a, t, g,
                     f"{a} uses {use[a][t]} {t} GPUs with a {word} of {int(limits[a][t])} and accounts under their "
                     f"share can start {avail} {t} GPUs, but the job is {nr}: {a}'s {t} limits are lowered by its "
-                    f"{g} GPUs until it ends (preemption.unrequeueable = {rule})",
+                    f"{g} GPUs and it starts no GPU job on any type until the accounts it owes run (preemption.unrequeueable = {rule})",
                     due=UR.cancel_due(rule, job, now, cancel_grace)))
                 taken.add(job.job_id)
             elif (job.job_id, t) not in considered:
-                skipped.append(Skip(job.job_id, a, t, nr))
+                skipped.append(Skip(job.job_id, a, t, nr if not UR.acts(rule) else UR.ACROSS.format(nr=nr, a=a)))
                 considered.add((job.job_id, t))
             continue
         if why is None and n_signals >= cap:  # would be signalled: listed, and its GPUs counted as handled
@@ -440,11 +441,13 @@ def _by_claims(reclaims: Sequence[Reclaim], running: Mapping[int, Job], history:
                     held[(j.account, t)] = held.get((j.account, t), 0) + g
                     actions.append(Action(
                         UR.HOLD_BACK, v, j.account, t, g,
-                        f"{tag}: the job is {w}: {j.account}'s {t} limits are lowered by its {g} GPUs until it ends "
-                        f"(preemption.unrequeueable = {rule})", due=UR.cancel_due(rule, j, now, cancel_grace)))
+                        f"{tag}: the job is {w}: {j.account}'s {t} limits are lowered by its {g} GPUs and it starts no GPU "
+                        f"job on any type until job {rc.job_id} runs (preemption.unrequeueable = {rule})",
+                        due=UR.cancel_due(rule, j, now, cancel_grace), for_job=rc.job_id))
                     taken.add(v)
                 else:
-                    skipped.append(Skip(v, j.account, t, f"{tag}: {w}"))
+                    skipped.append(Skip(v, j.account, t, f"{tag}: " + (
+                        w if not UR.acts(rule) else UR.ACROSS.format(nr=w, a=j.account))))
                 gone.add(v)
         new = [running[v] for v in (victims or ()) if v in running and v not in taken]
         if (victims is None or any(v in gone for v in victims)
@@ -477,36 +480,60 @@ def _by_claims(reclaims: Sequence[Reclaim], running: Mapping[int, Job], history:
             n += 1
 
 
-def _held_back(history: Sequence[Record], running: Mapping[int, Job], excess: dict[str, dict[str, int]],
-               waiting: _Waiting, now: float, rule: str, limits: Mapping[str, Mapping[str, int]],
-               use: Mapping[str, Mapping[str, int]], word: str) -> list[Action]:
-    """Held-back jobs (:mod:`.unrequeueable`): ``gone`` once they stop running (the hold-back ends); with
+def _held_back(history: Sequence[Record], running: Mapping[int, Job], known: Mapping[int, Job],
+               excess: dict[str, dict[str, int]], waiting: _Waiting, idle: Mapping[str, int], now: float, rule: str,
+               limits: Mapping[str, Mapping[str, int]], use: Mapping[str, Mapping[str, int]], word: str
+               ) -> list[Action]:
+    """Held-back jobs (:mod:`.unrequeueable`): the hold-back ends once the demand it was for no longer waits (the
+    job it was for started, ended or cannot start; without one, nobody under its share waits for the type):
+    ``resolve``, or ``gone`` when the held-back job has ended too. A held-back job that ended while that demand
+    still waits keeps its record open: its account stays held, and the GPUs it freed are the owed account's. With
     ``unrequeueable = "cancel"``, once their cancel time passed, ``cancel`` while their account is still over on
-    that type and someone waits (the GPUs count as freed), else ``resolve`` (the hold-back ends)."""
+    that type and someone waits (the GPUs count as freed) — and the account's other non-requeue-able jobs there,
+    newest first, as many GPUs as the owed job still needs — else ``resolve`` (the hold-back ends)."""
     out: list[Action] = []
+    taken: set[int] = set()
     for r in sorted((r for r in history if r.state == UR.HELD_BACK), key=lambda r: r.id):
         job = running.get(r.job_id)
-        if job is None:
-            out.append(Action("gone", r.job_id, r.account, r.gpu_type, r.gpus,
-                              "no longer running: the hold-back on its account ends", record_id=r.id))
+        waits, what = UR.owed_waits(r, known)
+        if waits and r.for_job is None and waiting.available(r.gpu_type) <= 0:
+            waits, what = False, f"no account under its share waits for {r.gpu_type} any more"
+        if not waits:
+            kind, ran = ("gone", "it has ended and ") if job is None else ("resolve", "")
+            out.append(Action(kind, r.job_id, r.account, r.gpu_type, r.gpus,
+                              f"{ran}{what}: the hold-back on its account ends", record_id=r.id, for_job=r.for_job))
             continue
-        if rule != UR.CANCEL or r.requeue_at is None or now < r.requeue_at:  # salloc/srun too (issue 30)
+        if job is None or rule != UR.CANCEL or r.requeue_at is None or now < r.requeue_at:  # salloc/srun too
             continue
         g = int(job.gpus_allocated.get(r.gpu_type, r.gpus))
         ex, avail = excess.get(r.account, {}).get(r.gpu_type, 0), waiting.available(r.gpu_type)
         if ex > 0 and avail > 0:
+            owed = known.get(r.for_job) if r.for_job is not None else None
+            need = (max(0, owed.gpus - int(idle.get(r.gpu_type, 0))) if owed is not None else min(ex, avail))
+            taken.add(r.job_id)
+            more = UR.also_cancelled(r.account, r.gpu_type, g, need, ex, running.values(),
+                                     taken | {x.job_id for x in history if x.state == UR.HELD_BACK})
             out.append(Action("cancel", r.job_id, r.account, r.gpu_type, g,
                               f"cancel_grace over; {r.account} still uses {use[r.account][r.gpu_type]} {r.gpu_type} GPUs "
                               f"with a {word} of {int(limits[r.account][r.gpu_type])} and accounts under their share "
                               f"can start {avail} there; it cannot be requeued (preemption.unrequeueable = cancel)",
-                              record_id=r.id))
-            excess[r.account][r.gpu_type] = ex - g
-            waiting.take(r.gpu_type, g)
+                              record_id=r.id, for_job=r.for_job))
+            for m in more:
+                mg = int(m.gpus_allocated.get(r.gpu_type, 0))
+                out.append(Action("cancel", m.job_id, m.account, r.gpu_type, mg,
+                                  f"cancelled with held-back job {r.job_id}: {r.account}'s other job on {r.gpu_type} "
+                                  f"is {UR.why_not_requeueable(m)}, and {what} needing {need} GPUs "
+                                  "(newest first; preemption.unrequeueable = cancel)", for_job=r.for_job))
+                taken.add(m.job_id)
+            freed = g + sum(int(m.gpus_allocated.get(r.gpu_type, 0)) for m in more)
+            excess[r.account][r.gpu_type] = ex - freed
+            waiting.take(r.gpu_type, freed)
         else:
             why = (f"{r.account} is no longer above its {r.gpu_type} {word}" if ex <= 0 else
                    f"no account under its share waits for {r.gpu_type} any more")
             out.append(Action("resolve", r.job_id, r.account, r.gpu_type, g,
-                              f"resolved, not cancelled: {why}; the hold-back ends", record_id=r.id))
+                              f"resolved, not cancelled: {why}; the hold-back ends", record_id=r.id,
+                              for_job=r.for_job))
     return out
 
 

@@ -26,13 +26,14 @@ def history(store: Store, now: float, cfg: Config) -> list[PR.Record]:
     return store.preemption_history(since=now - max(float(cfg.preemption.min_runtime), V.DAY) - 1.0)
 
 
-def held_back(store: Store, now: float, cfg: Config, snapshot: Snapshot) -> dict[str, dict[str, int]]:
-    """account -> type -> GPUs its running held-back jobs hold (``daemon/unrequeueable.py``): what the round
-    lowers its limits by. Empty when preemption is off or ``preemption.unrequeueable = "ignore"``."""
+def held_back(store: Store, now: float, cfg: Config, snapshot: Snapshot) -> UR.HoldBack:
+    """What the open held-back records do to the round's limits (``daemon/unrequeueable.py``): per account, the
+    GPUs of its running held-back jobs (its limits are lowered by them) and, while the demand they were held
+    back for still waits, the most it may hold on every type (what it runs now, minus those). Empty when
+    preemption is off or ``preemption.unrequeueable = "ignore"``."""
     if not cfg.preemption.enabled or not UR.acts(cfg.preemption.unrequeueable):
-        return {}
-    records = [(r.job_id, r.account, r.gpu_type, r.gpus) for r in history(store, now, cfg) if r.state == UR.HELD_BACK]
-    return UR.penalties(records, {j.job_id: j for j in snapshot.jobs if j.running})
+        return UR.HoldBack()
+    return UR.penalties([r for r in history(store, now, cfg) if r.state == UR.HELD_BACK], snapshot.jobs)
 
 
 def moving(store: Store, now: float, cfg: Config) -> list[tuple[str, str, int]]:
@@ -141,14 +142,15 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
                 # Slurm refused the requeue (requeue=0 set since the snapshot, an salloc): the rule holds it back
                 state = UR.HELD_BACK
                 msg = (f"requeue failed: {e}; {a.account}'s {a.gpu_type} limits are lowered by its {a.gpus} GPUs "
-                       f"until it ends (preemption.unrequeueable = {rule})")
+                       f"and it starts no GPU job on any type until the demand it owes runs (preemption.unrequeueable = {rule})")
                 due = UR.cancel_due(rule, job, stamp if stamp is not None else now, cfg.preemption.cancel_grace)
                 a = PR.Action(UR.HOLD_BACK, a.job_id, a.account, a.gpu_type, a.gpus, msg, record_id=a.record_id,
-                              due=due)
+                              due=due, for_job=a.for_job)
         if a.kind == UR.HOLD_BACK and a.record_id is None:
             pid = store.add_preemption(job_id=a.job_id, account=a.account, user=users.get(a.job_id, ""),
                                        gpu_type=a.gpu_type, gpus=a.gpus, signal="", reason=a.reason, grace=0.0,
-                                       round_id=round_id, message=msg, now=stamp, held_back=True, due=due)
+                                       round_id=round_id, message=msg, now=stamp, held_back=True, due=due,
+                                       for_job=a.for_job)
         elif a.kind == UR.HOLD_BACK:
             pid = a.record_id
             store.preemption_step(pid, step, msg, state=state, round_id=round_id, now=stamp, due=due)
@@ -160,6 +162,11 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
                                        target_type=a.target_type, for_job=a.for_job)
         else:
             pid = a.record_id
+            if pid is None:  # cancelled with a held-back job (unrequeueable = cancel): recorded from here on
+                pid = store.add_preemption(job_id=a.job_id, account=a.account, user=users.get(a.job_id, ""),
+                                           gpu_type=a.gpu_type, gpus=a.gpus, signal="", reason=a.reason, grace=0.0,
+                                           round_id=round_id, message=a.reason, now=stamp, held_back=True,
+                                           for_job=a.for_job)
             store.preemption_step(pid, step, msg, state=state, round_id=round_id, now=stamp)
         item["preemption_id"] = pid
         out[state].append(item)
@@ -168,7 +175,7 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
                     data={"step": step, "preemption_id": pid, "gpu_type": a.gpu_type, "gpus": a.gpus})
     new = [x for x in out[UR.HELD_BACK]]
     if new and decisions is not None:
-        out["held_back_limits"] = _lower_now(cluster, decisions, new, store, round_id)
+        out["held_back_limits"] = _lower_now(cluster, decisions, new, store, round_id, snapshot)
     return PreemptionSummary.from_json(out)
 
 
@@ -191,7 +198,7 @@ def _claimant_to(cluster: Cluster, claimant: Job | None, gpu_type: str, retyped:
 
 
 def _lower_now(cluster: Cluster, decisions: P.Decisions, marked: list[dict[str, Any]], store: Store,
-               round_id: int | None) -> dict[str, Any]:
+               round_id: int | None, snapshot: Snapshot) -> dict[str, Any]:
     """Lower the limits of the accounts whose jobs were held back in this round at once (the round's limits,
     already applied, do not have them yet; the next round's do: ``held_back``). Returns what was written (or the
     error); a failure is recorded, never raised."""
@@ -199,7 +206,8 @@ def _lower_now(cluster: Cluster, decisions: P.Decisions, marked: list[dict[str, 
     for m in marked:
         row = pen.setdefault(m["account"], {})
         row[m["gpu_type"]] = row.get(m["gpu_type"], 0) + int(m["gpus"])
-    lowered = UR.hold_back(decisions.planned, pen, decisions.plan.capacity)
+    why = {m["account"]: f"held back in this round (job {m['job_id']})" for m in marked}
+    lowered = UR.hold_back(decisions.planned, UR.freeze(pen, snapshot.jobs, why), decisions.plan.capacity)
     changes = {a: {k: v for k, v in lowered[a].items() if decisions.planned[a].get(k) != v}
                for a in pen if a in lowered}
     changes = {a: ch for a, ch in changes.items() if ch}

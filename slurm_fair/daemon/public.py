@@ -15,8 +15,9 @@ Rules:
   ``retype`` (Slurm can move pending jobs to another type), ``preemption`` {enabled, grace, min_runtime,
   signal}; ``types``: per GPU type {capacity, idle, largest_idle_block, lendable}; ``accounts``: per account
   {guarantee, claims, in_use (per type), limits (per type, ``*`` = the gres/gpu total, as Slurm has them),
-  pending_gpus, managed}; ``type_order``: per account (``*`` = the default) the types its untyped jobs are given,
-  in order (the type map's).
+  pending_gpus, managed, held_across (held back across all its jobs: preemption.unrequeueable)};
+  ``type_order``: per account (``*`` = the default) the types its untyped jobs are given, in order (the type
+  map's).
 * **Writing** is atomic (temporary file in the same folder, fsync, mode 0644, rename: a reader sees the old or
   the new file, never half) and never stops a round: a failure is recorded on the round.
 * **Reading** (:func:`read_status`) never follows more than :data:`MAX_READ_BYTES` and names the field of a bad
@@ -67,6 +68,9 @@ class AccountStatus:
     limits: Mapping[str, int] = field(default_factory=dict)  # GrpTRES in Slurm now (type or "*"); absent = none
     pending_gpus: int = 0  # GPUs of its pending GPU jobs now
     managed: bool = False  # slurm-fair sets this account's limits (not left alone, limits.manage, not dry run)
+    # held back across all its jobs: a job preemption would take cannot be requeued, and the demand it owes waits
+    # (daemon/unrequeueable.py, issue 30): its pending GPU jobs wait until that demand runs
+    held_across: bool = False
 
 
 @dataclass(frozen=True)
@@ -158,7 +162,8 @@ def build_status(snapshot: Snapshot, decisions: P.Decisions, cfg: Config, *, rou
     accounts = {
         a: AccountStatus(guarantee=_counts(plan.real.get(a)), claims=_counts(plan.claims.get(a)),
                          in_use=_counts(in_use.get(a)), limits=_counts(live.get(a), limits=True),
-                         pending_gpus=int(pending.get(a, 0)), managed=a in managed)
+                         pending_gpus=int(pending.get(a, 0)), managed=a in managed,
+                         held_across=a in decisions.held_why)
         for a in names[:MAX_ACCOUNTS]
     }
     order = {k: tuple(g for g, _n in t.types if _NAME.fullmatch(g))
@@ -257,7 +262,8 @@ def parse(text: str) -> PublicStatus:
             claims=_count_map(_need(v, "claims", (dict,), w + "."), w + ".claims"),
             in_use=_count_map(_need(v, "in_use", (dict,), w + "."), w + ".in_use"),
             limits=_count_map(_need(v, "limits", (dict,), w + "."), w + ".limits", any_ok=True),
-            pending_gpus=_need(v, "pending_gpus", (int,), w + "."), managed=_need(v, "managed", (bool,), w + "."))
+            pending_gpus=_need(v, "pending_gpus", (int,), w + "."), managed=_need(v, "managed", (bool,), w + "."),
+            held_across=v.get("held_across", False) is True)  # absent in a file of an earlier version
     order = {}
     for k, v in _need(d, "type_order", (dict,), "").items():
         if not isinstance(v, list) or not all(isinstance(g, str) and _NAME.fullmatch(g) for g in v):

@@ -204,6 +204,7 @@ def _details(snapshot: Snapshot, c: P.Decisions, policy: str) -> RoundDetails:
         pending_gpus=pending,
         pending_jobs=pending_jobs,
         held_back=c.held_back,  # account -> type -> GPUs its limits are lowered by (daemon/unrequeueable.py)
+        held_at=c.held_at, held_why=c.held_why,  # accounts held back across all their jobs, and what for
         drift=c.drift,  # account -> key -> a limit someone else set since slurm-fair wrote it: kept (issue 29)
         unrecorded=c.unrecorded,  # limits a store with no record faced: none written until adopted or cleared
         not_demand=c.not_demand,  # account -> why -> GPUs of pending jobs that could not start (plan.eligible)
@@ -419,6 +420,15 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
             for k, v in ch.items():
                 applied_rows.append({"round_id": round_id, "account": a, "key": k,
                                      "old": c.current.get(a, {}).get(k), "new": v, "time": t})
+        # limits preemption lowered at once for jobs held back in this round: written by slurm-fair too (recorded
+        # after the plan's, so `written` has them: the next round must not take them for a limit someone else set
+        # and keep it for ever once the hold-back ends)
+        held = res.details.preemption.held_back_limits if res.details.preemption is not None else None
+        if isinstance(held, dict) and not held.get("error"):
+            for a, ch in (held.get("accounts") or {}).items():
+                for k, v in ch.items():
+                    old = applied.ok.get(a, {}).get(k, c.current.get(a, {}).get(k))
+                    applied_rows.append({"round_id": round_id, "account": a, "key": k, "old": old, "new": v, "time": t})
 
     if record and cfg.status_path is not None:
         _publish_status(res, snapshot, c, cfg, dry_run, now, applied.ok if not dry_run else {})

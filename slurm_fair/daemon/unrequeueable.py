@@ -8,29 +8,42 @@ signal). Such a job, when its account is over its guarantee on the job's GPU typ
 (every other condition of a new signal holds, or its grace just ended with its account still over while someone
 waits), is handled by ``preemption.unrequeueable``:
 
-* ``hold-back`` (default): the job keeps running, and its account's limits on that type (and its untyped total)
-  are lowered by the job's GPUs until it ends — its own pending jobs are held back by that many GPUs, so dodging
-  gains the account nothing. Other requeue-able jobs of over-share accounts are preempted as usual in its place.
+* ``hold-back`` (default): the job keeps running, its account's limits on that type (and its untyped total)
+  are lowered by the job's GPUs, and, while the demand it was held back for still waits (``for_job``: the waiting
+  job of a claim; without one, another account's waiting jobs on that type), the account is held back across
+  all its jobs (issue 30): its limits on every type and its untyped total are held at what it runs now, minus its
+  running held-back GPUs — it starts no new GPU job anywhere, and GPUs its jobs free are the owed account's. The
+  hold-back ends when that demand no longer waits (the job it was for started, ended or cannot start), not when
+  the held-back job ends.
 * ``cancel``: the same hold-back, then, ``preemption.cancel_grace`` seconds later, ``scancel`` if its account is
   still over its guarantee there while someone waits (else the hold-back ends: ``resolved``) — interactive
-  allocations (``salloc``, ``srun``) too (issue 30: one absorbed the hold-back and was never cancelled).
+  allocations (``salloc``, ``srun``) too (issue 30: one absorbed the hold-back and was never cancelled) — and, if
+  the owed job needs more GPUs than that job frees, the account's other non-requeue-able jobs on that type, newest
+  first, as many as the owed job needs (never more than the account holds above its guarantee).
 * ``ignore``: the job is only listed among the skipped candidates (the behaviour before this rule).
 
 Interactive allocations are counted as usage like any running job, and are never signalled.
 
-The rule's state is a preemption record in state :data:`HELD_BACK` (open until the job ends: ``gone``), with its
-steps and an event; ``explain`` lists it, and the round's details have the limits lowered per account.
+The rule's state is a preemption record in state :data:`HELD_BACK` (open until the demand it was for no longer
+waits: ``resolved``, or ``gone`` when its job has ended too), with its steps and an event; ``explain`` and ``why``
+say why the account's pending jobs wait, and the round's details have the limits lowered and held per account.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
 
 from ..cluster.base import ANY_GPU, Job
 from .. import preemptions as _states
+from ..preemptions import PreemptionRecord
+from ..cluster.blocked import job_blocked_kind
 
 HOLD_BACK, CANCEL, IGNORE = "hold-back", "cancel", "ignore"
 HELD_BACK = _states.HELD_BACK  # a preemption record's state while the rule holds its account back
+# a non-requeue-able job preemption would take beyond the excess another held-back job already stands for
+ACROSS = ("{nr}; not held back itself (at most the excess is), but {a} is held back across all its jobs: it starts "
+          "no GPU job on any type until the demand it owes runs (preemption.unrequeueable)")
 
 
 def why_not_requeueable(job: Job) -> str | None:
@@ -55,35 +68,139 @@ def cancel_due(action: str, job: Job, since: float, cancel_grace: float) -> floa
     return float(since) + float(cancel_grace)
 
 
-def penalties(records: Iterable[tuple[int, str, str, int]], running: Mapping[int, Job]) -> dict[str, dict[str, int]]:
-    """account -> type -> GPUs held back: ``records`` are the open held-back ones (job id, account, type, GPUs);
-    a job that no longer runs holds nothing back (its record is closed as ``gone`` by the next decision)."""
-    out: dict[str, dict[str, int]] = {}
-    for job_id, account, gpu_type, gpus in records:
-        job = running.get(job_id)
+@dataclass(frozen=True)
+class HoldBack:
+    """What open hold-backs do to the round's limits (:func:`penalties`)."""
+
+    held: dict[str, dict[str, int]] = field(default_factory=dict)  # account -> type -> GPUs of running held-back jobs
+    # account -> type (and ANY_GPU) -> the most it may hold: what it runs now minus its running held-back GPUs; a
+    # type missing here is 0 (an account held back across all its jobs starts nothing anywhere)
+    frozen: dict[str, dict[str, int]] = field(default_factory=dict)
+    why: dict[str, str] = field(default_factory=dict)  # account -> the demand it is held back for
+
+    def __bool__(self) -> bool:
+        return bool(self.held or self.frozen)
+
+
+def startable(job: Job) -> bool:
+    """A pending job Slurm could start once GPUs and limits allow (as ``plan/eligible.py``; read here from the
+    light module, which does not load the planning code)."""
+    return job.pending and not job_blocked_kind(job)
+
+
+def _can_use(job: Job, gpu_type: str) -> bool:
+    return job.gpu_type is None or gpu_type in job.gpu_type.split(",")
+
+
+def owed_waits(record: PreemptionRecord, jobs: Mapping[int, Job]) -> tuple[bool, str]:
+    """Whether the demand a hold-back was for still waits, and what it is (or why it no longer waits): the job it
+    was for (``for_job``) while it is pending and could start (``plan/eligible.py``); without one, another
+    account's pending jobs that could start on its type."""
+    if record.for_job is not None:
+        j = jobs.get(record.for_job)
+        if j is None:
+            return False, f"the job it was for ({record.for_job}) is gone"
+        if j.running:
+            return False, f"the job it was for ({record.for_job}, {j.account}) has started"
+        if not startable(j):
+            return False, f"the job it was for ({record.for_job}) cannot start ({j.state}, {j.reason or 'no reason'})"
+        return True, f"job {record.for_job} of {j.account} waits for {record.gpu_type}"
+    owed = sorted({j.account for j in jobs.values() if j.account != record.account and j.gpus > 0 and startable(j)
+                   and _can_use(j, record.gpu_type)})
+    if not owed:
+        return False, f"no other account's job waits for {record.gpu_type} any more"
+    return True, f"{', '.join(owed)} wait{'s' if len(owed) == 1 else ''} for {record.gpu_type}"
+
+
+def freeze(held: Mapping[str, Mapping[str, int]], jobs: Iterable[Job], why: Mapping[str, str]) -> HoldBack:
+    """The :class:`HoldBack` of the accounts in ``why`` (held back across all their jobs) and ``held`` (per type,
+    GPUs of their running held-back jobs): each may hold at most what it runs now minus those, on every type and
+    in all (never below 0)."""
+    use: dict[str, dict[str, int]] = {}
+    for j in jobs:
+        if j.running and j.account in why:
+            row = use.setdefault(j.account, {})
+            for t, n in j.gpus_allocated.items():
+                row[t] = row.get(t, 0) + int(n)
+    frozen: dict[str, dict[str, int]] = {}
+    for a in sorted(why):
+        mine, minus = use.get(a, {}), held.get(a, {})
+        row = {t: max(0, n - int(minus.get(t, 0))) for t, n in sorted(mine.items())}
+        row[ANY_GPU] = max(0, sum(mine.values()) - sum(int(n) for n in minus.values()))
+        frozen[a] = row
+    return HoldBack({a: dict(sorted(r.items())) for a, r in sorted(held.items()) if r}, frozen,
+                    {a: why[a] for a in sorted(why)})
+
+
+def penalties(records: Iterable[PreemptionRecord], jobs: Sequence[Job]) -> HoldBack:
+    """What the open held-back ``records`` do to the limits now: ``held`` has the GPUs of their jobs that still
+    run (the account's limits on that type are lowered by them); an account whose record's demand still waits
+    (:func:`owed_waits`) is held back across all its jobs (``frozen``), even after the held-back job ended — the
+    GPUs it freed are the owed account's. A record whose demand no longer waits holds nothing (the next decision
+    closes it)."""
+    by_id = {j.job_id: j for j in jobs}
+    held: dict[str, dict[str, int]] = {}
+    why: dict[str, str] = {}
+    for r in records:
+        waits, what = owed_waits(r, by_id)
+        if not waits:
+            continue
+        why.setdefault(r.account, f"{what} (job {r.job_id} could not be requeued)")
+        job = by_id.get(r.job_id)
         if job is None or not job.running:
             continue
-        n = int(job.gpus_allocated.get(gpu_type, gpus))
-        row = out.setdefault(account, {})
-        row[gpu_type] = row.get(gpu_type, 0) + n
-    return {a: dict(sorted(r.items())) for a, r in sorted(out.items())}
+        n = int(job.gpus_allocated.get(r.gpu_type, r.gpus))
+        row = held.setdefault(r.account, {})
+        row[r.gpu_type] = row.get(r.gpu_type, 0) + n
+    return freeze(held, jobs, why)
 
 
-def hold_back(limits: Mapping[str, Mapping[str, int]], held: Mapping[str, Mapping[str, int]],
+def hold_back(limits: Mapping[str, Mapping[str, int]], held: HoldBack | Mapping[str, Mapping[str, int]],
               capacity: Mapping[str, int]) -> dict[str, dict[str, int]]:
     """The limits with each held-back account's lowered: per type by its held-back GPUs there, and its untyped
-    total (``ANY_GPU``) by all of them. A type or total the account has no limit on counts as the capacity (no
-    limit = all of it). Never below 0. Accounts not in ``limits`` (not managed) are left out: nothing to lower."""
+    total (``ANY_GPU``) by all of them; an account held back across all its jobs (``HoldBack.frozen``) also gets
+    at most what it runs now, minus those, on every type of ``capacity`` and in all. A type or total the account
+    has no limit on counts as the capacity (no limit = all of it). Never below 0. Accounts not in ``limits`` (not
+    managed) are left out: nothing to lower."""
+    hb = held if isinstance(held, HoldBack) else HoldBack({a: dict(v) for a, v in held.items()})
     out = {a: dict(v) for a, v in limits.items()}
-    for a, per in held.items():
+    total = sum(int(c) for c in capacity.values())
+    for a, per in hb.held.items():
         if a not in out or not per:
             continue
         row = out[a]
         for t, n in per.items():
             base = row.get(t, capacity.get(t, 0))
             row[t] = max(0, int(base) - int(n))
-        base_any = row.get(ANY_GPU, sum(int(c) for c in capacity.values()))
+        base_any = row.get(ANY_GPU, total)
         row[ANY_GPU] = max(0, int(base_any) - sum(int(n) for n in per.values()))
+    for a, cap in hb.frozen.items():
+        if a not in out:
+            continue
+        row = out[a]
+        for t in sorted(set(capacity) | (set(cap) - {ANY_GPU})):
+            row[t] = min(int(row.get(t, capacity.get(t, 0))), int(cap.get(t, 0)))
+        row[ANY_GPU] = min(int(row.get(ANY_GPU, total)), int(cap.get(ANY_GPU, 0)))
+    return out
+
+
+def also_cancelled(account: str, gpu_type: str, first: int, need: int, excess: int, running: Iterable[Job],
+                   taken: set[int]) -> list[Job]:
+    """``unrequeueable = "cancel"``: the account's other non-requeue-able jobs on ``gpu_type`` cancelled with its
+    held-back job ``first`` (``first`` GPUs), newest first, while the owed demand needs more GPUs (``need``) and
+    the account still holds more than its guarantee there (``excess``, before ``first``); ``taken``: jobs already
+    handled."""
+    out: list[Job] = []
+    need, excess = need - first, excess - first
+    for j in sorted(running, key=lambda j: (-(j.start_time or 0), -j.job_id)):
+        if need <= 0 or excess <= 0:
+            break
+        g = int(j.gpus_allocated.get(gpu_type, 0))
+        if (j.account != account or not j.running or g <= 0 or j.job_id in taken or why_not_requeueable(j) is None
+                or g > excess):
+            continue
+        out.append(j)
+        need, excess = need - g, excess - g
     return out
 
 

@@ -44,7 +44,7 @@ class PreemptionsMixin(StoreBase):
                   "gpus": _int(gpus, "gpus"), "reason": reason, "now": now, "round_id": _int(round_id, "round_id"),
                   "user": user}
         if held_back:
-            return self._insert_preemption(P.held_back(**common, message=message, due=due))
+            return self._insert_preemption(P.held_back(**common, message=message, due=due, for_job=for_job))
         if ok:
             return self._insert_preemption(P.signal_sent(**common, signal=signal, grace=grace, message=message,
                                                          target_type=target_type, for_job=for_job))

@@ -23,6 +23,8 @@ def _why(job: Any, cls: str, types: list[str], acct: dict[str, Any], limits_now:
     kind = P.blocked_kind(job)
     if kind:
         return f"Slurm holds it back ({job.reason}): {describe(kind)}"
+    if acct.get("held_why"):  # issue 30: held back across all its jobs (daemon/unrequeueable.py)
+        return held_across(acct["held_why"], acct.get("held_at", {}))
     held = sum(v for k, v in in_use.items())
     total_limit = limits_now.get(ANY_GPU)
     usable = types if job.gpu_type is None else [job.gpu_type]
@@ -38,6 +40,14 @@ def _why(job: Any, cls: str, types: list[str], acct: dict[str, Any], limits_now:
         return (f"no limit holds it back; it waits for free GPUs ({job.reason}); SiteFactor {job.site_factor} "
                 "orders it among the pending jobs (accounts owed the most first)")
     return f"no limit holds it back; Slurm reason {job.reason or 'None'}"
+
+
+def held_across(why: str, at: dict[str, int]) -> str:
+    """Why an account's pending GPU jobs wait while it is held back across all its jobs."""
+    most = ", ".join(f"{'any' if k == ANY_GPU else k}={v}" for k, v in sorted(at.items())) or "none"
+    return (f"held back across all its jobs: one of its running jobs that preemption would take cannot be requeued "
+            f"and {why}; it starts no GPU job on any type (its limits are held at what it runs: {most}) until that "
+            "demand runs (preemption.unrequeueable)")
 
 
 def explain(store: Store, cfg: Config, account: str, snapshot: Snapshot | None, unreachable: str = "") -> dict[str, Any]:
@@ -56,6 +66,8 @@ def explain(store: Store, cfg: Config, account: str, snapshot: Snapshot | None, 
         "ideal": d.ideal.get(account, {}),
         "deviation": d.deviations.get(account, {}),
         "real": d.real.get(account, {}),
+        "held_why": d.held_why.get(account, ""),
+        "held_at": d.held_at.get(account, {}),
     }
     out: dict[str, Any] = {
         "account": account,
@@ -87,6 +99,10 @@ def explain(store: Store, cfg: Config, account: str, snapshot: Snapshot | None, 
         "not_demand": d.not_demand.get(account, {}),
         # per type, GPUs its limits were lowered by: its running jobs preemption could not requeue (held-back)
         "held_back": d.held_back.get(account, {}),
+        # issue 30: held back across all its jobs until the demand it was held back for runs: what for, and the most
+        # it may hold per type (what it ran, minus its held-back GPUs)
+        "held_why": d.held_why.get(account, ""),
+        "held_at": d.held_at.get(account, {}),
         "not_demand_now": (P.not_demand(j for j in P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
                                         if j.account == account).get(account, {}) if snapshot else None),
         # whether its pending fair:flex jobs can still be moved to another GPU type (None: it has none)

@@ -254,6 +254,12 @@ def _held(job: Job) -> tuple[str, str, list[str]] | None:
     return None
 
 
+HELD_ACROSS = ("the account is held back across all its jobs: one of its running jobs that preemption would take "
+               "cannot be requeued (--no-requeue, requeue=0 or an interactive allocation), so its limits are held at "
+               "what it runs and it starts no GPU job on any type until the other accounts' jobs it owes GPUs to run "
+               "(preemption.unrequeueable)")
+
+
 def _limit_binds(job: Job, types: list[TypeFacts], total: int | None, acct: AccountStatus | None) -> bool:
     """Whether the account's limits (as the status file has them) keep the job from starting on every GPU type it
     can use, whatever is free."""
@@ -280,6 +286,9 @@ def _limit(job: Job, types: list[TypeFacts], total: int | None, acct: AccountSta
     summary = f"it waits on its account's GPU limit ({why}): account {printable(job.account, 64)} — {where}"
     details, changes = [], [f"a job of account {printable(job.account, 64)} ending (it frees room under the limit)"]
     lend = status is not None and status.lend
+    if acct.held_across:  # issue 30: preemption cannot be dodged by --no-requeue (daemon/unrequeueable.py)
+        details.append(HELD_ACROSS)
+        changes.insert(0, "the jobs of other accounts that its account owes GPUs to starting (the hold ends then)")
     if status is not None and not lend and acct.managed:
         details.append("limits are hard caps here (limits.lend = false): an account may not use more than its "
                        "guarantee, even while GPUs are idle")

@@ -59,7 +59,7 @@ def test_new_candidate_that_cannot_be_requeued_is_held_back_and_the_next_job_is_
     d = decide(LIMITS, jobs, [], NOW, cfg(max_jobs_per_round=1))
     assert kinds(d) == [("hold-back", 2), ("signal", 3)]
     hb = d.actions[0]
-    assert hb.due is None and "not requeue-able" in hb.reason and "lowered by its 1 GPUs until it ends" in hb.reason
+    assert hb.due is None and "not requeue-able" in hb.reason and "lowered by its 1 GPUs and it starts no GPU job on any type" in hb.reason
     assert [(s.job_id, s.reason.split(" (")[0]) for s in d.skipped] == [(1, "per-round cap reached")]
     # ignore: the old behaviour, listed as skipped
     d = decide(LIMITS, jobs, [], NOW, cfg(unrequeueable="ignore"))
@@ -126,14 +126,18 @@ def test_held_back_record_ends_when_the_job_ends_and_is_cancelled_after_its_grac
     # cancel, but A is no longer over (a limit of 2): resolved, the hold-back ends
     d = decide({"A": {"a100": 2}, "B": {"a100": 2}}, jobs, [held], NOW, cfg(unrequeueable="cancel"))
     assert kinds(d) == [("resolve", 2)] and "the hold-back ends" in d.actions[0].reason
-    # the job ended: gone
-    d = decide(LIMITS, [run(1, "A"), pend(10, "B")], [held], NOW, CFG)
+    # the job ended while B still waits: the record stays open (issue 30: the GPUs it freed are B's)
+    assert ("gone", 2) not in kinds(decide(LIMITS, [run(1, "A"), pend(10, "B")], [held], NOW, CFG))
+    # the job ended and nobody waits any more: gone
+    d = decide(LIMITS, [run(1, "A"), run(10, "B")], [held], NOW, CFG)
     assert ("gone", 2) in kinds(d) and "hold-back on its account ends" in d.actions[0].reason
 
 
 def test_penalties_and_hold_back_arithmetic():
-    running = {2: run(2, "A", gpus=2), 3: run(3, "B", batch=False)}
-    pen = UR.penalties([(2, "A", "a100", 2), (3, "B", "a100", 1), (4, "C", "a100", 1)], running)
+    jobs = [run(2, "A", gpus=2), run(3, "B", batch=False), pend(10, "D")]
+    recs = [Record(i, j, a, "a100", n, UR.HELD_BACK, None, None) for i, (j, a, n) in
+            enumerate([(2, "A", 2), (3, "B", 1), (4, "C", 1)])]
+    pen = UR.penalties(recs, jobs).held
     assert pen == {"A": {"a100": 2}, "B": {"a100": 1}}  # job 4 no longer runs: nothing held back
     cap = {"a100": 4, "v100": 4}
     lim = {"A": {}, "B": {"a100": 3, ANY_GPU: 3}, "C": {"v100": 1}}
@@ -161,18 +165,24 @@ def test_the_round_lowers_the_limits_of_held_back_accounts():
     pa, ha = plain.planned["A"], held.planned["A"]
     assert ha["a100"] == pa.get("a100", 4) - 1 and ha[ANY_GPU] == pa.get(ANY_GPU, 4) - 1
     assert held.planned["B"] == plain.planned["B"]
+    # issue 30: an account held back across all its jobs may hold no more than it runs (4), minus job 2's GPU
+    rec = Record(8, 2, "A", "a100", 1, UR.HELD_BACK, None, None)
+    across = dec(UR.penalties([rec], jobs))
+    assert across.held_back == {"A": {"a100": 1}} and across.held_at == {"A": {"a100": 3, ANY_GPU: 3}}
+    assert across.planned["A"]["a100"] <= 3 and across.planned["A"][ANY_GPU] == 3 and "B waits" in across.held_why["A"]
 
 
 def test_store_keeps_held_back_records_open(tmp_path):
     with Store(tmp_path / "s.sqlite") as st:
         pid = st.add_preemption(job_id=5, account="A", gpu_type="a100", gpus=1, signal="", reason="r", grace=0,
-                                held_back=True, due=None, now=NOW, message="held back")
+                                held_back=True, due=None, now=NOW, message="held back", for_job=10)
         sig = st.add_preemption(job_id=6, account="A", gpu_type="a100", gpus=1, signal="USR1", reason="r",
                                 grace=120, now=NOW)
         st.preemption_step(sig, "requeue-failed", "requeue failed", state=UR.HELD_BACK, now=NOW + 130,
                            due=NOW + 1930)
         rows = {r.id: r.to_row() for r in st.preemption_history(since=NOW + 10_000)}
         assert rows[pid]["state"] == rows[sig]["state"] == UR.HELD_BACK
+        assert rows[pid]["for_job"] == 10  # the demand it is held back for (issue 30)
         assert rows[sig]["finished_at"] is None and rows[sig]["requeue_at"] == NOW + 1930
         assert [s["step"] for s in rows[sig]["steps"]] == ["signalled", "requeue-failed"]
         assert st.next_preemption_due() is None  # hold-back: no wake-up for held-back jobs
@@ -181,3 +191,103 @@ def test_store_keeps_held_back_records_open(tmp_path):
         assert st.preemption_counts() == {"gone": 1, UR.HELD_BACK: 1}
         with pytest.raises(Exception, match="state"):
             st.preemption_step(pid, "x", state="bogus")
+
+
+# --------------------------------------------------------------------- issue 30 item 5: held across all its jobs
+GUAR = {"A": {"a100": 2, "v100": 2}, "B": {"a100": 2, "v100": 0}}
+
+
+def test_two_no_requeue_jobs_over_the_guarantee_hold_the_account_on_every_type_until_the_owed_job_runs():
+    """The attack: A (a guarantee of 2 a100) runs two 2-GPU --no-requeue jobs while B waits for 2 a100. One is
+    held back, the other (within what A may keep) is listed as held across all A's jobs; A's pending v100 job is
+    held too (it could start on the v100 its limits left it before); when the held-back job ends first, A stays
+    held at what it runs (the freed a100s are B's), and the hold-back ends only once B's job has started."""
+    attack = [run(1, "A", ran=4000, requeue=False, gpus=2), run(2, "A", ran=3000, requeue=False, gpus=2),
+              pend(10, "B", gpus=2), pend(20, "A", gtype="v100"), pend(21, "A", gpus=2)]
+    d = decide(GUAR, attack, [], NOW, CFG)
+    assert kinds(d) == [("hold-back", 2)]
+    assert [(s.job_id, "held back across all its jobs" in s.reason) for s in d.skipped] == [(1, True)]
+    rec = Record(8, 2, "A", "a100", 2, UR.HELD_BACK, None, None)
+    hb = UR.penalties([rec], attack)
+    assert hb.held == {"A": {"a100": 2}} and hb.frozen == {"A": {"a100": 2, ANY_GPU: 2}} and "B waits" in hb.why["A"]
+    cap = {"a100": 8, "v100": 4}
+    lim = UR.hold_back(GUAR, hb, cap)
+    assert lim["A"] == {"a100": 0, "v100": 0, ANY_GPU: 2} and lim["B"] == GUAR["B"]  # v100: 2 before; A runs 4
+    # the held-back job ends first: B still waits, the record stays open and A is held at what it runs
+    ended = [j for j in attack if j.job_id != 2]
+    assert kinds(decide(GUAR, ended, [rec], NOW, CFG)) == []
+    hb = UR.penalties([rec], ended)
+    assert hb.held == {} and hb.frozen == {"A": {"a100": 2, ANY_GPU: 2}}
+    lim = UR.hold_back(GUAR, hb, cap)
+    assert lim["A"] == {"a100": 2, "v100": 0, ANY_GPU: 2}  # A runs 2: neither job 20 nor job 21 starts
+    # B's job has started: the hold-back ends (gone: the held-back job ended too), nothing is held any more
+    started = [run(1, "A", ran=4000, requeue=False, gpus=2), run(10, "B", ran=10, gpus=2), pend(20, "A", "v100"),
+               pend(21, "A", gpus=2)]
+    d = decide(GUAR, started, [rec], NOW, CFG)
+    assert kinds(d) == [("gone", 2)] and "no other account's job waits for a100" in d.actions[0].reason
+    assert not UR.penalties([rec], started)
+
+
+def test_the_hold_back_for_a_claim_ends_when_the_job_it_was_for_starts():
+    """A claim's hold-back records the waiting job (for_job): it holds while that job waits, even if other jobs
+    of the owed account have started, and ends (resolved: its job still runs) once that job runs, is gone or
+    cannot start."""
+    rec = Record(8, 2, "A", "a100", 2, UR.HELD_BACK, None, None, for_job=10)
+    mine = [run(1, "A", ran=4000, requeue=False, gpus=2), run(2, "A", ran=3000, requeue=False, gpus=2)]
+    waits = mine + [pend(10, "B", gpus=2)]
+    assert UR.penalties([rec], waits).frozen == {"A": {"a100": 2, ANY_GPU: 2}}
+    assert kinds(decide(GUAR, waits, [rec], NOW, CFG, reclaims=[])) == []
+    for jobs, what in ((mine + [run(10, "B", ran=5, gpus=2)], "the job it was for (10, B) has started"),
+                       (mine, "the job it was for (10) is gone"),
+                       (mine + [dataclasses.replace(pend(10, "B", gpus=2), reason="JobHeldUser", priority=0)],
+                        "the job it was for (10) cannot start")):
+        assert not UR.penalties([rec], jobs + [pend(11, "B")]), what  # another B job waiting is not job 10
+        d = decide(GUAR, jobs, [rec], NOW, CFG, reclaims=[])
+        assert kinds(d) == [("resolve", 2)] and d.actions[0].reason.startswith(what), d.actions[0].reason
+        assert d.actions[0].for_job == 10
+
+
+def test_cancel_covers_the_accounts_other_non_requeueable_jobs_newest_first_as_many_as_the_owed_job_needs():
+    """unrequeueable = "cancel": when the held-back job's cancel time has passed, A's other non-requeue-able jobs
+    on that type (an salloc allocation too) are cancelled with it, newest first, only as many GPUs as B's job
+    needs — never below A's guarantee."""
+    a = [run(1, "A", ran=5000, requeue=False, gpus=2), run(2, "A", ran=4000, batch=False, gpus=2),
+         run(3, "A", ran=3000, requeue=False, gpus=2)]
+    rec = Record(8, 3, "A", "a100", 2, UR.HELD_BACK, None, NOW - 1)
+    c = cfg(unrequeueable="cancel", cancel_grace=60)
+    lim = {"A": {"a100": 2}, "B": {"a100": 4}}
+    d = decide(lim, a + [pend(10, "B", gpus=4)], [rec], NOW, c)
+    assert kinds(d) == [("cancel", 3), ("cancel", 2)]
+    assert d.actions[1].record_id is None and "interactive allocation" in d.actions[1].reason
+    # B needs only 2: the held-back job alone
+    assert kinds(decide(lim, a + [pend(10, "B", gpus=2)], [rec], NOW, c)) == [("cancel", 3)]
+    # a claim's job needing 6 (4 idle): the held-back job alone covers it
+    rec10 = dataclasses.replace(rec, for_job=10)
+    lim8 = {"A": {"a100": 2}, "B": {"a100": 8}}
+    d = decide(lim8, a + [pend(10, "B", gpus=6)], [rec10], NOW, c, idle={"a100": 4})
+    assert kinds(d) == [("cancel", 3)]
+    # ... and needing 8 with 4 idle: one more; never A's last guarantee GPUs (job 1)
+    d = decide(lim8, a + [pend(10, "B", gpus=8)], [rec10], NOW, c, idle={"a100": 4})
+    assert kinds(d) == [("cancel", 3), ("cancel", 2)] and all(x.for_job == 10 for x in d.actions)
+
+
+def test_why_and_explain_say_why_the_dodgers_pending_job_waits():
+    """`why` (from the public status file) and `explain` name the account-wide hold-back for a pending job of a
+    held-back account: on another type too, where the limit holds it at what the account runs (0)."""
+    from slurm_fair.daemon.public import AccountStatus
+    from slurm_fair.views.explain import _why
+    from slurm_fair.views.why import HELD_ACROSS, explain_job
+    from tests.views.test_why import status
+
+    dodger = AccountStatus(guarantee={"v100": 2}, in_use={"k80": 4}, limits={"k80": 2, "v100": 0, "*": 2},
+                           pending_gpus=1, managed=True, held_across=True)
+    ex = explain_job(dataclasses.replace(pend(20, "acct_a", gtype="v100"), reason="AssocGrpGRES"),
+                     status({"acct_a": dodger}), NOW)
+    assert ex.verdict == "limit" and HELD_ACROSS in ex.details and "owes GPUs to starting" in ex.changes[0]
+    plain = explain_job(dataclasses.replace(pend(20, "acct_a", gtype="v100"), reason="AssocGrpGRES"),
+                        status({"acct_a": dataclasses.replace(dodger, held_across=False)}), NOW)
+    assert HELD_ACROSS not in plain.details
+    line = _why(pend(20, "A", gtype="v100"), "c", ["a100", "v100"],
+                {"real": {}, "ideal": {}, "held_why": "B waits for a100 (job 2 could not be requeued)",
+                 "held_at": {"a100": 2, ANY_GPU: 2}}, {"a100": 2, "v100": 0, ANY_GPU: 2}, {"a100": 4})
+    assert line.startswith("held back across all its jobs") and "B waits for a100" in line and "any=2" in line

@@ -1,7 +1,7 @@
 """Preemption cannot be dodged (issue 21 item 4), on the real testbed: a job made non-requeue-able during its grace
 (``scontrol update jobid=N requeue=0``) is handled by the default rule, ``preemption.unrequeueable = "hold-back"``:
-it keeps running, its account's a100 limit is lowered by its GPU until it ends, and its account's next job is
-preempted in its place; an ``salloc`` allocation is counted as usage and never signalled, and under
+it keeps running, its account's a100 limit is lowered by its GPU, its account is held at what it runs on every type
+while the job it was held back for waits (issue 30), and its account's next job is preempted in its place; an ``salloc`` allocation is counted as usage and never signalled, and under
 ``unrequeueable = "cancel"`` it is cancelled like a batch job (issue 30).
 
 Set-up as in test_preemption.py (its config and CLI helpers): acct_a holds all four a100s, acct_b waits for one.
@@ -61,11 +61,13 @@ def test_job_made_non_requeueable_during_its_grace_is_held_back(testbed, tmp_pat
     assert rows[dodger]["state"] == "held-back" and [s["step"] for s in rows[dodger]["steps"]] == [
         "signalled", "held-back"]
     assert "not requeue-able" in rows[dodger]["steps"][-1]["message"]
-    # its account's a100 limit (and total) are lowered by its GPU at once
+    # its account's a100 limit is lowered by its GPU at once, and (issue 30) acct_a is held across all its jobs
+    # while acct_b waits: at most what it runs (4 a100), minus that GPU, in all, and nothing on the other types
     planned = d2["limits"]["acct_a"]
     lowered = pre["held_back_limits"]["accounts"]["acct_a"]
-    assert lowered["a100"] == planned.get("a100", 4) - 1 and lowered["*"] == planned.get("*", 16) - 1
-    assert testbed.gpu_limits()["acct_a"]["a100"] == lowered["a100"]
+    assert lowered["a100"] == planned.get("a100", 4) - 1 and lowered["*"] == min(planned.get("*", 16) - 1, 3)
+    written = testbed.gpu_limits()["acct_a"]
+    assert written["a100"] == lowered["a100"] and written["v100"] == written["k80"] == 0, written
     assert testbed.job_state(dodger)[0] == "RUNNING"
 
     time.sleep(6)
@@ -82,7 +84,7 @@ def test_job_made_non_requeueable_during_its_grace_is_held_back(testbed, tmp_pat
     with Store(tmp_path / "sf.sqlite") as store:
         assert any(e["job_id"] == dodger and "held-back" in e["message"] for e in store.events(kind="preemption"))
 
-    # the job ends: the hold-back ends with it
+    # the job ends (acct_b's job runs already): the hold-back ends
     testbed.run(["scancel", str(dodger)])
     testbed.wait_for(lambda: testbed.job_state(dodger)[0] not in ("RUNNING", "COMPLETING"), 30, what="ended")
     d4 = _round(testbed, cfg, tmp_path)
@@ -205,3 +207,57 @@ def test_salloc_allocation_is_cancelled_under_the_cancel_rule(testbed, tmp_path)
         assert _rows(tmp_path)[inter]["state"] == "cancelled"
     finally:
         testbed.run(["scancel", "-n", "interactive"], check=False)
+
+
+def test_two_no_requeue_jobs_hold_their_account_on_every_type_until_the_owed_job_runs(testbed, tmp_path):
+    """Issue 30 item 5, the attack: acct_a fills the four a100s with two 2-GPU ``--no-requeue`` jobs while acct_b
+    waits for two (acct_a's guarantee is 2). One job is held back and the other is listed as held across all
+    acct_a's jobs; the limits the daemon writes hold acct_a at what it runs on every type (its next job on v100,
+    idle, stays pending; before, only a100 was lowered), and when the held-back job ends, acct_b's job — not
+    acct_a's next a100 job — starts on the freed GPUs; the hold-back ends once acct_b's job runs."""
+    cfg = write_config(testbed, tmp_path)  # unrequeueable = hold-back (the default)
+    mine = [testbed.sbatch("acct_a", gpus=2, gpu_type="a100", name="norequeue", extra=["--no-requeue"])
+            for _ in range(2)]
+    for j in mine:
+        testbed.wait_state(j, "RUNNING")
+    waiter = testbed.sbatch("acct_b", gpus=2, gpu_type="a100", name="waiter")
+    testbed.wait_scheduled()
+    assert testbed.job_state(waiter)[0] == "PENDING"
+
+    d1 = _round(testbed, cfg, tmp_path)
+    pre = d1["preemption"]
+    (held,) = [h["job_id"] for h in pre["held-back"]]
+    (other,) = [j for j in mine if j != held]
+    assert pre["signalled"] == [] and any(s["job_id"] == other and "held back across all its jobs" in s["reason"]
+                                          for s in pre["skipped"])  # both jobs are accounted for
+    assert _rows(tmp_path)[held]["for_job"] == waiter
+    limits = testbed.gpu_limits()["acct_a"]
+    assert limits["v100"] == limits["k80"] == 0 and limits["a100"] <= 2 and limits["*"] <= 2, limits
+
+    # the dodger's next jobs: on the idle v100s, and on a100
+    v100 = testbed.sbatch("acct_a", gpu_type="v100", name="elsewhere", extra=["--no-requeue"])
+    nxt = testbed.sbatch("acct_a", gpus=2, gpu_type="a100", name="next", extra=["--no-requeue"])
+    testbed.wait_scheduled()
+    assert testbed.job_state(v100)[0] == "PENDING" and testbed.job_state(nxt)[0] == "PENDING"
+    d2 = _round(testbed, cfg, tmp_path)
+    assert d2["held_at"]["acct_a"] == {"a100": 2, "*": 2} and "acct_b" in d2["held_why"]["acct_a"]
+    limits = testbed.gpu_limits()["acct_a"]
+    assert limits["v100"] == 0 and limits["*"] <= 2, limits
+    testbed.wait_scheduled()
+    assert testbed.job_state(v100)[0] == "PENDING"
+    text = cli(testbed, cfg, "explain", "acct_a").stdout
+    assert "held across:" in text and "held back across all its jobs" in text
+
+    # the held-back job ends first: the freed a100s are acct_b's
+    testbed.run(["scancel", str(held)])
+    testbed.wait_state(waiter, "RUNNING", timeout=60)
+    testbed.wait_scheduled()
+    assert testbed.job_state(nxt)[0] == "PENDING" and testbed.job_state(v100)[0] == "PENDING"
+    # acct_b's job runs: the hold-back ends (gone: its job ended too), nothing is held any more
+    d3 = _round(testbed, cfg, tmp_path)
+    row = _rows(tmp_path)[held]
+    assert row["state"] == "gone" and f"the job it was for ({waiter}, acct_b) has started" in row["steps"][-1]["message"]
+    assert d3.get("held_at", {}) == {} and d3.get("held_back", {}) in ({}, {"acct_a": {}})
+    # what the hold-back wrote was slurm-fair's: not kept as a limit someone else set (it was, before)
+    assert "acct_a" not in d3.get("drift", {}), d3.get("drift")
+    testbed.wait_state(v100, "RUNNING", timeout=60)  # idle v100s, nobody else waits for them

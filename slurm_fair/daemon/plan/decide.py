@@ -12,7 +12,7 @@ from ...rounding import LastRound
 from .demand import (NEVER_MANAGED, ClassDemand, FreeGPUs, flexible_as_untyped, gpu_jobs, gpus_in_use,
                      held_elsewhere, job_class,
                      managed_accounts, observe_demand, parent_accounts, partition_view, received_gpus, waiting_gpus)
-from ..unrequeueable import hold_back
+from ..unrequeueable import HoldBack, hold_back
 from .eligible import not_demand
 from .limits import (Plan, drift, in_partitions, limit_changes, make_plan, pin_drift, site_bounded,
                      with_held_elsewhere)
@@ -55,6 +55,9 @@ class Decisions:
     # account -> why -> GPUs of its pending jobs that are not demand (held, dependency, begin-time, reservation)
     not_demand: dict[str, dict[str, int]] = field(default_factory=dict)
     held_back: dict[str, dict[str, int]] = field(default_factory=dict)  # limits lowered: unrequeueable jobs
+    # accounts held back across all their jobs (daemon/unrequeueable.py): type -> the most they may hold, and why
+    held_at: dict[str, dict[str, int]] = field(default_factory=dict)
+    held_why: dict[str, str] = field(default_factory=dict)
     drift: dict[str, dict[str, int]] = field(default_factory=dict)  # limits someone else set since (kept)
     in_force: dict[str, dict[str, int]] | None = None  # the limits Slurm holds after the round (None: the plan's)
     # GPU limits a store with no record faces: no limit is written until the admin adopts or clears them
@@ -69,15 +72,16 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
            deficits: Mapping[str, float], managed_before: set[str], last_ok_started: float | None, now: float,
            empty_alloc: Any, moving: Sequence[tuple[str, str, int]] = (),
            site: Mapping[str, Mapping[str, int]] | None = None,
-           held_back: Mapping[str, Mapping[str, int]] | None = None, last: LastRound | None = None,
+           held_back: HoldBack | Mapping[str, Mapping[str, int]] | None = None, last: LastRound | None = None,
            written: Mapping[str, Mapping[str, int]] | None = None) -> Decisions:
     """One round's decisions from the snapshot and the state carried from earlier rounds, with no side effects:
     demand per class, the problem and its allocation (``solve(problem) -> Allocation``; ``empty_alloc(built)``
     when nobody asks for GPUs), the plan (integer GPUs, limits), deficits and SiteFactors, limit changes, retypes
     and the untyped-request targets. ``moving``: upgrade moves in flight (``make_plan``). ``site``: the GPU
     limits accounts had before slurm-fair first changed them (:func:`.limits.site_bounded`). ``held_back``:
-    account -> type -> GPUs of its running jobs preemption could not requeue (``daemon/unrequeueable.py``): its
-    limits are lowered by them. ``last``: last round's ideal and guarantees (``make_plan``). ``written``: the
+    what open hold-backs do (``daemon/unrequeueable.py``: a :class:`HoldBack`, or account -> type -> GPUs of its
+    running jobs preemption could not requeue): its limits are lowered by them, and an account held back across
+    all its jobs may hold no more than it runs now. ``last``: last round's ideal and guarantees (``make_plan``). ``written``: the
     GPU limits slurm-fair last wrote (the store's): one that differs in Slurm now was set by someone else and is
     kept (:func:`.limits.drift`); an account leaving the managed set gets back only what slurm-fair wrote. Raises what the policy raises (SolverError, InputError)."""
     profiles = list(profiles)
@@ -118,8 +122,9 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     mine = set(managed)  # a pilot's (limits.accounts) plan has the other accounts too: they get no limit
     planned = {a: lim for a, lim in plan.limits.items() if a in known and a not in parents and a in mine}
     planned = with_held_elsewhere(planned, elsewhere)
-    if held_back:  # jobs preemption could not requeue hold their accounts back (daemon/unrequeueable.py)
-        planned = hold_back(planned, held_back, plan.capacity)
+    hb = held_back if isinstance(held_back, HoldBack) else HoldBack({a: dict(v) for a, v in (held_back or {}).items()})
+    if hb:  # jobs preemption could not requeue hold their accounts back (daemon/unrequeueable.py)
+        planned = hold_back(planned, hb, plan.capacity)
     planned, left_alone = site_bounded(planned, current, site or {}, managed_before, cfg.limits.site_limits)
     drifted = drift(current, written or {}, (managed_before | set(planned)) & known)
     planned = pin_drift(planned, drifted)
@@ -146,7 +151,8 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
                   factors=factors, factor_changes=factor_changes, factors_deferred=deferred, current=current,
                   planned=planned, changes=changes, retypes=retypes, targets={}, dt=dt, explored=explored,
                   reporting=frozenset(reporting), left_alone=tuple(left_alone),
-                  held_back={a: dict(v) for a, v in (held_back or {}).items()}, drift=drifted, in_force=in_force,
+                  held_back={a: dict(v) for a, v in hb.held.items()}, held_at={a: dict(v) for a, v in hb.frozen.items()},
+                  held_why=dict(hb.why), drift=drifted, in_force=in_force,
                   unrecorded=unrecorded,
                   not_demand=not_demand([j for j in gpu_jobs(snapshot, cfg.cluster.partitions)
                                          if j.account not in NEVER_MANAGED]))
