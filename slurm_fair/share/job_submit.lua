@@ -482,7 +482,9 @@ function SF.choose(ident, account, entry, gpus, loose, taken_at, pool, prefer)
 		end
 	end
 	if pick and prefer then
-		local alt, why = prefer(pick, gpus)
+		local alt, why = prefer(pick, gpus, function(t) -- idle now for this job, after what this map handed out
+			return pool ~= nil and pool[t] ~= nil and (all[t] or 0) + gpus <= pool[t]
+		end)
 		if alt then
 			pick, note = alt, why
 		end
@@ -507,10 +509,10 @@ end
 -- there, as Slurm's backfill plans it; seconds from `now`) plus the job's time limit `limit` (seconds) times
 -- the class's speed ratio, against `limit` on `pick` from its own expected start. Without a time limit
 -- (`limit` nil) only a faster type that can start it now is taken (the fastest such): it finishes the job
--- sooner whatever its length (Philly windows: 1-GPU jobs without limits typed k80 by room while p100 idled ran
--- 3-7x longer than under Slurm alone). Types in name order, the first of equal ones. Returns type, note or nil
--- (keep `pick`).
-function SF.by_completion(map, speed, pick, gpus, limit, allowed, now)
+-- sooner whatever its length — now: `#@soon` says so and `idle(t)` (the map's `#@free` GPUs there, less what
+-- this map handed out already) still has room for it. Types in name order, the first of equal ones. Returns
+-- type, note or nil (keep `pick`).
+function SF.by_completion(map, speed, pick, gpus, limit, allowed, now, idle)
 	if not (map.soon and speed) or (limit ~= nil and not (limit > 0)) then
 		return nil
 	end
@@ -546,7 +548,7 @@ function SF.by_completion(map, speed, pick, gpus, limit, allowed, now)
 				if c < cost then
 					cost, alt, wait = c, t, s
 				end
-			elseif s == 0 and (not alt or speed[t] > speed[alt]) then
+			elseif s == 0 and idle and idle(t) and (not alt or speed[t] > speed[alt]) then
 				alt, wait = t, 0
 			end
 		end
@@ -820,8 +822,8 @@ function SF.submit(job_desc, part_list, uid)
 	local prefer = nil
 	if speed then
 		local secs = (limit and limit > 0 and limit < 0xfffffffe) and limit * 60 or nil
-		prefer = function(pick, gpus)
-			return SF.by_completion(map, speed, pick, gpus, secs, allowed, SF.clock())
+		prefer = function(pick, gpus, idle)
+			return SF.by_completion(map, speed, pick, gpus, secs, allowed, SF.clock(), idle)
 		end
 	end
 	local gtype, note = SF.choose(SF.map_identity(map), key, entry, SF.job_gpus(job_desc),

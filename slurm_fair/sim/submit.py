@@ -7,7 +7,7 @@ are one instant, so nothing handed out carries over from one map to the next."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..daemon.plan import DEFAULT_TARGET
 
@@ -85,7 +85,8 @@ class SubmitMap:
                      and gpus <= block.get(t, gpus)
                      and (t not in block or t not in self.pool or every.get(t, 0) + gpus <= self.pool[t])), None)
         if pick is not None and class_key in self.speeds:
-            pick = self.by_completion(self.speeds[class_key], pick, gpus, float(limit) if limit else None, now) or pick
+            pick = self.by_completion(self.speeds[class_key], pick, gpus, float(limit) if limit else None, now,
+                                      lambda t: t in self.pool and every.get(t, 0) + gpus <= self.pool[t]) or pick
         loose = self.untyped.get(account, 0) if key == account else 0
         if pick is None and loose and spent.get(LOOSE, 0) + gpus <= loose:
             mapped = {t for k, v in self.lines.items() if "/" not in k for t, _n in v}
@@ -100,11 +101,12 @@ class SubmitMap:
         return pick
 
     def by_completion(self, speeds: Mapping[str, int], pick: str, gpus: int, limit: float | None,
-                      now: float) -> str | None:
+                      now: float, idle: Callable[[str], bool] | None = None) -> str | None:
         """The script's ``SF.by_completion``: another type for a job that got ``pick`` by room, where the class
         runs at under half its best speed there and the other type is expected to finish it sooner (its
         ``#@soon`` start plus ``limit`` × the speed ratio, against ``limit`` from ``pick``'s own start; without a
-        time limit, ``limit`` None: the fastest type that can start it now); types with a speed and a ``#@soon``
+        time limit, ``limit`` None: the fastest type that can start it now — ``#@soon`` says so and ``idle(t)``,
+        the map's ``#@free`` room less what it handed out, has room for it); types with a speed and a ``#@soon``
         line, by name, the first of equal ones; None: keep ``pick``."""
         names = sorted(t for t, v in speeds.items() if v > 0 and t in self.soon)
         best = max((speeds[t] for t in names), default=0)
@@ -116,7 +118,8 @@ class SubmitMap:
             return next((max(0.0, at - now) for n, at in self.soon.get(t, ()) if n >= gpus), None)
 
         if limit is None:  # nothing to compare: only where it starts now and runs faster, whatever its length
-            now_ok = [t for t in names if t != pick and speeds[t] > sp and start(t) == 0.0]
+            now_ok = [t for t in names if t != pick and speeds[t] > sp and start(t) == 0.0 and idle is not None
+                      and idle(t)]
             return max(now_ok, key=lambda t: speeds[t], default=None)  # (max keeps the first of equal ones)
         own = start(pick)
         cost, alt = (own or 0.0) + limit, None

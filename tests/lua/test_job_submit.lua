@@ -417,8 +417,17 @@ case("#@soon/#@speed: a job with a time limit is not typed onto a type slow for 
 	eq(typ("rec", 1, 600), "gres:gpu:v100:1", "1 GPU: v100 has room, kept")
 	-- without a time limit, a faster type that can start the job now still wins (whatever its length)
 	MAPTEXT = MAPTEXT:gsub("#@soon p100 1:1000,2:1000,4:1200", "#@soon p100 1:1000,2:1000,4:900")
+	eq(typ("rec", 4, nil), "gres:gpu:k80:4", "no time limit, p100 can start 4 now by #@soon but no #@free line")
+	MAPTEXT = "#@free p100:4,k80:4\n" .. MAPTEXT
 	eq(typ("rec", 4, nil), "gres:gpu:p100:4", "no time limit, p100 can start 4 now: p100, not k80")
 	has(slurm.user, "expected to finish it sooner", "the user is told why")
+	load(MAPTEXT) -- one map, two such jobs: the second finds p100's idle GPUs handed out, and keeps k80
+	slurm_fair_submit.clock = function() return 1000 end
+	local one = { account = "acct_a", name = "rec", tres_per_node = "gres:gpu:4" }
+	local two = { account = "acct_a", name = "rec", tres_per_node = "gres:gpu:4" }
+	submit(one)
+	submit(two)
+	eq(one.tres_per_node .. " " .. two.tres_per_node, "gres:gpu:p100:4 gres:gpu:k80:4", "p100's 4 idle GPUs go once")
 	eq(typ("rec", 4, 0xfffffffe), "gres:gpu:p100:4", "NO_VAL time limit: the same")
 	eq(typ("lm", 4, nil), "gres:gpu:k80:4", "no #@speed line for the class: typed by room")
 end)

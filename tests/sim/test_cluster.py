@@ -134,5 +134,7 @@ def test_the_simulated_job_submit_types_by_completion_as_the_script_does():
     assert m.by_completion(speeds, "k80", 4, 60.0, 1000.0) is None  # a 1-minute job: starting now wins
     assert m.by_completion(speeds, "k80", 4, None, 1000.0) is None  # no limit, p100 starts in 200 s: keep k80
     m.soon["p100"] = [(4, 900.0), (16, 9000.0)]  # p100 can start 4 now
-    assert m.by_completion(speeds, "k80", 4, None, 1000.0) == "p100"
-    assert m.by_completion(speeds, "p100", 4, None, 1000.0) is None  # p100 is not slow for it (600 >= 500)
+    assert m.by_completion(speeds, "k80", 4, None, 1000.0) is None  # ... by #@soon, but nothing says it is idle
+    assert m.by_completion(speeds, "k80", 4, None, 1000.0, lambda t: t == "p100") == "p100"
+    assert m.by_completion(speeds, "k80", 4, None, 1000.0, lambda t: False) is None  # handed out already
+    assert m.by_completion(speeds, "p100", 4, None, 1000.0, lambda t: True) is None  # p100 is not slow (600 >= 500)
