@@ -130,29 +130,74 @@ def _run_group(p: int):
     return solve_group(subset(vu, sp.rows(p), sp.capacity[p]))
 
 
+def _worker(groups: list[int], conn) -> None:
+    """In a forked child: solve ``groups`` and send ``("ok", [results])`` (or ``("error", text)``) as one message."""
+    import pickle
+
+    try:
+        msg = ("ok", [_run_group(p) for p in groups])
+    except BaseException as e:  # noqa: BLE001 - the parent solves the groups itself and raises there
+        msg = ("error", repr(e))
+    try:
+        conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
+    finally:
+        conn.close()
+
+
+def _forked(parts: int, processes: int, timeout: float) -> list | None:
+    """The groups solved in ``processes`` forked children (group k in child k mod processes), each with its own
+    pipe — no lock is shared with the children (a ``multiprocessing.Pool`` shares its queues' locks: a worker
+    killed while holding one left the pool's teardown waiting for ever, seen in a unit-test run). None when a
+    child fails, dies or is not done by ``timeout`` seconds: every child is then killed (SIGKILL: a child
+    deadlocked on a lock another thread of the parent held at the fork may ignore SIGTERM)."""
+    import multiprocessing as mp
+    import pickle
+    import time
+
+    try:
+        ctx = mp.get_context("fork")
+    except ValueError:
+        return None
+    n = min(int(processes), parts)
+    chunks = [list(range(k, parts, n)) for k in range(n)]
+    kids = []
+    try:
+        for chunk in chunks:
+            r, w = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_worker, args=(chunk, w), daemon=True)
+            proc.start()
+            w.close()
+            kids.append((proc, r, chunk))
+        out: dict[int, object] = {}
+        deadline = time.monotonic() + float(timeout)
+        for proc, r, chunk in kids:
+            if not r.poll(max(0.0, deadline - time.monotonic())):
+                return None
+            status, res = pickle.loads(r.recv_bytes())  # EOFError if the child died before it sent
+            if status != "ok":
+                return None
+            out.update(zip(chunk, res))
+        return [out[k] for k in range(parts)]
+    except (EOFError, OSError, pickle.UnpicklingError):
+        return None
+    finally:
+        for proc, r, _chunk in kids:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(5)
+            r.close()
+
+
 def solve_groups(vu: VirtualUsers, sp: Split, solve_group: Callable[[VirtualUsers], tuple], processes: int = 0) -> list:
-    """``solve_group(sub_vu)`` for every group (in group order); ``processes`` > 1: in forked workers."""
+    """``solve_group(sub_vu)`` for every group (in group order); ``processes`` > 1: in forked workers — past
+    GROUP_TIMEOUT_S, or if one fails or dies, the groups are solved in this process instead."""
     global _JOB
     if processes > 1 and sp.parts > 1:
-        import multiprocessing as mp
-
+        _JOB = (solve_group, vu, sp)
         try:
-            ctx = mp.get_context("fork")
-        except ValueError:
-            ctx = None
-        if ctx is not None:
-            _JOB = (solve_group, vu, sp)
-            try:
-                with ctx.Pool(min(int(processes), sp.parts)) as pool:
-                    # a forked worker can deadlock on a lock another thread of the parent held at the fork
-                    # (seen once in a CI run); past GROUP_TIMEOUT_S the groups are solved here instead
-                    res = pool.map_async(_run_group, range(sp.parts))
-                    try:
-                        return res.get(timeout=GROUP_TIMEOUT_S)
-                    except mp.TimeoutError:
-                        for w in list(getattr(pool, "_pool", ())):  # a deadlocked worker may not die of SIGTERM
-                            w.kill()
-                        pool.terminate()
-            finally:
-                _JOB = None
+            got = _forked(sp.parts, processes, GROUP_TIMEOUT_S)
+        finally:
+            _JOB = None
+        if got is not None:
+            return got
     return [solve_group(subset(vu, sp.rows(p), sp.capacity[p])) for p in range(sp.parts)]

@@ -196,3 +196,30 @@ def test_workers_that_hang_are_killed_and_the_groups_solved_here(monkeypatch):
     got = _partition.solve_groups(vu, sp, solve_group, processes=2)
     assert got == [len(sp.rows(k)) for k in range(sp.parts)] and sum(got) == vu.n
     assert time.monotonic() - t0 < 30
+
+
+def test_a_worker_that_dies_or_fails_leaves_the_groups_to_this_process():
+    """A forked worker that dies (os._exit) or raises: the groups are solved here, and nothing waits for ever (a
+    multiprocessing.Pool whose worker was killed while holding its queue's lock hung in its teardown in a unit-test
+    run; the workers are now plain forked processes with a pipe each)."""
+    import os
+
+    parent = os.getpid()
+    vu = small(3).virtual_users()
+    sp = _partition.split(vu, 2)
+
+    def dies(sub):
+        if os.getpid() != parent:
+            os._exit(3)
+        return sub.n
+
+    def fails(sub):
+        if os.getpid() != parent:
+            raise RuntimeError("boom in a worker")
+        return sub.n
+
+    want = [len(sp.rows(k)) for k in range(sp.parts)]
+    assert _partition.solve_groups(vu, sp, dies, processes=2) == want
+    assert _partition.solve_groups(vu, sp, fails, processes=2) == want
+    assert _partition.solve_groups(vu, sp, lambda sub: (os.getpid() != parent, sub.n), processes=2) == \
+        [(True, n) for n in want]  # healthy workers: solved in them
