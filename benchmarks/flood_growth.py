@@ -12,9 +12,10 @@ database:
 * ``rename flood``: the same jobs, every one under a new class name (``class=`` in its comment) before every
   round, as a user renaming 10 000 pending jobs would (issue 30: 9 982 ``class-folded`` events a round);
 * ``report flood``: the quiet run plus ``--reports`` EpilogSlurmctld records of CPU-only jobs of ``flood``
-  with a ``fair:tput`` report each (issue 30: the first harvest took 60 s), as the hooks' ingest stores them,
-  before the first round (their rows count in the growth); a round takes at most ``MAX_REPORTS_PER_ROUND`` of
-  them.
+  with a ``fair:tput`` report each (issue 30: the first harvest took 60 s), written to the hooks' spool as the
+  hook writes them (``jobrecord.write_record``; Slurm allocated them no GPU: ``gpu_info`` ``scontrol
+  AllocTRES``) before the first round; the rounds ingest them (a CPU-only record is counted and removed, not
+  stored: ``daemon/ingest.py``), and a round judges at most ``MAX_REPORTS_PER_ROUND`` reports of stored ones.
 
 Printed per run: the database's growth (file + WAL) over the rounds and per day (× 288 / rounds: a day of
 5-minute rounds; the report flood's records are a one-off of that day, so its day is the growth over the
@@ -36,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from slurm_fair import config  # noqa: E402
+from slurm_fair import config, jobrecord  # noqa: E402
 from slurm_fair.cli.table import render  # noqa: E402
 from slurm_fair.daemon.harvest import MAX_REPORTS_PER_ROUND  # noqa: E402
 from slurm_fair.daemon.round import run_round  # noqa: E402
@@ -81,7 +82,7 @@ def trace_jobs(flood_jobs: int) -> list[TraceJob]:
 def report_records(n: int, first_id: int) -> list[dict]:
     return [{"v": 1, "event": "end", "context": "epilog_slurmctld", "job_id": first_id + i, "restart_count": 0,
              "time": time.time(), "account": "flood", "user": "flood", "class": f"evil{i % 400}", "gpus": {},
-             "gpu_count": 0, "job_name": f"evil{i % 400}",
+             "gpu_count": 0, "gpu_info": "scontrol AllocTRES", "job_name": f"evil{i % 400}",
              "fair_tokens": f"fair:tput={9000000 + i}@1 fair:gpu=Tesla_V100-SXM2-16GB"} for i in range(n)]
 
 
@@ -111,8 +112,9 @@ def run(kind: str, rounds: int, flood_jobs: int, reports: int, policy: str, tmp:
     cluster.rename = kind == "rename flood"
     store.db.execute("pragma wal_checkpoint(truncate)")
     size0, rows0 = size(db), counts(store)
-    if kind == "report flood":  # the hook records count in the growth: the flood wrote them
-        store.upsert_job_records(report_records(reports, 10 ** 6))
+    if kind == "report flood":  # written to the spool as the hook writes them; the rounds ingest them
+        for rec in report_records(reports, 10 ** 6):
+            jobrecord.write_record(str(cfg.spool_path), rec)
     times = []
     try:
         for r in range(rounds):

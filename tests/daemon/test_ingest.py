@@ -233,3 +233,21 @@ def test_a_failing_database_moves_nothing_and_the_next_round_retries(tmp_path):
     assert res.read == 0 and res.bad == [] and "ProgrammingError" in res.error
     assert sorted(os.listdir(spool)) == ["30.0.start.prolog_slurmctld.json", "31.0.start.prolog_slurmctld.json"]
     assert ingest(Store(str(db)), spool).read == 2
+
+
+def test_cpu_only_records_are_counted_and_removed_not_stored(tmp_path):
+    """Issue 30's report flood: 20 000 end records of CPU-only jobs (with reports) grew the database by 12 MB and
+    took 100 rounds to judge. A controller record whose trusted TRES has no GPU is now counted and its file
+    removed; a record whose GPUs could not be read (gpu_info 'none: …', e.g. an untrusted header) and a node
+    hook's record are stored as before."""
+    store = Store(":memory:")
+    cpu = [rec(10 + i, "end", 5.0, gpus={}, fair_tokens="fair:tput=9000000@1") for i in range(3)]
+    unread = rec(20, "end", 5.0, gpus={}, count=0, gpu_info="none: scontrol: no field of its header is trusted")
+    node = rec(21, "end", 5.0, gpus={}, count=0, context="epilog_slurmd", gpu_info="slurmd: device indices")
+    gpu = rec(22, "end", 5.0)
+    spool = spool_with(tmp_path, *cpu, unread, node, gpu)
+    res = ingest(store, spool)
+    assert (res.read, res.cpu_only, res.bad, res.error) == (3, 3, [], "")
+    assert sorted({r["job_id"] for r in store.job_records()}) == [20, 21, 22]
+    assert not list(spool.glob("*.json"))  # every file consumed
+    assert res.as_dict()["cpu_only"] == 3
