@@ -12,6 +12,7 @@ from ...rounding import LastRound
 from .demand import (NEVER_MANAGED, ClassDemand, FreeGPUs, flexible_as_untyped, gpu_jobs, gpus_in_use,
                      held_elsewhere, job_class,
                      managed_accounts, observe_demand, parent_accounts, partition_view, received_gpus, waiting_gpus)
+from ..ownership import site_part
 from ..unrequeueable import hold_back
 from .eligible import not_demand
 from .limits import (Plan, drift, in_partitions, limit_changes, make_plan, pin_drift, site_bounded,
@@ -59,6 +60,8 @@ class Decisions:
     in_force: dict[str, dict[str, int]] | None = None  # the limits Slurm holds after the round (None: the plan's)
     # GPU limits a store with no record faces: no limit is written until the admin adopts or clears them
     unrecorded: dict[str, dict[str, int]] = field(default_factory=dict)
+    # the accounts' GPU limits now less those still as slurm-fair wrote them: what rounds record as site limits
+    site_now: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def plan_in_force(self) -> Plan:
         """The plan with the limits in force after the round: what retypes and the type map count room under."""
@@ -78,7 +81,7 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     limits accounts had before slurm-fair first changed them (:func:`.limits.site_bounded`). ``held_back``:
     account -> type -> GPUs of its running jobs preemption could not requeue (``daemon/unrequeueable.py``): its
     limits are lowered by them. ``last``: last round's ideal and guarantees (``make_plan``). ``written``: the
-    GPU limits slurm-fair last wrote (the store's): one that differs in Slurm now was set by someone else and is
+    GPU limits slurm-fair last wrote (the store's, with the ownership file's): one that differs in Slurm now was set by someone else and is
     kept (:func:`.limits.drift`); an account leaving the managed set gets back only what slurm-fair wrote. Raises what the policy raises (SolverError, InputError)."""
     profiles = list(profiles)
     elsewhere = held_elsewhere(snapshot, cfg.cluster.partitions)
@@ -120,7 +123,10 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     planned = with_held_elsewhere(planned, elsewhere)
     if held_back:  # jobs preemption could not requeue hold their accounts back (daemon/unrequeueable.py)
         planned = hold_back(planned, held_back, plan.capacity)
-    planned, left_alone = site_bounded(planned, current, site or {}, managed_before, cfg.limits.site_limits)
+    # the site's own limits now: what slurm-fair wrote, still as it wrote it, is not the site's (a new database
+    # beside the ownership file: daemon/ownership.py)
+    site_now = site_part(current, written or {})
+    planned, left_alone = site_bounded(planned, site_now, site or {}, managed_before, cfg.limits.site_limits)
     drifted = drift(current, written or {}, (managed_before | set(planned)) & known)
     planned = pin_drift(planned, drifted)
     changes = limit_changes(current, planned, managed_before & known, site or {}, written) if cfg.limits.manage else {}
@@ -147,7 +153,7 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
                   planned=planned, changes=changes, retypes=retypes, targets={}, dt=dt, explored=explored,
                   reporting=frozenset(reporting), left_alone=tuple(left_alone),
                   held_back={a: dict(v) for a, v in (held_back or {}).items()}, drift=drifted, in_force=in_force,
-                  unrecorded=unrecorded,
+                  unrecorded=unrecorded, site_now=site_now,
                   not_demand=not_demand([j for j in gpu_jobs(snapshot, cfg.cluster.partitions)
                                          if j.account not in NEVER_MANAGED]))
     return replace(d, targets=type_map(d, with_retypes(snapshot, retypes), cfg))
