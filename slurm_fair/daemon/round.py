@@ -128,7 +128,8 @@ def compute(snapshot: Snapshot, store: Store, cfg: Config, policy: str, now: flo
                     deficits=store.deficits(), managed_before=store.managed(), last_ok_started=_last_ok_started(store, None),
                     now=now, empty_alloc=lambda built: _empty_alloc(built, policy), moving=moving,
                     site=store.site_limits(), held_back=preemption.held_back(store, now, cfg, snapshot),
-                    last=_last_round(store) if cfg.policy.stable else None, written=ownership.merged(owned or {}, store.written()))
+                    last=_last_round(store) if cfg.policy.stable else None,
+                    written=ownership.merged(owned or {}, store.written()))
 
 
 def _last_round(store: Store) -> LastRound | None:

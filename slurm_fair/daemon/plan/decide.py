@@ -81,8 +81,9 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     limits accounts had before slurm-fair first changed them (:func:`.limits.site_bounded`). ``held_back``:
     account -> type -> GPUs of its running jobs preemption could not requeue (``daemon/unrequeueable.py``): its
     limits are lowered by them. ``last``: last round's ideal and guarantees (``make_plan``). ``written``: the
-    GPU limits slurm-fair last wrote (the store's, with the ownership file's): one that differs in Slurm now was set by someone else and is
-    kept (:func:`.limits.drift`); an account leaving the managed set gets back only what slurm-fair wrote. Raises what the policy raises (SolverError, InputError)."""
+    GPU limits slurm-fair last wrote (the store's, with the ownership file's): one that differs in Slurm now was
+    set by someone else and is kept (:func:`.limits.drift`); an account leaving the managed set gets back only
+    what slurm-fair wrote. Raises what the policy raises (SolverError, InputError)."""
     profiles = list(profiles)
     elsewhere = held_elsewhere(snapshot, cfg.cluster.partitions)
     snapshot = partition_view(snapshot, cfg.cluster.partitions)  # a partition pilot's GPUs and jobs
