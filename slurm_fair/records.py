@@ -165,6 +165,7 @@ class RoundDetails:
     status_file: str | None = field(default=None, metadata=OPTIONAL)
     status_file_private: str | None = field(default=None, metadata=OPTIONAL)
     status_file_error: str | None = field(default=None, metadata=OPTIONAL)
+    ownership_error: str | None = field(default=None, metadata=OPTIONAL)  # limits.ownership_file unusable
     other: Json = _field_dict()  # keys of another version, kept as they were
 
     def to_json(self) -> Json:

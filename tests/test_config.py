@@ -194,6 +194,8 @@ BAD = [
     ("limits", "site_limits", "\"keep\""),
     ("limits", "accounts", "[1]"),
     ("limits", "qos_accepted", "\"cap\""),
+    ("limits", "ownership_file", "1"),
+    ("limits", "ownership_file", '"x\\n"'),
     ("hooks", "spool", "1"),
     ("hooks", "spool", '" /var/spool "'),
     ("submit", "type_map", "3"),
@@ -384,3 +386,15 @@ def test_status_file_defaults_beside_the_database_and_can_be_moved_or_turned_off
     cfg = config.from_dict({"daemon": {"status_file": "pub/status.json"}}, base=tmp_path)
     assert cfg.status_path == tmp_path / "pub" / "status.json"
     assert config.from_dict({"daemon": {"publish_status": False, "status_file": "/x.json"}}).status_path is None
+
+
+def test_the_ownership_file_is_beside_the_database_folder_by_default_and_can_be_set_or_off(tmp_path):
+    """Issue 29: what slurm-fair wrote is kept where a lost database cannot take it along: by default not in the
+    database's folder but in a folder beside it; a path of its own (relative to the config) or "" (off)."""
+    assert config.from_dict({}).ownership_path == Path("/var/lib/slurm-fair-ownership/limits.json")
+    cfg = config.from_dict({"daemon": {"database": str(tmp_path / "db" / "sf.sqlite")}})
+    assert cfg.ownership_path == tmp_path / "db-ownership" / "limits.json"
+    assert cfg.ownership_path.parent != cfg.database_path.parent
+    own = config.from_dict({"limits": {"ownership_file": "own/limits.json"}}, base=tmp_path)
+    assert own.ownership_path == tmp_path / "own" / "limits.json"
+    assert config.from_dict({"limits": {"ownership_file": ""}}).ownership_path is None

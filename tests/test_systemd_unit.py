@@ -58,14 +58,18 @@ def _readme_paths() -> dict[str, str]:
 
 def test_everything_is_read_only_but_the_folders_it_writes():
     assert one("ProtectSystem") == "strict"
-    writable = [p.lstrip("-") for v in SERVICE["ReadWritePaths"] for p in v.split()]
-    state = "/var/lib/" + one("StateDirectory")
+    states = ["/var/lib/" + d for d in one("StateDirectory").split()]  # systemd makes them writable
+    writable = [p.lstrip("-") for v in SERVICE["ReadWritePaths"] for p in v.split()] + states
+    state = states[0]
     written = {
         "daemon.database": str(Path(Config().daemon.database).parent),  # the database, its lock, status.json
         "submit.type_map": str(Path(_readme_paths()["type_map"]).parent),
         "hooks.spool": str(Path(_readme_paths()["spool"]).parent),  # the records' folder and the spool's log
+        # what slurm-fair wrote, outside the database's folder (issue 29)
+        "limits.ownership_file": str(Config().ownership_path.parent),
     }
     assert written["daemon.database"] == state == written["submit.type_map"]
+    assert written["limits.ownership_file"] == states[1] != state
     for what, folder in written.items():
         assert any(folder == w or folder.startswith(w + "/") for w in writable), (what, folder, writable)
     for w in writable:  # no more than those

@@ -593,6 +593,9 @@ dry_run = false  # the testbed is for trying slurm-fair for real (a fresh site c
 [cluster]
 backend = "cli"
 
+[limits]
+ownership_file = "$LABIN/ownership/limits.json"  # in the lab (the default is beside the database's folder)
+
 [hooks]
 spool = "$LABIN/hooks-spool"
 

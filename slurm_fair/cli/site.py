@@ -88,6 +88,8 @@ def rollback_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
                        "slurm-fair wrote; left as they are: " + "; ".join(
                            f"{a} {','.join(f'{k}={v}' for k, v in sorted(ch.items()))}"
                            for a, ch in sorted(out["unrecorded"].items())), err=True)
+        if out.get("ownership_error"):
+            click.echo(f"{out['ownership_error']} (rolled back with what the database knows)", err=True)
         for what, why in sorted(out["failed"].items()):
             click.echo(f"failed: {what}: {why}", err=True)
     if out["failed"]:
@@ -208,7 +210,7 @@ def _unrecorded(config_path: str | None, as_json: bool, dry_run: bool, act: Any)
 
     cfg = config_mod.load(config_path)
     with _site_change(cfg, dry_run, "limits change") as (cluster, store):
-        out = act(cluster, store)
+        out = act(cluster, store, cfg)
     if as_json:
         click.echo(json.dumps(out, indent=2, sort_keys=True))
     else:
@@ -224,10 +226,12 @@ def _unrecorded(config_path: str | None, as_json: bool, dry_run: bool, act: Any)
 @handle_errors
 def limits_adopt_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> None:
     """Keep every account's GPU limits now as the site's own: recorded as its site limits (limits.site_limits
-    then respects or adopts them; rollback restores them); the rounds then write limits again."""
+    then respects or adopts them; rollback restores them); the rounds then write limits again. A limit still as
+    the ownership file (limits.ownership_file) says slurm-fair wrote it is slurm-fair's: not adopted."""
     from ..daemon import unrecorded
 
-    out = _unrecorded(config_path, as_json, dry_run, lambda c, st: unrecorded.adopt(c, st, dry_run=dry_run))
+    out = _unrecorded(config_path, as_json, dry_run,
+                      lambda c, st, cfg: unrecorded.adopt(c, st, dry_run=dry_run, ownership_path=cfg.ownership_path))
     if not as_json:
         click.echo(f"{'would adopt' if dry_run else 'adopted'}: {len(out['limits'])} account(s)"
                    + ("" if dry_run else f" ({len(out['recorded'])} recorded now)"))
@@ -240,11 +244,14 @@ def limits_adopt_cmd(config_path: str | None, dry_run: bool, as_json: bool) -> N
 @json_option
 @handle_errors
 def limits_clear_cmd(accounts: tuple[str, ...], config_path: str | None, dry_run: bool, as_json: bool) -> None:
-    """Clear the GPU limits of ACCOUNT... (an earlier install's, its database lost); non-GPU TRES untouched."""
+    """Clear the GPU limits of ACCOUNT... (an earlier install's, its database lost); non-GPU TRES untouched. Where
+    the ownership file (limits.ownership_file) has a record of the account, only the limits still as slurm-fair
+    wrote them are cleared (any other value is the site's: kept, listed under "kept")."""
     from ..daemon import unrecorded
 
     out = _unrecorded(config_path, as_json, dry_run,
-                      lambda c, st: unrecorded.clear(c, st, accounts, dry_run=dry_run))
+                      lambda c, st, cfg: unrecorded.clear(c, st, accounts, dry_run=dry_run,
+                                                          ownership_path=cfg.ownership_path))
     if not as_json:
         for what, why in sorted(out["failed"].items()):
             click.echo(f"failed: {what}: {why}", err=True)

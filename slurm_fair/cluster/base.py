@@ -182,6 +182,10 @@ class Cluster(ABC):
     def requeue_job(self, job_id: int) -> None:
         """Requeue a job (scontrol requeue)."""
 
+    def cluster_name(self) -> str:
+        """Slurm's ``ClusterName`` ("" where the backend names no cluster: the simulator, test doubles)."""
+        return ""
+
     def cancel_job(self, job_id: int) -> None:
         """Cancel a job (scancel): ``preemption.unrequeueable = "cancel"`` only."""
         from .errors import Unsupported

@@ -151,6 +151,9 @@ class PyslurmCluster(Cluster):
         return box["value"]
 
     # -- observation ---------------------------------------------------------------------------
+    def cluster_name(self) -> str:
+        return self._cluster_name or self._cli.cluster_name()
+
     def version(self) -> str:
         return self._version
 

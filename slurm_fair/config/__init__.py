@@ -33,6 +33,9 @@ __all__ = [
 DEFAULT_PATH = Path("/etc/slurm-fair/slurm-fair.toml")
 ENV_VAR = "SLURM_FAIR_CONFIG"
 STATUS_NAME = "status.json"  # the status file's name beside the database (daemon.status_file = "")
+# limits.ownership_file = "auto": <the database's folder><suffix>/<name> (/var/lib/slurm-fair-ownership/limits.json)
+OWNERSHIP_DIR_SUFFIX = "-ownership"
+OWNERSHIP_NAME = "limits.json"
 
 
 def resolve_path(explicit: str | os.PathLike | None) -> Path:
@@ -88,7 +91,10 @@ def from_dict(data: Mapping[str, Any], source: str = "defaults", base: Path | No
     status = None
     if sections["daemon"].publish_status:
         status = _optional_path(sections["daemon"].status_file, base) or db.parent / STATUS_NAME
-    return Config(**sections, source=source, database_path=db,
+    owned = sections["limits"].ownership_file
+    owned_path = (db.parent.with_name(db.parent.name + OWNERSHIP_DIR_SUFFIX) / OWNERSHIP_NAME if owned == "auto"
+                  else _optional_path(owned, base))
+    return Config(**sections, source=source, database_path=db, ownership_path=owned_path,
                   spool_path=_optional_path(sections["hooks"].spool, base),
                   type_map_path=_optional_path(sections["submit"].type_map, base),
                   nvml_map_path=_optional_path(sections["profiling"].nvml_map, base),

@@ -217,6 +217,16 @@ class LimitsConfig:
         'limits kept); "adopt" = slurm-fair manages it and each of its own limits stays an upper bound.\n'
         "`slurm-fair rollback` restores them either way.",
     )
+    ownership_file: str = key(
+        "auto", _path_or_empty,
+        "File where slurm-fair keeps, per cluster, account and GPU limit, the value it last wrote (written\n"
+        "with every limit change, atomically, 0640): a database lost or replaced cannot take it along, so a\n"
+        "new database tells slurm-fair's own limits (equal to the file's) from the site's, and rollback gives\n"
+        'back only what slurm-fair wrote. "auto" = limits.json in a folder beside the database\'s folder, named\n'
+        "after it with -ownership (/var/lib/slurm-fair-ownership/limits.json for the default database): not\n"
+        'the database\'s folder, which a reset or restore replaces; "" = off. A relative path is relative to\n'
+        "this file's folder.",
+    )
     qos_accepted: tuple[str, ...] = key(
         [], _str_list,
         "QOS whose GPU limits the site keeps on purpose: `slurm-fair preflight` then notes them instead of\n"
@@ -441,6 +451,8 @@ class Config:
     type_map_path: Path | None = None  # submit.type_map, resolved; None = do not publish
     nvml_map_path: Path | None = None  # profiling.nvml_map, resolved; None = the shipped map
     status_path: Path | None = None  # daemon.status_file, resolved (default: beside the database); None = off
+    # limits.ownership_file, resolved ("auto": beside the database's folder); None = off
+    ownership_path: Path | None = Path("/var/lib/slurm-fair-ownership/limits.json")
 
     def as_dict(self) -> dict[str, dict[str, Any]]:
         """Section -> key -> value, TOML/JSON friendly (tuples become lists)."""

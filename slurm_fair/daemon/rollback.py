@@ -5,8 +5,11 @@
   recorded had none) — but only where a limit is still what slurm-fair last wrote (the store's ``written``): a
   value someone set since is theirs and is left (``kept``, named), and so is one slurm-fair never wrote. Only
   what differs from what Slurm shows now is written; a GPU limit slurm-fair had set where the account had none
-  is cleared. Non-GPU TRES are never touched. A database that never ran a round (new, or the old one lost)
-  knows nothing slurm-fair wrote: the accounts with GPU limits are named (``unrecorded``), none is touched.
+  is cleared. Non-GPU TRES are never touched. What slurm-fair wrote is the database's record over the
+  ownership file's (``daemon/ownership.py``): a lost database's limits are still known from the file (a value
+  equal to the file's is taken back, any other kept and named), and the accounts given back leave the file. A
+  database that never ran a round with no ownership record knows nothing slurm-fair wrote: the accounts with GPU
+  limits are named (``unrecorded``), none is touched.
 * **SiteFactor**: every pending GPU job whose SiteFactor is still the one slurm-fair last set gets back the one
   it had before slurm-fair's first change (the store's ``site_factors``; 0 for most jobs); one the site set
   since is left. A store with no such record (an older version's factors) sets every one back to 0, as before.
@@ -28,7 +31,7 @@ from typing import Any, Iterable, Mapping
 from ..config import Config
 from ..cluster.base import CLEAR, Cluster, Snapshot
 from ..store import Store
-from . import plan as P
+from . import ownership, plan as P
 from .apply import apply_factors, apply_limits
 
 
@@ -86,16 +89,21 @@ def plan_rollback(snapshot: Snapshot, site: Mapping[str, Mapping[str, int]], man
 def run(cluster: Cluster, store: Store, cfg: Config, dry_run: bool = False) -> dict[str, Any]:
     """Roll back (module docstring); with ``dry_run`` only say what would change. Returns the report:
     ``limits`` {account: {key: value, -1 = clear}}, ``site_factors`` (jobs reset), ``type_map`` (file removed
-    or None), ``failed`` {account or 'site_factor' or 'type_map': cause}, ``dry_run``."""
+    or None), ``failed`` {account or 'site_factor' or 'type_map' or 'ownership_file': cause}, ``dry_run``,
+    ``ownership_file`` (its path, None: off) and ``ownership_error`` when it could not be read."""
     snapshot = cluster.snapshot()
-    rb = plan_rollback(snapshot, store.site_limits(), store.managed(), cfg.type_map_path, cfg, store.written(),
-                       store.factors_set())
+    owned, cluster_key = ownership.load_for(cluster, cfg.ownership_path)
+    rb = plan_rollback(snapshot, store.site_limits(), store.managed(), cfg.type_map_path, cfg,
+                       ownership.merged(owned.of(cluster_key or ""), store.written()), store.factors_set())
     never_ran = not store.rounds(limit=1, details=False)
     unrecorded = ({a.name: dict(a.limits) for a in snapshot.accounts if a.limits and a.name not in rb.accounts}
                   if never_ran else {})
     out: dict[str, Any] = {"dry_run": dry_run, "accounts": rb.accounts, "limits": rb.limits, "kept": rb.kept,
                            "unrecorded": unrecorded, "site_factors": sorted(rb.site_factors),
-                           "type_map": rb.type_map, "failed": {}}
+                           "type_map": rb.type_map, "failed": {},
+                           "ownership_file": None if owned.path is None else str(owned.path)}
+    if owned.error:  # a rollback with what the database alone knows; the file is named
+        out["ownership_error"] = owned.error
     if dry_run:
         return out
     applied = apply_limits(cluster, rb.limits)
@@ -111,6 +119,10 @@ def run(cluster: Cluster, store: Store, cfg: Config, dry_run: bool = False) -> d
         except OSError as e:
             out["failed"]["type_map"] = f"{rb.type_map}: {e.strerror or e}"
     restored = [a for a in rb.accounts if a not in applied.failed]
+    if cluster_key is not None:  # given back: they leave the ownership file
+        err = ownership.record(owned.path, cluster_key, {}, forget=restored)
+        if err:
+            out["failed"]["ownership_file"] = err
     with store.transaction():
         store.set_managed(sorted(set(store.managed()) - set(restored)))
         store.forget_site_limits(restored)

@@ -49,7 +49,7 @@ from ..records import RoundDetails
 from ..rounding import LastRound
 from ..store import Store
 from . import plan as P
-from . import preemption, publish
+from . import ownership, preemption, publish
 from .unrequeueable import without_hold_back
 from . import public as public_mod
 from . import bounded
@@ -112,8 +112,10 @@ def mark_interrupted(store: Store) -> int:
     return n
 
 
-def compute(snapshot: Snapshot, store: Store, cfg: Config, policy: str, now: float) -> P.Decisions:
-    """Everything a round decides (``plan.decide``, pure) from the snapshot and the state in the store. A
+def compute(snapshot: Snapshot, store: Store, cfg: Config, policy: str, now: float,
+            owned: Mapping[str, Mapping[str, int]] | None = None) -> P.Decisions:
+    """Everything a round decides (``plan.decide``, pure) from the snapshot and the state in the store (what
+    slurm-fair wrote: the store's over the ownership file's record ``owned``, ``daemon/ownership.py``). A
     policy that takes a warm start (``policies.takes_warm``) gets the one the last round saved; with
     ``[policy] stable`` the rounding gets the last ok round's ideal and guarantees (:func:`_last_round`)."""
     warm = _warm(store, policy, now)
@@ -126,7 +128,8 @@ def compute(snapshot: Snapshot, store: Store, cfg: Config, policy: str, now: flo
                     deficits=store.deficits(), managed_before=store.managed(), last_ok_started=_last_ok_started(store, None),
                     now=now, empty_alloc=lambda built: _empty_alloc(built, policy), moving=moving,
                     site=store.site_limits(), held_back=preemption.held_back(store, now, cfg, snapshot),
-                    last=_last_round(store) if cfg.policy.stable else None, written=store.written())
+                    last=_last_round(store) if cfg.policy.stable else None,
+                    written=ownership.merged(owned or {}, store.written()))
 
 
 def _last_round(store: Store) -> LastRound | None:
@@ -333,7 +336,8 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
         harvested = harvest(store, snapshot, cfg, round_id, now, kept=folded.kept if folded else None)
         pruned = bounded.maybe_prune(store, cfg, now, {j.job_id for j in snapshot.jobs}, round_id)
     try:
-        c = compute(snapshot, store, cfg, policy, now)
+        owned, cluster_key = ownership.load_for(cluster, cfg.ownership_path)
+        c = compute(snapshot, store, cfg, policy, now, owned.of(cluster_key or ""))
     except Exception as e:  # noqa: BLE001 - a solver/policy failure must not take the daemon down
         return finish(RoundResult(round_id, "solver-failed", policy, message=cause(e)))
     plan: P.Plan = c.plan
@@ -355,6 +359,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
             res.details.classes_folded_count = more
     if pruned is not None:
         res.details.pruned = pruned
+    res.details.ownership_error = owned.error  # unreadable: the round went on as with no record (named)
 
     applied_rows = []
     applied = Applied(ok={a: dict(ch) for a, ch in c.changes.items()})
@@ -371,7 +376,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
             print(f"slurm-fair: pausing {float(pause):g} s before apply (round {round_id})", file=sys.stderr, flush=True)
             time.sleep(float(pause))
         # what each account's limits were before slurm-fair first changes them: what rollback restores
-        _with_retry(lambda: store.record_site_limits({a: c.current.get(a, {}) for a in c.changes}, now=now))
+        _with_retry(lambda: store.record_site_limits({a: c.site_now.get(a, {}) for a in c.changes}, now=now))
         try:
             applied = apply_limits(cluster, c.changes)
             factors_set, factor_failed = apply_factors(cluster, c.factor_changes)
@@ -381,6 +386,11 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
             res.details.apply_error = str(e)
             return finish(res, details=res.details.to_json(), total_throughput=plan.total_throughput)
         res.limit_changes = applied.ok
+        # what slurm-fair wrote, kept outside the database too (before the database records it: a crash between
+        # leaves the file ahead, never behind); the store's record seeds a file that lacks it
+        if cluster_key is not None:
+            res.details.ownership_error = ownership.record(cfg.ownership_path, cluster_key,
+                                                           ownership.merged(store.written(), applied.ok))
         res.factor_changes = factors_set
         problems = []
         if applied.failed:
@@ -430,6 +440,8 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
                     old = applied.ok.get(a, {}).get(k, c.current.get(a, {}).get(k))
                     applied_rows.append({"round_id": round_id, "account": a, "key": k, "old": old, "new": v, "time": t})
 
+    if res.details.ownership_error:
+        res.message = (res.message + "; " if res.message else "") + res.details.ownership_error
     if record and cfg.status_path is not None:
         _publish_status(res, snapshot, c, cfg, dry_run, now, applied.ok if not dry_run else {})
     if not record:
@@ -484,6 +496,8 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
                 for key, msg in sorted(factor_failed.items()):
                     store.event("apply-failed", f"SiteFactor {key}: {msg}", round_id=round_id,
                                 job_id=int(key) if key.isdigit() else None)
+            if res.details.ownership_error is not None:
+                store.event("ownership", res.details.ownership_error, round_id=round_id)
             if res.details.status_file_error is not None:
                 store.event("status-file", f"writing the status file failed: {res.details.status_file_error}",
                             round_id=round_id)

@@ -122,6 +122,7 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
             "daemon": {"database": str(store_path or Path(tmp) / "sim.sqlite"), "period": float(round_s),
                        "dry_run": bool(dry_run)},
             "policy": {"name": policy},
+            "limits": {"ownership_file": ""},  # a simulated cluster's limits: nothing to keep outside the store
             "hooks": {"spool": str(Path(tmp) / "spool")},
             # moves need no reclaim: --upgrade alone moves the (checkpointing) jobs and preempts nothing else
             "preemption": {"enabled": bool(preemption), "upgrade": "checkpointing" if upgrade else "off"},

@@ -138,6 +138,6 @@ def test_a_store_with_no_record_facing_gpu_limits_writes_none():
     assert adopted.unrecorded == {} and "acct_b" in adopted.left_alone and adopted.changes
     assert decide({"acct_b": {"v100": 4}}, {}, {"acct_b"}).unrecorded == {}  # a store with records: as before
     assert decide(None, {}, set()).unrecorded == {}  # no store given (the simulator's first round …): as before
-    assert U.plan_clear(s, ["acct_b", "acct_a"]) == {"acct_b": {"v100": CLEAR, ANY_GPU: CLEAR}}
+    assert U.plan_clear(s, ["acct_b", "acct_a"]) == ({"acct_b": {"v100": CLEAR, ANY_GPU: CLEAR}}, {})
     with pytest.raises(Exception, match="no such account"):
         U.plan_clear(s, ["nobody"])

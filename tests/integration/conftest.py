@@ -282,6 +282,8 @@ class Testbed:
                 self.sacctmgr("modify", "account", "where", f"name={acct}", "set", f"GrpTRES={clear}")
             if share != str(ACCOUNTS[acct]):
                 self.sacctmgr("modify", "account", "where", f"name={acct}", "set", f"fairshare={ACCOUNTS[acct]}")
+        # the lab config's record of what slurm-fair wrote (limits.ownership_file) goes with the limits
+        (self.state_dir / "ownership" / "limits.json").unlink(missing_ok=True)
 
 
 def _start_testbed() -> Testbed:

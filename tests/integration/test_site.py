@@ -210,3 +210,25 @@ def test_a_new_database_facing_gpu_limits_writes_none_until_told_whose_they_are(
     _sf(testbed, cfg, "daemon", "--once")
     st = json.loads(_sf(testbed, cfg, "status", "--json").stdout)
     assert st["unrecorded"] == {} and _grptres(testbed, "acct_b") != ""  # the rounds write again
+
+
+def test_a_lost_database_beside_the_ownership_file_rolls_back_exactly_slurm_fairs_limits(testbed, tmp_path):
+    """Issue 29: a lost database took with it what slurm-fair had written: rollback then said "no GPU limit to
+    restore" and left every limit. The ownership file (limits.ownership_file, by default beside the database's
+    folder) keeps it: a new database's rollback clears exactly slurm-fair's own limits and keeps a hand-set one."""
+    cfg = _config(testbed, tmp_path)
+    _b_on_every_gpu_and_a_waits(testbed)
+    _sf(testbed, cfg, "daemon", "--once")
+    written = _grptres(testbed, "acct_b")
+    assert "gres/gpu:v100=3" in written, written
+    own = tmp_path.parent / f"{tmp_path.name}-ownership" / "limits.json"  # "auto": not the database's folder
+    assert [c["acct_b"]["v100"] for c in json.loads(own.read_text())["clusters"].values()] == [3]
+    hand = ",".join("gres/gpu:v100=1" if item == "gres/gpu:v100=3" else item for item in written.split(","))
+    testbed.sacctmgr("modify", "account", "where", "name=acct_b", "set", f"GrpTRES={hand}")
+    assert any(testbed.gpu_limits()[a] for a in ("acct_a", "acct_c"))  # slurm-fair wrote more than acct_b's
+    for p in tmp_path.glob("sf.sqlite*"):  # the database is lost
+        p.unlink()
+    out = json.loads(_sf(testbed, cfg, "rollback", "--json").stdout)
+    assert not out["failed"] and out["unrecorded"] == {} and out["kept"] == {"acct_b": {"v100": 1}}, out
+    assert {a: lim for a, lim in testbed.gpu_limits().items() if lim} == {"acct_b": {"v100": 1}}
+    assert json.loads(own.read_text())["clusters"] == {}  # given back: nothing of slurm-fair's is left

@@ -12,6 +12,7 @@ from ...rounding import LastRound
 from .demand import (NEVER_MANAGED, ClassDemand, FreeGPUs, flexible_as_untyped, gpu_jobs, gpus_in_use,
                      held_elsewhere, job_class,
                      managed_accounts, observe_demand, parent_accounts, partition_view, received_gpus, waiting_gpus)
+from ..ownership import site_part
 from ..unrequeueable import HoldBack, hold_back
 from .eligible import not_demand
 from .limits import (Plan, drift, in_partitions, limit_changes, make_plan, pin_drift, site_bounded,
@@ -62,6 +63,8 @@ class Decisions:
     in_force: dict[str, dict[str, int]] | None = None  # the limits Slurm holds after the round (None: the plan's)
     # GPU limits a store with no record faces: no limit is written until the admin adopts or clears them
     unrecorded: dict[str, dict[str, int]] = field(default_factory=dict)
+    # the accounts' GPU limits now less those still as slurm-fair wrote them: what rounds record as site limits
+    site_now: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def plan_in_force(self) -> Plan:
         """The plan with the limits in force after the round: what retypes and the type map count room under."""
@@ -81,9 +84,10 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     limits accounts had before slurm-fair first changed them (:func:`.limits.site_bounded`). ``held_back``:
     what open hold-backs do (``daemon/unrequeueable.py``: a :class:`HoldBack`, or account -> type -> GPUs of its
     running jobs preemption could not requeue): its limits are lowered by them, and an account held back across
-    all its jobs may hold no more than it runs now. ``last``: last round's ideal and guarantees (``make_plan``). ``written``: the
-    GPU limits slurm-fair last wrote (the store's): one that differs in Slurm now was set by someone else and is
-    kept (:func:`.limits.drift`); an account leaving the managed set gets back only what slurm-fair wrote. Raises what the policy raises (SolverError, InputError)."""
+    all its jobs may hold no more than it runs now. ``last``: last round's ideal and guarantees (``make_plan``).
+    ``written``: the GPU limits slurm-fair last wrote (the store's, with the ownership file's): one that differs in
+    Slurm now was set by someone else and is kept (:func:`.limits.drift`); an account leaving the managed set gets
+    back only what slurm-fair wrote. Raises what the policy raises (SolverError, InputError)."""
     profiles = list(profiles)
     elsewhere = held_elsewhere(snapshot, cfg.cluster.partitions)
     snapshot = partition_view(snapshot, cfg.cluster.partitions)  # a partition pilot's GPUs and jobs
@@ -125,7 +129,10 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     hb = held_back if isinstance(held_back, HoldBack) else HoldBack({a: dict(v) for a, v in (held_back or {}).items()})
     if hb:  # jobs preemption could not requeue hold their accounts back (daemon/unrequeueable.py)
         planned = hold_back(planned, hb, plan.capacity)
-    planned, left_alone = site_bounded(planned, current, site or {}, managed_before, cfg.limits.site_limits)
+    # the site's own limits now: what slurm-fair wrote, still as it wrote it, is not the site's (a new database
+    # beside the ownership file: daemon/ownership.py)
+    site_now = site_part(current, written or {})
+    planned, left_alone = site_bounded(planned, site_now, site or {}, managed_before, cfg.limits.site_limits)
     drifted = drift(current, written or {}, (managed_before | set(planned)) & known)
     planned = pin_drift(planned, drifted)
     changes = limit_changes(current, planned, managed_before & known, site or {}, written) if cfg.limits.manage else {}
@@ -153,7 +160,7 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
                   reporting=frozenset(reporting), left_alone=tuple(left_alone),
                   held_back={a: dict(v) for a, v in hb.held.items()}, held_at={a: dict(v) for a, v in hb.frozen.items()},
                   held_why=dict(hb.why), drift=drifted, in_force=in_force,
-                  unrecorded=unrecorded,
+                  unrecorded=unrecorded, site_now=site_now,
                   not_demand=not_demand([j for j in gpu_jobs(snapshot, cfg.cluster.partitions)
                                          if j.account not in NEVER_MANAGED]))
     return replace(d, targets=type_map(d, with_retypes(snapshot, retypes), cfg))
