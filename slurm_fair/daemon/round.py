@@ -439,6 +439,9 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
                 for k, v in ch.items():
                     old = applied.ok.get(a, {}).get(k, c.current.get(a, {}).get(k))
                     applied_rows.append({"round_id": round_id, "account": a, "key": k, "old": old, "new": v, "time": t})
+            if cluster_key is not None and held.get("accounts"):  # ... and in the ownership file
+                res.details.ownership_error = ownership.record(
+                    cfg.ownership_path, cluster_key, held["accounts"]) or res.details.ownership_error
 
     if res.details.ownership_error:
         res.message = (res.message + "; " if res.message else "") + res.details.ownership_error
