@@ -715,3 +715,12 @@ def test_retypes_and_the_plan_count_room_under_the_limits_in_force():
     held = decide({"acct_a": {"v100": 0}})
     assert "acct_a" in held.left_alone and held.plan_in_force().limits["acct_a"] == {"v100": 0}
     assert {m.job_id: m.new_type for m in held.retypes} == {11: "v100"}  # acct_a's limit has no V100 room
+
+
+def test_a_folded_jobs_copy_equals_dataclasses_replace():
+    """classcap._with_class (a fast copy for rename floods) gives what ``replace(job, cls=...)`` gives."""
+    from slurm_fair.daemon.plan.classcap import _with_class
+
+    j = job(7, "acct_a", 2, "v100", comment="class=x123 fair:flex", reason="Resources")
+    got = _with_class(j, "default")
+    assert got == replace(j, cls="default") and got is not j and j.cls is None and got.cls == "default"
