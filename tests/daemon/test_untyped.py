@@ -14,6 +14,7 @@ import pytest
 from slurm_fair.cluster.base import ANY_GPU, Account, Job, Node, Snapshot
 from slurm_fair.daemon import plan as P
 from slurm_fair.daemon import publish
+from slurm_fair.daemon.plan.backfill import queue_starts, snapshot_plan
 from slurm_fair.daemon.plan.typemap import frees_in, untyped_room, worth_moving
 
 REPO = Path(__file__).resolve().parents[2]
@@ -540,3 +541,28 @@ def test_class_lines_mark_the_types_a_class_is_slow_on_and_such_a_job_is_never_l
     c.set_type_map({"acct_a": full, "acct_a/resnet18": t["acct_a/resnet18"], "acct_a/lm": t["acct_a/lm"]})
     c.advance(1.0)
     assert [c.jobs[i].requested for i in (1, 2)] == ["a100", None]
+
+
+def test_a_job_behind_others_waits_for_its_own_type_as_backfill_plans_the_queue():
+    """90 % seed 1 (issue 28): an 8-GPU job behind another 8-GPU job on a 12-GPU type its running jobs hold. The
+    running jobs alone never free the 16 GPUs the two need (``frees_in`` said ``inf``, so the job was moved to
+    K80, 6.8x slower); backfill's plan of the queue starts the first at 1 h (for 1 h) and this one at 2 h: it
+    stays for P100. Where nothing known frees its own type, it still moves."""
+    nodes = (Node("p100-1", ("ALLOCATED",), ("gpu",), {"p100": 4}, {"p100": 4}),
+             Node("p100-2", ("ALLOCATED",), ("gpu",), {"p100": 4}, {"p100": 4}),
+             Node("p100-3", ("ALLOCATED",), ("gpu",), {"p100": 4}, {"p100": 4}),
+             Node("k80-1", ("IDLE",), ("gpu",), {"k80": 4}, {}), Node("k80-2", ("IDLE",), ("gpu",), {"k80": 4}, {}))
+    running = [_replace(job(100 + i, "acct_b", 4, "p100", "RUNNING", alloc={"p100": 4}), start_time=0,
+                        time_limit=120, node_gpus={f"p100-{i + 1}": 4}) for i in range(3)]
+    ahead = _replace(job(10, "acct_b", 8, "p100", submit=1), time_limit=60, site_factor=10)
+    r18 = _replace(flex(1, "resnet18", 24 * 60, gpus=8), gpus_per_node=8)
+    p = P.Plan(capacity={"p100": 12, "k80": 8}, accounts=("acct_a", "acct_b"), ideal_class={}, ideal={},
+               deviation_before={}, real={}, deviations={}, extra={}, limits={}, min_gpus={}, demand={}, claims={},
+               lend=True)
+    s = Snapshot("24.11.5", H, nodes, tuple(running) + (ahead, r18),
+                 (Account("acct_a", 1, {}), Account("acct_b", 1, {})), ("gpu",))
+    assert frees_in(s, "p100", 8 + 8) == float("inf")  # what the move used to wait for
+    assert queue_starts(snapshot_plan(s), [(10, "p100", 8, 3600.0), (1, "p100", 8, 86400.0)]) == {10: H, 1: 2 * H}
+    assert P.retype_moves(p, s, throughput=SLOW_THR) == []
+    forever = _replace(s, jobs=tuple(_replace(j, time_limit=None) for j in running) + (ahead, r18))
+    assert [(m.job_id, m.new_type) for m in P.retype_moves(p, forever, throughput=SLOW_THR)] == [(1, "k80")]

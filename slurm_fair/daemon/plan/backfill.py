@@ -118,6 +118,50 @@ class Plan:
             bisect.insort(self.reserved[x], (s, e))
 
 
+def snapshot_plan(snapshot: Snapshot, partitions: Sequence[str] = ()) -> Plan:
+    """The backfill plan of a snapshot: GPUs free now per node, and the running jobs' GPUs coming back on their
+    nodes at their expected ends (start + time limit; past it: in ``PAST_LIMIT_S``). A job without a time limit,
+    or whose GPUs per node the snapshot does not give, holds its GPUs for ever."""
+    free = FreeGPUs.of(snapshot, partitions)
+    return Plan(float(snapshot.taken_at), free.free, free.size, _holds(snapshot, free))
+
+
+def _holds(snapshot: Snapshot, free: FreeGPUs) -> Iterable[tuple[float, str, str, int]]:
+    """``(expected end, node, type, GPUs)`` of the running jobs whose end and GPUs per node are known."""
+    now = float(snapshot.taken_at)
+    for j in snapshot.jobs:
+        if not j.running or not j.node_gpus or len(j.gpus_allocated) != 1 or j.start_time is None \
+                or j.time_limit is None:
+            continue
+        t = next(iter(j.gpus_allocated))
+        end = float(j.start_time) + 60.0 * float(j.time_limit)
+        for x, c in j.node_gpus.items():
+            if x in free.size:
+                yield end if end > now else now + PAST_LIMIT_S, x, t, int(c)
+
+
+def queue_starts(plan: Plan, queue: Iterable[tuple[int, str, int, float]], limit: int = 500) -> dict[int, float]:
+    """Job id -> seconds from ``plan.now`` until it could start, for the pending jobs of ``queue`` — ``(job id,
+    type, GPUs, run seconds)`` in priority order, each typed — as backfill plans them: each starts now where it
+    delays no reservation of a job ahead of it, else reserves its earliest window on its type (run seconds
+    ``inf``: held for ever); ``inf`` where no known end frees enough. At most ``limit`` jobs (Slurm's
+    ``bf_max_job_test``); the rest are left out. ``plan`` is changed."""
+    out: dict[int, float] = {}
+    for job_id, t, n, d in list(queue)[:limit]:
+        where = plan.fits_now(t, n, d) if plan.free_now(t) >= n else None
+        if where is not None:
+            plan.start(t, where, d)
+            out[job_id] = 0.0
+            continue
+        r = plan.earliest(t, n, d)
+        if r is None:
+            out[job_id] = INF
+            continue
+        plan.reserve(r[1], r[0], d)
+        out[job_id] = r[0] - plan.now
+    return out
+
+
 def sizes_for(capacity: int) -> tuple[int, ...]:
     """The job sizes (GPUs) :func:`expected_starts` estimates for a type of ``capacity`` GPUs: 1, 2, 4, … up to
     the capacity (and the capacity itself); a job of another size reads the next larger one."""
@@ -142,16 +186,8 @@ def expected_starts(snapshot: Snapshot, types: Sequence[str], partitions: Sequen
     now = float(snapshot.taken_at)
     free = FreeGPUs.of(snapshot, partitions)
     back: dict[tuple[str, str], list[tuple[float, int]]] = {}  # (node, type) -> (time GPUs come back, GPUs)
-    for j in snapshot.jobs:
-        if not j.running or not j.node_gpus or len(j.gpus_allocated) != 1 or j.start_time is None \
-                or j.time_limit is None:
-            continue
-        t = next(iter(j.gpus_allocated))
-        end = float(j.start_time) + 60.0 * float(j.time_limit)
-        end = end if end > now else now + PAST_LIMIT_S
-        for x, c in j.node_gpus.items():
-            if x in free.size:
-                back.setdefault((x, t), []).append((end, int(c)))
+    for end, x, t, c in _holds(snapshot, free):
+        back.setdefault((x, t), []).append((end, c))
     out: dict[str, dict[int, int]] = {}
     for t in types:
         nodes = [x for x in sorted(free.size) if free.size[x].get(t, 0) > 0]
