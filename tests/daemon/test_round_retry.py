@@ -3,6 +3,7 @@ tried again, and a lock that outlasts every attempt raises (the daemon loop logs
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 import threading
 import time
@@ -71,4 +72,35 @@ def test_an_unexpected_exception_is_recorded_on_its_round_and_the_next_round_run
     assert [rows[r.round_id]["status"] for r in (first, second)] == ["error", "error"]
     msg = rows[first.round_id]["message"]
     assert msg.startswith("round failed: ZeroDivisionError: division by zero (test_round_retry.py:"), msg
+    store.close()
+
+
+class _GcWatcher(_BrokenCluster):
+    """Records whether Python's cyclic collector ran automatically while the round took its snapshot."""
+
+    seen: list[bool] = []
+
+    def snapshot(self):
+        _GcWatcher.seen.append(gc.isenabled())
+        return super().snapshot()
+
+
+def test_the_round_pauses_automatic_collection_and_restores_it_even_when_it_fails(tmp_path):
+    """Issue 30's rename flood: automatic collections over a round's objects were most of the flood's extra time;
+    the round pauses them and collects once at its end — and a failing round must not leave them off."""
+    from slurm_fair import config as config_mod
+
+    f = tmp_path / "c.toml"
+    f.write_text('[daemon]\ndatabase = "db.sqlite"\n')
+    cfg = config_mod.load(f)
+    store = Store(cfg.database_path)
+    assert gc.isenabled()
+    assert R.run_round(_GcWatcher(), store, cfg).status == "error"
+    assert _GcWatcher.seen == [False] and gc.isenabled()
+    gc.disable()  # a caller that had it off keeps it off
+    try:
+        R.run_round(_GcWatcher(), store, cfg)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
     store.close()
