@@ -53,11 +53,13 @@ def _note_folded(store: Store, acct: str, classes: Iterable[str], cap: int, roun
     data = json.loads(row[1] or "{}") if row else {}
     names = list(data.get("classes") or [])
     count = int(data.get("count") or len(names))
-    for c in classes:
-        if c not in names:
+    seen = set(names)
+    for c in classes:  # (a set: a rename flood folds 10 000 names a round)
+        if c not in seen:
             count += 1
             if len(names) < FOLD_NAMES:
                 names.append(c)
+                seen.add(c)
     if row and count == int(data.get("count") or len(names)) and names == list(data.get("classes") or []):
         return  # nothing new today
     shown = ", ".join(repr(c) for c in names) + (f" and {count - len(names)} more" if count > len(names) else "")
