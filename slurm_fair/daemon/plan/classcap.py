@@ -34,30 +34,35 @@ def fold(snapshot: Snapshot, order: Iterable[str], cap: int, known: set[tuple[st
     class) with stored values of the account; ``site_classes``: classes with site-wide or shipped values."""
     order = tuple(order)
     first: dict[str, dict[str, int]] = {}
-    cls_of: dict[int, str] = {}
+    cls_of: list[str | None] = []  # per job of the snapshot, in order: its class (None: neither pending nor running)
     for j in snapshot.jobs:
-        if not (j.pending or j.running):
+        if j.state != "PENDING" and j.state != "RUNNING":
+            cls_of.append(None)
             continue
         c = job_class(j, order)
-        cls_of[j.job_id] = c
+        cls_of.append(c)
         if c != DEFAULT_CLASS:
-            per = first.setdefault(j.account, {})
-            per[c] = min(per.get(c, j.submit_time), j.submit_time)
+            per = first.get(j.account)
+            if per is None:
+                per = first[j.account] = {}
+            t = per.get(c)
+            if t is None or j.submit_time < t:
+                per[c] = j.submit_time
     kept: dict[str, tuple[str, ...]] = {}
     folded: dict[str, tuple[str, ...]] = {}
     for acct, classes in first.items():
+        if len(classes) <= cap:
+            kept[acct] = tuple(sorted(classes))
+            continue
         ranked = sorted(classes, key=lambda c: (not ((acct, c) in known or c in site_classes), classes[c], c))
         kept[acct] = tuple(sorted(ranked[:cap]))
-        if len(ranked) > cap:
-            folded[acct] = tuple(sorted(ranked[cap:]))
+        folded[acct] = tuple(sorted(ranked[cap:]))
     if not folded:
         return Folded(snapshot, {}, kept)
     gone = {a: set(cs) for a, cs in folded.items()}  # sets: a flood folds thousands of names a round
-    out: list[Job] = []
-    for j in snapshot.jobs:
-        c = cls_of.get(j.job_id)
-        out.append(_with_class(j, DEFAULT_CLASS) if c is not None and c in gone.get(j.account, ()) else j)
-    return Folded(replace(snapshot, jobs=tuple(out)), folded, kept)
+    out = tuple(_with_class(j, DEFAULT_CLASS) if c is not None and j.account in gone and c in gone[j.account] else j
+                for j, c in zip(snapshot.jobs, cls_of))
+    return Folded(replace(snapshot, jobs=out), folded, kept)
 
 
 def _with_class(j: Job, cls: str) -> Job:
