@@ -62,7 +62,7 @@ class Filled:
     x: np.ndarray  # (n, k) GPUs
     frozen: np.ndarray  # (n,) bool: frozen before the last level (capped / bottleneck)
     cap_binding: np.ndarray  # (n,) bool: one of its caps had a positive dual in the stage LP it froze in
-    level: float  # the last common level (u_l / r_l of the classes never frozen), unscaled
+    level: float  # the last common level (u_l / r_l of the classes never frozen), unscaled; stopped early: the highest frozen level
     stages: int  # stage LPs
     lps: int  # LP solves in all (stages, batch tries, final)
 
@@ -202,9 +202,10 @@ def _first_columns(a: np.ndarray, dem: np.ndarray, cap: np.ndarray, usable: np.n
 
 
 def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.ndarray, type_cap: np.ndarray,
-         what: str = "progressive filling") -> Filled:
+         what: str = "progressive filling", common_stop: bool = False) -> Filled:
     """Progressive filling of u_l / ref_l (see the module docstring). Rows with ref <= 0 or demand <= 0 get
-    nothing and count as frozen."""
+    nothing and count as frozen. ``common_stop`` (oef-noncoop): stop as soon as eq. 9's common level is
+    decided (:func:`_common_decided`); the result then holds the leximin levels below that level only."""
     import highspy
 
     speed = np.asarray(speed, dtype=float)
@@ -386,6 +387,8 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
                 x_last[...] = x_now()  # holds every frozen level, also those frozen just below
                 for i in np.flatnonzero(active & (bound <= t)):
                     freeze(int(i), float(bound[i]))
+                if decided():
+                    return
                 m *= 2
             else:
                 # too far. An optimal try still proves the lemma for t' = t (its point holds every
@@ -395,6 +398,8 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
                     unfreeze(int(i))
                 if keep.size:
                     x_last[...] = x_now()
+                    if decided():
+                        return
                 if m == 1:
                     set_t_bound()
                     return
@@ -425,12 +430,19 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         low = act0 & (flevel < top * (1 - 1e-9))
         return bool(at_caps(x, speed, demand, type_cap)[low].all())
 
+    def decided() -> bool:
+        return common_stop and _common_decided(x_last, speed, demand, type_cap, ~active & act0)
+
     level = 0.0
+    stopped = False
     budget_cap = capacity / s
     while active.any():
         if lps and np.isfinite(bound[active]).any():  # the cold first solve is a stage: a pinned class makes it harder
             batch()
             if not active.any():
+                break
+            if decided():
+                stopped = True
                 break
         set_t_bound()
         stages += 1
@@ -460,6 +472,9 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
             freeze(i, t)
         if not active.any():
             break
+        if decided():
+            stopped = True
+            break
         # price bounds from the capacity duals
         p = np.zeros(k)
         rd = np.asarray(sol.row_dual)
@@ -470,7 +485,7 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         pb = _price_bounds(A, p, float(p @ budget_cap), need, np.where(np.isfinite(dem_s), dem_s, np.inf))
         nb = np.maximum(pb, t)
         bound = np.where(active, np.minimum(bound, nb), bound)
-    if not active.any() and not _final_ok(x_last):  # everybody froze; the last stage's point holds every level
+    if not stopped and not active.any() and not _final_ok(x_last):  # everybody froze; the last stage's point holds every level
         set_t_bound()
         # The levels are now fixed (the leximin vector is unique); among the points that hold them, prefer
         # classes at their caps: maximize GPUs used, relative to each class's demand and per-type caps.
@@ -483,9 +498,18 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         x_last[...] = x_now()
     if not active.any():
         level = float(flevel[act0].max())
+    if stopped:
+        level = float(flevel[~active & act0].max())
     x_out = x_last
     frozen_out = ~active | ~act0
     return Filled(x_out, frozen_out, capfz, level * T0, stages, lps)
+
+
+def _common_decided(x: np.ndarray, speed: np.ndarray, demand: np.ndarray, type_cap: np.ndarray,
+                    frozen: np.ndarray) -> bool:
+    """Eq. 9's common level is decided at the point ``x`` of the filling: some frozen class is below its caps
+    in ``x``. (See :func:`fill`'s ``common_stop``; the proof is in ``oef_noncoop``'s module docstring.)"""
+    return bool((frozen & below_caps(x, speed, demand, type_cap)).any())
 
 
 def at_caps(x: np.ndarray, speed: np.ndarray, demand: np.ndarray, type_cap: np.ndarray, tol: float = _CAP_TOL) -> np.ndarray:

@@ -289,7 +289,7 @@ def test_leave_one_out_by_parameters_equals_a_program_built_without_the_bidder()
         W = rng.uniform(100.0, 5000.0, n)
         w = rng.choice([1.0, 2.0], n)
         m = pa.Market(S, w, free, room_d, room_t, u0, el, W)
-        _, c = pa.auction(m)
+        c = pa.auction(m).c
         for i in range(n):
             rest = np.delete(np.arange(n), i)
             mi = pa.Market(S[rest], w[rest], free, room_d[rest], room_t[rest], u0[rest], el[rest], W[rest])
@@ -321,3 +321,83 @@ def test_rounds_keep_every_running_lease_and_stay_within_caps(problem, f, dts):
                     run[keys.index(app), vu.gpu_types.index(g)] += gpus
             assert (r.x >= run - 1e-6).all()
         w = json.loads(json.dumps(r.warm))
+
+
+def test_a_stalled_leave_one_out_program_is_solved_as_built_without_the_bidder(monkeypatch):
+    # CLARABEL stalled on parametrized leave-one-out programs (bidder in with weight 0, no utility) at 1 000
+    # tenants without demands; should one fail, the program built from the others is solved: the same c
+    from slurm_fair.errors import SolverError
+    from slurm_fair.policies import _themis_pa as pa
+
+    rng = np.random.default_rng(11)
+    n, k = 5, 3
+    S = rng.uniform(1.0, 5.0, (n, k))
+    m = pa.Market(S, rng.choice([1.0, 2.0], n), np.array([2.0, 3.0, 1.0]), np.where(rng.random(n) < 0.5, 2.0, np.inf),
+                  np.full((n, k), np.inf), np.zeros(n), rng.uniform(0.0, 500.0, n), rng.uniform(100.0, 900.0, n))
+    want = pa.auction(m)
+    assert want.rebuilt == 0
+    real = pa.Cells.solve
+
+    def stall(self, present=None, solver=None):
+        if present is not None and not np.asarray(present).all() and self.m.n == n:
+            raise SolverError("stalled (test)")
+        return real(self, present, solver)
+
+    monkeypatch.setattr(pa.Cells, "solve", stall)
+    got = pa.auction(m)
+    assert got.rebuilt == n
+    np.testing.assert_allclose(got.c, want.c, rtol=1e-6)
+    np.testing.assert_allclose(got.g_pf, want.g_pf, atol=1e-9)
+    mi = m.without(2)
+    assert mi.n == n - 1 and np.array_equal(mi.A, np.delete(m.A, 2, axis=0)) and np.array_equal(mi.c, m.c)
+
+
+def _dense_auction(m):
+    """The auction as before issue 31: every program over all cells (``Program``), for comparison."""
+    from slurm_fair.policies import _themis_pa as pa
+
+    prog = pa.Program(m)
+    y, opt = prog.solve()
+    out = np.empty(m.n)
+    for i in range(m.n):
+        pres = np.ones(m.n, dtype=bool)
+        pres[i] = False
+        out[i] = prog.solve(pres)[1]
+    return y * m.c[None, :], np.exp(np.minimum((opt - m.w * m.g(m.utilities(y)) - out) / m.w, 0.0))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_auction_on_the_cells_that_matter_equals_the_program_over_all_cells(seed):
+    # column generation (a subset of the cells, checked with the duals, grown until no cell would enter)
+    # gives the optimal values of the programs over all cells: the same c and G_pf as the dense programs
+    from slurm_fair.policies import _themis_pa as pa
+
+    rng = np.random.default_rng([31, seed])
+    n, k = int(rng.integers(6, 30)), int(rng.integers(2, 8))
+    S = np.cumprod(rng.uniform(1.0, 2.5, (n, k)), axis=1) * (rng.random((n, k)) < 0.85)
+    S[:, 0] = np.maximum(S[:, 0], 1.0)
+    free = rng.integers(1, 8, k).astype(float)
+    room_d = np.where(rng.random(n) < 0.5, rng.integers(1, 6, n).astype(float), np.inf)
+    room_t = np.where(rng.random((n, k)) < 0.2, rng.integers(1, 3, (n, k)).astype(float), np.inf)
+    u0 = np.where(rng.random(n) < 0.3, rng.uniform(0.0, 3.0, n), 0.0) if seed % 2 else np.zeros(n)
+    el = np.where(rng.random(n) < 0.5, rng.uniform(0.0, 2000.0, n), 0.0) if seed % 3 else np.zeros(n)
+    m = pa.Market(S, rng.choice([1.0, 2.0], n), free, room_d, room_t, u0, el, rng.uniform(100.0, 5000.0, n))
+    got = pa.auction(m)
+    g_ref, c_ref = _dense_auction(m)
+    np.testing.assert_allclose(got.c, c_ref, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(m.utilities(got.g_pf / m.c[None, :]), m.utilities(g_ref / m.c[None, :]), rtol=1e-6)
+    assert got.rebuilt == 0
+
+
+def test_philly_auction_uses_few_cells_and_equals_the_dense_programs():
+    from benchmarks.philly import instance
+    from slurm_fair.policies import _themis_pa as pa
+
+    vu = instance(60, 10, 1).virtual_users()
+    b = np.arange(0, vu.n, 3)
+    m = pa.Market(vu.speed[b], vu.weight[b], vu.capacity, vu.demand[b], vu.type_cap[b], np.zeros(b.size),
+                  np.zeros(b.size), np.full(b.size, 1000.0))
+    got = pa.auction(m)
+    assert got.cells < 0.5 * m.n * m.k
+    g_ref, c_ref = _dense_auction(m)
+    np.testing.assert_allclose(got.c, c_ref, rtol=1e-6, atol=1e-9)
