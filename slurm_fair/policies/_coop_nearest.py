@@ -1,0 +1,116 @@
+"""Second stage of cooperative OEF (eq. 10): of the optima, the one nearest in L1 to a previous allocation.
+
+Module ``._stable`` explains why; the first stage is :mod:`._coop_fast`. Envy rows are in the aggregated form of
+:mod:`._coop_classes` (one variable t per speed direction shared by two users or more; the same feasible set).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import SolverError
+from ..stdio import new_highs
+from . import _coop_classes as _cc
+from ._stable import add_distance_rows
+
+STABLE_REL = 1e-12  # second stage: relative slack of the first objective (HiGHS tolerances are 1e-9 absolute)
+_STABLE_TOL = 1e-9  # second stage: envy violation (scaled units) accepted as satisfied
+
+
+def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev: np.ndarray,
+            rows: _cc.EnvyModel | None = None, cuts_per_user: int = 2, max_rounds: int = 10_000,
+            aggregate: bool = True) -> tuple[np.ndarray, int]:
+    """Second stage for cooperative OEF (eq. 10 on ``S``, ``w``, ``c``): of the allocations with total
+    throughput >= (1 - STABLE_REL) * S.x_opt that are envy-free, the one with the least L1 distance to ``prev``
+    (NaN rows: no distance term). ``rows``: the first stage's final model (its directions and envy rows, to start
+    from). Envy rows are aggregated over users of one speed direction as in the first stage (module
+    ``_coop_classes``). Returns (x, LP rounds). Raises SolverError if HiGHS fails."""
+    import highspy
+
+    n, k = S.shape
+    known = ~np.isnan(prev).any(axis=1)
+    if n == 0 or k == 0 or not known.any():
+        return x_opt, 0
+    ws = w / w.max()
+    usable = (S > 0) & (c > 0)[None, :]
+    vl, vj = np.nonzero(usable)
+    nv = int(vl.size)
+    if nv == 0:
+        return x_opt, 0
+    var = np.full((n, k), -1, dtype=np.int32)
+    var[vl, vj] = np.arange(nv, dtype=np.int32)
+    inf = highspy.kHighsInf
+    # distance columns t for the variables of known rows; a known row's previous GPUs on a type it cannot use
+    # now (no variable) are a constant of the distance and left out
+    dv = np.nonzero(known[vl])[0]
+    nd = int(dv.size)
+    dirs = rows.dirs if rows is not None and rows.dirs is not None else None
+    if dirs is None:
+        dirs = _cc.directions(np.where(usable, S, 0.0), usable.any(axis=1), nv, aggregate)
+    # the t columns of the directions come after x and the distance columns here
+    dirs = _cc.Directions(dirs.cls, dirs.D, dirs.first, dirs.size,
+                          np.where(dirs.tcol >= 0, dirs.tcol + nd, -1), dirs.order, dirs.start)
+    h = new_highs()
+    h.setOptionValue("primal_feasibility_tolerance", 1e-9)
+    h.setOptionValue("dual_feasibility_tolerance", 1e-9)
+    h.addCols(nv, np.zeros(nv), np.zeros(nv), np.full(nv, inf), 0, np.zeros(nv, dtype=np.int32),
+              np.zeros(0, dtype=np.int32), np.zeros(0))
+    h.addCols(nd, np.ones(nd), np.zeros(nd), np.full(nd, inf), 0, np.zeros(nd, dtype=np.int32),
+              np.zeros(0, dtype=np.int32), np.zeros(0))
+    nt = _cc.add_t_columns(h, dirs, inf)
+    h.changeObjectiveSense(highspy.ObjSense.kMinimize)
+    # capacity
+    order = np.argsort(vj, kind="stable").astype(np.int32)
+    starts = np.searchsorted(vj[order], np.arange(k)).astype(np.int32)
+    h.addRows(k, np.full(k, -inf), c.astype(float), nv, starts, order, np.ones(nv))
+    # the first objective kept at its optimum
+    opt = float(np.sum(S * x_opt))
+    h.addRows(1, np.array([opt - STABLE_REL * max(1.0, abs(opt))]), np.array([inf]), nv, np.zeros(1, dtype=np.int32),
+              np.arange(nv, dtype=np.int32), S[vl, vj].astype(float))
+    # t - x >= -p and t + x >= p
+    p = prev[vl[dv], vj[dv]]
+    add_distance_rows(h, p, dv, nv)
+    _cc.add_member_rows(h, dirs, ws, var, inf)
+    m_env = dirs.m
+    inmodel = np.zeros((m_env, n), dtype=bool)
+    ie, ii0 = _cc.intra_pairs(dirs)
+    codes = [ie * n + ii0]
+    if rows is not None and len(rows.pe):
+        codes.append(np.asarray(rows.pe, dtype=np.int64) * n + np.asarray(rows.pi, dtype=np.int64))
+    code = np.unique(np.concatenate(codes))
+    if code.size:
+        li, ii = code // n, code % n
+        inmodel[li, ii] = True
+        _cc.add_rows(h, dirs, ws, var, li, ii, inf)
+    h.setOptionValue("solver", "simplex")
+    X = np.zeros((n, k))
+    m = max(1, min(int(cuts_per_user), n - 1))
+    rounds = 0
+    while True:
+        rounds += 1
+        h.run()
+        status = h.getModelStatus()
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise SolverError(f"stable optimum: HiGHS ended with {h.modelStatusToString(status)} in round {rounds}")
+        colv = np.asarray(h.getSolution().col_value)
+        X[vl, vj] = colv[:nv]
+        np.maximum(X, 0.0, out=X)
+        if n == 1:
+            break
+        V = _cc.violations(dirs, ws, X, colv[nv + nd:nv + nd + nt])
+        top = np.argpartition(-V, m - 1, axis=1)[:, :m]
+        li = np.repeat(np.arange(m_env), m)
+        ii = top.ravel()
+        bad = (V[li, ii] > _STABLE_TOL) & ~inmodel[li, ii]
+        li, ii = li[bad], ii[bad]
+        if li.size == 0:
+            li, ii = np.nonzero((V > _STABLE_TOL) & ~inmodel)
+            if li.size == 0:
+                break
+        if rounds >= max_rounds:
+            raise SolverError(f"stable optimum: no convergence after {rounds} rounds")
+        inmodel[li, ii] = True
+        _cc.add_rows(h, dirs, ws, var, li, ii, inf)
+        if rounds == 1:
+            h.setOptionValue("presolve", "off")
+    return X, rounds
