@@ -345,9 +345,12 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
         if li.size == 0:
             li, ii = np.nonzero((V > _TOL) & (rowof < 0))  # violated rows outside the top m of their envier
             if li.size == 0:
-                # only rows of the model can be violated, within the solver's feasibility tolerance
-                if V.max() > _INMODEL_TOL:
-                    raise SolverError(f"cooperative OEF: HiGHS left an envy row violated by {V.max():.3g}")
+                # only rows of the model can be violated, within the solver's feasibility tolerance: a row
+                # S_l.x_l - (w_l/w_i) S_l.x_i >= 0 held to 1e-9 is V[l, i] <= 1e-9 / w_l (w scaled to <= 1;
+                # a merged user of small weight next to one of large weight has a small w_l); a t row to 1e-9
+                rowv = float((V * np.where(dirs.tcol < 0, ws[dirs.first], 1.0)[:, None]).max())
+                if rowv > _INMODEL_TOL:
+                    raise SolverError(f"cooperative OEF: HiGHS left an envy row violated by {rowv:.3g}")
                 break
         if rounds >= max_rounds:
             raise SolverError(f"cooperative OEF: no convergence after {rounds} rounds")

@@ -11,7 +11,6 @@ import numpy as np
 from ..errors import SolverError
 from ..stdio import new_highs
 from . import _coop_classes as _cc
-from ._stable import add_distance_rows
 
 STABLE_REL = 1e-12  # second stage: relative slack of the first objective (HiGHS tolerances are 1e-9 absolute)
 _STABLE_TOL = 1e-9  # second stage: envy violation (scaled units) accepted as satisfied
@@ -50,13 +49,21 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
     # the t columns of the directions come after x and the distance columns here
     dirs = _cc.Directions(dirs.cls, dirs.D, dirs.first, dirs.size,
                           np.where(dirs.tcol >= 0, dirs.tcol + nd, -1), dirs.order, dirs.start)
-    h = new_highs()
-    h.setOptionValue("primal_feasibility_tolerance", 1e-9)
-    h.setOptionValue("dual_feasibility_tolerance", 1e-9)
-    h.addCols(nv, np.zeros(nv), np.zeros(nv), np.full(nv, inf), 0, np.zeros(nv, dtype=np.int32),
-              np.zeros(0, dtype=np.int32), np.zeros(0))
-    h.addCols(nd, np.ones(nd), np.zeros(nd), np.full(nd, inf), 0, np.zeros(nd, dtype=np.int32),
-              np.zeros(0, dtype=np.int32), np.zeros(0))
+    # The distance without rows: a known variable is x = p + u - v with u >= 0 and 0 <= v <= p (so x >= 0),
+    # and the objective is sum u + v (= |x - p| at an optimum: lowering both u and v keeps every row and lowers
+    # the cost). The same LP as t >= x - p, t >= p - x with 2 rows per variable, with as many rows as the first
+    # stage instead (measured: 36 000 -> 6 000 rows, 1 000 tenants); column j holds u_j (or x_j for a variable of
+    # an unknown row), column nv + pos holds v_j. Rows written in x go through _Split, which rewrites them.
+    h0 = new_highs()
+    h0.setOptionValue("primal_feasibility_tolerance", 1e-9)
+    h0.setOptionValue("dual_feasibility_tolerance", 1e-9)
+    isk = known[vl]
+    h0.addCols(nv, isk.astype(float), np.zeros(nv), np.full(nv, inf), 0, np.zeros(nv, dtype=np.int32),
+               np.zeros(0, dtype=np.int32), np.zeros(0))
+    pk = np.where(isk, np.nan_to_num(prev[vl, vj]), 0.0)
+    h0.addCols(nd, np.ones(nd), np.zeros(nd), np.maximum(pk[dv], 0.0), 0, np.zeros(nd, dtype=np.int32),
+               np.zeros(0, dtype=np.int32), np.zeros(0))
+    h = _Split(h0, nv, dv, pk)
     nt = _cc.add_t_columns(h, dirs, inf)
     h.changeObjectiveSense(highspy.ObjSense.kMinimize)
     # capacity
@@ -67,9 +74,6 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
     opt = float(np.sum(S * x_opt))
     h.addRows(1, np.array([opt - STABLE_REL * max(1.0, abs(opt))]), np.array([inf]), nv, np.zeros(1, dtype=np.int32),
               np.arange(nv, dtype=np.int32), S[vl, vj].astype(float))
-    # t - x >= -p and t + x >= p
-    p = prev[vl[dv], vj[dv]]
-    add_distance_rows(h, p, dv, nv)
     _cc.add_member_rows(h, dirs, ws, var, inf)
     m_env = dirs.m
     inmodel = np.zeros((m_env, n), dtype=bool)
@@ -93,7 +97,9 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
         if status != highspy.HighsModelStatus.kOptimal:
             raise SolverError(f"stable optimum: HiGHS ended with {h.modelStatusToString(status)} in round {rounds}")
         colv = np.asarray(h.getSolution().col_value)
-        X[vl, vj] = colv[:nv]
+        xv = colv[:nv].copy()
+        xv[dv] += pk[dv] - colv[nv:nv + nd]  # x = p + u - v
+        X[vl, vj] = xv
         np.maximum(X, 0.0, out=X)
         if n == 1:
             break
@@ -114,3 +120,36 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
         if rounds == 1:
             h.setOptionValue("presolve", "off")
     return X, rounds
+
+
+class _Split:
+    """A HiGHS model seen in the variables x of the first stage while it holds x = p + u - v for the variables
+    ``dv`` (u in column j, v in column nv + position in dv): ``addRows`` rewrites every row given in x (an entry
+    a on x_j becomes a on u_j and -a on v_j, and a * p_j leaves the row's bounds); anything else is the model's."""
+
+    def __init__(self, h, nv: int, dv: np.ndarray, p: np.ndarray):
+        self._h, self._nv, self._p = h, nv, p
+        self._vcol = np.full(nv, -1, dtype=np.int64)
+        self._vcol[dv] = nv + np.arange(dv.size)
+
+    def __getattr__(self, name):
+        return getattr(self._h, name)
+
+    def addRows(self, num, lower, upper, nnz, starts, idx, val):
+        idx = np.asarray(idx, dtype=np.int64)[:nnz]
+        val = np.asarray(val, dtype=float)[:nnz]
+        row = np.repeat(np.arange(num), np.diff(np.r_[np.asarray(starts, dtype=np.int64), nnz]))
+        xs = idx < self._nv
+        vc = np.full(idx.size, -1, dtype=np.int64)
+        vc[xs] = self._vcol[idx[xs]]
+        split = vc >= 0
+        shift = np.zeros(num)
+        np.add.at(shift, row[split], val[split] * self._p[idx[split]])
+        lower = np.asarray(lower, dtype=float) - shift
+        upper = np.asarray(upper, dtype=float) - shift
+        r2 = np.concatenate([row, row[split]])
+        i2 = np.concatenate([idx, vc[split]])
+        v2 = np.concatenate([val, -val[split]])
+        o = np.argsort(r2, kind="stable")
+        st = np.searchsorted(r2[o], np.arange(num)).astype(np.int32)
+        return self._h.addRows(num, lower, upper, int(o.size), st, i2[o].astype(np.int32), v2[o])
