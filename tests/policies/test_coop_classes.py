@@ -177,3 +177,31 @@ def test_policy_steps_same_optimum_and_envy_free(seed, type_demand):
     b = oef_coop.solve(p, warm=a.warm)  # warm round, second stage on: the same allocation comes back
     assert b.total_throughput() == pytest.approx(a.total_throughput(), rel=1e-7)
     np.testing.assert_allclose(b.x, a.x, atol=1e-6)
+
+
+def test_one_direction_and_edge_cases():
+    S = np.array([[1.0, 2.0], [2.0, 4.0], [0.5, 1.0]])
+    w = np.array([1.0, 2.0, 1.0])
+    c = np.array([2.0, 3.0])
+    x = _coop_fast.solve(S, w, c)  # one merged user: everything, split by weight
+    np.testing.assert_allclose(x, np.outer(w / w.sum(), c), atol=1e-9)
+    _feasible(S, w, c, x)
+    x0 = _coop_fast.solve(S, w, np.zeros(2))
+    assert np.all(x0 == 0)
+    Z = np.vstack([S, np.zeros(2)])  # a user that can use nothing gets nothing, the others as before
+    xz = _coop_fast.solve(Z, np.r_[w, 1.0], c)
+    assert np.all(xz[3] == 0) and _obj(Z, xz) == pytest.approx(_obj(S, x), rel=1e-9)
+
+
+def test_merged_weights_far_apart_stay_within_tolerance():
+    """A direction of many users (a merged weight 400 times a lone user's) next to lone users of weight 0.5:
+    the in-model check works in row units (issue 31: a SolverError at 2 000 tenants with per-type demands)."""
+    rng = np.random.default_rng(3)
+    base = np.cumprod(np.c_[np.ones(6), rng.uniform(1.0, 2.5, (6, 5))], axis=1)
+    S = np.vstack([np.repeat(base[:2], 100, axis=0), base[2:]])
+    w = np.r_[np.full(200, 2.0), np.full(4, 0.5)]
+    c = rng.integers(20, 200, 6).astype(float)
+    x, info = _coop_fast.solve_with_info(S, w, c)
+    ref = _coop_fast.solve_with_info(S, w, c, aggregate=False)[1]
+    assert info.objective == pytest.approx(ref.objective, rel=1e-8)
+    _feasible(S, w, c, x)
