@@ -87,6 +87,9 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
         inmodel[li, ii] = True
         _cc.add_rows(h, dirs, ws, var, li, ii, inf)
     h.setOptionValue("solver", "simplex")
+    # No presolve: with the objective kept to 1e-12 relative, HiGHS' presolve declared a feasible model of this
+    # form infeasible (the simulator's first try, 12 users; the model solves without it)
+    h.setOptionValue("presolve", "off")
     X = np.zeros((n, k))
     m = max(1, min(int(cuts_per_user), n - 1))
     rounds = 0
@@ -117,8 +120,6 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
             raise SolverError(f"stable optimum: no convergence after {rounds} rounds")
         inmodel[li, ii] = True
         _cc.add_rows(h, dirs, ws, var, li, ii, inf)
-        if rounds == 1:
-            h.setOptionValue("presolve", "off")
     return X, rounds
 
 

@@ -205,3 +205,21 @@ def test_merged_weights_far_apart_stay_within_tolerance():
     ref = _coop_fast.solve_with_info(S, w, c, aggregate=False)[1]
     assert info.objective == pytest.approx(ref.objective, rel=1e-8)
     _feasible(S, w, c, x)
+
+
+def test_second_stage_of_the_simulators_first_try():
+    """`simulate --generate 60 --cluster k80=4,v100=4` (tests/sim/test_engine.py): HiGHS' presolve called this
+    second stage infeasible (the objective kept to 1e-12 relative); it runs without presolve now."""
+    S = np.array([[1.0, 4.157153298281213], [1.0, 0.0], [1.0, 6.067830869127818], [1.0, 4.852982606401732],
+                  [1.0, 11.747915337329683], [1.0, 0.0], [1.0, 4.16028118626366], [0.0, 1.0],
+                  [1.0, 2.647606751487444], [1.0, 4.371868915942079], [1.0, 4.770326296615327], [1.0, 5.5719690083533]])
+    w = np.array([1, 1, 1, 3, 1, 1, 1, 1.5, 1.5, 1, 1, 1]) / 3
+    c = np.array([4.0, 4.0])
+    q = 0.359823411963
+    p = np.array([[0, q], [1.012743611398, 0], [0, q], [0, 0.539735117944], [0, q], [1.012743611398, 0], [0, q],
+                  [0.455397360107, 0.401765880297], [1.519115417097, 7.6e-11], [0, q], [0, q], [0, q]])
+    x0, i0 = _coop_fast.solve_with_info(S, w, c)
+    x, info = _coop_fast.solve_with_info(S, w, c, previous=p)
+    _feasible(S, w, c, x)
+    assert _obj(S, x) == pytest.approx(i0.objective, rel=1e-7)
+    assert info.moved_after <= info.moved_before + 1e-9
