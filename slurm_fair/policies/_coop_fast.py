@@ -62,6 +62,7 @@ from ..catalog import SOLVERS
 from ..errors import InputError, SolverError
 from ..stdio import new_highs
 from . import _coop_classes as _cc
+from . import _coop_nearest as _cn
 from ._coop_nearest import STABLE_REL, nearest  # noqa: F401  (the second stage; STABLE_REL re-exported)
 
 #: cvxpy solvers accepted by name (plain form); HIGHS means the fast method of this module.
@@ -168,7 +169,10 @@ def solve_with_info(
             srounds = 0
             # skipped where the first stage returned the previous allocation, or its optimum is the only one
             if before > 1e-9 * max(1, int(known.sum()) * S.shape[1]) and not unique:
-                x, srounds = nearest(S, w, c, x, p, model, cuts_per_user, aggregate=aggregate)
+                if aggregate and merge:
+                    x, srounds = _cn.nearest_merged(S, w, c, x, p, cuts_per_user)
+                else:
+                    x, srounds = nearest(S, w, c, x, p, model, cuts_per_user, aggregate=aggregate)
             stable = (srounds, before, float(np.abs(x - np.nan_to_num(p))[known].sum()))
     elif name in CVXPY_SOLVERS:
         x = plain_lp(S, w, c, name)

@@ -123,6 +123,52 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
     return X, rounds
 
 
+def nearest_merged(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev: np.ndarray,
+                   cuts_per_user: int = 2) -> tuple[np.ndarray, int]:
+    """:func:`nearest`, with the users that share a speed direction *and* a previous bundle per weight (or that
+    are all unknown: NaN rows) merged into one user, and the result split by weight (issue 31).
+
+    Exact. Let g be such a group: S_l = a_l D for l in g, and p_l = w_l b (or no distance term for any l in g).
+    For any allocation x that is envy-free with total throughput >= the bound, its symmetrization
+    x'_l = (w_l / W_g) sum_{l' in g} x_l' (W_g = sum w_l) is envy-free with the same total (the merge proof of
+    ``_coop_fast._merged_generation`` holds for any set of users of one direction) and no farther from p:
+    sum_l |x'_l - p_l| = |y_g - W_g b| <= sum_l |x_l - p_l| (triangle inequality on sum_l (x_l - w_l b) =
+    y_g - W_g b, y_g = sum x_l). So some nearest optimum is symmetric in every group, and the symmetric
+    allocations are exactly the splits of the merged problem's allocations y, at distance sum_g |y_g - W_g b_g|:
+    the merged problem's nearest point, split, is a nearest point of eq. 10's optima. Previous bundles per
+    weight are compared rounded to 1e-9 GPUs (a difference below that moves the distance by less than HiGHS'
+    tolerance). Users with no usable type get nothing and are left out."""
+    n, k = S.shape
+    usable = (S > 0) & (c > 0)[None, :]
+    has = usable.any(axis=1)
+    users = np.nonzero(has)[0]
+    if users.size == 0:
+        return x_opt, 0
+    dirs = _cc.directions(np.where(usable, S, 0.0), has, 0)
+    known = ~np.isnan(prev).any(axis=1)
+    per = np.where(known[:, None] & usable, np.nan_to_num(prev) / w[:, None], 0.0)
+    key = np.c_[dirs.cls[users], known[users], np.round(per[users], 9)]
+    _, g = np.unique(key, axis=0, return_inverse=True)
+    g = np.asarray(g).reshape(-1)
+    m = int(g.max()) + 1
+    if m == users.size:  # nothing to merge
+        return nearest(S, w, c, x_opt, prev, None, cuts_per_user)
+    Wg = np.bincount(g, weights=w[users], minlength=m)
+    Sg = np.zeros((m, k))
+    Xg = np.zeros((m, k))
+    Pg = np.zeros((m, k))
+    np.add.at(Sg, g, S[users] * w[users][:, None])
+    Sg /= Wg[:, None]
+    np.add.at(Xg, g, x_opt[users])
+    np.add.at(Pg, g, np.where(known[users][:, None], np.nan_to_num(prev[users]), 0.0))
+    gk = np.bincount(g, weights=known[users].astype(float), minlength=m) > 0
+    Pg[~gk] = np.nan
+    y, rounds = nearest(Sg, Wg, c, Xg, Pg, None, cuts_per_user)
+    x = np.zeros((n, k))
+    x[users] = y[g] * (w[users] / Wg[g])[:, None]
+    return x, rounds
+
+
 class _Split:
     """A HiGHS model seen in the variables x of the first stage while it holds x = p + u - v for the variables
     ``dv`` (u in column j, v in column nv + position in dv): ``addRows`` rewrites every row given in x (an entry

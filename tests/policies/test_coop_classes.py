@@ -223,3 +223,28 @@ def test_second_stage_of_the_simulators_first_try():
     _feasible(S, w, c, x)
     assert _obj(S, x) == pytest.approx(i0.objective, rel=1e-7)
     assert info.moved_after <= info.moved_before + 1e-9
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("kind", ["proportional", "mixed"])
+def test_merged_second_stage_same_least_distance_as_per_user(seed, kind):
+    """nearest_merged (users of one direction and one previous bundle per weight merged) reaches the least L1
+    distance of the per-user second stage, with the optimum kept and envy-freeness."""
+    S, w, c = _instance(40 + seed, 30, 3, 4)
+    x0, i0 = _coop_fast.solve_with_info(S, w, c)
+    rng = np.random.default_rng(seed)
+    d = _coop_classes.directions(S, np.ones(30, dtype=bool), 0)
+    bundle = rng.uniform(0, 1, (d.m, 3)) * (d.D > 0)
+    p = bundle[d.cls] * w[:, None]  # last round split every direction by weight
+    if kind == "mixed":
+        p[rng.random(30) < 0.2] = rng.uniform(0, 2, 3)  # some users changed since
+        p[rng.random(30) < 0.2] = np.nan  # some are new
+        p = np.where(np.isnan(p).any(axis=1, keepdims=True), np.nan, p * (S > 0))
+    x, rounds = _coop_nearest.nearest_merged(S, w, c, x0, p)
+    _feasible(S, w, c, x)
+    assert _obj(S, x) == pytest.approx(i0.objective, rel=1e-7)
+    xu = _coop_nearest.nearest(S, w, c, x0, p, None, aggregate=False)[0]
+    known = ~np.isnan(p).any(axis=1)
+    dist = float(np.abs(x - np.nan_to_num(p))[known].sum())
+    du = float(np.abs(xu - np.nan_to_num(p))[known].sum())
+    assert dist == pytest.approx(du, abs=1e-6)
