@@ -170,7 +170,7 @@ def solve_with_info(
             # skipped where the first stage returned the previous allocation, or its optimum is the only one
             if before > 1e-9 * max(1, int(known.sum()) * S.shape[1]) and not unique:
                 if aggregate and merge:
-                    x, srounds = _cn.nearest_merged(S, w, c, x, p, cuts_per_user)
+                    x, srounds = _cn.nearest_merged(S, w, c, x, p, cuts_per_user, model)
                 else:
                     x, srounds = nearest(S, w, c, x, p, model, cuts_per_user, aggregate=aggregate)
             stable = (srounds, before, float(np.abs(x - np.nan_to_num(p))[known].sum()))

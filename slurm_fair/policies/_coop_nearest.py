@@ -124,7 +124,7 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
 
 
 def nearest_merged(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev: np.ndarray,
-                   cuts_per_user: int = 2) -> tuple[np.ndarray, int]:
+                   cuts_per_user: int = 2, rows: _cc.EnvyModel | None = None) -> tuple[np.ndarray, int]:
     """:func:`nearest`, with the users that share a speed direction *and* a previous bundle per weight (or that
     are all unknown: NaN rows) merged into one user, and the result split by weight (issue 31).
 
@@ -137,7 +137,8 @@ def nearest_merged(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarra
     allocations are exactly the splits of the merged problem's allocations y, at distance sum_g |y_g - W_g b_g|:
     the merged problem's nearest point, split, is a nearest point of eq. 10's optima. Previous bundles per
     weight are compared rounded to 1e-9 GPUs (a difference below that moves the distance by less than HiGHS'
-    tolerance). Users with no usable type get nothing and are left out."""
+    tolerance). Users with no usable type get nothing and are left out. With nothing to merge, :func:`nearest`
+    itself, started from ``rows`` (the first stage's final model)."""
     n, k = S.shape
     usable = (S > 0) & (c > 0)[None, :]
     has = usable.any(axis=1)
@@ -152,7 +153,7 @@ def nearest_merged(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarra
     g = np.asarray(g).reshape(-1)
     m = int(g.max()) + 1
     if m == users.size:  # nothing to merge
-        return nearest(S, w, c, x_opt, prev, None, cuts_per_user)
+        return nearest(S, w, c, x_opt, prev, rows, cuts_per_user)
     Wg = np.bincount(g, weights=w[users], minlength=m)
     Sg = np.zeros((m, k))
     Xg = np.zeros((m, k))
