@@ -167,6 +167,35 @@ def violations(dirs: Directions, ws: np.ndarray, X: np.ndarray, t: np.ndarray) -
     return V
 
 
+def max_envy(S: np.ndarray, w: np.ndarray, x: np.ndarray) -> float:
+    """max over l != i of S_l.x_i / w_i - S_l.x_l / w_l (what ``_coop_fast.envy_matrix(...).max()`` gives) by
+    directions: S_l = a_l D_c, so the row of l is a_l times the row of its direction c in D (x / w)^T (m x n
+    instead of n x n); the best other bundle of l is its direction's best column, or the second best where that
+    column is l's own. The same numbers, summed in another order (1e-16 relative)."""
+    n = S.shape[0]
+    if n < 2:
+        return 0.0
+    has = S.max(axis=1) > 0
+    best = 0.0 if not has.all() else -np.inf  # a user that values nothing envies nobody: 0
+    if not has.any():
+        return best
+    d = directions(S, has, 0)
+    M = d.D @ (x / w[:, None]).T  # m x n
+    if n > 2:
+        top = np.argpartition(-M, 1, axis=1)[:, :2]
+        v = np.take_along_axis(M, top, axis=1)
+        o = np.argsort(-v, axis=1, kind="stable")
+        top, v = np.take_along_axis(top, o, axis=1), np.take_along_axis(v, o, axis=1)
+    else:
+        o = np.argsort(-M, axis=1, kind="stable")
+        top, v = o, np.take_along_axis(M, o, axis=1)
+    users = np.nonzero(has)[0]
+    e = d.cls[users]
+    other = np.where(top[e, 0] == users, v[e, 1], v[e, 0])
+    a = S[users].max(axis=1) / d.D[e].max(axis=1)
+    return float(max(best, (a * (other - M[e, users])).max()))
+
+
 def user_pairs(dirs: Directions, pe: np.ndarray, pi: np.ndarray) -> list[tuple[int, int]]:
     """Class rows (e, i) as the original user pairs (l, i) they stand for (every user l of e, l != i)."""
     out: list[tuple[int, int]] = []

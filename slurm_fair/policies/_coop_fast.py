@@ -182,7 +182,7 @@ def solve_with_info(
         raise InputError("solver", solver, f"unknown solver (use HIGHS or one of {', '.join(CVXPY_SOLVERS)})")
     seconds = time.perf_counter() - t0
     n = S.shape[0]
-    viol = float(envy_matrix(S, w, x).max()) if n > 1 else 0.0
+    viol = _cc.max_envy(S, w, x)  # envy_matrix(S, w, x).max() by directions (m x n, not n x n)
     info = SolveInfo(name, method, rounds, rows, seconds, float(np.sum(S * x)), viol, binding, seeded, *stable)
     return x, info
 

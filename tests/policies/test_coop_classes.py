@@ -248,3 +248,15 @@ def test_merged_second_stage_same_least_distance_as_per_user(seed, kind):
     dist = float(np.abs(x - np.nan_to_num(p))[known].sum())
     du = float(np.abs(xu - np.nan_to_num(p))[known].sum())
     assert dist == pytest.approx(du, abs=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_max_envy_by_directions_is_the_envy_matrix_max(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 40))
+    S, w, c = _instance(60 + seed, n, 3, int(rng.integers(1, n + 1)), zeros=0.2)
+    if seed % 3 == 0:
+        S[0] = 0.0  # a user that values nothing
+    x = rng.uniform(0, 2, S.shape)
+    ref = float(_coop_fast.envy_matrix(S, w, x).max())
+    assert _coop_classes.max_envy(S, w, x) == pytest.approx(ref, rel=1e-12, abs=1e-12)
