@@ -18,8 +18,10 @@ model**:
 0. Users with proportional speed vectors (one *direction*: S_l = a_l D_c) are merged into one user of weight
    sum w_l and split by weight afterwards (:func:`_merged_generation`, issue 31; same optimum value, proof
    there): a site with a few dozen job models solves an LP of a few dozen users whatever its tenant count.
-   Without repeated directions nothing changes. The second stage (module ``_coop_nearest``) keeps every user
-   but shares one variable per direction (module ``_coop_classes``: m·n + n rows instead of n(n-1)).
+   Without repeated directions nothing changes. The second stage (module ``_coop_nearest``) merges the users
+   of one direction that also had one previous bundle per weight (exact, proof in ``nearest_merged``) and
+   keeps the others apart, sharing one variable per direction (module ``_coop_classes``: m·n + n rows
+   instead of n(n-1)).
 1. Reductions that keep the optimum (proofs in the comments below): a user gets nothing on a type it
    cannot use (no column for S_lj = 0); some optimum uses all capacity of every usable type, and there
    the sum of l's envy rows is the weighted sharing-incentive row ``S_l . x_l >= (w_l / W) S_l . c``
