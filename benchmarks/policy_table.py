@@ -6,8 +6,10 @@ warm start; ``--check``'s cost; oef-coop's partitioned mode with its loss agains
 Usage: python3 benchmarks/policy_table.py [--tenants 100,300,1000,2000] [--types 10] [--modes none,total,per-type]
                                         [--policies oef-noncoop,gavel,...] [--warm] [--check] [--partitions 2,4,8]
                                         [--change 0.02] [--seed 0] [--timeout 120] [--json FILE]
+                                        [--speeds random|models|gavel]
 
-Instances: ``benchmarks.philly.instance(tenants, k, seed)`` (1-2 classes per tenant, demands 1/2/4/8/32 GPUs,
+Instances: ``benchmarks.philly.instance(tenants, k, seed, speeds)`` (``--speeds``: random, the default, or models,
+40 job models shared by the classes; 1-2 classes per tenant, demands 1/2/4/8/32 GPUs,
 capacity about half the total demand); "none" drops every demand (each class could use the whole cluster),
 "total" keeps the binding total demands, "per-type" adds 1-3 asked-for types per class (``type_demand``).
 Each cell runs in its own process (solver imports excluded from the time) with a wall-clock limit, so one slow
@@ -49,7 +51,7 @@ from benchmarks.philly import instance, changed
 from slurm_fair import policies, fairness
 
 def make(n, k, seed, mode):
-    p = instance(n, k, seed, type_demand=mode == "per-type")
+    p = instance(n, k, seed, speeds={speeds!r}, type_demand=mode == "per-type")
     if mode == "none":
         p = dataclasses.replace(p, tenants=tuple(dataclasses.replace(t, classes=tuple(
             dataclasses.replace(c, demand=None, type_demand=None) for c in t.classes)) for t in p.tenants))
@@ -79,7 +81,7 @@ WARM = PRELUDE + r"""
 p = make({n}, {k}, {seed}, "total")
 a, t = run(p)
 _, same = run(p, warm=a.warm)
-p2 = changed(p, {change}, {seed})
+p2 = changed(p, {change}, {seed}, speeds={speeds!r})
 _, cold2 = run(p2)
 _, warm2 = run(p2, warm=a.warm)
 print(json.dumps({{"cold": t, "same": same, "changed_cold": cold2, "changed_warm": warm2}}))
@@ -146,6 +148,9 @@ def main(argv=None) -> int:
     ap.add_argument("--partitions", default="", help="oef-coop partitioned rows, e.g. 2,4,8")
     ap.add_argument("--change", type=float, default=0.02, help="fraction of tenants changed for 'warm changed'")
     ap.add_argument("--json", help="also write every cell's result to this file")
+    ap.add_argument("--speeds", default="random", choices=("random", "models", "gavel"),
+                    help="philly.py's speed family: random (a speed vector per class, the default), models (40 job "
+                         "models on the k types: classes share speed vectors), gavel (k <= 3)")
     a = ap.parse_args(argv)
     names = [s for s in a.policies.split(",") if s]
     modes = [m for m in a.modes.split(",") if m]
@@ -165,7 +170,7 @@ def main(argv=None) -> int:
         label = f"{name} k={parts}" if parts else name
         for k in _ints(a.types):
             for n in _ints(a.tenants):
-                base = dict(n=n, k=k, seed=a.seed, policy=name, options=options)
+                base = dict(n=n, k=k, seed=a.seed, policy=name, options=options, speeds=a.speeds)
                 cells, extra = {}, {}
                 for m in modes:
                     saved = str(cache / f"{name}-{n}-{k}-{m}.npz")

@@ -15,6 +15,13 @@ have that structure (the LP is degenerate and the paper's theorem is about a par
 one of the n(n-1) rows is checked at the end. We solve it by **constraint generation on one live HiGHS
 model**:
 
+0. Users with proportional speed vectors (one *direction*: S_l = a_l D_c) are merged into one user of weight
+   sum w_l and split by weight afterwards (:func:`_merged_generation`, issue 31; same optimum value, proof
+   there): a site with a few dozen job models solves an LP of a few dozen users whatever its tenant count.
+   Without repeated directions nothing changes. The second stage (module ``_coop_nearest``) merges the users
+   of one direction that also had one previous bundle per weight (exact, proof in ``nearest_merged``) and
+   keeps the others apart, sharing one variable per direction (module ``_coop_classes``: m·n + n rows
+   instead of n(n-1)).
 1. Reductions that keep the optimum (proofs in the comments below): a user gets nothing on a type it
    cannot use (no column for S_lj = 0); some optimum uses all capacity of every usable type, and there
    the sum of l's envy rows is the weighted sharing-incentive row ``S_l . x_l >= (w_l / W) S_l . c``
@@ -56,7 +63,9 @@ import numpy as np
 from ..catalog import SOLVERS
 from ..errors import InputError, SolverError
 from ..stdio import new_highs
-from ._stable import add_distance_rows
+from . import _coop_classes as _cc
+from . import _coop_nearest as _cn
+from ._coop_nearest import STABLE_REL, nearest  # noqa: F401  (the second stage; STABLE_REL re-exported)
 
 #: cvxpy solvers accepted by name (plain form); HIGHS means the fast method of this module.
 CVXPY_SOLVERS = tuple(n for n in SOLVERS if n != "HIGHS")  # the plain form through cvxpy (one list: catalog.SOLVERS)
@@ -65,8 +74,6 @@ _TOL = 1e-12  # envy violation (in units of S.x/w on the scaled problem) still a
 _SLACK = 1e-6  # an envy row this slack (times w_l) may be taken out of the model
 _MAX_DROPS = 2  # times an envy row may be taken out of the model (finite loop)
 _INMODEL_TOL = 1e-8  # violation of a row already in the model accepted as the solver's tolerance
-STABLE_REL = 1e-12  # second stage: relative slack of the first objective (HiGHS tolerances are 1e-9 absolute)
-_STABLE_TOL = 1e-9  # second stage: envy violation (scaled units) accepted as satisfied
 
 
 @dataclass(frozen=True)
@@ -131,7 +138,7 @@ def solve(speed, weight, capacity, solver: str | None = None) -> np.ndarray:
 def solve_with_info(
     speed, weight, capacity, solver: str | None = None, *, cuts_per_user: int = 2, max_rounds: int = 10_000, drop_slack: bool = True, neighbours: int = 8,
     first: str = "simplex", cycles: bool = True, drop_basic: bool = True, seed=None, seed_all: bool = False,
-    previous: np.ndarray | None = None,
+    previous: np.ndarray | None = None, aggregate: bool = True, merge: bool = True,
 ) -> tuple[np.ndarray, SolveInfo]:
     """``seed``: envy rows (l, i) to start from (pairs of user indices, e.g. the ``binding`` rows of an
     earlier solve of a similar problem); users in no seeded pair get the similarity seeding. Pairs out of
@@ -139,7 +146,12 @@ def solve_with_info(
     a superset of the cold start). The optimum does not depend on the seed, only the work to reach it.
 
     ``previous`` (n x k, NaN rows = unknown users; HIGHS only): a second stage returns, among the optima,
-    the one nearest in L1 to it (:func:`nearest`): a stable tie-break toward last round."""
+    the one nearest in L1 to it (:func:`nearest`): a stable tie-break toward last round.
+
+    ``merge`` (default): users of one speed direction are solved as one merged user and split by weight
+    (:func:`_merged_generation`); ``aggregate`` without ``merge``: they share one variable t (module
+    ``_coop_classes``); neither: every user its own envy rows (the solver before issue 31). Same optimum
+    value in all three (proofs in the docstrings; tests/policies/test_coop_classes.py compares them)."""
     S, w, c = _check(speed, weight, capacity)
     name = "HIGHS" if solver is None else str(solver).upper()
     t0 = time.perf_counter()
@@ -147,9 +159,10 @@ def solve_with_info(
     seeded = 0
     stable = (0, 0.0, 0.0)
     if name == "HIGHS":
-        x, rounds, rows, binding, seeded, model, unique = _highs_generation(
+        gen = _merged_generation if aggregate and merge else _highs_generation
+        x, rounds, rows, binding, seeded, model, unique = gen(
             S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic,
-            _seed_pairs(seed, S.shape[0]), seed_all)
+            _seed_pairs(seed, S.shape[0]), seed_all, aggregate)
         method = "constraint generation, live HiGHS model, dual simplex warm start"
         if previous is not None:
             p = np.asarray(previous, dtype=float).reshape(S.shape)
@@ -158,7 +171,10 @@ def solve_with_info(
             srounds = 0
             # skipped where the first stage returned the previous allocation, or its optimum is the only one
             if before > 1e-9 * max(1, int(known.sum()) * S.shape[1]) and not unique:
-                x, srounds = nearest(S, w, c, x, p, model, cuts_per_user)
+                if aggregate and merge:
+                    x, srounds = _cn.nearest_merged(S, w, c, x, p, cuts_per_user, model)
+                else:
+                    x, srounds = nearest(S, w, c, x, p, model, cuts_per_user, aggregate=aggregate)
             stable = (srounds, before, float(np.abs(x - np.nan_to_num(p))[known].sum()))
     elif name in CVXPY_SOLVERS:
         x = plain_lp(S, w, c, name)
@@ -168,7 +184,7 @@ def solve_with_info(
         raise InputError("solver", solver, f"unknown solver (use HIGHS or one of {', '.join(CVXPY_SOLVERS)})")
     seconds = time.perf_counter() - t0
     n = S.shape[0]
-    viol = float(envy_matrix(S, w, x).max()) if n > 1 else 0.0
+    viol = _cc.max_envy(S, w, x)  # envy_matrix(S, w, x).max() by directions (m x n, not n x n)
     info = SolveInfo(name, method, rounds, rows, seconds, float(np.sum(S * x)), viol, binding, seeded, *stable)
     return x, info
 
@@ -189,14 +205,14 @@ def _seed_pairs(seed, n: int) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic, seed=None,
-                      seed_all=False):
+                      seed_all=False, aggregate=True):
     import highspy
 
     basic = highspy.HighsBasisStatus.kBasic
     n, k = S.shape
     x_out = np.zeros((n, k))
     cmax = float(c.max()) if k else 0.0
-    none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    none = _cc.EnvyModel(None, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     if n == 0 or k == 0 or cmax <= 0:
         return x_out, 0, 0, (), 0, none, True
     # Weights scaled to <= 1 (only ratios matter for envy). Capacities are NOT scaled: HiGHS' feasibility
@@ -214,6 +230,11 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     var = np.full((n, k), -1, dtype=np.int32)
     var[vl, vj] = np.arange(nv, dtype=np.int32)
     has = usable.any(axis=1)
+    # Enviers: one per direction of the speed vectors (on the usable types), users of one direction share a
+    # variable t_e (module _coop_classes: same feasible set, same optimum); without repeated directions the
+    # rows are exactly the per-user rows.
+    dirs = _cc.directions(np.where(usable, S, 0.0), has, nv, aggregate)
+    m_env = dirs.m
 
     h = new_highs()
     h.setOptionValue("primal_feasibility_tolerance", 1e-9)
@@ -223,6 +244,7 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
         nv, S[vl, vj].astype(float), np.zeros(nv), np.full(nv, inf), 0,
         np.zeros(nv, dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0),
     )
+    nt = _cc.add_t_columns(h, dirs, inf)
     h.changeObjectiveSense(highspy.ObjSense.kMaximize)
 
     # Capacity rows.
@@ -240,48 +262,54 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     si_rhs = (ws[users] / W) * (S[users] @ cs) * (1.0 - 1e-9)
     ustarts = np.searchsorted(vl, users).astype(np.int32)
     h.addRows(users.size, si_rhs, np.full(users.size, inf), nv, ustarts, np.arange(nv, dtype=np.int32), S[vl, vj])
+    nmember = _cc.add_member_rows(h, dirs, ws, var, inf)  # D_e.x_l >= w_l t_e: never taken out
 
-    first_envy_row = k + users.size
-    rowof = np.full((n, n), -1, dtype=np.int32)  # model row of the envy row (l, i), -1 = not in the model
-    dropped = np.zeros((n, n), dtype=np.uint8)  # times the row (l, i) was taken out again
-    pl = np.zeros(0, dtype=np.int64)  # pairs of the envy rows in model order
+    first_envy_row = k + users.size + nmember
+    rowof = np.full((m_env, n), -1, dtype=np.int32)  # model row of the envy row (e, i), -1 = not in the model
+    dropped = np.zeros((m_env, n), dtype=np.uint8)  # times the row (e, i) was taken out again
+    pl = np.zeros(0, dtype=np.int64)  # pairs (envier, user) of the envy rows in model order
     pi = np.zeros(0, dtype=np.int64)
     seeded = 0
     q = min(int(neighbours), n - 1)
-    sl = si = np.zeros(0, dtype=np.int64)
+    ie, ii0 = _cc.intra_pairs(dirs)
+    codes = [ie * n + ii0]
     fresh = has.copy()  # users that get the similarity seeding
     if seed is not None:
         sl, si = seed
         keep = has[sl] & has[si]
         sl, si = sl[keep], si[keep]
         seeded = int(sl.size)
+        codes.append(_cc.class_pairs(dirs, sl, si))
         if not seed_all:
             fresh[sl] = False
             fresh[si] = False
-    if q > 0 and fresh.any():
+    fe = np.unique(dirs.cls[fresh]) if fresh.any() else np.zeros(0, dtype=np.int64)
+    fe = fe[fe >= 0]
+    if q > 0 and fe.size:
         # Seed: envy rows between users with similar speed profiles (they compete for the same types, and
         # at the optimum they are the ones left indifferent between their bundles). With a seed, only for
         # the users it does not mention (new users, or everyone when too much changed to keep any pair).
         P = S / np.maximum(np.linalg.norm(S, axis=1, keepdims=True), 1e-300)
-        fu = np.nonzero(fresh)[0]
-        sim = P[fu] @ P.T
-        sim[np.arange(fu.size), fu] = -np.inf
-        nb = np.argpartition(-sim, q - 1, axis=1)[:, :q]
-        li = np.repeat(fu, q)
+        sim = P[dirs.first[fe]] @ P.T
+        sim[np.repeat(np.arange(fe.size), dirs.size[fe]), np.concatenate([dirs.members(int(e)) for e in fe])] = -np.inf
+        qq = min(q, n - 1)
+        nb = np.argpartition(-sim, qq - 1, axis=1)[:, :qq]
+        le = np.repeat(fe, qq)
         ii = nb.ravel()
-        ok = has[ii]
-        li, ii = li[ok], ii[ok]
-        code = np.unique(np.concatenate([sl * n + si, li * n + ii]))
-        sl, si = code // n, code % n
+        ok = has[ii] & (sim[np.repeat(np.arange(fe.size), qq), ii] > -np.inf)
+        codes.append(le[ok] * n + ii[ok])
+    code = np.unique(np.concatenate(codes))
+    sl, si = code // n, code % n
     if sl.size:
         rowof[sl, si] = first_envy_row + np.arange(sl.size, dtype=np.int32)
         pl, pi = sl.astype(np.int64), si.astype(np.int64)
-        _add_envy_rows(h, S, ws, var, pl, pi, inf)
+        _cc.add_rows(h, dirs, ws, var, pl, pi, inf)
     X = np.zeros((n, k))
     rows = 0
     rounds = 0
     h.setOptionValue("solver", first)  # "ipm" (with crossover, so a basis exists) or "simplex"
-    m = max(1, min(int(cuts_per_user), n - 1))
+    # candidates per round: the most violated rows of every envier, cuts_per_user of them per user it stands for
+    budget = np.minimum(max(1, int(cuts_per_user)) * dirs.size, n - 1)
     while True:
         rounds += 1
         h.run()
@@ -289,25 +317,18 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
         if status != highspy.HighsModelStatus.kOptimal:
             raise SolverError(f"cooperative OEF: HiGHS ended with {h.modelStatusToString(status)} in round {rounds}")
         sol = h.getSolution()
-        X[vl, vj] = np.asarray(sol.col_value)
+        colv = np.asarray(sol.col_value)
+        X[vl, vj] = colv[:nv]
         np.maximum(X, 0.0, out=X)
         if n == 1:
             break
-        V = envy_matrix(S, ws, X)
-        # candidates: the m most violated envy rows of every user
-        if m == 1:
-            li = np.arange(n)
-            ii = V.argmax(axis=1)
-        else:
-            top = np.argpartition(-V, m - 1, axis=1)[:, :m]
-            li = np.repeat(np.arange(n), m)
-            ii = top.ravel()
-        viol = V[li, ii] > _TOL
-        li, ii = li[viol], ii[viol]
+        V = _cc.violations(dirs, ws, X, colv[nv:nv + nt])
+        li, ii = _candidates(V, budget)
         if cycles and li.size:
             # Users holding one and the same single type envy each other only through that type, so a
             # cycle of g envy rows through such a group implies all g(g-1) of its rows (and at the optimum
-            # they are all tight: the group shares the type equally per weight). Add the cycle rows.
+            # they are all tight: the group shares the type equally per weight). Add the cycle rows (as the
+            # rows of the users' enviers: with the membership rows they imply the users' own rows).
             held = X > 0
             single = held.sum(axis=1) == 1
             su = np.nonzero(single)[0]
@@ -321,18 +342,21 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
                 last = np.r_[first[1:] - 1, su.size - 1]
                 nxt[last] = su[first]  # close each group's cycle
                 cyc = nxt != su
-                li = np.concatenate([li, su[cyc]])
+                li = np.concatenate([li, dirs.cls[su[cyc]]])
                 ii = np.concatenate([ii, nxt[cyc]])
                 pair = np.unique(li * n + ii)
                 li, ii = pair // n, pair % n
         new = rowof[li, ii] < 0
         li, ii = li[new], ii[new]
         if li.size == 0:
-            li, ii = np.nonzero((V > _TOL) & (rowof < 0))  # violated rows outside the top m of their user
+            li, ii = np.nonzero((V > _TOL) & (rowof < 0))  # violated rows outside the top m of their envier
             if li.size == 0:
-                # only rows of the model can be violated, within the solver's feasibility tolerance
-                if V.max() > _INMODEL_TOL:
-                    raise SolverError(f"cooperative OEF: HiGHS left an envy row violated by {V.max():.3g}")
+                # only rows of the model can be violated, within the solver's feasibility tolerance: a row
+                # S_l.x_l - (w_l/w_i) S_l.x_i >= 0 held to 1e-9 is V[l, i] <= 1e-9 / w_l (w scaled to <= 1;
+                # a merged user of small weight next to one of large weight has a small w_l); a t row to 1e-9
+                rowv = float((V * np.where(dirs.tcol < 0, ws[dirs.first], 1.0)[:, None]).max())
+                if rowv > _INMODEL_TOL:
+                    raise SolverError(f"cooperative OEF: HiGHS left an envy row violated by {rowv:.3g}")
                 break
         if rounds >= max_rounds:
             raise SolverError(f"cooperative OEF: no convergence after {rounds} rounds")
@@ -345,7 +369,7 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
                 out = np.fromiter((b == basic for b in st[first_envy_row:]), dtype=bool, count=pl.size)
             else:
                 act = np.asarray(sol.row_value)[first_envy_row:]
-                out = act > _SLACK * ws[pl]
+                out = act > _SLACK * np.where(dirs.tcol[pl] < 0, ws[dirs.first[pl]], 1.0)
             out &= dropped[pl, pi] < _MAX_DROPS
             if out.any():
                 idx = (first_envy_row + np.nonzero(out)[0]).astype(np.int32)
@@ -356,7 +380,7 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
                 rowof[pl, pi] = first_envy_row + np.arange(pl.size, dtype=np.int32)
         rowof[li, ii] = first_envy_row + pl.size + np.arange(li.size, dtype=np.int32)
         pl, pi = np.concatenate([pl, li]), np.concatenate([pi, ii])
-        _add_envy_rows(h, S, ws, var, li, ii, inf)
+        _cc.add_rows(h, dirs, ws, var, li, ii, inf)
         rows += li.size
         if rounds == 1:
             h.setOptionValue("presolve", "off")
@@ -367,8 +391,85 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     if pl.size:
         dual = np.asarray(h.getSolution().row_dual)[first_envy_row:first_envy_row + pl.size]
         nz = np.abs(dual) > 1e-12
-        binding = tuple(zip(pl[nz].tolist(), pi[nz].tolist()))
-    return x_out, rounds, rows, binding, seeded, (pl, pi), _unique(h)
+        binding = tuple(_cc.user_pairs(dirs, pl[nz], pi[nz]))
+    return x_out, rounds, rows, binding, seeded, _cc.EnvyModel(dirs, pl, pi), _unique(h)
+
+
+def _merged_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic,
+                       seed=None, seed_all=False, aggregate=True):
+    """Eq. 10 with the users of one speed direction merged into one user, then split by weight (issue 31).
+
+    Let users l of direction c have S_l = a_l D_c (a_l > 0) and weights w_l, W_c = sum w_l. The merged problem
+    has one user per direction with speed (sum_l a_l w_l / W_c) D_c and weight W_c. **Same optimum value:**
+    (1) a feasible x of eq. 10 gives y_c = sum_l x_l, feasible for the merged problem: c's users do not envy each
+    other, so D_c.x_l / w_l = t_c for all of them (one common value), and for any other user i,
+    D_c.x_l >= w_l D_c.x_i / w_i summed over l gives D_c.y_c / W_c >= D_c.x_i / w_i (and for i merged too, sum
+    over i's users as well); any user i envies y_c no more than the x_l: S_i.y_c / W_c is a weighted mean of the
+    S_i.x_l / w_l. Its objective: sum_l a_l D_c.x_l = t_c sum_l a_l w_l = (sum_l a_l w_l / W_c) D_c.y_c, the
+    merged objective of y. (2) A feasible y of the merged problem split by weight, x_l = (w_l / W_c) y_c, is
+    feasible for eq. 10: every l of c has D_c.x_l / w_l = D_c.y_c / W_c and every user values x_l per weight as
+    y_c per weight, so every envy row of x is a merged envy row of y (or, inside c, an equality); capacities
+    are unchanged; the objective is the same sum as in (1). So the optima have the same value, and the split of
+    a merged optimum is an optimum of eq. 10 (the one where identical users get identical bundles per weight;
+    eq. 10 has others when they are not unique, the second stage :func:`nearest` searches all of them).
+
+    Without repeated directions this is :func:`_highs_generation` itself (same rows, same optimum vertex). The
+    binding rows returned are user pairs of the directions' first users; the model returned for the second
+    stage is in the t form (module ``_coop_classes``) with the class rows (e, i) for every user i of a
+    direction that bound e in the merged problem."""
+    n, k = S.shape
+    usable = (S > 0) & (c > 0)[None, :]
+    has = usable.any(axis=1)
+    Su = np.where(usable, S, 0.0)
+    nv = int(usable.sum())
+    dirs = _cc.directions(Su, has, nv, aggregate)
+    if dirs.groups == 0:
+        return _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles,
+                                 drop_basic, seed, seed_all, aggregate=False)
+    users = np.nonzero(has)[0]
+    e_of = dirs.cls[users]
+    alpha = Su[users].max(axis=1) / dirs.D[e_of].max(axis=1)
+    Wm = np.bincount(e_of, weights=w[users], minlength=dirs.m)
+    Sm = dirs.D * (np.bincount(e_of, weights=alpha * w[users], minlength=dirs.m) / Wm)[:, None]
+    mseed = None
+    if seed is not None:
+        sl, si = seed
+        ok = (dirs.cls[sl] >= 0) & (dirs.cls[si] >= 0) & (dirs.cls[sl] != dirs.cls[si])
+        code = np.unique(dirs.cls[sl[ok]] * dirs.m + dirs.cls[si[ok]])
+        mseed = (code // dirs.m, code % dirs.m)
+    xm, rounds, rows, mbind, seeded, _, _ = _highs_generation(
+        Sm, Wm, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic, mseed, seed_all,
+        aggregate=False)
+    x = np.zeros((n, k))
+    x[users] = xm[e_of] * (w[users] / Wm[e_of])[:, None]
+    binding = tuple((int(dirs.first[a]), int(dirs.first[b])) for a, b in mbind)
+    if mbind:
+        mb = np.asarray(mbind, dtype=np.int64)
+        pe = np.repeat(mb[:, 0], dirs.size[mb[:, 1]])
+        pi = np.concatenate([dirs.members(int(f)) for f in mb[:, 1]])
+    else:
+        pe = pi = np.zeros(0, dtype=np.int64)
+    return x, rounds, rows, binding, (int(seed[0].size) if seed is not None else 0), _cc.EnvyModel(dirs, pe, pi), False
+
+
+def _candidates(V: np.ndarray, budget: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The violated (> _TOL) rows among the ``budget[e]`` most violated of every envier e (row of ``V``)."""
+    M = int(budget.max()) if budget.size else 0
+    if M <= 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z
+    if M == 1:
+        li, ii = np.arange(V.shape[0]), V.argmax(axis=1)
+    else:
+        top = np.argpartition(-V, M - 1, axis=1)[:, :M]
+        if budget.min() < M:  # keep each envier's own budget of its most violated rows
+            top = np.take_along_axis(top, np.argsort(-np.take_along_axis(V, top, axis=1), axis=1, kind="stable"), axis=1)
+            keep = np.arange(M)[None, :] < budget[:, None]
+            li, ii = np.nonzero(keep)[0], top[keep]
+        else:
+            li, ii = np.repeat(np.arange(V.shape[0]), M), top.ravel()
+    viol = V[li, ii] > _TOL
+    return li[viol], ii[viol]
 
 
 def _unique(h) -> bool:
@@ -384,24 +485,6 @@ def _unique(h) -> bool:
     rb = np.fromiter((v == basic for v in b.row_status), dtype=bool)
     cd, rd = np.abs(np.asarray(sol.col_dual)), np.abs(np.asarray(sol.row_dual))
     return bool(np.all(cd[~cb] > 1e-9) and np.all(rd[~rb] > 1e-9))
-
-
-def _add_envy_rows(h, S, ws, var, li, ii, inf):
-    """Rows S_l.x_l - (w_l/w_i) S_l.x_i >= 0 for the pairs (li, ii)."""
-    p = li.size
-    k = S.shape[1]
-    ratio = ws[li] / ws[ii]
-    idx = np.concatenate([var[li], var[ii]], axis=1)  # p x 2k
-    val = np.concatenate([S[li], -ratio[:, None] * S[li]], axis=1)
-    ok = (idx >= 0) & (val != 0)
-    counts = ok.sum(axis=1)
-    starts = np.zeros(p, dtype=np.int32)
-    np.cumsum(counts[:-1], out=starts[1:])
-    h.addRows(
-        p, np.zeros(p), np.full(p, inf), int(counts.sum()), starts,
-        idx[ok].astype(np.int32), val[ok].astype(float),
-    )
-    del k
 
 
 # --------------------------------------------------------------------------------------------------
@@ -429,93 +512,3 @@ def plain_lp(S, w, c, solver: str | None = None) -> np.ndarray:
     prob = cp.Problem(cp.Maximize(cp.sum(cp.multiply(S, x))), cons)
     lp.solve(prob, solver, what="cooperative OEF (eq. 10, plain form)")
     return np.maximum(np.asarray(x.value, dtype=float), 0.0)
-
-
-# --------------------------------------------------------------------------------------------------
-# Second stage: of the optima, the one nearest to a previous allocation (module ._stable explains why)
-# --------------------------------------------------------------------------------------------------
-
-
-def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev: np.ndarray,
-                 rows: tuple[np.ndarray, np.ndarray] | None = None, cuts_per_user: int = 2,
-            max_rounds: int = 10_000) -> tuple[np.ndarray, int]:
-    """Second stage for cooperative OEF (eq. 10 on ``S``, ``w``, ``c``): of the allocations with total
-    throughput >= (1 - STABLE_REL) * S.x_opt that are envy-free, the one with the least L1 distance to ``prev``
-    (NaN rows: no distance term). ``rows``: envy pairs (l, i) to start from (e.g. the first stage's final
-    model). Returns (x, LP rounds). Raises SolverError if HiGHS fails."""
-    import highspy
-
-    n, k = S.shape
-    known = ~np.isnan(prev).any(axis=1)
-    if n == 0 or k == 0 or not known.any():
-        return x_opt, 0
-    ws = w / w.max()
-    usable = (S > 0) & (c > 0)[None, :]
-    vl, vj = np.nonzero(usable)
-    nv = int(vl.size)
-    if nv == 0:
-        return x_opt, 0
-    var = np.full((n, k), -1, dtype=np.int32)
-    var[vl, vj] = np.arange(nv, dtype=np.int32)
-    inf = highspy.kHighsInf
-    h = new_highs()
-    h.setOptionValue("primal_feasibility_tolerance", 1e-9)
-    h.setOptionValue("dual_feasibility_tolerance", 1e-9)
-    h.addCols(nv, np.zeros(nv), np.zeros(nv), np.full(nv, inf), 0, np.zeros(nv, dtype=np.int32),
-              np.zeros(0, dtype=np.int32), np.zeros(0))
-    # distance columns t for the variables of known rows; a known row's previous GPUs on a type it cannot use
-    # now (no variable) are a constant of the distance and left out
-    dv = np.nonzero(known[vl])[0]
-    nd = int(dv.size)
-    h.addCols(nd, np.ones(nd), np.zeros(nd), np.full(nd, inf), 0, np.zeros(nd, dtype=np.int32),
-              np.zeros(0, dtype=np.int32), np.zeros(0))
-    h.changeObjectiveSense(highspy.ObjSense.kMinimize)
-    # capacity
-    order = np.argsort(vj, kind="stable").astype(np.int32)
-    starts = np.searchsorted(vj[order], np.arange(k)).astype(np.int32)
-    h.addRows(k, np.full(k, -inf), c.astype(float), nv, starts, order, np.ones(nv))
-    # the first objective kept at its optimum
-    opt = float(np.sum(S * x_opt))
-    h.addRows(1, np.array([opt - STABLE_REL * max(1.0, abs(opt))]), np.array([inf]), nv, np.zeros(1, dtype=np.int32),
-              np.arange(nv, dtype=np.int32), S[vl, vj].astype(float))
-    # t - x >= -p and t + x >= p
-    p = prev[vl[dv], vj[dv]]
-    add_distance_rows(h, p, dv, nv)
-    inmodel = np.zeros((n, n), dtype=bool)
-    if rows is not None and len(rows[0]):
-        li, ii = (np.asarray(r, dtype=np.int64) for r in rows)
-        code = np.unique(li * n + ii)
-        li, ii = code // n, code % n
-        inmodel[li, ii] = True
-        _add_envy_rows(h, S, ws, var, li, ii, inf)
-    h.setOptionValue("solver", "simplex")
-    X = np.zeros((n, k))
-    m = max(1, min(int(cuts_per_user), n - 1))
-    rounds = 0
-    while True:
-        rounds += 1
-        h.run()
-        status = h.getModelStatus()
-        if status != highspy.HighsModelStatus.kOptimal:
-            raise SolverError(f"stable optimum: HiGHS ended with {h.modelStatusToString(status)} in round {rounds}")
-        X[vl, vj] = np.asarray(h.getSolution().col_value)[:nv]
-        np.maximum(X, 0.0, out=X)
-        if n == 1:
-            break
-        V = envy_matrix(S, ws, X)
-        top = np.argpartition(-V, m - 1, axis=1)[:, :m]
-        li = np.repeat(np.arange(n), m)
-        ii = top.ravel()
-        bad = (V[li, ii] > _STABLE_TOL) & ~inmodel[li, ii]
-        li, ii = li[bad], ii[bad]
-        if li.size == 0:
-            li, ii = np.nonzero((V > _STABLE_TOL) & ~inmodel)
-            if li.size == 0:
-                break
-        if rounds >= max_rounds:
-            raise SolverError(f"stable optimum: no convergence after {rounds} rounds")
-        inmodel[li, ii] = True
-        _add_envy_rows(h, S, ws, var, li, ii, inf)
-        if rounds == 1:
-            h.setOptionValue("presolve", "off")
-    return X, rounds
