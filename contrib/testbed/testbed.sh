@@ -495,6 +495,7 @@ JobRequeue=1
 TrackWCKey=yes
 KillWait=2
 MinJobAge=300
+MaxJobCount=20000
 InactiveLimit=0
 Waittime=0
 SelectType=select/cons_tres

@@ -130,6 +130,16 @@ def envy_matrix(speed: np.ndarray, weight: np.ndarray, x: np.ndarray) -> np.ndar
     return V
 
 
+#: Users above which users of one speed direction are merged (``solve_with_info(merge=None)``). Below it the
+#: per-user solver takes under a second and its optimum is kept: in the simulator (issue 28's benchmark, 90 %
+#: load with preemption, seed 0) the merged optimum — two accounts' 8-GPU jobs of one job model given one
+#: bundle per weight — let the guarantee of P100 swing between them round after round as each one's job started
+#: and the other's waited (27 requeues instead of 12, and two jobs requeued for each other); merged at every
+#: size, the benchmark's 90 % preempt cell lost its same-type goal (9 of 79 restarts before the job they were
+#: for). A big site gets the merged solve's speed and that risk (docs/policies.md, docs/known-gaps.md).
+MERGE_ABOVE = 200
+
+
 def solve(speed, weight, capacity, solver: str | None = None) -> np.ndarray:
     """Optimal cooperative-OEF allocation x (n x k fractional GPUs)."""
     return solve_with_info(speed, weight, capacity, solver)[0]
@@ -138,7 +148,7 @@ def solve(speed, weight, capacity, solver: str | None = None) -> np.ndarray:
 def solve_with_info(
     speed, weight, capacity, solver: str | None = None, *, cuts_per_user: int = 2, max_rounds: int = 10_000, drop_slack: bool = True, neighbours: int = 8,
     first: str = "simplex", cycles: bool = True, drop_basic: bool = True, seed=None, seed_all: bool = False,
-    previous: np.ndarray | None = None, aggregate: bool = True, merge: bool = True,
+    previous: np.ndarray | None = None, aggregate: bool = True, merge: bool | None = None,
 ) -> tuple[np.ndarray, SolveInfo]:
     """``seed``: envy rows (l, i) to start from (pairs of user indices, e.g. the ``binding`` rows of an
     earlier solve of a similar problem); users in no seeded pair get the similarity seeding. Pairs out of
@@ -148,11 +158,17 @@ def solve_with_info(
     ``previous`` (n x k, NaN rows = unknown users; HIGHS only): a second stage returns, among the optima,
     the one nearest in L1 to it (:func:`nearest`): a stable tie-break toward last round.
 
-    ``merge`` (default): users of one speed direction are solved as one merged user and split by weight
+    ``merge``: users of one speed direction are solved as one merged user and split by weight
     (:func:`_merged_generation`); ``aggregate`` without ``merge``: they share one variable t (module
     ``_coop_classes``); neither: every user its own envy rows (the solver before issue 31). Same optimum
-    value in all three (proofs in the docstrings; tests/policies/test_coop_classes.py compares them)."""
+    value in all three (proofs in the docstrings; tests/policies/test_coop_classes.py compares them), but not
+    the same optimum: the merged one gives the users of a direction one bundle per weight. ``merge=None`` (the
+    policy's default): merged above ``MERGE_ABOVE`` users, where the per-user solve is slow; every user its own
+    envy rows below it, the solver and optimum of before issue 31 (see ``MERGE_ABOVE``)."""
     S, w, c = _check(speed, weight, capacity)
+    if merge is None:  # the policy's default: the solver before issue 31 up to MERGE_ABOVE users
+        merge = S.shape[0] > MERGE_ABOVE
+        aggregate = aggregate and merge
     name = "HIGHS" if solver is None else str(solver).upper()
     t0 = time.perf_counter()
     binding: tuple = ()

@@ -63,7 +63,7 @@ def _feasible(S, w, c, x):
 @pytest.mark.parametrize("seed,n,k,models,weighted,zeros,scale,dead", CASES)
 def test_merged_and_t_form_same_optimum_as_per_user_and_full_lp(seed, n, k, models, weighted, zeros, scale, dead):
     S, w, c = _instance(seed, n, k, models, weighted, zeros, scale, dead)
-    xm, im = _coop_fast.solve_with_info(S, w, c)  # merged (default)
+    xm, im = _coop_fast.solve_with_info(S, w, c, merge=True)  # merged
     xt, it = _coop_fast.solve_with_info(S, w, c, merge=False)  # t form
     xu, iu = _coop_fast.solve_with_info(S, w, c, aggregate=False)  # per user, the solver before issue 31
     ref = _obj(S, full_lp(S, w, c))
@@ -81,7 +81,7 @@ def test_merged_same_optimum_as_plain_cvxpy(seed, n, k, models, weighted, zeros,
 
 def test_merged_split_is_by_weight():
     S, w, c = _instance(11, 30, 4, 3)
-    x = _coop_fast.solve(S, w, c)
+    x = _coop_fast.solve_with_info(S, w, c, merge=True)[0]
     dirs = _coop_classes.directions(np.where((S > 0) & (c > 0), S, 0.0), (S > 0).any(axis=1), 0)
     for e in range(dirs.m):
         mem = dirs.members(e)
@@ -116,7 +116,7 @@ def test_no_repeated_direction_is_the_solver_of_before():
     S = np.cumprod(np.c_[np.ones(30), rng.uniform(1.0, 2.5, (30, 4))], axis=1)  # 30 distinct directions
     w, c = rng.choice([1.0, 2.0], 30), rng.integers(1, 9, 5).astype(float)
     assert _coop_classes.directions(S, np.ones(30, dtype=bool), 0).groups == 0
-    x, i = _coop_fast.solve_with_info(S, w, c)
+    x, i = _coop_fast.solve_with_info(S, w, c, merge=True)
     xu, iu = _coop_fast.solve_with_info(S, w, c, aggregate=False)
     np.testing.assert_array_equal(x, xu)
     assert i.rounds == iu.rounds and i.binding == iu.binding
@@ -125,10 +125,10 @@ def test_no_repeated_direction_is_the_solver_of_before():
 @pytest.mark.parametrize("seed", range(6))
 def test_second_stage_aggregated_keeps_optimum_and_finds_the_nearest(seed):
     S, w, c = _instance(20 + seed, 24, 3, 4)
-    x0, i0 = _coop_fast.solve_with_info(S, w, c)
+    x0, i0 = _coop_fast.solve_with_info(S, w, c, merge=True)
     p = np.random.default_rng(seed).uniform(0, 2, S.shape) * (S > 0)
     p[::5] = np.nan
-    x, info = _coop_fast.solve_with_info(S, w, c, previous=p)
+    x, info = _coop_fast.solve_with_info(S, w, c, previous=p, merge=True)
     _feasible(S, w, c, x)
     assert _obj(S, x) == pytest.approx(i0.objective, rel=1e-7)
     assert info.moved_after <= info.moved_before + 1e-9
@@ -142,11 +142,11 @@ def test_second_stage_aggregated_keeps_optimum_and_finds_the_nearest(seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_warm_seed_gives_the_same_optimum(seed):
     S, w, c = _instance(30 + seed, 40, 4, 5)
-    x0, i0 = _coop_fast.solve_with_info(S, w, c)
+    x0, i0 = _coop_fast.solve_with_info(S, w, c, merge=True)
     S2 = S.copy()
     S2[:4] = S2[4:8]  # a few users change job model
-    xc, ic = _coop_fast.solve_with_info(S2, w, c)
-    xw, iw = _coop_fast.solve_with_info(S2, w, c, seed=i0.binding, seed_all=True)
+    xc, ic = _coop_fast.solve_with_info(S2, w, c, merge=True)
+    xw, iw = _coop_fast.solve_with_info(S2, w, c, seed=i0.binding, seed_all=True, merge=True)
     assert iw.objective == pytest.approx(ic.objective, rel=1e-8)
     _feasible(S2, w, c, xw)
 
@@ -162,7 +162,7 @@ def test_policy_steps_same_optimum_and_envy_free(seed, type_demand):
     steps = []
 
     def step(S, w, c):
-        x, info = _coop_fast.solve_with_info(S, w, c)
+        x, info = _coop_fast.solve_with_info(S, w, c, merge=True)
         steps.append((S, w, c, info.objective))
         return x
 
@@ -183,10 +183,10 @@ def test_one_direction_and_edge_cases():
     S = np.array([[1.0, 2.0], [2.0, 4.0], [0.5, 1.0]])
     w = np.array([1.0, 2.0, 1.0])
     c = np.array([2.0, 3.0])
-    x = _coop_fast.solve(S, w, c)  # one merged user: everything, split by weight
+    x = _coop_fast.solve_with_info(S, w, c, merge=True)[0]  # one merged user: everything, split by weight
     np.testing.assert_allclose(x, np.outer(w / w.sum(), c), atol=1e-9)
     _feasible(S, w, c, x)
-    x0 = _coop_fast.solve(S, w, np.zeros(2))
+    x0 = _coop_fast.solve_with_info(S, w, np.zeros(2), merge=True)[0]
     assert np.all(x0 == 0)
     Z = np.vstack([S, np.zeros(2)])  # a user that can use nothing gets nothing, the others as before
     xz = _coop_fast.solve(Z, np.r_[w, 1.0], c)
@@ -201,7 +201,7 @@ def test_merged_weights_far_apart_stay_within_tolerance():
     S = np.vstack([np.repeat(base[:2], 100, axis=0), base[2:]])
     w = np.r_[np.full(200, 2.0), np.full(4, 0.5)]
     c = rng.integers(20, 200, 6).astype(float)
-    x, info = _coop_fast.solve_with_info(S, w, c)
+    x, info = _coop_fast.solve_with_info(S, w, c, merge=True)
     ref = _coop_fast.solve_with_info(S, w, c, aggregate=False)[1]
     assert info.objective == pytest.approx(ref.objective, rel=1e-8)
     _feasible(S, w, c, x)
@@ -218,8 +218,8 @@ def test_second_stage_of_the_simulators_first_try():
     q = 0.359823411963
     p = np.array([[0, q], [1.012743611398, 0], [0, q], [0, 0.539735117944], [0, q], [1.012743611398, 0], [0, q],
                   [0.455397360107, 0.401765880297], [1.519115417097, 7.6e-11], [0, q], [0, q], [0, q]])
-    x0, i0 = _coop_fast.solve_with_info(S, w, c)
-    x, info = _coop_fast.solve_with_info(S, w, c, previous=p)
+    x0, i0 = _coop_fast.solve_with_info(S, w, c, merge=True)
+    x, info = _coop_fast.solve_with_info(S, w, c, previous=p, merge=True)
     _feasible(S, w, c, x)
     assert _obj(S, x) == pytest.approx(i0.objective, rel=1e-7)
     assert info.moved_after <= info.moved_before + 1e-9
@@ -231,7 +231,7 @@ def test_merged_second_stage_same_least_distance_as_per_user(seed, kind):
     """nearest_merged (users of one direction and one previous bundle per weight merged) reaches the least L1
     distance of the per-user second stage, with the optimum kept and envy-freeness."""
     S, w, c = _instance(40 + seed, 30, 3, 4)
-    x0, i0 = _coop_fast.solve_with_info(S, w, c)
+    x0, i0 = _coop_fast.solve_with_info(S, w, c, merge=True)
     rng = np.random.default_rng(seed)
     d = _coop_classes.directions(S, np.ones(30, dtype=bool), 0)
     bundle = rng.uniform(0, 1, (d.m, 3)) * (d.D > 0)
@@ -260,3 +260,18 @@ def test_max_envy_by_directions_is_the_envy_matrix_max(seed):
     x = rng.uniform(0, 2, S.shape)
     ref = float(_coop_fast.envy_matrix(S, w, x).max())
     assert _coop_classes.max_envy(S, w, x) == pytest.approx(ref, rel=1e-12, abs=1e-12)
+
+
+def test_merging_is_automatic_only_above_merge_above_users(monkeypatch):
+    """``merge=None`` (the policy's default): per user up to ``MERGE_ABOVE`` users — that solver's optimum is
+    kept where it is fast (issue 28's simulator ran into a guarantee swinging between two accounts' jobs of one
+    job model with the merged one) — and merged above it; the optimum value is the same either way."""
+    S = np.array([[1.0, 2.0], [2.0, 4.0], [0.5, 1.0]])
+    w = np.array([1.0, 2.0, 1.0])
+    c = np.array([2.0, 3.0])
+    auto = _coop_fast.solve_with_info(S, w, c)[0]
+    np.testing.assert_allclose(auto, _coop_fast.solve_with_info(S, w, c, aggregate=False, merge=False)[0], atol=1e-9)
+    monkeypatch.setattr(_coop_fast, "MERGE_ABOVE", 2)
+    merged = _coop_fast.solve_with_info(S, w, c)[0]
+    np.testing.assert_allclose(merged, np.outer(w / w.sum(), c), atol=1e-9)
+    assert float(np.sum(S * merged)) == pytest.approx(float(np.sum(S * auto)), rel=1e-9)
