@@ -381,3 +381,24 @@ def test_a_flexible_claimant_typed_elsewhere_is_moved_to_the_type_its_victims_fr
     fixed = _replace(claimant, comment="")
     assert not fixed.flexible and _claimant_to(c, fixed, "v100", set(), "m") == "m"
     assert _claimant_to(c, claimant, "v100", done, "m") == "m"
+
+
+def test_a_job_gpus_were_reclaimed_for_is_no_reclaims_victim_for_a_day():
+    """Reclaim converges (issue 28; 90 % load seed 0 in the simulator): two accounts' 8-GPU jobs took the P100s from
+    each other by reclaim every ~1 000 s. A job a reclaim requeued others for keeps what was freed for 24 h."""
+    from dataclasses import replace
+
+    from slurm_fair.daemon import victims as V
+    from slurm_fair.preemptions import REQUEUED
+
+    job = run(111, "A", gtype="p100", gpus=8, ran=1000.0)
+    freed_for = replace(signalled(7, 55, "B", gtype="p100", gpus=8, ago=1200.0, state=REQUEUED,
+                                  requeued_at=NOW - 1080.0), for_job=111)
+    lease = lambda j, hist, m: (float(j.start_time) + m, "start")  # noqa: E731 - the lease is not what is tested
+    why = V.blockers([job], [freed_for], NOW, CFG, lease)
+    assert "reclaimed for it 1080 s ago" in why[111]
+    assert V.reclaimed_for([freed_for], 111, NOW) == NOW - 1080.0
+    old = replace(freed_for, requeued_at=NOW - 90_000.0)  # more than a day ago: a victim like any other
+    assert V.blockers([job], [old], NOW, CFG, lease) == {} and V.reclaimed_for([old], 111, NOW) is None
+    other = replace(freed_for, for_job=112)  # a reclaim for another job protects nothing here
+    assert V.blockers([job], [other], NOW, CFG, lease) == {}
