@@ -402,8 +402,9 @@ def _own_wait(plan: Plan, snapshot: Snapshot, job: Job, g: str, queued: float | 
     """Seconds until ``job`` could start on its own type ``g``: when backfill's plan of the queue on ``g`` would
     start it (``queued``, :func:`.backfill.queue_starts`: the running jobs' expected ends and the reservations of
     the jobs ahead of it; None or ``inf`` — beyond the jobs planned, or jobs whose GPUs per node the snapshot does
-    not give — then the GPUs of ``g`` freed for the ``short`` GPUs the jobs ahead and it lack), and its account's limit room there (``own_need``: its GPUs and its account's jobs
-    ahead; ``room``: limit − in use) freed by the account's own jobs ending. Where the limit itself is below
+    not give — then the GPUs of ``g`` freed for the ``short`` GPUs the jobs ahead and it lack), and its account's
+    limit room there (``own_need``: its GPUs and its account's jobs ahead; ``room``: limit − in use) freed by the
+    account's own jobs ending. Where the limit itself is below
     ``own_need`` and limits lend, the shortfall is GPUs lent to other accounts' claims, which end as their
     waiting jobs start on the type: the wait is the type's; with hard caps (no lending) such a job never starts
     there (``inf``). Measured (issue 28, 90 % seed 1): the GPUs freed by running jobs alone (``frees_in``) said
