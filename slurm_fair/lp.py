@@ -55,17 +55,23 @@ def pick_solver(name: str | None) -> str:
 
 
 def solve(problem: cp.Problem, solver: str | None = None, what: str = "LP", options: dict | None = None,
-          inaccurate_ok: bool = False) -> float:
+          inaccurate_ok: bool = False, filter_warnings: bool = True) -> float:
     """Solve ``problem`` with the chosen solver; return the optimal value or raise SolverError naming the
     status. OPTIMAL_INACCURATE is refused too: a policy must not hand out GPUs from a wrong answer.
     ``options``: per solver name, keyword options passed to that solver (others get none).
-    ``inaccurate_ok``: accept OPTIMAL_INACCURATE too — only for a caller that verifies the answer itself."""
+    ``inaccurate_ok``: accept OPTIMAL_INACCURATE too — only for a caller that verifies the answer itself.
+    ``filter_warnings=False``: leave the warning filters alone — for a solve in a worker thread, whose caller
+    filters around the whole pool (``warnings.catch_warnings`` changes process-wide state and is not safe to
+    enter from several threads)."""
     key = pick_solver(solver)
     if key == "HIGHS":
         prime_highs()  # cvxpy builds highspy.Highs() itself: keep its C banner off stdout
     try:
-        with warnings.catch_warnings():  # cvxpy warns on inaccurate solutions; the status is checked below
-            warnings.simplefilter("ignore", UserWarning)
+        if filter_warnings:
+            with warnings.catch_warnings():  # cvxpy warns on inaccurate solutions; the status is checked below
+                warnings.simplefilter("ignore", UserWarning)
+                value = problem.solve(solver=KNOWN_SOLVERS[key], **(options or {}).get(key, {}))
+        else:
             value = problem.solve(solver=KNOWN_SOLVERS[key], **(options or {}).get(key, {}))
     except cp.error.SolverError as exc:  # the solver crashed or gave up
         raise SolverError(f"{what}: solver {key} failed: {exc}") from exc

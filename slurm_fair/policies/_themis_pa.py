@@ -19,7 +19,10 @@ and without i. Optimal values are what an interior-point method gets most accura
 c_i is computed from them.
 
 **Cost.** 1 + B exponential-cone solves for B bidders (CLARABEL), each on the (bidder, type) cells that matter
-(``Cells``, column generation checked with the duals: the optimal value over all cells, see ``auction``).
+(``Cells``, column generation checked with the duals: the optimal value over all cells, see ``auction``). The B
+leave-one-out solves are independent: they run in chunks of ``CHUNK`` bidders, each chunk on its own program, on
+up to ``THREADS`` threads (CLARABEL runs outside Python's GIL; cvxpy's building and compiling of a program is
+serialized, see ``_CVXPY``), and give the same answer on any number of threads.
 Issue 31, 1 000 tenants × 10 types (301 bidders): 503-599 of 3 010 cells, ~15 ms a program instead of ~45-70 ms,
 5-6 s an auction instead of 21 s, and none of the stalls (CLARABEL "InsufficientProgress" at gap ~1e-2 on 9-35
 of the 301 dense leave-one-out programs without demands; the round was recorded solver-failed). Tried and not
@@ -33,7 +36,12 @@ at 1e-5..1e-3 of the objective where c_i needs 1e-9) and was not kept; see docs/
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import cvxpy as cp
@@ -142,15 +150,30 @@ def conic(m: Market, present=None, solver: str | None = None):
     return Program(m, solver).solve(present)
 
 
+#: cvxpy numbers every expression from one counter (``lin_ops.lin_utils.get_id``: read, then add 1) that threads
+#: may not share: a program is built and compiled (its first solve) under this lock; its later solves only set
+#: parameters and run the solver (CLARABEL, outside the GIL), in parallel
+_CVXPY = threading.Lock()
+
+
+def _cvxpy_lock(needed: bool):
+    return _CVXPY if needed else contextlib.nullcontext()
+
+
 class Cells:
     """The program over a set of (bidder, type) cells only (the others held at 0), built once with cvxpy
     parameters like :class:`Program`; ``solve`` also returns the capacity and demand rows' duals, with which
     :func:`outside` checks that no cell left out would enter (then the answer is the program's over all cells)."""
 
-    def __init__(self, m: Market, cells: np.ndarray, solver: str | None = None):
+    def __init__(self, m: Market, cells: np.ndarray, solver: str | None = None, threaded: bool = False):
+        self.m, self.solver, self.threaded = m, solver, threaded  # threaded: built and solved in a worker thread
+        self.compiled: set[str] = set()  # solvers this program was compiled for
+        with _cvxpy_lock(threaded):
+            self._build(m, cells)
+
+    def _build(self, m: Market, cells: np.ndarray) -> None:
         import scipy.sparse as sp
 
-        self.m, self.solver = m, solver
         n, k = m.n, m.k
         self.cells = cells.copy()
         r, c = np.nonzero(cells)
@@ -189,8 +212,11 @@ class Cells:
         self.Ap.value = m.A[self.r, self.c] * on[self.r]
         self.u0p.value = np.where(on, m.u0, 1.0)
         self.wp.value = m.w * on
-        lp.solve(self.prob, solver or self.solver or "CLARABEL", what="themis auction (partial allocation)",
-                 options=CONIC_OPTIONS, inaccurate_ok=True)
+        name = solver or self.solver or "CLARABEL"
+        with _cvxpy_lock(self.threaded and name not in self.compiled):  # a first solve compiles (new cvxpy ids)
+            lp.solve(self.prob, name, what="themis auction (partial allocation)",
+                     options=CONIC_OPTIONS, inaccurate_ok=True, filter_warnings=not self.threaded)
+        self.compiled.add(name)
         yv = np.zeros((m.n, m.k))
         yv[self.r, self.c] = np.clip(np.asarray(self.y.value, dtype=float), 0.0, None)
         yv = np.minimum(yv, m.ub) * on[:, None]
@@ -201,6 +227,12 @@ class Cells:
             q[self.fin] = np.abs(np.asarray(self.dem.dual_value, dtype=float)).reshape(-1)
         return yv, float((m.w * on) @ np.where(on, m.g(np.where(on, ut, 1.0)), 0.0)), p, q
 
+
+#: the leave-one-out programs are solved in chunks of this many bidders, each chunk on its own program (the
+#: answer does not depend on the number of threads), on up to ``THREADS`` threads (CLARABEL solves outside
+#: Python's GIL)
+CHUNK = 64
+THREADS = 4
 
 OUT_TOL = 1e-9  # relative to the bidder's w g̃'(ũ) ũ: a better response by less is not counted
 
@@ -254,17 +286,19 @@ class Auction:
     cells: int  # cells in the program the leave-one-out programs were solved on (of n·k)
 
 
-def _exact(m: Market, cells: np.ndarray, present: np.ndarray, solver, prog: "Cells | None" = None):
+def _exact(m: Market, cells: np.ndarray, present: np.ndarray, solver, prog: "Cells | None" = None,
+           threaded: bool = False):
     """The program among ``present`` over all cells, solved on a subset grown until no cell left out would
-    enter (column generation; the last answer is optimal over every cell). (y, value, p, q, program)."""
+    enter (column generation; the last answer is optimal over every cell). (y, value, p, q, program).
+    ``threaded``: called in a worker thread (:class:`Cells`)."""
     for _ in range(m.k + 2):
-        prog = prog if prog is not None and np.array_equal(prog.cells, cells) else Cells(m, cells, solver)
+        prog = prog if prog is not None and np.array_equal(prog.cells, cells) else Cells(m, cells, solver, threaded)
         y, val, p, q = prog.solve(present)
         if prog.prob.status != cp.OPTIMAL:
             # CLARABEL "AlmostSolved" on a program re-solved with new parameters (1 000 tenants, per-type
             # demands: 19 of 307, values off by up to 5e-7): once more on a freshly built program, then ECOS
             for name in (solver, "ECOS"):
-                prog = Cells(m, cells, name)
+                prog = Cells(m, cells, name, threaded)
                 y, val, p, q = prog.solve(present)
                 if prog.prob.status == cp.OPTIMAL:
                     break
@@ -275,6 +309,43 @@ def _exact(m: Market, cells: np.ndarray, present: np.ndarray, solver, prog: "Cel
     raise SolverError("themis auction: column generation did not settle")
 
 
+def _cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the system has one, as under systemd's
+    ``CPUAffinity=``), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _without_each(m: Market, cells: np.ndarray, idx: np.ndarray, solver, threaded: bool) -> tuple[np.ndarray, int]:
+    """The optimal values of the leave-one-out programs of the bidders ``idx`` (one program over ``cells``,
+    built here: a chunk's answers do not depend on which thread or in which order the chunks run), and how many
+    needed the fallback (see :func:`auction`)."""
+    n = m.n
+    full = np.ones(n, dtype=bool)
+    prog = Cells(m, cells, solver, threaded)
+    out = np.empty(idx.size)
+    rebuilt = 0
+    for at, i in enumerate(idx):
+        pres = full.copy()
+        pres[i] = False
+        try:
+            out[at] = _exact(m, cells, pres, solver, prog, threaded)[1]
+        except SolverError:
+            rebuilt += 1
+            mi = m.without(int(i))
+            keep = np.delete(cells, i, axis=0)
+            for name in (solver, "ECOS"):
+                try:
+                    out[at] = _exact(mi, keep, np.ones(n - 1, dtype=bool), name, None, threaded)[1]
+                    break
+                except SolverError:
+                    if name == "ECOS":
+                        raise
+    return out, rebuilt
+
+
 def auction(m: Market, solver: str | None = None) -> Auction:
     """G_pf and c of the PA mechanism among all users of ``m``: 1 + n conic solves, each on the cells that matter.
 
@@ -282,8 +353,9 @@ def auction(m: Market, solver: str | None = None) -> Auction:
     duals (:func:`outside`: a cell left out enters only if its marginal value beats its price); cells that
     would enter are added and the program re-solved, so each optimal value is that of the program over all
     cells (issue 31: at 1 000 tenants ~500 of 3 010 cells, 2-3x faster per program, and CLARABEL no longer
-    stalls on columns that are 0 with near-zero reduced cost). The leave-one-out programs share one program
-    over G_pf's support and the cells within 10 % of entering at G_pf's prices. Fallbacks, each the same
+    stalls on columns that are 0 with near-zero reduced cost). The leave-one-out programs are over G_pf's
+    support and the cells within 10 % of entering at G_pf's prices, one program a chunk of ``CHUNK`` bidders,
+    the chunks on up to ``THREADS`` threads (:func:`_without_each`). Fallbacks, each the same
     program: a leave-one-out program that fails is solved once more built without the bidder
     (:meth:`Market.without`), on CLARABEL then ECOS; ``rebuilt`` counts them."""
     n = m.n
@@ -299,25 +371,19 @@ def auction(m: Market, solver: str | None = None) -> Auction:
     val = (m.w / (ut * (1.0 + m.ah * ut)))[:, None] * m.A
     price = p[None, :] + q[:, None] * m.v
     cells = (y > 1e-9) | (usable & (val >= 0.9 * price))
-    prog = Cells(m, cells, solver)
     opt_minus = np.empty(n)
+    chunks = [np.arange(a, min(a + CHUNK, n)) for a in range(0, n, CHUNK)]
+    workers = min(len(chunks), max(1, int(THREADS)), _cpus())
+    if workers > 1:
+        with warnings.catch_warnings(), ThreadPoolExecutor(workers, thread_name_prefix="themis-pa") as pool:
+            warnings.simplefilter("ignore", UserWarning)  # for the threads' solves (lp.solve, filter_warnings)
+            done = list(pool.map(lambda idx: _without_each(m, cells, idx, solver, True), chunks))
+    else:
+        done = [_without_each(m, cells, idx, solver, False) for idx in chunks]
     rebuilt = 0
-    for i in range(n):
-        pres = full.copy()
-        pres[i] = False
-        try:
-            opt_minus[i] = _exact(m, cells, pres, solver, prog)[1]
-        except SolverError:
-            rebuilt += 1
-            mi = m.without(i)
-            keep = np.delete(cells, i, axis=0)
-            for name in (solver, "ECOS"):
-                try:
-                    opt_minus[i] = _exact(mi, keep, np.ones(n - 1, dtype=bool), name)[1]
-                    break
-                except SolverError:
-                    if name == "ECOS":
-                        raise
+    for idx, (vals, r) in zip(chunks, done):
+        opt_minus[idx] = vals
+        rebuilt += r
     gi = m.w * m.g(m.utilities(y))
     # Π_{j≠i} V_j(G_pf)^{w_j} / Π_{j≠i} V_j(G^{-i})^{w_j} <= 1 (G_pf restricted is feasible without i)
     c = np.exp(np.minimum((opt - gi - opt_minus) / m.w, 0.0))

@@ -401,3 +401,40 @@ def test_philly_auction_uses_few_cells_and_equals_the_dense_programs():
     assert got.cells < 0.5 * m.n * m.k
     g_ref, c_ref = _dense_auction(m)
     np.testing.assert_allclose(got.c, c_ref, rtol=1e-6, atol=1e-9)
+
+
+def test_leave_one_out_programs_in_threads_give_the_answer_of_one_thread(monkeypatch):
+    # issue 31: the leave-one-out programs run in chunks, each chunk on its own program, on up to THREADS threads;
+    # the answer may not depend on how many threads ran, and the threads' solves may not leave a warning filter
+    # behind (warnings.catch_warnings is process-wide)
+    import warnings
+
+    from slurm_fair.policies import _themis_pa as pa
+
+    rng = np.random.default_rng(31)
+    n, k = 23, 4
+    S = rng.uniform(1.0, 8.0, (n, k))
+    S[rng.random((n, k)) < 0.2] = 0.0
+    S[:, 0] = np.maximum(S[:, 0], 1.0)  # every bidder can use a GPU
+    demand = np.where(rng.random(n) < 0.5, np.inf, rng.integers(1, 5, n).astype(float))
+    m = pa.Market(S, rng.uniform(0.5, 2.0, n), np.array([4.0, 6.0, 3.0, 8.0]), demand, np.full((n, k), np.inf),
+                  np.zeros(n), rng.uniform(0.0, 900.0, n), rng.uniform(100.0, 5000.0, n))
+    monkeypatch.setattr(pa, "CHUNK", 5)
+    monkeypatch.setattr(pa, "_cpus", lambda: 4)
+    monkeypatch.setattr(pa, "THREADS", 1)
+    one = pa.auction(m)
+    before = list(warnings.filters)
+    monkeypatch.setattr(pa, "THREADS", 4)
+    four = pa.auction(m)
+    assert list(warnings.filters) == before
+    np.testing.assert_array_equal(four.g_pf, one.g_pf)
+    np.testing.assert_array_equal(four.c, one.c)
+    assert ((one.c > 0) & (one.c <= 1)).all() and (one.c < 1 - 1e-6).any()  # payments were computed
+    # and each bidder's c against its leave-one-out program solved on its own, over every cell
+    for i in (0, 7, 22):
+        pres = np.ones(n, dtype=bool)
+        pres[i] = False
+        _y, opt = pa.conic(m)
+        _y, opt_minus = pa.conic(m, pres)
+        gi = m.w[i] * m.g(m.utilities(one.g_pf / m.c[None, :]))[i]
+        assert one.c[i] == pytest.approx(np.exp(min((opt - gi - opt_minus) / m.w[i], 0.0)), rel=1e-6)
