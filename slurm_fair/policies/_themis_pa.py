@@ -214,8 +214,8 @@ class Cells:
         self.wp.value = m.w * on
         name = solver or self.solver or "CLARABEL"
         with _cvxpy_lock(self.threaded and name not in self.compiled):  # a first solve compiles (new cvxpy ids)
-            lp.solve(self.prob, name, what="themis auction (partial allocation)",
-                     options=CONIC_OPTIONS, inaccurate_ok=True, filter_warnings=not self.threaded)
+            lp.solve(self.prob, name, what="themis auction (partial allocation)", options=CONIC_OPTIONS,
+                     inaccurate_ok=True, filter_warnings=not self.threaded)
         self.compiled.add(name)
         yv = np.zeros((m.n, m.k))
         yv[self.r, self.c] = np.clip(np.asarray(self.y.value, dtype=float), 0.0, None)
@@ -293,13 +293,24 @@ def _exact(m: Market, cells: np.ndarray, present: np.ndarray, solver, prog: "Cel
     ``threaded``: called in a worker thread (:class:`Cells`)."""
     for _ in range(m.k + 2):
         prog = prog if prog is not None and np.array_equal(prog.cells, cells) else Cells(m, cells, solver, threaded)
-        y, val, p, q = prog.solve(present)
-        if prog.prob.status != cp.OPTIMAL:
+        try:
+            y, val, p, q = prog.solve(present)
+            solved = prog.prob.status == cp.OPTIMAL
+        except SolverError:
+            solved = False
+        if not solved:
             # CLARABEL "AlmostSolved" on a program re-solved with new parameters (1 000 tenants, per-type
-            # demands: 19 of 307, values off by up to 5e-7): once more on a freshly built program, then ECOS
+            # demands: 19 of 307, values off by up to 5e-7), or failed outright (CLARABEL raised on a warm
+            # 2 000-tenant round's first program when tried without iterative refinement): once more on a freshly
+            # built program, then ECOS (its failure is the auction's)
             for name in (solver, "ECOS"):
                 prog = Cells(m, cells, name, threaded)
-                y, val, p, q = prog.solve(present)
+                try:
+                    y, val, p, q = prog.solve(present)
+                except SolverError:
+                    if name == "ECOS":
+                        raise
+                    continue
                 if prog.prob.status == cp.OPTIMAL:
                     break
         add = outside(m, cells, y, present, p)

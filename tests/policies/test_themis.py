@@ -438,3 +438,30 @@ def test_leave_one_out_programs_in_threads_give_the_answer_of_one_thread(monkeyp
         _y, opt_minus = pa.conic(m, pres)
         gi = m.w[i] * m.g(m.utilities(one.g_pf / m.c[None, :]))[i]
         assert one.c[i] == pytest.approx(np.exp(min((opt - gi - opt_minus) / m.w[i], 0.0)), rel=1e-6)
+
+
+def test_a_program_the_solver_fails_on_is_built_again_then_solved_by_ecos(monkeypatch):
+    # a CLARABEL failure (an exception, not a status) on a program of the auction — G_pf's included, which had no
+    # fallback — is handled as a status that is not optimal: the program built afresh, then ECOS
+    from slurm_fair import lp
+    from slurm_fair.policies import _themis_pa as pa
+
+    rng = np.random.default_rng(5)
+    n, k = 6, 3
+    m = pa.Market(rng.uniform(1.0, 6.0, (n, k)), np.ones(n), np.array([3.0, 2.0, 4.0]), np.full(n, np.inf),
+                  np.full((n, k), np.inf), np.zeros(n), rng.uniform(0.0, 500.0, n), rng.uniform(100.0, 1000.0, n))
+    want = pa.auction(m)
+    real, calls = lp.solve, []
+
+    def clarabel_fails(problem, solver=None, *args, **kw):
+        calls.append(solver)
+        if solver == "CLARABEL":
+            raise pa.SolverError("themis auction (partial allocation): solver CLARABEL failed: (made to fail)")
+        return real(problem, solver, *args, **kw)
+
+    monkeypatch.setattr(pa.lp, "solve", clarabel_fails)
+    got = pa.auction(m)
+    assert calls[:3] == ["CLARABEL", "CLARABEL", "ECOS"]  # G_pf: its program, built again, then ECOS
+    assert "ECOS" in calls and set(calls) == {"CLARABEL", "ECOS"}
+    np.testing.assert_allclose(got.c, want.c, rtol=1e-5)
+    np.testing.assert_allclose(got.g_pf, want.g_pf, atol=1e-5)
