@@ -31,13 +31,18 @@ from .plan.reclaim import Reclaim
 DAY = 86400.0
 
 
+def _requeued_in_day(r: PreemptionRecord, now: float) -> bool:
+    """The record is a requeue in the 24 h before ``now``."""
+    return r.state == REQUEUED and r.requeued_at is not None and r.requeued_at >= now - DAY
+
+
 def requeues_in_day(history: Iterable[PreemptionRecord], job_id: int, now: float) -> int:
     """Requeues of the job by slurm-fair in the 24 h before ``now``, plus its open signals (about to be)."""
     n = 0
     for r in history:
         if r.job_id != job_id:
             continue
-        if r.state == SIGNALLED or (r.state == REQUEUED and r.requeued_at is not None and r.requeued_at >= now - DAY):
+        if r.state == SIGNALLED or _requeued_in_day(r, now):
             n += 1
     return n
 
@@ -91,8 +96,7 @@ def reclaimed_for(history: Iterable[PreemptionRecord], job_id: int, now: float) 
     (issue 28, 90 % load, seed 0), two accounts' 8-GPU jobs took the P100s from each other by reclaim every
     ~1 000 s — each starved account's claim grew until its job got a window, and the reclaim for it requeued the
     job the last reclaim had been for."""
-    times = [float(r.requeued_at) for r in history
-             if r.for_job == job_id and r.state == REQUEUED and r.requeued_at is not None and r.requeued_at >= now - DAY]
+    times = [float(r.requeued_at) for r in history if r.for_job == job_id and _requeued_in_day(r, now)]
     return max(times) if times else None
 
 

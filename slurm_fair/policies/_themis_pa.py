@@ -344,16 +344,9 @@ def _without_each(m: Market, cells: np.ndarray, idx: np.ndarray, solver, threade
         try:
             out[at] = _exact(m, cells, pres, solver, prog, threaded)[1]
         except SolverError:
-            rebuilt += 1
-            mi = m.without(int(i))
-            keep = np.delete(cells, i, axis=0)
-            for name in (solver, "ECOS"):
-                try:
-                    out[at] = _exact(mi, keep, np.ones(n - 1, dtype=bool), name, None, threaded)[1]
-                    break
-                except SolverError:
-                    if name == "ECOS":
-                        raise
+            rebuilt += 1  # built without the bidder (_exact's own fallback: built afresh, then ECOS)
+            out[at] = _exact(m.without(int(i)), np.delete(cells, i, axis=0), np.ones(n - 1, dtype=bool), solver,
+                             None, threaded)[1]
     return out, rebuilt
 
 
@@ -367,8 +360,9 @@ def auction(m: Market, solver: str | None = None) -> Auction:
     stalls on columns that are 0 with near-zero reduced cost). The leave-one-out programs are over G_pf's
     support and the cells within 10 % of entering at G_pf's prices, one program a chunk of ``CHUNK`` bidders,
     the chunks on up to ``THREADS`` threads (:func:`_without_each`). Fallbacks, each the same
-    program: a leave-one-out program that fails is solved once more built without the bidder
-    (:meth:`Market.without`), on CLARABEL then ECOS; ``rebuilt`` counts them."""
+    program: a program that fails or is not optimal is built afresh, then solved by ECOS (:func:`_exact`); a
+    leave-one-out program that still fails is solved once more built without the bidder (:meth:`Market.without`),
+    with the same fallbacks; ``rebuilt`` counts them."""
     n = m.n
     full = np.ones(n, dtype=bool)
     usable = (m.ub > 0) & (m.A > 0)
