@@ -12,14 +12,14 @@
 # three GPU types. slurm-fair turns the profiles into per-account per-type guarantees (acct_a is guaranteed the
 # V100s), lends every GPU no waiting guarantee claims, and reclaims the GPUs bob borrowed: checkpoint signal,
 # 5 s grace, requeue. The testbed's hooks record every job start and end.
-# Environment: TESTBED_NAME (default demo) / TESTBED_DIR / TESTBED_PORT_BASE (15817) / TESTBED_MYSQL_PORT (32306)
+# Environment: TESTBED_NAME (default demo) / TESTBED_DIR / TESTBED_PORT_BASE (15817) / TESTBED_MYSQL_PORT (22306)
 # as for testbed.sh; SLURM_FAIR
 # (default: `slurm-fair` on PATH, else .venv/bin/slurm-fair, installed there if missing); DEMO_ROUNDS (default 3); DEMO_PERIOD (5 s).
 set -euo pipefail
-# The demo runs on a testbed of its own (state .testbed/demo, ports 15817.../32306), so it never disturbs the
+# The demo runs on a testbed of its own (state .testbed/demo, ports 15817.../22306), so it never disturbs the
 # test suite's testbed and the tests never see its jobs or limits: both README commands work in either order.
 export TESTBED_NAME=${TESTBED_NAME:-demo} TESTBED_PORT_BASE=${TESTBED_PORT_BASE:-15817} \
-  TESTBED_MYSQL_PORT=${TESTBED_MYSQL_PORT:-32306}
+  TESTBED_MYSQL_PORT=${TESTBED_MYSQL_PORT:-22306}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 TB="$REPO/contrib/testbed/testbed.sh"
 ROUNDS=${DEMO_ROUNDS:-3}

@@ -36,8 +36,8 @@ log() { echo "testbed[$RELEASE +$((SECONDS - T0))s]: $*" >&2; }
 die() { echo "testbed[$RELEASE +$((SECONDS - T0))s]: ERROR: $*" >&2; exit 1; }
 
 case $RELEASE in
-  bookworm) DEF_BASE=16817; DEF_MYSQL=33306 ;;
-  trixie) DEF_BASE=17817; DEF_MYSQL=34306 ;;
+  bookworm) DEF_BASE=16817; DEF_MYSQL=23306 ;;
+  trixie) DEF_BASE=17817; DEF_MYSQL=24306 ;;
   *) die "--release must be bookworm or trixie, not '$RELEASE'" ;;
 esac
 [[ $(id -u) == 0 ]] || die "must run as root (it starts munged, MariaDB and Slurm daemons)"
@@ -204,7 +204,19 @@ stop_daemons() {  # stop_daemons NAME...
   stop_pids "${pids[@]}"
 }
 
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# A port is in use when something listens there, or when any TCP socket but one in TIME_WAIT/CLOSE holds it as
+# its local port: an outgoing connection given it from the ephemeral range (ip_local_port_range) makes a server's
+# bind fail ("Address already in use") although nothing answers a connect.  The default ports lie below that range.
+port_in_use() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+  awk -v h="$(printf ':%04X' "$1")" 'FNR > 1 && substr($2, length($2) - 4) == h && $4 != "06" && $4 != "07" {f = 1}
+    END {exit !f}' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+in_ephemeral_range() {
+  local lo hi
+  read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || return 1
+  (($1 >= lo && $1 <= hi))
+}
 
 wait_until() {  # wait_until SECONDS WHAT CMD... : CMD succeeds within SECONDS of wall-clock time
   local end=$((SECONDS + $1)); shift 2   # $2 only documents what is awaited
@@ -670,6 +682,8 @@ cmd_up() {
     local p
     for p in "$CTLD_PORT" "$DBD_PORT" $(seq $((BASE + 4)) $((BASE + 7))) "$MYSQL_PORT"; do
       port_in_use "$p" && die "port $p is already in use (another testbed? set TESTBED_PORT_BASE/TESTBED_MYSQL_PORT)"
+      in_ephemeral_range "$p" && log "warning: port $p lies in the ephemeral port range" \
+        "($(tr -s '\t ' - </proc/sys/net/ipv4/ip_local_port_range)); an outgoing connection may take it first"
     done
     for name in "${USERS[@]}" "$OPERATOR"; do
       add_unix_user "$name"

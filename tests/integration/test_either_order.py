@@ -3,7 +3,7 @@
 demo → tests → demo → tests: ``contrib/demo.sh`` (its own testbed, left running with its jobs and limits, as
 a newcomer leaves it), then the integration tests that once failed after the demo ("nodes not idle",
 ``limits == {}``), then the demo again on the same, still busy demo testbed, then those tests again. The demo
-here runs under its own name and ports (``demo-order``, 20817/37306; the suite uses 16817 and 17817, the README demo 15817) so that a demo a developer left running is
+here runs under its own name and ports (``demo-order``, 20817/27306; the suite uses 16817 and 17817, the README demo 15817) so that a demo a developer left running is
 never touched; this test stops and purges only its own.
 
 Runs against the bookworm testbed (Slurm 22.05) only: the demo is a host script (the trixie chroot runs the
@@ -22,7 +22,7 @@ import pytest
 
 from .conftest import REPO_ROOT, TESTBED_SH, in_chroot
 
-DEMO_ENV = {"TESTBED_NAME": "demo-order", "TESTBED_PORT_BASE": "20817", "TESTBED_MYSQL_PORT": "37306",
+DEMO_ENV = {"TESTBED_NAME": "demo-order", "TESTBED_PORT_BASE": "20817", "TESTBED_MYSQL_PORT": "27306",
             "DEMO_ROUNDS": "2", "DEMO_PERIOD": "3"}
 # the tests that failed after the demo before the suite owned its state (jobs, limits, type map)
 AFTER_DEMO = ["tests/integration/test_cli_cluster_live.py", "tests/integration/test_scenario_shares.py"]
