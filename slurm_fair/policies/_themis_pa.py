@@ -19,10 +19,12 @@ and without i. Optimal values are what an interior-point method gets most accura
 c_i is computed from them.
 
 **Cost.** 1 + B exponential-cone solves for B bidders (CLARABEL), each on the (bidder, type) cells that matter
-(``Cells``, column generation checked with the duals: the optimal value over all cells, see ``auction``). The B
+(column generation checked with the duals: the optimal value over all cells, see ``auction``). The B
 leave-one-out solves are independent: they run in chunks of ``CHUNK`` bidders, each chunk on its own program, on
-up to ``THREADS`` threads (CLARABEL runs outside Python's GIL; cvxpy's building and compiling of a program is
-serialized, see ``_CVXPY``), and give the same answer on any number of threads.
+up to ``THREADS`` threads, and give the same answer on any number of threads. On CLARABEL a program is written
+straight in its conic form and kept in one persistent solver (``_themis_conic.Direct``: a leave-one-out solve is
+a data update, and only CLARABEL's solve, outside Python's GIL, runs long); cvxpy's program (``Cells``, whose
+building and compiling is serialized, see ``_CVXPY``) is the fallback and the path for other solvers.
 Issue 31, 1 000 tenants × 10 types (301 bidders): 503-599 of 3 010 cells, ~15 ms a program instead of ~45-70 ms,
 5-6 s an auction instead of 21 s, and none of the stalls (CLARABEL "InsufficientProgress" at gap ~1e-2 on 9-35
 of the 301 dense leave-one-out programs without demands; the round was recorded solver-failed). Tried and not
@@ -49,6 +51,7 @@ import numpy as np
 
 from .. import lp
 from ..errors import SolverError
+from ._themis_conic import Direct
 
 CONIC_OPTIONS = {"CLARABEL": {"tol_gap_abs": 1e-12, "tol_gap_rel": 1e-12, "tol_feas": 1e-12, "tol_ktratio": 1e-10,
                               "max_iter": 500},
@@ -168,6 +171,7 @@ class Cells:
     def __init__(self, m: Market, cells: np.ndarray, solver: str | None = None, threaded: bool = False):
         self.m, self.solver, self.threaded = m, solver, threaded  # threaded: built and solved in a worker thread
         self.compiled: set[str] = set()  # solvers this program was compiled for
+        self.optimal = False  # the last solve's status was optimal
         with _cvxpy_lock(threaded):
             self._build(m, cells)
 
@@ -217,6 +221,7 @@ class Cells:
             lp.solve(self.prob, name, what="themis auction (partial allocation)", options=CONIC_OPTIONS,
                      inaccurate_ok=True, filter_warnings=not self.threaded)
         self.compiled.add(name)
+        self.optimal = self.prob.status == cp.OPTIMAL
         yv = np.zeros((m.n, m.k))
         yv[self.r, self.c] = np.clip(np.asarray(self.y.value, dtype=float), 0.0, None)
         yv = np.minimum(yv, m.ub) * on[:, None]
@@ -286,32 +291,50 @@ class Auction:
     cells: int  # cells in the program the leave-one-out programs were solved on (of n·k)
 
 
-def _exact(m: Market, cells: np.ndarray, present: np.ndarray, solver, prog: "Cells | None" = None,
+def _program(m: Market, cells: np.ndarray, solver, threaded: bool):
+    """The program over ``cells``: on CLARABEL (the default) written in its conic form and kept in one persistent
+    solver (:class:`._themis_conic.Direct`: no cvxpy work per solve, nothing held under the GIL but the data
+    update); on any other solver the cvxpy program (:class:`Cells`)."""
+    if (solver or "CLARABEL").upper() == "CLARABEL":
+        return Direct(m, cells, CONIC_OPTIONS["CLARABEL"])
+    return Cells(m, cells, solver, threaded)
+
+
+def _fallbacks(m: Market, cells: np.ndarray, solver, threaded: bool):
+    """The programs to try, in turn, after one that failed or was not optimal: on CLARABEL the conic form built
+    afresh without equilibration (it solved each of the 11 programs of a 1 000-tenant auction that came back
+    "AlmostSolved"), then cvxpy's program (a different conic form), then cvxpy's on ECOS."""
+    if (solver or "CLARABEL").upper() == "CLARABEL":
+        yield Direct(m, cells, {**CONIC_OPTIONS["CLARABEL"], "equilibrate_enable": False})
+    yield Cells(m, cells, solver, threaded)
+    yield Cells(m, cells, "ECOS", threaded)
+
+
+def _exact(m: Market, cells: np.ndarray, present: np.ndarray, solver, prog: "Cells | Direct | None" = None,
            threaded: bool = False):
     """The program among ``present`` over all cells, solved on a subset grown until no cell left out would
     enter (column generation; the last answer is optimal over every cell). (y, value, p, q, program).
-    ``threaded``: called in a worker thread (:class:`Cells`)."""
+    ``threaded``: called in a worker thread (:class:`Cells` serializes cvxpy's work)."""
     for _ in range(m.k + 2):
-        prog = prog if prog is not None and np.array_equal(prog.cells, cells) else Cells(m, cells, solver, threaded)
+        prog = prog if prog is not None and np.array_equal(prog.cells, cells) else _program(m, cells, solver, threaded)
         try:
             y, val, p, q = prog.solve(present)
-            solved = prog.prob.status == cp.OPTIMAL
+            solved = prog.optimal
         except SolverError:
             solved = False
         if not solved:
-            # CLARABEL "AlmostSolved" on a program re-solved with new parameters (1 000 tenants, per-type
-            # demands: 19 of 307, values off by up to 5e-7), or failed outright (CLARABEL raised on a warm
-            # 2 000-tenant round's first program when tried without iterative refinement): once more on a freshly
-            # built program, then ECOS (its failure is the auction's)
-            for name in (solver, "ECOS"):
-                prog = Cells(m, cells, name, threaded)
+            # CLARABEL "AlmostSolved" (gap ~1e-11 against the 1e-12 asked for: 8-12 of ~300 programs of the conic
+            # form at 1 000 tenants; 19 of 307 of cvxpy's with per-type demands), or failed outright (CLARABEL raised on a warm
+            # 2 000-tenant round's first program when tried without iterative refinement): the fallbacks in turn,
+            # the last one's answer kept (ECOS's failure is the auction's)
+            for prog in _fallbacks(m, cells, solver, threaded):
                 try:
                     y, val, p, q = prog.solve(present)
                 except SolverError:
-                    if name == "ECOS":
+                    if prog.solver == "ECOS":
                         raise
                     continue
-                if prog.prob.status == cp.OPTIMAL:
+                if prog.optimal:
                     break
         add = outside(m, cells, y, present, p)
         if not add.any():
@@ -335,7 +358,7 @@ def _without_each(m: Market, cells: np.ndarray, idx: np.ndarray, solver, threade
     needed the fallback (see :func:`auction`)."""
     n = m.n
     full = np.ones(n, dtype=bool)
-    prog = Cells(m, cells, solver, threaded)
+    prog = _program(m, cells, solver, threaded)
     out = np.empty(idx.size)
     rebuilt = 0
     for at, i in enumerate(idx):
@@ -360,7 +383,7 @@ def auction(m: Market, solver: str | None = None) -> Auction:
     stalls on columns that are 0 with near-zero reduced cost). The leave-one-out programs are over G_pf's
     support and the cells within 10 % of entering at G_pf's prices, one program a chunk of ``CHUNK`` bidders,
     the chunks on up to ``THREADS`` threads (:func:`_without_each`). Fallbacks, each the same
-    program: a program that fails or is not optimal is built afresh, then solved by ECOS (:func:`_exact`); a
+    program: a program that fails or is not optimal is built afresh (:func:`_fallbacks`), then solved by ECOS; a
     leave-one-out program that still fails is solved once more built without the bidder (:meth:`Market.without`),
     with the same fallbacks; ``rebuilt`` counts them."""
     n = m.n
