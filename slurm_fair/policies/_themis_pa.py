@@ -236,7 +236,7 @@ class Cells:
 #: the leave-one-out programs are solved in chunks of this many bidders, each chunk on its own program (the
 #: answer does not depend on the number of threads), on up to ``THREADS`` threads (CLARABEL solves outside
 #: Python's GIL)
-CHUNK = 64
+CHUNK = 32
 THREADS = 4
 
 OUT_TOL = 1e-9  # relative to the bidder's w g̃'(ũ) ũ: a better response by less is not counted
