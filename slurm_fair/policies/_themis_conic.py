@@ -165,12 +165,9 @@ class Direct:
             raise SolverError(f"themis auction (partial allocation): solver CLARABEL returned status {status}")
         self.optimal = status == clarabel.SolverStatus.Solved
         x, z = np.asarray(sol.x), np.asarray(sol.z)
-        yv = np.zeros((m.n, m.k))
-        yv[self.r, self.c] = np.clip(x[: self.r.size], 0.0, None)
-        yv = np.minimum(yv, m.ub) * on[:, None]
-        ut = m.utilities(yv)
+        yv, val = m.answer(self.r, self.c, x[: self.r.size], on)
         p = np.abs(z[self.cap_rows])
         qd = np.zeros(m.n)
         if self.fin.size:
             qd[self.fin] = np.abs(z[self.dem_rows])
-        return yv, float((m.w * on) @ np.where(on, m.g(np.where(on, ut, 1.0)), 0.0)), p, qd
+        return yv, val, p, qd

@@ -102,6 +102,14 @@ class Market:
     def utilities(self, y):
         return self.u0 + (self.A * y).sum(axis=-1)
 
+    def answer(self, r, c, y_cells, on):
+        """(y (n, k), objective Σ w g̃ over the bidders ``on``) from a program's values ``y_cells`` on the cells
+        (r, c): clipped to [0, ub], nothing for a bidder left out."""
+        y = np.zeros((self.n, self.k))
+        y[r, c] = np.clip(np.asarray(y_cells, dtype=float), 0.0, None)
+        y = np.minimum(y, self.ub) * on[:, None]
+        return y, float((self.w * on) @ np.where(on, self.g(np.where(on, self.utilities(y), 1.0)), 0.0))
+
 
 class Program:
     """The program of one auction over every cell (the reference form: ``conic``, the tests; ``auction`` uses
@@ -143,9 +151,7 @@ class Program:
         self.wp.value = m.w * on
         lp.solve(self.prob, self.solver or "CLARABEL", what="themis auction (partial allocation)",
                  options=CONIC_OPTIONS, inaccurate_ok=True)
-        yv = np.minimum(np.clip(np.asarray(self.y.value, dtype=float), 0.0, None), m.ub) * on[:, None]
-        ut = m.utilities(yv)
-        return yv, float((m.w * on) @ np.where(on, m.g(np.where(on, ut, 1.0)), 0.0))
+        return m.answer(*np.nonzero(np.ones((m.n, m.k), bool)), np.asarray(self.y.value).reshape(-1), on)
 
 
 def conic(m: Market, present=None, solver: str | None = None):
@@ -222,15 +228,12 @@ class Cells:
                      inaccurate_ok=True, filter_warnings=not self.threaded)
         self.compiled.add(name)
         self.optimal = self.prob.status == cp.OPTIMAL
-        yv = np.zeros((m.n, m.k))
-        yv[self.r, self.c] = np.clip(np.asarray(self.y.value, dtype=float), 0.0, None)
-        yv = np.minimum(yv, m.ub) * on[:, None]
-        ut = m.utilities(yv)
+        yv, val = m.answer(self.r, self.c, self.y.value, on)
         p = np.abs(np.asarray(self.cap.dual_value, dtype=float)).reshape(m.k)
         q = np.zeros(m.n)
         if self.dem is not None:
             q[self.fin] = np.abs(np.asarray(self.dem.dual_value, dtype=float)).reshape(-1)
-        return yv, float((m.w * on) @ np.where(on, m.g(np.where(on, ut, 1.0)), 0.0)), p, q
+        return yv, val, p, q
 
 
 #: the leave-one-out programs are solved in chunks of this many bidders, each chunk on its own program (the
@@ -291,11 +294,15 @@ class Auction:
     cells: int  # cells in the program the leave-one-out programs were solved on (of n·k)
 
 
+def _on_clarabel(solver) -> bool:
+    return (solver or "CLARABEL").upper() == "CLARABEL"
+
+
 def _program(m: Market, cells: np.ndarray, solver, threaded: bool):
     """The program over ``cells``: on CLARABEL (the default) written in its conic form and kept in one persistent
     solver (:class:`._themis_conic.Direct`: no cvxpy work per solve, nothing held under the GIL but the data
     update); on any other solver the cvxpy program (:class:`Cells`)."""
-    if (solver or "CLARABEL").upper() == "CLARABEL":
+    if _on_clarabel(solver):
         return Direct(m, cells, CONIC_OPTIONS["CLARABEL"])
     return Cells(m, cells, solver, threaded)
 
@@ -304,7 +311,7 @@ def _fallbacks(m: Market, cells: np.ndarray, solver, threaded: bool):
     """The programs to try, in turn, after one that failed or was not optimal: on CLARABEL the conic form built
     afresh without equilibration (it solved each of the 11 programs of a 1 000-tenant auction that came back
     "AlmostSolved"), then cvxpy's program (a different conic form), then cvxpy's on ECOS."""
-    if (solver or "CLARABEL").upper() == "CLARABEL":
+    if _on_clarabel(solver):
         yield Direct(m, cells, {**CONIC_OPTIONS["CLARABEL"], "equilibrate_enable": False})
     yield Cells(m, cells, solver, threaded)
     yield Cells(m, cells, "ECOS", threaded)
@@ -323,10 +330,10 @@ def _exact(m: Market, cells: np.ndarray, present: np.ndarray, solver, prog: "Cel
         except SolverError:
             solved = False
         if not solved:
-            # CLARABEL "AlmostSolved" (gap ~1e-11 against the 1e-12 asked for: 8-12 of ~300 programs of the conic
-            # form at 1 000 tenants; 19 of 307 of cvxpy's with per-type demands), or failed outright (CLARABEL raised on a warm
-            # 2 000-tenant round's first program when tried without iterative refinement): the fallbacks in turn,
-            # the last one's answer kept (ECOS's failure is the auction's)
+            # CLARABEL "AlmostSolved" (gap ~1e-11 against the 1e-12 asked for: 8-12 of ~300 programs of the
+            # conic form at 1 000 tenants; 19 of 307 of cvxpy's with per-type demands), or failed outright
+            # (CLARABEL raised on a warm 2 000-tenant round's first program when tried without iterative
+            # refinement): the fallbacks in turn, the last one's answer kept (ECOS's failure is the auction's)
             for prog in _fallbacks(m, cells, solver, threaded):
                 try:
                     y, val, p, q = prog.solve(present)
