@@ -39,8 +39,6 @@ from .record import SIGNALLED, PreemptionRecord
 from .steps import Action
 from .victims import min_run_end
 
-Record = PreemptionRecord
-
 
 @dataclass(frozen=True)
 class Upgrade:
@@ -114,15 +112,16 @@ def free_for_moves(snapshot: Snapshot, moving: Iterable[tuple[str, str, int]], c
 
 
 def upgrade_moves(snapshot: Snapshot, plan: Plan, speed: Callable[[Job, str], float | None],
-                  history: Sequence[Record], now: float, cfg: PreemptionConfig, free: FreeGPUs, exclude: Iterable[int] = (),
-                  max_moves: int = 10, may_move: Callable[[Job], bool] | None = None) -> list[Upgrade]:
+                  history: Sequence[PreemptionRecord], now: float, cfg: PreemptionConfig, free: FreeGPUs,
+                  exclude: Iterable[int] = (), max_moves: int = 10,
+                  may_move: Callable[[Job], bool] | None = None) -> list[Upgrade]:
     """The moves of this round (module docstring). ``speed(job, type)``: the job's class's throughput per GPU
     there by a known profile (None: unknown). ``cfg``: the ``[preemption]`` section. ``exclude``: jobs already
     being preempted or moved. ``may_move``: which jobs may be moved (:func:`movable`; None: every one)."""
     if max_moves <= 0:
         return []
     skip = set(exclude)
-    by_job: dict[int, list[Record]] = {}
+    by_job: dict[int, list[PreemptionRecord]] = {}
     for r in history:
         by_job.setdefault(r.job_id, []).append(r)
     in_use = gpus_in_use(snapshot)
@@ -165,8 +164,8 @@ def upgrade_moves(snapshot: Snapshot, plan: Plan, speed: Callable[[Job, str], fl
     return moves
 
 
-def move_signals(snapshot: Snapshot, cfg: Config, decisions: Decisions, history: Sequence[Record], now: float,
-                 actions: Sequence[Action]) -> list[Action]:
+def move_signals(snapshot: Snapshot, cfg: Config, decisions: Decisions, history: Sequence[PreemptionRecord],
+                 now: float, actions: Sequence[Action]) -> list[Action]:
     """This round's upgrade moves (:func:`upgrade_moves` on the round's plan and profiles) as checkpoint signals
     that requeue the job onto the faster type: with the per-round signal budget the reclaims' ``actions`` left,
     never for a job they take or an open preemption waits on, onto GPUs no startable pending job could use."""
@@ -182,7 +181,8 @@ def move_signals(snapshot: Snapshot, cfg: Config, decisions: Decisions, history:
             for m in upgrade_moves(snapshot, plan, speed, history, now, cfg.preemption, free, busy, budget, may_move)]
 
 
-def still_possible(record: Record, snapshot: Snapshot, plan: Plan, partitions: Sequence[str] = ()) -> str | None:
+def still_possible(record: PreemptionRecord, snapshot: Snapshot, plan: Plan,
+                   partitions: Sequence[str] = ()) -> str | None:
     """For an upgrade move whose grace is over: None when its GPUs still fit the target's idle GPUs (the GPUs
     held for it: the round's claims kept others off them) and its account's limit there, else why not."""
     t = record.target_type or ""
@@ -195,7 +195,7 @@ def still_possible(record: Record, snapshot: Snapshot, plan: Plan, partitions: S
     return None
 
 
-def in_flight(history: Iterable[Record]) -> list[tuple[str, str, int]]:
+def in_flight(history: Iterable[PreemptionRecord]) -> list[tuple[str, str, int]]:
     """(account, target type, GPUs) of the upgrade moves signalled and not yet requeued or resolved."""
     return [(r.account, r.target_type, int(r.gpus)) for r in history if r.state == "signalled" and r.target_type]
 
