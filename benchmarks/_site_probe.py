@@ -259,7 +259,8 @@ class Phases:
 
 
 def install_phases(ph: Phases) -> None:
-    from slurm_fair.daemon import preemption, publish
+    from slurm_fair.daemon import publish
+    from slurm_fair.daemon.preemption import carry
     from slurm_fair.daemon import round as R
 
     ph.wrap(R, "mark_interrupted", "record")
@@ -271,7 +272,7 @@ def install_phases(ph: Phases) -> None:
     ph.wrap(R, "apply_factors", "apply SiteFactor")
     ph.wrap(R, "_retype", "retype")
     ph.wrap(publish, "publish", "type map")
-    ph.wrap(preemption, "run", "preemption")
+    ph.wrap(carry, "run", "preemption")
 
 
 # ------------------------------------------------------------------------------------------------ child

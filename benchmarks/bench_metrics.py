@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from slurm_fair.daemon.metrics import Exporter  # noqa: E402
 from slurm_fair.store import Store  # noqa: E402
+from slurm_fair.daemon.preemption.store import PreemptionStore  # noqa: E402
 
 
 def record(store: Store, n_accounts: int, types: list[str]) -> None:
@@ -39,8 +40,8 @@ def record(store: Store, n_accounts: int, types: list[str]) -> None:
         store.finish_round(rid, "ok", solve_seconds=1.0, n_accounts=n_accounts, details=details)
         for a in accounts:
             for j in range(20):
-                store.add_preemption(job_id=j, account=a, gpu_type=types[j % len(types)], gpus=1, signal="USR1",
-                                     reason="over", grace=120, round_id=rid)
+                PreemptionStore(store).add(job_id=j, account=a, gpu_type=types[j % len(types)], gpus=1, signal="USR1",
+                                           reason="over", grace=120, round_id=rid)
 
 
 def main() -> None:

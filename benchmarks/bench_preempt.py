@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How long the preemption decision (slurm_fair.daemon.preempt.decide) takes as the cluster grows.
+"""How long the preemption decision (slurm_fair.daemon.preemption.decide.decide) takes as the cluster grows.
 
 Usage: python3 benchmarks/bench_preempt.py [--repeat N]
 
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from slurm_fair.cli.table import render  # noqa: E402
 from slurm_fair.cluster.base import Job  # noqa: E402
 from slurm_fair.config import PreemptionConfig  # noqa: E402
-from slurm_fair.daemon.preempt import Record, decide  # noqa: E402
+from slurm_fair.daemon.preemption.decide import Record, decide  # noqa: E402
 
 TYPES = ("a100", "v100", "k80")
 NOW = 1_000_000.0

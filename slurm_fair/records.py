@@ -118,7 +118,7 @@ class RoundDetails:
     demand: dict[str, Any] = _field_dict()  # account -> GPUs its jobs could use
     pending_gpus: dict[str, int] = _field_dict()
     pending_jobs: dict[str, int] = _field_dict()
-    held_back: dict[str, dict[str, int]] = _field_dict()  # GPUs the limits are lowered by (daemon/unrequeueable.py)
+    held_back: dict[str, dict[str, int]] = _field_dict()  # GPUs the limits are lowered by (daemon/preemption/unrequeueable.py)
     held_at: dict[str, dict[str, int]] = _field_dict()  # accounts held back across all their jobs: the most they hold
     held_why: dict[str, str] = _field_dict()  # ... and the demand they are held back for
     # account -> key -> a GPU limit someone else set since slurm-fair wrote it (CLEAR: removed): kept, never written

@@ -19,6 +19,7 @@ from slurm_fair.errors import InputError
 from slurm_fair.model import problem_from_dict
 from slurm_fair.store import Store
 from slurm_fair.profiling.core import effective
+from slurm_fair.daemon.preemption.store import PreemptionStore
 
 SOAK = os.environ.get("SLURM_FAIR_HYPOTHESIS_EXAMPLES")
 SETTINGS = settings(max_examples=int(SOAK or "40"), deadline=None, derandomize=not SOAK,
@@ -278,8 +279,8 @@ def test_shares_history_explain_and_status_print_no_control_character(tmp_path, 
         store.finish_round(rid, "ok", n_accounts=1, details={"accounts": ["acct_a", HOSTILE]})
         bad = store.begin_round("oef-coop", now=2.0)
         store.finish_round(bad, "error", message="squeue: job name " + HOSTILE)
-        store.add_preemption(job_id=7, account="acct_a", gpu_type="v100", gpus=1, signal="USR1", reason=HOSTILE,
-                             grace=60, now=3.0)
+        PreemptionStore(store).add(job_id=7, account="acct_a", gpu_type="v100", gpus=1, signal="USR1", reason=HOSTILE,
+                                   grace=60, now=3.0)
     monkeypatch.setattr(admin, "_snapshot", lambda cfg: (None, "Slurm says " + HOSTILE))
     for args in (["shares"], ["history"], ["explain", "acct_a"], ["explain", HOSTILE], ["status"]):
         r = CliRunner().invoke(main, [*args, "--config", str(cfg)])

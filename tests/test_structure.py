@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent / "slurm_fair"
 #: top-level module or package -> layer; an import may only go to the same layer or a lower one
 LAYERS = [
     {"errors", "validate", "stdio", "text", "catalog", "statefiles", "jobrecord", "hookinstall", "records",
-     "preemptions", "stats", "plots"},
+     "stats", "plots"},
     {"config", "model", "store", "profiling", "profiles", "cluster", "rounding"},
     {"fairness", "lp"},
     {"policies"},

@@ -37,6 +37,7 @@ def _n(v: int | None, none: str = "-") -> str:
 def _moves(cfg, jid: int) -> list:  # noqa: ANN001 - a Config
     """The job's upgrade moves from the database where the caller may open it (read and write: the store migrates
     on open), else none. Never fails the command: a database that cannot be read gives none."""
+    from ..daemon.preemption.store import PreemptionStore
     from ..store import Store
     from ..views.why import moves_from_records
 
@@ -45,7 +46,7 @@ def _moves(cfg, jid: int) -> list:  # noqa: ANN001 - a Config
         return []
     try:
         with Store(db) as store:
-            return list(moves_from_records(store.preemptions(job_id=jid, limit=20)))
+            return list(moves_from_records(PreemptionStore(store).rows(job_id=jid, limit=20)))
     except Exception:  # noqa: BLE001 - the moves are extra: why answers without them
         return []
 

@@ -17,7 +17,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 ON_CONFLICT = ("flag", "ignore-tenant", "fallback")  # profiling.on_conflict (profiling/trust.py)
 CLASS_SOURCES = ("comment", "wckey", "name")
 SITE_LIMIT_MODES = ("respect", "adopt")
-UNREQUEUEABLE_ACTIONS = ("hold-back", "cancel", "ignore")  # daemon/unrequeueable.py
+UNREQUEUEABLE_ACTIONS = ("hold-back", "cancel", "ignore")  # daemon/preemption/unrequeueable.py
 
 
 

@@ -26,6 +26,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from ..records import RoundDetails
 from ..store import ROUND_STATUSES, Store
 from .plan import NEVER_MANAGED
+from .preemption.store import PreemptionStore, PreemptionTotal
 
 PREFIX = "slurm_fair_"
 # statuses of finished rounds (a round is "running" only while it runs, or until the next one marks it error)
@@ -51,7 +52,7 @@ class Inputs:
     placements: Sequence[Mapping[str, Any]] = ()  # that round's placements
     latest: Mapping[str, Any] | None = None  # newest finished round of any status (Store.last_finished_round())
     round_counts: Mapping[str, int] = field(default_factory=dict)  # status -> rounds
-    preemptions: Sequence[Mapping[str, Any]] = ()  # Store.preemption_totals()
+    preemptions: Sequence[PreemptionTotal] = ()  # PreemptionStore.totals()
 
 
 def read_inputs(store: Store) -> Inputs:
@@ -59,7 +60,7 @@ def read_inputs(store: Store) -> Inputs:
     good = store.round()
     return Inputs(good=good, placements=store.placements(good["id"]) if good else [],
                   latest=store.last_finished_round(), round_counts=store.round_counts(),
-                  preemptions=store.preemption_totals())
+                  preemptions=PreemptionStore(store).totals())
 
 
 def _num(v: Any) -> float | None:
@@ -143,16 +144,16 @@ def families(inp: Inputs) -> list[Family]:
         Family(PREFIX + "rounds_total", "counter", "Finished rounds recorded in the database, by status.",
                ("status",), tuple(((s,), float(inp.round_counts.get(s, 0))) for s in FINISHED_STATUSES)),
     ]
-    pre = sorted(inp.preemptions, key=lambda r: (r["account"], r["gpu_type"]))
+    pre = sorted(inp.preemptions, key=lambda r: (r.account, r.gpu_type))
     out += [
         Family(PREFIX + "preemptions_total", "counter", "Preemptions started (checkpoint signals sent, or that "
                "failed) of the account's jobs, by the GPU type it was over its limit on.", ("account", "gpu_type"),
-               tuple(((r["account"], r["gpu_type"]), float(r["started"] or 0)) for r in pre)),
+               tuple(((r.account, r.gpu_type), float(r.started or 0)) for r in pre)),
         Family(PREFIX + "preemption_requeues_total", "counter", "Preempted jobs requeued after their grace.",
-               ("account", "gpu_type"), tuple(((r["account"], r["gpu_type"]), float(r["requeued"] or 0)) for r in pre)),
+               ("account", "gpu_type"), tuple(((r.account, r.gpu_type), float(r.requeued or 0)) for r in pre)),
         Family(PREFIX + "preemptions_open", "gauge", "Preempted jobs signalled and in their grace now (as of the "
                "newest round).", ("account", "gpu_type"),
-               tuple(((r["account"], r["gpu_type"]), float(r["open"] or 0)) for r in pre)),
+               tuple(((r.account, r.gpu_type), float(r.open or 0)) for r in pre)),
     ]
     return out
 

@@ -52,7 +52,8 @@ from ..rounding import LastRound
 from ..store import Store
 from . import plan as P
 from . import ownership, preemption, publish
-from .unrequeueable import without_hold_back
+from .preemption import carry
+from .preemption.unrequeueable import without_hold_back
 from . import public as public_mod
 from . import bounded
 from .harvest import harvest
@@ -123,13 +124,13 @@ def compute(snapshot: Snapshot, store: Store, cfg: Config, policy: str, now: flo
     warm = _warm(store, policy, now)
     solver = cfg.policy.solver or None
     opts = cfg.policy.options()
-    moving = preemption.moving(store, now, cfg) if cfg.preemption.moves else []
+    moving = carry.moving(store, now, cfg) if cfg.preemption.moves else []
     return P.decide(snapshot, cfg, lambda problem: policies.solve(policy, problem, solver=solver, warm=warm,
                                                                   options=opts),
                     profiles=bounded.round_profiles(store, cfg), shipped=shipped_profiles.load_shipped(), deviations=store.deviations(),
                     deficits=store.deficits(), managed_before=store.managed(), last_ok_started=_last_ok_started(store, None),
                     now=now, empty_alloc=lambda built: _empty_alloc(built, policy), moving=moving,
-                    site=store.site_limits(), held_back=preemption.held_back(store, now, cfg, snapshot),
+                    site=store.site_limits(), held_back=carry.held_back(store, now, cfg, snapshot),
                     last=_last_round(store) if cfg.policy.stable else None,
                     written=ownership.merged(owned or {}, store.written()))
 
@@ -393,8 +394,8 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
     enforced = ({a: g for a, g in plan.real.items() if a in c.planned} if plan.lend
                 else without_hold_back(c.planned, c.held_back))  # a held-back job is not taken twice
     if dry_run and preemption.wanted(cfg, snapshot):
-        res.details.preemption = preemption.run(None, store, cfg, snapshot, enforced, round_id, now, act=False,
-                                            decisions=c)
+        res.details.preemption = carry.run(None, store, cfg, snapshot, enforced, round_id, now, act=False,
+                                       decisions=c)
     if not dry_run:
         pause = os.environ.get(PAUSE_ENV)
         if pause:
@@ -443,8 +444,8 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
                 res.details.type_map_error = f"{cfg.type_map_path}: {e.strerror or e}"
         if preemption.wanted(cfg, snapshot):  # moves need no reclaim (daemon/upgrade.py)
             try:
-                res.details.preemption = pre = preemption.run(cluster, store, cfg, snapshot, enforced, round_id,
-                                                          now, stamp=stamp, decisions=c)
+                res.details.preemption = pre = carry.run(cluster, store, cfg, snapshot, enforced, round_id,
+                                                     now, stamp=stamp, decisions=c)
                 if pre.failed:
                     res.message = (res.message + "; " if res.message else "") + f"preemption: {len(pre.failed)} failed"
             except Exception as e:  # noqa: BLE001 - the limits are applied: record the rest of the round

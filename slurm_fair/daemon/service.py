@@ -57,6 +57,8 @@ from ..store import Store
 from . import lease as lease_mod
 from . import plan as P
 from . import public, publish
+from .preemption import wanted as preemption_wanted
+from .preemption.store import PreemptionStore
 from .metrics import Exporter
 from .round import RoundResult, cause, run_round
 
@@ -201,9 +203,9 @@ def preemption_wakeup(store: Store, cfg: Config, now: float, since: float | None
     ``since``: when the round just run started — a preemption already due then was that round's to act on, and
     one it left open (its claim's other victims still in their grace, say) does not bring the next round
     forward: waking up for it again at once would run rounds in a loop."""
-    if not (cfg.preemption.enabled or cfg.preemption.moves):
+    if not preemption_wanted(cfg):  # no snapshot here: the Slurm version is not checked (as before)
         return None
-    due = store.next_preemption_due(held_back=cfg.preemption.unrequeueable == "cancel")
+    due = PreemptionStore(store).next_due(held_back=cfg.preemption.unrequeueable == "cancel")
     if due is None or (since is not None and due + 1.0 <= since):
         return None
     return max(due + 1.0 - now, 0.0)

@@ -43,6 +43,8 @@ from typing import Any, Callable, Mapping
 from ..config import Config
 from .. import config as config_mod
 from ..daemon.plan import early_triggers, type_map
+from ..daemon.preemption import wanted as preemption_wanted
+from ..daemon.preemption.store import PreemptionStore
 from ..daemon.round import run_round
 from ..errors import InputError
 from ..fairness.stability import flips
@@ -170,8 +172,8 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                     t += round_s  # (upgrade moves need the rounds while a job could move to a faster type)
                 else:
                     t = max(t + round_s, start + math.ceil((nxt - start) / round_s - 1e-9) * round_s)
-                due = (store.next_preemption_due() if (cfg.preemption.enabled or cfg.preemption.moves) and not dry_run
-                       else None)
+                # (no snapshot: the version is not checked; the simulated Slurm, 24.11, can retype pending jobs)
+                due = PreemptionStore(store).next_due() if preemption_wanted(cfg) and not dry_run else None
                 # as the daemon does (service.preemption_wakeup): the round that requeues comes 1 s after the
                 # grace; one already due at this round was this round's to act on, and does not repeat it at once
                 if due is not None and due - cluster.epoch + 1.0 > round_at:
@@ -193,7 +195,7 @@ def _claimants(store: Store, cluster: SimCluster) -> dict[tuple[str, float], str
     """(victim's trace id, requeue time in trace time) -> the trace id of the job its preemption was for, where the
     preemption record names one (``for_job``)."""
     out: dict[tuple[str, float], str] = {}
-    for rec in store.preemption_history(0.0):
+    for rec in PreemptionStore(store).history(0.0):
         who = getattr(rec, "for_job", None)
         victim = cluster.jobs.get(rec.job_id)
         claimant = cluster.jobs.get(who) if who is not None else None

@@ -10,6 +10,7 @@ from ..config import Config
 from ..cluster.base import ANY_GPU, Snapshot
 from ..cluster.blocked import describe
 from ..daemon import plan as P
+from ..daemon.preemption.store import PreemptionStore
 from ..errors import InputError
 from ..records import RoundDetails
 from ..store import Store
@@ -23,7 +24,7 @@ def _why(job: Any, cls: str, types: list[str], acct: dict[str, Any], limits_now:
     kind = P.blocked_kind(job)
     if kind:
         return f"Slurm holds it back ({job.reason}): {describe(kind)}"
-    if acct.get("held_why"):  # issue 30: held back across all its jobs (daemon/unrequeueable.py)
+    if acct.get("held_why"):  # issue 30: held back across all its jobs (daemon/preemption/unrequeueable.py)
         return held_across(acct["held_why"], acct.get("held_at", {}))
     held = sum(v for k, v in in_use.items())
     total_limit = limits_now.get(ANY_GPU)
@@ -107,7 +108,7 @@ def explain(store: Store, cfg: Config, account: str, snapshot: Snapshot | None, 
                                         if j.account == account).get(account, {}) if snapshot else None),
         # whether its pending fair:flex jobs can still be moved to another GPU type (None: it has none)
         "flexible_note": P.flexible_note(snapshot, account),
-        "preemptions": store.preemptions(account=account, limit=50),  # newest first, with their steps
+        "preemptions": PreemptionStore(store).rows(account=account, limit=50),  # newest first, with their steps
         "moves": [],  # of those, the upgrade moves (a faster GPU type), oldest first, each with its sentence
         "profile_conflicts": [c for c in profile_conflicts(store, cfg) if c["account"] == account],
     }

@@ -21,6 +21,7 @@ import re
 import statistics
 from typing import Any, Iterable, Mapping
 
+from ..daemon.preemption.store import PreemptionStore
 from ..errors import InputError
 from ..store import Store
 from ..stats import fairness_summary, percentile
@@ -165,4 +166,4 @@ def load(store: Store, since: float | None = None, until: float | None = None) -
     """:func:`report` of the rounds, placements, job runs and preemptions ``store`` holds for [since, until]."""
     rounds = store.round_series(since, until, keys=("fairness", "throughput"))
     return report(rounds, store.placements_between(since, until), store.job_runs(),
-                  store.preemptions(limit=None, since=since, until=until), since, until)
+                  PreemptionStore(store).rows(limit=None, since=since, until=until), since, until)

@@ -10,6 +10,7 @@ from ..config import Config
 from ..cluster.base import Snapshot
 from ..cluster.errors import ClusterError
 from ..daemon import plan as P
+from ..daemon.preemption.store import PreemptionStore
 from ..profiling.core import find_conflicts
 from ..records import RoundDetails
 from ..store import Store
@@ -47,7 +48,7 @@ def status(store: Store, cfg: Config, snapshot: Snapshot | None, unreachable: st
         "accounts": {},
         # GPU-seconds per account and type from the hooks' job records, all recorded time up to now
         "received_gpu_seconds": store.received_gpu_seconds(),
-        "preemptions": store.preemption_counts(),  # state -> number of preemptions
+        "preemptions": {c.state: c.count for c in PreemptionStore(store).counts()},  # state -> preemptions
         # where a tenant's reported profile contradicts what its jobs measured (profiling.core.find_conflicts)
         "profile_conflicts": profile_conflicts(store, cfg),
     }

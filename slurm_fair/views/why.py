@@ -83,7 +83,7 @@ class StatusFacts:
 
 @dataclass(frozen=True)
 class MoveFacts:
-    """An upgrade move slurm-fair made of the job, or began (``daemon/upgrade.py``): one record of the store's
+    """An upgrade move slurm-fair made of the job, or began (``daemon/preemption/upgrade.py``): one record of the store's
     preemptions table with a target type (:func:`moves_from_records`)."""
 
     signalled_at: float | None  # when its checkpoint signal was sent (None: the signal failed)
@@ -115,7 +115,7 @@ class Explanation:
 
 
 def moves_from_records(rows: Iterable[Mapping[str, Any]]) -> tuple[MoveFacts, ...]:
-    """The upgrade moves among a job's preemption records (the store's rows, ``Store.preemptions(job_id=)``),
+    """The upgrade moves among a job's preemption records (the store's rows, ``PreemptionStore.rows(job_id=)``),
     oldest first. Reclaims (no target type) are left out."""
     out = []
     for r in rows:
@@ -286,7 +286,7 @@ def _limit(job: Job, types: list[TypeFacts], total: int | None, acct: AccountSta
     summary = f"it waits on its account's GPU limit ({why}): account {printable(job.account, 64)} — {where}"
     details, changes = [], [f"a job of account {printable(job.account, 64)} ending (it frees room under the limit)"]
     lend = status is not None and status.lend
-    if acct.held_across:  # issue 30: preemption cannot be dodged by --no-requeue (daemon/unrequeueable.py)
+    if acct.held_across:  # issue 30: preemption cannot be dodged by --no-requeue (daemon/preemption/unrequeueable.py)
         details.append(HELD_ACROSS)
         changes.insert(0, "the jobs of other accounts that its account owes GPUs to starting (the hold ends then)")
     if status is not None and not lend and acct.managed:

@@ -17,6 +17,7 @@ from slurm_fair.sim.cluster import cluster_spec
 from slurm_fair.sim.engine import EPOCH, simulate
 from slurm_fair.sim.traces import Trace, TraceJob
 from slurm_fair.store import Store
+from slurm_fair.daemon.preemption.store import PreemptionStore
 
 THR = {"fast": {"k80": 1.0, "v100": 10.0}, "flat": {"k80": 1.0, "v100": 1.25}}
 
@@ -41,8 +42,8 @@ def sim_store(tmp_path_factory):
                              "account": "a" if job == 1 else "b", "class": "c", "gpus": {"v100": 1}, "gpu_count": 1,
                              "gpu_info": "scontrol", "submit_time": EPOCH + 500.0 if job == 1 else None})
         store.upsert_job_records(recs)
-        store.add_preemption(job_id=7, account="b", gpu_type="v100", gpus=1, signal="USR1", reason="over share",
-                             grace=60, now=EPOCH + 700)
+        PreemptionStore(store).add(job_id=7, account="b", gpu_type="v100", gpus=1, signal="USR1", reason="over share",
+                                   grace=60, now=EPOCH + 700)
     return path
 
 

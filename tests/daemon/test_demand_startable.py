@@ -27,7 +27,7 @@ from slurm_fair.cluster.base import Account, Job, Node, Snapshot
 from slurm_fair.cluster.blocked import (BEGIN_TIME, CANNOT_START, DEPENDENCY, HELD, RESERVATION, blocked_reason,
                                        by_reason)
 from slurm_fair.daemon import plan as P
-from slurm_fair.daemon import preempt as PR
+from slurm_fair.daemon.preemption import decide as PR
 from slurm_fair.policies import get as get_policy
 
 FIX = Path(__file__).parents[1] / "fixtures"

@@ -20,6 +20,7 @@ from slurm_fair import config
 from slurm_fair.daemon import metrics as M
 from slurm_fair.daemon.service import start_metrics
 from slurm_fair.store import Store, StoreError
+from slurm_fair.daemon.preemption.store import PreemptionStore
 
 CAPACITY = {"a100": 4, "v100": 6}
 IDEAL = {"acct_a": {"a100": 1.25, "v100": 4.5}, "acct_b": {"a100": 2.75, "v100": 1.5}}
@@ -69,13 +70,13 @@ def at(values, name, **labels):
 
 def test_endpoint_serves_what_the_rounds_recorded(store):
     rid = record_ok_round(store)
-    p1 = store.add_preemption(job_id=11, account="acct_b", gpu_type="v100", gpus=1, signal="USR1", reason="over",
-                              grace=120, round_id=rid)
-    store.preemption_step(p1, "requeued", "grace over", state="requeued", round_id=rid)
-    store.add_preemption(job_id=12, account="acct_b", gpu_type="v100", gpus=1, signal="USR1", reason="over",
-                         grace=120, round_id=rid)
-    store.add_preemption(job_id=13, account="acct_a", gpu_type="a100", gpus=2, signal="USR1", reason="over",
-                         grace=120, round_id=rid, ok=False, message="scancel failed")
+    p1 = PreemptionStore(store).add(job_id=11, account="acct_b", gpu_type="v100", gpus=1, signal="USR1", reason="over",
+                                    grace=120, round_id=rid)
+    PreemptionStore(store).step(p1, "requeued", "grace over", state="requeued", round_id=rid)
+    PreemptionStore(store).add(job_id=12, account="acct_b", gpu_type="v100", gpus=1, signal="USR1", reason="over",
+                               grace=120, round_id=rid)
+    PreemptionStore(store).add(job_id=13, account="acct_a", gpu_type="a100", gpus=2, signal="USR1", reason="over",
+                               grace=120, round_id=rid, ok=False, message="scancel failed")
     time.sleep(0.01)
     bad = store.begin_round("oef-noncoop", "")
     store.finish_round(bad, "unreachable", solve_seconds=0.0, message="observe: no answer")

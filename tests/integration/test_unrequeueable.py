@@ -14,6 +14,7 @@ import subprocess
 import time
 
 from slurm_fair.store import Store
+from slurm_fair.daemon.preemption.store import PreemptionStore
 
 from .test_preemption import cli, write_config
 
@@ -30,7 +31,7 @@ def _round(testbed, cfg, tmp_path) -> dict:
 
 def _rows(tmp_path) -> dict[int, dict]:
     with Store(tmp_path / "sf.sqlite") as store:
-        return {r["job_id"]: r for r in store.preemptions()}
+        return {r["job_id"]: r for r in PreemptionStore(store).rows()}
 
 
 def test_job_made_non_requeueable_during_its_grace_is_held_back(testbed, tmp_path):
@@ -160,7 +161,7 @@ def test_a_requeue_slurm_refuses_becomes_a_hold_back(testbed, tmp_path):
     the requeue ("Requested operation is presently disabled"), and the job is held back instead of left running."""
     from slurm_fair import config as config_mod
     from slurm_fair.cluster import connect
-    from slurm_fair.daemon.preemption import run as preempt
+    from slurm_fair.daemon.preemption.carry import run as preempt
 
     cfg = config_mod.load(write_config(testbed, tmp_path))
     jobs = [testbed.sbatch("acct_a", gpu_type="a100", name="sleeper", extra=["--requeue"], command=IGNORE_USR1)
@@ -179,7 +180,7 @@ def test_a_requeue_slurm_refuses_becomes_a_hold_back(testbed, tmp_path):
         assert next(j for j in snap.jobs if j.job_id == jobs[-1]).requeue
         testbed.run(["scontrol", "update", f"jobid={jobs[-1]}", "requeue=0"])
         out = preempt(cluster, store, cfg, snap, guarantees, None, time.time())
-        row = {r["job_id"]: r for r in store.preemptions()}[jobs[-1]]
+        row = {r["job_id"]: r for r in PreemptionStore(store).rows()}[jobs[-1]]
     assert [h["job_id"] for h in out.steps("held-back")] == [jobs[-1]] and out.requeued == []
     assert row["state"] == "held-back" and [s["step"] for s in row["steps"]] == ["signalled", "requeue-failed"]
     assert "presently disabled" in row["steps"][-1]["message"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from slurm_fair import config
 from slurm_fair.daemon import bounded
 from slurm_fair.store import Store
+from slurm_fair.daemon.preemption.store import PreemptionStore
 
 DAY = 86400.0
 NOW = 200 * DAY
@@ -40,11 +41,11 @@ def filled():
         s.record_report({"job_id": jid, "n": 1, "time": t, "account": "a", "class": "c", "status": "accepted"})
     s.set_profile("c", "v100", 5.0, account="a")
     s.db["profiles"].update(("a", "c", "v100", "set"), {"updated": old})  # an old value: never pruned
-    done = s.add_preemption(job_id=9, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=60,
-                            round_id=1, now=old)
-    s.preemption_step(done, "requeue", state="requeued", now=old + 60)
-    s.add_preemption(job_id=8, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=60,
-                     round_id=2, now=old)  # still signalled: in progress, keeps its round
+    done = PreemptionStore(s).add(job_id=9, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=60,
+                                  round_id=1, now=old)
+    PreemptionStore(s).step(done, "requeue", state="requeued", now=old + 60)
+    PreemptionStore(s).add(job_id=8, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=60,
+                           round_id=2, now=old)  # still signalled: in progress, keeps its round
     return s
 
 

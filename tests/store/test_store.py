@@ -9,6 +9,7 @@ import pytest
 from slurm_fair.errors import InputError
 from slurm_fair.store import CSV_HEADER, MIGRATIONS, Store, StoreError, migrate, schema_version
 from slurm_fair.profiling.core import effective
+from slurm_fair.daemon.preemption.store import PreemptionStore
 
 import sqlite_utils
 
@@ -246,9 +247,9 @@ def test_round_series_reads_chosen_details_keys_over_a_window(store):
     assert [p["round_id"] for p in store.placements_between(since=250.0)] == [ids[2]]
     with pytest.raises(InputError, match="keys"):
         store.round_series(keys=("x') from rounds; --",))
-    p1 = store.add_preemption(job_id=1, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=60, now=50.0)
-    store.add_preemption(job_id=2, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=60, now=500.0)
-    assert [p["id"] for p in store.preemptions(limit=None, until=100.0)] == [p1]
+    p1 = PreemptionStore(store).add(job_id=1, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=60, now=50.0)
+    PreemptionStore(store).add(job_id=2, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=60, now=500.0)
+    assert [p["id"] for p in PreemptionStore(store).rows(limit=None, until=100.0)] == [p1]
 
 
 def test_finish_round_rejects_bad_status_field_and_id(store):
@@ -397,32 +398,6 @@ def test_numpy_values_are_stored_as_plain_numbers(store):
         store.record_applied(r, [{"account": "a", "key": "v100", "old": 1, "new": 2.5}])
     assert e.value.field == "new"
     assert len(store.applied(r)) == 1
-
-
-def test_preemption_lifecycle_steps_and_queries(store):
-    pid = store.add_preemption(job_id=42, account="acct_a", user="alice", gpu_type="a100", gpus=1, signal="USR1",
-                               reason="over share", grace=120, round_id=None, now=1000.0)
-    assert store.next_preemption_due() == 1120.0
-    [p] = store.preemptions(account="acct_a")
-    assert (p["state"], p["signalled_at"], p["requeue_at"], p["finished_at"]) == ("signalled", 1000.0, 1120.0, None)
-    assert [s["step"] for s in p["steps"]] == ["signalled"] and p["steps"][0]["message"] == "sent USR1"
-    store.preemption_step(pid, "requeued", "grace over", state="requeued", now=1130.0)
-    [p] = store.preemptions(job_id=42)
-    assert (p["state"], p["requeued_at"], p["finished_at"]) == ("requeued", 1130.0, 1130.0)
-    assert [s["step"] for s in p["steps"]] == ["signalled", "requeued"]
-    assert store.next_preemption_due() is None
-    failed = store.add_preemption(job_id=43, account="acct_b", gpu_type="v100", gpus=2, signal="USR1", reason="r",
-                                  grace=120, ok=False, message="scancel: invalid job id", now=1200.0)
-    f = store.preemptions(job_id=43)[0]
-    assert (f["id"], f["state"], f["signalled_at"], f["steps"][0]["step"]) == (failed, "failed", None, "signal-failed")
-    assert store.preemption_counts() == {"requeued": 1, "failed": 1}
-    assert [p.job_id for p in store.preemption_history(since=1125.0)] == [42, 43]  # requeued at 1130, created 1200
-    assert store.preemption_history(since=5000.0) == []
-    assert store.preemptions(account="acct_c") == []
-    with pytest.raises(InputError, match="state"):
-        store.preemption_step(pid, "x", state="bogus")
-    with pytest.raises(InputError, match="preemption_id"):
-        store.preemption_step(999, "x")
 
 
 def test_migration_9_adds_submit_time_and_keeps_every_job_record(path):

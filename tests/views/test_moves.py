@@ -11,10 +11,11 @@ import pytest
 from slurm_fair import config
 from slurm_fair.cli.why import _moves, _print
 from slurm_fair.cluster.base import Account, Job, Node, Snapshot
-from slurm_fair.daemon.upgrade import Upgrade
+from slurm_fair.daemon.preemption.upgrade import Upgrade
 from slurm_fair.store import Store
 from slurm_fair.views import explain
 from slurm_fair.views.why import MoveFacts, explain_job, move_line, moves_from_records
+from slurm_fair.daemon.preemption.store import PreemptionStore
 
 T = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 REASON = Upgrade(42, "a", "k80", "v100", 1, 2940.0).reason
@@ -30,27 +31,27 @@ def store_with_moves(path) -> Store:
     """Job 42: moved k80 -> v100 (signalled at T, requeued at T + 130); job 43: a move begun at T + 600 and
     resolved; job 44: a reclaim (no target type); job 45: a move in its grace."""
     st = Store(path)
-    pid = st.add_preemption(job_id=42, account="a", gpu_type="k80", gpus=1, signal="USR1", reason=REASON, grace=120,
-                            now=T, target_type="v100")
-    st.preemption_step(pid, "requeued", f"{REASON}; requeued as gres/gpu:v100", state="requeued", now=T + 130)
-    pid = st.add_preemption(job_id=43, account="a", gpu_type="k80", gpus=2, signal="USR1", reason="upgrade move k80 "
-                            "-> v100: 2 idle v100 GPU(s), expected to finish 900 s sooner after the restart",
-                            grace=120, now=T + 600, target_type="v100")
-    st.preemption_step(pid, "resolved", "resolved, not requeued: upgrade to v100 no longer possible (2 v100 GPU(s) "
-                       "are not free any more)", state="resolved", now=T + 730)
-    st.add_preemption(job_id=44, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="over its guarantee",
-                      grace=120, now=T + 50)
-    st.add_preemption(job_id=45, account="a", gpu_type="k80", gpus=1, signal="USR1", reason=REASON, grace=120,
-                      now=T + 900, target_type="v100")
+    pid = PreemptionStore(st).add(job_id=42, account="a", gpu_type="k80", gpus=1, signal="USR1", reason=REASON, grace=120,
+                                  now=T, target_type="v100")
+    PreemptionStore(st).step(pid, "requeued", f"{REASON}; requeued as gres/gpu:v100", state="requeued", now=T + 130)
+    pid = PreemptionStore(st).add(job_id=43, account="a", gpu_type="k80", gpus=2, signal="USR1", reason="upgrade move k80 "
+                                  "-> v100: 2 idle v100 GPU(s), expected to finish 900 s sooner after the restart",
+                                  grace=120, now=T + 600, target_type="v100")
+    PreemptionStore(st).step(pid, "resolved", "resolved, not requeued: upgrade to v100 no longer possible (2 v100 GPU(s) "
+                             "are not free any more)", state="resolved", now=T + 730)
+    PreemptionStore(st).add(job_id=44, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="over its guarantee",
+                            grace=120, now=T + 50)
+    PreemptionStore(st).add(job_id=45, account="a", gpu_type="k80", gpus=1, signal="USR1", reason=REASON, grace=120,
+                            now=T + 900, target_type="v100")
     return st
 
 
 def test_the_records_of_a_job_give_its_moves_and_each_says_when_from_to_and_why(tmp_path):
     with store_with_moves(tmp_path / "s.sqlite") as st:
-        m42 = moves_from_records(st.preemptions(job_id=42))
-        m43 = moves_from_records(st.preemptions(job_id=43))
-        assert moves_from_records(st.preemptions(job_id=44)) == ()  # a reclaim is no move
-        m45 = moves_from_records(st.preemptions(job_id=45))
+        m42 = moves_from_records(PreemptionStore(st).rows(job_id=42))
+        m43 = moves_from_records(PreemptionStore(st).rows(job_id=43))
+        assert moves_from_records(PreemptionStore(st).rows(job_id=44)) == ()  # a reclaim is no move
+        m45 = moves_from_records(PreemptionStore(st).rows(job_id=45))
     assert m42 == (MoveFacts(T, "k80", "v100", 1, "requeued", T + 130, REASON,
                              f"{REASON}; requeued as gres/gpu:v100"),)
     assert move_line(m42[0]) == (
@@ -67,7 +68,7 @@ def test_the_records_of_a_job_give_its_moves_and_each_says_when_from_to_and_why(
 
 def test_why_says_first_that_the_job_was_moved(tmp_path, capsys):
     with store_with_moves(tmp_path / "s.sqlite") as st:
-        moves = moves_from_records(st.preemptions(job_id=42))
+        moves = moves_from_records(PreemptionStore(st).rows(job_id=42))
     ex = explain_job(job(), None, T + 200, status_error="no status file", moves=moves)
     assert ex.moves == moves and ex.details[0] == move_line(moves[0])
     plain = explain_job(job(), None, T + 200, status_error="no status file")

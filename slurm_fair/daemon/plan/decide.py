@@ -13,7 +13,7 @@ from .demand import (NEVER_MANAGED, ClassDemand, FreeGPUs, flexible_as_untyped, 
                      held_elsewhere, job_class,
                      managed_accounts, observe_demand, parent_accounts, partition_view, received_gpus, waiting_gpus)
 from ..ownership import site_part
-from ..unrequeueable import HoldBack, hold_back
+from ..preemption.unrequeueable import HoldBack, hold_back
 from .eligible import not_demand
 from .limits import (Plan, drift, in_partitions, limit_changes, make_plan, pin_drift, site_bounded,
                      with_held_elsewhere)
@@ -56,7 +56,7 @@ class Decisions:
     # account -> why -> GPUs of its pending jobs that are not demand (held, dependency, begin-time, reservation)
     not_demand: dict[str, dict[str, int]] = field(default_factory=dict)
     held_back: dict[str, dict[str, int]] = field(default_factory=dict)  # limits lowered: unrequeueable jobs
-    # accounts held back across all their jobs (daemon/unrequeueable.py): type -> the most they may hold, and why
+    # accounts held back across all their jobs (daemon/preemption/unrequeueable.py): type -> the most they may hold, and why
     held_at: dict[str, dict[str, int]] = field(default_factory=dict)
     held_why: dict[str, str] = field(default_factory=dict)
     drift: dict[str, dict[str, int]] = field(default_factory=dict)  # limits someone else set since (kept)
@@ -82,7 +82,7 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     when nobody asks for GPUs), the plan (integer GPUs, limits), deficits and SiteFactors, limit changes, retypes
     and the untyped-request targets. ``moving``: upgrade moves in flight (``make_plan``). ``site``: the GPU
     limits accounts had before slurm-fair first changed them (:func:`.limits.site_bounded`). ``held_back``:
-    what open hold-backs do (``daemon/unrequeueable.py``: a :class:`HoldBack`, or account -> type -> GPUs of its
+    what open hold-backs do (``daemon/preemption/unrequeueable.py``: a :class:`HoldBack`, or account -> type -> GPUs of its
     running jobs preemption could not requeue): its limits are lowered by them, and an account held back across
     all its jobs may hold no more than it runs now. ``last``: last round's ideal and guarantees (``make_plan``).
     ``written``: the GPU limits slurm-fair last wrote (the store's, with the ownership file's): one that differs in
@@ -127,7 +127,7 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     planned = {a: lim for a, lim in plan.limits.items() if a in known and a not in parents and a in mine}
     planned = with_held_elsewhere(planned, elsewhere)
     hb = held_back if isinstance(held_back, HoldBack) else HoldBack({a: dict(v) for a, v in (held_back or {}).items()})
-    if hb:  # jobs preemption could not requeue hold their accounts back (daemon/unrequeueable.py)
+    if hb:  # jobs preemption could not requeue hold their accounts back (daemon/preemption/unrequeueable.py)
         planned = hold_back(planned, hb, plan.capacity)
     # the site's own limits now: what slurm-fair wrote, still as it wrote it, is not the site's (a new database
     # beside the ownership file: daemon/ownership.py)

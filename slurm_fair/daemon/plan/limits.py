@@ -19,7 +19,7 @@
   start at once on whatever is not claimed, and when nobody waits no limit binds at all (a limit equal to
   the capacity is written as no limit). GPUs an account holds above its guarantee are **borrowed**: when
   another account waits under its guarantee there, they are reclaimed by preemption (the plan's reclaims,
-  ``daemon/victims.py``). While a claim on a type is served by reclaim, every account is held to its guarantee
+  ``daemon/preemption/victims.py``). While a claim on a type is served by reclaim, every account is held to its guarantee
   there (and its total to the sum of its per-type limits), so nobody refills what preemption frees.
 * **Hard caps** (``limits.lend = false``): the old rule — the limit is the guarantee, cut to what the
   account's jobs could use there, plus GPUs no account was given handed, one at a time, to accounts with

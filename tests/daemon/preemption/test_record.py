@@ -1,4 +1,4 @@
-"""The preemption state machine (slurm_fair/preemptions.py): what each step does to a record, and the store
+"""The preemption state machine (slurm_fair/daemon/preemption/record.py): what each step does to a record, and the store
 keeping exactly that."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ import dataclasses
 
 import pytest
 
-from slurm_fair import preemptions as P
+from slurm_fair.daemon.preemption import record as P
 from slurm_fair.errors import InputError
 from slurm_fair.store import Store
+from slurm_fair.daemon.preemption.store import PreemptionStore
 
 JOB = {"job_id": 7, "account": "a", "gpu_type": "v100", "gpus": 2, "reason": "over its guarantee", "now": 1000.0}
 
@@ -39,10 +40,10 @@ def test_held_back_stays_open_and_a_step_without_a_state_only_adds_to_the_histor
 
 def test_the_store_keeps_the_records_the_state_machine_makes(tmp_path):
     with Store(tmp_path / "s.sqlite") as st:
-        pid = st.add_preemption(**{k: v for k, v in JOB.items() if k != "now"}, signal="USR1", grace=120,
-                                now=1000.0, round_id=1, target_type="a100")
-        st.preemption_step(pid, "requeued", "grace over", state="requeued", now=1130.0, round_id=2)
-        [rec] = st.preemption_history(since=0.0)
+        pid = PreemptionStore(st).add(**{k: v for k, v in JOB.items() if k != "now"}, signal="USR1", grace=120,
+                                      now=1000.0, round_id=1, target_type="a100")
+        PreemptionStore(st).step(pid, "requeued", "grace over", state="requeued", now=1130.0, round_id=2)
+        [rec] = PreemptionStore(st).history(since=0.0)
         want = P.advance(P.signal_sent(**JOB, signal="USR1", grace=120, round_id=1, target_type="a100"),
                          "requeued", "grace over", state="requeued", now=1130.0, round_id=2)
         assert rec == dataclasses.replace(want, id=pid)

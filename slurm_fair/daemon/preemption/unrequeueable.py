@@ -1,6 +1,6 @@
 """Preemption cannot be dodged: what happens to a job preemption would take but Slurm cannot requeue. Pure.
 
-A running job can escape the checkpoint-signal → grace → requeue flow (``daemon/preempt.py``) three ways: it was
+A running job can escape the checkpoint-signal → grace → requeue flow (:mod:`.decide`) three ways: it was
 submitted with ``--no-requeue`` (or the site runs ``JobRequeue=0``), its user runs ``scontrol update jobid=N
 requeue=0`` during the grace (the requeue then fails: "Requested operation is presently disabled"), or it is an
 interactive allocation (``salloc``: Slurm requeues only batch jobs, and ``scancel --batch`` has no batch shell to
@@ -32,12 +32,16 @@ say why the account's pending jobs wait, and the round's details have the limits
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from ..cluster.base import ANY_GPU, Job
-from .. import preemptions as _states
-from ..preemptions import PreemptionRecord
-from ..cluster.blocked import job_blocked_kind
+from ...cluster.base import ANY_GPU, Job
+from ...cluster.blocked import job_blocked_kind
+from . import record as _states
+from .record import PreemptionRecord
+from .steps import Action
+
+if TYPE_CHECKING:  # not at run time: waiting imports daemon/plan, whose decide imports this module
+    from .waiting import WaitingGPUs
 
 HOLD_BACK, CANCEL, IGNORE = "hold-back", "cancel", "ignore"
 HELD_BACK = _states.HELD_BACK  # a preemption record's state while the rule holds its account back
@@ -215,3 +219,62 @@ def without_hold_back(limits: Mapping[str, Mapping[str, int]], held: Mapping[str
                 if t in out[a]:
                     out[a][t] = int(out[a][t]) + int(n)
     return out
+
+
+def held_back_steps(history: Sequence[PreemptionRecord], running: Mapping[int, Job], known: Mapping[int, Job],
+                    excess: dict[str, dict[str, int]], waiting: WaitingGPUs, idle: Mapping[str, int], now: float,
+                    rule: str, limits: Mapping[str, Mapping[str, int]], use: Mapping[str, Mapping[str, int]],
+                    word: str) -> list[Action]:
+    """The held-back jobs' steps in a round's decision (:func:`.decide.decide`): the hold-back ends once the
+    demand it was for no longer waits (the job it was for started, ended or cannot start; without one, nobody
+    under its share waits for the type):
+    ``resolve``, or ``gone`` when the held-back job has ended too. A held-back job that ended while that demand
+    still waits keeps its record open: its account stays held, and the GPUs it freed are the owed account's. With
+    ``unrequeueable = "cancel"``, once their cancel time passed, ``cancel`` while their account is still over on
+    that type and someone waits (the GPUs count as freed) — and the account's other non-requeue-able jobs there,
+    newest first, as many GPUs as the owed job still needs — else ``resolve`` (the hold-back ends)."""
+    out: list[Action] = []
+    taken: set[int] = set()
+    for r in sorted((r for r in history if r.state == HELD_BACK), key=lambda r: r.id):
+        job = running.get(r.job_id)
+        waits, what = owed_waits(r, known)
+        if waits and r.for_job is None and waiting.available(r.gpu_type) <= 0:
+            waits, what = False, f"no account under its share waits for {r.gpu_type} any more"
+        if not waits:
+            kind, ran = ("gone", "it has ended and ") if job is None else ("resolve", "")
+            out.append(Action(kind, r.job_id, r.account, r.gpu_type, r.gpus,
+                              f"{ran}{what}: the hold-back on its account ends", record_id=r.id, for_job=r.for_job))
+            continue
+        if job is None or rule != CANCEL or r.requeue_at is None or now < r.requeue_at:  # salloc/srun too
+            continue
+        g = int(job.gpus_allocated.get(r.gpu_type, r.gpus))
+        ex, avail = excess.get(r.account, {}).get(r.gpu_type, 0), waiting.available(r.gpu_type)
+        if ex > 0 and avail > 0:
+            owed = known.get(r.for_job) if r.for_job is not None else None
+            need = (max(0, owed.gpus - int(idle.get(r.gpu_type, 0))) if owed is not None else min(ex, avail))
+            taken.add(r.job_id)
+            more = also_cancelled(r.account, r.gpu_type, g, need, ex, running.values(),
+                                     taken | {x.job_id for x in history if x.state == HELD_BACK})
+            out.append(Action("cancel", r.job_id, r.account, r.gpu_type, g,
+                              f"cancel_grace over; {r.account} still uses {use[r.account][r.gpu_type]} {r.gpu_type} GPUs "
+                              f"with a {word} of {int(limits[r.account][r.gpu_type])} and accounts under their share "
+                              f"can start {avail} there; it cannot be requeued (preemption.unrequeueable = cancel)",
+                              record_id=r.id, for_job=r.for_job))
+            for m in more:
+                mg = int(m.gpus_allocated.get(r.gpu_type, 0))
+                out.append(Action("cancel", m.job_id, m.account, r.gpu_type, mg,
+                                  f"cancelled with held-back job {r.job_id}: {r.account}'s other job on {r.gpu_type} "
+                                  f"is {why_not_requeueable(m)}, and {what} needing {need} GPUs "
+                                  "(newest first; preemption.unrequeueable = cancel)", for_job=r.for_job))
+                taken.add(m.job_id)
+            freed = g + sum(int(m.gpus_allocated.get(r.gpu_type, 0)) for m in more)
+            excess[r.account][r.gpu_type] = ex - freed
+            waiting.take(r.gpu_type, freed)
+        else:
+            why = (f"{r.account} is no longer above its {r.gpu_type} {word}" if ex <= 0 else
+                   f"no account under its share waits for {r.gpu_type} any more")
+            out.append(Action("resolve", r.job_id, r.account, r.gpu_type, g,
+                              f"resolved, not cancelled: {why}; the hold-back ends", record_id=r.id,
+                              for_job=r.for_job))
+    return out
+

@@ -1,8 +1,8 @@
 """The preemption state machine: a preempted job's typed record, its states, and every transition with the times
-it sets. Pure (no I/O): the store keeps the rows (``store/preemptions.py``), ``daemon/preempt.py`` decides the
-steps, ``daemon/preemption.py`` carries them out; what a step does to the record is decided here only.
+it sets. Pure (no I/O): :mod:`.store` keeps the rows, :mod:`.decide` decides the steps, :mod:`.carry` carries
+them out; what a step does to the record is decided here only.
 
-States (one record per preempted job and lease)::
+States (one record per preemption of a job)::
 
     signalled --grace over, still over its guarantee--> requeued          (closed)
     signalled --grace over, nobody waits any more-----> resolved          (closed)
@@ -24,7 +24,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .errors import InputError
+from ...errors import InputError
 
 SIGNALLED, REQUEUED, RESOLVED, GONE, FAILED, HELD_BACK, CANCELLED = (
     "signalled", "requeued", "resolved", "gone", "failed", "held-back", "cancelled")
@@ -48,7 +48,7 @@ class Step:
 @dataclass(frozen=True)
 class PreemptionRecord:
     """One preemption (a row of the store's ``preemptions`` table). The first ten fields are what preemption
-    decisions read (``daemon/preempt.py``); the rest is the record's history."""
+    decisions read (:mod:`.decide`); the rest is the record's history."""
 
     id: int | None
     job_id: int
@@ -116,7 +116,7 @@ def signal_failed(*, job_id: int, account: str, gpu_type: str, gpus: int, signal
 def held_back(*, job_id: int, account: str, gpu_type: str, gpus: int, reason: str, now: float, message: str,
               due: float | None, round_id: int | None = None, user: str = "",
               for_job: int | None = None) -> PreemptionRecord:
-    """A job that cannot be requeued is held back (``daemon/unrequeueable.py``): no signal, open until the demand
+    """A job that cannot be requeued is held back (:mod:`.unrequeueable`): no signal, open until the demand
     it was held back for no longer waits (``for_job``: the waiting job of a claim; None: other accounts' waiting
     jobs on its type); ``due``: when the rule cancels it (None = never)."""
     return PreemptionRecord(None, job_id, account, gpu_type, gpus, HELD_BACK, None, due, reason=reason,

@@ -1,10 +1,10 @@
-"""The pure preemption decision (slurm_fair/daemon/preempt.py): one test per rule."""
+"""The pure preemption decision (slurm_fair/daemon/preemption/decide.py): one test per rule."""
 
 from __future__ import annotations
 
 from slurm_fair.cluster.base import Job
 from slurm_fair.config import PreemptionConfig
-from slurm_fair.daemon.preempt import Record, decide
+from slurm_fair.daemon.preemption.decide import Record, decide
 
 NOW = 100_000.0
 CFG = PreemptionConfig(enabled=True, grace=120, min_runtime=600, signal="USR1", max_jobs_per_round=10)
@@ -81,7 +81,7 @@ def test_min_runtime_protects_young_jobs():
 
 def test_not_requeueable_jobs_are_skipped_when_the_rule_is_ignore():
     """preemption.unrequeueable = "ignore" (the behaviour before the rule; the default, hold-back, is tested in
-    tests/daemon/test_unrequeueable.py)."""
+    tests/daemon/preemption/test_unrequeueable.py)."""
     jobs = [run(1, "A", ran=4000), run(2, "A", ran=3000, requeue=False), pend(10, "B")]
     d = decide(LIMITS, jobs, [], NOW, PreemptionConfig(**{**CFG.__dict__, "unrequeueable": "ignore"}))
     assert kinds(d) == [("signal", 1)]
@@ -198,8 +198,8 @@ def test_daemon_wakes_up_when_a_grace_ends():
     on = Config(preemption=PreemptionConfig(enabled=True, grace=120))
     with Store(":memory:") as store:
         assert preemption_wakeup(store, on, NOW) is None  # nothing signalled
-        store.add_preemption(job_id=2, account="A", gpu_type="a100", gpus=1, signal="USR1", reason="r", grace=120,
-                             now=NOW)
+        PreemptionStore(store).add(job_id=2, account="A", gpu_type="a100", gpus=1, signal="USR1", reason="r", grace=120,
+                                   now=NOW)
         assert preemption_wakeup(store, on, NOW + 20) == 101.0  # 1 s after the grace ends
         assert preemption_wakeup(store, on, NOW + 500) == 0.0  # overdue: at once
         assert preemption_wakeup(store, on, NOW + 500, since=NOW + 100) == 0.0  # came due during the round
@@ -220,17 +220,17 @@ def test_a_claims_victims_are_due_when_the_last_grace_ends():
     from slurm_fair.store import Store
 
     with Store(":memory:") as store:
-        store.add_preemption(job_id=2, account="A", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=120,
-                             now=NOW, for_job=9)
-        store.add_preemption(job_id=3, account="B", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=120,
-                             now=NOW + 90, for_job=9)
-        assert store.next_preemption_due() == NOW + 210  # job 9's victims: when job 3's grace ends
-        store.add_preemption(job_id=4, account="B", gpu_type="k80", gpus=1, signal="USR1", reason="r", grace=120,
-                             now=NOW + 30, for_job=8)
-        assert store.next_preemption_due() == NOW + 150  # job 8's lone victim comes first
-        store.add_preemption(job_id=5, account="C", gpu_type="k80", gpus=1, signal="USR1", reason="move",
-                             grace=120, now=NOW + 10, target_type="v100", for_job=7)
-        assert store.next_preemption_due() == NOW + 130  # a move is due on its own
+        PreemptionStore(store).add(job_id=2, account="A", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=120,
+                                   now=NOW, for_job=9)
+        PreemptionStore(store).add(job_id=3, account="B", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=120,
+                                   now=NOW + 90, for_job=9)
+        assert PreemptionStore(store).next_due() == NOW + 210  # job 9's victims: when job 3's grace ends
+        PreemptionStore(store).add(job_id=4, account="B", gpu_type="k80", gpus=1, signal="USR1", reason="r", grace=120,
+                                   now=NOW + 30, for_job=8)
+        assert PreemptionStore(store).next_due() == NOW + 150  # job 8's lone victim comes first
+        PreemptionStore(store).add(job_id=5, account="C", gpu_type="k80", gpus=1, signal="USR1", reason="move",
+                                   grace=120, now=NOW + 10, target_type="v100", for_job=7)
+        assert PreemptionStore(store).next_due() == NOW + 130  # a move is due on its own
 
 
 # ------------------------------------------------------------------ reclaim by claims (issue 28, limits lend)
@@ -239,6 +239,7 @@ from dataclasses import replace as _replace  # noqa: E402
 
 from slurm_fair.daemon.plan.demand import FreeGPUs  # noqa: E402
 from slurm_fair.daemon.plan.reclaim import Reclaim, holders_of  # noqa: E402
+from slurm_fair.daemon.preemption.store import PreemptionStore
 
 GUAR = {"A": {"v100": 0}, "B": {"v100": 8}}
 
@@ -355,9 +356,9 @@ def test_a_flexible_claimant_typed_elsewhere_is_moved_to_the_type_its_victims_fr
     """Issue 28, seen in the simulator at 90 % (seed #2): a reclaim requeued victims on V100 for a flexible job
     that job_submit.lua had typed P100; in Slurm it still waited for P100, and the victims restarted on their own
     GPUs a minute later (5 of 20 requeues restarted on the same type before the job they were for had started).
-    The requeue now moves the claimant to the type it frees (``preemption._claimant_to``); the simulated Slurm
+    The requeue now moves the claimant to the type it frees (``preemption.carry._claimant_to``); the simulated Slurm
     starts it there at once."""
-    from slurm_fair.daemon.preemption import _claimant_to
+    from slurm_fair.daemon.preemption.carry import _claimant_to
     from slurm_fair.sim.cluster import SimCluster, cluster_spec
     from slurm_fair.sim.traces import TraceJob
 
@@ -388,17 +389,16 @@ def test_a_job_gpus_were_reclaimed_for_is_no_reclaims_victim_for_a_day():
     each other by reclaim every ~1 000 s. A job a reclaim requeued others for keeps what was freed for 24 h."""
     from dataclasses import replace
 
-    from slurm_fair.daemon import victims as V
-    from slurm_fair.preemptions import REQUEUED
+    from slurm_fair.daemon.preemption import victims as V
+    from slurm_fair.daemon.preemption.record import REQUEUED
 
     job = run(111, "A", gtype="p100", gpus=8, ran=1000.0)
     freed_for = replace(signalled(7, 55, "B", gtype="p100", gpus=8, ago=1200.0, state=REQUEUED,
                                   requeued_at=NOW - 1080.0), for_job=111)
-    lease = lambda j, hist, m: (float(j.start_time) + m, "start")  # noqa: E731 - the lease is not what is tested
-    why = V.blockers([job], [freed_for], NOW, CFG, lease)
+    why = V.blockers([job], [freed_for], NOW, CFG)
     assert "reclaimed for it 1080 s ago" in why[111]
     assert V.reclaimed_for([freed_for], 111, NOW) == NOW - 1080.0
     old = replace(freed_for, requeued_at=NOW - 90_000.0)  # more than a day ago: a victim like any other
-    assert V.blockers([job], [old], NOW, CFG, lease) == {} and V.reclaimed_for([old], 111, NOW) is None
+    assert V.blockers([job], [old], NOW, CFG) == {} and V.reclaimed_for([old], 111, NOW) is None
     other = replace(freed_for, for_job=112)  # a reclaim for another job protects nothing here
-    assert V.blockers([job], [other], NOW, CFG, lease) == {}
+    assert V.blockers([job], [other], NOW, CFG) == {}

@@ -1,5 +1,5 @@
-"""Preemption cannot be dodged (issue 21 item 4): the pure rule (slurm_fair/daemon/unrequeueable.py), its place in
-the preemption decision (daemon/preempt.py), the limits it lowers (plan.decide) and its records in the store."""
+"""Preemption cannot be dodged (issue 21 item 4): the pure rule (slurm_fair/daemon/preemption/unrequeueable.py), its place in
+the preemption decision (daemon/preemption/decide.py), the limits it lowers (plan.decide) and its records in the store."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from slurm_fair import config
 from slurm_fair.cluster.base import ANY_GPU, Account, Job, Node, Snapshot
 from slurm_fair.config import PreemptionConfig
 from slurm_fair.daemon import plan as P
-from slurm_fair.daemon import unrequeueable as UR
-from slurm_fair.daemon.preempt import Record, decide
+from slurm_fair.daemon.preemption import unrequeueable as UR
+from slurm_fair.daemon.preemption.decide import Record, decide
 from slurm_fair.policies import get as get_policy
 from slurm_fair.store import Store
+from slurm_fair.daemon.preemption.store import PreemptionStore
 
 NOW = 100_000.0
 CFG = PreemptionConfig(enabled=True, grace=120, min_runtime=600, signal="USR1", max_jobs_per_round=10)
@@ -174,23 +175,23 @@ def test_the_round_lowers_the_limits_of_held_back_accounts():
 
 def test_store_keeps_held_back_records_open(tmp_path):
     with Store(tmp_path / "s.sqlite") as st:
-        pid = st.add_preemption(job_id=5, account="A", gpu_type="a100", gpus=1, signal="", reason="r", grace=0,
-                                held_back=True, due=None, now=NOW, message="held back", for_job=10)
-        sig = st.add_preemption(job_id=6, account="A", gpu_type="a100", gpus=1, signal="USR1", reason="r",
-                                grace=120, now=NOW)
-        st.preemption_step(sig, "requeue-failed", "requeue failed", state=UR.HELD_BACK, now=NOW + 130,
-                           due=NOW + 1930)
-        rows = {r.id: r.to_row() for r in st.preemption_history(since=NOW + 10_000)}
+        pid = PreemptionStore(st).add(job_id=5, account="A", gpu_type="a100", gpus=1, signal="", reason="r", grace=0,
+                                      held_back=True, due=None, now=NOW, message="held back", for_job=10)
+        sig = PreemptionStore(st).add(job_id=6, account="A", gpu_type="a100", gpus=1, signal="USR1", reason="r",
+                                      grace=120, now=NOW)
+        PreemptionStore(st).step(sig, "requeue-failed", "requeue failed", state=UR.HELD_BACK, now=NOW + 130,
+                                 due=NOW + 1930)
+        rows = {r.id: r.to_row() for r in PreemptionStore(st).history(since=NOW + 10_000)}
         assert rows[pid]["state"] == rows[sig]["state"] == UR.HELD_BACK
         assert rows[pid]["for_job"] == 10  # the demand it is held back for (issue 30)
         assert rows[sig]["finished_at"] is None and rows[sig]["requeue_at"] == NOW + 1930
         assert [s["step"] for s in rows[sig]["steps"]] == ["signalled", "requeue-failed"]
-        assert st.next_preemption_due() is None  # hold-back: no wake-up for held-back jobs
-        assert st.next_preemption_due(held_back=True) == NOW + 1930
-        st.preemption_step(pid, "gone", "ended", state="gone", now=NOW + 50)
-        assert st.preemption_counts() == {"gone": 1, UR.HELD_BACK: 1}
+        assert PreemptionStore(st).next_due() is None  # hold-back: no wake-up for held-back jobs
+        assert PreemptionStore(st).next_due(held_back=True) == NOW + 1930
+        PreemptionStore(st).step(pid, "gone", "ended", state="gone", now=NOW + 50)
+        assert {c.state: c.count for c in PreemptionStore(st).counts()} == {"gone": 1, UR.HELD_BACK: 1}
         with pytest.raises(Exception, match="state"):
-            st.preemption_step(pid, "x", state="bogus")
+            PreemptionStore(st).step(pid, "x", state="bogus")
 
 
 # --------------------------------------------------------------------- issue 30 item 5: held across all its jobs

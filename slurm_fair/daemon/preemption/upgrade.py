@@ -9,7 +9,7 @@ here a move costs a checkpoint and a restart, so it is made only where it pays. 
     (>= 23.02.6: the job is requeued and given the new type while pending), Slurm may requeue it, it may be
     moved (:func:`movable`: under ``preemption.upgrade = "checkpointing"``, the default, only a job that declares
     it checkpoints — the comment token ``fair:checkpoint`` — or that a ``preemption.checkpointing`` rule names),
-    and its lease is over (``preemption.min_runtime`` since its start, last requeue and last signal, as for
+    and its minimum run is over (``preemption.min_runtime`` since its start, last requeue and last signal, as for
     reclaims);
 (b) its class runs faster per GPU on the target type, by a known profile there (measured, set or shipped: a type
     the class was never profiled on is not a target);
@@ -22,7 +22,7 @@ here a move costs a checkpoint and a restart, so it is made only where it pays. 
 
 Largest saving first; at most the per-round signal budget left after reclaims. Moves need no reclaim: with
 ``preemption.enabled = false`` the round still makes them (and only them). The move then follows the
-reclaim's steps (``daemon/preempt.py``): checkpoint signal, grace, requeue — with the new type — or, when the
+reclaim's steps (:mod:`.decide`, :mod:`.carry`): checkpoint signal, grace, requeue — with the new type — or, when the
 target's GPUs were taken in the meantime, resolved without a requeue. While a move is in flight its GPUs on
 the target are held for it: the round's claims include them (``plan.make_plan(moving=)``).
 """
@@ -32,10 +32,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ..config import PreemptionConfig
-from ..cluster.base import Job, Snapshot
-from .plan import FreeGPUs, Plan, gpus_in_use, startable
-from .preempt import Record, _lease_end
+from ...cluster.base import Job, Snapshot
+from ...config import Config, PreemptionConfig
+from ..plan import UNKNOWN_SOURCES, Decisions, FreeGPUs, Plan, gpus_in_use, job_class, known_types, startable
+from .record import SIGNALLED, PreemptionRecord
+from .steps import Action
+from .victims import min_run_end
 
 
 @dataclass(frozen=True)
@@ -110,15 +112,16 @@ def free_for_moves(snapshot: Snapshot, moving: Iterable[tuple[str, str, int]], c
 
 
 def upgrade_moves(snapshot: Snapshot, plan: Plan, speed: Callable[[Job, str], float | None],
-                  history: Sequence[Record], now: float, cfg: PreemptionConfig, free: FreeGPUs, exclude: Iterable[int] = (),
-                  max_moves: int = 10, may_move: Callable[[Job], bool] | None = None) -> list[Upgrade]:
+                  history: Sequence[PreemptionRecord], now: float, cfg: PreemptionConfig, free: FreeGPUs,
+                  exclude: Iterable[int] = (), max_moves: int = 10,
+                  may_move: Callable[[Job], bool] | None = None) -> list[Upgrade]:
     """The moves of this round (module docstring). ``speed(job, type)``: the job's class's throughput per GPU
     there by a known profile (None: unknown). ``cfg``: the ``[preemption]`` section. ``exclude``: jobs already
     being preempted or moved. ``may_move``: which jobs may be moved (:func:`movable`; None: every one)."""
     if max_moves <= 0:
         return []
     skip = set(exclude)
-    by_job: dict[int, list[Record]] = {}
+    by_job: dict[int, list[PreemptionRecord]] = {}
     for r in history:
         by_job.setdefault(r.job_id, []).append(r)
     in_use = gpus_in_use(snapshot)
@@ -128,7 +131,7 @@ def upgrade_moves(snapshot: Snapshot, plan: Plan, speed: Callable[[Job, str], fl
             continue
         if may_move is not None and not may_move(j):
             continue
-        if now < _lease_end(j, by_job.get(j.job_id, ()), float(cfg.min_runtime))[0]:
+        if now < min_run_end(j, by_job.get(j.job_id, ()), float(cfg.min_runtime))[0]:
             continue
         s = next(iter(j.gpus_allocated))
         now_speed = speed(j, s)
@@ -161,7 +164,25 @@ def upgrade_moves(snapshot: Snapshot, plan: Plan, speed: Callable[[Job, str], fl
     return moves
 
 
-def still_possible(record: Record, snapshot: Snapshot, plan: Plan, partitions: Sequence[str] = ()) -> str | None:
+def move_signals(snapshot: Snapshot, cfg: Config, decisions: Decisions, history: Sequence[PreemptionRecord],
+                 now: float, actions: Sequence[Action]) -> list[Action]:
+    """This round's upgrade moves (:func:`upgrade_moves` on the round's plan and profiles) as checkpoint signals
+    that requeue the job onto the faster type: with the per-round signal budget the reclaims' ``actions`` left,
+    never for a job they take or an open preemption waits on, onto GPUs no startable pending job could use."""
+    built, plan = decisions.built, decisions.plan
+    busy = {r.job_id for r in history if r.state == SIGNALLED} | {a.job_id for a in actions}
+    budget = int(cfg.preemption.max_jobs_per_round) - sum(a.kind == "signal" for a in actions)
+    free = free_for_moves(snapshot, in_flight(history), lambda j, t: t in known_types(built, cfg, j),
+                          cfg.cluster.partitions)
+    speed = speeds_of(built.throughput, built.sources, lambda j: job_class(j, cfg.classes.order), UNKNOWN_SOURCES)
+    may_move = movable(cfg.preemption, lambda j: job_class(j, cfg.classes.order))
+    return [Action("signal", m.job_id, m.account, m.from_type, m.gpus, m.reason, signal=cfg.preemption.signal,
+                   target_type=m.to_type)
+            for m in upgrade_moves(snapshot, plan, speed, history, now, cfg.preemption, free, busy, budget, may_move)]
+
+
+def still_possible(record: PreemptionRecord, snapshot: Snapshot, plan: Plan,
+                   partitions: Sequence[str] = ()) -> str | None:
     """For an upgrade move whose grace is over: None when its GPUs still fit the target's idle GPUs (the GPUs
     held for it: the round's claims kept others off them) and its account's limit there, else why not."""
     t = record.target_type or ""
@@ -174,7 +195,7 @@ def still_possible(record: Record, snapshot: Snapshot, plan: Plan, partitions: S
     return None
 
 
-def in_flight(history: Iterable[Record]) -> list[tuple[str, str, int]]:
+def in_flight(history: Iterable[PreemptionRecord]) -> list[tuple[str, str, int]]:
     """(account, target type, GPUs) of the upgrade moves signalled and not yet requeued or resolved."""
     return [(r.account, r.target_type, int(r.gpus)) for r in history if r.state == "signalled" and r.target_type]
 

@@ -1,5 +1,5 @@
-"""Upgrade moves (daemon/upgrade.py): which running jobs move to a faster idle GPU type, the preemption steps
-that carry a move out (daemon/preempt.py), and the simulator running them end to end."""
+"""Upgrade moves (daemon/preemption/upgrade.py): which running jobs move to a faster idle GPU type, the preemption steps
+that carry a move out (daemon/preemption/decide.py, carry.py), and the simulator running them end to end."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ import pytest
 from slurm_fair.cluster.base import Job, Node, Snapshot
 from slurm_fair.config import PreemptionConfig
 from slurm_fair.daemon import plan as P
-from slurm_fair.daemon import preempt as PR
-from slurm_fair.daemon import upgrade as U
+from slurm_fair.daemon.preemption import decide as PR
+from slurm_fair.daemon.preemption import upgrade as U
 from slurm_fair.sim.cluster import cluster_spec
 from slurm_fair.sim.engine import simulate
 from slurm_fair.sim.traces import Trace, TraceJob
+from slurm_fair.daemon.preemption.store import PreemptionStore
 
 CFG = SimpleNamespace(min_runtime=600.0, upgrade_cost=300.0, grace=60.0, signal="USR1", max_jobs_per_round=10)
 NOW = 100_000.0
@@ -163,6 +164,7 @@ def test_with_reclaim_off_the_round_starts_no_reclaim_but_finishes_open_moves():
     move's grace ending is still carried out (here resolved: the round has no plan to requeue it onto)."""
     from slurm_fair import config
     from slurm_fair.daemon import preemption
+    from slurm_fair.daemon.preemption import carry
     from slurm_fair.store import Store
 
     over = [job(1, account="a", gpu_type="v100", flex=False, ran=9000.0),
@@ -177,10 +179,10 @@ def test_with_reclaim_off_the_round_starts_no_reclaim_but_finishes_open_moves():
         config.from_dict({"preemption": {"upgrade": "off"}}), s)
     assert not preemption.wanted(off, replace(s, slurm_version="22.05.8"))  # 22.05 cannot retype: no moves
     with Store(":memory:") as store:
-        would = preemption.run(None, store, on, s, guarantees, None, NOW, act=False).to_json()["would"]
+        would = carry.run(None, store, on, s, guarantees, None, NOW, act=False).to_json()["would"]
         assert [(w["step"], w["job_id"]) for w in would] == [("signal", 2)]  # reclaim on: a's newer job
-        assert preemption.run(None, store, off, s, guarantees, None, NOW, act=False).to_json()["would"] == []
-        store.add_preemption(job_id=1, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="move",
-                             grace=60.0, now=NOW - 100, target_type="a100")
-        would = preemption.run(None, store, off, s, guarantees, None, NOW, act=False).to_json()["would"]
+        assert carry.run(None, store, off, s, guarantees, None, NOW, act=False).to_json()["would"] == []
+        PreemptionStore(store).add(job_id=1, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="move",
+                                   grace=60.0, now=NOW - 100, target_type="a100")
+        would = carry.run(None, store, off, s, guarantees, None, NOW, act=False).to_json()["would"]
         assert [(w["step"], w["job_id"]) for w in would] == [("resolve", 1)]

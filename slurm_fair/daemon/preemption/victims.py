@@ -5,7 +5,7 @@ Slurm would place it on, the borrowers' running jobs whose GPUs complete that pl
 plan's order (accounts furthest below their guarantee first), :func:`signals` signals **all of its victims or
 none**: a part of them would free GPUs the waiting job still could not start on. None when a victim
 
-* is in its lease (``preemption.min_runtime`` since its start, last requeue or last signal),
+* is in its minimum run (``preemption.min_runtime`` since its start, last requeue or last signal: :func:`min_run_end`),
 * was requeued ``preemption.max_requeues_per_day`` times in the last 24 h (a sliding window),
 * is a job GPUs were reclaimed for in the last 24 h (:func:`reclaimed_for`: reclaim converges — what a reclaim
   freed for a job is not reclaimed from it for another account's job that day),
@@ -22,11 +22,13 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-from ..cluster.base import Job
-from ..config import PreemptionConfig
-from ..preemptions import REQUEUED, SIGNALLED, PreemptionRecord
-from .plan.demand import FreeGPUs, place_gpus, startable
-from .plan.reclaim import Reclaim
+from ...cluster.base import Job
+from ...config import PreemptionConfig
+from ..plan.demand import FreeGPUs, place_gpus, startable
+from ..plan.reclaim import Borrowed, Reclaim
+from . import unrequeueable as UR
+from .record import REQUEUED, SIGNALLED, PreemptionRecord
+from .steps import Action, Skip
 
 DAY = 86400.0
 
@@ -56,6 +58,18 @@ def expected_left(job: Job, now: float) -> float:
     return ran
 
 
+def min_run_end(job: Job, history: Sequence[PreemptionRecord], min_runtime: float) -> tuple[float, str]:
+    """When the job's minimum run (``preemption.min_runtime``) is over, so that it may be preempted again, and what
+    started that run: its start, its last requeue or its last checkpoint signal by slurm-fair (``history``: the
+    job's records)."""
+    start, what = float(job.start_time or 0), "start"
+    for r in history:
+        for t, w in ((r.signalled_at, "checkpoint signal"), (r.requeued_at, "requeue")):
+            if t is not None and t > start:
+                start, what = float(t), w
+    return start + float(min_runtime), what
+
+
 def pays(gpus: int, victims: Sequence[Job], now: float, cfg: PreemptionConfig) -> tuple[bool, str]:
     """Does freeing ``victims`` for a waiting job of ``gpus`` GPUs pay (gain >= cost)? Gain: its GPUs × the time it would
     otherwise wait for them (the longest victim's expected rest, :func:`expected_left`) less the grace; cost:
@@ -68,15 +82,15 @@ def pays(gpus: int, victims: Sequence[Job], now: float, cfg: PreemptionConfig) -
     return gain >= cost, why
 
 
-def blockers(victims: Sequence[Job], history: Sequence[PreemptionRecord], now: float, cfg: PreemptionConfig,
-             lease_end) -> dict[int, str]:
-    """victim id -> why it cannot be signalled now (lease, daily bound); not listed: it can."""
+def blockers(victims: Sequence[Job], history: Sequence[PreemptionRecord], now: float,
+             cfg: PreemptionConfig) -> dict[int, str]:
+    """victim id -> why it cannot be signalled now (minimum run, daily bound); not listed: it can."""
     out: dict[int, str] = {}
     limit = int(cfg.max_requeues_per_day)
     for v in victims:
         mine = [r for r in history if r.job_id == v.job_id]
         ran = now - float(v.start_time or now)
-        end, what = lease_end(v, mine, float(cfg.min_runtime))
+        end, what = min_run_end(v, mine, float(cfg.min_runtime))
         if ran < float(cfg.min_runtime):
             out[v.job_id] = f"ran {ran:.0f} s < preemption.min_runtime {float(cfg.min_runtime):g} s"
         elif now < end:
@@ -135,3 +149,85 @@ def due(records: Sequence[PreemptionRecord], running: Mapping[int, Job], known: 
         for r in live:
             out[int(r.id)] = why
     return out
+
+
+def signals(reclaims: Sequence[Reclaim], running: Mapping[int, Job], history: Sequence[PreemptionRecord], now: float,
+            cfg: PreemptionConfig, taken: set[int], rule: str, cancel_grace: float, actions: list[Action],
+            skipped: list[Skip], limits: Mapping[str, Mapping[str, int]], use: Mapping[str, Mapping[str, int]],
+            free: FreeGPUs | None, word: str) -> None:
+    """New signals for the plan's claims served by reclaim (module docstring): all of a claim's victims or none.
+    A victim Slurm cannot requeue is held back (``preemption.unrequeueable``, at most its account's excess) or
+    skipped, and the claim is placed again without it (:meth:`.plan.reclaim.Borrowed.place`): others go in its
+    place, as many as the account still holds above its guarantee."""
+    cap = int(cfg.max_jobs_per_round)
+    n = sum(a.kind == "signal" for a in actions)
+    gone = {r.job_id for r in history if r.state == UR.HELD_BACK} | {a.job_id for a in actions if a.kind == UR.HOLD_BACK}
+    held: dict[tuple[str, str], int] = {}
+    for r in history:
+        if r.state == UR.HELD_BACK and r.job_id in running:
+            held[(r.account, r.gpu_type)] = held.get((r.account, r.gpu_type), 0) + r.gpus
+    for x in actions:
+        if x.kind == UR.HOLD_BACK:
+            held[(x.account, x.gpu_type)] = held.get((x.account, x.gpu_type), 0) + x.gpus
+    for rc in reclaims:
+        t = rc.gpu_type
+        tag = f"for job {rc.job_id} of {rc.account} ({rc.gpus} {t} GPUs on {', '.join(sorted(rc.where))})"
+        victims: tuple[int, ...] | None = rc.victims
+        for _ in range(2 * len(running) + 2):  # every other pass takes one more job out: bounded
+            if victims is None or any(v not in running for v in victims):
+                break
+            if any(v in gone for v in victims):  # place it again without the jobs held back or skipped
+                got = None if free is None else Borrowed([h for h in free.holders if h.job_id not in gone],
+                                                         limits, use).place(free.free, free.size, t, rc.gpus)
+                victims = None if got is None else tuple(h.job_id for h in got[1])
+                continue
+            stuck = {v: UR.why_not_requeueable(running[v]) for v in victims if v not in taken}
+            stuck = {v: w for v, w in stuck.items() if w is not None}
+            if not stuck:
+                break
+            for v, w in stuck.items():
+                j = running[v]
+                g = int(j.gpus_allocated.get(t, j.gpus))
+                over = use.get(j.account, {}).get(t, 0) - int(limits.get(j.account, {}).get(t, 0))
+                if UR.acts(rule) and held.get((j.account, t), 0) < over:
+                    held[(j.account, t)] = held.get((j.account, t), 0) + g
+                    actions.append(Action(
+                        UR.HOLD_BACK, v, j.account, t, g,
+                        f"{tag}: the job is {w}: {j.account}'s {t} limits are lowered by its {g} GPUs and it starts no GPU "
+                        f"job on any type until job {rc.job_id} runs (preemption.unrequeueable = {rule})",
+                        due=UR.cancel_due(rule, j, now, cancel_grace), for_job=rc.job_id))
+                    taken.add(v)
+                else:
+                    skipped.append(Skip(v, j.account, t, f"{tag}: " + (
+                        w if not UR.acts(rule) else UR.ACROSS.format(nr=w, a=j.account))))
+                gone.add(v)
+        new = [running[v] for v in (victims or ()) if v in running and v not in taken]
+        if (victims is None or any(v in gone for v in victims)
+                or len(new) + sum(v in taken for v in victims) < len(victims) or not new):
+            continue  # no placement left, a victim has gone (its GPUs come back anyway), or all are being freed
+        block = blockers(new, history, now, cfg)
+        if block:
+            for v in new:
+                skipped.append(Skip(v.job_id, v.account, t, f"{tag}: " + block.get(
+                    v.job_id, "another victim of the same claim cannot be signalled now: none is")))
+            continue
+        ok, why = pays(rc.gpus, new, now, cfg)
+        if not ok:
+            for v in new:
+                skipped.append(Skip(v.job_id, v.account, t, f"{tag}: the requeue does not pay: {why}"))
+            continue
+        if n + len(new) > cap:
+            for v in new:
+                skipped.append(Skip(v.job_id, v.account, t,
+                                    f"{tag}: per-round cap reached (preemption.max_jobs_per_round = {cap})"))
+            continue
+        for v in new:
+            g = int(v.gpus_allocated.get(t, v.gpus))
+            actions.append(Action(
+                "signal", v.job_id, v.account, t, g,
+                f"{v.account} uses {use.get(v.account, {}).get(t, 0)} {t} GPUs with a {word} of "
+                f"{int(limits.get(v.account, {}).get(t, 0))}; {tag}: its GPUs complete that job's placement; {why}",
+                signal=cfg.signal, for_job=rc.job_id))
+            taken.add(v.job_id)
+            n += 1
+
