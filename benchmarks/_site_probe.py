@@ -259,18 +259,18 @@ class Phases:
 
 
 def install_phases(ph: Phases) -> None:
-    from slurm_fair.daemon import preemption, publish
+    from slurm_fair.daemon import preemption, type_map_file
     from slurm_fair.daemon import round as R
 
     ph.wrap(R, "mark_interrupted", "record")
     ph.wrap(R, "ingest_round", "ingest")
     ph.wrap(R, "harvest", "harvest")
     ph.wrap(R, "compute", "solve+plan")
-    ph.wrap(R, "_details", "details")
+    ph.wrap(R, "round_details", "details")
     ph.wrap(R, "apply_limits", "apply limits")
     ph.wrap(R, "apply_factors", "apply SiteFactor")
     ph.wrap(R, "_retype", "retype")
-    ph.wrap(publish, "publish", "type map")
+    ph.wrap(type_map_file, "publish_type_map", "type map")
     ph.wrap(preemption, "run", "preemption")
 
 

@@ -48,7 +48,7 @@ from ..cluster.parse import grptres_limits
 from ..errors import InputError
 from ..profiling import shipped as shipped_profiles
 from . import plan as P
-from . import public
+from . import status_file
 
 PROBLEM, NOTE, OK = "problem", "note", "ok"
 
@@ -313,7 +313,7 @@ def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Config, *, qos: Ma
     need(db.is_dir() and os.access(db, os.W_OK | os.X_OK), "daemon.database", str(cfg.database_path),
          f"{db} is missing or not writable by this user")
     if cfg.status_path is not None:
-        why_not = public.searchable(cfg.status_path.parent)
+        why_not = status_file.searchable(cfg.status_path.parent)
         out.append(Finding(OK if not why_not else NOTE, "daemon.status_file",
                            f"{cfg.status_path} (every user can reach it: slurm-fair why)" if not why_not else
                            f"{why_not}: users cannot read {cfg.status_path.name} there, so slurm-fair why cannot "

@@ -2,12 +2,12 @@
 
 * One instance per database: an exclusive ``fcntl.flock`` on ``<database>.lock`` (a second daemon exits 1
   with a message naming the lock file), and one per cluster: before every round the daemon takes or renews
-  the database's lease (``daemon/lease.py``); a live lease held by a daemon on another host makes it exit 1
-  (``daemon --once`` too) with a message naming the holder and when the lease expires. SIGTERM/SIGINT give
-  the lease up.
+  the database's leader lock (``daemon/leader.py``; its log lines and messages call it the lease); a live lock
+  held by a daemon on another host makes it exit 1 (``daemon --once`` too) with a message naming the holder and
+  when the lock expires. SIGTERM/SIGINT give the lock up.
 * ``daemon.only_on_primary``: before every round, ``scontrol ping`` (``cluster/ping.py``); unless this host is
   the slurmctld that serves (the first one UP), the round is skipped: one ``standby`` log line (when the reason
-  changes), nothing written to Slurm, no type map or status refresh, the lease given up, the database closed
+  changes), nothing written to Slurm, no type map or status refresh, the leader lock given up, the database closed
   and the flock dropped (both may be on storage the other controller shares); they are taken again, and
   metrics served, from the first round this host serves. A daemon standing by asks again every 30 s
   (``STANDBY_POLL``, or every period if shorter); one that serves asks before each round.
@@ -54,9 +54,9 @@ from ..cluster import ping as ping_mod
 from ..cluster.errors import ClusterError
 from ..errors import SlurmFairError
 from ..store import Store
-from . import lease as lease_mod
+from . import leader as leader_mod
 from . import plan as P
-from . import public, publish
+from . import status_file, type_map_file
 from .metrics import Exporter
 from .round import RoundResult, cause, run_round
 
@@ -111,12 +111,12 @@ class _Seat:
                 raise
         return self.store
 
-    def leave(self, me: lease_mod.Me | None) -> bool:
-        """Close the database and drop the flock; with ``me``, first give its lease up. True if given up."""
+    def leave(self, me: leader_mod.Me | None) -> bool:
+        """Close the database and drop the flock; with ``me``, first give its leader lock up. True if given up."""
         given = False
         try:
             if self.store is not None and me is not None:
-                given = lease_mod.release(self.store, me, time.time())
+                given = leader_mod.release(self.store, me, time.time())
         finally:
             if self.store is not None:
                 self.store.close()
@@ -160,10 +160,8 @@ def refresh_type_map(res: RoundResult | None, snapshot: Any, cfg: Config, dry_ru
             or dry_run or cfg.daemon.dry_run):
         return False
     try:
-        return publish.publish(cfg.type_map_path, P.type_map(res.decisions, snapshot, cfg), cfg.classes.order,
-                               P.partition_types(P.partition_view(snapshot, cfg.cluster.partitions)),
-                               bool(cfg.limits.accounts), taken_at=snapshot.taken_at,
-                               max_age=publish.max_age(cfg))
+        view = P.PartitionView.of(snapshot, cfg.cluster.partitions)
+        return type_map_file.publish_type_map(cfg, P.type_map(res.decisions, view, cfg), view)
     except Exception as e:  # noqa: BLE001 - the round's map stays; the next poll tries again
         log(f"type map refresh failed: {cause(e)}")
         return False
@@ -176,8 +174,8 @@ def refresh_status(res: RoundResult | None, snapshot: Any, cfg: Config) -> bool:
     if res is None or res.public is None or res.decisions is None or cfg.status_path is None:
         return False
     try:
-        res.public = public.refreshed(res.public, snapshot, res.decisions, cfg)
-        public.write_status(cfg.status_path, res.public)
+        res.public = status_file.refreshed(res.public, snapshot, res.decisions, cfg)
+        status_file.write_status(cfg.status_path, res.public)
         return True
     except Exception as e:  # noqa: BLE001 - the round's file stays; the next poll tries again
         log(f"status file refresh failed: {cause(e)}")
@@ -257,10 +255,10 @@ def refresh_metrics(exporter: Exporter | None, store: Store) -> None:
 def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
           cluster_factory: Callable[[Any], Any] = connect_cluster,
           standby: Callable[[Config, str], str | None] = standby_reason) -> int:
-    """Run the daemon; returns the exit status. Raises LeaseHeld (exit 1) when another host's daemon holds
-    the database's lease."""
+    """Run the daemon; returns the exit status. Raises LeaderHeld (exit 1) when another host's daemon holds
+    the database's leader lock."""
     cfg = config_mod.load(cfg_path)
-    me = lease_mod.whoami(cfg.daemon.host_id)
+    me = leader_mod.whoami(cfg.daemon.host_id)
     seat = _Seat(cfg.database_path)
     state = {"stop": False, "reload": False}
     last_standby: str | None = None
@@ -295,11 +293,11 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
                     if why != last_standby:
                         log(f"standby: {why}; no round here (nothing written to Slurm; database and lock left alone)")
                 else:
-                    held, how = lease_mod.acquire(store, me, time.time(),
-                                                  lease_mod.LEASE_PERIODS * float(cfg.daemon.period))
+                    held, how = leader_mod.acquire(store, me, time.time(),
+                                                   leader_mod.LOCK_PERIODS * float(cfg.daemon.period))
                     if how != "mine":
-                        log(f"lease taken ({how}): {lease_mod.describe(held, time.time())}")
-            except lease_mod.LeaseHeld:
+                        log(f"lease taken ({how}): {leader_mod.describe(held, time.time())}")
+            except leader_mod.LeaderHeld:
                 raise
             except Exception as e:  # noqa: BLE001 - e.g. the database locked past every retry: no round now
                 why = f"cannot read or renew the lease: {cause(e)}"
@@ -383,7 +381,7 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
         log("stopping")
         if exporter is not None:
             exporter.close()
-        try:  # a clean stop gives the lease up: the other host may take over at once
+        try:  # a clean stop gives the leader lock up: the other host may take over at once
             if seat.leave(me if state["stop"] else None):
                 log("lease given up")
         except Exception as e:  # noqa: BLE001 - it expires on its own

@@ -1,6 +1,6 @@
 """Untyped GPU requests: the type map ``etc/job_submit.lua`` reads, exploration, retyping pending jobs. Pure.
 
-etc/job_submit.lua types untyped GPU requests from a map the daemon publishes each round (daemon/publish.py);
+etc/job_submit.lua types untyped GPU requests from a map the daemon publishes each round (daemon/type_map_file.py);
 jobs it typed carry ``fair:flex`` in their comment (Job.flexible).
 """
 
@@ -135,7 +135,7 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
                     reclaim: bool = False, site_speed: Mapping[str, float] | None = None,
                     class_speed: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Target]:
     """The type map: account -> :class:`Target` for its untyped GPU requests, ``"*"`` for accounts without a
-    line, and class lines. Pure: the map file is written by ``daemon/publish.py``.
+    line, and class lines. Pure: the map file is written by ``daemon/type_map_file.py``.
 
     * **Rooms** per account and type: *free* room — GPUs idle now, less what startable pending jobs typed for
       the type will take there (placed node by node, by priority), within the account's limit; *guaranteed*
