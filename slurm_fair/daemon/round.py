@@ -54,7 +54,8 @@ from .unrequeueable import without_hold_back
 from . import status_file
 from . import bounded
 from .harvest import harvest
-from .ingest import ingest_round
+from .ingest import IngestResult, ingest_round
+from .plan.classcap import Folded
 from .apply import Applied, apply_factors, apply_limits
 from .round_record import RoundResult, cause, finished, record_round, round_details, with_retry
 
@@ -199,9 +200,9 @@ class _Observed:
     ``[profiling] max_classes_per_account`` folded to the default), the job reports harvested and what was pruned."""
 
     snapshot: Snapshot
-    folded: Any = None  # bounded.fold_round's result (None: nothing recorded)
-    harvested: Any = None
-    pruned: Any = None
+    folded: Folded | None = None  # bounded.fold_round's result (None: a round that records nothing)
+    harvested: dict | None = None  # harvest's counts
+    pruned: dict[str, Any] | None = None  # bounded.maybe_prune's, when it pruned
 
 
 def _observe(store: Store, snapshot: Snapshot, cfg: Config, round_id: int | None, now: float,
@@ -218,7 +219,7 @@ def _observe(store: Store, snapshot: Snapshot, cfg: Config, round_id: int | None
     return _Observed(snapshot, folded, harvested, pruned)
 
 
-def _note_inputs(details: RoundDetails, ingested: Any, seen: _Observed, ownership_error: str | None) -> None:
+def _note_inputs(details: RoundDetails, ingested: IngestResult | None, seen: _Observed, ownership_error: str | None) -> None:
     """The round's details of what it took in: hook records, job reports, folded classes, pruning, and an
     unreadable ownership file (the round went on as with no record)."""
     if ingested is not None:
