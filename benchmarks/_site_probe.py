@@ -259,7 +259,7 @@ class Phases:
 
 
 def install_phases(ph: Phases) -> None:
-    from slurm_fair.daemon import publish
+    from slurm_fair.daemon import type_map_file
     from slurm_fair.daemon.preemption import carry
     from slurm_fair.daemon import round as R
 
@@ -267,11 +267,11 @@ def install_phases(ph: Phases) -> None:
     ph.wrap(R, "ingest_round", "ingest")
     ph.wrap(R, "harvest", "harvest")
     ph.wrap(R, "compute", "solve+plan")
-    ph.wrap(R, "_details", "details")
+    ph.wrap(R, "round_details", "details")
     ph.wrap(R, "apply_limits", "apply limits")
     ph.wrap(R, "apply_factors", "apply SiteFactor")
     ph.wrap(R, "_retype", "retype")
-    ph.wrap(publish, "publish", "type map")
+    ph.wrap(type_map_file, "publish_type_map", "type map")
     ph.wrap(carry, "run", "preemption")
 
 

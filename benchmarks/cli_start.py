@@ -24,7 +24,7 @@ CASES = [
     ("slurm-fair explain --help",
      [sys.executable, "-c", "from slurm_fair.cli import main; main()", "explain", "--help"]),
     ("why's imports (cluster, status file, explanation)",
-     [sys.executable, "-c", "import slurm_fair.cli, slurm_fair.cluster, slurm_fair.daemon.public, slurm_fair.views.why"]),
+     [sys.executable, "-c", "import slurm_fair.cli, slurm_fair.cluster, slurm_fair.daemon.status_file, slurm_fair.views.why"]),
     ("status's imports (store, status view, cluster)",
      [sys.executable, "-c", "import slurm_fair.cli, slurm_fair.store, slurm_fair.views.status, slurm_fair.cluster"]),
     ("history's imports (store)", [sys.executable, "-c", "import slurm_fair.cli, slurm_fair.store"]),

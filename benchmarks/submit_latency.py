@@ -4,7 +4,7 @@
 Usage: python3 benchmarks/submit_latency.py [--script PATH] [--compare PATH] [--cached N] [--cold N]
        python3 benchmarks/submit_latency.py --testbed N [--compare PATH]   (root, a running testbed's env: see below)
 
-For 300 and 1 000 accounts x 1, 5 and 20 job classes, the daemon's own writer (daemon/publish.py) renders a
+For 300 and 1 000 accounts x 1, 5 and 20 job classes, the daemon's own writer (daemon/type_map_file.py) renders a
 type map of that size (one line per account with three types, rooms and blocks, its ``#@untyped`` room, one
 class line per account and class, a partition line, ``#@free``, ``#@expires``). The script is loaded as
 slurmctld's Lua state keeps it (once) and submits untyped ``--gres=gpu:1`` jobs of rotating accounts and classes
@@ -43,7 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from slurm_fair.daemon import plan as P  # noqa: E402
-from slurm_fair.daemon import publish  # noqa: E402
+from slurm_fair.daemon import type_map_file  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TYPES = ("a100", "v100", "k80")
@@ -66,7 +66,7 @@ def build_map(n_accounts: int, n_classes: int) -> str:
                                               slow=frozenset({cls_order[-1]}) if c % 4 == 0 else frozenset())
     targets["*"] = P.Target((("k80", 8), ("v100", 4)), "free GPUs no waiting account's guarantee holds",
                             {"k80": 4, "v100": 4}, pool=pool)
-    return publish.render_map(targets, partitions=(P.PartitionTypes("gpu", TYPES),), map_id="bench-1",
+    return type_map_file.render_map(targets, partitions=(P.PartitionTypes("gpu", TYPES),), map_id="bench-1",
                               taken_at=1_000_000_000, expires=4_000_000_000)
 
 

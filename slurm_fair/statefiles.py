@@ -1,12 +1,19 @@
-"""Private state files, whatever the umask: folders slurm-fair creates are 0750, the database (and SQLite's
-``-wal``/``-shm`` beside it) and the daemon's lock file 0600. The lock file is opened without following
-symbolic links and never truncated unless it is our own regular file with a single link (a planted
-``db.sqlite.lock -> /some/file`` is refused, the target left untouched)."""
+"""The files slurm-fair writes, with their modes whatever the umask.
+
+* Private state: folders slurm-fair creates are 0750, the database (and SQLite's ``-wal``/``-shm`` beside it)
+  and the daemon's lock file 0600. The lock file is opened without following symbolic links and never
+  truncated unless it is our own regular file with a single link (a planted ``db.sqlite.lock -> /some/file``
+  is refused, the target left untouched).
+* Public files the daemon publishes (the GPU type map, ``daemon/type_map_file.py``; the status file,
+  ``daemon/status_file.py``): :func:`write_public` writes them atomically, mode 0644.
+"""
 
 from __future__ import annotations
 
 import os
 import stat
+import tempfile
+import time
 from pathlib import Path
 from typing import IO
 
@@ -14,6 +21,7 @@ from .errors import SlurmFairError
 
 DIR_MODE = 0o750
 FILE_MODE = 0o600
+PUBLIC_MODE = 0o644
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
@@ -94,3 +102,33 @@ def open_lock_file(path: str | os.PathLike) -> IO[str]:
     except BaseException:
         os.close(fd)
         raise
+
+
+def write_public(path: str | os.PathLike, text: str, now: float | None = None) -> bool:
+    """Write ``text`` to the public file ``path`` atomically: a temporary file in the same folder, ``fsync``,
+    mode 0644, mtime set explicitly to ``now`` (default the time of writing), then ``os.replace`` over ``path``
+    (a reader sees the old or the new file, never half). False (nothing written) if the file already holds
+    ``text``. Raises OSError when the folder is missing or not writable."""
+    p = Path(path)
+    try:
+        if p.read_text(encoding="utf-8") == text:
+            return False
+    except (FileNotFoundError, UnicodeDecodeError, IsADirectoryError):
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, PUBLIC_MODE)
+        t = time.time() if now is None else now
+        os.utime(tmp, (t, t))
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return True

@@ -23,10 +23,10 @@ from .table import render
 @contextlib.contextmanager
 def _site_change(cfg: Any, dry_run: bool, what: str) -> Iterator[tuple[Any, Any]]:
     """(cluster, store) for a command that changes Slurm behind the daemon's back (rollback, limits adopt|clear):
-    the daemon's lock taken and another host's live lease refused (the daemon would undo the change), unless
+    the daemon's lock taken and another host's live leader lock refused (the daemon would undo the change), unless
     ``dry_run``, which creates no database either (without one it says so and reads an empty store)."""
     from ..cluster import connect
-    from ..daemon import lease
+    from ..daemon import leader
     from ..daemon.service import AlreadyRunning, lock
     from ..store import Store
 
@@ -43,7 +43,7 @@ def _site_change(cfg: Any, dry_run: bool, what: str) -> Iterator[tuple[Any, Any]
             path = ":memory:"
         with Store(path) as store:
             if not dry_run:  # a daemon on another host sharing the database would undo the change
-                lease.check_free(store, lease.whoami(cfg.daemon.host_id), time.time(), f"{what} refused")
+                leader.check_free(store, leader.whoami(cfg.daemon.host_id), time.time(), f"{what} refused")
             yield cluster, store
     finally:
         if held is not None:

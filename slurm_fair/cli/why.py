@@ -1,6 +1,6 @@
 """``slurm-fair why JOBID``: why a job waits, for any user. Only parses and prints; the work is
 :func:`slurm_fair.views.why.explain_job` (pure) over the job from Slurm and the public status file
-(:mod:`slurm_fair.daemon.public`). It opens the database only where the caller may write it (the daemon's user,
+(:mod:`slurm_fair.daemon.status_file`). It opens the database only where the caller may write it (the daemon's user,
 root: as ``slurm-fair explain`` does), to say when slurm-fair moved the job (its upgrade moves); other users get
 everything else."""
 
@@ -114,7 +114,7 @@ def why_cmd(job_id_text: str, config_path: str | None, status_file: str | None, 
         slurm-fair why 12345 --json
     """
     from ..cluster import connect
-    from ..daemon import public
+    from ..daemon import status_file
     from ..views.why import explain_job
 
     jid = _job_id(job_id_text)
@@ -129,8 +129,8 @@ def why_cmd(job_id_text: str, config_path: str | None, status_file: str | None, 
         why_not = "daemon.publish_status is off in the config"
     else:
         try:
-            status = public.read_status(path)
-        except public.StatusFileError as e:
+            status = status_file.read_status(path)
+        except status_file.StatusFileError as e:
             why_not = str(e)
     cluster = connect(backend=cfg.cluster.backend, timeout=float(cfg.cluster.timeout))
     job = cluster.job_info(jid)

@@ -85,15 +85,15 @@ class DaemonConfig:
     )
     host_id: str = key(
         "", _host_id,
-        'This daemon\'s host in the lease (docs/daemon.md, "High availability") and the name matched against\n'
-        '`scontrol ping` (only_on_primary); "" = this machine\'s host name. Must differ between hosts that\n'
-        "share the database; tests set it to play two hosts on one machine.",
+        'This daemon\'s host in the leader lock (the database\'s "lease": docs/daemon.md, "High availability")\n'
+        'and the name matched against `scontrol ping` (only_on_primary); "" = this machine\'s host name. Must\n'
+        "differ between hosts that share the database; tests set it to play two hosts on one machine.",
     )
     only_on_primary: bool = key(
         False, _bool,
         "true = each round first asks `scontrol ping` which controller serves (the first one UP, in\n"
         "SlurmctldHost order) and runs only when that is this host (host_id); otherwise the round is\n"
-        'skipped (logged "standby", nothing written to Slurm or the database, the lease given up).\n'
+        'skipped (logged "standby", nothing written to Slurm or the database, the leader lock given up).\n'
         "For a backup SlurmctldHost: enable the daemon on every controller host.",
     )
 

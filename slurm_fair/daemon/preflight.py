@@ -48,7 +48,7 @@ from ..cluster.parse import grptres_limits
 from ..errors import InputError
 from ..profiling import shipped as shipped_profiles
 from . import plan as P
-from . import public
+from . import status_file
 
 PROBLEM, NOTE, OK = "problem", "note", "ok"
 
@@ -237,9 +237,14 @@ def named_in_config(cfg: Config, snapshot: Snapshot, nvml: Mapping[str, str] | N
     return out
 
 
+def _need(ok: bool, what: str, good: str, bad: str) -> Finding:
+    return Finding(OK if ok else PROBLEM, what, good if ok else bad)
+
+
 def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Config, *, qos: Mapping[str, str],
           partitions: Mapping[str, str], slurm_conf: str | None, site: Mapping[str, Mapping[str, int]]) -> list[Finding]:
-    """Every finding (module docstring)."""
+    """Every finding (module docstring), in this order: the names the config gives, Slurm's accounting and
+    priority, the type map and job_submit.lua, the hooks, the state files, QOS and partitions, the accounts."""
     out: list[Finding] = []
     nvml = None
     if cfg.nvml_map_path is not None:
@@ -248,77 +253,109 @@ def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Config, *, qos: Ma
         except InputError as e:
             out.append(Finding(PROBLEM, "profiling.nvml_map", str(e)))
     out.extend(named_in_config(cfg, snapshot, nvml))
+    out.extend(_accounting(config, snapshot, cfg))
+    if cfg.type_map_path is not None:
+        out.extend(_type_map(config, cfg, slurm_conf))
+    if cfg.spool_path is not None:
+        out.extend(_hooks(config))
+    out.extend(_state_files(cfg))
+    out.extend(_qos(snapshot, cfg, qos, partitions))
+    out.extend(_accounts(snapshot, cfg, site))
+    return out
 
-    def need(ok: bool, what: str, good: str, bad: str) -> None:
-        out.append(Finding(OK if ok else PROBLEM, what, good if ok else bad))
 
+def _accounting(config: Mapping[str, str], snapshot: Snapshot, cfg: Config) -> list[Finding]:
+    """Limits enforced, the GPU TRES tracked, multifactor priority and its weights."""
+    out: list[Finding] = []
     enforce = config.get("AccountingStorageEnforce", "")
-    need("limits" in enforce.split(","), "AccountingStorageEnforce", enforce,
-         f"is {enforce or 'empty'}: add 'limits' (and 'associations'), or no GrpTRES limit is enforced")
+    out.append(_need("limits" in enforce.split(","), "AccountingStorageEnforce", enforce,
+                     f"is {enforce or 'empty'}: add 'limits' (and 'associations'), or no GrpTRES limit is enforced"))
     tracked = {t.strip() for t in config.get("AccountingStorageTRES", "").split(",")}
     types = sorted(t for t, c in snapshot.capacity().items() if c > 0)
     missing = [t for t in ["gres/gpu"] + [f"gres/gpu:{g}" for g in types] if t not in tracked]
-    need(not missing, "AccountingStorageTRES", f"tracks gres/gpu and {len(types)} GPU type(s)",
-         f"does not track {', '.join(missing)}: add them (an untracked TRES cannot be limited)")
+    out.append(_need(not missing, "AccountingStorageTRES", f"tracks gres/gpu and {len(types)} GPU type(s)",
+                     f"does not track {', '.join(missing)}: add them (an untracked TRES cannot be limited)"))
     prio = config.get("PriorityType", "")
-    need(prio == "priority/multifactor", "PriorityType", prio,
-         f"is {prio or 'unset'}: SiteFactor (slurm-fair's job order) needs priority/multifactor")
+    out.append(_need(prio == "priority/multifactor", "PriorityType", prio,
+                     f"is {prio or 'unset'}: SiteFactor (slurm-fair's job order) needs priority/multifactor"))
     out.append(priority_weights(config, cfg))
-    if cfg.type_map_path is not None:
-        plugins = config.get("JobSubmitPlugins", "")
-        need("lua" in plugins.split(","), "JobSubmitPlugins", plugins,
-             f"is {plugins or 'unset'}: add lua (etc/job_submit.lua), or untyped GPU requests escape the "
-             "per-type limits")
-        folder = cfg.type_map_path.parent
-        writable = folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
-        need(writable, "submit.type_map", f"{cfg.type_map_path} (folder writable)",
-             f"{folder} is missing or not writable by this user: the map is never published")
-        if slurm_conf:
-            script = Path(slurm_conf).parent / "job_submit.lua"
-            seen = script.parent / "gpu_type_map.txt"  # where the script reads the map
-            here = folder.resolve() == script.parent.resolve() and cfg.type_map_path.name == seen.name
-            linked = seen.is_symlink() and Path(os.path.realpath(seen)) == Path(os.path.realpath(cfg.type_map_path))
-            if not script.exists():
-                need(False, "job_submit.lua", "", f"{script} does not exist (etc/job_submit.lua goes next to "
-                     "slurm.conf)")
+    return out
+
+
+def _type_map(config: Mapping[str, str], cfg: Config, slurm_conf: str | None) -> list[Finding]:
+    """The lua plugin on, the map's folder writable, and job_submit.lua next to slurm.conf reading this map."""
+    out: list[Finding] = []
+    plugins = config.get("JobSubmitPlugins", "")
+    out.append(_need("lua" in plugins.split(","), "JobSubmitPlugins", plugins,
+                     f"is {plugins or 'unset'}: add lua (etc/job_submit.lua), or untyped GPU requests escape the "
+                     "per-type limits"))
+    folder = cfg.type_map_path.parent
+    writable = folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
+    out.append(_need(writable, "submit.type_map", f"{cfg.type_map_path} (folder writable)",
+                     f"{folder} is missing or not writable by this user: the map is never published"))
+    if slurm_conf:
+        script = Path(slurm_conf).parent / "job_submit.lua"
+        seen = script.parent / "gpu_type_map.txt"  # where the script reads the map
+        here = folder.resolve() == script.parent.resolve() and cfg.type_map_path.name == seen.name
+        linked = seen.is_symlink() and Path(os.path.realpath(seen)) == Path(os.path.realpath(cfg.type_map_path))
+        if not script.exists():
+            out.append(_need(False, "job_submit.lua", "", f"{script} does not exist (etc/job_submit.lua goes next to "
+                             "slurm.conf)"))
+        else:
+            out.append(_need(here or linked, "job_submit.lua", f"{script} reads the map "
+                             + ("next to it" if here else f"through the link {seen}"),
+                             f"{script} reads {seen}, which is not the map slurm-fair writes ({cfg.type_map_path}): "
+                             f"write the map there, or link it: ln -s {cfg.type_map_path} {seen}"))
+    return out
+
+
+def _hooks(config: Mapping[str, str]) -> list[Finding]:
+    """slurm-fair's hook run as PrologSlurmctld/EpilogSlurmctld (job records) and Prolog/Epilog (node side)."""
+    out: list[Finding] = []
+    for key, needed in (("PrologSlurmctld", True), ("EpilogSlurmctld", True), ("Prolog", False),
+                        ("Epilog", False)):
+        values = config_values(config, key)
+        value = values[0] if len(values) == 1 else ",".join(values)
+        if not values:
+            if needed:
+                out.append(_need(False, key, "", "not set: no job records (slurm-fair hooks install; "
+                                 "slurm_fair/share/slurm.conf.hooks)"))
             else:
-                need(here or linked, "job_submit.lua", f"{script} reads the map "
-                     + ("next to it" if here else f"through the link {seen}"),
-                     f"{script} reads {seen}, which is not the map slurm-fair writes ({cfg.type_map_path}): "
-                     f"write the map there, or link it: ln -s {cfg.type_map_path} {seen}")
-    if cfg.spool_path is not None:
-        for key, needed in (("PrologSlurmctld", True), ("EpilogSlurmctld", True), ("Prolog", False),
-                            ("Epilog", False)):
-            values = config_values(config, key)
-            value = values[0] if len(values) == 1 else ",".join(values)
-            if not values:
-                if needed:
-                    need(False, key, "", "not set: no job records (slurm-fair hooks install; "
-                         "slurm_fair/share/slurm.conf.hooks)")
-                else:
-                    out.append(Finding(NOTE, key, "not set: no node-side records (device indices)"))
-            elif any(runs_slurm_fair_hook(v) for v in values):
-                out.append(Finding(OK, key, value if len(values) == 1 else
-                                   f"{' and '.join(values)} (each {key} line runs, Slurm >= 24.11)"))
+                out.append(Finding(NOTE, key, "not set: no node-side records (device indices)"))
+        elif any(runs_slurm_fair_hook(v) for v in values):
+            out.append(Finding(OK, key, value if len(values) == 1 else
+                               f"{' and '.join(values)} (each {key} line runs, Slurm >= 24.11)"))
+        else:
+            fix = (f"add a line {key}=DEST/slurm-fair-hook (this Slurm runs every {key} line)" if len(values) > 1
+                   else f"keep it by chaining: slurm-fair hooks install DEST --chain {key}={value}, then "
+                   f"{key}=DEST/slurm-fair-hook" if not any(c in value for c in "*?[") else
+                   "link the shim into that folder: ln -s DEST/slurm-fair-hook " + value.rsplit("/", 1)[0])
+            if needed:
+                out.append(_need(False, key, "", f"runs {value}, not slurm-fair's hook: no job records; {fix}"))
             else:
-                fix = (f"add a line {key}=DEST/slurm-fair-hook (this Slurm runs every {key} line)" if len(values) > 1
-                       else f"keep it by chaining: slurm-fair hooks install DEST --chain {key}={value}, then "
-                       f"{key}=DEST/slurm-fair-hook" if not any(c in value for c in "*?[") else
-                       "link the shim into that folder: ln -s DEST/slurm-fair-hook " + value.rsplit("/", 1)[0])
-                if needed:
-                    need(False, key, "", f"runs {value}, not slurm-fair's hook: no job records; {fix}")
-                else:
-                    out.append(Finding(NOTE, key, f"runs {value}, not slurm-fair's hook: no node-side records; {fix}"))
+                out.append(Finding(NOTE, key, f"runs {value}, not slurm-fair's hook: no node-side records; {fix}"))
+    return out
+
+
+def _state_files(cfg: Config) -> list[Finding]:
+    """The database's folder writable; the status file's folder searchable by every user."""
+    out: list[Finding] = []
     db = cfg.database_path.parent
-    need(db.is_dir() and os.access(db, os.W_OK | os.X_OK), "daemon.database", str(cfg.database_path),
-         f"{db} is missing or not writable by this user")
+    out.append(_need(db.is_dir() and os.access(db, os.W_OK | os.X_OK), "daemon.database", str(cfg.database_path),
+                     f"{db} is missing or not writable by this user"))
     if cfg.status_path is not None:
-        why_not = public.searchable(cfg.status_path.parent)
+        why_not = status_file.searchable(cfg.status_path.parent)
         out.append(Finding(OK if not why_not else NOTE, "daemon.status_file",
                            f"{cfg.status_path} (every user can reach it: slurm-fair why)" if not why_not else
                            f"{why_not}: users cannot read {cfg.status_path.name} there, so slurm-fair why cannot "
                            "explain their jobs; make the folder world-searchable (the systemd unit's "
                            "StateDirectoryMode=0755) or set daemon.status_file elsewhere"))
+    return out
+
+
+def _qos(snapshot: Snapshot, cfg: Config, qos: Mapping[str, str], partitions: Mapping[str, str]) -> list[Finding]:
+    """QOS GPU limits that bind before the accounts' (unless accepted), and the partitions' QOS."""
+    out: list[Finding] = []
     cap = snapshot.capacity()
     accepted = set(cfg.limits.qos_accepted)
     binding = {name: qos_binds(lim, cap) for name, lim in qos.items()}
@@ -343,6 +380,12 @@ def check(config: Mapping[str, str], snapshot: Snapshot, cfg: Config, *, qos: Ma
                                "job there first (see QOS {q})".replace("{q}", q)))
         else:
             out.append(Finding(NOTE, f"partition {part}", f"QOS {q}: its limits apply to every job there first"))
+    return out
+
+
+def _accounts(snapshot: Snapshot, cfg: Config, site: Mapping[str, Mapping[str, int]]) -> list[Finding]:
+    """Accounts with GPU limits of their own, parent accounts (never limited), and shadow mode."""
+    out: list[Finding] = []
     mode = cfg.limits.site_limits
     for a in snapshot.accounts:
         own = site.get(a.name, a.limits)

@@ -2,12 +2,12 @@
 
 * One instance per database: an exclusive ``fcntl.flock`` on ``<database>.lock`` (a second daemon exits 1
   with a message naming the lock file), and one per cluster: before every round the daemon takes or renews
-  the database's lease (``daemon/lease.py``); a live lease held by a daemon on another host makes it exit 1
-  (``daemon --once`` too) with a message naming the holder and when the lease expires. SIGTERM/SIGINT give
-  the lease up.
+  the database's leader lock (``daemon/leader.py``; its log lines and messages call it the lease); a live lock
+  held by a daemon on another host makes it exit 1 (``daemon --once`` too) with a message naming the holder and
+  when the lock expires. SIGTERM/SIGINT give the lock up.
 * ``daemon.only_on_primary``: before every round, ``scontrol ping`` (``cluster/ping.py``); unless this host is
   the slurmctld that serves (the first one UP), the round is skipped: one ``standby`` log line (when the reason
-  changes), nothing written to Slurm, no type map or status refresh, the lease given up, the database closed
+  changes), nothing written to Slurm, no type map or status refresh, the leader lock given up, the database closed
   and the flock dropped (both may be on storage the other controller shares); they are taken again, and
   metrics served, from the first round this host serves. A daemon standing by asks again every 30 s
   (``STANDBY_POLL``, or every period if shorter); one that serves asks before each round.
@@ -54,9 +54,9 @@ from ..cluster import ping as ping_mod
 from ..cluster.errors import ClusterError
 from ..errors import SlurmFairError
 from ..store import Store
-from . import lease as lease_mod
+from . import leader as leader_mod
 from . import plan as P
-from . import public, publish
+from . import status_file, type_map_file
 from .preemption import wanted as preemption_wanted
 from .preemption.store import PreemptionStore
 from .metrics import Exporter
@@ -113,12 +113,12 @@ class _Seat:
                 raise
         return self.store
 
-    def leave(self, me: lease_mod.Me | None) -> bool:
-        """Close the database and drop the flock; with ``me``, first give its lease up. True if given up."""
+    def leave(self, me: leader_mod.Me | None) -> bool:
+        """Close the database and drop the flock; with ``me``, first give its leader lock up. True if given up."""
         given = False
         try:
             if self.store is not None and me is not None:
-                given = lease_mod.release(self.store, me, time.time())
+                given = leader_mod.release(self.store, me, time.time())
         finally:
             if self.store is not None:
                 self.store.close()
@@ -162,10 +162,8 @@ def refresh_type_map(res: RoundResult | None, snapshot: Any, cfg: Config, dry_ru
             or dry_run or cfg.daemon.dry_run):
         return False
     try:
-        return publish.publish(cfg.type_map_path, P.type_map(res.decisions, snapshot, cfg), cfg.classes.order,
-                               P.partition_types(P.partition_view(snapshot, cfg.cluster.partitions)),
-                               bool(cfg.limits.accounts), taken_at=snapshot.taken_at,
-                               max_age=publish.max_age(cfg))
+        view = P.PartitionView.of(snapshot, cfg.cluster.partitions)
+        return type_map_file.publish_type_map(cfg, P.type_map(res.decisions, view, cfg), view)
     except Exception as e:  # noqa: BLE001 - the round's map stays; the next poll tries again
         log(f"type map refresh failed: {cause(e)}")
         return False
@@ -178,8 +176,8 @@ def refresh_status(res: RoundResult | None, snapshot: Any, cfg: Config) -> bool:
     if res is None or res.public is None or res.decisions is None or cfg.status_path is None:
         return False
     try:
-        res.public = public.refreshed(res.public, snapshot, res.decisions, cfg)
-        public.write_status(cfg.status_path, res.public)
+        res.public = status_file.refreshed(res.public, snapshot, res.decisions, cfg)
+        status_file.write_status(cfg.status_path, res.public)
         return True
     except Exception as e:  # noqa: BLE001 - the round's file stays; the next poll tries again
         log(f"status file refresh failed: {cause(e)}")
@@ -256,13 +254,117 @@ def refresh_metrics(exporter: Exporter | None, store: Store) -> None:
         log(f"metrics: refresh failed, serving the previous values: {cause(e)}")
 
 
+def _hold_lock(seat: _Seat, store: Store | None, me: leader_mod.Me, cfg: Config, why: str | None,
+               last_standby: str | None) -> str | None:
+    """Before a round: stand by (give the leader lock up, close the database: ``why`` says why), or take or
+    renew the leader lock. Returns why no round runs now (None: it runs). Raises LeaderHeld (another host's
+    daemon holds a live lock)."""
+    try:
+        if why is not None:
+            if seat.leave(me):
+                log(f"lease given up (host {me.host})")
+            if why != last_standby:
+                log(f"standby: {why}; no round here (nothing written to Slurm; database and lock left alone)")
+        else:
+            held, how = leader_mod.acquire(store, me, time.time(),
+                                           leader_mod.LOCK_PERIODS * float(cfg.daemon.period))
+            if how != "mine":
+                log(f"lease taken ({how}): {leader_mod.describe(held, time.time())}")
+    except leader_mod.LeaderHeld:
+        raise
+    except Exception as e:  # noqa: BLE001 - e.g. the database locked past every retry: no round now
+        why = f"cannot read or renew the lease: {cause(e)}"
+        log(f"{why}; no round")
+    return why
+
+
+def _one_round(cluster: Any, store: Store, cfg: Config, dry_run: bool) -> RoundResult | None:
+    """Run a round (logged), or record an ``unreachable`` one when there is no cluster connection (None); None
+    too when nothing could be recorded (logged: the next round runs)."""
+    res = None
+    try:
+        if cluster is not None:
+            res = run_round(cluster, store, cfg, dry_run=dry_run)
+            log(res.log_line())
+        else:
+            store.finish_round(store.begin_round(cfg.policy.name, cfg.policy.solver), "unreachable",
+                               message="cannot connect to the cluster")
+    except Exception as e:  # noqa: BLE001 - e.g. the database locked past every retry: next round
+        log(f"round failed before it could be recorded: {cause(e)}")
+    return res
+
+
+def _next_round_at(store: Store, cfg: Config, cluster: Any, res: RoundResult | None, round_began: float) -> float:
+    """When the next round runs (monotonic): a period on, or 1 s after a signalled job's grace ends."""
+    next_round = time.monotonic() + float(cfg.daemon.period)
+    # only after a round that could preempt: a failed round retries at the normal pace, not in a loop
+    try:
+        due = (preemption_wakeup(store, cfg, time.time(), since=round_began)
+               if cluster is not None and res is not None and res.status == "ok" else None)
+    except Exception as e:  # noqa: BLE001
+        log(f"reading the preemption state failed: {cause(e)}")
+        due = None
+    if due is not None:
+        next_round = min(next_round, time.monotonic() + due)
+        log(f"preemption: a grace period ends in {due:.0f} s; next round then")
+    return next_round
+
+
+def _poll(cluster: Any, res: RoundResult | None, cfg: Config, dry_run: bool, last_demand: dict[str, int],
+          triggered: set[int], early_at: float | None) -> tuple[float | None, set[int]]:
+    """One look at the cluster between rounds: the type map and the status file refreshed from its snapshot,
+    the early-round triggers checked. Returns when the early round runs (None: none yet) and the jobs that
+    triggered one (a job triggers once while it stays blocked)."""
+    try:
+        snap = cluster.snapshot()
+        refresh_type_map(res, snap, cfg, dry_run)
+        refresh_status(res, snap, cfg)
+        trig = P.early_triggers(snap, last_demand, cfg)
+        blocked = trig.blocked - triggered
+        triggered = set(trig.blocked)  # a job triggers once while it stays blocked
+        if early_at is None and (trig.newcomers or blocked):
+            early_at = time.monotonic() + float(cfg.daemon.early_round_after)
+            what = (f"pending GPU jobs of {', '.join(sorted(trig.newcomers))} (no share yet)"
+                    if trig.newcomers else
+                    f"job(s) {', '.join(map(str, sorted(blocked)[:5]))} held back by a limit "
+                    "while GPUs they can use are idle")
+            log(f"{what}: early round in {cfg.daemon.early_round_after:g} s")
+    except ClusterError:
+        pass  # the next round records it
+    return early_at, triggered
+
+
+def _between_rounds(cluster: Any, res: RoundResult | None, cfg: Config, cfg_path: str | None, dry_run: bool,
+                    state: dict, next_round: float, last_demand: dict[str, int],
+                    triggered: set[int]) -> tuple[Config, set[int]]:
+    """Wait for the next round (``next_round``, monotonic, or an early round), polling the cluster every
+    max(MIN_POLL, 3 x the last poll's time) s and reloading the config on SIGHUP. Returns the config and the
+    jobs that triggered an early round."""
+    early_at: float | None = None
+    poll_every = MIN_POLL
+    last_poll = 0.0
+    while time.monotonic() < min(next_round, early_at or next_round) and not state["stop"]:
+        if state["reload"]:
+            state["reload"] = False
+            cfg = _reloaded(cfg, cfg_path)
+            next_round = min(next_round, time.monotonic() + float(cfg.daemon.period))
+        if cluster is not None and time.monotonic() - last_poll >= poll_every:
+            t = time.monotonic()
+            early_at, triggered = _poll(cluster, res, cfg, dry_run, last_demand, triggered, early_at)
+            took = time.monotonic() - t
+            last_poll = time.monotonic()
+            poll_every = max(MIN_POLL, 3 * took)
+        time.sleep(0.2)
+    return cfg, triggered
+
+
 def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
           cluster_factory: Callable[[Any], Any] = connect_cluster,
           standby: Callable[[Config, str], str | None] = standby_reason) -> int:
-    """Run the daemon; returns the exit status. Raises LeaseHeld (exit 1) when another host's daemon holds
-    the database's lease."""
+    """Run the daemon; returns the exit status. Raises LeaderHeld (exit 1) when another host's daemon holds
+    the database's leader lock."""
     cfg = config_mod.load(cfg_path)
-    me = lease_mod.whoami(cfg.daemon.host_id)
+    me = leader_mod.whoami(cfg.daemon.host_id)
     seat = _Seat(cfg.database_path)
     state = {"stop": False, "reload": False}
     last_standby: str | None = None
@@ -279,6 +381,7 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
     log(f"started (pid {os.getpid()}, host {me.host}, config {cfg.source}, database {cfg.database_path}, policy {cfg.policy.name}, "
         f"period {cfg.daemon.period:g} s{', dry run' if dry_run or cfg.daemon.dry_run else ''})")
     cluster = None
+    store: Store | None = None
     last_demand: dict[str, int] = {}
     triggered: set[int] = set()
     exporter: Exporter | None = None
@@ -290,23 +393,7 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
                 store = seat.take()  # AlreadyRunning, StoreError: exit 1, as when the daemon starts
                 if opened and exporter is None and not once:
                     exporter = start_metrics(cfg, store)
-            try:
-                if why is not None:
-                    if seat.leave(me):
-                        log(f"lease given up (host {me.host})")
-                    if why != last_standby:
-                        log(f"standby: {why}; no round here (nothing written to Slurm; database and lock left alone)")
-                else:
-                    held, how = lease_mod.acquire(store, me, time.time(),
-                                                  lease_mod.LEASE_PERIODS * float(cfg.daemon.period))
-                    if how != "mine":
-                        log(f"lease taken ({how}): {lease_mod.describe(held, time.time())}")
-            except lease_mod.LeaseHeld:
-                raise
-            except Exception as e:  # noqa: BLE001 - e.g. the database locked past every retry: no round now
-                why = f"cannot read or renew the lease: {cause(e)}"
-                log(f"{why}; no round")
-            last_standby = why
+            why = last_standby = _hold_lock(seat, store, me, cfg, why, last_standby)
             if why is not None:
                 if once or state["stop"]:
                     break
@@ -322,70 +409,23 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
                     cluster = cluster_factory(cfg)
                 except ClusterError as e:
                     log(f"cannot connect to the cluster: {e}")
-            res: RoundResult | None = None
             round_began = time.time()
-            try:
-                if cluster is not None:
-                    res = run_round(cluster, store, cfg, dry_run=dry_run)
-                    if res.plan is not None:
-                        last_demand = dict(res.plan.demand)
-                    log(res.log_line())
-                else:
-                    store.finish_round(store.begin_round(cfg.policy.name, cfg.policy.solver), "unreachable",
-                                       message="cannot connect to the cluster")
-            except Exception as e:  # noqa: BLE001 - e.g. the database locked past every retry: next round
-                log(f"round failed before it could be recorded: {cause(e)}")
+            res = _one_round(cluster, store, cfg, dry_run)
+            if res is not None and res.plan is not None:
+                last_demand = dict(res.plan.demand)
             refresh_metrics(exporter, store)
             if once or state["stop"]:
                 break
-            next_round = time.monotonic() + float(cfg.daemon.period)
-            # only after a round that could preempt: a failed round retries at the normal pace, not in a loop
-            try:
-                due = (preemption_wakeup(store, cfg, time.time(), since=round_began)
-                       if cluster is not None and res is not None and res.status == "ok" else None)
-            except Exception as e:  # noqa: BLE001
-                log(f"reading the preemption state failed: {cause(e)}")
-                due = None
-            if due is not None:
-                next_round = min(next_round, time.monotonic() + due)
-                log(f"preemption: a grace period ends in {due:.0f} s; next round then")
-            early_at: float | None = None
-            poll_every = MIN_POLL
-            last_poll = 0.0
-            while time.monotonic() < min(next_round, early_at or next_round) and not state["stop"]:
-                if state["reload"]:
-                    state["reload"] = False
-                    cfg = _reloaded(cfg, cfg_path)
-                    next_round = min(next_round, time.monotonic() + float(cfg.daemon.period))
-                if cluster is not None and time.monotonic() - last_poll >= poll_every:
-                    t = time.monotonic()
-                    try:
-                        snap = cluster.snapshot()
-                        refresh_type_map(res, snap, cfg, dry_run)
-                        refresh_status(res, snap, cfg)
-                        trig = P.early_triggers(snap, last_demand, cfg)
-                        blocked = trig.blocked - triggered
-                        triggered = set(trig.blocked)  # a job triggers once while it stays blocked
-                        if early_at is None and (trig.newcomers or blocked):
-                            early_at = time.monotonic() + float(cfg.daemon.early_round_after)
-                            what = (f"pending GPU jobs of {', '.join(sorted(trig.newcomers))} (no share yet)"
-                                    if trig.newcomers else
-                                    f"job(s) {', '.join(map(str, sorted(blocked)[:5]))} held back by a limit "
-                                    "while GPUs they can use are idle")
-                            log(f"{what}: early round in {cfg.daemon.early_round_after:g} s")
-                    except ClusterError:
-                        pass  # the next round records it
-                    took = time.monotonic() - t
-                    last_poll = time.monotonic()
-                    poll_every = max(MIN_POLL, 3 * took)
-                time.sleep(0.2)
+            next_round = _next_round_at(store, cfg, cluster, res, round_began)
+            cfg, triggered = _between_rounds(cluster, res, cfg, cfg_path, dry_run, state, next_round, last_demand,
+                                             triggered)
             if state["stop"]:
                 break
     finally:
         log("stopping")
         if exporter is not None:
             exporter.close()
-        try:  # a clean stop gives the lease up: the other host may take over at once
+        try:  # a clean stop gives the leader lock up: the other host may take over at once
             if seat.leave(me if state["stop"] else None):
                 log("lease given up")
         except Exception as e:  # noqa: BLE001 - it expires on its own

@@ -4,9 +4,9 @@ Tables: profiles (throughput per account/class/GPU type and source), profile_rep
 took), rounds (one row per allocation round), shares,
 placements, applied (what a round computed and changed), deviations and deficits (state carried from round to
 round), managed (accounts whose limits slurm-fair has set), events and preemptions (one row per preempted job
-with every step; read and written by ``daemon/preemption/store.py``), lease (which daemon runs rounds on this
-database). The schema is created by numbered migrations recorded in ``schema_version``; opening a database
-applies the missing ones.
+with every step; read and written by ``daemon/preemption/store.py``), lease (the leader lock: which daemon runs
+rounds on this database). The schema is created by numbered migrations recorded in ``schema_version``; opening a
+database applies the missing ones.
 
 Every write method runs in one transaction; ``with store.transaction():`` groups several (a round writes
 everything inside one) and nests (inner blocks are savepoints of the outer transaction).
@@ -14,8 +14,8 @@ everything inside one) and nests (inner blocks are savepoints of the outer trans
 One module per concern, :class:`Store` is built from them: ``schema`` (the migrations), ``base`` (the
 connection and transactions), ``profiles`` (profiles, profile reports, CSV), ``rounds`` (rounds, shares,
 placements, carried state, warm starts), ``limits`` (applied changes, managed accounts, site limits),
-``jobs`` (hook job records, job runs), ``retention`` (events, pruning), ``lease`` (the
-daemon lease's row); ``codec``: JSON
+``jobs`` (hook job records, job runs), ``retention`` (events, pruning), ``leader`` (the
+daemon's leader lock, table ``lease``); ``codec``: JSON
 columns and checked numbers.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .base import StoreBase
 from .jobs import CONTROLLER_CONTEXTS, UNTYPED_GPU, JobsMixin, gpu_seconds, job_runs
-from .lease import Lease, LeaseMixin
+from .leader import Leader, LeaderMixin
 from .limits import LimitsMixin
 from .profiles import CSV_HEADER, PROFILE_SOURCES, ProfilesMixin
 from .retention import RetentionMixin
@@ -33,13 +33,13 @@ from .rounds import ROUND_STATUSES, RoundsMixin
 from .schema import BUSY_TIMEOUT_MS, MIGRATIONS, StoreError, migrate, schema_version
 
 __all__ = [
-    "BUSY_TIMEOUT_MS", "CONTROLLER_CONTEXTS", "CSV_HEADER", "Lease", "MIGRATIONS", "MissingDatabase",
+    "BUSY_TIMEOUT_MS", "CONTROLLER_CONTEXTS", "CSV_HEADER", "Leader", "MIGRATIONS", "MissingDatabase",
     "PROFILE_SOURCES", "ROUND_STATUSES", "UNTYPED_GPU", "Store", "StoreError", "gpu_seconds", "job_runs",
     "migrate", "open_existing", "schema_version",
 ]
 
 
-class Store(ProfilesMixin, RoundsMixin, LimitsMixin, RetentionMixin, JobsMixin, LeaseMixin, StoreBase):
+class Store(ProfilesMixin, RoundsMixin, LimitsMixin, RetentionMixin, JobsMixin, LeaderMixin, StoreBase):
     """The slurm-fair database. ``Store(":memory:")`` for tests."""
 
 

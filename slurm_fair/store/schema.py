@@ -210,7 +210,7 @@ def _m12_written(db: sqlite_utils.Database) -> None:
 def _m13_lease(db: sqlite_utils.Database) -> None:
     """The daemon lease (one row, ``name`` = 'daemon'): which daemon runs rounds on this database (``host``,
     ``pid`` and a random ``token`` per process), since when (``acquired``) and until when (``expires``, renewed
-    every round): a daemon on another host refuses to run rounds while it is live (daemon/lease.py)."""
+    every round): a daemon on another host refuses to run rounds while it is live (daemon/leader.py)."""
     db["lease"].create({"name": str, "host": str, "pid": int, "token": str, "acquired": float, "expires": float},
                        pk="name", not_null={"name", "host", "pid", "token", "acquired", "expires"})
 

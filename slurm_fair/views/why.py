@@ -1,7 +1,7 @@
 """Why a job waits (``slurm-fair why JOBID``): pure, no I/O.
 
 :func:`explain_job` combines the job as Slurm shows it (:class:`~slurm_fair.cluster.base.Job`, its Slurm
-reason first) with the public status file (:mod:`slurm_fair.daemon.public`: per account and GPU type the
+reason first) with the public status file (:mod:`slurm_fair.daemon.status_file`: per account and GPU type the
 guarantee, claims, GPUs in use and limits; per type the idle GPUs) into an :class:`Explanation`: a verdict, one
 plain sentence, the numbers per GPU type the job can use, and what would change it. It reads no database, so any
 user can run it.
@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping
 
 from ..cluster.base import ANY_GPU, Job
 from ..cluster.blocked import LIMIT_REASONS, job_blocked_kind as blocked_kind
-from ..daemon.public import AccountStatus, PublicStatus
+from ..daemon.status_file import AccountStatus, PublicStatus
 from ..text import printable
 
 VERDICTS = ("unknown", "finished", "not-gpu", "held", "dependency", "begin-time", "reservation", "limit", "resources", "priority",

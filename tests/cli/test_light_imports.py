@@ -14,7 +14,7 @@ HEAVY = ("cvxpy", "numpy", "scipy", "sqlite_utils")
 
 @pytest.mark.parametrize("modules", [
     "slurm_fair.cli",  # every command registered: what --help needs
-    "slurm_fair.cli, slurm_fair.cluster, slurm_fair.daemon.public, slurm_fair.views.why",  # what `why JOBID` needs
+    "slurm_fair.cli, slurm_fair.cluster, slurm_fair.daemon.status_file, slurm_fair.views.why",  # what `why JOBID` needs
 ])
 def test_the_cli_and_why_import_no_solver_or_database_library(modules):
     code = (f"import sys; import {modules}; "

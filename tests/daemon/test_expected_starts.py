@@ -7,7 +7,7 @@ from __future__ import annotations
 from slurm_fair.cluster.base import Account, Job, Node, Snapshot
 from slurm_fair.daemon.plan import Target
 from slurm_fair.daemon.plan.backfill import expected_starts, sizes_for
-from slurm_fair.daemon.publish import render_map
+from slurm_fair.daemon.type_map_file import render_map
 from slurm_fair.sim.submit import SubmitMap
 
 NOW = 1_000_000

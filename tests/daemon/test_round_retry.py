@@ -11,6 +11,7 @@ import time
 import pytest
 
 from slurm_fair.daemon import round as R
+from slurm_fair.daemon import round_record as RR
 from slurm_fair.store import Store
 
 
@@ -35,18 +36,18 @@ def test_a_write_locked_past_the_busy_timeout_is_retried(tmp_path):
     t = _hold_lock(tmp_path / "db.sqlite", 0.4, threading.Event())
     with pytest.raises(sqlite3.OperationalError, match="locked"):
         store.begin_round("oef-noncoop")  # one attempt: the lock outlasts the 100 ms busy timeout
-    rid = R._with_retry(lambda: store.begin_round("oef-noncoop"))
+    rid = RR.with_retry(lambda: store.begin_round("oef-noncoop"))
     t.join()
     assert store.round(rid)["status"] == "running"
     store.close()
 
 
 def test_a_lock_that_outlasts_every_attempt_raises(tmp_path, monkeypatch):
-    monkeypatch.setattr(R, "RECORD_BACKOFF_S", 0.05)
+    monkeypatch.setattr(RR, "RECORD_BACKOFF_S", 0.05)
     store = Store(tmp_path / "db.sqlite", busy_timeout_ms=50)
     t = _hold_lock(tmp_path / "db.sqlite", 1.5, threading.Event())
     with pytest.raises(sqlite3.OperationalError, match="locked"):
-        R._with_retry(lambda: store.begin_round("oef-noncoop"), attempts=3)
+        RR.with_retry(lambda: store.begin_round("oef-noncoop"), attempts=3)
     t.join()
     assert store.rounds() == []
     store.close()

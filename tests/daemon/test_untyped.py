@@ -1,5 +1,5 @@
 """Typing untyped GPU requests: the pure targets/retype rules (daemon/plan.py), the map writer
-(daemon/publish.py) and Job.flexible. The Lua side is tested in tests/lua/ (test_job_submit_lua.py)."""
+(daemon/type_map_file.py) and Job.flexible. The Lua side is tested in tests/lua/ (test_job_submit_lua.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 
 from slurm_fair.cluster.base import ANY_GPU, Account, Job, Node, Snapshot
 from slurm_fair.daemon import plan as P
-from slurm_fair.daemon import publish
+from slurm_fair import statefiles
+from slurm_fair.daemon import type_map_file
 from slurm_fair.daemon.plan.backfill import queue_starts, snapshot_plan
 from slurm_fair.daemon.plan.typemap import frees_in, untyped_room, worth_moving
 
@@ -165,7 +166,7 @@ def test_retype_moves_flexible_jobs_that_cannot_start_to_a_type_where_they_can()
 
 def test_render_map_sorted_default_last_and_never_broken():
     T = P.Target
-    text = publish.render_map({"*": T((("a100", 4),), "most idle", {"a100": 4}),
+    text = type_map_file.render_map({"*": T((("a100", 4),), "most idle", {"a100": 4}),
                                "acct_b": T((("k80", 2), ("v100", 0)), "why\nnot", {}, (0, 1)),
                                "acct_a": T((("v100", 1),), ""),
                                "bad name": T((("v100", 1),), "x"), "acct_c": T((("gpu:x", 1),), "x"),
@@ -193,29 +194,29 @@ def test_render_map_partition_lines_after_classes_sorted_and_never_broken():
     T, PT = P.Target, P.PartitionTypes
     parts = (PT("p2", ("v100", "k80")), PT("p1", ("a100",)), PT("bad part", ("a100",)), PT("p3", ("gpu:x", "2")),
              PT("p4", ("k80", "bad type", "k80")))
-    text = publish.render_map({"acct_a": T((("a100", 2), ("v100", 1)), "room"), "*": T((("k80", 1),), "free")},
+    text = type_map_file.render_map({"acct_a": T((("a100", 2), ("v100", 1)), "room"), "*": T((("k80", 1),), "free")},
                               ("comment",), parts)
     lines = text.splitlines()
     assert [ln for ln in lines if not ln.startswith("# ")] == [
         "@classes comment", "#@partition p1 a100", "#@partition p2 k80,v100", "#@partition p4 k80",
         "acct_a a100:2,v100:1 room", "* k80:1 free"]
     # without partitions: no partition line (a map as before)
-    assert not [ln for ln in publish.render_map({"*": T((("k80", 1),), "free")}).splitlines()
+    assert not [ln for ln in type_map_file.render_map({"*": T((("k80", 1),), "free")}).splitlines()
                 if ln.startswith("#@")]
 
 
 def test_write_map_atomic_mode_mtime_and_only_on_change(tmp_path):
     p = tmp_path / "gpu_type_map.txt"
-    assert publish.write_map(p, "acct_a v100\n", now=1_000_000_000.0)
+    assert statefiles.write_public(p, "acct_a v100\n", now=1_000_000_000.0)
     st = p.stat()
     assert stat.S_IMODE(st.st_mode) == 0o644 and st.st_mtime == 1_000_000_000.0
-    assert not publish.write_map(p, "acct_a v100\n", now=2_000_000_000.0)  # same content: untouched
+    assert not statefiles.write_public(p, "acct_a v100\n", now=2_000_000_000.0)  # same content: untouched
     assert p.stat().st_mtime == 1_000_000_000.0
-    assert publish.write_map(p, "acct_a k80\n")
+    assert statefiles.write_public(p, "acct_a k80\n")
     assert p.read_text() == "acct_a k80\n"
     assert [x.name for x in tmp_path.iterdir()] == ["gpu_type_map.txt"]  # no temp file left
     with pytest.raises(OSError):
-        publish.write_map(tmp_path / "missing" / "m.txt", "x\n")
+        statefiles.write_public(tmp_path / "missing" / "m.txt", "x\n")
 
 
 @pytest.mark.skipif(shutil.which("lua5.1") is None, reason="lua5.1 not installed (apt-get install lua5.1)")
@@ -226,7 +227,7 @@ def test_published_map_is_what_job_submit_lua_reads(tmp_path):
                "acct_a/rl": P.Target((("k80", 0), ("v100", 0)), "class order"),
                "*": P.Target((("a100", 4),), "free GPUs no waiting account's guarantee holds")}
     parts = (P.PartitionTypes("gpu", ("a100", "k80", "v100")), P.PartitionTypes("old", ("k80",)))
-    publish.publish(tmp_path / "gpu_type_map.txt", targets, partitions=parts)
+    type_map_file.write_type_map(tmp_path / "gpu_type_map.txt", targets, partitions=parts)
     shutil.copy(REPO / "etc" / "job_submit.lua", tmp_path / "slurm_fair_submit.lua")
     probe = (
         "slurm = {SUCCESS = 0, ERROR = -1, log_info = function() end, log_error = function() end,"
@@ -302,10 +303,10 @@ def test_explore_plan_moves_one_unused_gpu_of_a_hard_cap_to_an_unprofiled_type_n
 
 def test_render_map_listed_only_for_a_pilot():
     T = P.Target
-    text = publish.render_map({"acct_a": T((("v100", 2),), "room")}, ("comment",), listed_only=True)
+    text = type_map_file.render_map({"acct_a": T((("v100", 2),), "room")}, ("comment",), listed_only=True)
     assert [x for x in text.splitlines() if not x.startswith("# ")] == ["@classes comment", "#@listed-only",
                                                                        "acct_a v100:2 room"]
-    assert "#@listed-only" not in publish.render_map({"acct_a": T((("v100", 2),), "room"), "*": T((("k80", 1),), "")})
+    assert "#@listed-only" not in type_map_file.render_map({"acct_a": T((("v100", 2),), "room"), "*": T((("k80", 1),), "")})
 
 
 # ------------------------------------------------------------------------------------------- map identity, untyped room
@@ -315,14 +316,14 @@ def test_every_publication_is_a_new_map_identity(tmp_path):
     """Rooms spent at submission count only against the map they were spent on: each publication (a poll, a new
     daemon) carries a new ``#@map ID``, so the file changes even when the rooms do not."""
     targets = {"acct_a": P.Target((("v100", 1),), "room")}
-    text = publish.render_map(targets, map_id="abc-1")
+    text = type_map_file.render_map(targets, map_id="abc-1")
     assert text.splitlines()[0] == "#@map abc-1"  # first: job_submit.lua caches the parsed map by this line
     with pytest.raises(ValueError, match="map_id"):
-        publish.render_map(targets, map_id="a b")
+        type_map_file.render_map(targets, map_id="a b")
     path = tmp_path / "gpu_type_map.txt"
-    assert publish.publish(path, targets)
+    assert type_map_file.write_type_map(path, targets)
     first = path.read_text()
-    assert publish.publish(path, targets)  # the same rooms, a new publication: rewritten
+    assert type_map_file.write_type_map(path, targets)  # the same rooms, a new publication: rewritten
     second = path.read_text()
     ids = [next(ln for ln in t.splitlines() if ln.startswith("#@map ")) for t in (first, second)]
     token1, n1 = ids[0].split()[1].rsplit("-", 1)
@@ -361,7 +362,7 @@ def test_targets_carry_the_untyped_room_and_the_map_writes_it():
     # no type's limit is below its capacity: only the total binds, 12 - 1 in use - 2 typed pending - 1 untyped
     assert t["acct_a"].untyped == 8
     assert t["acct_b"].untyped == 0  # rl runs on a100 only: Slurm might give an untyped job a K80
-    text = publish.render_map(t, map_id="x-1")
+    text = type_map_file.render_map(t, map_id="x-1")
     assert "#@untyped acct_a 8" in text.splitlines() and "#@untyped acct_b" not in text
     assert "#@free a100:4,k80:2,v100:3" in text.splitlines()  # idle less acct_a's typed pending k80 job's 2
     assert t["acct_a"].as_json()["untyped"] == 8
@@ -374,10 +375,10 @@ def test_a_new_publication_of_the_same_rooms_starts_unspent_in_job_submit_lua(tm
     publication the script starts each map unspent; a job that fits no room stays untyped within #@untyped."""
     path = tmp_path / "gpu_type_map.txt"
     targets = {"acct_a": P.Target((("v100", 1), ("k80", 1)), "room", {"v100": 1, "k80": 1}, (), 1)}
-    publish.publish(path, targets)
+    type_map_file.write_type_map(path, targets)
     shutil.copy(REPO / "etc" / "job_submit.lua", tmp_path / "slurm_fair_submit.lua")
     again = tmp_path / "next.txt"  # the next publication of the same rooms, copied over the map below
-    again.write_text(publish.render_map(targets, map_id=publish.new_map_id()))
+    again.write_text(type_map_file.render_map(targets, map_id=type_map_file.new_map_id()))
     probe = (
         "slurm = {SUCCESS = 0, ERROR = -1, log_info = function() end, log_error = function() end,"
         " log_user = function() end}\n"
@@ -532,7 +533,7 @@ def test_class_lines_mark_the_types_a_class_is_slow_on_and_such_a_job_is_never_l
     p = plan({"acct_a": {}}, lend=True)
     t = P.untyped_targets(p, snap(), thr)
     assert t["acct_a/resnet18"].slow == {"k80"} and t["acct_a/lm"].slow == frozenset()
-    text = publish.render_map(t)
+    text = type_map_file.render_map(t)
     assert "acct_a/resnet18 a100,v100,k80:0" in text.splitlines() and "acct_a/lm a100,v100,k80" in text.splitlines()
     sim_thr = {c: dict(r) for c, r in thr["acct_a"].items()}
     jobs = [TraceJob(str(i), 1.0, "acct_a", cls, 1, 1e6) for i, cls in enumerate(["resnet18", "lm"], 1)]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_fair.daemon import publish
+from slurm_fair.daemon import type_map_file
 
 from .conftest import REPO_ROOT
 from .test_job_submit import gpu_request, submit, typed
@@ -77,7 +77,7 @@ def _passes_untyped(testbed, note: str, *opts: str) -> None:
 BAD_MAPS = [
     ("garbage bytes", b"\x00\x01\xff\xfe garbage \x80\x81\n\xc8\xc9 zz\n", "the GPU type map is broken"),
     ("empty", b"", "is empty"),
-    ("only the daemon's header", publish.HEADER.encode(), "no GPU type is known for account 'acct_a'"),
+    ("only the daemon's header", type_map_file.HEADER.encode(), "no GPU type is known for account 'acct_a'"),
     ("no '*' line", b"acct_b k80\n", "no GPU type is known for account 'acct_a'"),
     ("a broken line", b"acct_a\n* k80\n", "line 1: expected 'ACCOUNT TYPES [REASON]'"),
     ("stale (#@expires in the past)", b"#@map t-1 1\n#@expires 1\n* k80:8\n", "is stale"),

@@ -16,7 +16,7 @@ local function submit(job)
 	return slurm_job_submit(job, {}, 1000)
 end
 
--- the header the daemon writes (slurm_fair/daemon/publish.py), without any line
+-- the header the daemon writes (slurm_fair/daemon/type_map_file.py), without any line
 local HEADER = "#@map 3f9a01bc-1 1700000000\n"
 	.. "# slurm-fair GPU type map, rewritten by the daemon each round: do not edit.\n"
 	.. "@classes comment,wckey,name\n"

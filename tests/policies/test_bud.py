@@ -130,6 +130,7 @@ def test_bud_is_not_strategy_proof_counter_example():
 
 def test_the_round_records_the_prices_and_explain_shows_them(tmp_path):
     from slurm_fair.daemon import round as R
+    from slurm_fair.daemon.round_record import round_details
     from slurm_fair.store import Store
     from slurm_fair.views import explain
 
@@ -140,7 +141,7 @@ def test_the_round_records_the_prices_and_explain_shows_them(tmp_path):
     store.set_profile("x", "k80", 1.0, account="acct_a")
     s = snap([job(1, "acct_a", gpus=8, name="x"), job(2, "acct_b", gpus=8, name="y")])
     c = R.compute(s, store, CFG, "bud", 1000.0)
-    details = R._details(s, c, "bud")
+    details = round_details(s, c, "bud")
     assert details.prices == c.alloc.prices and set(c.alloc.prices) == {"k80", "v100"}
     rid = store.begin_round("bud")
     store.finish_round(rid, "ok", details=details.to_json())

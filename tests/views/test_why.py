@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from slurm_fair.cli import main
 from slurm_fair.cli.why import _print
 from slurm_fair.cluster.base import Job
-from slurm_fair.daemon.public import AccountStatus, PreemptionStatus, PublicStatus, TypeStatus
+from slurm_fair.daemon.status_file import AccountStatus, PreemptionStatus, PublicStatus, TypeStatus
 from slurm_fair.views.why import VERDICTS, explain_job, printable
 
 NOW = 1_800_000_000.0

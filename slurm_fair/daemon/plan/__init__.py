@@ -10,6 +10,7 @@ One concern a module:
 * :mod:`.limits` — the policy's fractional shares to whole GPUs and per-account GrpTRES limits;
 * :mod:`.priority` — deficits and SiteFactor;
 * :mod:`.typemap` — the GPU type map for untyped requests, exploration, retyping pending jobs;
+* :mod:`.view` — one snapshot's partition view (the managed partitions beside the whole), made once;
 * :mod:`.decide` — a round's decisions, all at once.
 
 The names below are re-exported so callers write ``plan.decide``, ``plan.make_plan`` … without knowing the
@@ -29,6 +30,7 @@ from .problem import (SRC_ACCOUNT, SRC_ASSUMED, SRC_SHIPPED, SRC_SITE, SRC_UNPRO
                       build_problem, lookup_throughput, tenant_weights, tree_weight, type_order)
 from .typemap import (DEFAULT_TARGET, PartitionTypes, Retype, Target, explore_plan, explore_targets, flexible_note,
                       partition_types, retype_moves, share_room, untyped_targets, with_retypes)
+from .view import PartitionView
 
 __all__ = [
     "MAX_RETYPES", "MAX_SITE_FACTOR_UPDATES", "UNKNOWN_SOURCES", "Decisions", "decide", "known_types", "type_map",
@@ -43,4 +45,5 @@ __all__ = [
     "build_problem", "lookup_throughput", "tenant_weights", "tree_weight", "type_order",
     "DEFAULT_TARGET", "PartitionTypes", "Retype", "Target", "explore_plan", "explore_targets", "flexible_note",
     "partition_types", "retype_moves", "share_room", "untyped_targets", "with_retypes",
+    "PartitionView",
 ]

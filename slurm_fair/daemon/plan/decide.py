@@ -11,7 +11,7 @@ from ...model import Allocation
 from ...rounding import LastRound
 from .demand import (NEVER_MANAGED, ClassDemand, FreeGPUs, flexible_as_untyped, gpu_jobs, gpus_in_use,
                      held_elsewhere, job_class,
-                     managed_accounts, observe_demand, parent_accounts, partition_view, received_gpus, waiting_gpus)
+                     managed_accounts, observe_demand, parent_accounts, received_gpus, waiting_gpus)
 from ..ownership import site_part
 from ..preemption.unrequeueable import HoldBack, hold_back
 from .eligible import not_demand
@@ -21,6 +21,7 @@ from .priority import aged, site_factors, update_deficit
 from .problem import SRC_ASSUMED, SRC_UNPROFILED, Built, build_problem, type_order
 from .typemap import (Retype, Target, explore_plan, explore_targets, retype_moves, untyped_targets,
                       with_retypes)
+from .view import PartitionView
 
 # --------------------------------------------------------------------------- a round's decisions, all at once
 
@@ -71,13 +72,14 @@ class Decisions:
         return self.plan if self.in_force is None else replace(self.plan, limits=self.in_force)
 
 
-def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shipped: Any, deviations: Mapping[str, Any],
+def decide(snapshot: Snapshot | PartitionView, cfg: Config, solve: Any, *, profiles: Any, shipped: Any, deviations: Mapping[str, Any],
            deficits: Mapping[str, float], managed_before: set[str], last_ok_started: float | None, now: float,
            empty_alloc: Any, moving: Sequence[tuple[str, str, int]] = (),
            site: Mapping[str, Mapping[str, int]] | None = None,
            held_back: HoldBack | Mapping[str, Mapping[str, int]] | None = None, last: LastRound | None = None,
            written: Mapping[str, Mapping[str, int]] | None = None) -> Decisions:
-    """One round's decisions from the snapshot and the state carried from earlier rounds, with no side effects:
+    """One round's decisions from the snapshot (or its :class:`PartitionView`, made once by the caller) and the
+    state carried from earlier rounds, with no side effects:
     demand per class, the problem and its allocation (``solve(problem) -> Allocation``; ``empty_alloc(built)``
     when nobody asks for GPUs), the plan (integer GPUs, limits), deficits and SiteFactors, limit changes, retypes
     and the untyped-request targets. ``moving``: upgrade moves in flight (``make_plan``). ``site``: the GPU
@@ -89,8 +91,9 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
     Slurm now was set by someone else and is kept (:func:`.limits.drift`); an account leaving the managed set gets
     back only what slurm-fair wrote. Raises what the policy raises (SolverError, InputError)."""
     profiles = list(profiles)
-    elsewhere = held_elsewhere(snapshot, cfg.cluster.partitions)
-    snapshot = partition_view(snapshot, cfg.cluster.partitions)  # a partition pilot's GPUs and jobs
+    view = PartitionView.of(snapshot, cfg.cluster.partitions)
+    elsewhere = held_elsewhere(view.whole, cfg.cluster.partitions)
+    snapshot = view.managed  # a partition pilot's GPUs and jobs
     retype_ok = supports_pending_retype(snapshot.slurm_version)
     # a pending fair:flex job can still be moved where Slurm retypes pending jobs: its demand is untyped
     seen = flexible_as_untyped(snapshot) if retype_ok else snapshot
@@ -163,7 +166,7 @@ def decide(snapshot: Snapshot, cfg: Config, solve: Any, *, profiles: Any, shippe
                   unrecorded=unrecorded, site_now=site_now,
                   not_demand=not_demand([j for j in gpu_jobs(snapshot, cfg.cluster.partitions)
                                          if j.account not in NEVER_MANAGED]))
-    return replace(d, targets=type_map(d, with_retypes(snapshot, retypes), cfg))
+    return replace(d, targets=type_map(d, view.with_managed(with_retypes(snapshot, retypes)), cfg))
 
 
 UNKNOWN_SOURCES = (SRC_ASSUMED, SRC_UNPROFILED)  # a value filled in, not measured, set or shipped
@@ -176,12 +179,12 @@ def known_types(built: Built, cfg: Config, job: Job) -> list[str]:
     return [g for g, s in src.items() if s not in UNKNOWN_SOURCES] or list(built.capacity)
 
 
-def type_map(d: Decisions, snapshot: Snapshot, cfg: Config) -> dict[str, Target]:
-    """The GPU type map for ``snapshot`` under the round's decisions ``d``: the round publishes it, and the
-    daemon publishes it again from each later poll's snapshot (the rooms follow the GPUs that free up and the
-    jobs that arrive between rounds, as Slurm alone would see them; the guarantees and limits stay the
-    round's)."""
-    snapshot = partition_view(snapshot, cfg.cluster.partitions)
+def type_map(d: Decisions, snapshot: Snapshot | PartitionView, cfg: Config) -> dict[str, Target]:
+    """The GPU type map for ``snapshot`` (or its :class:`PartitionView`) under the round's decisions ``d``: the
+    round publishes it, and the daemon publishes it again from each later poll's snapshot (the rooms follow the
+    GPUs that free up and the jobs that arrive between rounds, as Slurm alone would see them; the guarantees and
+    limits stay the round's)."""
+    snapshot = PartitionView.of(snapshot, cfg.cluster.partitions).managed
     plan = d.plan_in_force()
     targets = untyped_targets(plan, snapshot, d.built.throughput, reclaim=bool(cfg.preemption.enabled),
                               site_speed=d.built.site_speed, class_speed=d.built.class_speed)

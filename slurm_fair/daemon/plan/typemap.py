@@ -1,6 +1,6 @@
 """Untyped GPU requests: the type map ``etc/job_submit.lua`` reads, exploration, retyping pending jobs. Pure.
 
-etc/job_submit.lua types untyped GPU requests from a map the daemon publishes each round (daemon/publish.py);
+etc/job_submit.lua types untyped GPU requests from a map the daemon publishes each round (daemon/type_map_file.py);
 jobs it typed carry ``fair:flex`` in their comment (Job.flexible).
 """
 
@@ -135,7 +135,7 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
                     reclaim: bool = False, site_speed: Mapping[str, float] | None = None,
                     class_speed: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Target]:
     """The type map: account -> :class:`Target` for its untyped GPU requests, ``"*"`` for accounts without a
-    line, and class lines. Pure: the map file is written by ``daemon/publish.py``.
+    line, and class lines. Pure: the map file is written by ``daemon/type_map_file.py``.
 
     * **Rooms** per account and type: *free* room — GPUs idle now, less what startable pending jobs typed for
       the type will take there (placed node by node, by priority), within the account's limit; *guaranteed*
@@ -168,14 +168,7 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
         if j.pending and j.gpu_type is None and j.gpus > 0:
             untyped_pending[j.account] = untyped_pending.get(j.account, 0) + j.gpus
     types = [t for t in plan.capacity if plan.capacity[t] > 0] or list(plan.capacity)
-    # idle GPUs less those pending typed jobs will take at the next scheduling pass (those that fit, by priority)
-    nodes = FreeGPUs.of(snapshot)
-    for j in sorted((j for j in snapshot.jobs if startable(j) and j.gpu_type in plan.capacity and j.gpus > 0),
-                    key=lambda j: (-j.site_factor, j.submit_time, j.job_id)):
-        nodes.take(j.gpu_type, j.gpus)
-    idle = nodes.totals()
-    free = {g: int(idle.get(g, 0)) for g in types}
-    block = {g: nodes.block(g) for g in types}
+    free, block = _pool(plan, snapshot, types)
     out: dict[str, Target] = {}
     if not types:
         return out
@@ -183,39 +176,10 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
     site = site_speed or {}
     for a in plan.accounts:
         used, mine = in_use.get(a, {}), typed.get(a, {})
-        speed = {g: _speed(throughput, a, g) for g in types}
         ok = _usable_by_all(throughput, a, types)
-        g_room = {g: max(0, int(plan.real.get(a, {}).get(g, 0)) - int(used.get(g, 0)) - int(mine.get(g, 0)))
-                  for g in types}
-        f_room = {g: max(0, min(plan.limit(a, g) - int(used.get(g, 0)) - int(mine.get(g, 0)), free[g]))
-                  for g in types}
-        room = {g: max(g_room[g], f_room[g]) for g in types}
-        tier = {g: _tier(g_room[g], f_room[g], reclaim) for g in types}
-        key = (lambda g: (tier[g], -speed[g], -site.get(g, 0.0), -room[g], g))
-        listed = tuple((g, room[g]) for g in sorted((g for g in ok if room[g] > 0), key=key))
         loose = untyped_room(plan, a, types, used, held.get(a, {}), untyped_pending.get(a, 0), len(ok) == len(types))
-        if listed:
-            why = ", ".join(f"{g} {n} ({'free' if f_room[g] >= g_room[g] else 'guaranteed'})" for g, n in listed)
-            out[a] = Target(listed, f"room: {why}", {g: block[g] for g, _n in listed if f_room[g] >= g_room[g]},
-                            tuple(tier[g] for g, _n in listed), loose, free, soon=soon)
-        else:
-            g = min(ok, key=lambda g: (-int(plan.real.get(a, {}).get(g, 0)), -speed[g], g))
-            out[a] = Target(((g, 0),), f"no room on any type now; waits for {g} "
-                            f"(guarantee {int(plan.real.get(a, {}).get(g, 0))})", untyped=loose, pool=free, soon=soon)
-        for cls, thr in sorted((throughput or {}).get(a, {}).items()):
-            vals = [float(v) for g, v in thr.items() if g in types and float(v) > 0]
-            if not vals or not CLASS_NAME.fullmatch(cls):
-                continue
-            slow = min(vals)
-            rel = {g: float(thr.get(g, 0.0)) / slow for g in types}
-            share = plan.ideal_class.get(a, {}).get(cls, {})
-            order = sorted((g for g in types if rel[g] > 0),
-                           key=lambda g: (float(share.get(g, 0.0)) < 0.5, -rel[g], -site.get(g, 0.0), g))
-            if order:
-                top = max(rel[g] for g in order)
-                out[f"{a}/{cls}"] = Target(tuple((g, 0) for g in order), "class order",
-                                           slow=frozenset(g for g in order if rel[g] * SLOW_CLASS < top),
-                                           speeds=_per_mille(rel, order, top))
+        out[a] = _account_line(plan, a, types, ok, used, mine, free, block, soon, throughput, site, reclaim, loose)
+        out.update(_class_lines(plan, a, types, throughput, site))
     for cls, rel in sorted((class_speed or {}).items()):
         order = sorted((g for g in types if float(rel.get(g, 0.0)) > 0),
                        key=lambda g: (-float(rel[g]), -site.get(g, 0.0), g))
@@ -224,18 +188,81 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
             out[f"{DEFAULT_TARGET}/{cls}"] = Target(tuple((g, 0) for g in order), "class order",
                                                     slow=frozenset(g for g in order if float(rel[g]) * SLOW_CLASS < top),
                                                     speeds=_per_mille(rel, order, top))
+    out[DEFAULT_TARGET] = _default_line(plan, types, free, block, soon, site)
+    return out
+
+
+def _pool(plan: Plan, snapshot: Snapshot, types: list[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """Per type the idle GPUs less those pending typed jobs will take at the next scheduling pass (those that
+    fit, by priority), and the largest job that still fits on one node."""
+    nodes = FreeGPUs.of(snapshot)
+    for j in sorted((j for j in snapshot.jobs if startable(j) and j.gpu_type in plan.capacity and j.gpus > 0),
+                    key=lambda j: (-j.site_factor, j.submit_time, j.job_id)):
+        nodes.take(j.gpu_type, j.gpus)
+    idle = nodes.totals()
+    return {g: int(idle.get(g, 0)) for g in types}, {g: nodes.block(g) for g in types}
+
+
+def _account_line(plan: Plan, a: str, types: list[str], ok: list[str], used: Mapping[str, int],
+                  mine: Mapping[str, int], free: dict[str, int], block: Mapping[str, int], soon: Any,
+                  throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None, site: Mapping[str, float],
+                  reclaim: bool, loose: int) -> Target:
+    """Account ``a``'s line (:func:`untyped_targets`, "Account lines"): of the types every class of it can run
+    on (``ok``), those with room in tiers, or the type it waits for when it has room nowhere; ``loose``: its
+    :func:`untyped_room`."""
+    speed = {g: _speed(throughput, a, g) for g in types}
+    g_room = {g: max(0, int(plan.real.get(a, {}).get(g, 0)) - int(used.get(g, 0)) - int(mine.get(g, 0)))
+              for g in types}
+    f_room = {g: max(0, min(plan.limit(a, g) - int(used.get(g, 0)) - int(mine.get(g, 0)), free[g]))
+              for g in types}
+    room = {g: max(g_room[g], f_room[g]) for g in types}
+    tier = {g: _tier(g_room[g], f_room[g], reclaim) for g in types}
+    key = (lambda g: (tier[g], -speed[g], -site.get(g, 0.0), -room[g], g))
+    listed = tuple((g, room[g]) for g in sorted((g for g in ok if room[g] > 0), key=key))
+    if listed:
+        why = ", ".join(f"{g} {n} ({'free' if f_room[g] >= g_room[g] else 'guaranteed'})" for g, n in listed)
+        return Target(listed, f"room: {why}", {g: block[g] for g, _n in listed if f_room[g] >= g_room[g]},
+                      tuple(tier[g] for g, _n in listed), loose, free, soon=soon)
+    g = min(ok, key=lambda g: (-int(plan.real.get(a, {}).get(g, 0)), -speed[g], g))
+    return Target(((g, 0),), f"no room on any type now; waits for {g} "
+                  f"(guarantee {int(plan.real.get(a, {}).get(g, 0))})", untyped=loose, pool=free, soon=soon)
+
+
+def _class_lines(plan: Plan, a: str, types: list[str],
+                 throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None,
+                 site: Mapping[str, float]) -> dict[str, Target]:
+    """``account/class`` lines of account ``a`` (:func:`untyped_targets`, "Class lines"), by class name."""
+    out: dict[str, Target] = {}
+    for cls, thr in sorted((throughput or {}).get(a, {}).items()):
+        vals = [float(v) for g, v in thr.items() if g in types and float(v) > 0]
+        if not vals or not CLASS_NAME.fullmatch(cls):
+            continue
+        slow = min(vals)
+        rel = {g: float(thr.get(g, 0.0)) / slow for g in types}
+        share = plan.ideal_class.get(a, {}).get(cls, {})
+        order = sorted((g for g in types if rel[g] > 0),
+                       key=lambda g: (float(share.get(g, 0.0)) < 0.5, -rel[g], -site.get(g, 0.0), g))
+        if order:
+            top = max(rel[g] for g in order)
+            out[f"{a}/{cls}"] = Target(tuple((g, 0) for g in order), "class order",
+                                       slow=frozenset(g for g in order if rel[g] * SLOW_CLASS < top),
+                                       speeds=_per_mille(rel, order, top))
+    return out
+
+
+def _default_line(plan: Plan, types: list[str], free: dict[str, int], block: Mapping[str, int], soon: Any,
+                  site: Mapping[str, float]) -> Target:
+    """The ``*`` line: free room under the capacity less every claim, fastest first by the site's speed."""
     claimed = {g: sum(int(c.get(g, 0)) for c in plan.claims.values()) for g in types}
     avg = {g: float(site.get(g, 0.0)) for g in types}
     open_room = {g: max(0, min(int(plan.capacity[g]) - claimed[g], free[g])) for g in types}
     listed = tuple((g, open_room[g]) for g in sorted((g for g in types if open_room[g] > 0),
                                                     key=lambda g: (-avg[g], -open_room[g], g)))
     if listed:
-        out[DEFAULT_TARGET] = Target(listed, "free GPUs no waiting account's guarantee holds",
-                                     {g: block[g] for g, _n in listed}, pool=free, soon=soon)
-    else:
-        g = min(types, key=lambda g: (-(plan.capacity[g] - claimed[g]), -avg[g], g))
-        out[DEFAULT_TARGET] = Target(((g, 0),), f"no free GPU now; fewest claimed: {g}", pool=free, soon=soon)
-    return out
+        return Target(listed, "free GPUs no waiting account's guarantee holds",
+                      {g: block[g] for g, _n in listed}, pool=free, soon=soon)
+    g = min(types, key=lambda g: (-(plan.capacity[g] - claimed[g]), -avg[g], g))
+    return Target(((g, 0),), f"no free GPU now; fewest claimed: {g}", pool=free, soon=soon)
 
 
 def _per_mille(rel: Mapping[str, float], order: Iterable[str], top: float) -> dict[str, int]:

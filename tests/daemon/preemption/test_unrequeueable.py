@@ -275,7 +275,7 @@ def test_cancel_covers_the_accounts_other_non_requeueable_jobs_newest_first_as_m
 def test_why_and_explain_say_why_the_dodgers_pending_job_waits():
     """`why` (from the public status file) and `explain` name the account-wide hold-back for a pending job of a
     held-back account: on another type too, where the limit holds it at what the account runs (0)."""
-    from slurm_fair.daemon.public import AccountStatus
+    from slurm_fair.daemon.status_file import AccountStatus
     from slurm_fair.views.explain import _why
     from slurm_fair.views.why import HELD_ACROSS, explain_job
     from tests.views.test_why import status

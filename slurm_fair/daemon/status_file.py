@@ -18,8 +18,9 @@ Rules:
   pending_gpus, managed, held_across (held back across all its jobs: preemption.unrequeueable)};
   ``type_order``: per account (``*`` = the default) the types its untyped jobs are given, in order (the type
   map's).
-* **Writing** is atomic (temporary file in the same folder, fsync, mode 0644, rename: a reader sees the old or
-  the new file, never half) and never stops a round: a failure is recorded on the round.
+* **Writing** is atomic (:func:`slurm_fair.statefiles.write_public`: temporary file in the same folder, fsync,
+  mode 0644, rename: a reader sees the old or the new file, never half) and never stops a round: a failure is
+  recorded on the round.
 * **Reading** (:func:`read_status`) never follows more than :data:`MAX_READ_BYTES` and names the field of a bad
   value (:class:`StatusFileError`).
 """
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ..config import Config
 from ..cluster.base import ANY_GPU, Snapshot, supports_pending_retype
 from ..errors import SlurmFairError
-from .publish import write_map
+from ..statefiles import write_public
 
 if TYPE_CHECKING:  # the planning code (numpy) is imported where a status is built, not where one is read
     from . import plan as P
@@ -287,7 +288,7 @@ def parse(text: str) -> PublicStatus:
 
 def write_status(path: str | os.PathLike, status: PublicStatus) -> None:
     """Write the file atomically, mode 0644 (module docstring). Raises OSError."""
-    write_map(path, render(status), now=status.written)
+    write_public(path, render(status), now=status.written)
 
 
 def read_status(path: str | os.PathLike) -> PublicStatus:

@@ -1,4 +1,4 @@
-"""The daemon lease (daemon/lease.py, store table ``lease``): one daemon per cluster, whichever host it is on."""
+"""The daemon's leader lock (daemon/leader.py, store table ``lease``): one daemon per cluster, whichever host it is on."""
 
 from __future__ import annotations
 
@@ -14,23 +14,23 @@ import pytest
 
 from slurm_fair import config
 from slurm_fair.cluster.errors import ClusterUnreachable
-from slurm_fair.daemon import lease as L
+from slurm_fair.daemon import leader as L
 from slurm_fair.daemon import service
-from slurm_fair.store import MIGRATIONS, Lease, Store
+from slurm_fair.store import MIGRATIONS, Leader, Store
 
 A = L.Me("ctl1", 100, "aaaa")
 B = L.Me("ctl2", 200, "bbbb")
 
 
-def lease_of(me: L.Me, acquired: float, expires: float) -> Lease:
-    return Lease(me.host, me.pid, me.token, acquired, expires)
+def lock_of(me: L.Me, acquired: float, expires: float) -> Leader:
+    return Leader(me.host, me.pid, me.token, acquired, expires)
 
 
 # ------------------------------------------------------------------------------------------------ pure rules
 
 
 def test_may_hold():
-    live = lease_of(A, 0, 900)
+    live = lock_of(A, 0, 900)
     assert L.may_hold(None, B, 10) == L.Verdict(True, "free")
     assert L.may_hold(live, A, 10) == L.Verdict(True, "mine")
     assert L.may_hold(live, B, 10) == L.Verdict(False, "held")
@@ -43,14 +43,14 @@ def test_may_hold():
 
 
 def test_renewed_keeps_acquired_only_for_its_holder():
-    mine = lease_of(A, 5, 905)
-    assert L.renewed(mine, A, 300, 900) == lease_of(A, 5, 1200)
-    assert L.renewed(mine, B, 1000, 900) == lease_of(B, 1000, 1900)
-    assert L.renewed(None, B, 7, 30) == lease_of(B, 7, 37)
+    mine = lock_of(A, 5, 905)
+    assert L.renewed(mine, A, 300, 900) == lock_of(A, 5, 1200)
+    assert L.renewed(mine, B, 1000, 900) == lock_of(B, 1000, 1900)
+    assert L.renewed(None, B, 7, 30) == lock_of(B, 7, 37)
 
 
 def test_describe_names_holder_and_expiry():
-    assert L.describe(lease_of(A, 0, 86400 + 3600), 86400) == \
+    assert L.describe(lock_of(A, 0, 86400 + 3600), 86400) == \
         "ctl1 (pid 100, id aaaa) until 1970-01-02 01:00:00 UTC (in 3600 s)"
 
 
@@ -68,7 +68,7 @@ def test_whoami_defaults_to_the_host_name():
 def test_migration_13_creates_the_lease_table(tmp_path):
     with Store(tmp_path / "db.sqlite") as st:
         assert st.version == len(MIGRATIONS) >= 13
-        assert st.lease() is None
+        assert st.leader() is None
         assert "lease" in st.db.table_names()
 
 
@@ -76,41 +76,41 @@ def test_two_hosts_on_one_database(tmp_path):
     db = tmp_path / "db.sqlite"
     with Store(db) as sa, Store(db) as sb:
         held, why = L.acquire(sa, A, 1000, 900)
-        assert (held, why) == (lease_of(A, 1000, 1900), "free")
-        assert sb.lease() == held  # the other handle (host) sees it
-        with pytest.raises(L.LeaseHeld) as e:
+        assert (held, why) == (lock_of(A, 1000, 1900), "free")
+        assert sb.leader() == held  # the other handle (host) sees it
+        with pytest.raises(L.LeaderHeld) as e:
             L.acquire(sb, B, 1500, 900)
         assert "ctl1 (pid 100, id aaaa) until 1970-01-01 00:31:40 UTC (in 400 s)" in str(e.value)
         assert "refusing to run rounds" in str(e.value)
-        assert sa.lease() == held  # the refusal wrote nothing
-        assert L.acquire(sa, A, 1800, 900) == (lease_of(A, 1000, 2700), "mine")  # renewed every round
-        with pytest.raises(L.LeaseHeld):
+        assert sa.leader() == held  # the refusal wrote nothing
+        assert L.acquire(sa, A, 1800, 900) == (lock_of(A, 1000, 2700), "mine")  # renewed every round
+        with pytest.raises(L.LeaderHeld):
             L.acquire(sb, B, 2699, 900)
         # A stops renewing (host down): B takes over once it expired, and A may not come back while B's is live
-        assert L.acquire(sb, B, 2700, 900) == (lease_of(B, 2700, 3600), "expired")
-        with pytest.raises(L.LeaseHeld, match="ctl2"):
+        assert L.acquire(sb, B, 2700, 900) == (lock_of(B, 2700, 3600), "expired")
+        with pytest.raises(L.LeaderHeld, match="ctl2"):
             L.acquire(sa, A, 2750, 900)
         # a clean stop gives it up: the other host takes it at once
         assert L.release(sa, A, 2800) is False  # not A's
         assert L.release(sb, B, 2800) is True
-        assert sa.lease() == lease_of(B, 2700, 2800)
+        assert sa.leader() == lock_of(B, 2700, 2800)
         assert L.acquire(sa, A, 2801, 900)[1] == "expired"
 
 
 def test_swap_is_refused_when_the_row_changed_since_it_was_read(tmp_path):
     db = tmp_path / "db.sqlite"
     with Store(db) as sa, Store(db) as sb:
-        seen_by_b = sb.lease()  # None
-        assert sa.swap_lease(None, lease_of(A, 0, 900))
-        assert not sb.swap_lease(seen_by_b, lease_of(B, 0, 900))  # B decided on a stale read: nothing written
-        assert sb.lease() == lease_of(A, 0, 900)
+        seen_by_b = sb.leader()  # None
+        assert sa.swap_leader(None, lock_of(A, 0, 900))
+        assert not sb.swap_leader(seen_by_b, lock_of(B, 0, 900))  # B decided on a stale read: nothing written
+        assert sb.leader() == lock_of(A, 0, 900)
 
 
 def test_check_free_for_rollback(tmp_path):
     with Store(tmp_path / "db.sqlite") as st:
         L.check_free(st, B, 0, "rollback refused")  # no lease
         L.acquire(st, A, 0, 900)
-        with pytest.raises(L.LeaseHeld, match="^rollback refused: .*ctl1"):
+        with pytest.raises(L.LeaderHeld, match="^rollback refused: .*ctl1"):
             L.check_free(st, B, 10, "rollback refused")
         L.check_free(st, L.Me("ctl1", 5, "eeee"), 10, "rollback refused")  # same host: the flock decides
         L.check_free(st, B, 900, "rollback refused")  # expired
@@ -132,18 +132,18 @@ def _unreachable(cfg):
     raise ClusterUnreachable("no cluster in this test")
 
 
-def test_serve_once_takes_the_lease_and_another_host_is_refused(tmp_path):
+def test_serve_once_takes_the_leader_lock_and_another_host_is_refused(tmp_path):
     assert service.serve(_cfg(tmp_path, "ctl1"), once=True, cluster_factory=_unreachable) == 0
     with Store(tmp_path / "sf.sqlite") as st:
-        held = st.lease()
+        held = st.leader()
         assert held.host == "ctl1" and held.pid == os.getpid()
         assert held.expires == pytest.approx(time.time() + 3 * 60, abs=10)
         assert [r["status"] for r in st.rounds(details=False)] == ["unreachable"]
-    with pytest.raises(L.LeaseHeld, match="lease is held by the slurm-fair daemon on ctl1"):
+    with pytest.raises(L.LeaderHeld, match="lease is held by the slurm-fair daemon on ctl1"):
         service.serve(_cfg(tmp_path, "ctl2"), once=True, cluster_factory=_unreachable)
     with Store(tmp_path / "sf.sqlite") as st:
         assert len(st.rounds(details=False)) == 1  # the refused daemon recorded no round
-        assert st.lease() == held
+        assert st.leader() == held
 
 
 def test_standby_runs_no_round_and_leaves_the_database_alone(tmp_path):
@@ -163,12 +163,12 @@ def test_standby_runs_no_round_and_leaves_the_database_alone(tmp_path):
     with Store(db) as st:
         assert len(st.rounds(details=False)) == 1
     # ctl1's --once lease stays live: ctl2, now serving, is refused until it expires
-    with pytest.raises(L.LeaseHeld, match="held by the slurm-fair daemon on ctl1"):
+    with pytest.raises(L.LeaderHeld, match="held by the slurm-fair daemon on ctl1"):
         service.serve(_cfg(tmp_path, "ctl2", only_on_primary=True), once=True, cluster_factory=factory,
                       standby=lambda cfg, host: None)
 
 
-def test_a_daemon_that_goes_standby_gives_the_lease_up(tmp_path):
+def test_a_daemon_that_goes_standby_gives_the_leader_lock_up(tmp_path):
     seen = []
 
     def standby(cfg, host):
@@ -189,13 +189,13 @@ def test_a_daemon_that_goes_standby_gives_the_lease_up(tmp_path):
             signal.signal(sig, handler)
     assert len(seen) == 3
     with Store(tmp_path / "sf.sqlite") as st:
-        assert st.lease().host == "ctl1" and st.lease().expires <= time.time()  # given up when it went standby
+        assert st.leader().host == "ctl1" and st.leader().expires <= time.time()  # given up when it went standby
         assert len(st.rounds(details=False)) == 1
     # so the other host's daemon takes it at once
     assert service.serve(_cfg(tmp_path, "ctl2", only_on_primary=True), once=True, cluster_factory=_unreachable,
                          standby=lambda cfg, host: None) == 0
     with Store(tmp_path / "sf.sqlite") as st:
-        assert st.lease().host == "ctl2" and len(st.rounds(details=False)) == 2
+        assert st.leader().host == "ctl2" and len(st.rounds(details=False)) == 2
 
 
 def test_standby_reason_asks_scontrol_only_with_only_on_primary(tmp_path, monkeypatch):
@@ -252,7 +252,7 @@ def test_two_daemon_processes_on_two_hosts(tmp_path):
         assert len(st.rounds(details=False)) == 2
 
 
-def test_a_daemon_stopped_by_sigterm_gives_the_lease_up(tmp_path):
+def test_a_daemon_stopped_by_sigterm_gives_the_leader_lock_up(tmp_path):
     ctl1 = _cfg(tmp_path, "ctl1")
     proc = subprocess.Popen([sys.executable, "-c", "from slurm_fair.cli import main; main()", "daemon",
                              "--config", ctl1], env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -262,7 +262,7 @@ def test_a_daemon_stopped_by_sigterm_gives_the_lease_up(tmp_path):
         deadline = time.monotonic() + 60
         while True:
             try:
-                if db.exists() and Store(db).lease() is not None:
+                if db.exists() and Store(db).leader() is not None:
                     break
             except (sqlite3.Error, Exception):  # being created right now
                 pass
@@ -279,11 +279,11 @@ def test_a_daemon_stopped_by_sigterm_gives_the_lease_up(tmp_path):
     assert taken.returncode == 0 and "lease taken (expired)" in taken.stderr
 
 
-def test_release_gives_up_a_live_lease_of_this_host_only(tmp_path):
+def test_release_gives_up_a_live_leader_lock_of_this_host_only(tmp_path):
     with Store(tmp_path / "db.sqlite") as st:
         L.acquire(st, A, 0, 900)
         assert L.release(st, B, 10) is False  # another host's: not ours to give up
         restarted = L.Me("ctl1", 101, "ffff")  # a later process on ctl1 (the one before crashed)
         assert L.release(st, restarted, 10) is True
-        assert st.lease() == lease_of(A, 0, 10)  # expired now, still naming who held it
+        assert st.leader() == lock_of(A, 0, 10)  # expired now, still naming who held it
         assert L.release(st, restarted, 20) is False  # nothing live to give up

@@ -1,4 +1,4 @@
-"""The public status file (slurm_fair/daemon/public.py): what a round writes, its format, reading it back."""
+"""The public status file (slurm_fair/daemon/status_file.py): what a round writes, its format, reading it back."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import stat
 import pytest
 
 from slurm_fair import config
-from slurm_fair.daemon import public
+from slurm_fair.daemon import status_file
 from slurm_fair.daemon.round import limits_after, run_round
 from slurm_fair.sim.cluster import SimCluster, cluster_spec
 from slurm_fair.sim.traces import TraceJob
@@ -35,9 +35,9 @@ def test_a_round_writes_the_status_file_beside_the_database(tmp_path):
     details = store.round(res.round_id)["details"]
     assert details["status_file"] == str(path)
     # pytest's temporary folders are private (0700): the round says users could not read the file
-    assert details["status_file_private"] == public.world_readable(path) + ": users cannot run slurm-fair why"
+    assert details["status_file_private"] == status_file.world_readable(path) + ": users cannot run slurm-fair why"
     assert "is not searchable by other users (mode 700)" in details["status_file_private"]
-    st = public.read_status(path)
+    st = status_file.read_status(path)
     assert st == res.public  # what it wrote reads back the same
     plan = res.plan
     assert st.round == res.round_id and st.round_status == "ok" and not st.dry_run and st.lend
@@ -53,13 +53,13 @@ def test_a_round_writes_the_status_file_beside_the_database(tmp_path):
     # the text: sorted keys, one line per account, only numbers and admin-set names
     text = path.read_text()
     assert text.count("\n") == 1 + 2 + 1 and '"accounts": {\n  "a": {' in text
-    assert json.loads(text)["format"] == public.FORMAT
+    assert json.loads(text)["format"] == status_file.FORMAT
     store.close()
 
 
 def test_the_status_file_is_written_in_shadow_mode_and_can_be_turned_off(tmp_path):
     cfg, store, _c, res = _round(tmp_path, dry_run=True)
-    st = public.read_status(tmp_path / "status.json")
+    st = status_file.read_status(tmp_path / "status.json")
     assert res.status == "dry-run" and st.dry_run and not any(a.managed for a in st.accounts.values())
     store.close()
     cfg, store, _c, res = _round(tmp_path / "off", publish_status=False)
@@ -81,7 +81,7 @@ def test_a_poll_refreshes_use_and_keeps_the_rounds_decisions(tmp_path):
     cfg, store, cluster, res = _round(tmp_path)
     cluster.advance(cluster.clock() + 10.0)
     snap = cluster.snapshot()
-    new = public.refreshed(res.public, snap, res.decisions, cfg)
+    new = status_file.refreshed(res.public, snap, res.decisions, cfg)
     assert new.round == res.public.round and new.type_order == res.public.type_order
     assert {a: v.guarantee for a, v in new.accounts.items()} == {a: v.guarantee for a, v in res.public.accounts.items()}
     assert new.written == snap.taken_at
@@ -95,22 +95,22 @@ def test_limits_after_applies_changes_and_clears():
     assert cur == {"a": {"k80": 2, "*": 4}, "b": {}}  # not changed in place
 
 
-def _status(**kw) -> public.PublicStatus:
+def _status(**kw) -> status_file.PublicStatus:
     base = dict(written=100.0, round=3, round_time=99.0, round_status="ok", period=60.0, stale_after=180.0,
                 policy="oef-coop", dry_run=False, manage_limits=True, lend=True, retype=False,
-                preemption=public.PreemptionStatus(True, 120.0, 600.0, "USR1"),
-                types={"k80": public.TypeStatus(4, 1, 1, 2)},
-                accounts={"acct_a": public.AccountStatus({"k80": 2}, {"k80": 1}, {"k80": 1}, {"k80": 3, "*": 3}, 2,
+                preemption=status_file.PreemptionStatus(True, 120.0, 600.0, "USR1"),
+                types={"k80": status_file.TypeStatus(4, 1, 1, 2)},
+                accounts={"acct_a": status_file.AccountStatus({"k80": 2}, {"k80": 1}, {"k80": 1}, {"k80": 3, "*": 3}, 2,
                                                          True)},
                 type_order={"*": ("k80",), "acct_a": ("k80",)})
     base.update(kw)
-    return public.PublicStatus(**base)
+    return status_file.PublicStatus(**base)
 
 
 def test_render_and_parse_round_trip_and_zero_limits_are_kept():
-    st = _status(accounts={"x": public.AccountStatus(limits={"k80": 0, "*": 0})})
-    assert public.parse(public.render(st)) == st
-    assert public.parse(public.render(_status(accounts={}))) == _status(accounts={})
+    st = _status(accounts={"x": status_file.AccountStatus(limits={"k80": 0, "*": 0})})
+    assert status_file.parse(status_file.render(st)) == st
+    assert status_file.parse(status_file.render(_status(accounts={}))) == _status(accounts={})
 
 
 @pytest.mark.parametrize("change, field", [
@@ -124,25 +124,25 @@ def test_render_and_parse_round_trip_and_zero_limits_are_kept():
     (lambda d: d["type_order"].update({"*": "k80"}), "type_order.*: must be a list of GPU types"),
 ])
 def test_a_bad_file_names_the_field(change, field):
-    d = json.loads(public.render(_status()))
+    d = json.loads(status_file.render(_status()))
     change(d)
-    with pytest.raises(public.StatusFileError, match=field.replace("*", r"\*").replace("[", r"\[")):
-        public.parse(json.dumps(d))
+    with pytest.raises(status_file.StatusFileError, match=field.replace("*", r"\*").replace("[", r"\[")):
+        status_file.parse(json.dumps(d))
 
 
 def test_read_status_says_why_a_file_is_unusable(tmp_path, monkeypatch):
-    with pytest.raises(public.StatusFileError, match="no such file"):
-        public.read_status(tmp_path / "none.json")
+    with pytest.raises(status_file.StatusFileError, match="no such file"):
+        status_file.read_status(tmp_path / "none.json")
     (tmp_path / "bad.json").write_bytes(b"\xff{")
-    with pytest.raises(public.StatusFileError, match="not UTF-8"):
-        public.read_status(tmp_path / "bad.json")
+    with pytest.raises(status_file.StatusFileError, match="not UTF-8"):
+        status_file.read_status(tmp_path / "bad.json")
     (tmp_path / "big.json").write_text(" " * 200)
-    monkeypatch.setattr(public, "MAX_READ_BYTES", 100)
-    with pytest.raises(public.StatusFileError, match="larger than 100 bytes"):
-        public.read_status(tmp_path / "big.json")
+    monkeypatch.setattr(status_file, "MAX_READ_BYTES", 100)
+    with pytest.raises(status_file.StatusFileError, match="larger than 100 bytes"):
+        status_file.read_status(tmp_path / "big.json")
     (tmp_path / "list.json").write_text("[]")
-    with pytest.raises(public.StatusFileError, match="must be a JSON object"):
-        public.read_status(tmp_path / "list.json")
+    with pytest.raises(status_file.StatusFileError, match="must be a JSON object"):
+        status_file.read_status(tmp_path / "list.json")
 
 
 def test_world_readable_names_the_private_folder(tmp_path):
@@ -152,20 +152,20 @@ def test_world_readable_names_the_private_folder(tmp_path):
     f = d / "status.json"
     f.write_text("{}")
     os.chmod(f, 0o644)
-    assert public.world_readable(f) == f"the folder {d} is not searchable by other users (mode 750)"
+    assert status_file.world_readable(f) == f"the folder {d} is not searchable by other users (mode 750)"
     os.chmod(d, 0o755)
     os.chmod(f, 0o600)
-    assert public.world_readable(f) == f"{f} is not readable by other users (mode 600)"
+    assert status_file.world_readable(f) == f"{f} is not readable by other users (mode 600)"
 
 
 def test_the_daemon_rewrites_the_file_from_each_poll(tmp_path):
     from slurm_fair.daemon.service import refresh_status
 
     cfg, store, cluster, res = _round(tmp_path)
-    before = public.read_status(cfg.status_path)
+    before = status_file.read_status(cfg.status_path)
     cluster.advance(cluster.clock() + 30.0)
     assert refresh_status(res, cluster.snapshot(), cfg)
-    after = public.read_status(cfg.status_path)
+    after = status_file.read_status(cfg.status_path)
     assert after.written > before.written and after.round == before.round and after == res.public
     assert not refresh_status(None, cluster.snapshot(), cfg)  # no round yet: nothing to publish
     (tmp_path / "status.json").unlink()

@@ -1,6 +1,7 @@
-"""Publish the GPU type map that ``etc/job_submit.lua`` reads to type untyped GPU requests.
+"""The GPU type map file that ``etc/job_submit.lua`` reads to type untyped GPU requests: render it and publish it.
 
 The decision is :func:`slurm_fair.daemon.plan.untyped_targets` (pure); this module only renders and writes.
+The round and the daemon's polls both publish through :func:`publish_type_map`.
 
 Rules:
 
@@ -16,8 +17,9 @@ Rules:
   lines reorder within a tier only). Partitions, accounts and types that the script would refuse (anything but
   ``[A-Za-z0-9_.-]``) are left out, so a published map is never "broken"; reasons are flattened to one line of
   printable text.
-* Writing is atomic: a temporary file in the same folder, ``fsync``, mode 0644, mtime set explicitly to
-  now, then ``os.replace`` over the map. A submission reads either the old or the new map, never half.
+* Writing is atomic (:func:`slurm_fair.statefiles.write_public`): a temporary file in the same folder, ``fsync``,
+  mode 0644, mtime set explicitly to now, then ``os.replace`` over the map. A submission reads either the old
+  or the new map, never half.
 * Identity: each publication carries ``#@map ID`` (:func:`new_map_id`: a random token drawn when the process
   starts, a counter per publication), so every publication is a new map — a new daemon, a new database, every
   poll. job_submit.lua counts the rooms it hands out per map identity (not per map text): a map computed from
@@ -57,13 +59,14 @@ import itertools
 import os
 import re
 import secrets
-import tempfile
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-if TYPE_CHECKING:  # the planning code (numpy) is imported by the round, not by readers of the status file
-    from .plan import PartitionTypes, Target
+from ..statefiles import write_public
+
+if TYPE_CHECKING:  # the planning code (numpy) is imported by the round and the poll, not by this module
+    from ..config import Config
+    from .plan import PartitionTypes, PartitionView, Target
 
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 HEADER = (
@@ -168,35 +171,7 @@ def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("com
     return "\n".join(lines) + "\n"
 
 
-def write_map(path: str | os.PathLike, text: str, now: float | None = None) -> bool:
-    """Write ``text`` to ``path`` atomically (module docstring); False if the file already holds it.
-    Raises OSError when the folder is missing or not writable."""
-    p = Path(path)
-    try:
-        if p.read_text(encoding="utf-8") == text:
-            return False
-    except (FileNotFoundError, UnicodeDecodeError, IsADirectoryError):
-        pass
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        t = time.time() if now is None else now
-        os.utime(tmp, (t, t))
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return True
-
-
-def publish(path: str | os.PathLike, targets: Mapping[str, Target],
+def write_type_map(path: str | os.PathLike, targets: Mapping[str, Target],
             class_order: Sequence[str] = ("comment", "wckey", "name"),
             partitions: Sequence[PartitionTypes] = (), listed_only: bool = False,
             map_id: str | None = None, taken_at: float | None = None, max_age: float | None = None,
@@ -205,6 +180,16 @@ def publish(path: str | os.PathLike, targets: Mapping[str, Target],
     taken at ``taken_at``, valid ``max_age`` seconds from ``now`` (default the time of writing; None: no
     ``#@expires``); True if the file changed (with an identity, always)."""
     t = time.time() if now is None else now
-    return write_map(path, render_map(targets, class_order, partitions, listed_only,
+    return write_public(path, render_map(targets, class_order, partitions, listed_only,
                                       new_map_id() if map_id is None else map_id, taken_at,
                                       None if max_age is None else t + max_age), now=t)
+
+
+def publish_type_map(cfg: Config, targets: Mapping[str, Target], view: PartitionView) -> bool:
+    """Publish the map of ``targets`` at ``submit.type_map`` (``cfg.type_map_path``, not None): the
+    ``#@partition`` lines of the managed partitions (``view.types``), ``@listed-only`` for a pilot
+    (``limits.accounts``), the snapshot's time and ``#@expires`` :func:`max_age` from now. What the round
+    (``daemon/round.py``) and each poll between rounds (``daemon/service.py``) call; True if the file changed.
+    Raises OSError when it cannot be written."""
+    return write_type_map(cfg.type_map_path, targets, cfg.classes.order, view.types, bool(cfg.limits.accounts),
+                          taken_at=view.whole.taken_at, max_age=max_age(cfg))
