@@ -23,14 +23,14 @@ Cost (``solve --check``): every property but two is a few matrix operations on t
 allocation; Pareto efficiency is one LP (HiGHS); the strategy-proofness probe re-solves the policy once per
 false report it tries, at most ``sample`` of them (:mod:`.probe`: by default ``max(2, 600 // classes)``: 2 from 300 classes on).
 
-Modules: :mod:`._values` (tolerance, bundle values, capped classes), :mod:`.properties` (each property and the
+Modules: :mod:`.values` (tolerance, bundle values, capped classes), :mod:`.properties` (each property and the
 per-round :func:`violations`), :mod:`.probe` (strategy-proofness). Every public name is importable from here.
 """
 
 from __future__ import annotations
 
 from ..model import Allocation
-from ._values import (TOL, PropertyResult, bundle_value, bundle_values, capped_classes, capped_mask,
+from .values import (TOL, PropertyResult, bundle_value, bundle_values, capped_classes, capped_mask,
                       row_values)
 from .probe import (CLAIMS, FACTORS, KINDS, SAMPLE, Lie, Solve, budget, class_lies, lies, sample_tenants,
                     schedule, strategy_proof_probe)

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..model import Allocation, Problem, Tenant
-from ._values import PropertyResult, _fmt, _tol
+from .values import PropertyResult, _fmt, _tol
 
 Solve = Callable[[Problem], Allocation]
 

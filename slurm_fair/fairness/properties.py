@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from ..model import Allocation, VirtualUsers
-from ._pareto import EXACT_VARS, improvement
-from ._values import TOL, PropertyResult, _among, _fmt, _label, _tol, bundle_values, capped_mask, row_values
+from .pareto import EXACT_VARS, improvement
+from .values import TOL, PropertyResult, _among, _fmt, _label, _tol, bundle_values, capped_mask, row_values
 
 
 # --------------------------------------------------------------------------- feasibility
@@ -157,7 +157,7 @@ def pareto_efficient(alloc: Allocation, exact_vars: int | None = EXACT_VARS) -> 
     """No feasible allocation makes a virtual user better off while nobody is worse off (an LP, HiGHS).
 
     Above ``exact_vars`` variables (virtual users x types; None: never) a cheap certificate of an improvement
-    (idle GPUs someone can use, or a trade two classes both gain from: :mod:`._pareto`) answers first, its gain
+    (idle GPUs someone can use, or a trade two classes both gain from: :mod:`.pareto`) answers first, its gain
     a lower bound ("at least"); the LP runs only when it finds none.
 
     max sum_l u_l(y_l)  s.t.  u_l(y_l) >= u_l(x_l), sum_l y_l^j <= m_j, sum_j y_l^j <= d_l, 0 <= y_l^j <= c_l^j;

@@ -11,7 +11,7 @@ from scipy.optimize import linprog
 
 from benchmarks.philly import instance
 from slurm_fair import fairness
-from slurm_fair.fairness._values import PropertyResult, _fmt, _label, _tol
+from slurm_fair.fairness.values import PropertyResult, _fmt, _label, _tol
 from slurm_fair.fairness.properties import capacity
 from slurm_fair.model import Allocation, problem_from_dict
 from slurm_fair.policies import gavel, oef_coop, oef_noncoop
