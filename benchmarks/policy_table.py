@@ -352,7 +352,7 @@ def sim_table(a: argparse.Namespace, names: str) -> None:
     from slurm_fair.cli.table import render
     from slurm_fair.sim.cluster import cluster_spec
     from slurm_fair.sim.engine import simulate
-    from slurm_fair.sim.traces import read_gavel
+    from slurm_fair.sim.gavel_trace import read_gavel
 
     trace = read_gavel(sorted(Path(a.traces).glob("*.trace")), a.throughputs, accounts=a.accounts, unmeasured="scale")
     jobs = tuple(sorted(trace.jobs, key=lambda j: (j.submit, j.id))[: a.jobs])
