@@ -12,7 +12,7 @@ wall-clock limit (``--timeout``; a cell past it prints ``>T``), four solves in a
 
 - ``cold``: no warm start; ``warm same``: the same problem seeded with the cold solve's ``warm`` (a round in
   which nothing changed); ``cold chg`` / ``warm chg``: 2 % of the tenants re-drawn (new speeds and demands,
-  ``bench_coop_warm.changed_philly``), solved cold and seeded with the first cold solve's ``warm``.
+  ``coop_warm.changed_philly``), solved cold and seeded with the first cold solve's ``warm``.
 
 Loss columns (partitioned rows, against the exact cold solve of the same instance, when it finished):
 ``loss %``: 1 - total normalized throughput / the exact one. ``envy %``: the largest envy of a class below its
@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_coop_warm import changed_philly  # noqa: E402
+from benchmarks.coop_warm import changed_philly  # noqa: E402
 from benchmarks.philly import instance  # noqa: E402
 from slurm_fair.cli.table import render  # noqa: E402
 from slurm_fair.policies import oef_coop  # noqa: E402

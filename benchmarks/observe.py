@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from slurm_fair.cluster import Unsupported, connect  # noqa: E402
-from slurm_fair.cluster import parse  # noqa: E402
+from slurm_fair.cluster import parse, sacctmgr  # noqa: E402
 
 PREFIX = "acct_bench_"
 JOB_NAME = "bench-observe"
@@ -173,7 +173,7 @@ def main() -> None:
         cmds |= {
             f"squeue {flag}": ["squeue", flag, "--states=PENDING,RUNNING"],
             " ".join(nodes_argv): nodes_argv,
-            "sacctmgr show assoc": ["sacctmgr", "-P", "-n", "show", "assoc", f"format={parse.ASSOC_FORMAT}"],
+            "sacctmgr show assoc": ["sacctmgr", "-P", "-n", "show", "assoc", f"format={sacctmgr.ASSOC_FORMAT}"],
             "sprio": ["sprio", "-h", "-o", "%i|%S"],
         }
         rows = []

@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
-"""Every policy's solve time on Philly-like sharing problems (issue 22's table): tenants x GPU types x demand
-modes, cold; warm rounds (unchanged, and with a fraction of the tenants changed) for the policies that take a
-warm start; ``--check``'s cost; oef-coop's partitioned mode with its loss against the exact solve.
+"""Every allocation policy side by side, in three tables (``--table``): solve time on Philly-like sharing
+problems (``solve``, the default), solve time and throughput on Gavel-measured job types (``gavel-types``), and
+every policy simulated on the shared Gavel traces (``sim``).
 
-Usage: python3 benchmarks/policy_table.py [--tenants 100,300,1000,2000] [--types 10] [--modes none,total,per-type]
-                                        [--policies oef-noncoop,gavel,...] [--warm] [--check] [--partitions 2,4,8]
-                                        [--change 0.02] [--seed 0] [--timeout 120] [--json FILE]
-                                        [--speeds random|models|gavel]
+Usage: python3 benchmarks/policy_table.py [--table solve|gavel-types|sim] [options of that table]
+
+``--table solve`` (issue 22's table): tenants x GPU types x demand modes, cold; warm rounds (unchanged, and with a
+fraction of the tenants changed) for the policies that take a warm start; ``--check``'s cost; oef-coop's
+partitioned mode with its loss against the exact solve.
+
+    python3 benchmarks/policy_table.py [--tenants 100,300,1000,2000] [--types 10] [--modes none,total,per-type]
+                                       [--policies oef-noncoop,gavel,...] [--warm] [--check] [--partitions 2,4,8]
+                                       [--change 0.02] [--seed 0] [--timeout 120] [--json FILE]
+                                       [--speeds random|models|gavel]
 
 Instances: ``benchmarks.philly.instance(tenants, k, seed, speeds)`` (``--speeds``: random, the default, or models,
 40 job models shared by the classes; 1-2 classes per tenant, demands 1/2/4/8/32 GPUs,
@@ -28,19 +34,56 @@ Columns (seconds, wall clock, one process per cell):
 The "Gavel's code" column: Gavel's own max-min policies (its repository, cvxpy + ECOS, water-filling with
 GLPK_MI) on the same "total" instances (10 types), timed outside this project and recorded in
 ``benchmarks/reference/gavel_maxmin.json`` (with the commit).
+
+``--table gavel-types``: how long every policy takes, and how much throughput it gets, as the number of tenants
+grows (formerly ``benchmarks/bench_policies.py``).
+
+    python3 benchmarks/policy_table.py --table gavel-types [--tenants 10,50,100] [--policies oef-coop,...]
+                                       [--solver ECOS] [--type-caps]
+
+Tenants draw 1-2 job classes from the measured Gavel throughputs (shared/data/gavel, physical cluster,
+K80/P100/V100, single-GPU rows). The cluster has 2 K80, 1.5 P100 and 1 V100 per tenant. Each size runs
+twice: without demands, and with a demand of 1-6 GPUs per class; ``--type-caps`` adds a third run where
+every class also has per-type caps (``type_demand``: 0-4 GPUs of each type, as if its jobs requested some
+types only). Prints one table: wall seconds of ``policies.solve`` (LP time included), total normalized
+throughput, and its share of max-throughput (eq. 4).
+
+``--table sim``: every policy on the shared Gavel traces, simulated with the daemon's round code (issue 12,
+item 6; formerly ``benchmarks/policies.py``).
+
+    python3 benchmarks/policy_table.py --table sim [--jobs 1000] [--cluster k80=36,p100=36,v100=36] [--round 300]
+                                       [--policies gavel,gandiva-fair,oef-coop,...] [--traces DIR]
+                                       [--accounts file|job]
+
+The workload: the first ``--jobs`` jobs by arrival of the Philly-derived multi-tenant traces
+(``/work/shared/data/gavel/traces/*.trace``, one tenant per file, Gavel's measured K80/P100/V100
+throughputs; a job at a scale factor Gavel did not measure gets a smaller measured one's scaled linearly), on a
+36 K80 + 36 P100 + 36 V100 cluster (nodes of 4 GPUs), one daemon round every 300 s, no
+preemption. Prints one table: per policy the total normalized throughput (slowest-type GPUs, time average),
+mean / p95 JCT, makespan, max finish-time fairness ρ, utilization, and the ratios the issue's goals name
+(OEF coop throughput / gavel's ≥ 1.15; mean JCT / gavel's and / gandiva-fair's ≤ 0.83), with the wall time.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import dataclasses
 import json
+import random
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ("none", "total", "per-type")
+TABLES = ("solve", "gavel-types", "sim")
+SHARED = Path("/work/shared/data/gavel")
+GAVEL_TYPES = ("k80", "p100", "v100")
+#: the policies ``--table sim`` runs unless told
+SIM_POLICIES = "gavel,gandiva-fair,oef-noncoop,oef-coop,max-throughput,equal-share,bud,themis,hadar"
 
 PRELUDE = r"""
 import dataclasses, json, sys, time
@@ -137,26 +180,55 @@ def main(argv=None) -> int:
     from slurm_fair import policies
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tenants", default="100,300,1000,2000")
-    ap.add_argument("--types", default="10", help="GPU type counts, e.g. 4,10 (default 10)")
-    ap.add_argument("--modes", default=",".join(MODES))
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per cell (default 120)")
-    ap.add_argument("--policies", default=",".join(policies.names()))
-    ap.add_argument("--warm", action="store_true", help="warm rounds for the policies that take a warm start")
-    ap.add_argument("--check", action="store_true", help="also time fairness.check (solve --check)")
-    ap.add_argument("--partitions", default="", help="oef-coop partitioned rows, e.g. 2,4,8")
-    ap.add_argument("--change", type=float, default=0.02, help="fraction of tenants changed for 'warm changed'")
-    ap.add_argument("--json", help="also write every cell's result to this file")
-    ap.add_argument("--speeds", default="random", choices=("random", "models", "gavel"),
-                    help="philly.py's speed family: random (a speed vector per class, the default), models (40 job "
-                         "models on the k types: classes share speed vectors), gavel (k <= 3)")
+    ap.add_argument("--table", default="solve", choices=TABLES,
+                    help="solve (Philly-like problems, the default), gavel-types (Gavel-measured job types, "
+                         "in-process), sim (every policy simulated on the Gavel traces)")
+    ap.add_argument("--tenants", help="tenant counts (default 100,300,1000,2000; gavel-types: 10,50,100)")
+    ap.add_argument("--policies", help=f"default every policy (sim: {SIM_POLICIES})")
+    g = ap.add_argument_group("--table solve")
+    g.add_argument("--types", default="10", help="GPU type counts, e.g. 4,10 (default 10)")
+    g.add_argument("--modes", default=",".join(MODES))
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--timeout", type=float, default=120.0, help="seconds per cell (default 120)")
+    g.add_argument("--warm", action="store_true", help="warm rounds for the policies that take a warm start")
+    g.add_argument("--check", action="store_true", help="also time fairness.check (solve --check)")
+    g.add_argument("--partitions", default="", help="oef-coop partitioned rows, e.g. 2,4,8")
+    g.add_argument("--change", type=float, default=0.02, help="fraction of tenants changed for 'warm changed'")
+    g.add_argument("--json", help="also write every cell's result to this file")
+    g.add_argument("--speeds", default="random", choices=("random", "models", "gavel"),
+                   help="philly.py's speed family: random (a speed vector per class, the default), models (40 job "
+                        "models on the k types: classes share speed vectors), gavel (k <= 3)")
+    g = ap.add_argument_group("--table gavel-types")
+    g.add_argument("--solver", default=None)
+    g.add_argument("--type-caps", action="store_true", help="also run with per-type caps (type_demand) on every class")
+    g = ap.add_argument_group("--table sim")
+    g.add_argument("--jobs", type=int, default=1000)
+    g.add_argument("--cluster", default="k80=36,p100=36,v100=36")
+    g.add_argument("--round", type=float, default=300.0)
+    g.add_argument("--traces", default=str(SHARED / "traces"))
+    g.add_argument("--throughputs", default=str(SHARED / "physical_cluster_throughputs.json"))
+    g.add_argument("--accounts", choices=("file", "job"), default="file")
     a = ap.parse_args(argv)
+    if a.table == "gavel-types":
+        gavel_types_table(a.tenants or "10,50,100", a.policies or ",".join(policies.names()), a.solver, a.type_caps)
+    elif a.table == "sim":
+        sim_table(a, a.policies or SIM_POLICIES)
+    else:
+        a.tenants = a.tenants or "100,300,1000,2000"
+        a.policies = a.policies or ",".join(policies.names())
+        modes = [m for m in a.modes.split(",") if m]
+        bad = [m for m in modes if m not in MODES]
+        if bad:
+            ap.error(f"--modes: unknown mode {bad[0]!r} (known: {', '.join(MODES)})")
+        solve_table(a, modes)
+    return 0
+
+
+def solve_table(a: argparse.Namespace, modes: list[str]) -> None:
+    """``--table solve``: issue 22's table, a process per cell."""
+    from slurm_fair import policies
+
     names = [s for s in a.policies.split(",") if s]
-    modes = [m for m in a.modes.split(",") if m]
-    bad = [m for m in modes if m not in MODES]
-    if bad:
-        ap.error(f"--modes: unknown mode {bad[0]!r} (known: {', '.join(MODES)})")
     ref = gavel_reference()
     cache = Path(tempfile.mkdtemp(prefix="policy-table-"))
     head = "| policy | tenants | types | " + " | ".join(f"{m} (s)" for m in modes)
@@ -206,7 +278,108 @@ def main(argv=None) -> int:
                 results.append({"policy": label, "tenants": n, "types": k, "cells": cells, **extra})
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
-    return 0
+
+
+def job_types() -> list[tuple[str, dict[str, float]]]:
+    """Gavel's measured single-GPU job types: (name, throughput per type)."""
+    data = SHARED / "physical_cluster_throughputs_isolated.csv"
+    here = ROOT / "shared" / "data" / "gavel" / data.name
+    path = here if here.exists() else data
+    out = []
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if row["scale_factor"] == "1":
+                out.append((row["job_type"], {g: float(row[g]) for g in GAVEL_TYPES}))
+    return out
+
+
+def gavel_types_instance(n: int, demands: bool | str, seed: int = 7):
+    """n tenants of 1-2 classes drawn from ``job_types()``; demands False, True or "type caps"."""
+    from slurm_fair.model import JobClass, Problem, Tenant
+
+    rng = random.Random(seed * 1000 + n)
+    jobs = job_types()
+    tenants = []
+    for i in range(n):
+        classes = []
+        for c, (name, thr) in enumerate(rng.sample(jobs, rng.choice([1, 1, 2]))):
+            demand = float(rng.randint(1, 6)) if demands else None
+            td = None
+            if demands == "type caps":
+                td = {g: float(rng.randint(0, 4)) for g in GAVEL_TYPES}
+                if not any(td.values()):
+                    td[rng.choice(GAVEL_TYPES)] = 1.0
+            classes.append(JobClass(f"{name}#{c}", thr, demand, td))
+        tenants.append(Tenant(f"acct{i:03d}", tuple(classes), float(rng.choice([1, 1, 2]))))
+    caps = {"k80": 2 * n, "p100": (3 * n) // 2, "v100": n}
+    return Problem(caps, tuple(tenants))
+
+
+def text_table(header, rows) -> str:
+    cells = [list(map(str, header))] + [[str(c) for c in r] for r in rows]
+    width = [max(len(r[j]) for r in cells) for j in range(len(header))]
+    lines = ["  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(r, width))) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in width))
+    return "\n".join(lines)
+
+
+def gavel_types_table(tenants: str, names: str, solver: str | None, type_caps: bool) -> None:
+    """``--table gavel-types``: solve time and share of max-throughput, in this process."""
+    from slurm_fair import policies
+
+    rows = []
+    for n in [int(v) for v in tenants.split(",")]:
+        for demands in (False, True) + (("type caps",) if type_caps else ()):
+            p = gavel_types_instance(n, demands)
+            vus = p.virtual_users().n
+            best = policies.solve("max-throughput", p, solver).total_throughput()
+            for name in names.split(","):
+                t0 = time.perf_counter()
+                a = policies.solve(name, p, solver)
+                wall = time.perf_counter() - t0
+                capped = sum(1 for note in a.notes if note.startswith("demand capped"))
+                rows.append([n, vus, demands if isinstance(demands, str) else ("yes" if demands else "no"), name,
+                             f"{wall:.3f}", f"{a.solve_seconds:.3f}",
+                             f"{a.total_throughput():.1f}", f"{100 * a.total_throughput() / best:.1f}%",
+                             "yes" if capped else ""])
+                print(f"... {n} tenants, demands={demands}, {name}: {wall:.2f}s", file=sys.stderr, flush=True)
+    print(text_table(["tenants", "classes", "demands", "policy", "wall s", "LP s", "throughput", "of max", "capped"],
+                     rows))
+
+
+def sim_table(a: argparse.Namespace, names: str) -> None:
+    """``--table sim``: every policy simulated on the first ``--jobs`` jobs of the Gavel traces."""
+    from slurm_fair.cli.table import render
+    from slurm_fair.sim.cluster import cluster_spec
+    from slurm_fair.sim.engine import simulate
+    from slurm_fair.sim.gavel_trace import read_gavel
+
+    trace = read_gavel(sorted(Path(a.traces).glob("*.trace")), a.throughputs, accounts=a.accounts, unmeasured="scale")
+    jobs = tuple(sorted(trace.jobs, key=lambda j: (j.submit, j.id))[: a.jobs])
+    trace = dataclasses.replace(trace, jobs=jobs)
+    nodes = cluster_spec(a.cluster)
+    res = {}
+    t0 = time.monotonic()
+    for p in (n.strip() for n in names.split(",") if n.strip()):
+        res[p] = simulate(trace, nodes, p, round_s=a.round)
+        print(f"{p}: {res[p].wall_seconds:.1f} s", file=sys.stderr, flush=True)
+    wall = time.monotonic() - t0
+    g = res.get("gavel")
+    gf = res.get("gandiva-fair")
+    rows = []
+    for p, r in res.items():
+        rows.append([p, f"{r.total_throughput:.1f}",
+                     f"{r.total_throughput / g.total_throughput:.2f}" if g and g.total_throughput else "-",
+                     f"{r.mean_jct / 3600:.2f}" if r.mean_jct else "-",
+                     f"{r.mean_jct / g.mean_jct:.2f}" if g and g.mean_jct and r.mean_jct else "-",
+                     f"{r.mean_jct / gf.mean_jct:.2f}" if gf and gf.mean_jct and r.mean_jct else "-",
+                     f"{r.p95_jct / 3600:.2f}" if r.p95_jct else "-", f"{r.makespan / 3600:.1f}" if r.makespan else "-",
+                     f"{r.max_rho:.1f}" if r.max_rho else "-", f"{r.utilization:.0%}", f"{r.finished}/{r.jobs}",
+                     r.rounds, f"{r.wall_seconds:.1f}", len(r.round_errors)])
+    print(f"{len(jobs)} jobs of {len(trace.accounts())} tenants on {a.cluster}, round {a.round:g} s; "
+          f"all policies {wall:.1f} s wall")
+    print(render(["policy", "throughput", "/ gavel", "mean JCT h", "JCT / gavel", "JCT / gandiva-fair", "p95 JCT h",
+                  "makespan h", "max rho", "util", "done", "rounds", "wall s", "round errors"], rows))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from slurm_fair.cli.table import render  # noqa: E402
 from slurm_fair.sim.cluster import cluster_spec  # noqa: E402
 from slurm_fair.sim.engine import simulate  # noqa: E402
-from slurm_fair.sim.traces import generate  # noqa: E402
+from slurm_fair.sim.synthetic_trace import generate  # noqa: E402
 
 FIVE = "oef-coop,oef-noncoop,gavel,gandiva-fair,max-throughput"
 GOAL_S = 60.0

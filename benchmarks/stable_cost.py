@@ -4,7 +4,7 @@
 Usage: python3 benchmarks/stable_cost.py [--n 100,300] [--k 10] [--seed 0] [--change 0.02] [--speeds random|gavel]
 
 On ``philly.instance`` (n tenants, 1-2 classes, Philly-like demands), as the daemon's rounds see it: a first
-solve, then the next round's problem (a fraction ``--change`` of tenants re-drawn, ``bench_coop_warm``'s
+solve, then the next round's problem (a fraction ``--change`` of tenants re-drawn, ``coop_warm``'s
 ``changed_philly``) solved warm from the first, with the second stage off and on; and the same problem again
 (nothing changed). Columns: wall seconds, relative objective difference (on - off), L1 GPUs moved from the
 previous allocation (off, on).
@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_coop_warm import changed_philly  # noqa: E402
+from benchmarks.coop_warm import changed_philly  # noqa: E402
 from benchmarks.philly import instance  # noqa: E402
 from slurm_fair.policies import _stable, oef_coop  # noqa: E402
 

@@ -55,8 +55,9 @@ sys.path.insert(0, str(ROOT))
 from slurm_fair.cli.table import render  # noqa: E402
 from slurm_fair.sim.cluster import cluster_spec  # noqa: E402
 from slurm_fair.sim.engine import simulate  # noqa: E402
+from slurm_fair.sim.gavel_trace import read_gavel  # noqa: E402
 from slurm_fair.sim.outcome import Ratios, extremes, goal_verdicts, job_deltas, ratio  # noqa: E402
-from slurm_fair.sim.traces import generate, read_gavel  # noqa: E402
+from slurm_fair.sim.synthetic_trace import generate  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "gavel"
 POLICIES = "oef-coop,oef-noncoop,gavel,gandiva-fair,max-throughput,equal-share,bud,themis,hadar"

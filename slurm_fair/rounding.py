@@ -76,7 +76,7 @@ guarantee is not a cap (GPUs nobody claims are lent), so what the remainder cost
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from .errors import InputError
@@ -172,9 +172,34 @@ def place(
     largest running job (GPUs): a window is held while a job larger than the ideal rounds to runs on it. Raises InputError for unknown tenants/types, negative or
     non-finite numbers, and a type whose ideal shares add up to more than its capacity.
     """
-    deviations = deviations or {}
-    min_gpus = min_gpus or {}
-    demand = demand or {}
+    types, cap, tenants, want, dev, mins, dem = _checked(ideal, capacity, deviations or {}, min_gpus or {},
+                                                         demand or {})
+    ideal_in = {t: dict(want[t]) for t in tenants}  # as given (``last`` compares it with last round's)
+    _owed_up_to_demand(want, dem)
+    held = _held_now(current or {}, ideal, tenants, cap)
+    target = {t: {g: want[t][g] + dev[t][g] for g in types} for t in tenants}
+    real = {t: {g: max(0, min(cap[g], _round(target[t][g], held[t].get(g)))) for g in types} for t in tenants}
+    holding: set[tuple[str, str]] = set()  # (tenant, type) whose ideal did not move: deviation frozen
+    windows: set[tuple[str, str]] = set()  # (tenant, type) holding a whole-job window: the capacity takes it last
+    if last is not None:
+        holding, windows = _hold_still(last, ideal_in, target, real, held, mins, cap, running_jobs or {})
+    r = _Rounding(types, cap, tenants, target, real, mins, dem, windows)
+    _trim_to_demand(r)  # 1.
+    moved = _one_type_first(r)  # 1b.
+    _fit_capacity(r)  # 2.
+    blocked = _min_job_size(r)  # 3.
+    _hand_out_free(r, blocked, moved)  # 4.
+    new_dev = {t: {g: (dev[t][g] if (t, g) in holding else target[t][g] - real[t][g]) for g in types}
+               for t in tenants}
+    return Placement(real=real, deviations=new_dev)
+
+
+def _checked(ideal: Mapping[str, Mapping[str, float]], capacity: Mapping[str, int],
+             deviations: Mapping[str, Mapping[str, float]], min_gpus: Mapping[str, int], demand: Mapping[str, int]
+             ) -> tuple[list[str], dict[str, int], list[str], dict[str, dict[str, float]],
+                        dict[str, dict[str, float]], dict[str, int], dict[str, float]]:
+    """:func:`place`'s inputs checked: (GPU types, capacity, tenants, ideal, deviations, min_gpus, demand), every
+    tenant with every type (0 where missing), a demand of inf where none; InputError as :func:`place` says."""
     if not isinstance(ideal, Mapping):
         raise InputError("ideal", ideal, "must be a mapping {tenant: {gpu_type: gpus}}")
     if not isinstance(capacity, Mapping):
@@ -205,68 +230,111 @@ def place(
         total = sum(want[t][g] for t in tenants)
         if total > cap[g] + 1e-6 * max(1.0, cap[g]):
             raise InputError(f"ideal.*.{g}", round(total, 9), f"ideal shares exceed the capacity of {cap[g]} GPUs")
+    return types, cap, tenants, want, dev, mins, dem
 
-    ideal_in = {t: dict(want[t]) for t in tenants}  # as given (``last`` compares it with last round's)
-    # An ideal above the demand is not owed: scale it down so the deviation stays bounded.
-    for t in tenants:
+
+def _owed_up_to_demand(want: dict[str, dict[str, float]], dem: Mapping[str, float]) -> None:
+    """An ideal above the demand is not owed: scale it down (in place) so the deviation stays bounded."""
+    for t in want:
         tot = sum(want[t].values())
         if tot > dem[t] + _EPS:
             f = dem[t] / tot
             want[t] = {g: v * f for g, v in want[t].items()}
 
-    current = current or {}
+
+def _held_now(current: Mapping[str, Mapping[str, int]], ideal: Mapping, tenants: list[str], cap: Mapping[str, int]
+              ) -> dict[str, dict[str, int]]:
+    """``current`` checked: {tenant: {type: GPUs held now}} for every tenant (empty where none)."""
     _check_keys("current", current, ideal, "tenant")
     held = {t: {g: _whole(f"current.{t}.{g}", n) for g, n in current.get(t, {}).items()} for t in tenants}
     for t in tenants:
         _check_keys(f"current.{t}", held[t], cap, "GPU type")
-    target = {t: {g: want[t][g] + dev[t][g] for g in types} for t in tenants}
-    real = {t: {g: max(0, min(cap[g], _round(target[t][g], held[t].get(g)))) for g in types} for t in tenants}
-    holding: set[tuple[str, str]] = set()  # (tenant, type) whose ideal did not move: deviation frozen
-    windows: set[tuple[str, str]] = set()  # (tenant, type) holding a whole-job window: the capacity takes it last
-    if last is not None:
-        for t in tenants:
-            for g in types:
-                prior = last.of(t, g)
-                if prior is None:
-                    continue
-                lo, hi = math.floor(target[t][g] + _EPS), math.ceil(target[t][g] - _EPS)
-                # a window: last round gave the tenant's smallest waiting job the GPUs it needs on this type,
-                # more than its ideal rounds to; it keeps them while it still waits for them (or runs on them)
-                waits = 0 < mins[t] <= prior[1] <= max(mins[t], hi) and mins[t] > math.ceil(ideal_in[t][g] - _EPS)
-                runs = (held[t].get(g, 0) >= prior[1] > math.ceil(ideal_in[t][g] - _EPS)  # a job too large for
-                        and (running_jobs or {}).get(t, 0) > math.ceil(ideal_in[t][g] - _EPS))  # the ideal runs on it
-                window = ideal_in[t][g] > _EPS and (waits or runs)
-                if window:
-                    windows.add((t, g))
-                near = math.floor(ideal_in[t][g] + _EPS) <= prior[1] <= math.ceil(ideal_in[t][g] - _EPS)
-                if abs(prior[0] - ideal_in[t][g]) <= HOLD_TOL and (near or window):
-                    real[t][g] = min(cap[g], prior[1])
-                    holding.add((t, g))
-                elif lo <= prior[1] <= hi or window:
-                    real[t][g] = min(cap[g], prior[1])
+    return held
 
-    tot = {t: sum(real[t].values()) for t in tenants}  # kept up to date by take()/give()
 
-    def resid(t: str, g: str) -> float:
-        return target[t][g] - real[t][g]
+def _hold_still(last: LastRound, ideal_in: Mapping[str, Mapping[str, float]],
+                target: Mapping[str, Mapping[str, float]], real: dict[str, dict[str, int]],
+                held: Mapping[str, Mapping[str, int]], mins: Mapping[str, int], cap: Mapping[str, int],
+                running_jobs: Mapping[str, int]) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """Holding still (module docstring, a-c): ``real`` keeps last round's whole GPUs where they hold (changed in
+    place). Returns (the (tenant, type) pairs whose deviation is frozen, the whole-job windows held)."""
+    holding: set[tuple[str, str]] = set()
+    windows: set[tuple[str, str]] = set()
+    for t in real:
+        for g in cap:
+            prior = last.of(t, g)
+            if prior is None:
+                continue
+            lo, hi = math.floor(target[t][g] + _EPS), math.ceil(target[t][g] - _EPS)
+            # a window: last round gave the tenant's smallest waiting job the GPUs it needs on this type,
+            # more than its ideal rounds to; it keeps them while it still waits for them (or runs on them)
+            waits = 0 < mins[t] <= prior[1] <= max(mins[t], hi) and mins[t] > math.ceil(ideal_in[t][g] - _EPS)
+            runs = (held[t].get(g, 0) >= prior[1] > math.ceil(ideal_in[t][g] - _EPS)  # a job too large for
+                    and running_jobs.get(t, 0) > math.ceil(ideal_in[t][g] - _EPS))  # the ideal runs on it
+            window = ideal_in[t][g] > _EPS and (waits or runs)
+            if window:
+                windows.add((t, g))
+            near = math.floor(ideal_in[t][g] + _EPS) <= prior[1] <= math.ceil(ideal_in[t][g] - _EPS)
+            if abs(prior[0] - ideal_in[t][g]) <= HOLD_TOL and (near or window):
+                real[t][g] = min(cap[g], prior[1])
+                holding.add((t, g))
+            elif lo <= prior[1] <= hi or window:
+                real[t][g] = min(cap[g], prior[1])
+    return holding, windows
 
-    def take(t: str, g: str) -> None:
-        real[t][g] -= 1
-        tot[t] -= 1
 
-    # 1. demand (a held window is trimmed last: it is the one type the tenant's job fits on)
-    for t in tenants:
-        while tot[t] > dem[t] + _EPS:
-            take(t, min((g for g in types if real[t][g] > 0),
-                        key=lambda g: ((t, g) in windows, resid(t, g), types.index(g))))
-    # 1b. one type for a job: GPUs that reach min_gpus only summed over types (2 + 2 for a 4-GPU job) go on one
-    # type now, before the capacity step, so that they compete there with the others' GPUs by claim (and give
-    # back last, refinement 2); consolidated after it, they found no room where others already sat, and the
-    # tenant got nothing round after round while its deviation grew (seen on the testbed: a 4-GPU job owed
-    # 2 k80 + 2 v100 waited behind a flood that held both types whole)
-    # (tenants moved here do not land on each other: each takes a type with room beside the ones moved before it)
+@dataclass
+class _Rounding:
+    """The refinements' working state (module docstring, 1-4): the GPU types in order, the capacity, the tenants,
+    each one's target (ideal + deviation), whole GPUs so far and their total (``tot``, kept up to date by
+    :meth:`take` and :meth:`give`), ``min_gpus`` and demand, and the whole-job windows held."""
+
+    types: list[str]
+    cap: dict[str, int]
+    tenants: list[str]
+    target: dict[str, dict[str, float]]
+    real: dict[str, dict[str, int]]
+    mins: dict[str, int]
+    dem: dict[str, float]
+    windows: set[tuple[str, str]]
+    tot: dict[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tot = {t: sum(self.real[t].values()) for t in self.tenants}
+
+    def resid(self, t: str, g: str) -> float:
+        """What ``t`` is still owed on ``g`` (its residual claim)."""
+        return self.target[t][g] - self.real[t][g]
+
+    def take(self, t: str, g: str) -> None:
+        self.real[t][g] -= 1
+        self.tot[t] -= 1
+
+    def give(self, t: str, g: str) -> None:
+        self.real[t][g] += 1
+        self.tot[t] += 1
+
+
+def _trim_to_demand(r: _Rounding) -> None:
+    """1. Demand: no tenant gets more than its demand (a held window is trimmed last: it is the one type the
+    tenant's job fits on)."""
+    real, tot, types = r.real, r.tot, r.types
+    for t in r.tenants:
+        while tot[t] > r.dem[t] + _EPS:
+            r.take(t, min((g for g in types if real[t][g] > 0),
+                          key=lambda g: ((t, g) in r.windows, r.resid(t, g), types.index(g))))
+
+
+def _one_type_first(r: _Rounding) -> list[str]:
+    """1b. One type for a job: GPUs that reach min_gpus only summed over types (2 + 2 for a 4-GPU job) go on one
+    type now, before the capacity step, so that they compete there with the others' GPUs by claim (and give
+    back last, refinement 2); consolidated after it, they found no room where others already sat, and the
+    tenant got nothing round after round while its deviation grew (seen on the testbed: a 4-GPU job owed
+    2 k80 + 2 v100 waited behind a flood that held both types whole). Tenants moved here do not land on each
+    other: each takes a type with room beside the ones moved before it. Returns the tenants moved."""
+    real, tot, types, cap, mins, target = r.real, r.tot, r.types, r.cap, r.mins, r.target
     moved: list[str] = []
-    for t in sorted(tenants):
+    for t in sorted(r.tenants):
         if 0 < mins[t] <= tot[t] and max(real[t].values()) < mins[t]:
             room = {g: cap[g] - sum(real[u][g] for u in moved) for g in types}
             fits = [g for g in types if room[g] >= mins[t]]
@@ -277,25 +345,35 @@ def place(
             real[t][g] = min(tot[t], room[g])
             tot[t] = real[t][g]
             moved.append(t)
-    # 2. capacity
-    for g in types:
-        used = sum(real[t][g] for t in tenants)
-        while used > cap[g]:
+    return moved
+
+
+def _fit_capacity(r: _Rounding) -> None:
+    """2. Capacity: GPUs over a type's capacity are taken back one at a time (module docstring)."""
+    real, tot, mins = r.real, r.tot, r.mins
+    for g in r.types:
+        used = sum(real[t][g] for t in r.tenants)
+        while used > r.cap[g]:
             # a tenant that would fall below its min_gpus (and so lose all its GPUs) gives back last; among those,
             # one already below it (it gets nothing this round anyway) first — so when two starved tenants
             # compete for the same GPUs one of them keeps enough to start a job instead of both ending just
             # below their minimum round after round; then the smallest claim first; on a tie the name sorting
             # last gives one back (deterministic)
-            take(
+            r.take(
                 max(
-                    (t for t in tenants if real[t][g] > 0),
-                    key=lambda t: ((t, g) not in windows, not 0 < tot[t] - 1 < mins[t], 0 < tot[t] < mins[t],
-                                   -resid(t, g), t),
+                    (t for t in r.tenants if real[t][g] > 0),
+                    key=lambda t: ((t, g) not in r.windows, not 0 < tot[t] - 1 < mins[t], 0 < tot[t] < mins[t],
+                                   -r.resid(t, g), t),
                 ),
                 g,
             )
             used -= 1
-    # 3. minimum job size
+
+
+def _min_job_size(r: _Rounding) -> set[str]:
+    """3. Minimum job size: a tenant below its min_gpus gets nothing this round; one whose GPUs reach it only
+    summed over types gets them on one type where they fit, else nothing. Returns the tenants blocked."""
+    real, tot, types, cap, mins, target, tenants = r.real, r.tot, r.types, r.cap, r.mins, r.target, r.tenants
     blocked = set()
     split = []
     for t in tenants:
@@ -322,24 +400,24 @@ def place(
         g = max(fits, key=lambda g: (target[t][g], room[g], -types.index(g)))
         real[t][g] = min(held_split[t], room[g])
         tot[t] = real[t][g]
-    # 4. hand out GPUs left free to tenants still owed some
+    return blocked
+
+
+def _hand_out_free(r: _Rounding, blocked: set[str], moved: list[str]) -> None:
+    """4. Work conservation: GPUs left free go to tenants still owed some, as demand and min_gpus allow."""
+    real, tot, types, mins, dem, tenants = r.real, r.tot, r.types, r.mins, r.dem, r.tenants
     for g in types:
-        free = cap[g] - sum(real[t][g] for t in tenants)
+        free = r.cap[g] - sum(real[t][g] for t in tenants)
         if free <= 0:
             continue
         # a tenant moved to one type (1b) is owed the rest on the others only in the deviation: what it got
         # there already pays for it, so free GPUs elsewhere go to tenants owed GPUs in total
-        owed = [t for t in tenants if t not in blocked and resid(t, g) > _EPS
-                and not (t in moved and real[t][g] == 0 and sum(resid(t, x) for x in types) <= _EPS)]
+        owed = [t for t in tenants if t not in blocked and r.resid(t, g) > _EPS
+                and not (t in moved and real[t][g] == 0 and sum(r.resid(t, x) for x in types) <= _EPS)]
         while free > 0:
-            cands = [t for t in owed if resid(t, g) > _EPS and mins[t] <= tot[t] + 1 <= dem[t] + _EPS]
+            cands = [t for t in owed if r.resid(t, g) > _EPS and mins[t] <= tot[t] + 1 <= dem[t] + _EPS]
             if not cands:
                 break
-            t = min(cands, key=lambda t: (-resid(t, g), t))
-            real[t][g] += 1
-            tot[t] += 1
+            t = min(cands, key=lambda t: (-r.resid(t, g), t))
+            r.give(t, g)
             free -= 1
-
-    new_dev = {t: {g: (dev[t][g] if (t, g) in holding else target[t][g] - real[t][g]) for g in types}
-               for t in tenants}
-    return Placement(real=real, deviations=new_dev)

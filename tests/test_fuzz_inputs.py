@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from slurm_fair import config as config_mod
 from slurm_fair import jobrecord
-from slurm_fair.cluster import parse
+from slurm_fair.cluster import gres, parse, sacctmgr, slurm_json
 from slurm_fair.daemon.ingest import ingest
 from slurm_fair.errors import SlurmFairError
 from slurm_fair.store import Store
@@ -110,7 +110,7 @@ GRES = st.one_of(NASTY.filter(lambda v: isinstance(v, str)),
 @SETTINGS
 @given(GRES)
 def test_fuzz_gres_and_tres_strings(s):
-    for fn in (parse.gpu_requests, parse.tres_gpus, parse.gres_gpus, parse.grptres_limits):
+    for fn in (gres.gpu_requests, gres.tres_gpus, gres.gres_gpus, sacctmgr.grptres_limits):
         out = _only_our_errors(fn, s)
         if isinstance(out, dict):
             assert all(isinstance(v, int) and v >= 0 for v in out.values()), (fn.__name__, s, out)
@@ -120,7 +120,7 @@ def test_fuzz_gres_and_tres_strings(s):
 @given(st.text(max_size=200))
 def test_fuzz_text_outputs(text):
     """sacctmgr / sprio / --version text: parsed or our error."""
-    for fn in (parse.parse_assoc, parse.parse_sprio, parse.parse_version_output):
+    for fn in (sacctmgr.parse_assoc, parse.parse_sprio, slurm_json.parse_version_output):
         _only_our_errors(fn, text)
 
 
@@ -222,5 +222,5 @@ def test_fuzz_sacctmgr_and_sprio_text_bytes(version, edits):
             cells[field % len(cells)] += b
             lines[i] = b"|".join(cells)
         text = b"\n".join(lines).decode("utf-8", "replace")  # as the CLI backend reads it
-        fn = parse.parse_assoc if name.startswith("sacctmgr") else parse.parse_sprio
+        fn = sacctmgr.parse_assoc if name.startswith("sacctmgr") else parse.parse_sprio
         _only_our_errors(fn, text)

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent / "slurm_fair"
 LAYERS = [
     {"errors", "validate", "stdio", "text", "catalog", "statefiles", "jobrecord", "hookinstall", "records",
      "stats", "plots"},
-    {"config", "model", "store", "profiling", "profiles", "cluster", "rounding"},
+    {"config", "model", "store", "profiling", "cluster", "rounding"},
     {"fairness", "lp"},
     {"policies"},
     {"daemon"},

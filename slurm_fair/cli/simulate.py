@@ -17,13 +17,13 @@ from .table import render
 def _trace(paths: tuple[str, ...], profiles: str | None, throughputs: str | None, accounts: str, unmeasured: str,
            generate: int | None, seed: int, gen_accounts: int, rate: float, mean_duration: float,
            capacity: dict[str, int] | None = None):
-    from ..sim import traces
+    from ..sim import csv_trace, gavel_trace, synthetic_trace
 
     if generate is not None:
         if paths:
             raise InputError("--generate", generate, "is used instead of --trace, not with it")
-        return traces.generate(seed=seed, jobs=generate, accounts=gen_accounts, rate=rate, mean_duration=mean_duration,
-                               capacity=capacity)
+        return synthetic_trace.generate(seed=seed, jobs=generate, accounts=gen_accounts, rate=rate,
+                                        mean_duration=mean_duration, capacity=capacity)
     if not paths:
         raise InputError("--trace", None, "give a trace (--trace FILE, repeatable) or --generate N")
     kinds = {Path(p).suffix.lower() for p in paths}
@@ -31,11 +31,12 @@ def _trace(paths: tuple[str, ...], profiles: str | None, throughputs: str | None
         if not throughputs:
             raise InputError("--throughputs", None, "Gavel .trace files need Gavel's throughputs JSON "
                              "(physical_cluster_throughputs.json)")
-        return traces.read_gavel([Path(p) for p in paths], Path(throughputs), accounts=accounts, unmeasured=unmeasured)
+        return gavel_trace.read_gavel([Path(p) for p in paths], Path(throughputs), accounts=accounts,
+                                      unmeasured=unmeasured)
     if kinds == {".csv"} and len(paths) == 1:
         if not profiles:
             raise InputError("--profiles", None, "a CSV trace needs a profiles CSV (class,gpu_type,throughput)")
-        return traces.read_csv(Path(paths[0]), Path(profiles))
+        return csv_trace.read_csv(Path(paths[0]), Path(profiles))
     raise InputError("--trace", list(paths), "one CSV trace, or one or more Gavel .trace files")
 
 

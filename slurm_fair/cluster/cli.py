@@ -21,11 +21,11 @@ from dataclasses import replace
 from typing import Mapping, Sequence
 
 from ..errors import InputError
-from . import parse
+from . import gres, parse, sacctmgr, slurm_json
 from .base import ANY_GPU, CLEAR, Cluster, Job, Snapshot, supports_pending_retype, version_tuple
 from .errors import ClusterUnreachable, CommandFailed, ParseError, Unsupported
 
-_UNREACHABLE = parse.UNREACHABLE_PHRASES
+_UNREACHABLE = slurm_json.UNREACHABLE_PHRASES
 _NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 _SIGNAL_RE = re.compile(r"(SIG)?[A-Z0-9]+|\d+")
 # scontrol accepts long job lists, but keep argv short and each call quick
@@ -82,7 +82,7 @@ class CliCluster(Cluster):
     # -- observation ---------------------------------------------------------------------------
     def version(self) -> str:
         if self._version is None:
-            self._version = parse.parse_version_output(self._run(["scontrol", "--version"]))
+            self._version = slurm_json.parse_version_output(self._run(["scontrol", "--version"]))
         return self._version
 
     def cluster_name(self) -> str:
@@ -119,7 +119,7 @@ class CliCluster(Cluster):
         nodes_argv = self._nodes_argv()
         jobs_argv = ["squeue", self._json_flag(), "--states=PENDING,RUNNING"]
         assoc_argv = ["sacctmgr", "-P", "-n", "show", "assoc", "where", f"cluster={self.cluster_name()}",
-                      f"format={parse.ASSOC_FORMAT}"]
+                      f"format={sacctmgr.ASSOC_FORMAT}"]
         sprio_argv = ["sprio", "-h", "-o", "%i|%S"]
         deadline = time.monotonic() + self.timeout
         procs = [(a, self._start(a)) for a in (jobs_argv, nodes_argv, assoc_argv, sprio_argv)]
@@ -154,7 +154,7 @@ class CliCluster(Cluster):
         if site:
             jobs = [j if not site.get(j.job_id) else replace(j, site_factor=site[j.job_id]) for j in jobs]
         nodes = parse.parse_nodes(nodes_out, what=" ".join(nodes_argv))
-        accounts = parse.parse_assoc(assoc_out, cluster=self.cluster_name())
+        accounts = sacctmgr.parse_assoc(assoc_out, cluster=self.cluster_name())
         return Snapshot(slurm_version=self.version(), taken_at=time.time(), nodes=tuple(nodes),
                         jobs=tuple(jobs), accounts=tuple(accounts), partitions=parse.partitions_of(nodes))
 
@@ -167,9 +167,9 @@ class CliCluster(Cluster):
             if "invalid job id" in e.stderr.lower():
                 return {}
             raise
-        doc = parse.load_json(out, "squeue --json --jobs")
+        doc = slurm_json.load_json(out, "squeue --json --jobs")
         for rec in doc.get("jobs") or []:
-            if parse.num(rec.get("job_id")) == job_id:
+            if slurm_json.num(rec.get("job_id")) == job_id:
                 return rec
         return {}
 
@@ -183,8 +183,8 @@ class CliCluster(Cluster):
             if "invalid job id" in e.stderr.lower():
                 return None
             raise
-        doc = parse.load_json(out, "squeue --json --jobs")
-        recs = [r for r in doc.get("jobs") or [] if isinstance(r, dict) and parse.num(r.get("job_id")) == job_id]
+        doc = slurm_json.load_json(out, "squeue --json --jobs")
+        recs = [r for r in doc.get("jobs") or [] if isinstance(r, dict) and slurm_json.num(r.get("job_id")) == job_id]
         if not recs:
             return None
         job = parse.parse_job(recs[0], now=time.time())
@@ -249,11 +249,11 @@ class CliCluster(Cluster):
             raise CommandFailed(["scontrol", "update", f"jobid={job_id}"], 1, f"job {job_id} not found")
         # Update the field the job was submitted with: TresPerNode= on a --gpus job ADDS a request.
         field, key, count = "TresPerNode", "tres_per_node", gpus_per_node
-        if parse.gpu_requests(rec.get("tres_per_job") or "", "tres_per_job"):
-            nodes = parse.num(rec.get("node_count")) or 1
+        if gres.gpu_requests(rec.get("tres_per_job") or "", "tres_per_job"):
+            nodes = slurm_json.num(rec.get("node_count")) or 1
             field, key, count = "TresPerJob", "tres_per_job", gpus_per_node * int(nodes)
         others = [e for e in (rec.get(key) or "").split(",")
-                  if e and not parse.gpu_requests(e, key)]
+                  if e and not gres.gpu_requests(e, key)]
         value = ",".join(others + [f"gres/gpu:{gpu_type}:{count}"])
         self._run(["scontrol", "update", f"jobid={job_id}", f"{field}={value}"])
 

@@ -34,7 +34,7 @@ import threading
 import time
 from typing import Any, Callable, Mapping, TypeVar
 
-from . import parse
+from . import parse, sacctmgr, slurm_json
 from .base import Cluster, Job, Snapshot, version_tuple
 from .cli import CliCluster
 from .errors import ClusterUnreachable, CommandFailed, ParseError, Unsupported
@@ -145,7 +145,7 @@ class PyslurmCluster(Cluster):
         err = box.get("error")
         if err is not None:
             msg = " ".join(str(a) for a in getattr(err, "args", ()) if isinstance(a, str)) or str(err)
-            if any(p in msg.lower() for p in parse.UNREACHABLE_PHRASES):
+            if any(p in msg.lower() for p in slurm_json.UNREACHABLE_PHRASES):
                 raise ClusterUnreachable(f"pyslurm {what}: {msg}") from err
             raise CommandFailed(["pyslurm", what], 1, f"{type(err).__name__}: {msg}") from err
         return box["value"]
@@ -161,7 +161,7 @@ class PyslurmCluster(Cluster):
         cli = self._cli
         assoc_argv = ["sacctmgr", "-P", "-n", "show", "assoc", *(["where", f"cluster={self._cluster_name}"]
                                                                   if self._cluster_name else []),
-                      f"format={parse.ASSOC_FORMAT}"]
+                      f"format={sacctmgr.ASSOC_FORMAT}"]
         sprio_argv = ["sprio", "-h", "-o", "%i|%S"]
         deadline = time.monotonic() + self.timeout
         procs = [(a, cli._start(a)) for a in (assoc_argv, sprio_argv)]
@@ -185,7 +185,7 @@ class PyslurmCluster(Cluster):
                                 what="pyslurm.job().get()", now=time.time())
         nodes = parse.parse_nodes({"nodes": [_node_record(r) for r in raw_nodes.values()]},
                                   what="pyslurm.node().get()")
-        accounts = parse.parse_assoc(assoc_out, cluster=self._cluster_name)
+        accounts = sacctmgr.parse_assoc(assoc_out, cluster=self._cluster_name)
         return Snapshot(slurm_version=self._version, taken_at=time.time(), nodes=tuple(nodes),
                         jobs=tuple(jobs), accounts=tuple(accounts), partitions=parse.partitions_of(nodes))
 

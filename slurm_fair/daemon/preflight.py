@@ -44,7 +44,7 @@ from typing import Any, Mapping
 
 from ..config import Config
 from ..cluster.base import Snapshot
-from ..cluster.parse import grptres_limits
+from ..cluster.sacctmgr import grptres_limits
 from ..errors import InputError
 from ..profiling import shipped as shipped_profiles
 from . import plan as P

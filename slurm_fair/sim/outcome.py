@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from .cluster import Run
+from .jobs import Run
 
 
 @dataclass(frozen=True)

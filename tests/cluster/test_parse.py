@@ -1,4 +1,5 @@
-"""Unit tests of slurm_fair.cluster.parse against real outputs recorded from Slurm 22.05.8 and 24.11.5.
+"""Unit tests of slurm_fair.cluster.parse (and its neighbours slurm_json, gres, sacctmgr) against real outputs
+recorded from Slurm 22.05.8 and 24.11.5.
 
 Fixtures (tests/fixtures/slurm-json/<version>/):
 * squeue.json, sinfo.json / scontrol_node.json, sacctmgr_assoc.txt, jobs.txt: the shared captures
@@ -15,6 +16,7 @@ import math
 import pytest
 
 from slurm_fair.cluster import ANY_GPU, ParseError, Snapshot
+from slurm_fair.cluster import gres, sacctmgr, slurm_json
 from slurm_fair.cluster import parse as P
 from tests.conftest import SLURM_JSON, VERSIONS, text
 
@@ -166,7 +168,7 @@ def test_24_11_sinfo_is_rejected_with_a_hint():
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_accounts(version):
-    accts = {a.name: a for a in P.parse_assoc(text(version, "sacctmgr_assoc_fmt_limits.txt"))}
+    accts = {a.name: a for a in sacctmgr.parse_assoc(text(version, "sacctmgr_assoc_fmt_limits.txt"))}
     assert set(accts) == {"acct_a", "acct_b", "acct_c"}  # root left out
     assert dict(accts["acct_a"].limits) == {"v100": 2, ANY_GPU: 5}
     assert dict(accts["acct_b"].limits) == {"k80": 0}
@@ -174,21 +176,21 @@ def test_accounts(version):
     assert [accts[a].shares for a in ("acct_a", "acct_b", "acct_c")] == [1, 1, 2]
     assert accts["acct_c"].users == ("carol", "root")
     # the shared capture: -P with a header and more columns
-    shared = {a.name: a for a in P.parse_assoc(text(version, "sacctmgr_assoc.txt"))}
+    shared = {a.name: a for a in sacctmgr.parse_assoc(text(version, "sacctmgr_assoc.txt"))}
     assert dict(shared["acct_a"].limits) == {"v100": 2} and shared["acct_b"].limits == {}
 
 
 def test_assoc_cluster_filter_and_parent_share():
     out = "c1|acct_x||parent|gres/gpu=3\nc2|acct_y||4|\nc1|acct_x|u1|1|\n"
-    accts = P.parse_assoc(out, cluster="c1")
+    accts = sacctmgr.parse_assoc(out, cluster="c1")
     assert [(a.name, a.shares, dict(a.limits), a.users) for a in accts] == [("acct_x", 0, {ANY_GPU: 3}, ("u1",))]
 
 
 def test_versions_and_envelopes():
-    assert P.parse_version_output(text("22.05", "version.txt")) == "22.05.8"
-    assert P.parse_version_output(text("24.11", "version.txt")) == "24.11.5"
-    assert P.slurm_version(json.loads(text("22.05", "squeue.json"))["meta"]) == "22.05.8"
-    assert P.slurm_version(json.loads(text("24.11", "squeue.json"))["meta"]) == "24.11.5"
+    assert slurm_json.parse_version_output(text("22.05", "version.txt")) == "22.05.8"
+    assert slurm_json.parse_version_output(text("24.11", "version.txt")) == "24.11.5"
+    assert slurm_json.slurm_version(json.loads(text("22.05", "squeue.json"))["meta"]) == "22.05.8"
+    assert slurm_json.slurm_version(json.loads(text("24.11", "squeue.json"))["meta"]) == "24.11.5"
 
 
 @pytest.mark.parametrize("value,expected", [
@@ -197,7 +199,7 @@ def test_versions_and_envelopes():
     ("Infinity", math.inf),
 ])
 def test_num_both_layouts(value, expected):
-    assert P.num(value) == expected
+    assert slurm_json.num(value) == expected
 
 
 @pytest.mark.parametrize("spec,expected", [
@@ -207,10 +209,10 @@ def test_num_both_layouts(value, expected):
     ("gres:mps:100", []), ("", []), ("N/A", []), ("gpu:k80:3", [("k80", 3)]),
 ])
 def test_gpu_request_strings(spec, expected):
-    assert P.gpu_requests(spec) == expected
+    assert gres.gpu_requests(spec) == expected
 
 
-@pytest.mark.parametrize("gres,expected", [
+@pytest.mark.parametrize("spec,expected", [
     ("gpu:v100:2,gpu:k80:2", {"v100": 2, "k80": 2}),
     ("gpu:v100:0(IDX:N/A),gpu:k80:1(IDX:2)", {"v100": 0, "k80": 1}),
     (["gpu:v100:1(IDX:0)"], {"v100": 1}),
@@ -220,14 +222,14 @@ def test_gpu_request_strings(spec, expected):
     ("mps:100,gpu:v100:2", {"v100": 2}),
     ("(null)", {}),
 ])
-def test_gres_strings(gres, expected):
-    assert P.gres_gpus(gres) == expected
+def test_gres_strings(spec, expected):
+    assert gres.gres_gpus(spec) == expected
 
 
 def test_tres_strings():
-    assert P.tres_gpus("cpu=1,node=1,billing=1,gres/gpu=1,gres/gpu:v100=1") == (1, {"v100": 1})
-    assert P.tres_gpus("cpu=2,gres/gpu=2,gres/gpu:a100=1,gres/gpu:k80=1,gres/gpumem=0") == (2, {"a100": 1, "k80": 1})
-    assert P.grptres_limits("cpu=10,gres/gpu:v100=2,gres/gpu=5") == {"v100": 2, ANY_GPU: 5}
+    assert gres.tres_gpus("cpu=1,node=1,billing=1,gres/gpu=1,gres/gpu:v100=1") == (1, {"v100": 1})
+    assert gres.tres_gpus("cpu=2,gres/gpu=2,gres/gpu:a100=1,gres/gpu:k80=1,gres/gpumem=0") == (2, {"a100": 1, "k80": 1})
+    assert sacctmgr.grptres_limits("cpu=10,gres/gpu:v100=2,gres/gpu=5") == {"v100": 2, ANY_GPU: 5}
 
 
 @pytest.mark.parametrize("call,match", [
@@ -245,11 +247,11 @@ def test_tres_strings():
     (lambda: P.parse_nodes('{"nodes": [{"name": "n1"}]}'), "node n1: no state"),
     (lambda: P.parse_nodes('{"nodes": [{"name": "n1", "state": "idle", "gres": "gpu:v100:zz"}]}'),
      "node n1.gres"),
-    (lambda: P.parse_assoc("c|acct_a||1"), "sacctmgr line 1: expected at least 5"),
-    (lambda: P.parse_assoc("c|acct_a||lots|"), "account acct_a: bad fairshare 'lots'"),
-    (lambda: P.parse_assoc("c|acct_a||1|gres/gpu:v100=many"), "bad GPU limit 'gres/gpu:v100=many'"),
+    (lambda: sacctmgr.parse_assoc("c|acct_a||1"), "sacctmgr line 1: expected at least 5"),
+    (lambda: sacctmgr.parse_assoc("c|acct_a||lots|"), "account acct_a: bad fairshare 'lots'"),
+    (lambda: sacctmgr.parse_assoc("c|acct_a||1|gres/gpu:v100=many"), "bad GPU limit 'gres/gpu:v100=many'"),
     (lambda: P.parse_sprio("12 34"), "sprio line 1"),
-    (lambda: P.parse_version_output("huh"), "no version number"),
+    (lambda: slurm_json.parse_version_output("huh"), "no version number"),
 ])
 def test_garbage_raises_parse_error_naming_what(call, match):
     with pytest.raises(ParseError, match=match):

@@ -494,14 +494,14 @@ def tree_snap(jobs=()):
 def test_parse_assoc_reads_the_parent_and_old_output_without_it():
     text = ("testbed|dept||2||root\ntestbed|kid1||1|gres/gpu:v100=2|dept\ntestbed|kid1|alice|1||\n"
             "testbed|solo||1||root\n")
-    from slurm_fair.cluster import parse
+    from slurm_fair.cluster import sacctmgr
 
-    accts = {a.name: a for a in parse.parse_assoc(text)}
+    accts = {a.name: a for a in sacctmgr.parse_assoc(text)}
     assert (accts["dept"].parent, accts["kid1"].parent, accts["solo"].parent) == ("root", "dept", "root")
     assert accts["kid1"].limits == {"v100": 2} and accts["kid1"].users == ("alice",)
     header = "Cluster|Account|User|Share|GrpTRES|ParentName\n" + text
-    assert {a.name: a.parent for a in parse.parse_assoc(header)} == {a: accts[a].parent for a in accts}
-    assert {a.parent for a in parse.parse_assoc("c|acct_a||1|\n")} == {""}  # five columns: no parent known
+    assert {a.name: a.parent for a in sacctmgr.parse_assoc(header)} == {a: accts[a].parent for a in accts}
+    assert {a.parent for a in sacctmgr.parse_assoc("c|acct_a||1|\n")} == {""}  # five columns: no parent known
 
 
 def test_fair_tree_weights_split_a_parents_shares_among_its_children():

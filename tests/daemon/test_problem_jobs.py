@@ -8,6 +8,7 @@ import math
 import pytest
 
 from slurm_fair.cluster import parse as SP
+from slurm_fair.cluster import slurm_json
 from slurm_fair.errors import InputError
 from slurm_fair.model import DEFAULT_REMAINING, ClassJob, problem_from_dict, problem_to_dict
 
@@ -68,9 +69,9 @@ def test_bad_jobs_name_the_field(jobs, path, why):
 def test_time_limit_parsed_from_both_layouts(version):
     jobs = SP.parse_jobs(text(version, "squeue.json"))
     assert jobs and all(j.time_limit == 30 for j in jobs)  # the captures were submitted with -t 30
-    assert SP._minutes({"set": True, "infinite": True, "number": 0}, "x") is None
-    assert SP._minutes(4294967295, "x") is None and SP._minutes(None, "x") is None
-    assert SP._minutes("UNLIMITED", "x") is None
+    assert slurm_json.as_minutes({"set": True, "infinite": True, "number": 0}, "x") is None
+    assert slurm_json.as_minutes(4294967295, "x") is None and slurm_json.as_minutes(None, "x") is None
+    assert slurm_json.as_minutes("UNLIMITED", "x") is None
 
 
 def test_the_daemon_fills_jobs_from_slurm():

@@ -15,9 +15,7 @@ from pathlib import Path
 from slurm_fair import config as config_mod
 from slurm_fair.store import Store
 
-from .test_scenario_shares import _sf
-
-CAPACITY = {"a100": 4, "v100": 6, "k80": 6}
+from .scenario import CAPACITY, sf
 
 
 def _config(testbed, tmp_path: Path) -> Path:
@@ -30,7 +28,7 @@ def _config(testbed, tmp_path: Path) -> Path:
 
 
 def _round(testbed, cfg: Path, tmp_path: Path) -> dict:
-    _sf(testbed, cfg, "daemon", "--once")
+    sf(testbed, cfg, "daemon", "--once")
     with Store(tmp_path / "sf.sqlite") as store:
         r = store.round()
     assert r["status"] == "ok", r
@@ -64,13 +62,13 @@ def test_held_flood_dependency_and_begin_time_are_not_demand(testbed, tmp_path):
     assert d["site_factors_set"] == 4  # acct_b's waiting jobs only: none for the held/dependent/future ones
     pre = d["preemption"]
     assert pre["signalled"] == [] and pre["over"] == {}  # nobody is preempted for work that cannot start
-    ex = json.loads(_sf(testbed, cfg, "explain", "acct_a", "--json"))
+    ex = json.loads(sf(testbed, cfg, "explain", "acct_a", "--json"))
     assert ex["not_demand"] == {"held": 6} and ex["not_demand_now"] == {"held": 6}
     assert [(j["job_id"], j["counted"], j["blocked"]) for j in ex["pending_jobs"]] == [(j, False, "held") for j in held]
     assert all("not counted as demand: it is held" in j["slurm_fair"] for j in ex["pending_jobs"])
-    text = _sf(testbed, cfg, "explain", "acct_c")
+    text = sf(testbed, cfg, "explain", "acct_c")
     assert "not demand:" in text and "begin-time=1" in text and "dependency=1" in text
-    why = _sf(testbed, cfg, "why", str(held[0]))
+    why = sf(testbed, cfg, "why", str(held[0]))
     assert "not counted as demand" in why
 
     # released: the next round counts them (acct_a gets a share and claims for its waiting jobs)
@@ -108,7 +106,7 @@ def test_jobs_over_their_qos_max_wall_are_not_demand(testbed, tmp_path):
         assert all(j not in (d.get("untyped_targets") or {}) for j in stuck)
         assert d["preemption"]["signalled"] == []
         assert "v100" not in (d["limits"].get("acct_b") or {}) or d["limits"]["acct_b"]["v100"] >= 6
-        why = _sf(testbed, cfg, "why", str(stuck[0]))
+        why = sf(testbed, cfg, "why", str(stuck[0]))
         assert "not counted as demand" in why and "QOSMaxWallDurationPerJobLimit" in why
         assert more_b
     finally:

@@ -7,9 +7,7 @@ as they would with Slurm alone."""
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
-import sys
 import time
 import tomllib
 from pathlib import Path
@@ -19,9 +17,7 @@ import pytest
 from slurm_fair import config as config_mod
 from slurm_fair.store import Store
 
-from .test_scenario_shares import CAPACITY, _in_use, _jobs_of
-
-PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]
+from .scenario import CAPACITY, PY, gpus_in_use, jobs_of, stop_daemon
 
 
 def _config(testbed, tmp_path: Path) -> Path:
@@ -56,22 +52,17 @@ def test_a_burst_into_the_idle_testbed_runs_at_once_on_every_type(testbed, tmp_p
         assert {t: int(n) for t, n in rooms.items()} == CAPACITY, line
         t0 = time.monotonic()
         jobs = [testbed.sbatch("acct_b", name="burst") for _ in range(sum(CAPACITY.values()))]
-        testbed.wait_for(lambda: len(_jobs_of(testbed, "acct_b", "R")) == len(jobs), 30,
+        testbed.wait_for(lambda: len(jobs_of(testbed, "acct_b", "R")) == len(jobs), 30,
                          what="all 16 burst jobs running")
         took = time.monotonic() - t0
-        assert _in_use(testbed)["acct_b"] == CAPACITY  # on every type, as many as it has
+        assert gpus_in_use(testbed)["acct_b"] == CAPACITY  # on every type, as many as it has
         for j in jobs:  # typed by job_submit.lua (and marked flexible), or left untyped within the #@untyped room
             info = testbed.job(j)
             typed = re.search(r"gpu:[A-Za-z]", info.get("TresPerNode") or info.get("Gres") or "") is not None
             assert "fair:flex" in (info.get("Comment") or "") or not typed, info
         print(f"\nburst: 16 untyped jobs submitted and running in {took:.1f} s, spread {CAPACITY}")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            rc = proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise
+        rc = stop_daemon(proc)
         testbed.cancel_all()
         if saved_map is None:
             c.type_map_path.unlink(missing_ok=True)

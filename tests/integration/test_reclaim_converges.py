@@ -14,12 +14,11 @@ stay the same round after round.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from slurm_fair import config as config_mod
 from slurm_fair.store import Store
 
-from .test_scenario_shares import PERIOD, TRAIN_SH, _config, _jobs_of, _sf
+from .scenario import PERIOD, checkpointing_flood, late_comers_config, sf
 
 CAPACITY = 16
 STEADY_ROUNDS = 3
@@ -43,27 +42,11 @@ def test_reclaimed_gpus_go_to_the_owed_job(testbed, tmp_path):
 
 
 def _scenario(testbed, tmp_path):
-    cfg = _config(testbed, tmp_path)
+    cfg = late_comers_config(testbed, tmp_path)
     c = config_mod.load(cfg)
-    type_map = c.type_map_path
-    saved_map = type_map.read_bytes() if type_map.exists() else None
-    ckpts: list[Path] = []
-    try:
-        type_map.unlink(missing_ok=True)
-        _sf(testbed, cfg, "daemon", "--once")
-        flood = []
-        train = testbed.job_file(TRAIN_SH)
-        for i in range(CAPACITY):
-            ckpt = testbed.jobdir / f"ckpt-{tmp_path.name}-{i}.state"
-            ckpt.unlink(missing_ok=True)
-            ckpts.append(ckpt)
-            flood.append(testbed.sbatch("acct_a", name="flood", extra=["--requeue", "--open-mode=append"],
-                                        command=f"export CKPT={ckpt} STEPS=100000 STEP_SECONDS=0.5; "
-                                                f"exec bash {train}"))
-        testbed.wait_for(lambda: len(_jobs_of(testbed, "acct_a", "R")) == len(flood), 60,
-                         what="the flood running on every GPU")
+    with checkpointing_flood(testbed, cfg, tmp_path, CAPACITY) as flood:
         testbed.wait_scheduled()
-        _sf(testbed, cfg, "daemon", "--once")
+        sf(testbed, cfg, "daemon", "--once")
         third = [testbed.sbatch("acct_b", name="third", command="sleep 900") for _ in range(2)]
         owed = testbed.sbatch("acct_c", gpus=4, name="owed", command="sleep 900")
         testbed.wait_scheduled()
@@ -73,7 +56,7 @@ def _scenario(testbed, tmp_path):
         try:
             for rnd in range(1, 9):
                 t0 = time.monotonic()
-                _sf(testbed, cfg, "daemon", "--once")
+                sf(testbed, cfg, "daemon", "--once")
                 time.sleep(3)
                 g = _guarantees(store)
                 requeued = [j for j in flood if _restarts(testbed, j) > 0]
@@ -98,7 +81,7 @@ def _scenario(testbed, tmp_path):
             seen = []
             for _ in range(STEADY_ROUNDS):
                 t0 = time.monotonic()
-                _sf(testbed, cfg, "daemon", "--once")
+                sf(testbed, cfg, "daemon", "--once")
                 seen.append(_guarantees(store))
                 time.sleep(max(0.0, PERIOD - (time.monotonic() - t0)))
             states = {j: testbed.job(j).get("JobState") for j in flood + third + [owed]}
@@ -107,12 +90,3 @@ def _scenario(testbed, tmp_path):
                 {j: _restarts(testbed, j) for j in flood}
         finally:
             store.close()
-    finally:
-        testbed.cancel_all()
-        if saved_map is None:
-            type_map.unlink(missing_ok=True)
-        else:
-            type_map.write_bytes(saved_map)
-        for ck in ckpts:
-            ck.unlink(missing_ok=True)
-            Path(str(ck) + ".tmp").unlink(missing_ok=True)

@@ -18,77 +18,20 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
-import tomllib
-from pathlib import Path
-
-import pytest
 
 from slurm_fair import config as config_mod
 from slurm_fair.store import Store
 
-PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]
-TRAIN_SH = Path(__file__).resolve().parents[2] / "contrib" / "checkpoint" / "train.sh"
-CAPACITY = {"a100": 4, "v100": 6, "k80": 6}
+from .scenario import (CAPACITY, PERIOD, checkpointing_flood, gpus_in_use, idle_gpus, jobs_of,
+                       late_comers_config, sf)
+
 ROUNDS = 6
-PERIOD = 10.0
-
-
-def _config(testbed, tmp_path: Path) -> Path:
-    base = tomllib.loads(Path(testbed.env["SLURM_FAIR_CONFIG"]).read_text())
-    for section, key in (("submit", "type_map"), ("hooks", "spool")):
-        if not base.get(section, {}).get(key):
-            pytest.skip(f"the testbed has no {section}.{key}: restart it (testbed.sh down; up) to install it")
-    base.setdefault("daemon", {}).update(database=str(tmp_path / "sf.sqlite"), period=300, dry_run=False)
-    # upgrade_cost 0: a requeue must pay (issue 28); these jobs ran seconds, checkpoint and restart at no cost
-    base["preemption"] = {"enabled": True, "grace": 5, "min_runtime": 0, "upgrade_cost": 0}
-    path = tmp_path / "slurm-fair.toml"
-    path.write_text(config_mod.render(config_mod.from_dict(base).as_dict()))
-    return path
-
-
-def _sf(testbed, cfg: Path, *args: str) -> str:
-    r = subprocess.run([*PY, *args, "--config", str(cfg)], env=testbed.env, capture_output=True, text=True,
-                       timeout=180)
-    assert r.returncode == 0, f"slurm-fair {' '.join(args)} exited {r.returncode}\n{r.stdout}\n{r.stderr}"
-    return r.stdout
 
 
 def _limits(testbed) -> dict[str, dict[str, int]]:
     """account -> type -> GrpTRES limit as Slurm has it now (per type; the gres/gpu total left out)."""
     return {a: {t: n for t, n in row.items() if t != "*"} for a, row in testbed.gpu_limits().items()}
-
-
-def _in_use(testbed) -> dict[str, dict[str, int]]:
-    """account -> type -> GPUs held by running jobs (the type they really got, also for untyped requests)."""
-    use: dict[str, dict[str, int]] = {}
-    out = testbed.run(["squeue", "-h", "-t", "R", "-o", "%a|%i"]).stdout
-    for line in out.splitlines():
-        acct, jid = line.split("|")
-        alloc = testbed.job(int(jid)).get("AllocTRES", "") or testbed.job(int(jid)).get("TRES", "")
-        for item in alloc.split(","):
-            k, _, v = item.partition("=")
-            if k.startswith("gres/gpu:"):
-                t = k.split(":", 1)[1]
-                use.setdefault(acct, {})[t] = use.get(acct, {}).get(t, 0) + int(v)
-    return use
-
-
-def _idle(testbed) -> dict[str, int]:
-    """type -> GPUs free now (sinfo: configured minus allocated, usable nodes)."""
-    out = testbed.run(["sinfo", "-h", "-N", "-O", "NodeList:|,StateCompact:|,Gres:|,GresUsed:"]).stdout
-    idle: dict[str, int] = {}
-    for line in out.splitlines():
-        _n, state, gres, used = (line.split("|") + ["", "", ""])[:4]
-        if state.rstrip("*~#!%$@^-") not in ("idle", "mix", "alloc"):
-            continue
-        conf = {m.group(1): int(m.group(2)) for m in re.finditer(r"gpu:([A-Za-z0-9_.-]+):(\d+)", gres)}
-        busy = {m.group(1): int(m.group(2)) for m in re.finditer(r"gpu:([A-Za-z0-9_.-]+):(\d+)", used)}
-        for t, c in conf.items():
-            idle[t] = idle.get(t, 0) + c - busy.get(t, 0)
-    return idle
 
 
 def _pending(testbed, account: str | None = None) -> list[tuple[str, str]]:
@@ -109,13 +52,8 @@ def _waiting_types(testbed) -> set[str]:
 
 def _asked(testbed, account: str, gpu_type: str) -> int:
     """GPUs of ``account``'s running and pending 1-GPU jobs typed ``gpu_type``."""
-    running = _in_use(testbed).get(account, {}).get(gpu_type, 0)
+    running = gpus_in_use(testbed).get(account, {}).get(gpu_type, 0)
     return running + sum(1 for _a, t in _pending(testbed, account) if t == gpu_type)
-
-
-def _jobs_of(testbed, account: str, state: str) -> list[int]:
-    out = testbed.run(["squeue", "-h", "-A", account, "-t", state, "-o", "%i"]).stdout
-    return [int(x) for x in out.split()]
 
 
 def _output(testbed, job_id: int) -> str:
@@ -124,33 +62,16 @@ def _output(testbed, job_id: int) -> str:
 
 
 def test_flood_then_fair_shares_with_preemption(testbed, tmp_path):
-    cfg = _config(testbed, tmp_path)
+    cfg = late_comers_config(testbed, tmp_path)
     c = config_mod.load(cfg)
-    type_map = c.type_map_path
-    saved_map = type_map.read_bytes() if type_map.exists() else None
-    ckpts: list[Path] = []
-    try:
-        # 1. a first round with nobody's jobs: the map lends every GPU
-        type_map.unlink(missing_ok=True)
-        _sf(testbed, cfg, "daemon", "--once")
-        assert type_map.exists()
-        # 2. the flood: typed by job_submit.lua from the map's rooms, spread over every type, all running
-        flood = []
-        train = testbed.job_file(TRAIN_SH)
-        for i in range(sum(CAPACITY.values())):
-            ckpt = testbed.jobdir / f"ckpt-{tmp_path.name}-{i}.state"
-            ckpt.unlink(missing_ok=True)
-            ckpts.append(ckpt)
-            flood.append(testbed.sbatch("acct_a", name="flood", extra=["--requeue", "--open-mode=append"],
-                                        command=f"export CKPT={ckpt} STEPS=100000 STEP_SECONDS=0.5; "
-                                                f"exec bash {train}"))
-        testbed.wait_for(lambda: len(_jobs_of(testbed, "acct_a", "R")) == len(flood), 60,
-                         what="the flood running on every GPU")
-        spread = _in_use(testbed)["acct_a"]
+    # 1. a first round with nobody's jobs: the map lends every GPU; 2. the flood: typed by job_submit.lua from
+    # the map's rooms, spread over every type, all running
+    with checkpointing_flood(testbed, cfg, tmp_path, sum(CAPACITY.values())) as flood:
+        spread = gpus_in_use(testbed)["acct_a"]
         assert spread == CAPACITY, spread  # untyped jobs landed on every type
         assert all("fair:flex" in testbed.job(j).get("Comment", "") for j in flood)
         testbed.wait_scheduled()
-        _sf(testbed, cfg, "daemon", "--once")  # only acct_a has jobs: it is guaranteed everything
+        sf(testbed, cfg, "daemon", "--once")  # only acct_a has jobs: it is guaranteed everything
 
         # 3. the late accounts: typed and untyped jobs (job_submit.lua types the untyped ones)
         late = {"acct_b": [], "acct_c": []}
@@ -175,14 +96,14 @@ def test_flood_then_fair_shares_with_preemption(testbed, tmp_path):
         try:
             for rounds in range(1, ROUNDS + 1):
                 t0 = time.monotonic()
-                _sf(testbed, cfg, "daemon", "--once")
+                sf(testbed, cfg, "daemon", "--once")
                 time.sleep(3)  # a scheduling pass after the round's changes
                 rnd = store.rounds(limit=1)[0]
                 guarantee = {}
                 for p in store.placements(rnd["id"]):
                     guarantee.setdefault(p["account"], {})[p["gpu_type"]] = p["real"]
-                lim, use = _limits(testbed), _in_use(testbed)
-                idle, waiting = _idle(testbed), _waiting_types(testbed)
+                lim, use = _limits(testbed), gpus_in_use(testbed)
+                idle, waiting = idle_gpus(testbed), _waiting_types(testbed)
                 seen.append(f"round {rounds + 2}: guarantees {guarantee} limits {lim} in use {use} idle {idle} "
                             f"waiting {waiting}")
                 # the late accounts run at least their guarantee, as far as their jobs ask for each type
@@ -199,7 +120,7 @@ def test_flood_then_fair_shares_with_preemption(testbed, tmp_path):
         guarantee, lim, use = held
 
         # every preemption: signalled, then requeued after the grace; the job saved a checkpoint
-        ex = json.loads(_sf(testbed, cfg, "explain", "acct_a", "--json"))
+        ex = json.loads(sf(testbed, cfg, "explain", "acct_a", "--json"))
         pre = ex["preemptions"]
         assert pre, "acct_a ran above its share but nothing was preempted"
         requeued = [p for p in pre if p["state"] == "requeued"]
@@ -214,26 +135,17 @@ def test_flood_then_fair_shares_with_preemption(testbed, tmp_path):
             assert times["requeued"] - times["signalled"] >= 5 - 0.5, p  # the grace was waited
             out = _output(testbed, p["job_id"])
             assert "got USR1" in out and "checkpoint saved at step" in out, out
-        text = _sf(testbed, cfg, "explain", "acct_a")
+        text = sf(testbed, cfg, "explain", "acct_a")
         for p in pre:
             assert f"job {p['job_id']}" in text
 
         # 4. the late accounts leave: acct_a's share returns and each preempted job resumes from its checkpoint
         testbed.run(["scancel", *map(str, late["acct_b"] + late["acct_c"])])
-        testbed.wait_for(lambda: not (_jobs_of(testbed, "acct_b", "R,PD,CG") + _jobs_of(testbed, "acct_c", "R,PD,CG")),
+        testbed.wait_for(lambda: not (jobs_of(testbed, "acct_b", "R,PD,CG") + jobs_of(testbed, "acct_c", "R,PD,CG")),
                          60, what="late jobs gone")
         testbed.wait_scheduled()
-        _sf(testbed, cfg, "daemon", "--once")
+        sf(testbed, cfg, "daemon", "--once")
         for p in requeued:
             testbed.wait_for(lambda: "resumed from step" in _output(testbed, p["job_id"]).split("got USR1")[-1],
                              90, what=f"job {p['job_id']} resumed from its checkpoint")
             assert "(restart 1)" in _output(testbed, p["job_id"]).split("resumed from step")[-1].splitlines()[0]
-    finally:
-        testbed.cancel_all()
-        if saved_map is None:
-            type_map.unlink(missing_ok=True)
-        else:
-            type_map.write_bytes(saved_map)
-        for ck in ckpts:
-            ck.unlink(missing_ok=True)
-            Path(str(ck) + ".tmp").unlink(missing_ok=True)

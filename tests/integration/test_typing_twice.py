@@ -19,9 +19,7 @@ count).
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
-import sys
 import time
 import tomllib
 from pathlib import Path
@@ -32,9 +30,8 @@ from slurm_fair import config as config_mod
 from slurm_fair.store import Store
 
 from .test_partitions import SCRIPT, install_lua
-from .test_scenario_shares import CAPACITY, _idle, _in_use, _jobs_of
+from .scenario import CAPACITY, PY, gpus_in_use, idle_gpus, jobs_of, stop_daemon
 
-PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]
 PERIOD = 10.0
 SAMPLES = 8  # samples of idle GPUs and waiting jobs after the late accounts submit, ~3 s apart
 STUCK_S = PERIOD + 3.0  # a GPU idle this long while a job that could use it waits is a failure
@@ -96,10 +93,10 @@ def _one_try(testbed, folder: Path, label: str) -> list[str]:
         assert "#@map " in c.type_map_path.read_text(), c.type_map_path.read_text()
         flood = [testbed.sbatch("acct_a", name="flood") for _ in range(sum(CAPACITY.values()))]
         time.sleep(6.0)  # the first poll after the flood (polls every 5 s), and a scheduling pass
-        testbed.wait_for(lambda: len(_jobs_of(testbed, "acct_a", "R")) == len(flood), 15,
+        testbed.wait_for(lambda: len(jobs_of(testbed, "acct_a", "R")) == len(flood), 15,
                          what=f"{label}: the 16 flood jobs running after the first poll "
-                              f"(idle {_idle(testbed)}, waiting {_waiting(testbed)})")
-        spread = _in_use(testbed).get("acct_a", {})
+                              f"(idle {idle_gpus(testbed)}, waiting {_waiting(testbed)})")
+        spread = gpus_in_use(testbed).get("acct_a", {})
         assert spread == CAPACITY, f"{label}: the flood did not fill every type: {spread}"
         log.append(f"{label}: flood of {len(flood)} running, spread {spread}")
         log.append("  map before the late jobs: " + " | ".join(
@@ -114,11 +111,11 @@ def _one_try(testbed, folder: Path, label: str) -> list[str]:
         worst = 0.0
         for i in range(SAMPLES):
             now = time.monotonic()
-            idle, waiting = _idle(testbed), _waiting(testbed)
+            idle, waiting = idle_gpus(testbed), _waiting(testbed)
             stuck = _stuck(idle, waiting)
             since = {t: since.get(t, now) for t in stuck}
             worst = max([worst] + [now - t0 for t0 in since.values()])
-            log.append(f"{label} sample {i}: idle {idle} in use {_in_use(testbed)} stuck {stuck} waiting "
+            log.append(f"{label} sample {i}: idle {idle} in use {gpus_in_use(testbed)} stuck {stuck} waiting "
                        + " ".join(f"{j}:{a}:{g or 'untyped'}{':flex' if f else ''}:{r}" for j, a, g, f, r in waiting))
             if stuck:
                 log.append("  map: " + " | ".join(ln for ln in c.type_map_path.read_text().splitlines()
@@ -129,12 +126,7 @@ def _one_try(testbed, folder: Path, label: str) -> list[str]:
             time.sleep(3.0)
         log.append(f"{label}: longest idle-while-waiting {worst:.1f} s")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            rc = proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise
+        rc = stop_daemon(proc)
         testbed.cancel_all()
     assert rc == 0, proc.stderr.read()[-2000:]
     # taken off as an admin would before a new install: a new database facing the old one's limits would take

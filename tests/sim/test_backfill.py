@@ -11,7 +11,8 @@ import pytest
 from slurm_fair.cluster.base import ANY_GPU
 from slurm_fair.errors import InputError
 from slurm_fair.daemon.plan.backfill import Plan
-from slurm_fair.sim.cluster import Run, SimCluster, cluster_spec
+from slurm_fair.sim.cluster import SimCluster, cluster_spec
+from slurm_fair.sim.jobs import Run
 from slurm_fair.sim.traces import TraceJob
 
 # steps/s of a whole job: "fast" does 10 steps/s on a V100 and 1 on a K80, so work = 10 x seconds on a V100

@@ -60,7 +60,7 @@ def test_the_command_passes_dry_run_through():
     from click.testing import CliRunner
 
     from slurm_fair.cli import main
-    from slurm_fair.sim.traces import generate
+    from slurm_fair.sim.synthetic_trace import generate
 
     args = ["simulate", "--generate", "12", "--seed", "3", "--gen-accounts", "3", "--rate", "4", "--mean-duration", "3600",
             "--cluster", "k80=8,v100=8", "--policy", "gavel", "--json"]

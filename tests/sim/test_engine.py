@@ -13,7 +13,9 @@ from slurm_fair.cli import main
 from slurm_fair.errors import InputError
 from slurm_fair.sim.cluster import cluster_spec
 from slurm_fair.sim.engine import EPOCH, simulate
-from slurm_fair.sim.traces import Trace, TraceJob, generate, write_csv
+from slurm_fair.sim.csv_trace import write_csv
+from slurm_fair.sim.synthetic_trace import generate
+from slurm_fair.sim.traces import Trace, TraceJob
 from slurm_fair.store import Store
 
 GAVEL = Path("/work/shared/data/gavel")

@@ -30,7 +30,7 @@ import pytest
 
 from slurm_fair.sim.cluster import cluster_spec
 from slurm_fair.sim.engine import simulate
-from slurm_fair.sim.traces import read_gavel
+from slurm_fair.sim.gavel_trace import read_gavel
 
 GAVEL = Path("/work/shared/data/gavel")
 THROUGHPUTS = GAVEL / "physical_cluster_throughputs.json"

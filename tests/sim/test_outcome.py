@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_fair.sim.cluster import Run as _Run
+from slurm_fair.sim.jobs import Run as _Run
 from slurm_fair.sim.outcome import Ratios, extremes, goal_verdicts, job_deltas, restarts
 
 

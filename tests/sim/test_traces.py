@@ -13,6 +13,7 @@ import pytest
 
 from slurm_fair.profiling import shipped as profiles
 from slurm_fair.errors import InputError
+from slurm_fair.sim import csv_trace, gavel_trace, synthetic_trace
 from slurm_fair.sim import traces as T
 from slurm_fair.sim.traces import Trace, TraceJob
 
@@ -42,7 +43,7 @@ def _lines(path: Path) -> list[list[str]]:
 def test_gavel_file_accounts_per_file():
     path = GAVEL / "traces" / "ed69ec.trace"
     lines = _lines(path)
-    trace = T.read_gavel(path, GAVEL_JSON)
+    trace = gavel_trace.read_gavel(path, GAVEL_JSON)
     assert len(trace.jobs) == len(lines) == 951
     assert trace.accounts() == ("acct-ed69ec",)
     assert [j.submit for j in trace.jobs] == sorted(float(c[5]) for c in lines)
@@ -68,8 +69,8 @@ def test_gavel_file_accounts_per_file():
 @needs_gavel
 def test_gavel_files_accounts_per_job():
     paths = [GAVEL / "traces" / "ed69ec.trace", GAVEL / "traces" / "795a4c.trace"]
-    by_file = T.read_gavel(paths, GAVEL_JSON)
-    by_job = T.read_gavel(paths, GAVEL_JSON, accounts="job")
+    by_file = gavel_trace.read_gavel(paths, GAVEL_JSON)
+    by_job = gavel_trace.read_gavel(paths, GAVEL_JSON, accounts="job")
     n = sum(len(_lines(p)) for p in paths)
     assert len(by_job.jobs) == len(by_file.jobs) == n
     assert by_file.accounts() == ("acct-795a4c", "acct-ed69ec")
@@ -89,7 +90,7 @@ def test_gavel_scale_factors_name_classes_and_use_measured_throughputs(tmp_path)
     assert {int(c[6]) for c in multi} == {2, 4, 8}
     path = tmp_path / "multi.trace"
     path.write_text("".join("\t".join(c) + "\n" for c in multi))
-    trace = T.read_gavel(path, GAVEL_JSON)
+    trace = gavel_trace.read_gavel(path, GAVEL_JSON)
     assert len(trace.jobs) == len(multi)
     for job in trace.jobs:
         c = multi[int(job.id.rsplit("-", 1)[1]) - 1]
@@ -98,7 +99,7 @@ def test_gavel_scale_factors_name_classes_and_use_measured_throughputs(tmp_path)
         assert dict(trace.throughput[job.cls]) == {g: v for g, v in nulls[(c[0], sf)].items() if v > 0}
     # the CSV format holds per-GPU throughputs; Gavel's measured multi-GPU ones are not linear
     with pytest.raises(InputError, match="linear"):
-        T.render_csv(trace)
+        csv_trace.render_csv(trace)
 
 
 @needs_gavel
@@ -108,7 +109,7 @@ def test_gavel_job_type_never_measured_at_its_scale_factor_is_an_error():
     line, cells = next((n, c) for n, c in enumerate(_lines(path), 1)
                        if not any(v > 0 for v in nulls.get((c[0], int(c[6])), {}).values()))
     with pytest.raises(InputError) as e:
-        T.read_gavel(path, GAVEL_JSON)
+        gavel_trace.read_gavel(path, GAVEL_JSON)
     assert e.value.field == f"{path} line {line} job type"
     assert e.value.value == cells[0]
     assert f"scale factor {int(cells[6])}" in e.value.problem
@@ -118,16 +119,16 @@ def test_gavel_job_type_never_measured_at_its_scale_factor_is_an_error():
 
 
 def test_csv_round_trip_of_a_generated_trace(tmp_path):
-    trace = T.generate(seed=7, jobs=400, accounts=5, rate=30.0, mean_duration=1800.0)
+    trace = synthetic_trace.generate(seed=7, jobs=400, accounts=5, rate=30.0, mean_duration=1800.0)
     usable = trace.throughput[trace.jobs[3].cls]
     typed_type = sorted(usable)[0]
     jobs = list(trace.jobs)
     jobs[3] = replace(jobs[3], gpu_type=typed_type)  # one typed request
     trace = replace(trace, jobs=tuple(jobs))
-    T.write_csv(trace, tmp_path / "t.csv", tmp_path / "p.csv")
+    csv_trace.write_csv(trace, tmp_path / "t.csv", tmp_path / "p.csv")
     assert (tmp_path / "t.csv").read_text().splitlines()[0] == "submit_time,account,class,gpus,work,gpu_type,time_limit"
     assert (tmp_path / "p.csv").read_text().splitlines()[0] == "class,gpu_type,throughput"
-    back = T.read_csv(tmp_path / "t.csv", tmp_path / "p.csv")
+    back = csv_trace.read_csv(tmp_path / "t.csv", tmp_path / "p.csv")
     assert back.jobs == trace.jobs
     assert back.throughput == {c: trace.throughput[c] for c in trace.classes()}
     assert back.jobs[3].gpu_type == typed_type
@@ -151,22 +152,22 @@ def test_time_limits_a_user_would_ask_for():
     assert Trace((TraceJob("a", 0, "x", "c", 1, 9000.0, "v100", 2250.0),), thr, "t").jobs[0].time_limit == 2250.0
     with pytest.raises(InputError):
         Trace((TraceJob("a", 0, "x", "c", 1, 9000.0, None, 0.0),), thr, "t")
-    gen = T.generate(seed=1, jobs=50, accounts=2, rate=10.0, mean_duration=3600.0)
+    gen = synthetic_trace.generate(seed=1, jobs=50, accounts=2, rate=10.0, mean_duration=3600.0)
     assert all(j.time_limit == T.asked_limit(j.work, gen.throughput[j.cls]) for j in gen.jobs)
 
 
 def test_csv_time_limit_column():
-    trace = T.parse_csv("submit_time,account,class,gpus,work,time_limit\n0,a,m,1,10,60\n1,a,m,1,10,\n",
+    trace = csv_trace.parse_csv("submit_time,account,class,gpus,work,time_limit\n0,a,m,1,10,60\n1,a,m,1,10,\n",
                         "class,gpu_type,throughput\nm,k80,1\n")
     assert [j.time_limit for j in trace.jobs] == [60.0, None]
     with pytest.raises(InputError) as e:
-        T.parse_csv("submit_time,account,class,gpus,work,time_limit\n0,a,m,1,10,soon\n",
+        csv_trace.parse_csv("submit_time,account,class,gpus,work,time_limit\n0,a,m,1,10,soon\n",
                     "class,gpu_type,throughput\nm,k80,1\n", trace_name="t.csv")
     assert e.value.field == "t.csv line 2 time_limit"
 
 
 def test_csv_linear_scaling_and_free_column_order():
-    trace = T.parse_csv(
+    trace = csv_trace.parse_csv(
         "gpus,work,class,account,submit_time,gpu_type\n4,100,m,a,5,\n1,10,m,b,0,v100\n\n2,7,n,a,5,k80\n",
         "throughput,class,gpu_type\n1.5,m,k80\n2.5,m,v100\n3,n,k80\n3,unused,k80\n",
     )
@@ -183,9 +184,9 @@ def test_csv_linear_scaling_and_free_column_order():
 
 
 def test_generator_is_deterministic():
-    a = T.generate(seed=3, jobs=300, accounts=4, rate=12.0, mean_duration=600.0)
-    b = T.generate(seed=3, jobs=300, accounts=4, rate=12.0, mean_duration=600.0)
-    c = T.generate(seed=4, jobs=300, accounts=4, rate=12.0, mean_duration=600.0)
+    a = synthetic_trace.generate(seed=3, jobs=300, accounts=4, rate=12.0, mean_duration=600.0)
+    b = synthetic_trace.generate(seed=3, jobs=300, accounts=4, rate=12.0, mean_duration=600.0)
+    c = synthetic_trace.generate(seed=4, jobs=300, accounts=4, rate=12.0, mean_duration=600.0)
     assert a == b
     assert a.jobs != c.jobs
     assert [j.id for j in a.jobs] == [f"job-{k}" for k in range(1, 301)]
@@ -193,7 +194,7 @@ def test_generator_is_deterministic():
 
 def test_generator_distributions():
     n, rate, mean, accounts = 20_000, 40.0, 5000.0, 8
-    trace = T.generate(seed=11, jobs=n, accounts=accounts, rate=rate, mean_duration=mean)
+    trace = synthetic_trace.generate(seed=11, jobs=n, accounts=accounts, rate=rate, mean_duration=mean)
     sizes = Counter(j.gpus for j in trace.jobs)
     assert set(sizes) == {1, 2, 4, 8}
     for gpus, share in {1: 0.70, 2: 0.10, 4: 0.15, 8: 0.05}.items():  # Philly's job sizes
@@ -210,7 +211,7 @@ def test_generator_distributions():
     shipped: dict[str, dict[str, float]] = {}
     for r in profiles.load_shipped():
         shipped.setdefault(r["class"], {})[r["gpu_type"]] = r["throughput"]
-    assert T.shipped_classes() == shipped
+    assert synthetic_trace.shipped_classes() == shipped
     for j in trace.jobs:
         base = j.cls.removesuffix(f"-x{j.gpus}") if j.gpus > 1 else j.cls
         assert dict(trace.throughput[j.cls]) == {t: v * j.gpus for t, v in shipped[base].items()}
@@ -219,8 +220,8 @@ def test_generator_distributions():
 
 def test_generator_with_given_classes():
     classes = {"b": {"x": 2.0, "y": 0.0}, "a": {"x": 1.0, "y": 4.0}}
-    trace = T.generate(seed=5, jobs=200, accounts=2, classes=classes, rate=60.0, mean_duration=100.0)
-    again = T.generate(seed=5, jobs=200, accounts=2, classes=dict(reversed(classes.items())), rate=60.0,
+    trace = synthetic_trace.generate(seed=5, jobs=200, accounts=2, classes=classes, rate=60.0, mean_duration=100.0)
+    again = synthetic_trace.generate(seed=5, jobs=200, accounts=2, classes=dict(reversed(classes.items())), rate=60.0,
                        mean_duration=100.0)
     assert trace.jobs == again.jobs  # the mapping's order does not change the draw
     for j in trace.jobs:
@@ -297,7 +298,7 @@ def test_bad_csv(tmp_path, trace_text, profiles_text, file, field):
     (tmp_path / "t.csv").write_text(trace_text)
     (tmp_path / "p.csv").write_text(profiles_text)
     with pytest.raises(InputError) as e:
-        T.read_csv(tmp_path / "t.csv", tmp_path / "p.csv")
+        csv_trace.read_csv(tmp_path / "t.csv", tmp_path / "p.csv")
     assert e.value.field == f"{tmp_path / file} {field}".rstrip()
 
 
@@ -308,14 +309,14 @@ def test_csv_that_is_not_utf8(tmp_path, file):
     path = tmp_path / file
     path.write_bytes(path.read_bytes() + b"caf\xe9,k80,1\n")
     with pytest.raises(InputError) as e:
-        T.read_csv(tmp_path / "t.csv", tmp_path / "p.csv")
+        csv_trace.read_csv(tmp_path / "t.csv", tmp_path / "p.csv")
     assert e.value.field == f"{path} line 3" and "UTF-8" in e.value.problem
 
 
 def test_missing_file(tmp_path):
     (tmp_path / "p.csv").write_text(PROFILES_OK)
     with pytest.raises(InputError) as e:
-        T.read_csv(tmp_path / "nope.csv", tmp_path / "p.csv")
+        csv_trace.read_csv(tmp_path / "nope.csv", tmp_path / "p.csv")
     assert e.value.field == str(tmp_path / "nope.csv") and "cannot be read" in e.value.problem
 
 
@@ -332,7 +333,7 @@ def _gavel_line(jt="Model (batch size 8)", steps="100", arrival="0.000000", sf="
 def test_gavel_synthetic_ok(tmp_path):
     (tmp_path / "vc.trace").write_text(_gavel_line() + _gavel_line(sf="2", arrival="3.5"))
     (tmp_path / "t.json").write_text(json.dumps(JSON_OK))
-    trace = T.read_gavel([tmp_path / "vc.trace"], tmp_path / "t.json")
+    trace = gavel_trace.read_gavel([tmp_path / "vc.trace"], tmp_path / "t.json")
     assert trace.jobs == (TraceJob("vc-1", 0.0, "acct-vc", "model-bs8", 1, 100.0, None, 3600.0),
                           TraceJob("vc-2", 3.5, "acct-vc", "model-bs8-x2", 2, 100.0, None, 3600.0))
     assert trace.throughput == {"model-bs8": dict.fromkeys(("k80", "p100", "v100"), 2.0),
@@ -357,7 +358,7 @@ def test_bad_gavel_trace(tmp_path, text, field):
     (tmp_path / "vc.trace").write_text(text)
     (tmp_path / "t.json").write_text(json.dumps(JSON_OK))
     with pytest.raises(InputError) as e:
-        T.read_gavel(tmp_path / "vc.trace", tmp_path / "t.json")
+        gavel_trace.read_gavel(tmp_path / "vc.trace", tmp_path / "t.json")
     assert e.value.field == f"{tmp_path / 'vc.trace'} {field}".rstrip()
 
 
@@ -365,7 +366,7 @@ def test_gavel_trace_that_is_not_utf8(tmp_path):
     (tmp_path / "vc.trace").write_bytes(_gavel_line().encode() + _gavel_line(jt="Caf\xe9").encode("latin-1"))
     (tmp_path / "t.json").write_text(json.dumps(JSON_OK))
     with pytest.raises(InputError) as e:
-        T.read_gavel(tmp_path / "vc.trace", tmp_path / "t.json")
+        gavel_trace.read_gavel(tmp_path / "vc.trace", tmp_path / "t.json")
     assert e.value.field == f"{tmp_path / 'vc.trace'} line 2" and "UTF-8" in e.value.problem
 
 
@@ -385,7 +386,7 @@ def test_bad_gavel_json(tmp_path, content, field):
     (tmp_path / "vc.trace").write_text(_gavel_line())
     (tmp_path / "t.json").write_bytes(content)
     with pytest.raises(InputError) as e:
-        T.read_gavel(tmp_path / "vc.trace", tmp_path / "t.json")
+        gavel_trace.read_gavel(tmp_path / "vc.trace", tmp_path / "t.json")
     assert e.value.field == f"{tmp_path / 't.json'} {field}".rstrip()
 
 
@@ -393,15 +394,15 @@ def test_bad_gavel_arguments(tmp_path):
     (tmp_path / "vc.trace").write_text(_gavel_line())
     (tmp_path / "t.json").write_text(json.dumps(JSON_OK))
     with pytest.raises(InputError) as e:
-        T.read_gavel(tmp_path / "vc.trace", tmp_path / "t.json", accounts="user")
+        gavel_trace.read_gavel(tmp_path / "vc.trace", tmp_path / "t.json", accounts="user")
     assert e.value.field == "accounts"
     with pytest.raises(InputError) as e:
-        T.read_gavel([], tmp_path / "t.json")
+        gavel_trace.read_gavel([], tmp_path / "t.json")
     assert e.value.field == "paths"
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "vc.trace").write_text(_gavel_line())
     with pytest.raises(InputError) as e:  # two files with one stem would give two jobs the same id
-        T.read_gavel([tmp_path / "vc.trace", tmp_path / "other" / "vc.trace"], tmp_path / "t.json")
+        gavel_trace.read_gavel([tmp_path / "vc.trace", tmp_path / "other" / "vc.trace"], tmp_path / "t.json")
     assert e.value.field == str(tmp_path / "other" / "vc.trace")
 
 
@@ -421,12 +422,12 @@ def test_bad_gavel_arguments(tmp_path):
 def test_bad_generator_arguments(change, field):
     args = dict(seed=1, jobs=10, accounts=2, rate=10.0, mean_duration=60.0) | change
     with pytest.raises(InputError) as e:
-        T.generate(**args)
+        synthetic_trace.generate(**args)
     assert e.value.field == field
 
 
 def test_render_refuses_classes_not_named_after_their_gpus():
     trace = Trace((TraceJob("a", 0.0, "x", "c", 2, 1.0),), {"c": {"k80": 2.0}}, "test")
     with pytest.raises(InputError) as e:
-        T.render_csv(trace)
+        csv_trace.render_csv(trace)
     assert e.value.field == "class 'c'"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How long the preemption decision (slurm_fair.daemon.preemption.decide.decide) takes as the cluster grows.
 
-Usage: python3 benchmarks/bench_preempt.py [--repeat N]
+Usage: python3 benchmarks/preempt.py [--repeat N]
 
 Random cluster: R running 1-GPU jobs spread over A accounts and 3 GPU types, P pending jobs (a quarter
 untyped), limits that leave half of the accounts above their limit and half under it, and 100 open

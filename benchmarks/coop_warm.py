@@ -2,7 +2,7 @@
 """oef-coop cold against warm (seeded with the previous solve's binding envy rows, as the daemon does from
 round to round; issue 9 item 3).
 
-Usage: python3 benchmarks/bench_coop_warm.py [--n 100,1000] [--k 10] [--seed 0] [--change 0.02]
+Usage: python3 benchmarks/coop_warm.py [--n 100,1000] [--k 10] [--seed 0] [--change 0.02]
 
 Two kinds of instance, k GPU types, fixed seeds:
 - ``plain``: the solver alone (``_coop_fast``), no demands — n unweighted users with monotone speed-ups

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How long the rounding placer (one round) and the fairness checks take as the cluster grows.
 
-Usage: python3 benchmarks/bench_rounding_fairness.py [--repeat N]
+Usage: python3 benchmarks/rounding_fairness.py [--repeat N]
 
 Also: one round's envy and sharing-incentive violation counts (``daemon.plan.round_fairness``) at up to 2000
 tenants x 10 types, on a random fractional allocation within random demands and its rounding.

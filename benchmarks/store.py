@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How long the store takes to record one allocation round, and to import/export profiles.
 
-Usage: python3 benchmarks/bench_store.py [--dir DIR]   (a file database in DIR, WAL, as the daemon uses it)
+Usage: python3 benchmarks/store.py [--dir DIR]   (a file database in DIR, WAL, as the daemon uses it)
 
 A round here writes what the daemon writes: shares (accounts x classes x GPU types), placements and applied
 limits (accounts x GPU types), the whole deviation state, deficits, managed accounts and two events, all in

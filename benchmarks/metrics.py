@@ -2,7 +2,7 @@
 """What the daemon's /metrics costs: the refresh after a round (read the store, compute the families) and one
 scrape over HTTP, at growing numbers of accounts.
 
-Usage: python3 benchmarks/bench_metrics.py [--dir DIR] [--types N] [--repeat R]
+Usage: python3 benchmarks/metrics.py [--dir DIR] [--types N] [--repeat R]
 
 Each size records one round the way the daemon does (placements per account and type; details with the
 capacity, deviations, GPUs in use and pending GPUs), 20 preemptions per account, then times ``Exporter.refresh``
