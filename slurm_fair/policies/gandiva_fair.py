@@ -49,7 +49,7 @@ import numpy as np
 
 from .. import lp
 from ..model import Allocation, Problem, VirtualUsers
-from ._common import capped_note, clean, finish
+from .common import capped_note, clean, finish
 from .equal_share import share_arrays
 from .base import Policy
 

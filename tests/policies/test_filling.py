@@ -115,7 +115,7 @@ def test_fast_filling_agrees_with_the_cvxpy_form(seed, type_demand):
 def test_min_spend_is_the_two_row_lp_optimum(seed):
     """The closed form the price bounds rest on: the least cost at prices p of reaching a level within a
     demand equals the LP min p·x s.t. a·x >= need, Σx <= dem, x >= 0 (scipy), for every class."""
-    from slurm_fair.policies._filling import _min_spend
+    from slurm_fair.policies.filling import _min_spend
 
     rng = np.random.default_rng(seed)
     n, k = 12, 5

@@ -1,11 +1,11 @@
 """Progressive filling through cvxpy, one LP per level and test: the reference form shared by
 ``oef-noncoop`` (:func:`oef_noncoop.solve_arrays_cvxpy`) and ``gavel`` (:func:`gavel.solve_cvxpy`), run when a
-cvxpy solver is named (``--solver``); the default is the live-HiGHS filling of ``_filling``.
+cvxpy solver is named (``--solver``); the default is the live-HiGHS filling of ``filling``.
 
 Each round: solve ``max t`` (every active class at ``ref_l · t``, the frozen ones at their throughput f_l)
 with the named solver; the candidates (``candidates``) are re-checked against HiGHS's own value of the level
 (the lift tests have feasible sets without interior, which interior-point solvers cannot solve accurately),
-and the joint lift LPs of ``_common._blocked`` keep those that cannot rise. With ``own_caps`` (oef-noncoop)
+and the joint lift LPs of ``common._blocked`` keep those that cannot rise. With ``own_caps`` (oef-noncoop)
 a blocked class is frozen only when one more lift LP without its own caps shows that they are what stops it
 (otherwise the round ends the filling: the rest share the level); without it (gavel) every blocked class is
 frozen. The loop ends when no class is frozen in a round or none is active.
@@ -19,7 +19,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from .. import lp
-from ._common import TEST_SOLVER, _blocked, lift_test
+from .common import TEST_SOLVER, _blocked, lift_test
 
 
 class Build(Protocol):

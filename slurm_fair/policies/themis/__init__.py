@@ -24,7 +24,7 @@ auctions.
    largest current ρ (of what they held last round; ∞ for an app holding nothing) bid; ties by the part of
    ρ already spent waiting (elapsed / T_id), then by the shortest T_id (the app whose ρ grows fastest while
    it waits), and every app tied on both with the last one in also bids (``bidders``); knob ``f`` (0.8).
-3. Partial-allocation auction among the bidders on the free GPUs (``_themis_pa``): bids are 1/ρ_i(u) =
+3. Partial-allocation auction among the bidders on the free GPUs (``auction``): bids are 1/ρ_i(u) =
    T_id · u / (elapsed · u + W) with u the app's total throughput (its leased GPUs plus the new ones):
    G_pf = argmax Π_i (1/ρ_i)^{w_i} (line 6; an exponential-cone program, Eisenberg–Gale on throughput
    when nothing is held and nobody has waited); for each bidder the same without it (line 7); bidder i
@@ -63,13 +63,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import lp
-from ..fairness import bundle_values
-from ..model import DEFAULT_REMAINING, Allocation, Problem
-from . import _themis_pa as pa
-from ._common import TOL, at_caps, capped_note, clean, fill_idle, finish
-from .base import Policy
-from .bud import CONIC, DEFAULT_SOLVER
+from ... import lp
+from ...fairness import bundle_values
+from ...model import DEFAULT_REMAINING, Allocation, Problem
+from . import auction as pa
+from ..common import TOL, at_caps, capped_note, clean, fill_idle, finish
+from ..base import Policy
+from ..bud import CONIC, DEFAULT_SOLVER
 
 NAME = "themis"
 F = 0.8  # fairness knob: the 1 - F fraction of apps with the worst rho bid in each round (paper: 0.8)
@@ -210,7 +210,7 @@ def solve(problem: Problem, solver: str | None = None, warm: Any = None, f: floa
           lease_s: float = LEASE_S, work_conserving: bool = False) -> Allocation:
     """One Themis round (module docstring); ``warm``: the previous round's state (with ``dt``)."""
     if not (0.0 <= f < 1.0):
-        from ..errors import InputError
+        from ...errors import InputError
         raise InputError("themis f", f, "must be in [0, 1)")
     named = solver is not None and str(solver).strip()
     lp.pick_solver(solver if named else DEFAULT_SOLVER)

@@ -1,16 +1,16 @@
 """Second stage of cooperative OEF (eq. 10): of the optima, the one nearest in L1 to a previous allocation.
 
-Module ``._stable`` explains why; the first stage is :mod:`._coop_fast`. Envy rows are in the aggregated form of
-:mod:`._coop_classes` (one variable t per speed direction shared by two users or more; the same feasible set).
+Module ``.stable`` explains why; the first stage is :mod:`.fast`. Envy rows are in the aggregated form of
+:mod:`.classes` (one variable t per speed direction shared by two users or more; the same feasible set).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SolverError
-from ..stdio import new_highs
-from . import _coop_classes as _cc
+from ...errors import SolverError
+from ...stdio import new_highs
+from . import classes as _cc
 
 STABLE_REL = 1e-12  # second stage: relative slack of the first objective (HiGHS tolerances are 1e-9 absolute)
 _STABLE_TOL = 1e-9  # second stage: envy violation (scaled units) accepted as satisfied
@@ -23,7 +23,7 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
     throughput >= (1 - STABLE_REL) * S.x_opt that are envy-free, the one with the least L1 distance to ``prev``
     (NaN rows: no distance term). ``rows``: the first stage's final model (its directions and envy rows, to start
     from). Envy rows are aggregated over users of one speed direction as in the first stage (module
-    ``_coop_classes``). Returns (x, LP rounds). Raises SolverError if HiGHS fails."""
+    ``classes``). Returns (x, LP rounds). Raises SolverError if HiGHS fails."""
     import highspy
 
     n, k = S.shape
@@ -131,7 +131,7 @@ def nearest_merged(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarra
     Exact. Let g be such a group: S_l = a_l D for l in g, and p_l = w_l b (or no distance term for any l in g).
     For any allocation x that is envy-free with total throughput >= the bound, its symmetrization
     x'_l = (w_l / W_g) sum_{l' in g} x_l' (W_g = sum w_l) is envy-free with the same total (the merge proof of
-    ``_coop_fast._merged_generation`` holds for any set of users of one direction) and no farther from p:
+    ``fast._merged_generation`` holds for any set of users of one direction) and no farther from p:
     sum_l |x'_l - p_l| = |y_g - W_g b| <= sum_l |x_l - p_l| (triangle inequality on sum_l (x_l - w_l b) =
     y_g - W_g b, y_g = sum x_l). So some nearest optimum is symmetric in every group, and the symmetric
     allocations are exactly the splits of the merged problem's allocations y, at distance sum_g |y_g - W_g b_g|:

@@ -46,8 +46,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import SolverError
-from ..stdio import new_highs
+from ...errors import SolverError
+from ...stdio import new_highs
 
 _PTOL = 1e-9  # HiGHS primal/dual feasibility tolerance (scaled units)
 _CAP_TOL = 1e-6  # GPUs: a class this close to its demand or a type cap is at its caps

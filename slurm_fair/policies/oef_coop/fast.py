@@ -18,9 +18,9 @@ model**:
 0. Users with proportional speed vectors (one *direction*: S_l = a_l D_c) are merged into one user of weight
    sum w_l and split by weight afterwards (:func:`_merged_generation`, issue 31; same optimum value, proof
    there): a site with a few dozen job models solves an LP of a few dozen users whatever its tenant count.
-   Without repeated directions nothing changes. The second stage (module ``_coop_nearest``) merges the users
+   Without repeated directions nothing changes. The second stage (module ``nearest``) merges the users
    of one direction that also had one previous bundle per weight (exact, proof in ``nearest_merged``) and
-   keeps the others apart, sharing one variable per direction (module ``_coop_classes``: m·n + n rows
+   keeps the others apart, sharing one variable per direction (module ``classes``: m·n + n rows
    instead of n(n-1)).
 1. Reductions that keep the optimum (proofs in the comments below): a user gets nothing on a type it
    cannot use (no column for S_lj = 0); some optimum uses all capacity of every usable type, and there
@@ -60,12 +60,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..catalog import SOLVERS
-from ..errors import InputError, SolverError
-from ..stdio import new_highs
-from . import _coop_classes as _cc
-from . import _coop_nearest as _cn
-from ._coop_nearest import STABLE_REL, nearest  # noqa: F401  (the second stage; STABLE_REL re-exported)
+from ...catalog import SOLVERS
+from ...errors import InputError, SolverError
+from ...stdio import new_highs
+from . import classes as _cc
+from . import nearest as _cn
+from .nearest import STABLE_REL, nearest  # noqa: F401  (the second stage; STABLE_REL re-exported)
 
 #: cvxpy solvers accepted by name (plain form); HIGHS means the fast method of this module.
 CVXPY_SOLVERS = tuple(n for n in SOLVERS if n != "HIGHS")  # the plain form through cvxpy (one list: catalog.SOLVERS)
@@ -89,7 +89,7 @@ class SolveInfo:
     # solve of a similar problem seeded with them (``seed=``) starts near the end (empty for the plain form)
     binding: tuple[tuple[int, int], ...] = ()
     seeded: int = 0  # envy rows taken from ``seed`` (0: cold start, similarity seeding only)
-    # second stage (``previous=``, :mod:`._stable`): LP rounds it took (0: not run) and the L1 distance to the
+    # second stage (``previous=``, :mod:`..stable`): LP rounds it took (0: not run) and the L1 distance to the
     # previous allocation before and after it (on the rows the previous allocation knows)
     stable_rounds: int = 0
     moved_before: float = 0.0
@@ -160,7 +160,7 @@ def solve_with_info(
 
     ``merge``: users of one speed direction are solved as one merged user and split by weight
     (:func:`_merged_generation`); ``aggregate`` without ``merge``: they share one variable t (module
-    ``_coop_classes``); neither: every user its own envy rows (the solver before issue 31). Same optimum
+    ``classes``); neither: every user its own envy rows (the solver before issue 31). Same optimum
     value in all three (proofs in the docstrings; tests/policies/test_coop_classes.py compares them), but not
     the same optimum: the merged one gives the users of a direction one bundle per weight. ``merge=None`` (the
     policy's default): merged above ``MERGE_ABOVE`` users, where the per-user solve is slow; every user its own
@@ -247,7 +247,7 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     var[vl, vj] = np.arange(nv, dtype=np.int32)
     has = usable.any(axis=1)
     # Enviers: one per direction of the speed vectors (on the usable types), users of one direction share a
-    # variable t_e (module _coop_classes: same feasible set, same optimum); without repeated directions the
+    # variable t_e (module classes: same feasible set, same optimum); without repeated directions the
     # rows are exactly the per-user rows.
     dirs = _cc.directions(np.where(usable, S, 0.0), has, nv, aggregate)
     m_env = dirs.m
@@ -431,7 +431,7 @@ def _merged_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbour
 
     Without repeated directions this is :func:`_highs_generation` itself (same rows, same optimum vertex). The
     binding rows returned are user pairs of the directions' first users; the model returned for the second
-    stage is in the t form (module ``_coop_classes``) with the class rows (e, i) for every user i of a
+    stage is in the t form (module ``classes``) with the class rows (e, i) for every user i of a
     direction that bound e in the merged problem."""
     n, k = S.shape
     usable = (S > 0) & (c > 0)[None, :]
@@ -514,7 +514,7 @@ def plain_lp(S, w, c, solver: str | None = None) -> np.ndarray:
     :func:`slurm_fair.lp.solve`: any status but optimal is a SolverError."""
     import cvxpy as cp
 
-    from .. import lp
+    from ... import lp
 
     S, w, c = (np.asarray(v, dtype=float) for v in (S, w, c))
     n, k = S.shape
