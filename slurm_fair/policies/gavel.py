@@ -39,7 +39,8 @@ from ..errors import SolverError
 from . import filling, leximin
 from .stable import Previous, nearest_levels
 from ..model import Allocation, Problem
-from .common import TOL, allocation_variable, fill_idle, level_program, capacity_constraint, at_caps, capped_note, clean, finish, throughput_expr
+from .common import TOL, allocation_variable, fill_idle, capacity_constraint, at_caps, capped_note, clean, finish, throughput_expr
+from .leximin import level_program
 from .equal_share import share_arrays
 from .base import Policy
 

@@ -24,8 +24,8 @@ by freezing a solver vertex:
 3. Stop when no active user is capped: the rest share the final level exactly.
 
 The tests of step 2 are LPs too: only users with a cap tight in the level solution are candidates; joint
-"lift" LPs (``common._blocked``) drop those that can still rise; each remaining one gets one LP without
-its own caps. They run on HiGHS (``common.TEST_SOLVER``), see there why.
+"lift" LPs (``leximin._blocked``) drop those that can still rise; each remaining one gets one LP without
+its own caps. They run on HiGHS (``leximin.TEST_SOLVER``), see there why.
 
 The outcome depends only on the throughput levels, never on which optimal vertex a solver returns.
 Guarantees under caps: no user gets more GPUs than its demand or more of a type than its cap there; all
@@ -74,7 +74,8 @@ from . import filling, leximin
 from .stable import Previous, nearest_levels
 from ..errors import SolverError
 from ..model import Allocation, Problem
-from .common import TOL, allocation_variable, type_caps, level_program, capacity_constraint, capped_note, clean, finish, throughput_expr
+from .common import TOL, allocation_variable, type_caps, capacity_constraint, capped_note, clean, finish, throughput_expr
+from .leximin import level_program
 from .base import Policy
 
 NAME = "oef-noncoop"
