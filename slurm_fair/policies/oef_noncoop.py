@@ -176,16 +176,9 @@ def _fast(speed, weight, capacity, demand, type_cap, previous=None, notes=None, 
     return x, [int(i) for i in np.flatnonzero(capped)]
 
 
-def solve_arrays_cvxpy(
-    speed: np.ndarray,
-    weight: np.ndarray,
-    capacity: np.ndarray,
-    demand: np.ndarray | None = None,
-    solver: str | None = None,
-    timer: lp.Timer | None = None,
-    type_cap: np.ndarray | None = None,
-) -> tuple[np.ndarray, list[int]]:
-    """Eq. 9 with caps by progressive filling, one cvxpy LP per level and test (the reference form)."""
+def solve_arrays_cvxpy(speed, weight, capacity, demand, solver, timer, type_cap) -> tuple[np.ndarray, list[int]]:
+    """Eq. 9 with caps by progressive filling, one cvxpy LP per level and test (the reference form): what
+    :func:`solve_arrays` runs when a solver is named, on its arguments."""
     n, _ = speed.shape
     demand = np.full(n, np.inf) if demand is None else np.asarray(demand, dtype=float)
     has_tcap = np.zeros(n, dtype=bool) if type_cap is None else (np.isfinite(type_cap) & (speed > 0)).any(axis=1)

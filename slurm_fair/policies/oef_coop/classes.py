@@ -23,7 +23,7 @@ are never merged. A rounding boundary between two nearly proportional vectors on
 same optimum).
 
 An envy row is named (e, i): envier e (a direction index) and envied user i. Pure numpy in and out, apart from
-the HiGHS model ``h`` the row builders write into.
+the HiGHS model ``h`` the row builders write into and :func:`solved`, one round of either stage's loop.
 """
 
 from __future__ import annotations
@@ -31,6 +31,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from ...errors import SolverError
+
+
+def solved(h, what: str, rounds: int):
+    """Run the HiGHS model ``h`` (one round of a row-generation loop); its solution when HiGHS reached the optimum,
+    else SolverError naming ``what`` and the round."""
+    import highspy
+
+    h.run()
+    status = h.getModelStatus()
+    if status != highspy.HighsModelStatus.kOptimal:
+        raise SolverError(f"{what}: HiGHS ended with {h.modelStatusToString(status)} in round {rounds}")
+    return h.getSolution()
 
 
 @dataclass(frozen=True)

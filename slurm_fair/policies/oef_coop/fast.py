@@ -328,11 +328,7 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     budget = np.minimum(max(1, int(cuts_per_user)) * dirs.size, n - 1)
     while True:
         rounds += 1
-        h.run()
-        status = h.getModelStatus()
-        if status != highspy.HighsModelStatus.kOptimal:
-            raise SolverError(f"cooperative OEF: HiGHS ended with {h.modelStatusToString(status)} in round {rounds}")
-        sol = h.getSolution()
+        sol = _cc.solved(h, "cooperative OEF", rounds)
         colv = np.asarray(sol.col_value)
         X[vl, vj] = colv[:nv]
         np.maximum(X, 0.0, out=X)

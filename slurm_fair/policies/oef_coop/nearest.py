@@ -95,11 +95,7 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
     rounds = 0
     while True:
         rounds += 1
-        h.run()
-        status = h.getModelStatus()
-        if status != highspy.HighsModelStatus.kOptimal:
-            raise SolverError(f"stable optimum: HiGHS ended with {h.modelStatusToString(status)} in round {rounds}")
-        colv = np.asarray(h.getSolution().col_value)
+        colv = np.asarray(_cc.solved(h, "stable optimum", rounds).col_value)
         xv = colv[:nv].copy()
         xv[dv] += pk[dv] - colv[nv:nv + nd]  # x = p + u - v
         X[vl, vj] = xv
