@@ -9,7 +9,7 @@ import pytest
 from scipy.optimize import linprog
 
 from slurm_fair.policies import filling, gavel, oef_noncoop
-from slurm_fair.policies.filling import _first_columns
+from slurm_fair.policies.filling import columns
 
 
 def leximin_reference(speed, ref, capacity, demand, type_cap):
@@ -113,8 +113,8 @@ def test_column_generation_path_is_exact(seed):
     type_cap = np.full((n, k), np.inf)
     s = capacity.sum() / n
     usable = (speed > 0) & (type_cap > 0)
-    assert usable.sum() > filling._CG_MIN * n
-    first = _first_columns(speed * s / ref[:, None], demand / s, type_cap / s, usable)
+    assert usable.sum() > columns.CG_MIN * n
+    first = columns.first_columns(speed * s / ref[:, None], demand / s, type_cap / s, usable)
     assert first.sum() < usable.sum()
     want = leximin_reference(speed, ref, capacity, demand, type_cap)
     res = filling.fill(speed, ref, capacity, demand, type_cap)
@@ -149,9 +149,9 @@ def test_column_generation_with_sampled_prices_equals_the_full_model(monkeypatch
     vu = instance(120, 10, 3).virtual_users()
     s = vu.capacity.sum() / vu.n
     usable = (vu.speed > 0) & (vu.type_cap > 0)
-    assert filling._sample_prices(vu.speed * s / vu.weight[:, None], usable, vu.capacity / s) is not None
+    assert columns.sample_prices(vu.speed * s / vu.weight[:, None], usable, vu.capacity / s) is not None
     demand = vu.demand if demands else np.full(vu.n, np.inf)
     cg = filling.fill(vu.speed, vu.weight, vu.capacity, demand, vu.type_cap)
-    monkeypatch.setattr(filling, "_CG_MIN", np.inf)
+    monkeypatch.setattr(columns, "CG_MIN", np.inf)
     full = filling.fill(vu.speed, vu.weight, vu.capacity, demand, vu.type_cap)
     np.testing.assert_allclose((cg.x * vu.speed).sum(axis=1), (full.x * vu.speed).sum(axis=1), rtol=1e-6, atol=1e-7)

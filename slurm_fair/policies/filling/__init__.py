@@ -29,15 +29,15 @@ Few stages (notes/progressive-filling.md):
 * In each stage LP (max t), a class whose level row has a positive dual is blocked (complementary
   slackness: its row is tight in every optimum), and at least one has (the duals of the active level rows
   sum to 1).
-* Column generation (when classes can use more than ``_CG_MIN`` types on average): the model starts with a
-  few (class, type) pairs per class (``_first_columns``); after each exact solve the missing pairs are priced
-  with its duals and those with a positive reduced cost are added (warm re-solve), and after ``_CG_ROUNDS``
+* Column generation (when classes can use more than ``columns.CG_MIN`` types on average): the model starts with a
+  few (class, type) pairs per class (``columns.first_columns``); after each exact solve the missing pairs are priced
+  with its duals and those with a positive reduced cost are added (warm re-solve), and after ``columns.CG_ROUNDS``
   such rounds all the rest, so every stage, successful try and final solve is optimal over all pairs. A batch
   try is priced only when it falls short (a success over some pairs is one over all).
 
 The result is the leximin (max-min fair) vector of levels; ``oef-noncoop`` derives eq. 9's common level
 from it, ``gavel`` hands out idle GPUs after it. The callers verify their result against the definition
-(:func:`verify`) before using it.
+(:func:`.check.verify`) before using it.
 """
 
 from __future__ import annotations
@@ -48,13 +48,12 @@ import numpy as np
 
 from ...errors import SolverError
 from ...stdio import new_highs
+from . import columns
+from .bounds import own_best, price_bounds
+from .check import at_caps, below_caps, verify  # noqa: F401  (the callers' check, with the filling)
 
 _PTOL = 1e-9  # HiGHS primal/dual feasibility tolerance (scaled units)
-_CAP_TOL = 1e-6  # GPUs: a class this close to its demand or a type cap is at its caps
 _TRY_ITERS = 3000  # simplex iterations a batch try may take before it counts as "too far"
-_CG_MIN = 5.0  # column generation when classes can use more than this many types on average
-_CG_ROUNDS = 3  # pricing rounds before every missing pair is added (later solves are small warm ones)
-_CG_FIRST = 2  # pairs per class in the first model besides its fastest type (best by comparative advantage)
 
 
 @dataclass(frozen=True)
@@ -65,140 +64,6 @@ class Filled:
     level: float  # the last common level (u_l / r_l of the classes never frozen), unscaled; stopped early: the highest frozen level
     stages: int  # stage LPs
     lps: int  # LP solves in all (stages, batch tries, final)
-
-
-def own_best(speed: np.ndarray, demand: np.ndarray, type_cap: np.ndarray) -> np.ndarray:
-    """(n,) the most throughput each class can get within its own caps (fastest types first); inf when
-    it has no finite cap on a usable type and no finite demand."""
-    n, k = speed.shape
-    out = np.zeros(n)
-    order = np.argsort(-speed, axis=1, kind="stable")
-    left = np.array(demand, dtype=float)
-    for c in range(k):
-        j = order[:, c]
-        s = speed[np.arange(n), j]
-        cap = type_cap[np.arange(n), j]
-        take = np.where(s > 0, np.minimum(cap, left), 0.0)
-        with np.errstate(invalid="ignore"):
-            out += np.where(take > 0, s * take, 0.0)
-        with np.errstate(invalid="ignore"):  # inf - inf for a class with no finite demand: stays unlimited
-            left = left - np.where(s > 0, take, 0.0)
-    return out
-
-
-def _min_spend(a: np.ndarray, p: np.ndarray, need: np.ndarray, dem: np.ndarray) -> np.ndarray:
-    """(n,) the least each class must spend at prices ``p`` to reach level ``need`` with at most ``dem`` GPUs
-    (per-type caps relaxed, so it is a lower bound): min p·x s.t. a·x >= need, Σx <= dem, x >= 0. A
-    two-row LP, so an optimum uses one type or two with both rows tight (closed forms, vectorized)."""
-    n, k = a.shape
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per = np.where(a > 0, need[:, None] / a, np.inf)  # GPUs of type j alone
-        single = np.where(per <= dem[:, None] * (1 + 1e-12), p[None, :] * per, np.inf)
-        best = single.min(axis=1)
-        fin = np.isfinite(dem)
-        if fin.any():
-            for i in range(k):
-                for j in range(k):
-                    if i == j:
-                        continue
-                    ai, aj = a[:, i], a[:, j]
-                    xi = (need - aj * dem) / (ai - aj)  # both rows tight
-                    ok = fin & (ai > aj) & (aj > 0) & (xi >= 0) & (xi <= dem)
-                    cost = p[i] * xi + p[j] * (dem - xi)
-                    best = np.where(ok, np.minimum(best, cost), best)
-    best = np.where(need > 0, best, 0.0)
-    # unreachable within the demand (cannot happen for a level a class holds; be safe): the cheapest unit price
-    unit = np.where(a > 0, p[None, :] / np.where(a > 0, a, 1.0), np.inf).min(axis=1)
-    return np.where(np.isfinite(best), best, np.where(np.isfinite(unit), need * unit, 0.0))
-
-
-def _price_bounds(a: np.ndarray, p: np.ndarray, budget: float, need: np.ndarray, dem: np.ndarray) -> np.ndarray:
-    """Upper bound on each class's level from prices ``p`` (see the module docstring); ``a`` (n, k) level
-    per GPU of each type (0 = unusable), ``need`` each class's current level, ``dem`` demands (scaled)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        spend = _min_spend(a, p, need, dem)
-        bud = budget - (spend.sum() - spend)  # what is left for each class
-        bud = np.maximum(bud, 0.0)
-        best = np.zeros(a.shape[0])
-        pj = np.broadcast_to(p, a.shape)
-        # single types: min(budget / p_j, demand) GPUs of type j
-        gpus = np.where(pj > 0, bud[:, None] / pj, np.inf)
-        gpus = np.minimum(gpus, dem[:, None])
-        single = np.where(a > 0, a * gpus, 0.0)
-        best = np.nanmax(np.where(np.isnan(single), 0.0, single), axis=1)
-        # pairs with both the budget and the demand tight
-        fin = np.isfinite(dem)
-        if fin.any():
-            k = a.shape[1]
-            for i in range(k):
-                for j in range(k):
-                    if p[i] <= p[j]:
-                        continue
-                    xi = (bud - p[j] * dem) / (p[i] - p[j])
-                    ok = fin & (xi >= 0) & (xi <= dem) & (a[:, i] > 0) & (a[:, j] > 0)
-                    val = a[:, i] * xi + a[:, j] * (dem - xi)
-                    best = np.where(ok, np.maximum(best, val), best)
-    return best
-
-
-def _sample_prices(a: np.ndarray, usable: np.ndarray, capacity: np.ndarray) -> np.ndarray | None:
-    """Capacity prices of max t s.t. every class of a random 1/8 sample (at least 40) gets level t, with
-    1/8 of each type's GPUs (no demands, so capacity binds): a guess of what each type is worth, for
-    choosing the first pairs. None when the instance is too small to sample."""
-    import highspy
-
-    live = np.flatnonzero(usable.any(axis=1))
-    m = max(40, live.size // 8)
-    if live.size < 2 * m:
-        return None
-    pick = np.sort(np.random.default_rng(0).choice(live, m, replace=False))
-    r, c = np.nonzero(usable[pick])
-    nv = r.size
-    h = new_highs()
-    inf = highspy.kHighsInf
-    h.addVars(nv + 1, np.zeros(nv + 1), np.full(nv + 1, inf))
-    h.changeColCost(nv, 1.0)
-    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
-    for j in range(a.shape[1]):  # capacity rows
-        cs = np.flatnonzero(c == j).astype(np.int32)
-        h.addRow(-inf, float(capacity[j]) * m / live.size, cs.size, cs, np.ones(cs.size))
-    for q in range(m):  # level rows: a·x - t >= 0
-        cs = np.flatnonzero(r == q)
-        h.addRow(0.0, inf, cs.size + 1, np.append(cs, nv).astype(np.int32), np.append(a[pick[q], c[cs]], -1.0))
-    h.run()
-    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        return None
-    return np.abs(np.asarray(h.getSolution().row_dual)[:a.shape[1]])
-
-
-def _first_columns(a: np.ndarray, dem: np.ndarray, cap: np.ndarray, usable: np.ndarray,
-                   capacity: np.ndarray | None = None) -> np.ndarray:
-    """(n, k) bool: the pairs the model starts with. Per class its fastest type, every type its own best
-    uses (fastest first within its caps), and the _CG_FIRST types with the most level per unit of price
-    (prices from :func:`_sample_prices` when ``capacity`` is given and the instance is big enough, else each
-    type's median level per GPU: comparative advantage, where a class's GPUs go at a max-min optimum)."""
-    n, k = a.shape
-    out = np.zeros((n, k), dtype=bool)
-    live = usable.any(axis=1)
-    out[np.arange(n), np.argmax(a, axis=1)] = True
-    price = _sample_prices(a, usable, capacity) if capacity is not None else None
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if price is None or not (price > 0).any():
-            price = np.array([np.median(a[usable[:, j], j]) if usable[:, j].any() else 1.0 for j in range(k)])
-        price = np.maximum(price, 1e-9 * price.max())
-        rel = np.where(usable, a / price[None, :], -np.inf)
-    top = np.argsort(-rel, axis=1, kind="stable")[:, :_CG_FIRST]
-    out[np.arange(n)[:, None], top] = True
-    # own best: fastest types first, each up to its cap, until the demand is covered
-    order = np.argsort(-a, axis=1, kind="stable")
-    left = np.where(np.isfinite(dem), dem, np.inf)
-    for c in range(k):
-        j = order[:, c]
-        take = usable[np.arange(n), j] & (left > 1e-12)
-        out[np.arange(n)[take], j[take]] = True
-        with np.errstate(invalid="ignore"):
-            left = np.where(take, left - np.minimum(cap[np.arange(n), j], left), left)
-    return out & usable & live[:, None]
 
 
 def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.ndarray, type_cap: np.ndarray,
@@ -235,10 +100,10 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         bound[idx] = own[idx] / (ref[idx] * T0)
     dem_s = demand / s
 
-    # Column generation: the model starts with a few (class, type) pairs per class (``_first_columns``);
+    # Column generation: the model starts with a few (class, type) pairs per class (``columns.first_columns``);
     # after every optimal solve the missing pairs are priced with its duals and those with a positive reduced
     # cost are added, so each answer used is optimal over all pairs (the full LP's optimum).
-    inset = _first_columns(A, dem_s, type_cap / s, usable, capacity / s) if usable.sum() > _CG_MIN * idx.size else usable.copy()
+    inset = columns.first_columns(A, dem_s, type_cap / s, usable, capacity / s) if usable.sum() > columns.CG_MIN * idx.size else usable.copy()
     rows, cols = np.nonzero(inset)  # pair c = (rows[c], cols[c]) is HiGHS column c + 1; t is column 0
     nv = rows.size
     tcol = 0
@@ -310,7 +175,7 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
         yl = np.zeros(n)
         yl[idx] = y[base:base + idx.size]
         rc = cost - yc[None, :] - yd[:, None] - A * yl[:, None]
-        r, c = np.nonzero(usable & ~inset & ((rc > _PTOL) | (priced[0] >= _CG_ROUNDS)))
+        r, c = np.nonzero(usable & ~inset & ((rc > _PTOL) | (priced[0] >= columns.CG_ROUNDS)))
         if r.size == 0:
             return False
         priced[0] += 1
@@ -482,7 +347,7 @@ def fill(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.nd
             p[j] = abs(rd[r])
         need = np.where(active, t, flevel)
         need[~act0] = 0.0
-        pb = _price_bounds(A, p, float(p @ budget_cap), need, np.where(np.isfinite(dem_s), dem_s, np.inf))
+        pb = price_bounds(A, p, float(p @ budget_cap), need, np.where(np.isfinite(dem_s), dem_s, np.inf))
         nb = np.maximum(pb, t)
         bound = np.where(active, np.minimum(bound, nb), bound)
     if not stopped and not active.any() and not _final_ok(x_last):  # everybody froze; the last stage's point holds every level
@@ -510,77 +375,3 @@ def _common_decided(x: np.ndarray, speed: np.ndarray, demand: np.ndarray, type_c
     """Eq. 9's common level is decided at the point ``x`` of the filling: some frozen class is below its caps
     in ``x``. (See :func:`fill`'s ``common_stop``; the proof is in ``oef_noncoop``'s module docstring.)"""
     return bool((frozen & below_caps(x, speed, demand, type_cap)).any())
-
-
-def at_caps(x: np.ndarray, speed: np.ndarray, demand: np.ndarray, type_cap: np.ndarray, tol: float = _CAP_TOL) -> np.ndarray:
-    """(n,) bool: the class is at its demand or at one of its finite per-type caps in ``x``."""
-    fin = np.isfinite(type_cap) & (speed > 0)
-    return (np.isfinite(demand) & (x.sum(axis=1) >= demand - tol) & (demand > 0)) | (fin & (x >= type_cap - tol) & (type_cap > 0)).any(axis=1)
-
-
-def below_caps(x: np.ndarray, speed: np.ndarray, demand: np.ndarray, type_cap: np.ndarray,
-               tol: float = _CAP_TOL) -> np.ndarray:
-    """(n,) bool: the class is below its demand and below every finite per-type cap in ``x``."""
-    return ~at_caps(x, speed, demand, type_cap, tol)
-
-
-def verify(speed: np.ndarray, ref: np.ndarray, capacity: np.ndarray, demand: np.ndarray, type_cap: np.ndarray,
-           x: np.ndarray, capped: np.ndarray, *, equal_level: bool, work_conserving: bool, floor: np.ndarray | None = None,
-           what: str = "progressive filling", rel: float = 1e-6) -> None:
-    """Check ``x`` against the definition; raise SolverError naming the numbers when it does not hold.
-
-    Always: x >= 0, nothing on unusable types, capacity, per-type caps and demands; every ``capped`` class
-    sits at its demand or a per-type cap. ``equal_level`` (oef-noncoop): the other classes share one level
-    u_l / ref_l (to ``rel``) and the capped ones are at or below it. ``work_conserving`` (gavel): no GPU idle
-    while a class below its caps can use it. ``floor``: u_l >= floor_l (Gavel's capped equal share)."""
-    n, k = speed.shape
-    scale = max(1.0, float(capacity.max(initial=1.0)))
-    tol = rel * scale
-    bad = []
-    if (x < -1e-12).any() or (x[speed <= 0] > 1e-12).any():
-        bad.append("negative GPUs or GPUs on an unusable type")
-    over = x.sum(axis=0) - capacity
-    if (over > tol).any():
-        j = int(over.argmax())
-        bad.append(f"type {j}: {x[:, j].sum():.9g} GPUs > capacity {capacity[j]:g}")
-    tc = x - type_cap
-    if (tc > tol).any():
-        i, j = np.unravel_index(int(tc.argmax()), tc.shape)
-        bad.append(f"class {i} type {j}: {x[i, j]:.9g} GPUs > type cap {type_cap[i, j]:g}")
-    od = x.sum(axis=1) - demand
-    if (od > tol).any():
-        i = int(od.argmax())
-        bad.append(f"class {i}: {x[i].sum():.9g} GPUs > demand {demand[i]:g}")
-    finite_tc = np.isfinite(type_cap) & (speed > 0)
-    at = (np.isfinite(demand) & (x.sum(axis=1) >= demand - tol)) | (finite_tc & (x >= type_cap - tol)).any(axis=1)
-    live = (demand > 0) & (ref > 0) & ((speed > 0) & (type_cap > 0) & (capacity[None, :] > 0)).any(axis=1)
-    for i in np.flatnonzero(capped & ~at & live):
-        bad.append(f"class {i} counted as capped but below its caps ({x[i].sum():.9g} GPUs, demand {demand[i]:g})")
-        break
-    u = (x * speed).sum(axis=1)
-    lv = np.where(ref > 0, u / np.where(ref > 0, ref, 1.0), 0.0)
-    if equal_level:
-        free = np.flatnonzero(~capped & live)
-        if free.size:
-            hi, lo = float(lv[free].max()), float(lv[free].min())
-            if hi - lo > rel * max(1.0, hi):
-                bad.append(f"uncapped classes at different levels: {lo:.9g} (class {int(free[lv[free].argmin()])}) "
-                           f"to {hi:.9g} (class {int(free[lv[free].argmax()])})")
-            cl = np.flatnonzero(capped & (lv > hi + rel * max(1.0, hi)))
-            if cl.size:
-                bad.append(f"capped class {int(cl[0])} at level {lv[cl[0]]:.9g} above the common level {hi:.9g}")
-    if work_conserving:
-        idle = capacity - x.sum(axis=0)
-        room_d = demand - x.sum(axis=1)
-        for j in np.flatnonzero(idle > tol):
-            can = (speed[:, j] > 0) & (room_d > tol) & (x[:, j] < type_cap[:, j] - tol)
-            if can.any():
-                bad.append(f"{idle[j]:.9g} GPUs of type {j} idle while class {int(np.flatnonzero(can)[0])} can use them")
-                break
-    if floor is not None:
-        short = floor - u
-        if (short > rel * np.maximum(1.0, floor)).any():
-            i = int(short.argmax())
-            bad.append(f"class {i}: throughput {u[i]:.9g} below its floor {floor[i]:.9g}")
-    if bad:
-        raise SolverError(f"{what}: the result fails its definition: " + "; ".join(bad))
