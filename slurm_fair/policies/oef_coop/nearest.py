@@ -24,8 +24,6 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
     (NaN rows: no distance term). ``rows``: the first stage's final model (its directions and envy rows, to start
     from). Envy rows are aggregated over users of one speed direction as in the first stage (module
     ``classes``). Returns (x, LP rounds). Raises SolverError if HiGHS fails."""
-    import highspy
-
     n, k = S.shape
     known = ~np.isnan(prev).any(axis=1)
     if n == 0 or k == 0 or not known.any():
@@ -38,43 +36,7 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
         return x_opt, 0
     var = np.full((n, k), -1, dtype=np.int32)
     var[vl, vj] = np.arange(nv, dtype=np.int32)
-    inf = highspy.kHighsInf
-    # distance columns t for the variables of known rows; a known row's previous GPUs on a type it cannot use
-    # now (no variable) are a constant of the distance and left out
-    dv = np.nonzero(known[vl])[0]
-    nd = int(dv.size)
-    dirs = rows.dirs if rows is not None and rows.dirs is not None else None
-    if dirs is None:
-        dirs = _cc.directions(np.where(usable, S, 0.0), usable.any(axis=1), nv, aggregate)
-    # the t columns of the directions come after x and the distance columns here
-    dirs = _cc.Directions(dirs.cls, dirs.D, dirs.first, dirs.size,
-                          np.where(dirs.tcol >= 0, dirs.tcol + nd, -1), dirs.order, dirs.start)
-    # The distance without rows: a known variable is x = p + u - v with u >= 0 and 0 <= v <= p (so x >= 0),
-    # and the objective is sum u + v (= |x - p| at an optimum: lowering both u and v keeps every row and lowers
-    # the cost). The same LP as t >= x - p, t >= p - x with 2 rows per variable, with as many rows as the first
-    # stage instead (measured: 36 000 -> 6 000 rows, 1 000 tenants); column j holds u_j (or x_j for a variable of
-    # an unknown row), column nv + pos holds v_j. Rows written in x go through _Split, which rewrites them.
-    h0 = new_highs()
-    h0.setOptionValue("primal_feasibility_tolerance", 1e-9)
-    h0.setOptionValue("dual_feasibility_tolerance", 1e-9)
-    isk = known[vl]
-    h0.addCols(nv, isk.astype(float), np.zeros(nv), np.full(nv, inf), 0, np.zeros(nv, dtype=np.int32),
-               np.zeros(0, dtype=np.int32), np.zeros(0))
-    pk = np.where(isk, np.nan_to_num(prev[vl, vj]), 0.0)
-    h0.addCols(nd, np.ones(nd), np.zeros(nd), np.maximum(pk[dv], 0.0), 0, np.zeros(nd, dtype=np.int32),
-               np.zeros(0, dtype=np.int32), np.zeros(0))
-    h = _Split(h0, nv, dv, pk)
-    nt = _cc.add_t_columns(h, dirs, inf)
-    h.changeObjectiveSense(highspy.ObjSense.kMinimize)
-    # capacity
-    order = np.argsort(vj, kind="stable").astype(np.int32)
-    starts = np.searchsorted(vj[order], np.arange(k)).astype(np.int32)
-    h.addRows(k, np.full(k, -inf), c.astype(float), nv, starts, order, np.ones(nv))
-    # the first objective kept at its optimum
-    opt = float(np.sum(S * x_opt))
-    h.addRows(1, np.array([opt - STABLE_REL * max(1.0, abs(opt))]), np.array([inf]), nv, np.zeros(1, dtype=np.int32),
-              np.arange(nv, dtype=np.int32), S[vl, vj].astype(float))
-    _cc.add_member_rows(h, dirs, ws, var, inf)
+    h, inf, dirs, dv, nd, pk, nt = _model(S, c, x_opt, prev, known, ws, usable, vl, vj, var, rows, aggregate)
     m_env = dirs.m
     inmodel = np.zeros((m_env, n), dtype=bool)
     ie, ii0 = _cc.intra_pairs(dirs)
@@ -117,6 +79,55 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
         inmodel[li, ii] = True
         _cc.add_rows(h, dirs, ws, var, li, ii, inf)
     return X, rounds
+
+
+def _model(S, c, x_opt, prev, known, ws, usable, vl, vj, var, rows, aggregate):
+    """The second stage's model before any envy row: the distance columns, the t columns of the directions
+    (``rows``' or found again), capacity rows, the first objective kept at its optimum and the membership rows.
+    Returns (model, HiGHS' infinity, the directions with their t columns where they are in this model, the
+    known variables, their number, their previous values, t columns)."""
+    import highspy
+
+    n, k = S.shape
+    nv = int(vl.size)
+    inf = highspy.kHighsInf
+    # distance columns t for the variables of known rows; a known row's previous GPUs on a type it cannot use
+    # now (no variable) are a constant of the distance and left out
+    dv = np.nonzero(known[vl])[0]
+    nd = int(dv.size)
+    dirs = rows.dirs if rows is not None and rows.dirs is not None else None
+    if dirs is None:
+        dirs = _cc.directions(np.where(usable, S, 0.0), usable.any(axis=1), nv, aggregate)
+    # the t columns of the directions come after x and the distance columns here
+    dirs = _cc.Directions(dirs.cls, dirs.D, dirs.first, dirs.size,
+                          np.where(dirs.tcol >= 0, dirs.tcol + nd, -1), dirs.order, dirs.start)
+    # The distance without rows: a known variable is x = p + u - v with u >= 0 and 0 <= v <= p (so x >= 0),
+    # and the objective is sum u + v (= |x - p| at an optimum: lowering both u and v keeps every row and lowers
+    # the cost). The same LP as t >= x - p, t >= p - x with 2 rows per variable, with as many rows as the first
+    # stage instead (measured: 36 000 -> 6 000 rows, 1 000 tenants); column j holds u_j (or x_j for a variable of
+    # an unknown row), column nv + pos holds v_j. Rows written in x go through _Split, which rewrites them.
+    h0 = new_highs()
+    h0.setOptionValue("primal_feasibility_tolerance", 1e-9)
+    h0.setOptionValue("dual_feasibility_tolerance", 1e-9)
+    isk = known[vl]
+    h0.addCols(nv, isk.astype(float), np.zeros(nv), np.full(nv, inf), 0, np.zeros(nv, dtype=np.int32),
+               np.zeros(0, dtype=np.int32), np.zeros(0))
+    pk = np.where(isk, np.nan_to_num(prev[vl, vj]), 0.0)
+    h0.addCols(nd, np.ones(nd), np.zeros(nd), np.maximum(pk[dv], 0.0), 0, np.zeros(nd, dtype=np.int32),
+               np.zeros(0, dtype=np.int32), np.zeros(0))
+    h = _Split(h0, nv, dv, pk)
+    nt = _cc.add_t_columns(h, dirs, inf)
+    h.changeObjectiveSense(highspy.ObjSense.kMinimize)
+    # capacity
+    order = np.argsort(vj, kind="stable").astype(np.int32)
+    starts = np.searchsorted(vj[order], np.arange(k)).astype(np.int32)
+    h.addRows(k, np.full(k, -inf), c.astype(float), nv, starts, order, np.ones(nv))
+    # the first objective kept at its optimum
+    opt = float(np.sum(S * x_opt))
+    h.addRows(1, np.array([opt - STABLE_REL * max(1.0, abs(opt))]), np.array([inf]), nv, np.zeros(1, dtype=np.int32),
+              np.arange(nv, dtype=np.int32), S[vl, vj].astype(float))
+    _cc.add_member_rows(h, dirs, ws, var, inf)
+    return h, inf, dirs, dv, nd, pk, nt
 
 
 def nearest_merged(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev: np.ndarray,
