@@ -122,6 +122,8 @@ and over subsets it is exponential; the competitive ratio (Thm 2, Lemma 1) is pr
 primal-dual rule implemented here. Line 7–8 returns at the first job FIND_ALLOC turns away (ending the round);
 the text describes the choice "proceeding without selecting the job", which is what this does: the next job
 is considered. Preemption, checkpoints and re-deciding every round are the daemon's loop, not the policy's.
+
+Beneath this package: ``admit`` (the primal-dual admission rule: prices, FIND_ALLOC, FIND_SCHEDULE).
 """
 
 from __future__ import annotations

@@ -48,6 +48,10 @@ Partitioned mode (``partition_above`` > 0 and more classes than that; config ``[
 (:mod:`.partition`), each solved as above on its weight share of every GPU type, then ``upgrade_idle`` and
 ``fill_idle`` over the whole cluster. Faster, not exact: envy-freeness only within a group (the notes say
 so; loss measured in ``benchmarks/coop_scale.py``).
+
+Beneath this package: ``fast`` (the exact solver: row generation on a live HiGHS model), ``classes`` (envy
+rows shared by users of one speed direction), ``nearest`` (the second stage: of the optima, the nearest to
+last round's allocation), ``partition`` (the partitioned mode's groups).
 """
 
 from __future__ import annotations

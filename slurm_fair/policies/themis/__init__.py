@@ -53,6 +53,9 @@ back with ``dt``, the seconds since): ``version`` 2, ``leases`` ([app, GPU type,
 at most ``MAX_LEASES`` per app and type) and ``apps`` ({app: [elapsed, done]}); the state saved before
 (``held`` + one ``lease_age``) still loads, every held GPU taking that age. The allocation's ``warm`` is
 the next state. Cost: 1 + B exponential-cone solves for B bidders.
+
+Beneath this package: ``auction`` (the partial-allocation auction's programs), ``conic`` (its conic form,
+written straight for Clarabel).
 """
 
 from __future__ import annotations
