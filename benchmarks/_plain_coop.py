@@ -1,7 +1,7 @@
 """Reference formulations of cooperative OEF (paper eq. 10, weighted) used to check the fast solver.
 
 ``plain``: the textbook cvxpy model with every one of the n(n-1) envy constraints, solved by ECOS (or any
-cvxpy solver named) — the package's own ``_coop_fast.plain_lp``, written once. ``full_lp``: the same LP written as one sparse matrix and solved by
+cvxpy solver named) — the package's own ``coop_fast.plain_lp``, written once. ``full_lp``: the same LP written as one sparse matrix and solved by
 ``scipy.optimize.linprog(method="highs")``. Both are deliberately straightforward (no structure
 exploited) and only meant for tests and the solver benchmark.
 
@@ -17,8 +17,8 @@ from scipy.optimize import linprog
 
 
 def plain(speed, weight, capacity, solver: str = "ECOS") -> np.ndarray:
-    """The plain cvxpy form, the one in the package (``_coop_fast.plain_lp``)."""
-    from slurm_fair.policies._coop_fast import plain_lp
+    """The plain cvxpy form, the one in the package (``coop_fast.plain_lp``)."""
+    from slurm_fair.policies.oef_coop.fast import plain_lp
 
     return plain_lp(speed, weight, capacity, solver)
 

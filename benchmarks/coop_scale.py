@@ -40,7 +40,7 @@ from benchmarks.coop_warm import changed_philly  # noqa: E402
 from benchmarks.philly import instance  # noqa: E402
 from slurm_fair.cli.table import render  # noqa: E402
 from slurm_fair.policies import oef_coop  # noqa: E402
-from slurm_fair.policies._common import best_gpus  # noqa: E402
+from slurm_fair.policies.common import best_gpus  # noqa: E402
 
 SOLVES = ("cold", "warm same", "cold chg", "warm chg")
 

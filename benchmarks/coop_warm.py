@@ -5,7 +5,7 @@ round to round; issue 9 item 3).
 Usage: python3 benchmarks/coop_warm.py [--n 100,1000] [--k 10] [--seed 0] [--change 0.02]
 
 Two kinds of instance, k GPU types, fixed seeds:
-- ``plain``: the solver alone (``_coop_fast``), no demands — n unweighted users with monotone speed-ups
+- ``plain``: the solver alone (``coop_fast``), no demands — n unweighted users with monotone speed-ups
   (per type ratio uniform in [1, 2.5)), capacity per type uniform in [n/4, n) (``solver_scaling.instance``);
 - ``philly``: the policy (``oef_coop.solve``, water-filling over binding demands) on ``philly.instance`` —
   n tenants with 1-2 classes, Philly-like demands of about twice the capacity.
@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.philly import instance as philly_instance  # noqa: E402
 from benchmarks.solver_scaling import instance as plain_instance  # noqa: E402
 from slurm_fair.cli.table import render  # noqa: E402
-from slurm_fair.policies import _coop_fast, oef_coop  # noqa: E402
+from slurm_fair.policies import oef_coop  # noqa: E402
+from slurm_fair.policies.oef_coop import fast as coop_fast  # noqa: E402
 
 
 def changed_plain(S, frac, seed):
@@ -67,11 +68,11 @@ def rel(a, b):
 
 def plain_rows(n, k, seed, frac):
     S, w, c = plain_instance(n, k, seed, "monotone")
-    (x0, i0), t0 = timed(_coop_fast.solve_with_info, S, w, c)
-    (x1, i1), t1 = timed(_coop_fast.solve_with_info, S, w, c, seed=i0.binding)
+    (x0, i0), t0 = timed(coop_fast.solve_with_info, S, w, c)
+    (x1, i1), t1 = timed(coop_fast.solve_with_info, S, w, c, seed=i0.binding)
     S2 = changed_plain(S, frac, seed)
-    (x2, i2), t2 = timed(_coop_fast.solve_with_info, S2, w, c)
-    (x3, i3), t3 = timed(_coop_fast.solve_with_info, S2, w, c, seed=i0.binding)
+    (x2, i2), t2 = timed(coop_fast.solve_with_info, S2, w, c)
+    (x3, i3), t3 = timed(coop_fast.solve_with_info, S2, w, c, seed=i0.binding)
     tag = f"plain {n}x{k}"
     return [
         [tag, "cold", f"{t0:.2f}", i0.rounds, len(i0.binding), "-"],

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""oef-noncoop and gavel (the live-HiGHS progressive filling, ``policies/_filling.py``) at a big site's size:
+"""oef-noncoop and gavel (the live-HiGHS progressive filling, ``policies/filling/``) at a big site's size:
 this tree's ``fill`` against the one at another git revision ("before"), on the same Philly-like instances.
 
 Usage: python3 benchmarks/filling_scale.py [--tenants 100,300,1000,2000] [--k 4,10] [--modes none,total,per-type]
@@ -31,13 +31,13 @@ import numpy as np  # noqa: E402
 
 from benchmarks.philly import instance  # noqa: E402
 from slurm_fair import policies  # noqa: E402
-from slurm_fair.policies import _filling  # noqa: E402
+from slurm_fair.policies import filling  # noqa: E402
 
 BASE = "ac89e69"  # main before issue 22's filling work
 
 
 def load_fill(rev: str):
-    """``fill`` of ``policies/_filling.py`` at git revision ``rev``, as a module inside the package (for its
+    """``fill`` of ``policies/_filling.py`` (today ``policies/filling/``) at git revision ``rev``, as a module inside the package (for its
     relative imports)."""
     src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:slurm_fair/policies/_filling.py"],
                          capture_output=True, text=True, check=True).stdout
@@ -59,10 +59,10 @@ def problem(n: int, k: int, mode: str, seed: int):
 
 
 def timed(name: str, p, fills, repeat: int):
-    """Per fill of ``fills``: (best wall seconds, LP solves, per-class throughput), with ``_filling.fill``
+    """Per fill of ``fills``: (best wall seconds, LP solves, per-class throughput), with ``filling.fill``
     set to it; the fills take turns, so a busy machine slows them alike."""
     out = [[float("inf"), 0, None] for _ in fills]
-    keep = _filling.fill
+    keep = filling.fill
     try:
         for _ in range(repeat):
             for r, fill in zip(out, fills):
@@ -71,13 +71,13 @@ def timed(name: str, p, fills, repeat: int):
                     r[1] = res.lps
                     return res
 
-                _filling.fill = counting
+                filling.fill = counting
                 t0 = time.perf_counter()
                 a = policies.solve(name, p)
                 r[0] = min(r[0], time.perf_counter() - t0)
                 r[2] = a.user_throughput()
     finally:
-        _filling.fill = keep
+        filling.fill = keep
     return out
 
 
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     ap.add_argument("--before", default=BASE, help=f"git revision of the 'before' _filling.py (default {BASE})")
     ap.add_argument("--repeat", type=int, default=3, help="solves per cell, best kept (default 3)")
     a = ap.parse_args(argv)
-    fills = [_filling.fill] + ([load_fill(a.before)] if a.before else [])
+    fills = [filling.fill] + ([load_fill(a.before)] if a.before else [])
     for name in a.policies.split(","):  # warm-up (imports, first-call costs), not timed
         timed(name, problem(20, 4, "total", a.seed), fills, 1)
     print("| policy | tenants | types | demands | classes | before (s) | after (s) | before / after | LPs before → after | max rel. diff |")

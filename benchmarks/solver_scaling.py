@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._plain_coop import envy_violation, full_lp, plain  # noqa: E402
-from slurm_fair.policies import _coop_fast  # noqa: E402
+from slurm_fair.policies.oef_coop import fast as coop_fast  # noqa: E402
 
 try:
     from slurm_fair.policies import oef_noncoop  # noqa: E402
@@ -109,7 +109,7 @@ def main(argv=None) -> int:
             if oef_noncoop is not None and n <= a.noncoop_max_n:
                 _, t_nc = timed(oef_noncoop.solve_arrays, S, w, c)
                 nc = f"{t_nc:.2f}"
-            (x, info), t_fast = timed(_coop_fast.solve_with_info, S, w, c)
+            (x, info), t_fast = timed(coop_fast.solve_with_info, S, w, c)
             v_fast = float(np.sum(S * x))
             pe, lp_t, speed, agree = "—", "—", "—", "—"
             if n <= a.plain_max_n:

@@ -23,11 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.coop_warm import changed_philly  # noqa: E402
 from benchmarks.philly import instance  # noqa: E402
-from slurm_fair.policies import _stable, oef_coop  # noqa: E402
+from slurm_fair.policies import oef_coop, stable  # noqa: E402
 
 
 def moved(prev, alloc) -> float:
-    p = _stable.Previous.from_warm(prev.warm).array(alloc.vu)
+    p = stable.Previous.from_warm(prev.warm).array(alloc.vu)
     known = ~np.isnan(p).any(axis=1)
     return float(np.abs(alloc.x - np.nan_to_num(p))[known].sum())
 

@@ -1,5 +1,9 @@
-"""Allocation policies, one module each. Every module declares its :class:`~.base.Policy` as ``POLICY`` (name,
-``solve(problem, solver=None, **options) -> Allocation``, knobs, warm start, guarantees)."""
+"""Allocation policies, one module each (a package where the policy has helpers of its own: ``oef_coop/``,
+``themis/``, ``hadar/``, the helpers beneath it). Every policy module declares its :class:`~.base.Policy` as ``POLICY``
+(name, ``solve(problem, solver=None, **options) -> Allocation``, knobs, warm start, guarantees). Shared by several
+policies: ``base`` (the Policy record), ``common`` (LP variables, caps, water-filling, finishing an Allocation),
+``stable`` (the nearest-to-last-round tie-break), ``filling/`` (the live-HiGHS progressive filling of oef-noncoop
+and gavel) and ``leximin`` (its cvxpy reference form)."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ import numpy as np
 from .. import lp
 from ..errors import SolverError
 from ..model import Allocation, Problem
-from ._common import TOL, at_caps, capped_note, clean, fill_idle, finish, room
+from .common import TOL, at_caps, capped_note, clean, fill_idle, finish, room
 from .base import Policy
 
 NAME = "bud"

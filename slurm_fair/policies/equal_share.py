@@ -8,7 +8,7 @@ able to use every type this is exactly the weight share). No LP is solved.
 Per-type caps by water-filling *within each type*: each type is split by weight among the users that can
 use it; a user whose split exceeds its cap on that type keeps its cap and the rest is split again among
 the others on that type (repeat until nobody on the type exceeds its cap). Then total demand caps by
-water-filling over users (``_common.waterfill``): a virtual user whose share exceeds its demand keeps its
+water-filling over users (``common.waterfill``): a virtual user whose share exceeds its demand keeps its
 demand (its own fastest GPUs of the share) and the rest of its share is split again, per type and by
 weight, among the users not yet capped; repeat until nobody exceeds its demand. Guarantees under caps: no
 user exceeds its demand or a type cap; users capped by their total demand get exactly their demand; every
@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import lp
 from ..model import Allocation, Problem, VirtualUsers
-from ._common import at_caps, capped_note, clean, finish, waterfill
+from .common import at_caps, capped_note, clean, finish, waterfill
 from .base import Policy
 
 NAME = "equal-share"

@@ -49,7 +49,7 @@ import numpy as np
 
 from .. import lp
 from ..model import Allocation, Problem, VirtualUsers
-from ._common import capped_note, clean, finish
+from .common import capped_note, clean, finish
 from .equal_share import share_arrays
 from .base import Policy
 
@@ -104,6 +104,94 @@ def _pair(speed: np.ndarray, type_cap: np.ndarray, demand: np.ndarray, a: int, b
                  type_cap[:, b].tolist(), r, type_cap[:, a].copy(), demand)
 
 
+def _cannot_buy(x: np.ndarray, pr: _Pair, rowsum_np: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(full, tiny), (n,) bool each: the users that cannot buy a now — no room for a under their cap on a, or a
+    full demand while any price gives them more GPUs (p > r >= 1) — and among them (``tiny``) those whose demand
+    room is so small that even at p = r (the lowest price they could pay; the limit below only falls as p rises,
+    IEEE operations being monotone) it allows at most EPS GPUs: refused whenever the seller has no cap of its own
+    on b (then the buyer's limit is the smaller)."""
+    full_np = (x[:, pr.a] >= pr.cap_a_np) | ((pr.r_np >= 1) & (rowsum_np >= pr.dem_np))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lim = np.maximum(pr.dem_np - rowsum_np, 0.0) / (1 - 1 / pr.r_np)
+    tiny_np = (pr.r_np > 1) & (lim <= EPS) & ~full_np
+    full_np |= tiny_np
+    return full_np, tiny_np
+
+
+def _top_seller(sl: list, ps: int, s_new: list, free: list, xa: list, rl: list) -> tuple[int, int]:
+    """The next seller: the free holder of a with the largest r (ties: lowest index), from the static order
+    ``sl`` (cursor ``ps``, moved past those that are no holders now) and the sorted newcomers ``s_new`` (their
+    stale heads dropped in place). Returns (cursor, seller), seller -1 when there is none."""
+    ns = len(sl)
+    while ps < ns and not (free[sl[ps]] and xa[sl[ps]] > EPS):
+        ps += 1
+    while s_new and not (free[s_new[0][1]] and xa[s_new[0][1]] > EPS):
+        del s_new[0]
+    if ps == ns and not s_new:
+        return ps, -1
+    if s_new and (ps == ns or s_new[0] < (-rl[sl[ps]], sl[ps])):
+        return ps, s_new[0][1]
+    return ps, sl[ps]
+
+
+def _cheapest_buyer(bl: list, pb: int, b_new: list, seller: int, free: list, xb: list, rl: list) -> tuple[int, int]:
+    """The cheapest free holder of b other than ``seller``: from the static order ``bl`` (cursor ``pb``, moved
+    past those that are no holders now) and the sorted newcomers ``b_new``. Returns (cursor, buyer), buyer -1
+    when there is none."""
+    nb = len(bl)
+    while pb < nb and not (free[bl[pb]] and xb[bl[pb]] > EPS):
+        pb += 1
+    j = pb
+    while j < nb:
+        i = bl[j]
+        if i != seller and free[i] and xb[i] > EPS:
+            break
+        j += 1
+    buyer = bl[j] if j < nb else -1
+    for key in b_new:
+        i = key[1]
+        if i != seller and free[i] and xb[i] > EPS:
+            if buyer < 0 or key < (rl[buyer], buyer):
+                buyer = i
+            break
+    return pb, buyer
+
+
+def _amount(seller: int, buyer: int, rs: float, rb: float, bid: float, xa: list, xb: list, dem: list,
+            rowsum: list, cap_a: list, cap_b: list) -> tuple[float, float, float, float]:
+    """A trade's price p (second_price(bids, rs, rb)) and the a GPUs s the seller gives, within both sides'
+    demands and per-type caps; returns (p, s, the seller's limit, the buyer's limit)."""
+    isfinite = math.isfinite
+    p = float(bid) if bid > rb * (1 + REL) else (rs + rb) / 2  # second_price(bids, rs, rb)
+    s = min(xa[seller], xb[buyer] * p)
+    # GPU counts: seller changes by s/p - s, buyer by s - s/p; keep both within demand, and the
+    # seller's b (s/p more) and the buyer's a (s more) within their per-type caps
+    lim_s = lim_b = math.inf
+    d = 1 / p - 1
+    if d > 0 and isfinite(dem[seller]):
+        lim_s = min(lim_s, max(dem[seller] - rowsum[seller], 0.0) / d)
+    d = 1 - 1 / p
+    if d > 0 and isfinite(dem[buyer]):
+        lim_b = min(lim_b, max(dem[buyer] - rowsum[buyer], 0.0) / d)
+    if isfinite(cap_b[seller]):
+        lim_s = min(lim_s, max(cap_b[seller] - xb[seller], 0.0) * p)
+    if isfinite(cap_a[buyer]):
+        lim_b = min(lim_b, max(cap_a[buyer] - xa[buyer], 0.0))
+    return p, min(s, lim_s, lim_b), lim_s, lim_b
+
+
+def _exchange(x: np.ndarray, xa: list, xb: list, rowsum: list, rowsum_np: np.ndarray, a: int, b: int, seller: int,
+              buyer: int, s: float, q: float) -> None:
+    """Make the trade in place: ``s`` GPUs of a from seller to buyer, ``q`` of b back (``x``, its column lists
+    and the row sums kept equal)."""
+    xa[seller] = x[seller, a] = xa[seller] - s
+    xb[seller] = x[seller, b] = xb[seller] + q
+    xb[buyer] = x[buyer, b] = xb[buyer] - q
+    xa[buyer] = x[buyer, a] = xa[buyer] + s
+    rowsum[seller] = rowsum_np[seller] = float(x[seller].sum())
+    rowsum[buyer] = rowsum_np[buyer] = float(x[buyer].sum())
+
+
 def _trade_pair(vu: VirtualUsers, x: np.ndarray, cols: list, pr: _Pair, rowsum: list, rowsum_np: np.ndarray,
                 dem: list, budget: int, log: list[str] | None) -> int:
     """All trades of slow type a for fast type b (in place on ``x``, its columns as lists ``cols`` and
@@ -126,14 +214,7 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, cols: list, pr: _Pair, rowsum: 
     # price gives them more GPUs (p > r >= 1). Until they sell (and so change), each is refused the moment
     # it is the cheapest buyer left: they wait in their own list and are refused in a batch.
     cap_a = pr.cap_a
-    full_np = (x[:, a] >= pr.cap_a_np) | ((pr.r_np >= 1) & (rowsum_np >= pr.dem_np))
-    # ... and those whose demand room is so small that even at p = r (the lowest price they could pay;
-    # the limit below only falls as p rises, IEEE operations being monotone) it allows at most EPS GPUs:
-    # refused whenever the seller has no cap of its own on b (then the buyer's limit is the smaller)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lim = np.maximum(pr.dem_np - rowsum_np, 0.0) / (1 - 1 / pr.r_np)
-    tiny_np = (pr.r_np > 1) & (lim <= EPS) & ~full_np
-    full_np |= tiny_np
+    full_np, tiny_np = _cannot_buy(x, pr, rowsum_np)
     holds = x[pr.buy, b] > EPS
     zb = full_np[pr.buy]
     bl = pr.buy[holds & ~zb].tolist()
@@ -144,49 +225,26 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, cols: list, pr: _Pair, rowsum: 
     zp = 0
     s_new: list[tuple[float, int]] = []  # (-r, index), sorted
     b_new: list[tuple[float, int]] = []  # (r, index), sorted
-    ns, nb = len(sl), len(bl)
     free = [True] * vu.n
     cap_b = pr.cap_b
-    isfinite = math.isfinite
     ps = pb = 0
     made = 0
     while made < budget:
-        while ps < ns and not (free[sl[ps]] and xa[sl[ps]] > EPS):
-            ps += 1
-        while s_new and not (free[s_new[0][1]] and xa[s_new[0][1]] > EPS):
-            del s_new[0]
-        if ps == ns and not s_new:
+        ps, seller = _top_seller(sl, ps, s_new, free, xa, rl)
+        if seller < 0:
             return made
-        if s_new and (ps == ns or s_new[0] < (-rl[sl[ps]], sl[ps])):
-            seller = s_new[0][1]
-        else:
-            seller = sl[ps]
         rs = rl[seller]
         if full[seller]:  # it may change now: from here on it is an ordinary holder of b
             full[seller] = tiny[seller] = False
             if xb[seller] > EPS:
                 bisect.insort(b_new, (rs, seller))
-        seller_capped = isfinite(cap_b[seller])
+        seller_capped = math.isfinite(cap_b[seller])
         # second_price's bid below the seller (the same for every buyer of this seller)
         k = bisect.bisect_left(bids, rs * (1 - REL)) - 1
         bid = bids[k] if k >= 0 else -math.inf
         # the buyers for this seller, cheapest first, until a trade or a block of the seller
         while True:
-            while pb < nb and not (free[bl[pb]] and xb[bl[pb]] > EPS):
-                pb += 1
-            j = pb
-            while j < nb:
-                i = bl[j]
-                if i != seller and free[i] and xb[i] > EPS:
-                    break
-                j += 1
-            buyer = bl[j] if j < nb else -1
-            for key in b_new:
-                i = key[1]
-                if i != seller and free[i] and xb[i] > EPS:
-                    if buyer < 0 or key < (rl[buyer], buyer):
-                        buyer = i
-                    break
+            pb, buyer = _cheapest_buyer(bl, pb, b_new, seller, free, xb, rl)
             # the waiting ones cheaper than this buyer come first: each ends the run or is refused
             while zp < nz:
                 i = zl[zp]
@@ -212,22 +270,7 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, cols: list, pr: _Pair, rowsum: 
             if xa[buyer] >= cap_a[buyer] or (rb >= 1 and rowsum[buyer] >= dem[buyer]):
                 free[buyer] = False
                 continue
-            p = float(bid) if bid > rb * (1 + REL) else (rs + rb) / 2  # second_price(bids, rs, rb)
-            s = min(xa[seller], xb[buyer] * p)
-            # GPU counts: seller changes by s/p - s, buyer by s - s/p; keep both within demand, and the
-            # seller's b (s/p more) and the buyer's a (s more) within their per-type caps
-            lim_s = lim_b = math.inf
-            d = 1 / p - 1
-            if d > 0 and isfinite(dem[seller]):
-                lim_s = min(lim_s, max(dem[seller] - rowsum[seller], 0.0) / d)
-            d = 1 - 1 / p
-            if d > 0 and isfinite(dem[buyer]):
-                lim_b = min(lim_b, max(dem[buyer] - rowsum[buyer], 0.0) / d)
-            if isfinite(cap_b[seller]):
-                lim_s = min(lim_s, max(cap_b[seller] - xb[seller], 0.0) * p)
-            if isfinite(cap_a[buyer]):
-                lim_b = min(lim_b, max(cap_a[buyer] - xa[buyer], 0.0))
-            s = min(s, lim_s, lim_b)
+            p, s, lim_s, lim_b = _amount(seller, buyer, rs, rb, bid, xa, xb, dem, rowsum, cap_a, cap_b)
             if s <= EPS:
                 # this pairing cannot trade (a demand or a type cap is full): leave the limiting side out
                 if lim_b <= lim_s:
@@ -240,12 +283,7 @@ def _trade_pair(vu: VirtualUsers, x: np.ndarray, cols: list, pr: _Pair, rowsum: 
                 bisect.insort(b_new, (rs, seller))
             if xa[buyer] <= EPS:
                 bisect.insort(s_new, (-rb, buyer))
-            xa[seller] = x[seller, a] = xa[seller] - s
-            xb[seller] = x[seller, b] = xb[seller] + q
-            xb[buyer] = x[buyer, b] = xb[buyer] - q
-            xa[buyer] = x[buyer, a] = xa[buyer] + s
-            rowsum[seller] = rowsum_np[seller] = float(x[seller].sum())
-            rowsum[buyer] = rowsum_np[buyer] = float(x[buyer].sum())
+            _exchange(x, xa, xb, rowsum, rowsum_np, a, b, seller, buyer, s, q)
             made += 1
             if log is not None:
                 log.append(

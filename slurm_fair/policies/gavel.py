@@ -14,17 +14,17 @@ capped one (``equal_share``). In Gavel's own model a single-GPU job gets at most
 the paper's eq. 3 numbers are reproduced with demand 1 per user. A user that cannot rise, for whatever
 reason (its own caps included), is a bottleneck and is frozen at its level: a class stopped by its per-type
 caps is treated exactly like one stopped by its total demand. After the last level, GPUs still idle go to
-users below their caps that can use them (``_common.fill_idle``; it only adds, so every level still holds).
+users below their caps that can use them (``common.fill_idle``; it only adds, so every level still holds).
 Guarantees under caps: no user exceeds its demand or a type cap; every user gets at least its capped equal
 share's throughput (t* >= 1, since the capped equal share is feasible); the smallest ratio is as large as
 possible, then the next, and so on (max-min levels); work-conserving: no GPU is idle while a user below its
 caps could use it. Not envy-free, not strategy-proof and not throughput-optimal (OEF §2.4, Table 1).
 
-How it is computed by default (no ``solver`` named): ``_filling.fill`` runs these levels on one live HiGHS
+How it is computed by default (no ``solver`` named): ``filling.fill`` runs these levels on one live HiGHS
 model (upper bounds per class, the batch-freezing lemma, warm re-solves) and verifies the result (capacity,
 caps, no idle GPU a user below its caps could use, at least the capped equal share) before returning it;
 naming a cvxpy solver runs the LPs above through cvxpy instead (the loop shared with oef-noncoop,
-``_leximin.fill_cvxpy``).
+``leximin.fill_cvxpy``).
 """
 
 from __future__ import annotations
@@ -36,9 +36,11 @@ import numpy as np
 
 from .. import lp
 from ..errors import SolverError
-from . import _filling, _leximin, _stable
+from . import filling, leximin
+from .stable import Previous, nearest_levels
 from ..model import Allocation, Problem
-from ._common import TOL, allocation_variable, fill_idle, level_program, capacity_constraint, at_caps, capped_note, clean, finish, throughput_expr
+from .common import TOL, allocation_variable, fill_idle, capacity_constraint, at_caps, capped_note, clean, finish, throughput_expr
+from .leximin import level_program
 from .equal_share import share_arrays
 from .base import Policy
 
@@ -65,12 +67,12 @@ FAST_SOLVER = "HIGHS (live progressive filling)"
 
 
 def solve(problem: Problem, solver: str | None = None, warm=None, stable: bool = True) -> Allocation:
-    """With no solver named, the exact filling on one live HiGHS model (``_filling``, verified against the
+    """With no solver named, the exact filling on one live HiGHS model (``filling``, verified against the
     definition before it is returned); a named solver runs the cvxpy form (:func:`solve_cvxpy`).
 
-    ``stable`` (config ``[policy] stable``) with a previous allocation in ``warm`` (:class:`._stable.Previous`
+    ``stable`` (config ``[policy] stable``) with a previous allocation in ``warm`` (:class:`.Previous`
     entries, saved by every solve): the levels are kept and, of the allocations with those levels, the one
-    nearest to the previous allocation is taken (:func:`._stable.nearest_levels`); if that one fails the
+    nearest to the previous allocation is taken (:func:`.nearest_levels`); if that one fails the
     verification, the filling's own allocation is (a note says so)."""
     if solver is not None and str(solver).strip():
         return solve_cvxpy(problem, solver)
@@ -81,13 +83,13 @@ def solve(problem: Problem, solver: str | None = None, warm=None, stable: bool =
         eq, _ = share_arrays(vu)
         ref = (eq * vu.speed).sum(axis=1)
         active = ref > TOL
-        res = _filling.fill(vu.speed, np.where(active, ref, 0.0), vu.capacity, vu.demand, vu.type_cap,
+        res = filling.fill(vu.speed, np.where(active, ref, 0.0), vu.capacity, vu.demand, vu.type_cap,
                             what="gavel")
-        prev = _stable.Previous.from_warm(warm) if stable else None
+        prev = Previous.from_warm(warm) if stable else None
         tries = [res.x]
         if prev is not None:
             try:
-                tries.insert(0, _stable.nearest_levels(vu.speed, vu.capacity, vu.demand, vu.type_cap, res.x,
+                tries.insert(0, nearest_levels(vu.speed, vu.capacity, vu.demand, vu.type_cap, res.x,
                                                        prev.array(vu)))
             except SolverError as e:
                 notes.append(f"stable: second stage failed ({e}); the filling's own allocation")
@@ -95,7 +97,7 @@ def solve(problem: Problem, solver: str | None = None, warm=None, stable: bool =
             x_val = fill_idle(vu, clean(x, vu.speed, vu.capacity, vu.demand, vu.type_cap))
             x_val = clean(x_val, vu.speed, vu.capacity, vu.demand, vu.type_cap)
             try:
-                _filling.verify(vu.speed, ref, vu.capacity, vu.demand, vu.type_cap, x_val, np.zeros(vu.n, dtype=bool),
+                filling.verify(vu.speed, ref, vu.capacity, vu.demand, vu.type_cap, x_val, np.zeros(vu.n, dtype=bool),
                                 equal_level=False, work_conserving=True, floor=ref, what="gavel")
             except SolverError as e:
                 if i == len(tries) - 1:
@@ -108,7 +110,7 @@ def solve(problem: Problem, solver: str | None = None, warm=None, stable: bool =
             break
     capped = at_caps(vu, x_val)
     alloc = finish(problem, NAME, x_val, timer, None, capped_note(vu, capped) + tuple(notes), uses_lp=False)
-    return dataclasses.replace(alloc, solver=FAST_SOLVER, warm=_stable.Previous.of(alloc).entries())
+    return dataclasses.replace(alloc, solver=FAST_SOLVER, warm=Previous.of(alloc).entries())
 
 
 def solve_cvxpy(problem: Problem, solver: str | None = None) -> Allocation:
@@ -130,7 +132,7 @@ def solve_cvxpy(problem: Problem, solver: str | None = None) -> Allocation:
         return [int(i) for i in np.flatnonzero(act) if u_val[i] <= ref[i] * level * (1 + 1e-6) + 1e-9]
 
     # a blocked user (a bottleneck) is frozen at its level, with a hair of slack for the next solves
-    res = _leximin.fill_cvxpy(build, np.zeros((vu.n, vu.k)), active, frozen, solver=solver, timer=timer,
+    res = leximin.fill_cvxpy(build, np.zeros((vu.n, vu.k)), active, frozen, solver=solver, timer=timer,
                               name="gavel", candidates=candidates,
                               freeze_at=lambda i, level, lv: ref[i] * level * (1 - 1e-8), own_caps=False)
     x_val = res.x

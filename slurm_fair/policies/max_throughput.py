@@ -8,9 +8,9 @@ can reach (an upper bound for every other policy on the same problem); hence wor
 some user below its caps could use would raise the total). Nothing else: users with slow speedups may get nothing (§3.1.1)
 and the optimum is often not unique (which user gets the slow GPUs is up to the solver).
 
-``stable`` (config ``[policy] stable``) with last round's allocation in ``warm`` (:class:`._stable.Previous`,
+``stable`` (config ``[policy] stable``) with last round's allocation in ``warm`` (:class:`.Previous`,
 saved by every solve): of the allocations within 1e-7 (relative) of the optimum's total, the one nearest to it
-(:func:`._stable.nearest_levels` with ``total``; 1e-7 because the default solver, ECOS, reaches the optimum to
+(:func:`.nearest_levels` with ``total``; 1e-7 because the default solver, ECOS, reaches the optimum to
 about 1e-8 only).
 """
 
@@ -24,8 +24,8 @@ import numpy as np
 from .. import lp
 from ..errors import SolverError
 from ..model import Allocation, Problem
-from ._common import allocation_variable, capacity_constraint, at_caps, capped_note, clean, finish, throughput_expr
-from . import _stable
+from .common import allocation_variable, capacity_constraint, at_caps, capped_note, clean, finish, throughput_expr
+from .stable import Previous, nearest_levels
 from .base import Policy
 
 NAME = "max-throughput"
@@ -47,12 +47,12 @@ def solve(problem: Problem, solver: str | None = None, warm=None, stable: bool =
     with timer.measure():
         lp.solve(prob, solver, what="max-throughput (eq. 4)")
     xv = clean(x.value, vu.speed, vu.capacity, vu.demand, vu.type_cap)
-    prev = _stable.Previous.from_warm(warm) if stable else None
+    prev = Previous.from_warm(warm) if stable else None
     notes: list[str] = []
     if prev is not None:
         try:
             with timer.measure():
-                near = _stable.nearest_levels(vu.speed, vu.capacity, vu.demand, vu.type_cap, xv, prev.array(vu),
+                near = nearest_levels(vu.speed, vu.capacity, vu.demand, vu.type_cap, xv, prev.array(vu),
                                               total=True, rel=TOTAL_REL)
             xv = clean(near, vu.speed, vu.capacity, vu.demand, vu.type_cap)
             notes.append("stable: of the optima, the one nearest to the previous allocation")
@@ -61,7 +61,7 @@ def solve(problem: Problem, solver: str | None = None, warm=None, stable: bool =
     # capped: the optimum gives it its whole demand or a whole type cap (the constraint is tight)
     capped = at_caps(vu, xv)
     alloc = finish(problem, NAME, xv, timer, solver, capped_note(vu, capped) + tuple(notes))
-    return dataclasses.replace(alloc, warm=_stable.Previous.of(alloc).entries())
+    return dataclasses.replace(alloc, warm=Previous.of(alloc).entries())
 
 
 POLICY = Policy(NAME, solve, guarantees=("pareto_efficient",),

@@ -12,7 +12,7 @@ user who reports larger speedups can only move the level t, and its true through
 the honest solve (checked by tests/policies/test_properties.py). Not against sandbagging: over-reporting the slowest
 type lowers the normalized speedups of the others and can pay (tests/fairness/test_fairness_check.py, worked by hand).
 
-Caps (total demand d_l and per-type caps c_l^j, ``_common``), by *progressive filling* of the level t, not
+Caps (total demand d_l and per-type caps c_l^j, ``common``), by *progressive filling* of the level t, not
 by freezing a solver vertex:
 
 1. Solve ``max t`` with u_l = π_l·t for the active users, u_l = f_l for the frozen ones, every finite
@@ -24,8 +24,8 @@ by freezing a solver vertex:
 3. Stop when no active user is capped: the rest share the final level exactly.
 
 The tests of step 2 are LPs too: only users with a cap tight in the level solution are candidates; joint
-"lift" LPs (``_common._blocked``) drop those that can still rise; each remaining one gets one LP without
-its own caps. They run on HiGHS (``_common.TEST_SOLVER``), see there why.
+"lift" LPs (``leximin._blocked``) drop those that can still rise; each remaining one gets one LP without
+its own caps. They run on HiGHS (``leximin.TEST_SOLVER``), see there why.
 
 The outcome depends only on the throughput levels, never on which optimal vertex a solver returns.
 Guarantees under caps: no user gets more GPUs than its demand or more of a type than its cap there; all
@@ -37,14 +37,14 @@ Not work-conserving: eq. 9's equality can leave GPUs idle that only some uncappe
 named in ``Allocation.notes``). Strategy-proofness is *not* claimed when caps bind (a capped user's level
 depends on its speedups).
 
-How it is computed by default (no ``solver`` named): ``_filling.fill`` runs the progressive filling as max-min
+How it is computed by default (no ``solver`` named): ``filling.fill`` runs the progressive filling as max-min
 levels on one live HiGHS model (upper bounds per class, the batch-freezing lemma, warm re-solves), verifies
 the result against the definition above, and the common level T is then the lowest level of a class below its
 caps (classes above T are cut back to T; those frozen below T sit at their caps). Naming a cvxpy solver
 (``--solver ECOS|HIGHS|CLARABEL|SCIPY``) runs the LPs described above through cvxpy instead (the loop shared
-with gavel, ``_leximin.fill_cvxpy``).
+with gavel, ``leximin.fill_cvxpy``).
 
-Early stop (``_filling.fill(common_stop=True)``, issue 31). Eq. 9 needs the leximin levels L only below T: every
+Early stop (``filling.fill(common_stop=True)``, issue 31). Eq. 9 needs the leximin levels L only below T: every
 class above T is cut back to it. So the filling stops at the first point x it reaches (a stage LP's optimum or a
 successful batch try's) where some *frozen* class is below its caps, and T is the least level of such a class
 in x; the result is built from x exactly as from the full filling's last point. Proof that it is eq. 9's answer:
@@ -70,10 +70,12 @@ import cvxpy as cp
 import numpy as np
 
 from .. import lp
-from . import _filling, _leximin, _stable
+from . import filling, leximin
+from .stable import Previous, nearest_levels
 from ..errors import SolverError
 from ..model import Allocation, Problem
-from ._common import TOL, allocation_variable, type_caps, level_program, capacity_constraint, capped_note, clean, finish, throughput_expr
+from .common import TOL, allocation_variable, type_caps, capacity_constraint, capped_note, clean, finish, throughput_expr
+from .leximin import level_program
 from .base import Policy
 
 NAME = "oef-noncoop"
@@ -120,9 +122,9 @@ def solve_arrays(
 ) -> tuple[np.ndarray, list[int]]:
     """Eq. 9 with caps by progressive filling; returns (x, indices of capped rows). ``previous`` ((n, k),
     NaN rows unknown; the fast form only): of the allocations with the same throughput per class, the one
-    nearest to it (:func:`._stable.nearest_levels`); ``notes`` receives what that did.
+    nearest to it (:func:`.nearest_levels`); ``notes`` receives what that did.
 
-    With no solver named, the exact filling on one live HiGHS model (``_filling``), verified against the
+    With no solver named, the exact filling on one live HiGHS model (``filling``), verified against the
     definition before it is returned; a named solver runs the cvxpy form (:func:`solve_arrays_cvxpy`)."""
     if solver is None or not str(solver).strip():
         timer = timer or lp.Timer()
@@ -143,12 +145,12 @@ def _fast(speed, weight, capacity, demand, type_cap, previous=None, notes=None, 
     # Leximin filling of u_l / π_l, then eq. 9's rule: the common level T is the lowest level at which a
     # class below its caps stopped (it cannot rise: nobody still rising can); every class above T is cut
     # back to exactly T, every class frozen below T sits at its caps (cutting x only frees GPUs).
-    res = _filling.fill(speed, weight, capacity, demand, type_cap, what="oef-noncoop", common_stop=common_stop)
+    res = filling.fill(speed, weight, capacity, demand, type_cap, what="oef-noncoop", common_stop=common_stop)
     x = clean(res.x, speed, capacity, demand, type_cap)
     u = (x * speed).sum(axis=1)
     live = (demand > TOL) & (weight > 0) & ((speed > 0) & (type_cap > 0) & (capacity > 0)).any(axis=1)
     lv = np.where(live, u / np.where(weight > 0, weight, 1.0), 0.0)
-    below = live & _filling.below_caps(x, speed, demand, type_cap)
+    below = live & filling.below_caps(x, speed, demand, type_cap)
     top = float(lv[below].min()) if below.any() else float(lv[live].max(initial=0.0))
     zero = ~live  # nothing to fill (demand 0 or no usable GPU): capped at 0, as in the cvxpy form
     capped = zero | (lv < top * (1 - 1e-9))
@@ -157,9 +159,9 @@ def _fast(speed, weight, capacity, demand, type_cap, previous=None, notes=None, 
     x = clean(x * shrink[:, None], speed, capacity, demand, type_cap)
     if previous is not None:
         try:
-            near = clean(_stable.nearest_levels(speed, capacity, demand, type_cap, x, previous, exact=True),
+            near = clean(nearest_levels(speed, capacity, demand, type_cap, x, previous, exact=True),
                          speed, capacity, demand, type_cap)
-            _filling.verify(speed, weight, capacity, demand, type_cap, near, capped, equal_level=True,
+            filling.verify(speed, weight, capacity, demand, type_cap, near, capped, equal_level=True,
                             work_conserving=False, what="oef-noncoop")
             x = near
             if notes is not None:
@@ -167,23 +169,16 @@ def _fast(speed, weight, capacity, demand, type_cap, previous=None, notes=None, 
         except SolverError as e:
             if notes is not None:
                 notes.append(f"stable: second stage not used ({e})")
-    _filling.verify(speed, weight, capacity, demand, type_cap, x, capped, equal_level=True,
+    filling.verify(speed, weight, capacity, demand, type_cap, x, capped, equal_level=True,
                     work_conserving=False, what="oef-noncoop")
     # reported as capped too: a class at the common level whose own cap bound the level it froze at
-    capped |= live & res.cap_binding & _filling.at_caps(x, speed, demand, type_cap)
+    capped |= live & res.cap_binding & filling.at_caps(x, speed, demand, type_cap)
     return x, [int(i) for i in np.flatnonzero(capped)]
 
 
-def solve_arrays_cvxpy(
-    speed: np.ndarray,
-    weight: np.ndarray,
-    capacity: np.ndarray,
-    demand: np.ndarray | None = None,
-    solver: str | None = None,
-    timer: lp.Timer | None = None,
-    type_cap: np.ndarray | None = None,
-) -> tuple[np.ndarray, list[int]]:
-    """Eq. 9 with caps by progressive filling, one cvxpy LP per level and test (the reference form)."""
+def solve_arrays_cvxpy(speed, weight, capacity, demand, solver, timer, type_cap) -> tuple[np.ndarray, list[int]]:
+    """Eq. 9 with caps by progressive filling, one cvxpy LP per level and test (the reference form): what
+    :func:`solve_arrays` runs when a solver is named, on its arguments."""
     n, _ = speed.shape
     demand = np.full(n, np.inf) if demand is None else np.asarray(demand, dtype=float)
     has_tcap = np.zeros(n, dtype=bool) if type_cap is None else (np.isfinite(type_cap) & (speed > 0)).any(axis=1)
@@ -206,7 +201,7 @@ def solve_arrays_cvxpy(
         return [int(i) for i in np.flatnonzero(act & (np.isfinite(demand) | has_tcap)) if tight(int(i))]
 
     # frozen at the HiGHS (simplex) level: ECOS may overshoot a cap by its tolerance
-    res = _leximin.fill_cvxpy(build, np.zeros_like(speed), active, frozen, solver=solver, timer=timer or lp.Timer(),
+    res = leximin.fill_cvxpy(build, np.zeros_like(speed), active, frozen, solver=solver, timer=timer or lp.Timer(),
                               name="oef-noncoop", candidates=candidates,
                               freeze_at=lambda i, level, lv: weight[i] * min(level, lv), own_caps=True)
     return clean(res.x, speed, capacity, demand, type_cap), sorted(zero + res.newly)
@@ -214,7 +209,7 @@ def solve_arrays_cvxpy(
 
 def solve(problem: Problem, solver: str | None = None, warm=None, stable: bool = True) -> Allocation:
     """Eq. 9 (see the module docstring). ``stable`` (config ``[policy] stable``) with a previous allocation in
-    ``warm`` (:class:`._stable.Previous` entries, saved by every solve): the same throughput per class, on the
+    ``warm`` (:class:`.Previous` entries, saved by every solve): the same throughput per class, on the
     GPUs nearest to the previous allocation (fast form only)."""
     lp.pick_solver(solver)
     vu = problem.virtual_users()
@@ -224,7 +219,7 @@ def solve(problem: Problem, solver: str | None = None, warm=None, stable: bool =
     stranded = [i for i in range(vu.n) if not ((vu.speed[i] > 0) & (vu.capacity > 0)).any()]
     demand = vu.demand.copy()
     demand[stranded] = 0.0
-    prev = _stable.Previous.from_warm(warm) if stable else None
+    prev = Previous.from_warm(warm) if stable else None
     stable_notes: list[str] = []
     x, capped = solve_arrays(vu.speed, vu.weight, vu.capacity, demand, solver, timer, vu.type_cap,
                              None if prev is None else prev.array(vu), stable_notes)
@@ -241,7 +236,7 @@ def solve(problem: Problem, solver: str | None = None, warm=None, stable: bool =
     alloc = finish(problem, NAME, x, timer, solver, notes)
     if solver is None or not str(solver).strip():
         alloc = dataclasses.replace(alloc, solver=FAST_SOLVER)
-    return dataclasses.replace(alloc, warm=_stable.Previous.of(alloc).entries())
+    return dataclasses.replace(alloc, warm=Previous.of(alloc).entries())
 
 
 POLICY = Policy(NAME, solve, guarantees=("equal_throughput",),

@@ -1,5 +1,5 @@
 """oef-coop at scale (issue 22 item 1): the exact water-filling (steps seeded from the step before) against the
-plain cvxpy reference, and the POP-style partitioned mode (slurm_fair/policies/_partition.py)."""
+plain cvxpy reference, and the POP-style partitioned mode (slurm_fair/policies/partition.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from benchmarks.philly import instance
 from slurm_fair import config, policies
 from slurm_fair.errors import InputError
 from slurm_fair.model import JobClass, Problem, Tenant
-from slurm_fair.policies import _partition, oef_coop
+from slurm_fair.policies import oef_coop
+from slurm_fair.policies.oef_coop import partition
 
 
 def small(seed: int, tenants: int = 12, k: int = 4, type_demand: bool = False) -> Problem:
@@ -76,8 +77,8 @@ def test_partitioned_is_deterministic_for_a_seed():
     b = oef_coop.solve(p, partition_above=1, partition_parts=4, partition_seed=3)
     np.testing.assert_array_equal(a.x, b.x)
     assert a.notes == b.notes
-    g3 = _partition.split(p.virtual_users(), 4, 3).group
-    g4 = _partition.split(p.virtual_users(), 4, 4).group
+    g3 = partition.split(p.virtual_users(), 4, 3).group
+    g4 = partition.split(p.virtual_users(), 4, 4).group
     assert (g3 != g4).any()
 
 
@@ -99,19 +100,19 @@ def test_below_the_threshold_it_is_exact():
 def test_split_by_weight_and_stable_groups():
     p = small(11, 60, 4)
     vu = p.virtual_users()
-    sp = _partition.split(vu, 4, 0)
+    sp = partition.split(vu, 4, 0)
     np.testing.assert_allclose(sp.capacity.sum(axis=0), vu.capacity)
     wp = np.bincount(sp.group, weights=vu.weight, minlength=4)
     np.testing.assert_allclose(sp.capacity, (wp / wp.sum())[:, None] * vu.capacity[None, :])
     sizes = np.bincount(sp.group, minlength=4)
     assert sizes.max() - sizes.min() <= 1  # dealt four at a time
     # the hash split: a class keeps its group when another tenant arrives
-    hs = _partition.split(vu, 4, 0, "hash")
+    hs = partition.split(vu, 4, 0, "hash")
     extra = Tenant("zz-new", (JobClass("c0", {g: 1.0 for g in p.gpu_types}, 1.0),), 1.0)
     vu2 = dataclasses.replace(p, tenants=p.tenants + (extra,)).virtual_users()
-    np.testing.assert_array_equal(_partition.split(vu2, 4, 0, "hash").group[:vu.n], hs.group)
+    np.testing.assert_array_equal(partition.split(vu2, 4, 0, "hash").group[:vu.n], hs.group)
     with pytest.raises(InputError):
-        _partition.split(vu, 4, 0, "round-robin")
+        partition.split(vu, 4, 0, "round-robin")
 
 
 def test_partitioned_keeps_sharing_incentive_without_demands():
@@ -189,11 +190,11 @@ def test_workers_that_hang_are_killed_and_the_groups_solved_here(monkeypatch):
             time.sleep(3600)
         return sub.n
 
-    monkeypatch.setattr(_partition, "GROUP_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(partition, "GROUP_TIMEOUT_S", 1.0)
     vu = small(3).virtual_users()
-    sp = _partition.split(vu, 2)
+    sp = partition.split(vu, 2)
     t0 = time.monotonic()
-    got = _partition.solve_groups(vu, sp, solve_group, processes=2)
+    got = partition.solve_groups(vu, sp, solve_group, processes=2)
     assert got == [len(sp.rows(k)) for k in range(sp.parts)] and sum(got) == vu.n
     assert time.monotonic() - t0 < 30
 
@@ -206,7 +207,7 @@ def test_a_worker_that_dies_or_fails_leaves_the_groups_to_this_process():
 
     parent = os.getpid()
     vu = small(3).virtual_users()
-    sp = _partition.split(vu, 2)
+    sp = partition.split(vu, 2)
 
     def dies(sub):
         if os.getpid() != parent:
@@ -219,7 +220,7 @@ def test_a_worker_that_dies_or_fails_leaves_the_groups_to_this_process():
         return sub.n
 
     want = [len(sp.rows(k)) for k in range(sp.parts)]
-    assert _partition.solve_groups(vu, sp, dies, processes=2) == want
-    assert _partition.solve_groups(vu, sp, fails, processes=2) == want
-    assert _partition.solve_groups(vu, sp, lambda sub: (os.getpid() != parent, sub.n), processes=2) == \
+    assert partition.solve_groups(vu, sp, dies, processes=2) == want
+    assert partition.solve_groups(vu, sp, fails, processes=2) == want
+    assert partition.solve_groups(vu, sp, lambda sub: (os.getpid() != parent, sub.n), processes=2) == \
         [(True, n) for n in want]  # healthy workers: solved in them

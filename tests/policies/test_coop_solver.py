@@ -7,7 +7,7 @@ import pytest
 
 from benchmarks._plain_coop import envy_violation, full_lp, plain
 from slurm_fair.errors import InputError
-from slurm_fair.policies import _coop_fast
+from slurm_fair.policies.oef_coop import fast as coop_fast
 
 CHECK_TOL = 1e-6  # what any caller's checker may use; the solver must stay well inside it
 
@@ -54,7 +54,7 @@ def _instance(seed, n, k, kind="monotone", weighted=False, zeros=0.0, ties=False
 def test_paper_section_3_1_example():
     # OEF §3.1, eq. (6): two users, one GPU of each of two types, speeds <1, 2> and <1, 5>.
     S = np.array([[1.0, 2.0], [1.0, 5.0]])
-    x = _coop_fast.solve(S, np.ones(2), np.ones(2))
+    x = coop_fast.solve(S, np.ones(2), np.ones(2))
     np.testing.assert_allclose(x, [[1.0, 0.25], [0.0, 0.75]], atol=1e-7)
     assert _objective(S, x) == pytest.approx(5.25, rel=1e-8)
     _assert_feasible(S, np.ones(2), np.ones(2), x)
@@ -77,7 +77,7 @@ CASES = [
 @pytest.mark.parametrize("seed,n,k,kind,weighted,zeros,ties", CASES)
 def test_same_optimum_as_full_lp(seed, n, k, kind, weighted, zeros, ties):
     S, w, c = _instance(seed, n, k, kind, weighted, zeros, ties)
-    x = _coop_fast.solve(S, w, c)
+    x = coop_fast.solve(S, w, c)
     _assert_feasible(S, w, c, x)
     ref = full_lp(S, w, c)
     assert envy_violation(S, w, ref) <= CHECK_TOL
@@ -88,7 +88,7 @@ def test_same_optimum_as_full_lp(seed, n, k, kind, weighted, zeros, ties):
 @pytest.mark.parametrize("seed,n,k,kind,weighted,zeros,ties", CASES[:6])
 def test_same_optimum_as_plain_cvxpy_ecos(seed, n, k, kind, weighted, zeros, ties):
     S, w, c = _instance(seed, n, k, kind, weighted, zeros, ties)
-    x = _coop_fast.solve(S, w, c)
+    x = coop_fast.solve(S, w, c)
     ref = plain(S, w, c)
     assert _objective(S, x) == pytest.approx(_objective(S, ref), rel=1e-6)
 
@@ -96,14 +96,14 @@ def test_same_optimum_as_plain_cvxpy_ecos(seed, n, k, kind, weighted, zeros, tie
 def test_sharing_incentive_follows():
     # Thm 5.1: envy-free + optimal => every user gets at least its weighted share's worth.
     S, w, c = _instance(11, 30, 4, "iid", weighted=True)
-    x = _coop_fast.solve(S, w, c)
+    x = coop_fast.solve(S, w, c)
     share = (w / w.sum())[:, None] * c[None, :]
     assert np.all(np.sum(S * x, axis=1) >= np.sum(S * share, axis=1) - 1e-7)
 
 
 def test_all_capacity_used_when_usable():
     S, w, c = _instance(12, 15, 4, "monotone", weighted=True, zeros=0.3)
-    x = _coop_fast.solve(S, w, c)
+    x = coop_fast.solve(S, w, c)
     np.testing.assert_allclose(x.sum(axis=0), c, rtol=1e-7)
 
 
@@ -112,19 +112,19 @@ def test_degenerate_inputs():
     S = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 2.0], [1.0, 0.0, 3.0]])
     w = np.array([1.0, 1.0, 2.0])
     c = np.array([2.0, 5.0, 0.0])
-    x = _coop_fast.solve(S, w, c)
+    x = coop_fast.solve(S, w, c)
     _assert_feasible(S, w, c, x)
     assert np.all(x[0] == 0) and np.all(x[:, 1] == 0) and np.all(x[:, 2] == 0)
     assert _objective(S, x) == pytest.approx(_objective(S, full_lp(S, w, c)), rel=1e-7)
     # one user takes everything usable; no users at all
-    x1 = _coop_fast.solve([[1.0, 3.0]], [2.0], [4.0, 1.0])
+    x1 = coop_fast.solve([[1.0, 3.0]], [2.0], [4.0, 1.0])
     np.testing.assert_allclose(x1, [[4.0, 1.0]])
-    assert _coop_fast.solve(np.zeros((0, 2)), np.zeros(0), [1.0, 1.0]).shape == (0, 2)
+    assert coop_fast.solve(np.zeros((0, 2)), np.zeros(0), [1.0, 1.0]).shape == (0, 2)
 
 
 def test_identical_users_get_identical_value():
     S = np.tile([1.0, 1.7, 3.2], (7, 1))
-    x = _coop_fast.solve(S, np.ones(7), [3.0, 2.0, 1.0])
+    x = coop_fast.solve(S, np.ones(7), [3.0, 2.0, 1.0])
     u = np.sum(S * x, axis=1)
     np.testing.assert_allclose(u, u[0], rtol=1e-7)
     assert u.sum() == pytest.approx(3.0 + 3.4 + 3.2)
@@ -132,15 +132,15 @@ def test_identical_users_get_identical_value():
 
 def test_large_capacity_scale_keeps_envy_tight():
     S, w, c = _instance(13, 40, 4, "iid", weighted=True)
-    x = _coop_fast.solve(S, w, c * 1000)
+    x = coop_fast.solve(S, w, c * 1000)
     assert envy_violation(S, w, x) <= 1e-7
 
 
 def test_named_cvxpy_solver_is_the_plain_form():
     S, w, c = _instance(14, 8, 3, "monotone", weighted=True)
-    x, info = _coop_fast.solve_with_info(S, w, c, solver="ECOS")
+    x, info = coop_fast.solve_with_info(S, w, c, solver="ECOS")
     assert info.solver == "ECOS" and info.envy_rows == 8 * 7
-    assert info.objective == pytest.approx(_objective(S, _coop_fast.solve(S, w, c)), rel=1e-6)
+    assert info.objective == pytest.approx(_objective(S, coop_fast.solve(S, w, c)), rel=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -157,11 +157,11 @@ def test_named_cvxpy_solver_is_the_plain_form():
 )
 def test_bad_input_names_the_field(args, field):
     with pytest.raises(InputError) as e:
-        _coop_fast.solve(*args)
+        coop_fast.solve(*args)
     assert e.value.field == field
 
 
 def test_unknown_solver_name():
     with pytest.raises(InputError) as e:
-        _coop_fast.solve([[1.0]], [1.0], [1.0], solver="NOPE")
+        coop_fast.solve([[1.0]], [1.0], [1.0], solver="NOPE")
     assert e.value.field == "solver"

@@ -9,7 +9,8 @@ import pytest
 from slurm_fair import policies
 from slurm_fair.daemon import round as R
 from slurm_fair.model import Problem, problem_from_dict
-from slurm_fair.policies import _coop_fast, oef_coop
+from slurm_fair.policies import oef_coop
+from slurm_fair.policies.oef_coop import fast as coop_fast
 from slurm_fair.store import Store
 
 from tests.conftest import CFG, job, snap
@@ -28,10 +29,10 @@ def monotone(n: int, k: int, seed: int):
 @pytest.mark.parametrize("seed", range(4))
 def test_seeded_solve_reaches_the_cold_optimum(seed):
     S, w, c = monotone(80, 5, seed)
-    x0, i0 = _coop_fast.solve_with_info(S, w, c)
+    x0, i0 = coop_fast.solve_with_info(S, w, c)
     assert i0.binding and i0.seeded == 0
     assert all(0 <= a < 80 and 0 <= b < 80 and a != b for a, b in i0.binding)
-    x1, i1 = _coop_fast.solve_with_info(S, w, c, seed=i0.binding)
+    x1, i1 = coop_fast.solve_with_info(S, w, c, seed=i0.binding)
     assert i1.seeded == len(i0.binding)
     assert i1.objective == pytest.approx(i0.objective, rel=1e-9)
     assert i1.max_envy <= 1e-7
@@ -41,8 +42,8 @@ def test_seeded_solve_reaches_the_cold_optimum(seed):
     S2, _, _ = monotone(80, 5, seed + 100)
     S3 = S.copy()
     S3[::10] = S2[::10]
-    xc, ic = _coop_fast.solve_with_info(S3, w, c)
-    xw, iw = _coop_fast.solve_with_info(S3, w, c, seed=i0.binding)
+    xc, ic = coop_fast.solve_with_info(S3, w, c)
+    xw, iw = coop_fast.solve_with_info(S3, w, c, seed=i0.binding)
     assert iw.objective == pytest.approx(ic.objective, rel=1e-9)
     assert iw.max_envy <= 1e-7
     assert np.allclose(xw.sum(axis=0), c) and np.allclose(xc.sum(axis=0), c)
@@ -50,12 +51,12 @@ def test_seeded_solve_reaches_the_cold_optimum(seed):
 
 def test_a_seed_with_bad_pairs_is_only_a_hint():
     S, w, c = monotone(30, 3, 7)
-    x0, i0 = _coop_fast.solve_with_info(S, w, c)
+    x0, i0 = coop_fast.solve_with_info(S, w, c)
     junk = [(0, 0), (-1, 3), (3, 30), (5, 6), (5, 6)]
-    x1, i1 = _coop_fast.solve_with_info(S, w, c, seed=junk)
+    x1, i1 = coop_fast.solve_with_info(S, w, c, seed=junk)
     assert i1.seeded == 1  # only (5, 6), once
     assert i1.objective == pytest.approx(i0.objective, rel=1e-9)
-    x2, i2 = _coop_fast.solve_with_info(S, w, c, seed=[])
+    x2, i2 = coop_fast.solve_with_info(S, w, c, seed=[])
     assert i2.seeded == 0 and i2.objective == pytest.approx(i0.objective, rel=1e-9)
 
 

@@ -115,7 +115,7 @@ def test_fast_filling_agrees_with_the_cvxpy_form(seed, type_demand):
 def test_min_spend_is_the_two_row_lp_optimum(seed):
     """The closed form the price bounds rest on: the least cost at prices p of reaching a level within a
     demand equals the LP min p·x s.t. a·x >= need, Σx <= dem, x >= 0 (scipy), for every class."""
-    from slurm_fair.policies._filling import _min_spend
+    from slurm_fair.policies.filling.bounds import min_spend
 
     rng = np.random.default_rng(seed)
     n, k = 12, 5
@@ -125,7 +125,7 @@ def test_min_spend_is_the_two_row_lp_optimum(seed):
     dem = rng.choice([1.0, 2.0, 4.0, np.inf], n)
     best_level = np.where(np.isfinite(dem), a.max(axis=1) * np.where(np.isfinite(dem), dem, 0.0), np.inf)
     need = np.minimum(rng.uniform(0.0, 4.0, n), best_level * rng.uniform(0.2, 1.0, n))
-    got = _min_spend(a, p, need, dem)
+    got = min_spend(a, p, need, dem)
     for i in range(n):
         rows, rhs = [-a[i]], [-need[i]]
         if np.isfinite(dem[i]):

@@ -1,6 +1,6 @@
-"""The fast progressive filling (``_filling.fill``: batch freezing, column generation) against an independent
+"""The fast progressive filling (``filling.fill``: batch freezing, column generation) against an independent
 leximin by the textbook definition (scipy LPs, one class tested at a time) on small random instances with
-demands and per-type caps, and the shared cvxpy loop (``_leximin``) against the fast form."""
+demands and per-type caps, and the shared cvxpy loop (``leximin``) against the fast form."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from slurm_fair.policies import _filling, gavel, oef_noncoop
-from slurm_fair.policies._filling import _first_columns
+from slurm_fair.policies import filling, gavel, oef_noncoop
+from slurm_fair.policies.filling import columns
 
 
 def leximin_reference(speed, ref, capacity, demand, type_cap):
@@ -93,7 +93,7 @@ def test_fill_is_the_leximin_of_the_definition(seed):
     n, k = int(rng.integers(5, 13)), int(rng.integers(2, 7))
     speed, ref, capacity, demand, type_cap = random_instance(rng, n, k, caps=seed % 2 == 1)
     want = leximin_reference(speed, ref, capacity, demand, type_cap)
-    res = _filling.fill(speed, ref, capacity, demand, type_cap)
+    res = filling.fill(speed, ref, capacity, demand, type_cap)
     got = (res.x * speed).sum(axis=1) / ref
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
     # and it holds: capacity, demands, per-type caps
@@ -113,17 +113,17 @@ def test_column_generation_path_is_exact(seed):
     type_cap = np.full((n, k), np.inf)
     s = capacity.sum() / n
     usable = (speed > 0) & (type_cap > 0)
-    assert usable.sum() > _filling._CG_MIN * n
-    first = _first_columns(speed * s / ref[:, None], demand / s, type_cap / s, usable)
+    assert usable.sum() > columns.CG_MIN * n
+    first = columns.first_columns(speed * s / ref[:, None], demand / s, type_cap / s, usable)
     assert first.sum() < usable.sum()
     want = leximin_reference(speed, ref, capacity, demand, type_cap)
-    res = _filling.fill(speed, ref, capacity, demand, type_cap)
+    res = filling.fill(speed, ref, capacity, demand, type_cap)
     np.testing.assert_allclose((res.x * speed).sum(axis=1) / ref, want, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_noncoop_fast_equals_cvxpy_loop_without_type_caps(seed):
-    """eq. 9 with demands: the fast form and the shared cvxpy loop (``_leximin.fill_cvxpy``) agree."""
+    """eq. 9 with demands: the fast form and the shared cvxpy loop (``leximin.fill_cvxpy``) agree."""
     rng = np.random.default_rng([24, seed])
     speed, ref, capacity, demand, type_cap = random_instance(rng, 9, 4, caps=False)
     x_fast, capped_fast = oef_noncoop.solve_arrays(speed, ref, capacity, demand, type_cap=type_cap)
@@ -149,9 +149,9 @@ def test_column_generation_with_sampled_prices_equals_the_full_model(monkeypatch
     vu = instance(120, 10, 3).virtual_users()
     s = vu.capacity.sum() / vu.n
     usable = (vu.speed > 0) & (vu.type_cap > 0)
-    assert _filling._sample_prices(vu.speed * s / vu.weight[:, None], usable, vu.capacity / s) is not None
+    assert columns.sample_prices(vu.speed * s / vu.weight[:, None], usable, vu.capacity / s) is not None
     demand = vu.demand if demands else np.full(vu.n, np.inf)
-    cg = _filling.fill(vu.speed, vu.weight, vu.capacity, demand, vu.type_cap)
-    monkeypatch.setattr(_filling, "_CG_MIN", np.inf)
-    full = _filling.fill(vu.speed, vu.weight, vu.capacity, demand, vu.type_cap)
+    cg = filling.fill(vu.speed, vu.weight, vu.capacity, demand, vu.type_cap)
+    monkeypatch.setattr(columns, "CG_MIN", np.inf)
+    full = filling.fill(vu.speed, vu.weight, vu.capacity, demand, vu.type_cap)
     np.testing.assert_allclose((cg.x * vu.speed).sum(axis=1), (full.x * vu.speed).sum(axis=1), rtol=1e-6, atol=1e-7)

@@ -19,7 +19,7 @@ from slurm_fair import fairness, policies
 from slurm_fair.errors import InputError
 from slurm_fair.model import ClassJob, JobClass, Problem, Tenant, problem_from_dict, problem_to_dict
 from slurm_fair.policies import hadar
-from slurm_fair.policies._common import room
+from slurm_fair.policies.common import room
 
 EXAMPLES = int(os.environ.get("SLURM_FAIR_HYPOTHESIS_EXAMPLES", 40))
 

@@ -1,4 +1,4 @@
-"""oef-noncoop's early stop of the progressive filling at eq. 9's common level (``_filling.fill(common_stop=True)``,
+"""oef-noncoop's early stop of the progressive filling at eq. 9's common level (``filling.fill(common_stop=True)``,
 the proof in ``oef_noncoop``'s module docstring) against the full filling it replaces: the same per-class
 throughputs and the same capped classes, on many random instances (demands, weights, per-type caps, zero speeds)
 and Philly-like ones."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slurm_fair.policies import _filling, oef_noncoop
+from slurm_fair.policies import filling, oef_noncoop
 
 from .test_filling_exact import random_instance
 
@@ -56,7 +56,7 @@ def test_stop_saves_stages_where_the_filling_went_on_above_the_common_level():
 
     vu = instance(120, 10, 0, type_demand=True).virtual_users()
     args = (vu.speed, vu.weight, vu.capacity, vu.demand, vu.type_cap)
-    full, stop = _filling.fill(*args), _filling.fill(*args, common_stop=True)
+    full, stop = filling.fill(*args), filling.fill(*args, common_stop=True)
     assert stop.lps < full.lps
     assert stop.level < full.level
 
@@ -67,6 +67,6 @@ def test_no_demand_means_no_early_stop_needed():
     speed = np.cumprod(rng.uniform(1.0, 2.5, (12, 4)), axis=1)
     ref, capacity = np.ones(12), np.full(4, 3.0)
     inf = np.full(12, np.inf)
-    res = _filling.fill(speed, ref, capacity, inf, np.full((12, 4), np.inf), common_stop=True)
+    res = filling.fill(speed, ref, capacity, inf, np.full((12, 4), np.inf), common_stop=True)
     assert res.stages == 1
     same(speed, ref, *both(speed, ref, capacity, inf, np.full((12, 4), np.inf)))

@@ -13,7 +13,7 @@ from scipy.optimize import linprog
 
 from slurm_fair.model import JobClass, Problem, Tenant
 from tests.conftest import SETTINGS, problems
-from slurm_fair.policies._common import waterfill
+from slurm_fair.policies.common import waterfill
 from slurm_fair.policies import bud, equal_share, gandiva_fair, gavel, hadar, max_throughput, oef_coop, oef_noncoop, themis
 
 REL = 1e-6

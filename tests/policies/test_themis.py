@@ -91,7 +91,7 @@ def test_pa_program_matches_an_independent_solve():
     # the conic program (exp cone) against scipy's SLSQP on the same objective, on random small auctions
     from scipy.optimize import minimize
 
-    from slurm_fair.policies import _themis_pa as pa
+    from slurm_fair.policies.themis import auction as pa
 
     rng = np.random.default_rng(7)
     for _ in range(5):
@@ -274,7 +274,7 @@ def test_the_daemon_ages_the_state_between_rounds(tmp_path):
 def test_leave_one_out_by_parameters_equals_a_program_built_without_the_bidder():
     # the auction reuses one parametrized program (the bidder left out gets weight 0 and no utility); its
     # optimal values, hence every c_i, must equal those of a program built from the other bidders alone
-    from slurm_fair.policies import _themis_pa as pa
+    from slurm_fair.policies.themis import auction as pa
 
     rng = np.random.default_rng(3)
     for _ in range(4):
@@ -327,7 +327,7 @@ def test_a_stalled_leave_one_out_program_is_solved_as_built_without_the_bidder(m
     # CLARABEL stalled on parametrized leave-one-out programs (bidder in with weight 0, no utility) at 1 000
     # tenants without demands; should one fail, the program built from the others is solved: the same c
     from slurm_fair.errors import SolverError
-    from slurm_fair.policies import _themis_pa as pa
+    from slurm_fair.policies.themis import auction as pa
 
     rng = np.random.default_rng(11)
     n, k = 5, 3
@@ -353,7 +353,7 @@ def test_a_stalled_leave_one_out_program_is_solved_as_built_without_the_bidder(m
 
 def _dense_auction(m):
     """The auction as before issue 31: every program over all cells (``Program``), for comparison."""
-    from slurm_fair.policies import _themis_pa as pa
+    from slurm_fair.policies.themis import auction as pa
 
     prog = pa.Program(m)
     y, opt = prog.solve()
@@ -369,7 +369,7 @@ def _dense_auction(m):
 def test_auction_on_the_cells_that_matter_equals_the_program_over_all_cells(seed):
     # column generation (a subset of the cells, checked with the duals, grown until no cell would enter)
     # gives the optimal values of the programs over all cells: the same c and G_pf as the dense programs
-    from slurm_fair.policies import _themis_pa as pa
+    from slurm_fair.policies.themis import auction as pa
 
     rng = np.random.default_rng([31, seed])
     n, k = int(rng.integers(6, 30)), int(rng.integers(2, 8))
@@ -390,7 +390,7 @@ def test_auction_on_the_cells_that_matter_equals_the_program_over_all_cells(seed
 
 def test_philly_auction_uses_few_cells_and_equals_the_dense_programs():
     from benchmarks.philly import instance
-    from slurm_fair.policies import _themis_pa as pa
+    from slurm_fair.policies.themis import auction as pa
 
     vu = instance(60, 10, 1).virtual_users()
     b = np.arange(0, vu.n, 3)
@@ -408,7 +408,7 @@ def test_leave_one_out_programs_in_threads_give_the_answer_of_one_thread(monkeyp
     # behind (warnings.catch_warnings is process-wide)
     import warnings
 
-    from slurm_fair.policies import _themis_pa as pa
+    from slurm_fair.policies.themis import auction as pa
 
     rng = np.random.default_rng(31)
     n, k = 23, 4
@@ -443,7 +443,7 @@ def test_a_program_the_solver_fails_on_is_built_again_then_solved_by_ecos(monkey
     # a CLARABEL failure (an exception, not a status) on a program of the auction — G_pf's included, which had no
     # fallback — is handled as a status that is not optimal: the program built afresh, then ECOS
     from slurm_fair import lp
-    from slurm_fair.policies import _themis_pa as pa
+    from slurm_fair.policies.themis import auction as pa
 
     rng = np.random.default_rng(5)
     n, k = 6, 3
@@ -473,7 +473,7 @@ def test_a_program_the_solver_fails_on_is_built_again_then_solved_by_ecos(monkey
 
 
 def _random_market(seed, n=14, k=4):
-    from slurm_fair.policies import _themis_pa as pa
+    from slurm_fair.policies.themis import auction as pa
 
     rng = np.random.default_rng([31, 7, seed])
     S = rng.uniform(1.0, 6.0, (n, k))
@@ -493,7 +493,7 @@ def test_the_conic_form_is_cvxpys_program(seed):
     # updates) has cvxpy's program's optimum: the same objective and utilities, with duals that certify it, for the
     # full market and with each of several bidders left out (bidders with and without elapsed time, held GPUs,
     # demand rows and cell bounds)
-    from slurm_fair.policies import _themis_pa as pa
+    from slurm_fair.policies.themis import auction as pa
 
     m = _random_market(seed)
     assert (m.ah > 0).any() and (m.ah <= 0).any() and m.v.any() and (m.ub < 1).any() and (m.u0 > 0).any()
@@ -521,7 +521,7 @@ def test_the_conic_form_is_cvxpys_program(seed):
 
 def test_a_failure_inside_clarabel_is_a_solver_error_and_the_next_solve_starts_afresh():
     from slurm_fair.errors import SolverError
-    from slurm_fair.policies import _themis_pa as pa
+    from slurm_fair.policies.themis import auction as pa
 
     m = _random_market(0)
     d = pa.Direct(m, (m.ub > 0) & (m.A > 0), pa.CONIC_OPTIONS["CLARABEL"])

@@ -1,7 +1,7 @@
 """The themis auction's program over a set of (bidder, type) cells, written straight in CLARABEL's conic form and
 kept in one persistent solver: a leave-one-out solve changes only numbers (the bidder's utility coefficients,
 its utility shift and its weight), so it is an in-place data update and a solve — no cvxpy canonicalization
-per program. The same program as :class:`._themis_pa.Cells` (which stays the fallback, and the path for any
+per program. The same program as :class:`.auction.Cells` (which stays the fallback, and the path for any
 other solver); issue 31 measured cvxpy's work at ~26 % of the auction's time on one thread, and it held
 Python's GIL while the other threads' CLARABEL solves could have run.
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import SolverError
+from ...errors import SolverError
 
 
 def _settings(options: dict):
@@ -39,7 +39,7 @@ def _settings(options: dict):
 
 
 class Direct:
-    """The program over ``cells`` (n, k bool) of market ``m`` (:class:`._themis_pa.Market`); ``solve(present)``
+    """The program over ``cells`` (n, k bool) of market ``m`` (:class:`.auction.Market`); ``solve(present)``
     returns (y (n, k), objective Σ w g̃ over the present bidders, capacity duals (k,), demand duals (n,)), like
     ``Cells.solve``; ``optimal``: the last solve's status was CLARABEL's Solved."""
 

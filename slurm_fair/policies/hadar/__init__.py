@@ -63,7 +63,7 @@ s* = argmax_s φ_j(s), φ_j(s) = U_j(s) − Σ_{t<D(s)} Σ_r k^r(t) w_j^r(s): th
 charges k^{j−1}), over the placements s of its W_j workers on the GPUs free now within its class's caps (all
 admitted jobs start now, so γ^r(t) only falls with t: a job that fits slot 0 fits all its slots). A long job
 pays for every round it will hold its GPUs, so at equal utility per GPU the short job wins a contested GPU
-(the paper aims at the average JCT). φ_j is found exactly (``_hadar_admit.find_schedule``: per candidate
+(the paper aims at the average JCT). φ_j is found exactly (``admit.find_schedule``: per candidate
 bottleneck θ, the cheapest W_j GPUs at the θ-schedule's price among the types at least that fast; ties keep
 the faster bottleneck). The job is admitted when μ_j = φ_j(s*) > 0 (line 30); then γ^r(t) += w_j^r for
 t < D_j and the prices follow eq. 5. Before issue 22 one round's price was charged whatever the job's length.
@@ -84,7 +84,7 @@ the same size and remaining work was turned away earlier in the round is turned 
 (prices only rise and room only shrinks within a round, so its best φ cannot have become positive).
 
 Work conservation. The rule can leave GPUs idle on purpose (it keeps expensive GPUs for jobs worth more,
-and a job that does not fit whole is not placed), so afterwards ``_common.fill_idle`` hands every idle GPU a
+and a job that does not fit whole is not placed), so afterwards ``common.fill_idle`` hands every idle GPU a
 class below its caps can use to those classes, by weight. The paper does not do this: Algorithm 1 runs the
 admitted jobs only, and a GPU its prices withheld stays idle until a later round. It is kept because the
 daemon's limits are per tenant and type, not per job, and an idle GPU a tenant below its demand could use
@@ -122,6 +122,8 @@ and over subsets it is exponential; the competitive ratio (Thm 2, Lemma 1) is pr
 primal-dual rule implemented here. Line 7–8 returns at the first job FIND_ALLOC turns away (ending the round);
 the text describes the choice "proceeding without selecting the job", which is what this does: the next job
 is considered. Preemption, checkpoints and re-deciding every round are the daemon's loop, not the policy's.
+
+Beneath this package: ``admit`` (the primal-dual admission rule: prices, FIND_ALLOC, FIND_SCHEDULE).
 """
 
 from __future__ import annotations
@@ -131,12 +133,12 @@ import math
 
 import numpy as np
 
-from .. import lp
-from ..errors import InputError
-from ..model import DEFAULT_REMAINING, Allocation, JobPlacement, Problem, VirtualUsers
-from ._common import TOL, at_caps, capped_note, clean, fill_idle, finish
-from ._hadar_admit import Decision, Job, Prices, admit as _admit, duration, find_alloc, find_schedule
-from .base import Policy
+from ... import lp
+from ...errors import InputError
+from ...model import DEFAULT_REMAINING, Allocation, JobPlacement, Problem, VirtualUsers
+from ..common import TOL, at_caps, capped_note, clean, fill_idle, finish
+from .admit import Decision, Job, Prices, admit as _admit, duration, find_alloc, find_schedule
+from ..base import Policy
 
 __all__ = ["Decision", "Job", "Prices", "admit", "candidates", "duration", "find_alloc", "find_schedule",
            "price_parameters", "queue", "solve", "usable_types", "work_rounds", "POLICY"]

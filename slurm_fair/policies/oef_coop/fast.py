@@ -18,9 +18,9 @@ model**:
 0. Users with proportional speed vectors (one *direction*: S_l = a_l D_c) are merged into one user of weight
    sum w_l and split by weight afterwards (:func:`_merged_generation`, issue 31; same optimum value, proof
    there): a site with a few dozen job models solves an LP of a few dozen users whatever its tenant count.
-   Without repeated directions nothing changes. The second stage (module ``_coop_nearest``) merges the users
+   Without repeated directions nothing changes. The second stage (module ``nearest``) merges the users
    of one direction that also had one previous bundle per weight (exact, proof in ``nearest_merged``) and
-   keeps the others apart, sharing one variable per direction (module ``_coop_classes``: m·n + n rows
+   keeps the others apart, sharing one variable per direction (module ``classes``: m·n + n rows
    instead of n(n-1)).
 1. Reductions that keep the optimum (proofs in the comments below): a user gets nothing on a type it
    cannot use (no column for S_lj = 0); some optimum uses all capacity of every usable type, and there
@@ -60,12 +60,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..catalog import SOLVERS
-from ..errors import InputError, SolverError
-from ..stdio import new_highs
-from . import _coop_classes as _cc
-from . import _coop_nearest as _cn
-from ._coop_nearest import STABLE_REL, nearest  # noqa: F401  (the second stage; STABLE_REL re-exported)
+from ...catalog import SOLVERS
+from ...errors import InputError, SolverError
+from ...stdio import new_highs
+from . import classes as _cc
+from . import nearest as _cn
+from .nearest import STABLE_REL, nearest  # noqa: F401  (the second stage; STABLE_REL re-exported)
 
 #: cvxpy solvers accepted by name (plain form); HIGHS means the fast method of this module.
 CVXPY_SOLVERS = tuple(n for n in SOLVERS if n != "HIGHS")  # the plain form through cvxpy (one list: catalog.SOLVERS)
@@ -89,7 +89,7 @@ class SolveInfo:
     # solve of a similar problem seeded with them (``seed=``) starts near the end (empty for the plain form)
     binding: tuple[tuple[int, int], ...] = ()
     seeded: int = 0  # envy rows taken from ``seed`` (0: cold start, similarity seeding only)
-    # second stage (``previous=``, :mod:`._stable`): LP rounds it took (0: not run) and the L1 distance to the
+    # second stage (``previous=``, :mod:`..stable`): LP rounds it took (0: not run) and the L1 distance to the
     # previous allocation before and after it (on the rows the previous allocation knows)
     stable_rounds: int = 0
     moved_before: float = 0.0
@@ -160,7 +160,7 @@ def solve_with_info(
 
     ``merge``: users of one speed direction are solved as one merged user and split by weight
     (:func:`_merged_generation`); ``aggregate`` without ``merge``: they share one variable t (module
-    ``_coop_classes``); neither: every user its own envy rows (the solver before issue 31). Same optimum
+    ``classes``); neither: every user its own envy rows (the solver before issue 31). Same optimum
     value in all three (proofs in the docstrings; tests/policies/test_coop_classes.py compares them), but not
     the same optimum: the merged one gives the users of a direction one bundle per weight. ``merge=None`` (the
     policy's default): merged above ``MERGE_ABOVE`` users, where the per-user solve is slow; every user its own
@@ -222,9 +222,6 @@ def _seed_pairs(seed, n: int) -> tuple[np.ndarray, np.ndarray] | None:
 
 def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic, seed=None,
                       seed_all=False, aggregate=True):
-    import highspy
-
-    basic = highspy.HighsBasisStatus.kBasic
     n, k = S.shape
     x_out = np.zeros((n, k))
     cmax = float(c.max()) if k else 0.0
@@ -247,11 +244,81 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     var[vl, vj] = np.arange(nv, dtype=np.int32)
     has = usable.any(axis=1)
     # Enviers: one per direction of the speed vectors (on the usable types), users of one direction share a
-    # variable t_e (module _coop_classes: same feasible set, same optimum); without repeated directions the
+    # variable t_e (module classes: same feasible set, same optimum); without repeated directions the
     # rows are exactly the per-user rows.
     dirs = _cc.directions(np.where(usable, S, 0.0), has, nv, aggregate)
     m_env = dirs.m
 
+    h, inf, nt, first_envy_row = _model(S, cs, ws, vl, vj, var, has, dirs)
+    rowof = np.full((m_env, n), -1, dtype=np.int32)  # model row of the envy row (e, i), -1 = not in the model
+    dropped = np.zeros((m_env, n), dtype=np.uint8)  # times the row (e, i) was taken out again
+    pl = np.zeros(0, dtype=np.int64)  # pairs (envier, user) of the envy rows in model order
+    pi = np.zeros(0, dtype=np.int64)
+    code, seeded = _first_pairs(S, dirs, has, neighbours, seed, seed_all)
+    sl, si = code // n, code % n
+    if sl.size:
+        rowof[sl, si] = first_envy_row + np.arange(sl.size, dtype=np.int32)
+        pl, pi = sl.astype(np.int64), si.astype(np.int64)
+        _cc.add_rows(h, dirs, ws, var, pl, pi, inf)
+    X = np.zeros((n, k))
+    rows = 0
+    rounds = 0
+    h.setOptionValue("solver", first)  # "ipm" (with crossover, so a basis exists) or "simplex"
+    # candidates per round: the most violated rows of every envier, cuts_per_user of them per user it stands for
+    budget = np.minimum(max(1, int(cuts_per_user)) * dirs.size, n - 1)
+    while True:
+        rounds += 1
+        sol = _cc.solved(h, "cooperative OEF", rounds)
+        colv = np.asarray(sol.col_value)
+        X[vl, vj] = colv[:nv]
+        np.maximum(X, 0.0, out=X)
+        if n == 1:
+            break
+        V = _cc.violations(dirs, ws, X, colv[nv:nv + nt])
+        li, ii = _candidates(V, budget)
+        if cycles and li.size:
+            li, ii = _cycle_rows(X, dirs, li, ii)
+        new = rowof[li, ii] < 0
+        li, ii = li[new], ii[new]
+        if li.size == 0:
+            li, ii = np.nonzero((V > _TOL) & (rowof < 0))  # violated rows outside the top m of their envier
+            if li.size == 0:
+                # only rows of the model can be violated, within the solver's feasibility tolerance: a row
+                # S_l.x_l - (w_l/w_i) S_l.x_i >= 0 held to 1e-9 is V[l, i] <= 1e-9 / w_l (w scaled to <= 1;
+                # a merged user of small weight next to one of large weight has a small w_l); a t row to 1e-9
+                rowv = float((V * np.where(dirs.tcol < 0, ws[dirs.first], 1.0)[:, None]).max())
+                if rowv > _INMODEL_TOL:
+                    raise SolverError(f"cooperative OEF: HiGHS left an envy row violated by {rowv:.3g}")
+                break
+        if rounds >= max_rounds:
+            raise SolverError(f"cooperative OEF: no convergence after {rounds} rounds")
+        if drop_slack and pl.size:
+            pl, pi = _drop_slack(h, sol, drop_basic, first_envy_row, dirs, ws, pl, pi, rowof, dropped)
+        rowof[li, ii] = first_envy_row + pl.size + np.arange(li.size, dtype=np.int32)
+        pl, pi = np.concatenate([pl, li]), np.concatenate([pi, ii])
+        _cc.add_rows(h, dirs, ws, var, li, ii, inf)
+        rows += li.size
+        if rounds == 1:
+            h.setOptionValue("presolve", "off")
+            h.setOptionValue("solver", "simplex")
+    rows = int(pl.size)
+    x_out = X.copy()
+    binding: tuple = ()
+    if pl.size:
+        dual = np.asarray(h.getSolution().row_dual)[first_envy_row:first_envy_row + pl.size]
+        nz = np.abs(dual) > 1e-12
+        binding = tuple(_cc.user_pairs(dirs, pl[nz], pi[nz]))
+    return x_out, rounds, rows, binding, seeded, _cc.EnvyModel(dirs, pl, pi), _unique(h)
+
+
+def _model(S, cs, ws, vl, vj, var, has, dirs):
+    """The HiGHS model of eq. 10 before any envy row: a column per usable (user, type) pair (and the t columns of
+    module ``classes``), capacity rows, weighted sharing-incentive rows and the membership rows. Returns (model,
+    HiGHS' infinity, t columns, index of the first envy row)."""
+    import highspy
+
+    k = S.shape[1]
+    nv = int(vl.size)
     h = new_highs()
     h.setOptionValue("primal_feasibility_tolerance", 1e-9)
     h.setOptionValue("dual_feasibility_tolerance", 1e-9)
@@ -279,12 +346,14 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
     ustarts = np.searchsorted(vl, users).astype(np.int32)
     h.addRows(users.size, si_rhs, np.full(users.size, inf), nv, ustarts, np.arange(nv, dtype=np.int32), S[vl, vj])
     nmember = _cc.add_member_rows(h, dirs, ws, var, inf)  # D_e.x_l >= w_l t_e: never taken out
+    return h, inf, nt, k + users.size + nmember
 
-    first_envy_row = k + users.size + nmember
-    rowof = np.full((m_env, n), -1, dtype=np.int32)  # model row of the envy row (e, i), -1 = not in the model
-    dropped = np.zeros((m_env, n), dtype=np.uint8)  # times the row (e, i) was taken out again
-    pl = np.zeros(0, dtype=np.int64)  # pairs (envier, user) of the envy rows in model order
-    pi = np.zeros(0, dtype=np.int64)
+
+def _first_pairs(S, dirs, has, neighbours, seed, seed_all):
+    """The envy rows the model starts with, as codes envier * n + user: the rows within each direction, the
+    ``seed`` pairs, and for the users no seed mentions (everyone with ``seed_all``) the rows toward the users
+    with the most similar speed profiles. Returns (codes, rows taken from the seed)."""
+    n = S.shape[0]
     seeded = 0
     q = min(int(neighbours), n - 1)
     ie, ii0 = _cc.intra_pairs(dirs)
@@ -315,100 +384,60 @@ def _highs_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours
         ok = has[ii] & (sim[np.repeat(np.arange(fe.size), qq), ii] > -np.inf)
         codes.append(le[ok] * n + ii[ok])
     code = np.unique(np.concatenate(codes))
-    sl, si = code // n, code % n
-    if sl.size:
-        rowof[sl, si] = first_envy_row + np.arange(sl.size, dtype=np.int32)
-        pl, pi = sl.astype(np.int64), si.astype(np.int64)
-        _cc.add_rows(h, dirs, ws, var, pl, pi, inf)
-    X = np.zeros((n, k))
-    rows = 0
-    rounds = 0
-    h.setOptionValue("solver", first)  # "ipm" (with crossover, so a basis exists) or "simplex"
-    # candidates per round: the most violated rows of every envier, cuts_per_user of them per user it stands for
-    budget = np.minimum(max(1, int(cuts_per_user)) * dirs.size, n - 1)
-    while True:
-        rounds += 1
-        h.run()
-        status = h.getModelStatus()
-        if status != highspy.HighsModelStatus.kOptimal:
-            raise SolverError(f"cooperative OEF: HiGHS ended with {h.modelStatusToString(status)} in round {rounds}")
-        sol = h.getSolution()
-        colv = np.asarray(sol.col_value)
-        X[vl, vj] = colv[:nv]
-        np.maximum(X, 0.0, out=X)
-        if n == 1:
-            break
-        V = _cc.violations(dirs, ws, X, colv[nv:nv + nt])
-        li, ii = _candidates(V, budget)
-        if cycles and li.size:
-            # Users holding one and the same single type envy each other only through that type, so a
-            # cycle of g envy rows through such a group implies all g(g-1) of its rows (and at the optimum
-            # they are all tight: the group shares the type equally per weight). Add the cycle rows (as the
-            # rows of the users' enviers: with the membership rows they imply the users' own rows).
-            held = X > 0
-            single = held.sum(axis=1) == 1
-            su = np.nonzero(single)[0]
-            if su.size > 1:
-                st = held[su].argmax(axis=1)
-                o = np.lexsort((su, st))
-                su, st = su[o], st[o]
-                nxt = np.empty_like(su)
-                nxt[:-1] = su[1:]
-                first = np.r_[0, np.nonzero(np.diff(st))[0] + 1]
-                last = np.r_[first[1:] - 1, su.size - 1]
-                nxt[last] = su[first]  # close each group's cycle
-                cyc = nxt != su
-                li = np.concatenate([li, dirs.cls[su[cyc]]])
-                ii = np.concatenate([ii, nxt[cyc]])
-                pair = np.unique(li * n + ii)
-                li, ii = pair // n, pair % n
-        new = rowof[li, ii] < 0
-        li, ii = li[new], ii[new]
-        if li.size == 0:
-            li, ii = np.nonzero((V > _TOL) & (rowof < 0))  # violated rows outside the top m of their envier
-            if li.size == 0:
-                # only rows of the model can be violated, within the solver's feasibility tolerance: a row
-                # S_l.x_l - (w_l/w_i) S_l.x_i >= 0 held to 1e-9 is V[l, i] <= 1e-9 / w_l (w scaled to <= 1;
-                # a merged user of small weight next to one of large weight has a small w_l); a t row to 1e-9
-                rowv = float((V * np.where(dirs.tcol < 0, ws[dirs.first], 1.0)[:, None]).max())
-                if rowv > _INMODEL_TOL:
-                    raise SolverError(f"cooperative OEF: HiGHS left an envy row violated by {rowv:.3g}")
-                break
-        if rounds >= max_rounds:
-            raise SolverError(f"cooperative OEF: no convergence after {rounds} rounds")
-        if drop_slack and pl.size:
-            # Take out envy rows whose slack is basic (tight but redundant ones included: deleting them keeps
-            # the basis valid and optimal), so that the model stays near the rows that bind. A row comes out
-            # at most twice, which rules out cycling.
-            if drop_basic:
-                st = h.getBasis().row_status
-                out = np.fromiter((b == basic for b in st[first_envy_row:]), dtype=bool, count=pl.size)
-            else:
-                act = np.asarray(sol.row_value)[first_envy_row:]
-                out = act > _SLACK * np.where(dirs.tcol[pl] < 0, ws[dirs.first[pl]], 1.0)
-            out &= dropped[pl, pi] < _MAX_DROPS
-            if out.any():
-                idx = (first_envy_row + np.nonzero(out)[0]).astype(np.int32)
-                h.deleteRows(idx.size, idx)
-                dropped[pl[out], pi[out]] += 1
-                rowof[pl[out], pi[out]] = -1
-                pl, pi = pl[~out], pi[~out]
-                rowof[pl, pi] = first_envy_row + np.arange(pl.size, dtype=np.int32)
-        rowof[li, ii] = first_envy_row + pl.size + np.arange(li.size, dtype=np.int32)
-        pl, pi = np.concatenate([pl, li]), np.concatenate([pi, ii])
-        _cc.add_rows(h, dirs, ws, var, li, ii, inf)
-        rows += li.size
-        if rounds == 1:
-            h.setOptionValue("presolve", "off")
-            h.setOptionValue("solver", "simplex")
-    rows = int(pl.size)
-    x_out = X.copy()
-    binding: tuple = ()
-    if pl.size:
-        dual = np.asarray(h.getSolution().row_dual)[first_envy_row:first_envy_row + pl.size]
-        nz = np.abs(dual) > 1e-12
-        binding = tuple(_cc.user_pairs(dirs, pl[nz], pi[nz]))
-    return x_out, rounds, rows, binding, seeded, _cc.EnvyModel(dirs, pl, pi), _unique(h)
+    return code, seeded
+
+
+def _cycle_rows(X, dirs, li, ii):
+    """The candidate envy rows ``li``, ``ii`` plus, for each group of users holding one and the same single type
+    in ``X``, the rows of one cycle through the group (the comment below says why)."""
+    n = X.shape[0]
+    # Users holding one and the same single type envy each other only through that type, so a
+    # cycle of g envy rows through such a group implies all g(g-1) of its rows (and at the optimum
+    # they are all tight: the group shares the type equally per weight). Add the cycle rows (as the
+    # rows of the users' enviers: with the membership rows they imply the users' own rows).
+    held = X > 0
+    single = held.sum(axis=1) == 1
+    su = np.nonzero(single)[0]
+    if su.size > 1:
+        st = held[su].argmax(axis=1)
+        o = np.lexsort((su, st))
+        su, st = su[o], st[o]
+        nxt = np.empty_like(su)
+        nxt[:-1] = su[1:]
+        first = np.r_[0, np.nonzero(np.diff(st))[0] + 1]
+        last = np.r_[first[1:] - 1, su.size - 1]
+        nxt[last] = su[first]  # close each group's cycle
+        cyc = nxt != su
+        li = np.concatenate([li, dirs.cls[su[cyc]]])
+        ii = np.concatenate([ii, nxt[cyc]])
+        pair = np.unique(li * n + ii)
+        li, ii = pair // n, pair % n
+    return li, ii
+
+
+def _drop_slack(h, sol, drop_basic, first_envy_row, dirs, ws, pl, pi, rowof, dropped):
+    """Take envy rows out of the model (``rowof`` and ``dropped`` in place); returns the pairs left, in model order."""
+    import highspy
+
+    basic = highspy.HighsBasisStatus.kBasic
+    # Take out envy rows whose slack is basic (tight but redundant ones included: deleting them keeps
+    # the basis valid and optimal), so that the model stays near the rows that bind. A row comes out
+    # at most twice, which rules out cycling.
+    if drop_basic:
+        st = h.getBasis().row_status
+        out = np.fromiter((b == basic for b in st[first_envy_row:]), dtype=bool, count=pl.size)
+    else:
+        act = np.asarray(sol.row_value)[first_envy_row:]
+        out = act > _SLACK * np.where(dirs.tcol[pl] < 0, ws[dirs.first[pl]], 1.0)
+    out &= dropped[pl, pi] < _MAX_DROPS
+    if out.any():
+        idx = (first_envy_row + np.nonzero(out)[0]).astype(np.int32)
+        h.deleteRows(idx.size, idx)
+        dropped[pl[out], pi[out]] += 1
+        rowof[pl[out], pi[out]] = -1
+        pl, pi = pl[~out], pi[~out]
+        rowof[pl, pi] = first_envy_row + np.arange(pl.size, dtype=np.int32)
+    return pl, pi
 
 
 def _merged_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic,
@@ -431,7 +460,7 @@ def _merged_generation(S, w, c, cuts_per_user, max_rounds, drop_slack, neighbour
 
     Without repeated directions this is :func:`_highs_generation` itself (same rows, same optimum vertex). The
     binding rows returned are user pairs of the directions' first users; the model returned for the second
-    stage is in the t form (module ``_coop_classes``) with the class rows (e, i) for every user i of a
+    stage is in the t form (module ``classes``) with the class rows (e, i) for every user i of a
     direction that bound e in the merged problem."""
     n, k = S.shape
     usable = (S > 0) & (c > 0)[None, :]
@@ -514,7 +543,7 @@ def plain_lp(S, w, c, solver: str | None = None) -> np.ndarray:
     :func:`slurm_fair.lp.solve`: any status but optimal is a SolverError."""
     import cvxpy as cp
 
-    from .. import lp
+    from ... import lp
 
     S, w, c = (np.asarray(v, dtype=float) for v in (S, w, c))
     n, k = S.shape

@@ -26,7 +26,7 @@ optimum of the same problem, the result is ``p``.
 water-filling step, and last round's *final* allocation is not an optimum of a step (a class frozen at its caps
 holds less than its step gave it), so with only the final allocation an unchanged problem could still land on
 another optimum (measured in the simulator: 6 of 216 account-type-rounds of unchanged problems). The second
-stage of cooperative OEF is :func:`._coop_nearest.nearest` (on arrays, beside the solver).
+stage of cooperative OEF is :func:`.nearest.nearest` (on arrays, beside the solver).
 """
 
 from __future__ import annotations

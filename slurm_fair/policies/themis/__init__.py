@@ -24,7 +24,7 @@ auctions.
    largest current ρ (of what they held last round; ∞ for an app holding nothing) bid; ties by the part of
    ρ already spent waiting (elapsed / T_id), then by the shortest T_id (the app whose ρ grows fastest while
    it waits), and every app tied on both with the last one in also bids (``bidders``); knob ``f`` (0.8).
-3. Partial-allocation auction among the bidders on the free GPUs (``_themis_pa``): bids are 1/ρ_i(u) =
+3. Partial-allocation auction among the bidders on the free GPUs (``auction``): bids are 1/ρ_i(u) =
    T_id · u / (elapsed · u + W) with u the app's total throughput (its leased GPUs plus the new ones):
    G_pf = argmax Π_i (1/ρ_i)^{w_i} (line 6; an exponential-cone program, Eisenberg–Gale on throughput
    when nothing is held and nobody has waited); for each bidder the same without it (line 7); bidder i
@@ -53,6 +53,9 @@ back with ``dt``, the seconds since): ``version`` 2, ``leases`` ([app, GPU type,
 at most ``MAX_LEASES`` per app and type) and ``apps`` ({app: [elapsed, done]}); the state saved before
 (``held`` + one ``lease_age``) still loads, every held GPU taking that age. The allocation's ``warm`` is
 the next state. Cost: 1 + B exponential-cone solves for B bidders.
+
+Beneath this package: ``auction`` (the partial-allocation auction's programs), ``conic`` (its conic form,
+written straight for Clarabel).
 """
 
 from __future__ import annotations
@@ -63,13 +66,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import lp
-from ..fairness import bundle_values
-from ..model import DEFAULT_REMAINING, Allocation, Problem
-from . import _themis_pa as pa
-from ._common import TOL, at_caps, capped_note, clean, fill_idle, finish
-from .base import Policy
-from .bud import CONIC, DEFAULT_SOLVER
+from ... import lp
+from ...fairness import bundle_values
+from ...model import DEFAULT_REMAINING, Allocation, Problem
+from . import auction as pa
+from ..common import TOL, at_caps, capped_note, clean, fill_idle, finish
+from ..base import Policy
+from ..bud import CONIC, DEFAULT_SOLVER
 
 NAME = "themis"
 F = 0.8  # fairness knob: the 1 - F fraction of apps with the worst rho bid in each round (paper: 0.8)
@@ -210,7 +213,7 @@ def solve(problem: Problem, solver: str | None = None, warm: Any = None, f: floa
           lease_s: float = LEASE_S, work_conserving: bool = False) -> Allocation:
     """One Themis round (module docstring); ``warm``: the previous round's state (with ``dt``)."""
     if not (0.0 <= f < 1.0):
-        from ..errors import InputError
+        from ...errors import InputError
         raise InputError("themis f", f, "must be in [0, 1)")
     named = solver is not None and str(solver).strip()
     lp.pick_solver(solver if named else DEFAULT_SOLVER)
@@ -220,18 +223,7 @@ def solve(problem: Problem, solver: str | None = None, warm: Any = None, f: floa
     timer = lp.Timer()
     notes: list[str] = []
     # jobs -> remaining work; the weight share's throughput
-    work = np.zeros(vu.n)
-    made_up = 0
-    for i, (t, c) in enumerate(_classes(problem)):
-        usable = float(vu.capacity[vu.speed[i] > 0].sum())
-        if c.jobs is None:  # JobClass.job_list's made-up jobs, counted, not built (one per usable GPU without
-            # a demand: 4.4 M objects, 5 s, at 1 000 tenants without demands)
-            d = c.effective_demand()
-            work[i] = math.floor(min(d if d is not None else math.inf, usable) + 1e-9) * DEFAULT_REMAINING
-            made_up += 1
-            continue
-        jobs, _ = c.job_list(usable)
-        work[i] = sum(j.gpus * j.remaining for j in jobs)
+    work, made_up = _work(problem, vu)
     share = vu.weight[:, None] / vu.weight.sum() * vu.capacity[None, :] if vu.n else np.zeros((0, vu.k))
     e = np.array([bundle_values(vu.speed[i], share[i:i + 1], vu.demand[i], vu.type_cap[i])[0] for i in range(vu.n)])
     leases, held, elapsed, done = _state(warm, vu, keys)
@@ -254,42 +246,11 @@ def solve(problem: Problem, solver: str | None = None, warm: Any = None, f: floa
         head = "themis round: " + (f"{len(leases)} lease(s) kept ({kept.sum():.4g} GPU(s)), {expired} expired; "
                                    if warm is not None else "one-shot (no history: every rho infinite, ties by T_id); ")
         if bid:
-            b = np.array(bid)
-            u0 = (x[b] * vu.speed[b]).sum(axis=1)
-            m = pa.Market(vu.speed[b], vu.weight[b], free, room_d[b], room_t[b], u0, elapsed[b], work[b])
-            res = pa.auction(m, use)
-            g_pf, c = res.g_pf, res.c
-            if res.rebuilt:
-                notes.append(f"{res.rebuilt} leave-one-out program(s) solved as built without the bidder (the "
-                             "parametrized one stalled; same program, same optimal value)")
-            x[b] += c[:, None] * g_pf
-            x = clean(x, vu.speed, vu.capacity, vu.demand, vu.type_cap)
-            payment = float(((1.0 - c)[:, None] * g_pf).sum())
-            # leftovers (hidden payments and GPUs no bidder could use): to the apps that did not bid
-            others = np.ones(vu.n, dtype=bool)
-            others[b] = False
-            before = x.sum()
-            frozen = dataclasses.replace(vu, demand=np.where(others, vu.demand, x.sum(axis=1)))
-            x = clean(fill_idle(frozen, x), vu.speed, vu.capacity, vu.demand, vu.type_cap)
-            to_others = float(x.sum() - before)
-            notes.append(head + f"{b.size} of {len(cand)} app(s) bid (f = {f:g}); "
-                         f"hidden payments {payment:.4g} GPU(s), c_i from {c.min():.4g} to {c.max():.4g}; "
-                         f"{to_others:.4g} GPU(s) of leftovers to apps that did not bid")
+            x = _auction(vu, x, np.array(bid), free, room_d, room_t, elapsed, work, use, notes,
+                         head + f"{len(bid)} of {len(cand)} app(s) bid (f = {f:g}); ")
         else:
             notes.append(head + "no app could use a free GPU: no auction")
-        if work_conserving:
-            before = x.sum()
-            x = clean(fill_idle(vu, x), vu.speed, vu.capacity, vu.demand, vu.type_cap)
-            if x.sum() > before + 1e-9:
-                notes.append(f"work-conserving: {x.sum() - before:.4g} GPU(s) the non-bidders could not use went "
-                             "to anyone below its caps, bidders included (the auction is then not strategy-proof)")
-        else:
-            idle = float(vu.capacity.sum() - x.sum())
-            usable_idle = (vu.capacity - x.sum(axis=0) > 1e-9) & ((vu.speed > 0) & (x.sum(axis=1) < vu.demand - 1e-9)[:, None]
-                                                                 & (x < vu.type_cap - 1e-9)).any(axis=0)
-            if usable_idle.any():
-                notes.append(f"{idle:.4g} GPU(s) idle until the next auction (hidden payments no app that did not "
-                             "bid could use; policy.themis_work_conserving = true hands them out)")
+        x = _idle(vu, x, work_conserving, notes)
     new = x - kept
     leases = _bound(leases + [Lease(i, j, float(new[i, j]), 0.0) for i, j in zip(*np.nonzero(new > MIN_LEASE))])
     u = (x * vu.speed).sum(axis=1)
@@ -311,6 +272,68 @@ def solve(problem: Problem, solver: str | None = None, warm: Any = None, f: floa
         "apps": {keys[i]: [float(elapsed[i]), float(done[i])] for i in range(vu.n)},
     }
     return dataclasses.replace(alloc, warm=state)
+
+
+def _work(problem: Problem, vu) -> tuple[np.ndarray, int]:
+    """Each class's remaining work (GPU-seconds of its jobs), and how many classes had made-up jobs."""
+    work = np.zeros(vu.n)
+    made_up = 0
+    for i, (t, c) in enumerate(_classes(problem)):
+        usable = float(vu.capacity[vu.speed[i] > 0].sum())
+        if c.jobs is None:  # JobClass.job_list's made-up jobs, counted, not built (one per usable GPU without
+            # a demand: 4.4 M objects, 5 s, at 1 000 tenants without demands)
+            d = c.effective_demand()
+            work[i] = math.floor(min(d if d is not None else math.inf, usable) + 1e-9) * DEFAULT_REMAINING
+            made_up += 1
+            continue
+        jobs, _ = c.job_list(usable)
+        work[i] = sum(j.gpus * j.remaining for j in jobs)
+    return work, made_up
+
+
+def _auction(vu, x: np.ndarray, b: np.ndarray, free, room_d, room_t, elapsed, work, use, notes: list[str],
+             head: str) -> np.ndarray:
+    """The partial-allocation auction among the bidders ``b`` for the ``free`` GPUs, its hidden payments and
+    leftovers handed to the apps that did not bid; returns the new ``x``, its note (after ``head``) in ``notes``."""
+    u0 = (x[b] * vu.speed[b]).sum(axis=1)
+    m = pa.Market(vu.speed[b], vu.weight[b], free, room_d[b], room_t[b], u0, elapsed[b], work[b])
+    res = pa.auction(m, use)
+    g_pf, c = res.g_pf, res.c
+    if res.rebuilt:
+        notes.append(f"{res.rebuilt} leave-one-out program(s) solved as built without the bidder (the "
+                     "parametrized one stalled; same program, same optimal value)")
+    x[b] += c[:, None] * g_pf
+    x = clean(x, vu.speed, vu.capacity, vu.demand, vu.type_cap)
+    payment = float(((1.0 - c)[:, None] * g_pf).sum())
+    # leftovers (hidden payments and GPUs no bidder could use): to the apps that did not bid
+    others = np.ones(vu.n, dtype=bool)
+    others[b] = False
+    before = x.sum()
+    frozen = dataclasses.replace(vu, demand=np.where(others, vu.demand, x.sum(axis=1)))
+    x = clean(fill_idle(frozen, x), vu.speed, vu.capacity, vu.demand, vu.type_cap)
+    to_others = float(x.sum() - before)
+    notes.append(head + f"hidden payments {payment:.4g} GPU(s), c_i from {c.min():.4g} to {c.max():.4g}; "
+                 f"{to_others:.4g} GPU(s) of leftovers to apps that did not bid")
+    return x
+
+
+def _idle(vu, x: np.ndarray, work_conserving: bool, notes: list[str]) -> np.ndarray:
+    """GPUs still idle after the auction: handed to anyone below its caps (``work_conserving``), or left idle
+    until the next auction; a note says which."""
+    if work_conserving:
+        before = x.sum()
+        x = clean(fill_idle(vu, x), vu.speed, vu.capacity, vu.demand, vu.type_cap)
+        if x.sum() > before + 1e-9:
+            notes.append(f"work-conserving: {x.sum() - before:.4g} GPU(s) the non-bidders could not use went "
+                         "to anyone below its caps, bidders included (the auction is then not strategy-proof)")
+    else:
+        idle = float(vu.capacity.sum() - x.sum())
+        usable_idle = (vu.capacity - x.sum(axis=0) > 1e-9) & ((vu.speed > 0) & (x.sum(axis=1) < vu.demand - 1e-9)[:, None]
+                                                             & (x < vu.type_cap - 1e-9)).any(axis=0)
+        if usable_idle.any():
+            notes.append(f"{idle:.4g} GPU(s) idle until the next auction (hidden payments no app that did not "
+                         "bid could use; policy.themis_work_conserving = true hands them out)")
+    return x
 
 
 def _classes(problem: Problem):

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
-from ..model import VirtualUsers
+from ...errors import InputError
+from ...model import VirtualUsers
 
 
 @dataclass(frozen=True)

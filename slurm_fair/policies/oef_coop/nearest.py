@@ -1,16 +1,16 @@
 """Second stage of cooperative OEF (eq. 10): of the optima, the one nearest in L1 to a previous allocation.
 
-Module ``._stable`` explains why; the first stage is :mod:`._coop_fast`. Envy rows are in the aggregated form of
-:mod:`._coop_classes` (one variable t per speed direction shared by two users or more; the same feasible set).
+Module ``.stable`` explains why; the first stage is :mod:`.fast`. Envy rows are in the aggregated form of
+:mod:`.classes` (one variable t per speed direction shared by two users or more; the same feasible set).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SolverError
-from ..stdio import new_highs
-from . import _coop_classes as _cc
+from ...errors import SolverError
+from ...stdio import new_highs
+from . import classes as _cc
 
 STABLE_REL = 1e-12  # second stage: relative slack of the first objective (HiGHS tolerances are 1e-9 absolute)
 _STABLE_TOL = 1e-9  # second stage: envy violation (scaled units) accepted as satisfied
@@ -23,9 +23,7 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
     throughput >= (1 - STABLE_REL) * S.x_opt that are envy-free, the one with the least L1 distance to ``prev``
     (NaN rows: no distance term). ``rows``: the first stage's final model (its directions and envy rows, to start
     from). Envy rows are aggregated over users of one speed direction as in the first stage (module
-    ``_coop_classes``). Returns (x, LP rounds). Raises SolverError if HiGHS fails."""
-    import highspy
-
+    ``classes``). Returns (x, LP rounds). Raises SolverError if HiGHS fails."""
     n, k = S.shape
     known = ~np.isnan(prev).any(axis=1)
     if n == 0 or k == 0 or not known.any():
@@ -38,6 +36,60 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
         return x_opt, 0
     var = np.full((n, k), -1, dtype=np.int32)
     var[vl, vj] = np.arange(nv, dtype=np.int32)
+    h, inf, dirs, dv, nd, pk, nt = _model(S, c, x_opt, prev, known, ws, usable, vl, vj, var, rows, aggregate)
+    m_env = dirs.m
+    inmodel = np.zeros((m_env, n), dtype=bool)
+    ie, ii0 = _cc.intra_pairs(dirs)
+    codes = [ie * n + ii0]
+    if rows is not None and len(rows.pe):
+        codes.append(np.asarray(rows.pe, dtype=np.int64) * n + np.asarray(rows.pi, dtype=np.int64))
+    code = np.unique(np.concatenate(codes))
+    if code.size:
+        li, ii = code // n, code % n
+        inmodel[li, ii] = True
+        _cc.add_rows(h, dirs, ws, var, li, ii, inf)
+    h.setOptionValue("solver", "simplex")
+    # No presolve: with the objective kept to 1e-12 relative, HiGHS' presolve declared a feasible model of this
+    # form infeasible (the simulator's first try, 12 users; the model solves without it)
+    h.setOptionValue("presolve", "off")
+    X = np.zeros((n, k))
+    m = max(1, min(int(cuts_per_user), n - 1))
+    rounds = 0
+    while True:
+        rounds += 1
+        colv = np.asarray(_cc.solved(h, "stable optimum", rounds).col_value)
+        xv = colv[:nv].copy()
+        xv[dv] += pk[dv] - colv[nv:nv + nd]  # x = p + u - v
+        X[vl, vj] = xv
+        np.maximum(X, 0.0, out=X)
+        if n == 1:
+            break
+        V = _cc.violations(dirs, ws, X, colv[nv + nd:nv + nd + nt])
+        top = np.argpartition(-V, m - 1, axis=1)[:, :m]
+        li = np.repeat(np.arange(m_env), m)
+        ii = top.ravel()
+        bad = (V[li, ii] > _STABLE_TOL) & ~inmodel[li, ii]
+        li, ii = li[bad], ii[bad]
+        if li.size == 0:
+            li, ii = np.nonzero((V > _STABLE_TOL) & ~inmodel)
+            if li.size == 0:
+                break
+        if rounds >= max_rounds:
+            raise SolverError(f"stable optimum: no convergence after {rounds} rounds")
+        inmodel[li, ii] = True
+        _cc.add_rows(h, dirs, ws, var, li, ii, inf)
+    return X, rounds
+
+
+def _model(S, c, x_opt, prev, known, ws, usable, vl, vj, var, rows, aggregate):
+    """The second stage's model before any envy row: the distance columns, the t columns of the directions
+    (``rows``' or found again), capacity rows, the first objective kept at its optimum and the membership rows.
+    Returns (model, HiGHS' infinity, the directions with their t columns where they are in this model, the
+    known variables, their number, their previous values, t columns)."""
+    import highspy
+
+    n, k = S.shape
+    nv = int(vl.size)
     inf = highspy.kHighsInf
     # distance columns t for the variables of known rows; a known row's previous GPUs on a type it cannot use
     # now (no variable) are a constant of the distance and left out
@@ -75,52 +127,7 @@ def nearest(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev
     h.addRows(1, np.array([opt - STABLE_REL * max(1.0, abs(opt))]), np.array([inf]), nv, np.zeros(1, dtype=np.int32),
               np.arange(nv, dtype=np.int32), S[vl, vj].astype(float))
     _cc.add_member_rows(h, dirs, ws, var, inf)
-    m_env = dirs.m
-    inmodel = np.zeros((m_env, n), dtype=bool)
-    ie, ii0 = _cc.intra_pairs(dirs)
-    codes = [ie * n + ii0]
-    if rows is not None and len(rows.pe):
-        codes.append(np.asarray(rows.pe, dtype=np.int64) * n + np.asarray(rows.pi, dtype=np.int64))
-    code = np.unique(np.concatenate(codes))
-    if code.size:
-        li, ii = code // n, code % n
-        inmodel[li, ii] = True
-        _cc.add_rows(h, dirs, ws, var, li, ii, inf)
-    h.setOptionValue("solver", "simplex")
-    # No presolve: with the objective kept to 1e-12 relative, HiGHS' presolve declared a feasible model of this
-    # form infeasible (the simulator's first try, 12 users; the model solves without it)
-    h.setOptionValue("presolve", "off")
-    X = np.zeros((n, k))
-    m = max(1, min(int(cuts_per_user), n - 1))
-    rounds = 0
-    while True:
-        rounds += 1
-        h.run()
-        status = h.getModelStatus()
-        if status != highspy.HighsModelStatus.kOptimal:
-            raise SolverError(f"stable optimum: HiGHS ended with {h.modelStatusToString(status)} in round {rounds}")
-        colv = np.asarray(h.getSolution().col_value)
-        xv = colv[:nv].copy()
-        xv[dv] += pk[dv] - colv[nv:nv + nd]  # x = p + u - v
-        X[vl, vj] = xv
-        np.maximum(X, 0.0, out=X)
-        if n == 1:
-            break
-        V = _cc.violations(dirs, ws, X, colv[nv + nd:nv + nd + nt])
-        top = np.argpartition(-V, m - 1, axis=1)[:, :m]
-        li = np.repeat(np.arange(m_env), m)
-        ii = top.ravel()
-        bad = (V[li, ii] > _STABLE_TOL) & ~inmodel[li, ii]
-        li, ii = li[bad], ii[bad]
-        if li.size == 0:
-            li, ii = np.nonzero((V > _STABLE_TOL) & ~inmodel)
-            if li.size == 0:
-                break
-        if rounds >= max_rounds:
-            raise SolverError(f"stable optimum: no convergence after {rounds} rounds")
-        inmodel[li, ii] = True
-        _cc.add_rows(h, dirs, ws, var, li, ii, inf)
-    return X, rounds
+    return h, inf, dirs, dv, nd, pk, nt
 
 
 def nearest_merged(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarray, prev: np.ndarray,
@@ -131,7 +138,7 @@ def nearest_merged(S: np.ndarray, w: np.ndarray, c: np.ndarray, x_opt: np.ndarra
     Exact. Let g be such a group: S_l = a_l D for l in g, and p_l = w_l b (or no distance term for any l in g).
     For any allocation x that is envy-free with total throughput >= the bound, its symmetrization
     x'_l = (w_l / W_g) sum_{l' in g} x_l' (W_g = sum w_l) is envy-free with the same total (the merge proof of
-    ``_coop_fast._merged_generation`` holds for any set of users of one direction) and no farther from p:
+    ``fast._merged_generation`` holds for any set of users of one direction) and no farther from p:
     sum_l |x'_l - p_l| = |y_g - W_g b| <= sum_l |x_l - p_l| (triangle inequality on sum_l (x_l - w_l b) =
     y_g - W_g b, y_g = sum x_l). So some nearest optimum is symmetric in every group, and the symmetric
     allocations are exactly the splits of the merged problem's allocations y, at distance sum_g |y_g - W_g b_g|:

@@ -1,4 +1,4 @@
-"""Hadar's admission (``policies/hadar.py``): the best schedule of one job at the schedule's prices (eq. 4) and
+"""Hadar's admission (the policy in ``policies/hadar/``): the best schedule of one job at the schedule's prices (eq. 4) and
 the primal-dual rule over the round's queue, with the price of every time slot a job holds its GPUs in.
 
 Time slots. Slot 0 is this round; a job admitted now runs from slot 0 until it completes: on a placement

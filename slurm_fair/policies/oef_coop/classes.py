@@ -23,7 +23,7 @@ are never merged. A rounding boundary between two nearly proportional vectors on
 same optimum).
 
 An envy row is named (e, i): envier e (a direction index) and envied user i. Pure numpy in and out, apart from
-the HiGHS model ``h`` the row builders write into.
+the HiGHS model ``h`` the row builders write into and :func:`solved`, one round of either stage's loop.
 """
 
 from __future__ import annotations
@@ -31,6 +31,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from ...errors import SolverError
+
+
+def solved(h, what: str, rounds: int):
+    """Run the HiGHS model ``h`` (one round of a row-generation loop); its solution when HiGHS reached the optimum,
+    else SolverError naming ``what`` and the round."""
+    import highspy
+
+    h.run()
+    status = h.getModelStatus()
+    if status != highspy.HighsModelStatus.kOptimal:
+        raise SolverError(f"{what}: HiGHS ended with {h.modelStatusToString(status)} in round {rounds}")
+    return h.getSolution()
 
 
 @dataclass(frozen=True)
@@ -168,7 +182,7 @@ def violations(dirs: Directions, ws: np.ndarray, X: np.ndarray, t: np.ndarray) -
 
 
 def max_envy(S: np.ndarray, w: np.ndarray, x: np.ndarray) -> float:
-    """max over l != i of S_l.x_i / w_i - S_l.x_l / w_l (what ``_coop_fast.envy_matrix(...).max()`` gives) by
+    """max over l != i of S_l.x_i / w_i - S_l.x_l / w_l (what ``fast.envy_matrix(...).max()`` gives) by
     directions: S_l = a_l D_c, so the row of l is a_l times the row of its direction c in D (x / w)^T (m x n
     instead of n x n); the best other bundle of l is its direction's best column, or the second best where that
     column is l's own. The same numbers, summed in another order (1e-16 relative)."""
@@ -215,7 +229,7 @@ def class_pairs(dirs: Directions, sl: np.ndarray, si: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class EnvyModel:
     """A first stage's final envy rows (envier, user) and its directions (None: no model was built), where the
-    second stage (:func:`._coop_nearest.nearest`) starts."""
+    second stage (:func:`.nearest.nearest`) starts."""
 
     dirs: Directions | None
     pe: np.ndarray

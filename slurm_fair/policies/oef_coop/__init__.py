@@ -9,7 +9,7 @@ Thm 5.1: the optimum is envy-free and sharing-incentive (u_l(x_l) >= u_l(π_l/Σ
 envy-freeness constraints of l over i gives Σπ·u_l(x_l)/π_l >= u_l(Σ_i x_i) = u_l(m), as the optimum leaves
 no GPU that some user could use idle. For integer weights it equals the replication of §4.2.3.
 
-Caps (total demand and per-type caps) by water-filling (``_common.waterfill``): solve eq. 10 for the
+Caps (total demand and per-type caps) by water-filling (``common.waterfill``): solve eq. 10 for the
 active users on the GPUs left; users given more GPUs than their demand, or more of a type than their cap
 there, are frozen at the usable part of that solve (their own fastest GPUs of it, at most their cap per type
 and their demand in all): a class stopped by a per-type cap is frozen exactly like one stopped by its total
@@ -25,7 +25,7 @@ the uncapped users the allocation is eq. 10 on the GPUs left over, so envy-freen
 users and sharing incentive holds for them relative to their weight share of the *remaining* GPUs;
 work-conserving: no GPU is idle while a user below its caps could use it (eq. 10 leaves none of the
 remaining GPUs an uncapped user can use idle, Thm 5.1, and ``fill_idle`` hands out the rest). The per-step
-solvers (``_coop_fast``, :func:`plain_step`) solve eq. 10 without caps; the caps live only in the
+solvers (``fast``, :func:`plain_step`) solve eq. 10 without caps; the caps live only in the
 water-filling around them.
 
 Rejected alternative (measured): keeping a class capped on one type active for its other types, with that
@@ -45,9 +45,13 @@ from the binding rows of the step before it (plus the similarity rows). The opti
 seed; pairs naming unknown classes are ignored.
 
 Partitioned mode (``partition_above`` > 0 and more classes than that; config ``[policy]``): POP-style groups
-(:mod:`._partition`), each solved as above on its weight share of every GPU type, then ``upgrade_idle`` and
+(:mod:`.partition`), each solved as above on its weight share of every GPU type, then ``upgrade_idle`` and
 ``fill_idle`` over the whole cluster. Faster, not exact: envy-freeness only within a group (the notes say
 so; loss measured in ``benchmarks/coop_scale.py``).
+
+Beneath this package: ``fast`` (the exact solver: row generation on a live HiGHS model), ``classes`` (envy
+rows shared by users of one speed direction), ``nearest`` (the second stage: of the optima, the nearest to
+last round's allocation), ``partition`` (the partitioned mode's groups).
 """
 
 from __future__ import annotations
@@ -57,19 +61,20 @@ import hashlib
 
 import numpy as np
 
-from .. import lp
-from ..errors import InputError
-from ..model import Allocation, Problem, VirtualUsers
-from . import _coop_fast, _partition, _stable
-from ._common import capped_note, clean, fill_idle, finish, upgrade_idle, waterfill
-from .base import Policy
+from ... import lp
+from ...errors import InputError
+from ...model import Allocation, Problem, VirtualUsers
+from ..stable import Previous
+from . import fast, partition
+from ..common import capped_note, clean, fill_idle, finish, upgrade_idle, waterfill
+from ..base import Policy
 
 NAME = "oef-coop"
 
 
 def plain_step(speed: np.ndarray, weight: np.ndarray, capacity: np.ndarray, solver: str | None = None) -> np.ndarray:
     """Eq. 10 (no demands) as one cvxpy LP with the n² envy-freeness constraints; returns x (n, k)."""
-    return clean(_coop_fast.plain_lp(speed, weight, capacity, solver), np.asarray(speed, dtype=float),
+    return clean(fast.plain_lp(speed, weight, capacity, solver), np.asarray(speed, dtype=float),
                  np.asarray(capacity, dtype=float))
 
 
@@ -80,10 +85,10 @@ def _solve_step(speed: np.ndarray, weight: np.ndarray, capacity: np.ndarray, sol
     """One water-filling step: eq. 10 for these rows and this capacity.
 
     With no solver named, the exact constraint-generation solver on a live HiGHS model
-    (:mod:`._coop_fast`, same optimum, tested against this module's plain form); a named cvxpy solver
+    (:mod:`.fast`, same optimum, tested against this module's plain form); a named cvxpy solver
     (ECOS, CLARABEL, ...) solves the plain form with all n(n-1) envy constraints."""
     if solver is None or not str(solver).strip():
-        return _coop_fast.solve(speed, weight, capacity)
+        return fast.solve(speed, weight, capacity)
     return plain_step(speed, weight, capacity, solver)
 
 
@@ -148,7 +153,7 @@ def _warm_pairs(warm) -> list[tuple[tuple[str, str], tuple[str, str]]]:
     return out
 
 
-def _exact_vu(vu: VirtualUsers, warm_keys, previous: _stable.Previous | None = None
+def _exact_vu(vu: VirtualUsers, warm_keys, previous: Previous | None = None
               ) -> tuple[np.ndarray, list[int], list, float, tuple[int, int], list]:
     """Water-filling with the fast exact step on ``vu``. ``warm_keys``: pairs of (tenant, class) keys (an
     earlier solve's binding rows; None: cold) that seed every step, among its users. Each step after the
@@ -159,7 +164,7 @@ def _exact_vu(vu: VirtualUsers, warm_keys, previous: _stable.Previous | None = N
     made warm rounds with 2 % of the tenants changed cost more than cold ones (171 vs 160 rounds before).
     The last value returned: per step, its rows' allocation ({(tenant, class): {type: GPUs}}).
     ``previous``: every step returns, of its optima, the one nearest to the previous solve's same step
-    (:mod:`._stable`). Returns the allocation (before ``upgrade_idle``), the capped rows, the binding rows as key pairs, LP
+    (:mod:`..stable`). Returns the allocation (before ``upgrade_idle``), the capped rows, the binding rows as key pairs, LP
     seconds, (steps seeded, rows seeded)."""
     key_of = list(zip(vu.tenant, vu.cls))
     index = {kk: i for i, kk in enumerate(key_of)}
@@ -176,7 +181,7 @@ def _exact_vu(vu: VirtualUsers, warm_keys, previous: _stable.Previous | None = N
         local = [(pos[a], pos[b]) for a, b in first + prev[0] if a in pos and b in pos]
         cold = nstep[0] == 0 and warm_keys is None
         with timer.measure():
-            xa, info = _coop_fast.solve_with_info(speed, weight, capacity, seed=None if cold else local,
+            xa, info = fast.solve_with_info(speed, weight, capacity, seed=None if cold else local,
                                                   seed_all=True,
                                                   previous=None if previous is None else previous.array(vu, nstep[0])[rows])
         found = [(int(rows[a]), int(rows[b])) for a, b in info.binding]
@@ -194,7 +199,7 @@ def _exact_vu(vu: VirtualUsers, warm_keys, previous: _stable.Previous | None = N
     return x, capped, pairs, timer.seconds, (seeded[0], seeded[1]), steps
 
 
-def _group_solver(warm_keys, same, prev: _stable.Previous | None = None):
+def _group_solver(warm_keys, same, prev: Previous | None = None):
     def solve_group(sub: VirtualUsers):
         keys = None
         if warm_keys is not None:
@@ -212,13 +217,13 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
     docstring); only the fast solver uses it.
 
     ``partition_above`` > 0: with more classes than that, solve POP-style in ``partition_parts`` random groups
-    (:mod:`._partition`, seed ``partition_seed``; ``processes`` > 1: in parallel), each exact on its weight
+    (:mod:`.partition`, seed ``partition_seed``; ``processes`` > 1: in parallel), each exact on its weight
     share of every GPU type, then ``upgrade_idle`` and ``fill_idle`` over the whole cluster. Not the exact
     optimum: envy-freeness holds inside each group only (the loss is measured in benchmarks/coop_scale.py);
     the notes say so.
 
     ``stable`` (config ``[policy] stable``): of each step's optima, the one nearest to the previous solve's
-    allocation (kept in ``warm`` as :class:`._stable.Previous` entries; :mod:`._stable`), so that a class's
+    allocation (kept in ``warm`` as :class:`.Previous` entries; :mod:`..stable`), so that a class's
     GPUs move only when the problem moved; the total throughput stays at the optimum (to the solver's tolerance).
     The previous allocation is saved in ``warm`` either way."""
     if solver is not None and str(solver).strip():
@@ -226,7 +231,7 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
     above = int(partition_above or 0)
     if above < 0:
         raise InputError("partition_above", partition_above, "must be an integer >= 0 (0 = never partition)")
-    parts = _partition.check_parts(partition_parts)
+    parts = partition.check_parts(partition_parts)
     lp.pick_solver(solver)
     vu = problem.virtual_users()
     warm_keys = _warm_pairs(warm) if warm is not None else None
@@ -235,12 +240,12 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
     same = None  # the classes unchanged since the save (None: unknown)
     if warm_keys is not None and saved is not None:
         same = {kk for kk, f in zip(zip(vu.tenant, vu.cls), fps) if saved.get(kk) == f}
-    prev = _stable.Previous.from_warm(warm) if stable else None
+    prev = Previous.from_warm(warm) if stable else None
     notes: list[str] = []
     timer = lp.Timer()
     if above and vu.n > above:
-        sp = _partition.split(vu, parts, partition_seed, partition_split)
-        out = _partition.solve_groups(vu, sp, _group_solver(warm_keys, same, prev), processes)
+        sp = partition.split(vu, parts, partition_seed, partition_split)
+        out = partition.solve_groups(vu, sp, _group_solver(warm_keys, same, prev), processes)
         x = np.zeros((vu.n, vu.k))
         capped: list[int] = []
         pairs: list = []
@@ -278,7 +283,7 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
     alloc = finish(problem, NAME, x, timer, solver, tuple(notes))
     marks = tuple(("fp", t, c, f) for t, c, f in zip(vu.tenant, vu.cls, fps))
     return dataclasses.replace(alloc, solver=FAST_SOLVER,
-                               warm=tuple(sorted(pairs)) + marks + _stable.Previous.of(alloc, tuple(steps)).entries())
+                               warm=tuple(sorted(pairs)) + marks + Previous.of(alloc, tuple(steps)).entries())
 
 
 POLICY = Policy(NAME, solve, guarantees=("envy_free", "sharing_incentive"),

@@ -22,7 +22,7 @@ c_i is computed from them.
 (column generation checked with the duals: the optimal value over all cells, see ``auction``). The B
 leave-one-out solves are independent: they run in chunks of ``CHUNK`` bidders, each chunk on its own program, on
 up to ``THREADS`` threads, and give the same answer on any number of threads. On CLARABEL a program is written
-straight in its conic form and kept in one persistent solver (``_themis_conic.Direct``: a leave-one-out solve is
+straight in its conic form and kept in one persistent solver (``conic.Direct``: a leave-one-out solve is
 a data update, and only CLARABEL's solve, outside Python's GIL, runs long); cvxpy's program (``Cells``, whose
 building and compiling is serialized, see ``_CVXPY``) is the fallback and the path for other solvers.
 Issue 31, 1 000 tenants × 10 types (301 bidders): 503-599 of 3 010 cells, ~15 ms a program instead of ~45-70 ms,
@@ -49,9 +49,9 @@ from dataclasses import dataclass
 import cvxpy as cp
 import numpy as np
 
-from .. import lp
-from ..errors import SolverError
-from ._themis_conic import Direct
+from ... import lp
+from ...errors import SolverError
+from .conic import Direct
 
 CONIC_OPTIONS = {"CLARABEL": {"tol_gap_abs": 1e-12, "tol_gap_rel": 1e-12, "tol_feas": 1e-12, "tol_ktratio": 1e-10,
                               "max_iter": 500},
@@ -300,7 +300,7 @@ def _on_clarabel(solver) -> bool:
 
 def _program(m: Market, cells: np.ndarray, solver, threaded: bool):
     """The program over ``cells``: on CLARABEL (the default) written in its conic form and kept in one persistent
-    solver (:class:`._themis_conic.Direct`: no cvxpy work per solve, nothing held under the GIL but the data
+    solver (:class:`.conic.Direct`: no cvxpy work per solve, nothing held under the GIL but the data
     update); on any other solver the cvxpy program (:class:`Cells`)."""
     if _on_clarabel(solver):
         return Direct(m, cells, CONIC_OPTIONS["CLARABEL"])
