@@ -26,7 +26,7 @@ Needs a running testbed (root: jobs are submitted with ``sbatch --uid``). Steps,
    after the last (the map of every account, re-read by job_submit.lua on each submission).
 5. **Rounds**: ``--rounds`` daemon rounds (``run_round`` with the CLI backend, as ``slurm-fair daemon`` runs
    them: one process, a fresh database, the testbed's config with ``dry_run = false``) in a child process
-   (``_site_probe.py``), the first cold, the next warm. Per round: wall time per phase, Slurm commands by kind
+   (``site_probe.py``), the first cold, the next warm. Per round: wall time per phase, Slurm commands by kind
    (count, seconds), limit changes, SiteFactor updates made and deferred (``MAX_SITE_FACTOR_UPDATES``), the
    SiteFactor bands (distinct values vs accounts), the controller's RPCs and the daemons' CPU seconds over
    the round, the child's peak RSS.
@@ -55,8 +55,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import _site_probe as S  # noqa: E402
-from benchmarks import _site_report as report  # noqa: E402
+from benchmarks import site_probe as S  # noqa: E402
+from benchmarks import site_report as report  # noqa: E402
 from benchmarks.observe import config as slurm_config  # noqa: E402
 
 PREFIX = "sfb"  # every account this benchmark creates: sfb<NNNN> leaves, sfbd<NN> departments, sfbd<NN>g<N> groups

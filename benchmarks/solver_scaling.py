@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._plain_coop import envy_violation, full_lp, plain  # noqa: E402
+from benchmarks.plain_coop import envy_violation, full_lp, plain  # noqa: E402
 from slurm_fair.policies.oef_coop import fast as coop_fast  # noqa: E402
 
 try:

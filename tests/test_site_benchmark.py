@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from benchmarks import _site_probe as S
-from benchmarks import _site_report as report
+from benchmarks import site_probe as S
+from benchmarks import site_report as report
 from benchmarks import site_round as B
 
 SDIAG = """*******************************************************

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks._plain_coop import envy_violation, full_lp, plain
+from benchmarks.plain_coop import envy_violation, full_lp, plain
 from benchmarks.philly import instance
 from slurm_fair.fairness.properties import violations
 from slurm_fair.policies import common, oef_coop

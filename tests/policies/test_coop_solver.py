@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks._plain_coop import envy_violation, full_lp, plain
+from benchmarks.plain_coop import envy_violation, full_lp, plain
 from slurm_fair.errors import InputError
 from slurm_fair.policies.oef_coop import fast as coop_fast
 

@@ -10,7 +10,7 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from benchmarks._plain_coop import envy_violation, full_lp
+from benchmarks.plain_coop import envy_violation, full_lp
 from benchmarks.philly import instance
 from slurm_fair.policies import oef_coop, stable
 from slurm_fair.policies.oef_coop import fast as coop_fast

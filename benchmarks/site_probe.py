@@ -3,7 +3,7 @@
 * :func:`sdiag` / :func:`sdiag_diff`: slurmctld's RPC counters (``sdiag``: by message type and by user).
 * :func:`cpu_seconds`: CPU time (user + system) of the testbed's daemons, from ``/proc/<pid>/stat``.
 * :class:`CountingCli`: the CLI backend, logging every Slurm command it runs with its kind and wall time.
-* :func:`child_main` (``python benchmarks/_site_probe.py --out OUT.json ...``): runs daemon rounds in a fresh
+* :func:`child_main` (``python benchmarks/site_probe.py --out OUT.json ...``): runs daemon rounds in a fresh
   process, as ``slurm-fair daemon`` does (one Cluster, one Store, rounds one after the other), and writes per
   round the phase times, the Slurm calls, the sdiag and CPU deltas of the round's window and the process's
   peak RSS. Run as a child so the peak RSS is the daemon's alone.
