@@ -2,7 +2,7 @@
 
     python benchmarks/fuzz_soak.py [--cases 10000] [--seed 0]
 
-Cases (tests/_hostile.py, the same code the CI fuzz tests run a few examples of) are spread evenly over four
+Cases (tests/hostile.py, the same code the CI fuzz tests run a few examples of) are spread evenly over four
 kinds: ``squeue`` (captured squeue --json of 22.05 or 24.11 with arbitrary bytes in job names, comments, wckeys
 and constraints, read by the CLI backend; every second case also runs a dry-run round), ``squeue_text``
 (profile status's squeue lines), ``hook`` (a hook call with the bytes in its environment and in scontrol's text,
@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from slurm_fair.cli.table import render  # noqa: E402
-from tests import _hostile as H  # noqa: E402
+from tests import hostile as H  # noqa: E402
 
 
 def main() -> int:

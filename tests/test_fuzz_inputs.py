@@ -172,10 +172,10 @@ def test_fuzz_spool_files_never_stop_ingest(tmp_path_factory, blobs):
     assert not any(n.startswith("rec-") for n in left), (left, res)  # each read in or moved to bad/
 
 
-# ---- issue 21, item 6: any byte a user can set, through the real parse paths (tests/_hostile.py; the
+# ---- issue 21, item 6: any byte a user can set, through the real parse paths (tests/hostile.py; the
 # 10 000-case soak: benchmarks/fuzz_soak.py)
 
-from tests import _hostile as H  # noqa: E402
+from tests import hostile as H  # noqa: E402
 
 BYTES = st.one_of(st.binary(max_size=30), st.lists(st.sampled_from(H.SPECIAL), max_size=6).map(b"".join))
 FEW = settings(SETTINGS, max_examples=int(SOAK or "12"))
