@@ -175,9 +175,9 @@ def test_the_round_records_the_counts_and_survives_their_failure(monkeypatch, tm
         cluster = SimCluster(cluster_spec("k80=2,v100=2", 2), {"a": 1, "b": 1}, thr, jobs, epoch=1.7e9)
         cluster.advance(0.0)
         res = run_round(cluster, store, cfg, "oef-coop", now=cluster.clock())
-        f = store.round(res.round_id)["details"]["fairness"]
+        f = store.round(res.round_id).details["fairness"]
         assert res.status == "ok" and set(f) == {"ideal", "real", "seconds"}
-        assert store.round(res.round_id)["details"]["throughput"]["ideal"] == {"a": pytest.approx(4.5),
+        assert store.round(res.round_id).details["throughput"]["ideal"] == {"a": pytest.approx(4.5),
                                                                               "b": pytest.approx(3.0)}
         # cooperative OEF: a 1.5 V100 (4.5; its weight share, 1 K80 + 1 V100, gives 4), b 2 K80 + 0.5 V100 (3;
         # its share 3): envy-free. Placed whole, a gets 1 V100 (then it values b's 2 K80 + 1 V100 at 5 > 3) or
@@ -188,4 +188,4 @@ def test_the_round_records_the_counts_and_survives_their_failure(monkeypatch, tm
         monkeypatch.setattr(P, "round_fairness", lambda *a: 1 / 0)
         res = run_round(cluster, store, cfg, "oef-noncoop", now=cluster.clock())
         assert res.status == "ok"
-        assert store.round(res.round_id)["details"]["fairness"]["error"].startswith("ZeroDivisionError")
+        assert store.round(res.round_id).details["fairness"]["error"].startswith("ZeroDivisionError")

@@ -216,7 +216,7 @@ def test_sigkill_between_solve_and_apply_then_restart_converges(testbed, sf):
     sf.cli("daemon", "--once")  # restart: converges
     rnd = last_round(sf.db)
     assert rnd["status"] == "ok"
-    assert sf.db.round(killed["id"])["status"] == "error"  # marked interrupted
+    assert sf.db.round(killed["id"]).status == "error"  # marked interrupted
     planned = planned_limits(rnd)
     assert slurm_limits(testbed) == planned and any(planned.values())
     applied = sf.db.applied(rnd["id"])

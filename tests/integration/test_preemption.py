@@ -71,7 +71,7 @@ def test_preempted_job_checkpoints_is_requeued_once_and_resumes(testbed, tmp_pat
             assert (p["job_id"], p["state"], p["gpu_type"], p["gpus"], p["signal"]) == (job, "signalled", "a100", 1,
                                                                                       "USR1")
             assert "acct_a uses 4 a100 GPUs with a guarantee of 3" in p["reason"]
-            details = store.round()["details"]["preemption"]
+            details = store.round().details["preemption"]
         assert details["over"] == {"acct_a": {"a100": 1}} and details["waiting"]["a100"] == 1
         saved = testbed.wait_for(
             lambda: [int(x.split()[-1]) for x in output(testbed, job).splitlines() if x.startswith("checkpoint saved")],

@@ -148,7 +148,7 @@ def test_running_job_report_is_harvested_and_a_bad_one_refused(testbed, sf, pyli
     sf.cli("daemon", "--once")  # the same comment again: taken once
     after = sf.values("acct_b", "rnn")[("v100", "harvested")]
     assert (after["throughput"], after["samples"], after["rejected"]) == (12.0, 1, 0)  # unchanged
-    refused = [e for e in sf.db.events(kind="profile-report-refused") if e["job_id"] == job]
+    refused = [e for e in sf.db.events(kind="profile-report-refused") if e.job_id == job]
     assert len(refused) == 1 and "max_throughput" in refused[0]["message"] and "'rnn'" in refused[0]["message"]
     assert [(r["n"], r["status"]) for r in sf.db.profile_reports(account="acct_b")] == [(2, "refused"), (1, "accepted")]
 
@@ -194,7 +194,7 @@ def test_exploration_steers_untyped_submissions_to_a_type_the_class_was_not_meas
                            text=True, timeout=180)
         assert r.returncode == 0, r.stdout + r.stderr
         with Store(tmp_path / "sf.sqlite") as store:
-            details = store.round()["details"]
+            details = store.round().details
             assert {(k[1], k[3]) for k in [(r["account"], r["class"], r["gpu_type"], r["source"])
                                             for r in store.profile_values()]} >= {("rl", "harvested")}
         tg = details["untyped_targets"]["acct_b"]

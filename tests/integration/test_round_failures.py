@@ -74,14 +74,14 @@ def test_bad_account_failing_call_and_locked_store_are_recorded_and_the_rest_app
         assert "injected failure for this call" in fails["acct_c"]
         assert BAD in row1["message"] and "injected failure" in row1["message"]
         assert row1["details"]["apply_batch_errors"], "the whole batch failed first, then each account alone"
-        events = {(e["account"], e["kind"]) for e in store.events(kind="apply-failed")}
+        events = {(e.account, e.kind) for e in store.events(kind="apply-failed")}
         assert events == {(BAD, "apply-failed"), ("acct_c", "apply-failed")}
         plan1 = planned_limits(store, r1.round_id)
         slurm = limits_in_slurm(testbed)
         for a in ("acct_a", "acct_b"):
             assert slurm[a] == plan1[a], (a, slurm[a], plan1[a])
         assert slurm["acct_c"] == {} and slurm[BAD] == {}
-        assert {r["account"] for r in store.applied(r1.round_id)} == {"acct_a", "acct_b"}
+        assert {r.account for r in store.applied(r1.round_id)} == {"acct_a", "acct_b"}
         assert "acct_c" not in store.deviations()  # its limits did not change: its deviation was not advanced
 
         # round 2 while another connection holds the write lock for 2 s: it waits, applies acct_c, records
@@ -153,5 +153,5 @@ def test_a_job_gone_before_its_site_factor_is_set_leaves_the_other_jobs_set(test
     assert kept in r.factor_changes and gone not in r.factor_changes
     assert site_factor(testbed, kept) == r.factor_changes[kept] > 0
     assert "SiteFactor failed for 1 job" in row["message"]
-    assert [e["job_id"] for e in store.events(kind="apply-failed")] == [gone]
+    assert [e.job_id for e in store.events(kind="apply-failed")] == [gone]
     store.close()

@@ -27,7 +27,7 @@ def test_a_class_name_is_per_account_and_untrusted_profile_tokens_are_job_report
     sf.cli("daemon", "--once")
     assert set(sf.values("acct_b", "owned")) == {("v100", "harvested")}  # acct_b's own, apart
     assert sf.values("acct_a", "owned")[("v100", "harvested")]["samples"] == 1  # acct_a's untouched
-    assert not [e for e in sf.db.events(kind="profile-report-refused") if e["job_id"] == jb]
+    assert not [e for e in sf.db.events(kind="profile-report-refused") if e.job_id == jb]
     assert set(sf.values("acct_b", "mine")) == {("k80", "harvested")}
     (r,) = [r for r in sf.db.profile_reports(account="acct_b") if r["job_id"] == jp]
     assert r["status"] == "accepted" and "trusted_users" in r["message"]
@@ -44,7 +44,7 @@ def test_classes_beyond_the_cap_count_as_default_with_an_event(testbed, sf):
     details = sf.db.rounds(limit=1)[0]["details"]
     assert details["classes_folded"] == {"acct_c": ["late"]}
     assert set(details["classes"]["acct_c"]) == {"early", "default"}
-    (e,) = [e for e in sf.db.events(kind="class-folded") if e["account"] == "acct_c"]
+    (e,) = [e for e in sf.db.events(kind="class-folded") if e.account == "acct_c"]
     assert "'late'" in e["message"] and "max_classes_per_account" in e["message"]
     for j in jobs:
         testbed.run(["scancel", str(j)])

@@ -292,7 +292,7 @@ def test_fold_round_emits_one_event_per_account_a_day_with_a_count():
         out = bounded.fold_round(s, sn, cfg, None, t)
     assert out.folded == {"acct_a": ("b",)}
     evs = s.events(kind="class-folded")
-    assert len(evs) == 2 and "'b'" in evs[0]["message"] and evs[0]["data"] == {"classes": ["b"], "count": 1}
+    assert len(evs) == 2 and "'b'" in evs[0].message and evs[0].data == {"classes": ["b"], "count": 1}
 
 
 def test_renaming_a_flood_of_jobs_each_round_writes_one_event_a_day():
@@ -304,8 +304,8 @@ def test_renaming_a_flood_of_jobs_each_round_writes_one_event_a_day():
         sn = snap(*[job(i, f"class=r{rnd}-{i}", state="PENDING", submit=i) for i in range(1, 2001)])
         bounded.fold_round(s, sn, cfg, rnd, 100.0 + rnd)
     (e,) = s.events(kind="class-folded")
-    assert e["data"]["count"] == 3 * (2000 - 2) and len(e["data"]["classes"]) == bounded.FOLD_NAMES
-    assert e["message"].startswith("5994 class(es) of account 'acct_a'") and "and 5974 more" in e["message"]
+    assert e.data["count"] == 3 * (2000 - 2) and len(e.data["classes"]) == bounded.FOLD_NAMES
+    assert e.message.startswith("5994 class(es) of account 'acct_a'") and "and 5974 more" in e.message
 
 
 def test_profiles_list_marks_as_used_what_the_rounds_use_under_on_conflict():
