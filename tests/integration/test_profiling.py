@@ -126,7 +126,7 @@ def test_profile_submit_measures_every_type_and_the_next_round_uses_it(testbed, 
     samples = {t: sf.values("acct_a", "demo")[(t, "measured")]["samples"] for t in RATES}
     testbed.wait_scheduled([testbed.sbatch("acct_a", gpus=1, comment="class=demo", command="sleep 60")])
     sf.cli("daemon", "--once")
-    details = sf.db.rounds(limit=1)[0]["details"]
+    details = sf.db.rounds(limit=1)[0].details
     assert details["classes"]["acct_a"]["demo"]["throughput"] == RATES
     # a round does not take the same reports twice
     assert {t: sf.values("acct_a", "demo")[(t, "measured")]["samples"] for t in RATES} == samples
@@ -172,7 +172,7 @@ def test_explain_and_status_flag_a_reported_profile_its_jobs_contradict(testbed,
     assert json.loads(sf.cli("status", "--json").stdout)["profile_conflicts"] == [c]
     # the class has measurements, so its speeds come from them only ([profiling] measured_speeds, on by default):
     # the round used the measured 10 / 5, not the reported 100 / 1, which could sandbag or inflate the speedup
-    thr = sf.db.rounds(limit=1)[0]["details"]["classes"]["acct_c"][big]["throughput"]
+    thr = sf.db.rounds(limit=1)[0].details["classes"]["acct_c"][big]["throughput"]
     assert (thr["v100"], thr["k80"]) == (10.0, 5.0)
 
 

@@ -41,10 +41,10 @@ def test_classes_beyond_the_cap_count_as_default_with_an_event(testbed, sf):
     jobs = [testbed.sbatch("acct_c", gpus=1, comment=f"class={c}", command="sleep 60") for c in ("early", "late")]
     testbed.wait_for(lambda: all(testbed.job(j).get("JobState") == "RUNNING" for j in jobs), 60, what="jobs running")
     sf.cli("daemon", "--once")
-    details = sf.db.rounds(limit=1)[0]["details"]
+    details = sf.db.rounds(limit=1)[0].details
     assert details["classes_folded"] == {"acct_c": ["late"]}
     assert set(details["classes"]["acct_c"]) == {"early", "default"}
     (e,) = [e for e in sf.db.events(kind="class-folded") if e.account == "acct_c"]
-    assert "'late'" in e["message"] and "max_classes_per_account" in e["message"]
+    assert "'late'" in e.message and "max_classes_per_account" in e.message
     for j in jobs:
         testbed.run(["scancel", str(j)])

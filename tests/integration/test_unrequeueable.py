@@ -24,8 +24,8 @@ def _round(testbed, cfg, tmp_path) -> dict:
     cli(testbed, cfg, "daemon", "--once")
     with Store(tmp_path / "sf.sqlite") as store:
         r = store.round()
-    assert r["status"] == "ok", r
-    return r["details"]
+    assert r.status == "ok", r
+    return r.details
 
 
 def _rows(tmp_path) -> dict[int, dict]:
