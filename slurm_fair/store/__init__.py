@@ -28,7 +28,7 @@ from .jobs import CONTROLLER_CONTEXTS, UNTYPED_GPU, JobRecord, JobRun, JobsMixin
 from .lease import Lease, LeaseMixin
 from .limits import AppliedChange, LimitsMixin
 from .preemptions import OPEN_PREEMPTIONS, PREEMPTION_STATES, PreemptionsMixin
-from .profiles import CSV_HEADER, PROFILE_SOURCES, ProfilesMixin
+from .profiles import CSV_HEADER, PROFILE_SOURCES, ProfileReport, ProfilesMixin, ProfileValue
 from .retention import Event, RetentionMixin
 from .rounds import ROUND_STATUSES, Placement, Round, RoundPoint, RoundsMixin, Share
 from .schema import BUSY_TIMEOUT_MS, MIGRATIONS, StoreError, migrate, schema_version
@@ -37,7 +37,8 @@ __all__ = [
     "BUSY_TIMEOUT_MS", "CONTROLLER_CONTEXTS", "CSV_HEADER", "Lease", "MIGRATIONS", "MissingDatabase", "OPEN_PREEMPTIONS",
     "PREEMPTION_STATES", "PROFILE_SOURCES", "ROUND_STATUSES", "UNTYPED_GPU", "Store", "StoreError", "gpu_seconds", "job_runs",
     "migrate", "open_existing", "schema_version",
-    "AppliedChange", "Event", "JobRecord", "JobRun", "Placement", "Round", "RoundPoint", "Share", "as_row",
+    "AppliedChange", "Event", "JobRecord", "JobRun", "Placement", "ProfileReport", "ProfileValue", "Round", "RoundPoint",
+    "Share", "as_row",
 ]
 
 

@@ -1,4 +1,5 @@
-"""Row values in and out of SQLite: JSON columns and checked numbers (shared by the store's modules)."""
+"""Row values in and out of SQLite: JSON columns, checked numbers, and rows as records (column ``class`` is the
+field ``cls``) and back (shared by the store's modules)."""
 
 from __future__ import annotations
 

@@ -53,9 +53,8 @@ class LimitsMixin(StoreBase):
                 self.db.execute(f"delete from written where account in ({','.join('?' * len(names))})", names)
 
     def applied(self, round_id: int) -> list[AppliedChange]:
-        return [AppliedChange(*r) for r in self.db.execute(
-            "select round_id, account, key, old, new, time from applied where round_id = ? order by rowid",
-            [round_id]).fetchall()]
+        return self._records(AppliedChange, "select round_id, account, key, old, new, time from applied "
+                                            "where round_id = ? order by rowid", [round_id])
 
     def record_factors(self, set_now: Mapping[int, int], before: Mapping[int, int], pending: Iterable[int],
                        now: float | None = None) -> None:

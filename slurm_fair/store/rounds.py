@@ -165,9 +165,8 @@ class RoundsMixin(StoreBase):
             self._insert_many("shares", data)
 
     def shares(self, round_id: int) -> list[Share]:
-        return [Share(*r) for r in self.db.execute(
-            "select round_id, account, class, gpu_type, ideal, real from shares where round_id = ? "
-            "order by account, class, gpu_type", [round_id]).fetchall()]
+        return self._records(Share, "select round_id, account, class, gpu_type, ideal, real from shares "
+                                    "where round_id = ? order by account, class, gpu_type", [round_id])
 
     def record_placements(self, round_id: int, rows: Iterable[Mapping]) -> None:
         data = [{"round_id": round_id, "account": r["account"], "gpu_type": r["gpu_type"],
@@ -177,19 +176,17 @@ class RoundsMixin(StoreBase):
             self._insert_many("placements", data)
 
     def placements(self, round_id: int) -> list[Placement]:
-        return [Placement(*r) for r in self.db.execute(
-            'select round_id, account, gpu_type, ideal, deviation_before, real, "limit" from placements '
-            "where round_id = ? order by account, gpu_type", [round_id]).fetchall()]
+        return self._records(Placement, 'select round_id, account, gpu_type, ideal, deviation_before, real, "limit" '
+                                        "from placements where round_id = ? order by account, gpu_type", [round_id])
 
     def placements_between(self, since: float | None = None, until: float | None = None) -> list[Placement]:
         """The placements (``deviation_before`` not read: None) of the finished rounds started in [since, until],
         by round, account and type."""
         where, args = self._window("r.started", since, until)
-        cur = self.db.execute(
-            'select p.round_id, p.account, p.gpu_type, p.ideal, null, p.real, p."limit" from placements p '
+        return self._records(
+            Placement, 'select p.round_id, p.account, p.gpu_type, p.ideal, null, p.real, p."limit" from placements p '
             "join rounds r on r.id = p.round_id where r.finished is not null"
             f"{' and ' + where if where else ''} order by p.round_id, p.account, p.gpu_type", args)
-        return [Placement(*row) for row in cur.fetchall()]
 
     # -------------------------------------------------------------------------------- carried state
 

@@ -31,7 +31,7 @@ CFG = config.from_dict({"profiling": {"max_throughput": 1000.0}})
 
 
 def values(store):
-    return {(r["account"], r["class"], r["gpu_type"], r["source"]): (r["throughput"], r["samples"], r["rejected"])
+    return {(r.account, r.cls, r.gpu_type, r.source): (r.throughput, r.samples, r.rejected)
             for r in store.profile_values()}
 
 
@@ -243,7 +243,7 @@ def test_a_flood_of_bad_reports_writes_a_bounded_number_of_events_a_day_and_keep
     (more,) = s.events(kind="profile-report-refused-more", limit=10 ** 4)
     assert more.account == "flood" and more.data["count"] == 300 - H.EVENTS_PER_DAY
     assert "held no GPU" in more.message
-    assert sum(r["status"] == "refused" for r in s.profile_reports(limit=10 ** 6)) == 301
+    assert sum(r.status == "refused" for r in s.profile_reports(limit=10 ** 6)) == 301
     # a day later: one by one again
     s.upsert_job_records([{**bad[0], "job_id": 7000}])
     harvest(s, snap(), CFG, 3, now=10.0 + H.DAY + 1)

@@ -10,6 +10,7 @@ from slurm_fair import fairness
 from slurm_fair.daemon import plan as P
 from slurm_fair.model import Allocation, problem_from_dict
 from slurm_fair.policies import solve
+from slurm_fair.store import ProfileValue
 
 
 def problem(weights=(1, 1), demand_b=None, k80=2, v100=2):
@@ -130,10 +131,10 @@ def test_round_fairness_counts_the_rounded_placement_too():
     from tests.daemon.test_plan import fixed_alloc, snap, job, CFG
 
     # a (3x on a V100) and b (2x), 1 K80 + 2 V100 ... as profiles of the site
-    profiles = [{"account": "", "class": "ca", "gpu_type": "k80", "throughput": 1.0},
-                {"account": "", "class": "ca", "gpu_type": "v100", "throughput": 3.0},
-                {"account": "", "class": "cb", "gpu_type": "k80", "throughput": 1.0},
-                {"account": "", "class": "cb", "gpu_type": "v100", "throughput": 2.0}]
+    profiles = [ProfileValue("", "ca", "k80", 1.0),
+                ProfileValue("", "ca", "v100", 3.0),
+                ProfileValue("", "cb", "k80", 1.0),
+                ProfileValue("", "cb", "v100", 2.0)]
     from slurm_fair.cluster.base import Node
 
     nodes = (Node("v", ("IDLE",), ("gpu",), {"v100": 2}, {}), Node("k", ("IDLE",), ("gpu",), {"k80": 1}, {}))

@@ -134,4 +134,4 @@ def test_signal_failure_on_one_job_is_recorded_and_the_others_proceed(testbed, t
     assert [f["job_id"] for f in out.failed] == [a[-1]] and "signal failed" in rows[a[-1]]["steps"][0]["message"]
     assert rows[a[-1]]["state"] == "failed" and rows[a[-1]]["signalled_at"] is None
     assert [s["job_id"] for s in out.signalled] == [a[-2]] and rows[a[-2]]["state"] == "signalled"
-    assert {e["job_id"] for e in events} == {a[-1], a[-2]}
+    assert {e.job_id for e in events} == {a[-1], a[-2]}

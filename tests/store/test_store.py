@@ -46,7 +46,7 @@ def test_reopen_keeps_data_and_applies_no_migration_twice(path):
         applied = [r["applied"] for r in s.db["schema_version"].rows]
     with Store(path) as s:
         assert [r["applied"] for r in s.db["schema_version"].rows] == applied
-        assert effective(s.profile_values())[0]["throughput"] == 4.0
+        assert effective(s.profile_values())[0].throughput == 4.0
 
 
 def test_old_schema_is_upgraded_on_open(path):
@@ -87,11 +87,11 @@ def test_transaction_rollback_loses_nothing_already_stored(path):
                 s.save_deviations(None, {"other": {"k80": 1.0}})
                 rid = s.begin_round("oef-noncoop")
                 raise RuntimeError("boom")
-        assert [p["class"] for p in effective(s.profile_values())] == ["a"]
+        assert [p.cls for p in effective(s.profile_values())] == ["a"]
         assert s.deviations() == {"acct": {"v100": 0.25}}
         assert s.rounds() == []
     with Store(path) as s:  # and it is on disk, not only in this connection
-        assert [p["class"] for p in effective(s.profile_values())] == ["a"]
+        assert [p.cls for p in effective(s.profile_values())] == ["a"]
         assert s.deviations() == {"acct": {"v100": 0.25}}
         assert s.round(rid) is None
 
@@ -121,12 +121,12 @@ def test_set_profile_upserts_and_validates(store):
     store.set_profile("resnet50", "v100", 3.0, samples=5, source="measured")
     store.set_profile("resnet50", "v100", 9.0, account="acct_a")
     store.set_profile("resnet50", "v100", 2.5)  # replaces the set value, not the measured one
-    assert [(r["account"], r["throughput"], r["samples"], r["source"]) for r in store.profile_values()] == [
+    assert [(r.account, r.throughput, r.samples, r.source) for r in store.profile_values()] == [
         ("", 3.0, 5, "measured"), ("", 2.5, 1, "set"), ("acct_a", 9.0, 1, "set")]
     # the policies' view: reported (set) wins, unless prefer_measured
-    assert [(r["account"], r["throughput"], r["source"]) for r in effective(store.profile_values())] == [
+    assert [(r.account, r.throughput, r.source) for r in effective(store.profile_values())] == [
         ("", 2.5, "set"), ("acct_a", 9.0, "set")]
-    assert [(r["account"], r["throughput"], r["source"]) for r in effective(store.profile_values(), True)] == [
+    assert [(r.account, r.throughput, r.source) for r in effective(store.profile_values(), True)] == [
         ("", 3.0, "measured"), ("acct_a", 9.0, "set")]
     for kwargs, field in [
         (dict(cls="", gpu_type="v100", throughput=1), "class"),
@@ -151,18 +151,18 @@ def test_delete_profiles(store):
     assert store.delete_profiles("lm", gpu_type="k80") == 1
     assert store.delete_profiles("lm", account="acct_a") == 2
     assert store.delete_profiles("nope") == 0
-    assert [(r["account"], r["gpu_type"]) for r in effective(store.profile_values())] == [("", "v100")]
+    assert [(r.account, r.gpu_type) for r in effective(store.profile_values())] == [("", "v100")]
 
 
 def test_import_csv_and_export_round_trip(store):
     text = HEADER + ",resnet50,v100,4.25\nacct_a,resnet50,k80,0.1\n\n,lm,p100,82.5227\n"
     assert store.import_csv(text) == 3
-    assert {r["source"] for r in effective(store.profile_values())} == {"imported"}
+    assert {r.source for r in effective(store.profile_values())} == {"imported"}
     exported = store.export_csv(effective(store.profile_values()))
     other = Store(":memory:")
     assert other.import_csv(exported) == 3
     assert other.export_csv(effective(other.profile_values())) == exported
-    got = {(r["account"], r["class"], r["gpu_type"]): r["throughput"] for r in effective(other.profile_values())}
+    got = {(r.account, r.cls, r.gpu_type): r.throughput for r in effective(other.profile_values())}
     assert got == {("", "resnet50", "v100"): 4.25, ("acct_a", "resnet50", "k80"): 0.1,
                    ("", "lm", "p100"): 82.5227}
     assert exported.splitlines()[0] == "account,class,gpu_type,throughput"
@@ -172,7 +172,7 @@ def test_export_keeps_full_float_precision(store):
     store.set_profile("x", "v100", 1 / 3)
     other = Store(":memory:")
     other.import_csv(store.export_csv(effective(store.profile_values())))
-    assert effective(other.profile_values())[0]["throughput"] == 1 / 3
+    assert effective(other.profile_values())[0].throughput == 1 / 3
 
 
 @pytest.mark.parametrize("body, field, value", [
@@ -348,7 +348,7 @@ def test_inner_savepoint_failure_caught_keeps_the_outer_work(store):
             with store.transaction():
                 store.set_profile("inner", "v100", 1.0)
                 store.set_profile("inner", "v100", -1.0)  # fails: the inner block is undone
-    assert [p["class"] for p in effective(store.profile_values())] == ["outer"]
+    assert [p.cls for p in effective(store.profile_values())] == ["outer"]
 
 
 def test_second_process_waits_for_the_write_lock_instead_of_failing(path):
@@ -376,7 +376,7 @@ def test_second_process_waits_for_the_write_lock_instead_of_failing(path):
             a.set_profile("from-a", "v100", 1.0)  # then write, in the same transaction
         t.join(timeout=15)
         assert errors == [] and b_done.is_set()
-        assert {p["class"] for p in effective(a.profile_values())} == {"from-a", "from-b"}
+        assert {p.cls for p in effective(a.profile_values())} == {"from-a", "from-b"}
 
 
 def test_numpy_values_are_stored_as_plain_numbers(store):
