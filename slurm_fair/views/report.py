@@ -68,8 +68,8 @@ def _mean(values: Iterable[float | None]) -> float | None:
 def report(rounds: list[RoundPoint], placements: Iterable[Placement],
            runs: Iterable[JobRun], preemptions: Iterable[Mapping[str, Any]],
            since: float | None = None, until: float | None = None) -> dict[str, Any]:
-    """The report of a window (see the module docstring). ``rounds``: ``store.round_series`` rows with the
-    ``fairness`` and ``throughput`` keys, oldest first; ``placements``: ``store.placements_between`` rows of
+    """The report of a window (see the module docstring). ``rounds``: ``store.round_series`` points with the
+    ``fairness`` and ``throughput`` values, oldest first; ``placements``: ``store.placements_between`` of
     the same rounds; ``runs``: ``store.job_runs()``; ``preemptions``: those created in the window.
 
     Returned: ``window`` {since, until}; ``rounds`` (count), ``first``/``last`` (start times),
