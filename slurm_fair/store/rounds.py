@@ -68,8 +68,8 @@ class Share:
 
 @dataclass(frozen=True)
 class Placement:
-    """A row of ``placements``: an account's GPUs of a type in a round (``deviation_before`` and ``real`` None
-    in ``Store.placements_between``, which does not read the first)."""
+    """A row of ``placements``: an account's GPUs of a type in a round (``deviation_before`` None in
+    ``Store.placements_between``, which does not read it)."""
 
     round_id: int
     account: str
@@ -112,7 +112,7 @@ class RoundsMixin(StoreBase):
         return Round(**{**r, "details": _loads(r.get("details"))})
 
     def _round_columns(self, details: bool) -> str:
-        return ", ".join(c for c in self.db["rounds"].columns_dict if details or c != "details")
+        return "*" if details else ", ".join(c for c in self.db["rounds"].columns_dict if c != "details")
 
     def rounds(self, limit: int = 20, details: bool = True) -> list[Round]:
         """The newest ``limit`` rounds, newest first; ``details=False`` leaves out the (large) details JSON
