@@ -54,7 +54,7 @@ def run(trace, nodes, mode: str, preempt: bool, round_s: float, policy: str = "o
     finally:
         engine.config_mod.from_dict, round_mod._last_round = orig_from_dict, orig_last
     c = flips(rows)
-    solve = [x["solve_seconds"] for x in rows if x.get("solve_seconds") is not None]
+    solve = [x.solve_seconds for x in rows if x.solve_seconds is not None]
     return {"policy": policy, "mode": mode, "preempt": preempt, **c.as_json(), "mean_jct": r.mean_jct, "makespan": r.makespan,
             "rounds": r.rounds, "preemptions": r.preemptions, "errors": r.round_errors[:2],
             "mean_solve_s": sum(solve) / len(solve) if solve else None}

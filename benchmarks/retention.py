@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from slurm_fair.store import Store  # noqa: E402
+from slurm_fair.store import Store, as_row  # noqa: E402
 
 TYPES = ["a100", "v100", "p100", "k80"]
 DAY = 86400.0
@@ -69,7 +69,7 @@ def real_round(n_accounts: int, active: int) -> tuple[str, list[dict], list[dict
             raise SystemExit(f"the template round failed: {res.status} {res.message}")
         rid = res.round_id
         details = st.db.execute("select details from rounds where id = ?", [rid]).fetchone()[0]
-        return details, st.shares(rid), st.placements(rid)
+        return details, [as_row(s) for s in st.shares(rid)], [as_row(p) for p in st.placements(rid)]
 
 
 def hook_record(job_id: int, event: str, t: float, account: str, rng: random.Random) -> dict:

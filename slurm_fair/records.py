@@ -177,6 +177,6 @@ class RoundDetails:
         return _from_json(cls, data, {"preemption": PreemptionSummary})
 
     @classmethod
-    def of_round(cls, row: Mapping[str, Any] | None) -> "RoundDetails":
-        """The details of a round row as the store returns it (None: no round)."""
-        return cls.from_json((row or {}).get("details"))
+    def of_round(cls, row: Any) -> "RoundDetails":
+        """The details of a round as the store returns it (``store.Round``; None: no round)."""
+        return cls.from_json(None if row is None else row.details)

@@ -249,7 +249,7 @@ def hook_case(version: str, where: str, b: bytes, context: str, tmp: Path) -> Ou
         if res.error:
             raise AssertionError(f"ingest error: {res.error}")
         stored = store.job_records()
-        _no_surrogates(*[r["data"] for r in stored])
+        _no_surrogates(*[r.data for r in stored])
     for f in spool.glob("*.json"):
         f.unlink()
     return Outcome("hook", note="quarantined" if res.bad else "")

@@ -139,7 +139,7 @@ def import_profiles(cfg, data: bytes):
 
 def stored(cfg) -> list[tuple]:
     with Store(cfg.parent / "db.sqlite") as s:
-        return [(r["account"], r["class"], r["gpu_type"], r["throughput"]) for r in effective(s.profile_values())]
+        return [(r.account, r.cls, r.gpu_type, r.throughput) for r in effective(s.profile_values())]
 
 
 def test_latin1_and_binary_profiles_are_refused_naming_the_line_and_nothing_is_stored(profiles_cfg):

@@ -9,7 +9,7 @@ from slurm_fair.daemon.round import run_round
 from slurm_fair.records import PreemptionSummary, RoundDetails
 from slurm_fair.sim.cluster import SimCluster, cluster_spec
 from slurm_fair.sim.traces import TraceJob
-from slurm_fair.store import Store
+from slurm_fair.store import Round, Store
 
 THR = {"fast": {"k80": 1.0, "v100": 3.0}, "flat": {"k80": 1.0, "v100": 2.0}}
 
@@ -28,7 +28,7 @@ def test_a_round_stores_its_record_and_reads_it_back_unchanged(tmp_path):
     d = res.details
     assert isinstance(d, RoundDetails) and isinstance(d.preemption, PreemptionSummary)
     assert d.policy == "oef-coop" and set(d.accounts) == {"a", "b"} and d.capacity == {"k80": 2, "v100": 2}
-    stored = store.round()["details"]
+    stored = store.round().details
     assert stored == json.loads(json.dumps(d.to_json()))  # what the store holds is the record's JSON
     back = RoundDetails.of_round(store.round())
     assert back.to_json() == stored  # and reads back to the same record
@@ -44,7 +44,7 @@ def test_keys_of_another_version_are_kept_and_missing_ones_read_as_defaults():
     assert d.other == {"from_a_newer_daemon": {"k": 1}}
     assert d.to_json()["from_a_newer_daemon"] == {"k": 1}
     # a failed round has no details; a damaged container reads as an empty one, not as a crash in a reader
-    assert RoundDetails.of_round({"details": None}).accounts == []
+    assert RoundDetails.of_round(Round(1, 0.0, None, "gavel", "", "error", None, None, None, None, None)).accounts == []
     assert RoundDetails.of_round(None).capacity == {}
     assert RoundDetails.from_json({"capacity": None, "in_use": [1, 2], "accounts": "ab"}).in_use == {}
     assert RoundDetails.from_json({"capacity": None}).capacity == {}

@@ -177,23 +177,25 @@ def _conflicts(conflicts: list[dict]) -> None:
 def shares_cmd(config_path: str | None, round_id: int | None, as_json: bool) -> None:
     """Ideal (fractional) GPUs per account, class and GPU type of a round, and the account placements
     (rounded, deviation before, limit after work conservation)."""
+    from ..store import as_row
+
     cfg = config_mod.load(config_path)
     with _store(cfg) as store:
         r = store.round(round_id)
         if r is None:
             raise InputError("--round", round_id, "no such round" if round_id else "no completed round yet")
-        shares, places = store.shares(r["id"]), store.placements(r["id"])
+        shares, places = store.shares(r.id), store.placements(r.id)
     if as_json:
-        _dump({"round": r["id"], "policy": r["policy"], "status": r["status"], "shares": shares,
-               "placements": places})
+        _dump({"round": r.id, "policy": r.policy, "status": r.status, "shares": [as_row(s) for s in shares],
+               "placements": [as_row(p) for p in places]})
         return
-    click.echo(f"round {r['id']} ({r['status']}), policy {r['policy']}")
+    click.echo(f"round {r.id} ({r.status}), policy {r.policy}")
     click.echo(render(["ACCOUNT", "CLASS", "GPU_TYPE", "IDEAL"],
-                      [[s["account"], s["class"], s["gpu_type"], f"{s['ideal']:.3f}"] for s in shares if s["ideal"] > 1e-9]))
+                      [[s.account, s.cls, s.gpu_type, f"{s.ideal:.3f}"] for s in shares if s.ideal > 1e-9]))
     click.echo("")
     click.echo(render(["ACCOUNT", "GPU_TYPE", "IDEAL", "DEV_BEFORE", "REAL", "LIMIT"],
-                      [[p["account"], p["gpu_type"], f"{p['ideal']:.3f}", f"{p['deviation_before'] or 0:.3f}",
-                        p["real"], p["limit"]] for p in places]))
+                      [[p.account, p.gpu_type, f"{p.ideal:.3f}", f"{p.deviation_before or 0:.3f}",
+                        p.real, p.limit] for p in places]))
 
 
 # ------------------------------------------------------------------------------------------- history
@@ -207,18 +209,18 @@ def shares_cmd(config_path: str | None, round_id: int | None, as_json: bool) -> 
 def history_cmd(config_path: str | None, limit: int, as_json: bool) -> None:
     """The newest rounds: time, status, policy, accounts, changes, solve and total seconds, message. A missing
     database is an error (exit 1); none is created."""
-    from ..store import open_existing
+    from ..store import as_row, open_existing
 
     cfg = config_mod.load(config_path)
     with open_existing(cfg.database_path) as store:
         rows = store.rounds(limit=limit)
     if as_json:
-        _dump([{k: v for k, v in r.items() if k != "details"} for r in rows])
+        _dump([{k: v for k, v in as_row(r).items() if k != "details"} for r in rows])
         return
     click.echo(render(["ROUND", "STARTED", "STATUS", "POLICY", "ACCOUNTS", "CHANGES", "SOLVE_S", "ROUND_S", "MESSAGE"],
-                      [[r["id"], _time(r["started"]), r["status"], r["policy"], r["n_accounts"] or 0,
-                        r["n_changes"] or 0, f"{r['solve_seconds'] or 0:.2f}",
-                        f"{(r['finished'] or r['started']) - r['started']:.2f}", (r["message"] or "")[:60]]
+                      [[r.id, _time(r.started), r.status, r.policy, r.n_accounts or 0,
+                        r.n_changes or 0, f"{r.solve_seconds or 0:.2f}",
+                        f"{(r.finished or r.started) - r.started:.2f}", (r.message or "")[:60]]
                        for r in rows]))
 
 

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import click
 
@@ -24,6 +24,9 @@ from ..catalog import PROFILE_SOURCES as SOURCES
 from ..text import printable
 from .common import config_option, decode_utf8, handle_errors, json_option
 from .table import render
+
+if TYPE_CHECKING:
+    from ..store import ProfileReport, ProfileValue
 
 
 
@@ -58,7 +61,7 @@ def profiles_group() -> None:
     """
 
 
-def list_rows(values: list[dict], cfg: Config, now: float) -> list[dict]:
+def list_rows(values: list[ProfileValue], cfg: Config, now: float) -> list[dict]:
     """``profiles list`` rows: every stored value (all sources side by side) with ``used`` (the value the
     policies use for that key), ``stale``/``single`` flags and ``speedup`` (throughput over the lowest
     throughput of the same account, class and source)."""
@@ -66,20 +69,21 @@ def list_rows(values: list[dict], cfg: Config, now: float) -> list[dict]:
     from ..profiling.trust import effective_values
 
     rules = Rules.from_config(cfg.profiling)
-    used = {(r["account"], r["class"], r["gpu_type"], r["source"])  # as the rounds pick them ([profiling] on_conflict)
+    used = {(r.account, r.cls, r.gpu_type, r.source)  # as the rounds pick them ([profiling] on_conflict)
             for r in effective_values(values, rules.conflict_margin, cfg.profiling.on_conflict,
                                       rules.prefer_measured, bool(cfg.profiling.measured_speeds))[0]}
     slowest: dict[tuple[str, str, str], float] = {}
     for r in values:
-        k = (r["account"], r["class"], r["source"])
-        slowest[k] = min(slowest.get(k, float("inf")), float(r["throughput"]))
+        k = (r.account, r.cls, r.source)
+        slowest[k] = min(slowest.get(k, float("inf")), float(r.throughput))
     out = []
     for r in values:
-        row = {k: r.get(k) for k in ("account", "class", "gpu_type", "throughput", "source", "samples", "updated",
-                                     "rejected", "detail")}
-        row["speedup"] = float(r["throughput"]) / slowest[(r["account"], r["class"], r["source"])]
+        row = {"account": r.account, "class": r.cls, "gpu_type": r.gpu_type, "throughput": r.throughput,
+               "source": r.source, "samples": r.samples, "updated": r.updated, "rejected": r.rejected,
+               "detail": r.detail}
+        row["speedup"] = float(r.throughput) / slowest[(r.account, r.cls, r.source)]
         row.update(flags(r, now, rules))
-        row["used"] = (r["account"], r["class"], r["gpu_type"], r["source"]) in used
+        row["used"] = (r.account, r.cls, r.gpu_type, r.source) in used
         out.append(row)
     return out
 
@@ -310,9 +314,11 @@ def parse_profile_jobs(text: str) -> list[dict]:
 def status_cmd(config_path: str | None, as_json: bool) -> None:
     """What profiling jobs are running and what came back (from Slurm; with the daemon's database, readable
     by its administrators, also the reports the daemon took and the conflicts it sees)."""
+    from ..store import as_row
+
     cfg = config_mod.load(config_path)
     jobs = _profile_jobs(cfg.cluster.timeout)
-    taken: list[dict] = []
+    taken: list[ProfileReport] = []
     conflicts: list[dict] = []
     db_note = ""
     try:
@@ -327,7 +333,7 @@ def status_cmd(config_path: str | None, as_json: bool) -> None:
     except Exception as e:  # noqa: BLE001 - e.g. users cannot read the daemon's database
         db_note = f"database {cfg.database_path}: {e}"
     if as_json:
-        click.echo(json.dumps({"jobs": jobs, "reports": taken, "profile_conflicts": conflicts,
+        click.echo(json.dumps({"jobs": jobs, "reports": [as_row(r) for r in taken], "profile_conflicts": conflicts,
                                "database": db_note or "ok"}, indent=2))
         return
     if jobs:
@@ -339,10 +345,10 @@ def status_cmd(config_path: str | None, as_json: bool) -> None:
     if taken:
         click.echo("\nreports taken by the daemon (newest first):")
         click.echo(render(["JOB", "N", "ACCOUNT", "CLASS", "GPU_TYPE", "THROUGHPUT", "SOURCE", "STATUS", "WHEN"],
-                          [[r["job_id"], r["n"], r["account"], r["class"], r["gpu_type"] or "-",
-                            "-" if r["throughput"] is None else f"{r['throughput']:.6g}", r["source"] or "-",
-                            r["status"] + (f": {r['message']}" if r["message"] else ""),
-                            time.strftime("%H:%M:%S", time.localtime(r["time"]))] for r in taken]))
+                          [[r.job_id, r.n, r.account, r.cls, r.gpu_type or "-",
+                            "-" if r.throughput is None else f"{r.throughput:.6g}", r.source or "-",
+                            r.status + (f": {r.message}" if r.message else ""),
+                            time.strftime("%H:%M:%S", time.localtime(r.time))] for r in taken]))
     for c in conflicts:
         click.echo(f"conflict: {printable(c['account'])} {printable(c['class'])} on {printable(c['gpu_type'])}: "
                    "reported speedup "

@@ -14,7 +14,7 @@ from ..config import Config
 from ..profiling import shipped as shipped_profiles
 from ..cluster.base import Snapshot
 from ..profiling.trust import effective_values
-from ..store import Store
+from ..store import ProfileValue, Store
 from .plan.classcap import Folded, fold
 
 PRUNE_EVERY = 86400.0  # seconds between two prunes
@@ -29,8 +29,8 @@ def fold_round(store: Store, snapshot: Snapshot, cfg: Config, round_id: int | No
     ``default``; one ``class-folded`` event per account and class a day."""
     try:
         values = store.profile_values()
-        known = {(r["account"], r["class"]) for r in values if r.get("account")}
-        site = {r["class"] for r in values if not r.get("account")} | {r["class"] for r in shipped_profiles.load_shipped()}
+        known = {(r.account, r.cls) for r in values if r.account}
+        site = {r.cls for r in values if not r.account} | {r["class"] for r in shipped_profiles.load_shipped()}
         out = fold(snapshot, cfg.classes.order, int(cfg.profiling.max_classes_per_account), known, site)
         for acct, classes in out.folded.items():
             _note_folded(store, acct, classes, int(cfg.profiling.max_classes_per_account), round_id, now)
@@ -73,7 +73,7 @@ def _note_folded(store: Store, acct: str, classes: Iterable[str], cap: int, roun
         store.event(FOLD_EVENT, msg, round_id=round_id, account=acct, data=new, at=now)
 
 
-def round_profiles(store: Store, cfg: Config) -> list[dict]:
+def round_profiles(store: Store, cfg: Config) -> list[ProfileValue]:
     """The profile values the policies use this round (profiling/trust.py ``effective_values``)."""
     p = cfg.profiling
     rows, _acted = effective_values(store.profile_values(), float(p.conflict_margin), p.on_conflict,

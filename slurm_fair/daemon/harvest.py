@@ -42,7 +42,7 @@ from ..errors import InputError
 from ..profiling.client import MAX_REPORT_N, ascii_int, ascii_number, parse_tokens
 from ..profiling.core import Rules, check_sample
 from ..profiling.trust import TrustRules, Verdict, reference, report_source, take_sample
-from ..store import Store
+from ..store import ProfileValue, Store
 from .plan import DEFAULT_CLASS, job_class
 from .plan.classcap import report_class
 
@@ -142,7 +142,7 @@ class _Context:
     rules: Rules
     trust: TrustRules
     known: list[str]
-    values: list[dict]  # the stored profile values
+    values: list[ProfileValue]  # the stored profile values
     shipped: dict[tuple[str, str], float]  # (class, type) -> shipped throughput
     own: dict[str, set[str]]  # account -> the classes it has values for
     kept: dict[str, tuple[str, ...]]  # account -> the classes the round kept (plan/classcap.py)
@@ -217,7 +217,7 @@ def _take(store: Store, c: dict, x: _Context) -> str | None:
     bounds = reference(x.values, x.shipped, c["account"], c["class"], g, source, x.trust)
     got: list[Verdict] = []
 
-    def take(old: dict | None) -> tuple[dict | None, bool]:
+    def take(old: ProfileValue | None) -> tuple[dict | None, bool]:
         got.append(take_sample(old, value, x.now, bounds, x.rules, x.trust))
         return got[0].row, got[0].status == "accepted"
 
@@ -251,8 +251,8 @@ def harvest(store: Store, snapshot: Snapshot, cfg: Config, round_id: int | None,
         values = store.profile_values()
         own: dict[str, set[str]] = {}
         for r in values:
-            if r.get("account") and r.get("source") != "shipped":
-                own.setdefault(r["account"], set()).add(r["class"])
+            if r.account and r.source != "shipped":
+                own.setdefault(r.account, set()).add(r.cls)
         x = _Context(rules=rules, trust=TrustRules.from_config(cfg.profiling), known=list(snapshot.gpu_types()),
                      values=values,
                      shipped={(r["class"], r["gpu_type"]): float(r["throughput"]) for r in shipped_profiles.load_shipped()},

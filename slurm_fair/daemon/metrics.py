@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
 from ..records import RoundDetails
-from ..store import ROUND_STATUSES, Store
+from ..store import ROUND_STATUSES, Placement, Round, Store
 from .plan import NEVER_MANAGED
 from .preemption.store import PreemptionStore, PreemptionTotal
 
@@ -48,9 +48,9 @@ class Family:
 class Inputs:
     """What the metrics are computed from (all as the store returns it)."""
 
-    good: Mapping[str, Any] | None = None  # last ok/dry-run round (Store.round()), details decoded
-    placements: Sequence[Mapping[str, Any]] = ()  # that round's placements
-    latest: Mapping[str, Any] | None = None  # newest finished round of any status (Store.last_finished_round())
+    good: Round | None = None  # last ok/dry-run round (Store.round()), details decoded
+    placements: Sequence[Placement] = ()  # that round's placements
+    latest: Round | None = None  # newest finished round of any status (Store.last_finished_round())
     round_counts: Mapping[str, int] = field(default_factory=dict)  # status -> rounds
     preemptions: Sequence[PreemptionTotal] = ()  # PreemptionStore.totals()
 
@@ -58,7 +58,7 @@ class Inputs:
 def read_inputs(store: Store) -> Inputs:
     """Everything :func:`families` needs, read from the store (the caller's thread and connection)."""
     good = store.round()
-    return Inputs(good=good, placements=store.placements(good["id"]) if good else [],
+    return Inputs(good=good, placements=store.placements(good.id) if good else [],
                   latest=store.last_finished_round(), round_counts=store.round_counts(),
                   preemptions=PreemptionStore(store).totals())
 
@@ -81,12 +81,12 @@ def families(inp: Inputs) -> list[Family]:
     newest finished round of any status."""
     d = RoundDetails.of_round(inp.good)
     capacity: Mapping[str, Any] = d.capacity
-    accounts = sorted(set(d.accounts) | {p["account"] for p in inp.placements})
-    types = sorted(set(capacity) | {p["gpu_type"] for p in inp.placements})
+    accounts = sorted(set(d.accounts) | {p.account for p in inp.placements})
+    types = sorted(set(capacity) | {p.gpu_type for p in inp.placements})
     ideal, real, limit = {}, {}, {}
     for p in inp.placements:
-        key = (p["account"], p["gpu_type"])
-        ideal[key], real[key], limit[key] = p["ideal"], p["real"], p["limit"]
+        key = (p.account, p.gpu_type)
+        ideal[key], real[key], limit[key] = p.ideal, p.real, p.limit
     devs = d.deviations
     deviation = {(a, g): (devs.get(a) or {}).get(g, 0.0) for a in accounts for g in types}
     in_use = d.in_use
@@ -121,19 +121,19 @@ def families(inp: Inputs) -> list[Family]:
         Family(PREFIX + "capacity_gpus", "gauge", "Usable GPUs of the type at the last good round's observation.",
                ("gpu_type",), tuple(((g,), float(v)) for g, v in sorted(capacity.items()) if _num(v) is not None)),
     ]
-    good_done = _num((inp.good or {}).get("finished"))
+    good_done = _num(inp.good.finished if inp.good else None)
     out.append(Family(PREFIX + "shares_round_timestamp_seconds", "gauge",
                       "Unix time the last good round (the one the per-account series come from) finished.",
                       (), (((), good_done),) if good_done is not None else ()))
 
-    latest = inp.latest or {}
-    status = latest.get("status")
+    latest = inp.latest
+    status = latest.status if latest else None
     out.append(Family(PREFIX + "round_status", "gauge",
                       "1 for the status of the newest finished round, 0 for the others (ok, dry-run, "
                       "unreachable, solver-failed, error).", ("status",),
                       tuple(((s,), 1.0 if s == status else 0.0) for s in FINISHED_STATUSES)))
-    started, finished = _num(latest.get("started")), _num(latest.get("finished"))
-    solve = _num(latest.get("solve_seconds"))
+    started, finished = (_num(latest.started), _num(latest.finished)) if latest else (None, None)
+    solve = _num(latest.solve_seconds) if latest else None
     out += [
         Family(PREFIX + "round_seconds", "gauge", "Wall-clock seconds of the newest finished round.", (),
                (((), finished - started),) if started is not None and finished is not None else ()),

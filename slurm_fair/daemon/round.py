@@ -70,8 +70,8 @@ def _empty_alloc(built: P.Built, policy: str) -> Allocation:
 
 def _last_ok_started(store: Store, exclude: int | None) -> float | None:
     for r in store.rounds(limit=50, details=False):
-        if r["status"] == "ok" and r["id"] != exclude:
-            return r["started"]
+        if r.status == "ok" and r.id != exclude:
+            return r.started
     return None
 
 
@@ -79,8 +79,8 @@ def mark_interrupted(store: Store) -> int:
     """Mark rounds left ``running`` by a killed daemon as ``error``; returns how many."""
     n = 0
     for r in store.rounds(limit=50, details=False):
-        if r["status"] == "running":
-            store.finish_round(r["id"], "error", message="interrupted (the daemon stopped during this round)")
+        if r.status == "running":
+            store.finish_round(r.id, "error", message="interrupted (the daemon stopped during this round)")
             n += 1
     return n
 
@@ -110,8 +110,8 @@ def compute(snapshot: Snapshot | P.PartitionView, store: Store, cfg: Config, pol
 def _last_round(store: Store) -> LastRound | None:
     """The last ok round's ideal and guarantees (the rounding holds an account whose ideal did not move)."""
     try:  # a hint: without it the rounding carries the deviation as before; it never fails a round
-        r = next((r for r in store.rounds(limit=20, details=False) if r["status"] == "ok"), None)
-        d = RoundDetails.of_round(store.round(r["id"])) if r else None
+        r = next((r for r in store.rounds(limit=20, details=False) if r.status == "ok"), None)
+        d = RoundDetails.of_round(store.round(r.id)) if r else None
         return LastRound(ideal=d.ideal, real=d.real) if d else None
     except Exception:  # noqa: BLE001
         return None

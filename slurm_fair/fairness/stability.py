@@ -133,7 +133,12 @@ class FlipCounts:
 
 
 def _get(r: Any, key: str) -> Any:
-    return r.get(key) if isinstance(r, Mapping) else getattr(r, key, None)
+    """A round's ``key``: a ``store.RoundPoint``'s column or details value (its ``values``), a ``RoundDetails``
+    field; None where it has none."""
+    values = getattr(r, "values", None)
+    if isinstance(values, Mapping) and key in values:
+        return values[key]
+    return getattr(r, key, None)
 
 
 def _floats(ideal: Any) -> dict[str, dict[str, float]]:
@@ -161,8 +166,8 @@ def _ints(real: Any) -> dict[str, dict[str, int]]:
 
 def flips(rounds: Iterable[Any]) -> FlipCounts:
     """Count guarantee flips over ``rounds``, oldest first: rows of ``store.round_series(keys=("real",
-    "fingerprint", "ideal"))`` (dicts with ``status``, ``real``, ``fingerprint`` and optionally ``ideal``;
-    rounds whose status is not ``ok`` are skipped) or :class:`~slurm_fair.records.RoundDetails` (every one
+    "fingerprint", "ideal"))`` (``store.RoundPoint`` with ``status`` and the values ``real``, ``fingerprint`` and
+    optionally ``ideal``; rounds whose status is not ``ok`` are skipped) or :class:`~slurm_fair.records.RoundDetails` (every one
     counted). See the module docstring."""
     pairs = same_p = flips_p = same_a = flips_a = changed = total = moved_p = round_a = 0
     ex_p: list[tuple] = []

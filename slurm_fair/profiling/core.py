@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 from ..errors import InputError
+from ..store.profiles import ProfileValue
 
 SOURCES = ("imported", "set", "measured", "harvested", "shipped")
 REPORTED = ("set", "imported")
@@ -93,48 +94,48 @@ def check_sample(cls: str, gpu_type: str | None, value: Any, rules: Rules,
 
 
 def sample(value: float, now: float, rules: Rules):
-    """The rule for one sample as ``Store.record_sample`` takes it: ``take(old row) -> (new fields, accepted?)``
+    """The rule for one sample as ``Store.record_sample`` takes it: ``take(old value) -> (new fields, accepted?)``
     by :func:`update` (the moving average with its outlier check)."""
     return lambda old: update(old, float(value), now, rules)
 
 
-def update(row: Mapping[str, Any] | None, value: float, now: float, rules: Rules) -> tuple[dict, bool]:
-    """(the profile value after one sample, accepted?). ``row`` has ``throughput, samples, rejected, updated``
-    (None = no value yet). A rejected sample leaves throughput/samples/updated and adds 1 to ``rejected``."""
-    if row is None or not row.get("samples"):
-        return {"throughput": float(value), "samples": 1, "rejected": int((row or {}).get("rejected") or 0),
+def update(row: ProfileValue | None, value: float, now: float, rules: Rules) -> tuple[dict, bool]:
+    """(the profile value's new fields after one sample, accepted?); ``row`` None: no value yet. A rejected sample
+    leaves throughput/samples/updated and adds 1 to ``rejected``."""
+    if row is None or not row.samples:
+        return {"throughput": float(value), "samples": 1, "rejected": int(row.rejected or 0) if row else 0,
                 "updated": float(now)}, True
-    avg, n = float(row["throughput"]), int(row["samples"])
-    rejected = int(row.get("rejected") or 0)
+    avg, n = float(row.throughput), int(row.samples)
+    rejected = int(row.rejected or 0)
     if n >= rules.outlier_after and (value > avg * rules.outlier_factor or value < avg / rules.outlier_factor):
-        return {"throughput": avg, "samples": n, "rejected": rejected + 1, "updated": row.get("updated")}, False
+        return {"throughput": avg, "samples": n, "rejected": rejected + 1, "updated": row.updated}, False
     w = max(rules.average_weight, 1.0 / (n + 1))
     return {"throughput": avg + w * (value - avg), "samples": n + 1, "rejected": rejected,
             "updated": float(now)}, True
 
 
-def flags(row: Mapping[str, Any], now: float, rules: Rules) -> dict[str, bool]:
+def flags(row: ProfileValue, now: float, rules: Rules) -> dict[str, bool]:
     """``{"stale": ..., "single": ...}`` of a stored value (only measured values can be either)."""
-    measured = row.get("source") in MEASURED
-    updated = row.get("updated")
+    measured = row.source in MEASURED
+    updated = row.updated
     return {"stale": bool(measured and updated is not None and now - float(updated) > rules.stale_after),
-            "single": bool(measured and int(row.get("samples") or 0) == 1)}
+            "single": bool(measured and int(row.samples or 0) == 1)}
 
 
-def _key(r: Mapping[str, Any]) -> tuple[str, str, str]:
-    return (r.get("account") or "", r["class"], r["gpu_type"])
+def _key(r: ProfileValue) -> tuple[str, str, str]:
+    return (r.account or "", r.cls, r.gpu_type)
 
 
-def _pick(rows: list[Mapping[str, Any]], sources: tuple[str, ...], newest: bool) -> Mapping[str, Any] | None:
-    cands = [r for r in rows if r.get("source") in sources]
+def _pick(rows: list[ProfileValue], sources: tuple[str, ...], newest: bool) -> ProfileValue | None:
+    cands = [r for r in rows if r.source in sources]
     if not cands:
         return None
     if newest:
-        return max(cands, key=lambda r: float(r.get("updated") or 0.0))
-    return min(cands, key=lambda r: sources.index(r["source"]))
+        return max(cands, key=lambda r: float(r.updated or 0.0))
+    return min(cands, key=lambda r: sources.index(r.source))
 
 
-def choose(rows: list[Mapping[str, Any]], prefer_measured: bool = False) -> Mapping[str, Any] | None:
+def choose(rows: list[ProfileValue], prefer_measured: bool = False) -> ProfileValue | None:
     """The row the policies use among the rows of one (account, class, type) (module docstring)."""
     reported = _pick(rows, REPORTED, newest=True)
     measured = _pick(rows, MEASURED, newest=False)
@@ -143,50 +144,50 @@ def choose(rows: list[Mapping[str, Any]], prefer_measured: bool = False) -> Mapp
     return reported or measured or _pick(rows, ("shipped",), newest=True)
 
 
-def effective(rows: Iterable[Mapping[str, Any]], prefer_measured: bool = False) -> list[dict]:
-    """One row per (account, class, GPU type): the one :func:`choose` picks (a copy, sorted by key)."""
-    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+def effective(rows: Iterable[ProfileValue], prefer_measured: bool = False) -> list[ProfileValue]:
+    """One value per (account, class, GPU type): the one :func:`choose` picks (sorted by key)."""
+    groups: dict[tuple[str, str, str], list[ProfileValue]] = {}
     for r in rows:
         groups.setdefault(_key(r), []).append(r)
     out = []
     for k in sorted(groups):
         r = choose(groups[k], prefer_measured)
         if r is not None:
-            out.append(dict(r))
+            out.append(r)
     return out
 
 
-def find_conflicts(rows: Iterable[Mapping[str, Any]], margin: float) -> list[dict]:
+def find_conflicts(rows: Iterable[ProfileValue], margin: float) -> list[dict]:
     """Where an account's reported profile of a class contradicts its measured one (module docstring).
 
     One dict per conflicting (account, class, GPU type): ``account, class, gpu_type, reference`` (the type
     speedups are relative to), ``reported`` and ``measured`` (throughputs), ``reported_speedup``,
     ``measured_speedup``, ``ratio`` (reported speedup / measured speedup) and ``samples`` (of the measured
     value), sorted by account, class, type."""
-    groups: dict[tuple[str, str], dict[str, list[Mapping[str, Any]]]] = {}
+    groups: dict[tuple[str, str], dict[str, list[ProfileValue]]] = {}
     for r in rows:
-        if r.get("account"):
-            groups.setdefault((r["account"], r["class"]), {}).setdefault(r["gpu_type"], []).append(r)
+        if r.account:
+            groups.setdefault((r.account, r.cls), {}).setdefault(r.gpu_type, []).append(r)
     out = []
     for (account, cls), per_type in sorted(groups.items()):
-        rep: dict[str, Mapping[str, Any]] = {}
-        meas: dict[str, Mapping[str, Any]] = {}
+        rep: dict[str, ProfileValue] = {}
+        meas: dict[str, ProfileValue] = {}
         for g, rs in per_type.items():
             a, b = _pick(rs, REPORTED, newest=True), _pick(rs, MEASURED, newest=False)
             if a is not None and b is not None:
                 rep[g], meas[g] = a, b
         if len(rep) < 2:
             continue
-        ref = min(sorted(meas), key=lambda g: float(meas[g]["throughput"]))
+        ref = min(sorted(meas), key=lambda g: float(meas[g].throughput))
         for g in sorted(rep):
             if g == ref:
                 continue
-            rs = float(rep[g]["throughput"]) / float(rep[ref]["throughput"])
-            ms = float(meas[g]["throughput"]) / float(meas[ref]["throughput"])
+            rs = float(rep[g].throughput) / float(rep[ref].throughput)
+            ms = float(meas[g].throughput) / float(meas[ref].throughput)
             ratio = rs / ms
             if ratio > 1.0 + margin or ratio < 1.0 / (1.0 + margin):
                 out.append({"account": account, "class": cls, "gpu_type": g, "reference": ref,
-                            "reported": float(rep[g]["throughput"]), "measured": float(meas[g]["throughput"]),
+                            "reported": float(rep[g].throughput), "measured": float(meas[g].throughput),
                             "reported_speedup": rs, "measured_speedup": ms, "ratio": ratio,
-                            "samples": int(meas[g].get("samples") or 0)})
+                            "samples": int(meas[g].samples or 0)})
     return out

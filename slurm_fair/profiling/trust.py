@@ -49,6 +49,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from ..store.profiles import ProfileValue
 from .core import MEASURED, REPORTED, Rules, effective, find_conflicts
 
 ON_CONFLICT = ("flag", "ignore-tenant", "fallback")
@@ -90,7 +91,7 @@ class Verdict:
     """What one sample did: the stored value after it, ``accepted`` or ``rejected``, a message, and whether the
     change window held the value back (``limited``)."""
 
-    row: dict | None  # None: nothing to store (the first sample of a value was rejected)
+    row: dict | None  # the value's new fields; None: nothing to store (the first sample of a value was rejected)
     status: str
     message: str = ""
     limited: bool = False
@@ -107,9 +108,9 @@ def report_source(has_profile_token: bool, user: str, gpu_count: int, rules: Tru
     return "measured", ""
 
 
-def _values_of(values: Iterable[Mapping[str, Any]], cls: str) -> dict[tuple[str, str, str], float]:
-    return {(r.get("account") or "", r["gpu_type"], r["source"]): float(r["throughput"])
-            for r in values if r["class"] == cls and float(r.get("throughput") or 0) > 0}
+def _values_of(values: Iterable[ProfileValue], cls: str) -> dict[tuple[str, str, str], float]:
+    return {(r.account or "", r.gpu_type, r.source): float(r.throughput)
+            for r in values if r.cls == cls and float(r.throughput or 0) > 0}
 
 
 def _trusted(vals: Mapping[tuple[str, str, str], float], shipped: Mapping[tuple[str, str], float], cls: str,
@@ -141,7 +142,7 @@ def type_ratio_ranges(shipped: Mapping[tuple[str, str], float]) -> dict[tuple[st
     return out
 
 
-def reference(values: Iterable[Mapping[str, Any]], shipped: Mapping[tuple[str, str], float], account: str,
+def reference(values: Iterable[ProfileValue], shipped: Mapping[tuple[str, str], float], account: str,
               cls: str, gpu_type: str, source: str, rules: TrustRules) -> Bounds | None:
     """The bounds a ``source`` report of (account, class, type) must fall in (module docstring), or None."""
     f = rules.outlier_factor
@@ -174,30 +175,28 @@ def reference(values: Iterable[Mapping[str, Any]], shipped: Mapping[tuple[str, s
     return Bounds(lo, hi, "; ".join(whys))
 
 
-def take_sample(old: Mapping[str, Any] | None, value: float, now: float, bounds: Bounds | None,
+def take_sample(old: ProfileValue | None, value: float, now: float, bounds: Bounds | None,
                 rules: Rules, trust: TrustRules) -> Verdict:
-    """One sample applied to the stored value ``old`` (``throughput, samples, rejected, updated,
-    window_start, window_base``; None = none yet) under the module docstring's rules."""
-    old = dict(old or {})
-    n = int(old.get("samples") or 0)
-    rejected = int(old.get("rejected") or 0)
-    kept = {"throughput": old.get("throughput"), "samples": n, "rejected": rejected + 1,
-            "updated": old.get("updated"), "window_start": old.get("window_start"),
-            "window_base": old.get("window_base"), "window_history": old.get("window_history")}
+    """One sample applied to the stored value ``old`` (None = none yet) under the module docstring's rules."""
+    n = int(old.samples or 0) if old is not None else 0
+    rejected = int(old.rejected or 0) if old is not None else 0
+    kept = ({"throughput": old.throughput, "samples": n, "rejected": rejected + 1, "updated": old.updated,
+             "window_start": old.window_start, "window_base": old.window_base, "window_history": old.window_history}
+            if old is not None else None)
     if bounds is not None and not bounds.lo <= value <= bounds.hi:
         return Verdict(kept if n else None, "rejected",
                        f"{value:.6g} steps/s is outside [{bounds.lo:.6g}, {bounds.hi:.6g}]: {bounds.why}")
     f = rules.outlier_factor
-    if n >= rules.outlier_after and n > 0:
-        avg = float(old["throughput"])
+    if old is not None and n >= rules.outlier_after and n > 0:
+        avg = float(old.throughput)
         if value > avg * f or value < avg / f:
             return Verdict(kept, "rejected", f"{value:.6g} steps/s is more than {f:g}x away from "
                                              f"the value {avg:.6g}")
-    if n == 0:
+    if old is None or n == 0:
         return Verdict({"throughput": float(value), "samples": 1, "rejected": rejected, "updated": float(now),
                         "window_start": float(now), "window_base": float(value),
                         "window_history": "[]"}, "accepted")
-    avg = float(old["throughput"])
+    avg = float(old.throughput)
     w = max(rules.average_weight, 1.0 / (n + 1))
     new = avg + w * (value - avg)
     held_then = window_values(old, now, trust.change_window)  # every value held in the last window, avg included
@@ -213,24 +212,24 @@ def take_sample(old: Mapping[str, Any] | None, value: float, now: float, bounds:
                     "window_history": json.dumps([[t, v] for t, v in hist])}, "accepted", msg, held != new)
 
 
-def _history(old: Mapping[str, Any], now: float, window: float) -> list[tuple[float, float]]:
+def _history(old: ProfileValue, now: float, window: float) -> list[tuple[float, float]]:
     """(time until which it was held, value) of the earlier values of a stored row held after ``now - window``
     (``window_history``; a row from before it: its window's base, held until its last update at the latest)."""
     try:
-        raw = json.loads(old.get("window_history") or "null")
+        raw = json.loads(old.window_history or "null")
         pts = [(float(t), float(v)) for t, v in raw] if isinstance(raw, list) else None
     except (TypeError, ValueError):
         pts = None
     if pts is None:
-        pts = ([(float(old.get("updated") or now), float(old["window_base"]))]
-               if old.get("window_base") is not None else [])
+        pts = ([(float(old.updated or now), float(old.window_base))]
+               if old.window_base is not None else [])
     return [(t, v) for t, v in pts if t > now - window and math.isfinite(v) and v > 0]
 
 
-def window_values(old: Mapping[str, Any], now: float, window: float) -> list[float]:
+def window_values(old: ProfileValue, now: float, window: float) -> list[float]:
     """Every value a stored row held at some time in ``(now - window, now]``: the earlier ones it keeps
     (:func:`_history`) and the current one."""
-    return [v for _t, v in _history(old, now, window)] + [float(old["throughput"])]
+    return [v for _t, v in _history(old, now, window)] + [float(old.throughput)]
 
 
 def _extremes(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -247,8 +246,8 @@ def _extremes(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out[::-1]
 
 
-def usable_values(values: Iterable[Mapping[str, Any]], margin: float,
-                  on_conflict: str) -> tuple[list[Mapping[str, Any]], list[dict]]:
+def usable_values(values: Iterable[ProfileValue], margin: float,
+                  on_conflict: str) -> tuple[list[ProfileValue], list[dict]]:
     """(the stored values the policies may use, the conflicts acted on) under ``on_conflict`` (module
     docstring); ``flag`` keeps every value."""
     rows = list(values)
@@ -259,25 +258,25 @@ def usable_values(values: Iterable[Mapping[str, Any]], margin: float,
         return rows, []
     hit = {(c["account"], c["class"]) for c in conflicts}
     drop = ("harvested",) if on_conflict == "ignore-tenant" else ("harvested", "set", "imported")
-    kept = [r for r in rows if not ((r.get("account") or "", r["class"]) in hit and r.get("source") in drop)]
+    kept = [r for r in rows if not ((r.account or "", r.cls) in hit and r.source in drop)]
     return kept, conflicts
 
 
-def measured_only(values: Iterable[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+def measured_only(values: Iterable[ProfileValue]) -> tuple[list[ProfileValue], list[ProfileValue]]:
     """(the values kept, the reported ones dropped) under the measured-speeds rule (module docstring): every
     ``set``/``imported`` value of an (account, class) that has a ``measured`` or ``harvested`` value on any type
     is dropped. Site-wide values (empty account) are the site's, not a tenant's: kept."""
     rows = list(values)
-    measured = {(r["account"], r["class"]) for r in rows if r.get("account") and r.get("source") in MEASURED}
+    measured = {(r.account, r.cls) for r in rows if r.account and r.source in MEASURED}
     kept, dropped = [], []
     for r in rows:
-        hit = bool(r.get("account")) and (r["account"], r["class"]) in measured and r.get("source") in REPORTED
+        hit = bool(r.account) and (r.account, r.cls) in measured and r.source in REPORTED
         (dropped if hit else kept).append(r)
     return kept, dropped
 
 
-def effective_values(values: Iterable[Mapping[str, Any]], margin: float, on_conflict: str,
-                     prefer_measured: bool, measured_speeds: bool = False) -> tuple[list[dict], list[dict]]:
+def effective_values(values: Iterable[ProfileValue], margin: float, on_conflict: str,
+                     prefer_measured: bool, measured_speeds: bool = False) -> tuple[list[ProfileValue], list[dict]]:
     """(one value per (account, class, type) as :func:`slurm_fair.profiling.core.effective` picks it among the
     usable values, the conflicts acted on); ``measured_speeds``: :func:`measured_only` first."""
     rows, acted = usable_values(values, margin, on_conflict)

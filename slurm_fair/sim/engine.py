@@ -178,7 +178,7 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                 # grace; one already due at this round was this round's to act on, and does not repeat it at once
                 if due is not None and due - cluster.epoch + 1.0 > round_at:
                     t = min(t, max(due - cluster.epoch + 1.0, cluster.now))
-            fair = {r["id"]: r["fairness"] for r in store.round_series(keys=("fairness",))}
+            fair = {r.id: r.values["fairness"] for r in store.round_series(keys=("fairness",))}
             for s in timeline:
                 s["fairness"] = fair.get(s["round"])
             claimant = _claimants(store, cluster)

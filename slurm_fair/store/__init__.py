@@ -24,18 +24,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from .base import StoreBase
-from .jobs import CONTROLLER_CONTEXTS, UNTYPED_GPU, JobsMixin, gpu_seconds, job_runs
+from .codec import as_row
+from .jobs import CONTROLLER_CONTEXTS, UNTYPED_GPU, JobRecord, JobRun, JobsMixin, gpu_seconds, job_runs
 from .leader import Leader, LeaderMixin
-from .limits import LimitsMixin
-from .profiles import CSV_HEADER, PROFILE_SOURCES, ProfilesMixin
-from .retention import RetentionMixin
-from .rounds import ROUND_STATUSES, RoundsMixin
+from .limits import AppliedChange, LimitsMixin
+from .profiles import CSV_HEADER, PROFILE_SOURCES, ProfileReport, ProfilesMixin, ProfileValue
+from .retention import Event, RetentionMixin
+from .rounds import ROUND_STATUSES, Placement, Round, RoundPoint, RoundsMixin, Share
 from .schema import BUSY_TIMEOUT_MS, MIGRATIONS, StoreError, migrate, schema_version
 
 __all__ = [
     "BUSY_TIMEOUT_MS", "CONTROLLER_CONTEXTS", "CSV_HEADER", "Leader", "MIGRATIONS", "MissingDatabase",
     "PROFILE_SOURCES", "ROUND_STATUSES", "UNTYPED_GPU", "Store", "StoreError", "gpu_seconds", "job_runs",
     "migrate", "open_existing", "schema_version",
+    "AppliedChange", "Event", "JobRecord", "JobRun", "Placement", "ProfileReport", "ProfileValue", "Round", "RoundPoint",
+    "Share", "as_row",
 ]
 
 

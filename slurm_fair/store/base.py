@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from pathlib import Path
-from typing import Iterator, Self
+from typing import Any, Callable, Iterator, Self, Sequence, TypeVar
 
 import sqlite_utils
 
 from .. import statefiles
 from .schema import BUSY_TIMEOUT_MS, StoreError, migrate
+
+R = TypeVar("R")
 
 
 class StoreBase:
@@ -88,6 +90,10 @@ class StoreBase:
         sql = (f'insert into "{table}" ({", ".join(chr(34) + c + chr(34) for c in cols)}) '
                f'values ({", ".join("?" for _ in cols)})')
         self.db.conn.executemany(sql, [[r[c] for c in cols] for r in data])
+
+    def _records(self, record: Callable[..., R], sql: str, args: Sequence[Any] = ()) -> list[R]:
+        """The rows ``sql`` selects, each as ``record(*columns)``: the select lists the record's fields in order."""
+        return [record(*row) for row in self.db.execute(sql, list(args)).fetchall()]
 
     @staticmethod
     def _window(column: str, since: float | None, until: float | None) -> tuple[str, list[float]]:

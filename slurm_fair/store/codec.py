@@ -1,9 +1,11 @@
-"""Row values in and out of SQLite: JSON columns and checked numbers (shared by the store's modules)."""
+"""Row values in and out of SQLite: JSON columns, checked numbers, and rows as records (column ``class`` is the
+field ``cls``) and back (shared by the store's modules)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import InputError
 
@@ -33,3 +35,14 @@ def _int(value: Any, field: str = "value") -> int | None:
 
 def _float(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def as_row(record: Any) -> dict[str, Any]:
+    """A store record as its table's row (for JSON output): its fields in order, ``cls`` named ``class`` as the
+    column is."""
+    return {("class" if k == "cls" else k): v for k, v in dataclasses.asdict(record).items()}
+
+
+def _fields(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's values keyed as its record's fields (the column ``class`` is the field ``cls``)."""
+    return {("cls" if k == "class" else k): v for k, v in row.items()}

@@ -2,19 +2,68 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from typing import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
 
 from ..jobrecord import clean_text
 from .base import StoreBase
-from .codec import _dumps, _float, _int, _loads
+from .codec import _dumps, _fields, _float, _int, _loads
 
 # hook records written by the controller (PrologSlurmctld/EpilogSlurmctld) carry the job's GPU types
 CONTROLLER_CONTEXTS = ("prolog_slurmctld", "epilog_slurmctld")
 UNTYPED_GPU = "untyped"  # GPUs a record counts in gres/gpu but under no gres/gpu:<type>
 
 
-def job_runs(records: Iterable[Mapping]) -> list[dict]:
+@dataclass(frozen=True)
+class JobRecord:
+    """A row of ``job_records``: one hook record (jobrecord's format) as stored, ``gpus`` (type -> GPUs) and
+    ``data`` (the record as the hook wrote it) decoded."""
+
+    job_id: int
+    restart_count: int
+    event: str
+    context: str
+    node: str
+    time: float
+    start_time: float | None
+    end_time: float | None
+    account: str
+    user: str
+    partition: str
+    cls: str  # the column ``class``
+    job_name: str
+    gpus: dict[str, int]
+    gpu_count: int | None
+    gpu_info: str
+    exit_code: int | None
+    exit_signal: int | None
+    exit_status: int | None
+    derived_exit_code: str | None
+    file: str | None
+    ingested: float
+    data: Any
+    submit_time: float | None
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """One run of a job (job id, restart count) from its controller hook records (:func:`job_runs`): ``end`` None
+    while open, ``gpus`` type -> GPUs (``untyped``: counted only in gres/gpu), ``submit`` None when unknown."""
+
+    job_id: int
+    restart_count: int
+    account: str
+    cls: str  # the job's class
+    start: float
+    submit: float | None
+    end: float | None
+    gpus: dict[str, int]
+    gpu_info: str | None
+
+
+def job_runs(records: Iterable[Mapping]) -> list[JobRun]:
     """Runs (one per job id and restart count) from controller hook records (``job_records`` rows).
 
     Rules: a run starts at its start record's Slurm StartTime, else the start hook's clock, else (no start
@@ -47,30 +96,29 @@ def job_runs(records: Iterable[Mapping]) -> list[dict]:
             if rest > 0:
                 gpus[UNTYPED_GPU] = rest
         subs = [float(r["submit_time"]) for r in (s, e) if r is not None and r.get("submit_time") is not None]
-        runs.append({"job_id": job, "restart_count": restart, "account": (s or e)["account"] or (e or s)["account"],
-                     "class": (s or e)["class"] or (e or s)["class"], "start": float(start),
-                     "submit": min(subs) if subs else None,
-                     "end": None if end is None else float(end), "gpus": gpus,
-                     "gpu_info": (src or s or e)["gpu_info"]})
+        runs.append(JobRun(job, restart, (s or e)["account"] or (e or s)["account"],
+                           (s or e)["class"] or (e or s)["class"], float(start), min(subs) if subs else None,
+                           None if end is None else float(end), gpus, (src or s or e)["gpu_info"]))
     nxt: dict[int, float] = {}
-    for run in reversed(runs):  # sorted by (job, restart): a later run of the same job closes an open one
-        if run["end"] is None and run["job_id"] in nxt:
-            run["end"] = max(run["start"], nxt[run["job_id"]])
-        nxt[run["job_id"]] = run["start"]
+    for i in reversed(range(len(runs))):  # sorted by (job, restart): a later run of the same job closes an open one
+        run = runs[i]
+        if run.end is None and run.job_id in nxt:
+            runs[i] = dataclasses.replace(run, end=max(run.start, nxt[run.job_id]))
+        nxt[run.job_id] = run.start
     return runs
 
 
-def gpu_seconds(runs: Iterable[Mapping], since: float | None, until: float) -> dict[str, dict[str, float]]:
+def gpu_seconds(runs: Iterable[JobRun], since: float | None, until: float) -> dict[str, dict[str, float]]:
     """GPU-seconds per account and GPU type received in [since, until] (since None = from the first run):
     each run's overlap with the window times its GPUs of each type; an open run counts up to ``until``."""
     out: dict[str, dict[str, float]] = {}
     for run in runs:
-        lo = run["start"] if since is None else max(run["start"], since)
-        hi = min(until, run["end"] if run["end"] is not None else until)
-        if hi <= lo or not run["gpus"]:
+        lo = run.start if since is None else max(run.start, since)
+        hi = min(until, run.end if run.end is not None else until)
+        if hi <= lo or not run.gpus:
             continue
-        per = out.setdefault(run["account"], {})
-        for t, n in run["gpus"].items():
+        per = out.setdefault(run.account, {})
+        for t, n in run.gpus.items():
             per[t] = per.get(t, 0.0) + n * (hi - lo)
     return out
 
@@ -108,17 +156,14 @@ class JobsMixin(StoreBase):
                 self.db["job_records"].upsert_all(data, pk=("job_id", "restart_count", "event", "context", "node"))
         return len(data)
 
-    def job_records(self, job_id: int | None = None) -> list[dict]:
-        """Stored hook records (of ``job_id``), ``gpus`` as a dict, ordered by job, restart, time."""
+    def job_records(self, job_id: int | None = None) -> list[JobRecord]:
+        """Stored hook records (of ``job_id``), ordered by job, restart, time."""
         where, args = ("job_id = ?", [job_id]) if job_id is not None else (None, [])
-        out = []
-        for r in self.db["job_records"].rows_where(where, args, order_by="job_id, restart_count, time, context, node"):
-            r["gpus"] = _loads(r["gpus"]) or {}
-            r["data"] = _loads(r["data"])
-            out.append(r)
-        return out
+        return [JobRecord(**{**_fields(r), "gpus": _loads(r["gpus"]) or {}, "data": _loads(r["data"])})
+                for r in self.db["job_records"].rows_where(
+                    where, args, order_by="job_id, restart_count, time, context, node")]
 
-    def job_runs(self) -> list[dict]:
+    def job_runs(self) -> list[JobRun]:
         """Job runs from the controller hook records (see :func:`job_runs`)."""
         rows = self.db.execute(
             "select job_id, restart_count, event, context, time, start_time, end_time, submit_time, account, class, "

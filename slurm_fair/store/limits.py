@@ -4,10 +4,24 @@ accounts had before its first change (what ``slurm-fair rollback`` restores)."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from .base import StoreBase
 from .codec import _dumps, _int, _loads
+
+
+@dataclass(frozen=True)
+class AppliedChange:
+    """A row of ``applied``: a GPU limit ``key`` of an account a round changed from ``old`` to ``new`` (None: none
+    set; -1: cleared) at ``time``."""
+
+    round_id: int
+    account: str
+    key: str
+    old: int | None
+    new: int | None
+    time: float
 
 
 class LimitsMixin(StoreBase):
@@ -38,9 +52,9 @@ class LimitsMixin(StoreBase):
             with self.transaction():
                 self.db.execute(f"delete from written where account in ({','.join('?' * len(names))})", names)
 
-    def applied(self, round_id: int) -> list[dict]:
-        return list(self.db["applied"].rows_where(
-            "round_id = ?", [round_id], order_by="rowid", select="round_id, account, key, old, new, time"))
+    def applied(self, round_id: int) -> list[AppliedChange]:
+        return self._records(AppliedChange, "select round_id, account, key, old, new, time from applied "
+                                            "where round_id = ? order by rowid", [round_id])
 
     def record_factors(self, set_now: Mapping[int, int], before: Mapping[int, int], pending: Iterable[int],
                        now: float | None = None) -> None:

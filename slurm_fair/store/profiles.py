@@ -4,18 +4,60 @@ import and export."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from ..catalog import PROFILE_SOURCES  # (= profiling.core.SOURCES)
 from ..errors import InputError
 from ..validate import gpu_type as _check_gpu_type, name as _check_name, number
 from .base import StoreBase
+from .codec import _fields
 
 CSV_HEADER = ("account", "class", "gpu_type", "throughput")
 SAMPLE_SOURCES = ("measured", "harvested")  # values kept as moving averages of samples (= profiling.core.MEASURED)
 _PROFILE_PK = ("account", "class", "gpu_type", "source")
+
+
+@dataclass(frozen=True)
+class ProfileValue:
+    """A row of ``profiles``: one ``source``'s throughput of an account's (empty: every account's) class on a GPU
+    type. ``samples``, ``rejected`` and the change window (``window_start``, ``window_base``, ``window_history``:
+    JSON, profiling/trust.py) belong to sampled values (measured, harvested)."""
+
+    account: str
+    cls: str  # the column ``class``
+    gpu_type: str
+    throughput: float
+    samples: int = 1
+    source: str = "set"
+    updated: float | None = None
+    rejected: int = 0
+    detail: str | None = None
+    window_start: float | None = None
+    window_base: float | None = None
+    window_history: str | None = None
+
+
+@dataclass(frozen=True)
+class ProfileReport:
+    """A row of ``profile_reports``: a job's report ``n`` the daemon took (``status``: accepted, rejected or
+    refused, ``message`` why)."""
+
+    job_id: int
+    n: int
+    time: float
+    round_id: int | None
+    account: str | None
+    cls: str | None  # the column ``class``
+    gpu_type: str | None
+    nvml: str | None
+    throughput: float | None
+    source: str | None
+    status: str
+    message: str | None
 
 
 def _check_throughput(field: str, value: Any) -> float:
@@ -62,31 +104,34 @@ class ProfilesMixin(StoreBase):
             cur = self.db.execute(f"delete from profiles where {where}", args)
             return cur.rowcount
 
-    def profile_values(self) -> list[dict]:
-        """Every stored profile value, all sources side by side (``account, class, gpu_type, source,
-        throughput, samples, rejected, updated, detail``)."""
-        return list(self.db["profiles"].rows_where(order_by="account, class, gpu_type, source"))
+    def profile_values(self) -> list[ProfileValue]:
+        """Every stored profile value, all sources side by side, by account, class, type and source."""
+        return [ProfileValue(**_fields(r)) for r in self.db["profiles"].rows_where(
+            order_by="account, class, gpu_type, source")]
 
     def record_sample(self, account: str, cls: str, gpu_type: str, source: str,
-                      take: Callable[[dict | None], tuple[dict | None, bool]],
-                      now: float | None = None) -> tuple[dict, bool]:
+                      take: Callable[[ProfileValue | None], tuple[dict | None, bool]],
+                      now: float | None = None) -> tuple[ProfileValue | None, bool]:
         """Store what one sample of (account, class, GPU type, ``source`` measured or harvested) makes of that
-        value: ``take(old row or None)`` returns (the new value's fields or None to store nothing, accepted?);
-        the rules live in ``slurm_fair/profiling`` (``core.sample``, ``trust.take_sample``). Returns (the stored
-        row, accepted)."""
+        value: ``take(old value or None)`` returns (the new value's fields or None to store nothing, accepted?);
+        the rules live in ``slurm_fair/profiling`` (``core.sample``, ``trust.take_sample``). Returns (the value
+        stored now, else the old one or None, accepted)."""
         if source not in SAMPLE_SOURCES:
             raise InputError("source", source, f"a sample's source must be one of {', '.join(SAMPLE_SOURCES)}")
         key = [_check_name("account", account, allow_empty=True), _check_name("class", cls),
                _check_gpu_type("gpu_type", gpu_type), source]
         with self.transaction():
-            old = next(self.db["profiles"].rows_where(
+            row = next(self.db["profiles"].rows_where(
                 "account = ? and class = ? and gpu_type = ? and source = ?", key), None)
+            old = None if row is None else ProfileValue(**_fields(row))
             new, ok = take(old)
+            if new is None:
+                return old, ok
             row = {"account": key[0], "class": key[1], "gpu_type": key[2], "source": source,
-                   "detail": None if old is None else old.get("detail"), **(new or {})}
-            if new is not None:
-                self.db["profiles"].upsert(row, pk=_PROFILE_PK)
-        return row, ok
+                   "detail": None if old is None else old.detail, **new}
+            self.db["profiles"].upsert(row, pk=_PROFILE_PK)
+        # the upsert leaves the columns ``new`` does not name as they were
+        return ProfileValue(**{**(dataclasses.asdict(old) if old is not None else {}), **_fields(row)}), ok
 
     # -------------------------------------------------------------------------------- profile reports/jobs
 
@@ -102,11 +147,11 @@ class ProfilesMixin(StoreBase):
         with self.transaction():
             self.db["profile_reports"].insert(data, pk=("job_id", "n"), ignore=True)
 
-    def profile_reports(self, account: str | None = None, limit: int = 100) -> list[dict]:
+    def profile_reports(self, account: str | None = None, limit: int = 100) -> list[ProfileReport]:
         """The newest ``limit`` reports (of ``account``), newest first."""
         where, args = ("account = ?", [account]) if account is not None else (None, [])
-        return list(self.db["profile_reports"].rows_where(where, args, order_by="time desc, job_id desc",
-                                                          limit=limit))
+        return [ProfileReport(**_fields(r)) for r in self.db["profile_reports"].rows_where(
+            where, args, order_by="time desc, job_id desc", limit=limit)]
 
     def import_csv(self, text: str, source: str = "imported", detail: str | None = None) -> int:
         """Upsert profiles from CSV text with header ``account,class,gpu_type,throughput``.
@@ -165,12 +210,12 @@ class ProfilesMixin(StoreBase):
         return len(rows)
 
     @staticmethod
-    def export_csv(rows: Iterable[Mapping[str, Any]]) -> str:
+    def export_csv(rows: Iterable[ProfileValue]) -> str:
         """Profile values (``rows``: the ones the rounds use, ``daemon/bounded.round_profiles``) as CSV, in the
         format ``import_csv`` reads back."""
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")
         w.writerow(CSV_HEADER)
         for r in rows:
-            w.writerow([r["account"], r["class"], r["gpu_type"], repr(float(r["throughput"]))])
+            w.writerow([r.account, r.cls, r.gpu_type, repr(float(r.throughput))])
         return out.getvalue()

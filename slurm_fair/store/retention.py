@@ -22,6 +22,7 @@ of history; the file itself shrinks only with ``VACUUM``.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import sqlite_utils
@@ -88,6 +89,20 @@ def prune(db: sqlite_utils.Database, cutoff: float, live_jobs: Iterable[int] | N
     return {t: out.get(t, 0) for t in TABLES}
 
 
+@dataclass(frozen=True)
+class Event:
+    """A row of ``events``, ``data`` decoded (None: none)."""
+
+    id: int
+    time: float
+    kind: str
+    round_id: int | None
+    job_id: int | None
+    account: str | None
+    message: str
+    data: Any
+
+
 class RetentionMixin(StoreBase):
     """The ``events`` table, and pruning the history (:func:`prune`)."""
 
@@ -112,11 +127,8 @@ class RetentionMixin(StoreBase):
         with self.transaction():
             return self.db["events"].insert(row).last_pk
 
-    def events(self, limit: int = 100, kind: str | None = None) -> list[dict]:
+    def events(self, limit: int = 100, kind: str | None = None) -> list[Event]:
         """The newest ``limit`` events (of ``kind``), newest first."""
         where, args = ("kind = ?", [kind]) if kind else (None, [])
-        out = []
-        for r in self.db["events"].rows_where(where, args, order_by="id desc", limit=limit):
-            r["data"] = _loads(r["data"])
-            out.append(r)
-        return out
+        return [Event(**{**r, "data": _loads(r["data"])})
+                for r in self.db["events"].rows_where(where, args, order_by="id desc", limit=limit)]

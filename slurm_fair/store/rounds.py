@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ..errors import InputError
@@ -13,6 +14,70 @@ from .codec import _dumps, _float, _int, _loads
 
 ROUND_STATUSES = ("ok", "dry-run", "unreachable", "solver-failed", "error", "running")
 _ROUND_FIELDS = ("finished", "solve_seconds", "total_throughput", "n_accounts", "n_changes", "message", "details")
+_SERIES_COLUMNS = ("id", "started", "finished", "policy", "status", "solve_seconds", "total_throughput", "n_accounts",
+                   "n_changes")
+
+
+@dataclass(frozen=True)
+class Round:
+    """A row of ``rounds``: ``details`` is its decoded JSON (read by :meth:`slurm_fair.records.RoundDetails.of_round`),
+    None when read without it (``Store.rounds(details=False)``, ``Store.last_finished_round``)."""
+
+    id: int
+    started: float
+    finished: float | None
+    policy: str
+    solver: str
+    status: str  # one of ROUND_STATUSES
+    solve_seconds: float | None
+    total_throughput: float | None
+    n_accounts: int | None
+    n_changes: int | None
+    message: str | None
+    details: Any = None
+
+
+@dataclass(frozen=True)
+class RoundPoint:
+    """A finished round in a series (``Store.round_series``): its columns but ``solver`` and ``details``, and
+    ``values``: the requested top-level keys of its details, decoded (None where absent)."""
+
+    id: int
+    started: float
+    finished: float | None
+    policy: str
+    status: str
+    solve_seconds: float | None
+    total_throughput: float | None
+    n_accounts: int | None
+    n_changes: int | None
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Share:
+    """A row of ``shares``: the ideal (fractional) GPUs of an account's class on a type, ``real`` the rounded."""
+
+    round_id: int
+    account: str
+    cls: str  # the column ``class``
+    gpu_type: str
+    ideal: float
+    real: int | None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A row of ``placements``: an account's GPUs of a type in a round (``deviation_before`` None in
+    ``Store.placements_between``, which does not read it)."""
+
+    round_id: int
+    account: str
+    gpu_type: str
+    ideal: float
+    deviation_before: float | None
+    real: int | None
+    limit: int | None
 
 
 class RoundsMixin(StoreBase):
@@ -43,43 +108,36 @@ class RoundsMixin(StoreBase):
             self.db["rounds"].update(round_id, update)
 
     @staticmethod
-    def _round_row(r: dict) -> dict:
-        r = dict(r)
-        r["details"] = _loads(r["details"])
-        return r
+    def _round_row(r: Mapping[str, Any]) -> Round:
+        return Round(**{**r, "details": _loads(r.get("details"))})
 
-    def rounds(self, limit: int = 20, details: bool = True) -> list[dict]:
+    def _round_columns(self, details: bool) -> str:
+        return "*" if details else ", ".join(c for c in self.db["rounds"].columns_dict if c != "details")
+
+    def rounds(self, limit: int = 20, details: bool = True) -> list[Round]:
         """The newest ``limit`` rounds, newest first; ``details=False`` leaves out the (large) details JSON
         (the daemon's own bookkeeping reads only ids, statuses and times)."""
-        if not details:
-            cols = ", ".join(c for c in self.db["rounds"].columns_dict if c != "details")
-            return list(self.db["rounds"].rows_where(select=cols, order_by="id desc", limit=limit))
-        return [self._round_row(r) for r in self.db["rounds"].rows_where(order_by="id desc", limit=limit)]
+        return [self._round_row(r) for r in self.db["rounds"].rows_where(
+            select=self._round_columns(details), order_by="id desc", limit=limit)]
 
     def round_series(self, since: float | None = None, until: float | None = None,
-                     keys: Iterable[str] = ("fairness",)) -> list[dict]:
-        """Finished rounds started in [since, until] (None: no bound), oldest first: id, started, finished,
-        policy, status, solve_seconds, total_throughput, n_accounts, n_changes, and ``keys``, top-level keys
-        of their details (None where absent). SQLite extracts those keys, so the rest of each round's large
-        details JSON is never decoded here."""
+                     keys: Iterable[str] = ("fairness",)) -> list[RoundPoint]:
+        """Finished rounds started in [since, until] (None: no bound), oldest first, with ``keys``, top-level
+        keys of their details, as ``values`` (None where absent). SQLite extracts those keys, so the rest of
+        each round's large details JSON is never decoded here."""
         names = list(keys)
         for k in names:
             if not k.isidentifier():
                 raise InputError("keys", k, "must be a details key (letters, digits, _)")
-        cols = ", ".join(["id", "started", "finished", "policy", "status", "solve_seconds", "total_throughput",
-                          "n_accounts", "n_changes"] + [f"json_extract(details, '$.{k}') as {k}" for k in names])
+        cols = ", ".join([*_SERIES_COLUMNS, *(f"json_extract(details, '$.{k}')" for k in names)])
         where, args = self._window("started", since, until)
         cur = self.db.execute(f"select {cols} from rounds where finished is not null and status != 'running'"
                               f"{' and ' + where if where else ''} order by id", args)
-        out = []
-        for row in cur.fetchall():
-            r = dict(zip([d[0] for d in cur.description], row))
-            for k in names:
-                r[k] = _loads(r[k])
-            out.append(r)
-        return out
+        n = len(_SERIES_COLUMNS)
+        return [RoundPoint(*row[:n], values={k: _loads(v) for k, v in zip(names, row[n:])})
+                for row in cur.fetchall()]
 
-    def round(self, round_id: int | None = None) -> dict | None:
+    def round(self, round_id: int | None = None) -> Round | None:
         """Round ``round_id``, or (None) the last finished round whose status is ok or dry-run."""
         if round_id is None:
             rows = list(self.db["rounds"].rows_where(
@@ -92,11 +150,11 @@ class RoundsMixin(StoreBase):
         """status -> number of rounds with that status."""
         return {r[0]: r[1] for r in self.db.execute("select status, count(*) from rounds group by status")}
 
-    def last_finished_round(self) -> dict | None:
+    def last_finished_round(self) -> Round | None:
         """The newest round that is not ``running`` (any other status), without its details, or None."""
-        cols = ", ".join(c for c in self.db["rounds"].columns_dict if c != "details")
-        rows = list(self.db["rounds"].rows_where("status != 'running'", select=cols, order_by="id desc", limit=1))
-        return rows[0] if rows else None
+        rows = list(self.db["rounds"].rows_where("status != 'running'", select=self._round_columns(False),
+                                                 order_by="id desc", limit=1))
+        return self._round_row(rows[0]) if rows else None
 
     # -------------------------------------------------------------------------------- shares/placements
 
@@ -106,10 +164,9 @@ class RoundsMixin(StoreBase):
         with self.transaction():
             self._insert_many("shares", data)
 
-    def shares(self, round_id: int) -> list[dict]:
-        return list(self.db["shares"].rows_where(
-            "round_id = ?", [round_id], order_by="account, class, gpu_type",
-            select="round_id, account, class, gpu_type, ideal, real"))
+    def shares(self, round_id: int) -> list[Share]:
+        return self._records(Share, "select round_id, account, class, gpu_type, ideal, real from shares "
+                                    "where round_id = ? order by account, class, gpu_type", [round_id])
 
     def record_placements(self, round_id: int, rows: Iterable[Mapping]) -> None:
         data = [{"round_id": round_id, "account": r["account"], "gpu_type": r["gpu_type"],
@@ -118,21 +175,18 @@ class RoundsMixin(StoreBase):
         with self.transaction():
             self._insert_many("placements", data)
 
-    def placements(self, round_id: int) -> list[dict]:
-        return list(self.db["placements"].rows_where(
-            "round_id = ?", [round_id], order_by="account, gpu_type",
-            select='round_id, account, gpu_type, ideal, deviation_before, real, "limit"'))
+    def placements(self, round_id: int) -> list[Placement]:
+        return self._records(Placement, 'select round_id, account, gpu_type, ideal, deviation_before, real, "limit" '
+                                        "from placements where round_id = ? order by account, gpu_type", [round_id])
 
-    def placements_between(self, since: float | None = None, until: float | None = None) -> list[dict]:
-        """Placement rows (round_id, account, gpu_type, ideal, real, limit) of the finished rounds started in
-        [since, until], by round, account and type."""
+    def placements_between(self, since: float | None = None, until: float | None = None) -> list[Placement]:
+        """The placements (``deviation_before`` not read: None) of the finished rounds started in [since, until],
+        by round, account and type."""
         where, args = self._window("r.started", since, until)
-        cur = self.db.execute(
-            'select p.round_id, p.account, p.gpu_type, p.ideal, p.real, p."limit" from placements p '
+        return self._records(
+            Placement, 'select p.round_id, p.account, p.gpu_type, p.ideal, null, p.real, p."limit" from placements p '
             "join rounds r on r.id = p.round_id where r.finished is not null"
             f"{' and ' + where if where else ''} order by p.round_id, p.account, p.gpu_type", args)
-        cols = [d[0] for d in cur.description]
-        return [dict(zip(cols, row)) for row in cur.fetchall()]
 
     # -------------------------------------------------------------------------------- carried state
 

@@ -72,8 +72,8 @@ def explain(store: Store, cfg: Config, account: str, snapshot: Snapshot | None, 
     }
     out: dict[str, Any] = {
         "account": account,
-        "round": last["id"] if last else None,
-        "policy": last["policy"] if last else cfg.policy.name,
+        "round": last.id if last else None,
+        "policy": last.policy if last else cfg.policy.name,
         "tenant": tenant,
         "weight": d.weights.get(tenant),
         "shares": live_acct.shares if live_acct else None,

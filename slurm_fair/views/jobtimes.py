@@ -20,17 +20,18 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
 
 from ..stats import percentile
+from ..store import JobRun
 
 UNKNOWN_TYPE = "?"
 NO_GPU = ""
 
 
-def gpu_type_of(run: Mapping[str, Any]) -> str:
+def gpu_type_of(run: JobRun) -> str:
     """The GPU type a run got (module docstring): a type, ``a+b`` for several, ``?`` unknown, "" for no GPU."""
-    gpus = run.get("gpus")
+    gpus = run.gpus
     if isinstance(gpus, Mapping) and any(int(n) > 0 for n in gpus.values()):
         return "+".join(sorted(str(t) for t, n in gpus.items() if int(n) > 0))
-    if isinstance(gpus, Mapping) and str(run.get("gpu_info") or "").startswith("scontrol"):
+    if isinstance(gpus, Mapping) and str(run.gpu_info or "").startswith("scontrol"):
         return NO_GPU  # Slurm answered: the job got no GPU
     return UNKNOWN_TYPE
 
@@ -63,22 +64,22 @@ class FinishedJob:
         return None if self.submit is None else max(0.0, self.end - self.submit)
 
 
-def finished_jobs(runs: Iterable[Mapping[str, Any]], since: float | None, until: float | None) -> list[FinishedJob]:
+def finished_jobs(runs: Iterable[JobRun], since: float | None, until: float | None) -> list[FinishedJob]:
     """The jobs whose runs have all ended, the last one in [since, until] (None: open), by job id."""
-    by_job: dict[int, list[Mapping[str, Any]]] = {}
+    by_job: dict[int, list[JobRun]] = {}
     for r in runs:
-        by_job.setdefault(int(r["job_id"]), []).append(r)
+        by_job.setdefault(int(r.job_id), []).append(r)
     out = []
     for jid, rs in sorted(by_job.items()):
-        if any(r["end"] is None for r in rs):
+        if any(r.end is None for r in rs):
             continue
-        end = max(float(r["end"]) for r in rs)
+        end = max(float(r.end) for r in rs if r.end is not None)
         if (since is not None and end < since) or (until is not None and end > until):
             continue
-        first = min(rs, key=lambda r: (r["start"], r.get("restart_count", 0)))
-        subs = [float(r["submit"]) for r in rs if r.get("submit") is not None]
-        out.append(FinishedJob(job_id=jid, account=str(rs[-1]["account"]), gpu_type=gpu_type_of(first),
-                               submit=min(subs) if subs else None, start=float(first["start"]), end=end,
+        first = min(rs, key=lambda r: (r.start, r.restart_count))
+        subs = [float(r.submit) for r in rs if r.submit is not None]
+        out.append(FinishedJob(job_id=jid, account=str(rs[-1].account), gpu_type=gpu_type_of(first),
+                               submit=min(subs) if subs else None, start=float(first.start), end=end,
                                runs=len(rs)))
     return out
 

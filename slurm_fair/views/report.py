@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping
 
 from ..daemon.preemption.store import PreemptionStore
 from ..errors import InputError
-from ..store import Store
+from ..store import JobRun, Placement, RoundPoint, Store
 from ..stats import fairness_summary, percentile
 from .jobtimes import FinishedJob, finished_jobs, wait_stats
 
@@ -66,11 +66,11 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return statistics.fmean(v) if v else None
 
 
-def report(rounds: list[Mapping[str, Any]], placements: Iterable[Mapping[str, Any]],
-           runs: Iterable[Mapping[str, Any]], preemptions: Iterable[Mapping[str, Any]],
+def report(rounds: list[RoundPoint], placements: Iterable[Placement],
+           runs: Iterable[JobRun], preemptions: Iterable[Mapping[str, Any]],
            since: float | None = None, until: float | None = None) -> dict[str, Any]:
-    """The report of a window (see the module docstring). ``rounds``: ``store.round_series`` rows with the
-    ``fairness`` and ``throughput`` keys, oldest first; ``placements``: ``store.placements_between`` rows of
+    """The report of a window (see the module docstring). ``rounds``: ``store.round_series`` points with the
+    ``fairness`` and ``throughput`` values, oldest first; ``placements``: ``store.placements_between`` of
     the same rounds; ``runs``: ``store.job_runs()``; ``preemptions``: those created in the window.
 
     Returned: ``window`` {since, until}; ``rounds`` (count), ``first``/``last`` (start times),
@@ -87,19 +87,19 @@ def report(rounds: list[Mapping[str, Any]], placements: Iterable[Mapping[str, An
     ``preemptions``: {total, by_state, by_account}."""
     per_round: dict[int, dict[str, dict[str, float]]] = {}
     for p in placements:
-        row = per_round.setdefault(int(p["round_id"]), {"ideal": {}, "real": {}, "limit": {}})
-        for key in ("ideal", "real", "limit"):
-            if p[key] is not None:
-                row[key][p["account"]] = row[key].get(p["account"], 0.0) + float(p[key])
+        row = per_round.setdefault(int(p.round_id), {"ideal": {}, "real": {}, "limit": {}})
+        for key, v in (("ideal", p.ideal), ("real", p.real), ("limit", p.limit)):
+            if v is not None:
+                row[key][p.account] = row[key].get(p.account, 0.0) + float(v)
     timeline = []
     statuses: dict[str, int] = {}
     for r in rounds:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-        thr = r.get("throughput") or {}
-        pl = per_round.get(int(r["id"]), {"ideal": {}, "real": {}, "limit": {}})
-        timeline.append({"round": r["id"], "time": r["started"], "policy": r["policy"], "status": r["status"],
+        statuses[r.status] = statuses.get(r.status, 0) + 1
+        thr = r.values.get("throughput") or {}
+        pl = per_round.get(int(r.id), {"ideal": {}, "real": {}, "limit": {}})
+        timeline.append({"round": r.id, "time": r.started, "policy": r.policy, "status": r.status,
                          **pl, "throughput_ideal": dict(thr.get("ideal") or {}),
-                         "throughput_real": dict(thr.get("real") or {}), "fairness": r.get("fairness")})
+                         "throughput_real": dict(thr.get("real") or {}), "fairness": r.values.get("fairness")})
     accounts: dict[str, dict[str, Any]] = {}
     for s in timeline:
         if not s["ideal"]:
@@ -112,22 +112,22 @@ def report(rounds: list[Mapping[str, Any]], placements: Iterable[Mapping[str, An
     accounts = {a: {"rounds": len(v["ideal"]), **{f"mean_{k}": _mean(vals) for k, vals in v.items()}}
                 for a, v in sorted(accounts.items())}
 
-    starts = [float(r["started"]) for r in rounds]
+    starts = [float(r.started) for r in rounds]
     jobs: list[FinishedJob] = finished_jobs(runs, since, until)
     policy_of_job: dict[int, str | None] = {}
     for j in jobs:
         i = bisect.bisect_right(starts, j.end) - 1
-        policy_of_job[j.job_id] = rounds[i]["policy"] if i >= 0 else None
+        policy_of_job[j.job_id] = rounds[i].policy if i >= 0 else None
     policies: dict[str, dict[str, Any]] = {}
-    for name in dict.fromkeys(r["policy"] for r in rounds):
-        rs = [r for r in rounds if r["policy"] == name]
-        ok = [r for r in rs if r["status"] in ("ok", "dry-run")]
+    for name in dict.fromkeys(r.policy for r in rounds):
+        rs = [r for r in rounds if r.policy == name]
+        ok = [r for r in rs if r.status in ("ok", "dry-run")]
         policies[name] = {
             "rounds": len(rs), "ok_rounds": len(ok),
-            "mean_round_seconds": _mean(r["finished"] - r["started"] for r in rs if r["finished"] is not None),
-            "mean_solve_seconds": _mean(r["solve_seconds"] for r in ok),
-            "mean_total_throughput": _mean(r["total_throughput"] for r in ok),
-            "fairness": fairness_summary(r.get("fairness") for r in rs),
+            "mean_round_seconds": _mean(r.finished - r.started for r in rs if r.finished is not None),
+            "mean_solve_seconds": _mean(r.solve_seconds for r in ok),
+            "mean_total_throughput": _mean(r.total_throughput for r in ok),
+            "fairness": fairness_summary(r.values.get("fairness") for r in rs),
             "jobs": _stats([j.seconds for j in jobs if policy_of_job[j.job_id] == name]),
         }
     by_account: dict[str, list[float]] = {}
@@ -146,7 +146,7 @@ def report(rounds: list[Mapping[str, Any]], placements: Iterable[Mapping[str, An
         "last": starts[-1] if starts else None,
         "statuses": statuses,
         "policies": policies,
-        "fairness": fairness_summary(r.get("fairness") for r in rounds),
+        "fairness": fairness_summary(r.values.get("fairness") for r in rounds),
         "accounts": accounts,
         "jobs": {"measured": JOB_TIME, **_stats([j.seconds for j in jobs]),
                  "by_account": {a: _stats(v) for a, v in sorted(by_account.items())},

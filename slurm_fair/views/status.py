@@ -38,11 +38,12 @@ def status(store: Store, cfg: Config, snapshot: Snapshot | None, unreachable: st
     last = store.round()
     latest = store.rounds(limit=1)
     out: dict[str, Any] = {
-        "round": last["id"] if last else None,
-        "policy": last["policy"] if last else cfg.policy.name,
-        "round_status": last["status"] if last else None,
-        "finished": last["finished"] if last else None,
-        "latest_round": ({k: latest[0][k] for k in ("id", "status", "message", "finished")} if latest else None),
+        "round": last.id if last else None,
+        "policy": last.policy if last else cfg.policy.name,
+        "round_status": last.status if last else None,
+        "finished": last.finished if last else None,
+        "latest_round": ({"id": latest[0].id, "status": latest[0].status, "message": latest[0].message,
+                          "finished": latest[0].finished} if latest else None),
         "reachable": snapshot is not None,
         "unreachable": unreachable,
         "accounts": {},

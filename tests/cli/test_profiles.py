@@ -42,7 +42,7 @@ def test_set_list_delete(cfg):
     assert r.exit_code == 0, r.output
     r = run("profiles", "set", "resnet50-bs64", "a100", "11", "--account", "acct_a", "--config", str(cfg))
     assert r.exit_code == 0, r.output
-    assert [(x["account"], x["throughput"], x["source"]) for x in db_rows(cfg)] == [
+    assert [(x.account, x.throughput, x.source) for x in db_rows(cfg)] == [
         ("", 9.5, "set"), ("acct_a", 11.0, "set")]
 
     r = run("profiles", "list", "--config", str(cfg))
@@ -61,7 +61,7 @@ def test_set_list_delete(cfg):
     assert r.exit_code == 0 and "deleted 1" in r.output
     r = run("profiles", "delete", "resnet50-bs64", "--gpu-type", "v100", "--config", str(cfg))
     assert r.exit_code == 1 and "deleted 0" in r.output
-    assert [x["account"] for x in db_rows(cfg)] == [""]
+    assert [x.account for x in db_rows(cfg)] == [""]
 
 
 def test_set_bad_throughput_exits_2_naming_the_field(cfg):
@@ -107,7 +107,7 @@ def test_import_shipped(cfg):
     r = run("profiles", "import", "--shipped", "--config", str(cfg))
     assert r.exit_code == 0 and "imported 77" in r.output
     rows = db_rows(cfg)
-    assert len(rows) == len(profiles.load_shipped()) and {x["source"] for x in rows} == {"shipped"}
+    assert len(rows) == len(profiles.load_shipped()) and {x.source for x in rows} == {"shipped"}
     r = run("profiles", "import", "--shipped", "gandiva-fair", "--config", str(cfg))
     assert r.exit_code == 0 and "imported 28" in r.output
     r = CliRunner().invoke(main, ["profiles", "import", "--shipped", "nope", "--config", str(cfg)])

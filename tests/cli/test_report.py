@@ -16,7 +16,7 @@ from slurm_fair.errors import InputError
 from slurm_fair.sim.cluster import cluster_spec
 from slurm_fair.sim.engine import EPOCH, simulate
 from slurm_fair.sim.traces import Trace, TraceJob
-from slurm_fair.store import Store
+from slurm_fair.store import JobRun, Placement, RoundPoint, Store
 from slurm_fair.daemon.preemption.store import PreemptionStore
 
 THR = {"fast": {"k80": 1.0, "v100": 10.0}, "flat": {"k80": 1.0, "v100": 1.25}}
@@ -69,12 +69,12 @@ def test_json_numbers_are_the_stores_rows(sim_store):
     for s, x in zip(rep["timeline"], rounds):
         assert s["round"] == x["id"] and s["time"] == x["started"]
         for a in ("a", "b"):
-            assert s["real"][a] == sum(p["real"] for p in places[x["id"]] if p["account"] == a)
-            assert s["limit"][a] == sum(p["limit"] for p in places[x["id"]] if p["account"] == a)
+            assert s["real"][a] == sum(p.real for p in places[x["id"]] if p.account == a)
+            assert s["limit"][a] == sum(p.limit for p in places[x["id"]] if p.account == a)
         assert s["fairness"] == details[x["id"]]["fairness"]
         assert s["throughput_real"] == pytest.approx(details[x["id"]]["throughput"]["real"])
     for a in ("a", "b"):
-        reals = [sum(p["real"] for p in places[x["id"]] if p["account"] == a) for x in rounds]
+        reals = [sum(p.real for p in places[x["id"]] if p.account == a) for x in rounds]
         assert rep["accounts"][a]["mean_real"] == pytest.approx(statistics.fmean(reals))
     real = [details[x["id"]]["fairness"]["real"] for x in rounds]
     assert rep["fairness"]["real"]["rounds_with_envy"] == sum(f["envy_pairs"] > 0 for f in real)
@@ -165,21 +165,19 @@ def _counts(envy, si):
 
 def test_report_groups_rounds_and_jobs_by_policy():
     rounds = [
-        {"id": 1, "started": 0.0, "finished": 2.0, "policy": "gavel", "status": "ok", "solve_seconds": 1.0,
-         "total_throughput": 10.0, "fairness": {"ideal": _counts(0, 0), "real": _counts(1, 1)},
-         "throughput": {"real": {"a": 4.0}}},
-        {"id": 2, "started": 100.0, "finished": 104.0, "policy": "gavel", "status": "error", "solve_seconds": None,
-         "total_throughput": None, "fairness": None, "throughput": None},
-        {"id": 3, "started": 200.0, "finished": 201.0, "policy": "oef-coop", "status": "ok", "solve_seconds": 0.5,
-         "total_throughput": 14.0, "fairness": {"ideal": _counts(0, 0), "real": _counts(0, 2)}, "throughput": None},
-        {"id": 4, "started": 300.0, "finished": 301.0, "policy": "oef-coop", "status": "ok", "solve_seconds": 0.5,
-         "total_throughput": 12.0, "fairness": {"error": "ValueError: x"}, "throughput": None},
+        RoundPoint(1, 0.0, 2.0, "gavel", "ok", 1.0, 10.0, None, None,
+                   {"fairness": {"ideal": _counts(0, 0), "real": _counts(1, 1)}, "throughput": {"real": {"a": 4.0}}}),
+        RoundPoint(2, 100.0, 104.0, "gavel", "error", None, None, None, None, {"fairness": None, "throughput": None}),
+        RoundPoint(3, 200.0, 201.0, "oef-coop", "ok", 0.5, 14.0, None, None,
+                   {"fairness": {"ideal": _counts(0, 0), "real": _counts(0, 2)}, "throughput": None}),
+        RoundPoint(4, 300.0, 301.0, "oef-coop", "ok", 0.5, 12.0, None, None,
+                   {"fairness": {"error": "ValueError: x"}, "throughput": None}),
     ]
-    placements = [{"round_id": 1, "account": "a", "gpu_type": g, "ideal": 1.5, "real": 2, "limit": 2} for g in ("k80", "v100")]
-    placements += [{"round_id": 3, "account": "a", "gpu_type": "k80", "ideal": 0.5, "real": 0, "limit": 1}]
-    runs = [{"job_id": 1, "account": "a", "start": 10.0, "end": 150.0},  # ends under gavel (round 2 started at 100)
-            {"job_id": 2, "account": "b", "start": 50.0, "end": 250.0},  # under oef-coop
-            {"job_id": 3, "account": "b", "start": 60.0, "end": None}]  # still running: not counted
+    placements = [Placement(1, "a", g, 1.5, None, 2, 2) for g in ("k80", "v100")]
+    placements += [Placement(3, "a", "k80", 0.5, None, 0, 1)]
+    runs = [JobRun(1, 0, "a", "x", 10.0, None, 150.0, {}, None),  # ends under gavel (round 2 started at 100)
+            JobRun(2, 0, "b", "x", 50.0, None, 250.0, {}, None),  # under oef-coop
+            JobRun(3, 0, "b", "x", 60.0, None, None, {}, None)]  # still running: not counted
     rep = report.report(rounds, placements, runs, [])
     g, o = rep["policies"]["gavel"], rep["policies"]["oef-coop"]
     assert (g["rounds"], g["ok_rounds"], o["rounds"], o["ok_rounds"]) == (2, 1, 2, 2)

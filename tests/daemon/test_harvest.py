@@ -31,7 +31,7 @@ CFG = config.from_dict({"profiling": {"max_throughput": 1000.0}})
 
 
 def values(store):
-    return {(r["account"], r["class"], r["gpu_type"], r["source"]): (r["throughput"], r["samples"], r["rejected"])
+    return {(r.account, r.cls, r.gpu_type, r.source): (r.throughput, r.samples, r.rejected)
             for r in store.profile_values()}
 
 
@@ -76,7 +76,7 @@ def test_bad_reports_are_refused_with_an_event_and_change_no_profile(comment, al
     assert harvest(s, snap(job(5, comment, alloc)), CFG, 9, now=1.0)["refused"] == 1
     assert values(s) == {("acct_a", "cnn", "v100", "set"): (7.0, 1, 0)}
     (e,) = s.events(kind="profile-report-refused")
-    assert why in e["message"] and e["job_id"] == 5 and e["round_id"] == 9
+    assert why in e.message and e.job_id == 5 and e.round_id == 9
     assert harvest(s, snap(job(5, comment, alloc)), CFG, 10, now=2.0)["refused"] == 0  # taken once
 
 
@@ -90,7 +90,7 @@ def test_a_bad_token_is_skipped_and_every_later_job_is_still_harvested():
     out = harvest(s, snap(*jobs), CFG, 4, now=10.0)
     assert out == {"accepted": 1, "rejected": 0, "refused": 3}, out  # job 9: no GPU type (its counts are not ints)
     assert values(s) == {("acct_a", "c", "v100", "harvested"): (6.0, 1, 0)}
-    assert {e["job_id"] for e in s.events(kind="profile-report-refused")} == {1, 2, 9}
+    assert {e.job_id for e in s.events(kind="profile-report-refused")} == {1, 2, 9}
     assert not s.events(kind="profile-harvest-error")
 
 
@@ -238,14 +238,14 @@ def test_a_flood_of_bad_reports_writes_a_bounded_number_of_events_a_day_and_keep
     rounds = [harvest(s, snap(), CFG, r, now=10.0 * r) for r in (1, 2)]
     assert sum(r["refused"] for r in rounds) == 301
     one_by_one = s.events(kind="profile-report-refused", limit=10 ** 4)
-    assert len([e for e in one_by_one if e["account"] == "flood"]) == H.EVENTS_PER_DAY
-    assert [e["job_id"] for e in one_by_one if e["account"] == "acct_a"] == [9000]
+    assert len([e for e in one_by_one if e.account == "flood"]) == H.EVENTS_PER_DAY
+    assert [e.job_id for e in one_by_one if e.account == "acct_a"] == [9000]
     (more,) = s.events(kind="profile-report-refused-more", limit=10 ** 4)
-    assert more["account"] == "flood" and more["data"]["count"] == 300 - H.EVENTS_PER_DAY
-    assert "held no GPU" in more["message"]
-    assert sum(r["status"] == "refused" for r in s.profile_reports(limit=10 ** 6)) == 301
+    assert more.account == "flood" and more.data["count"] == 300 - H.EVENTS_PER_DAY
+    assert "held no GPU" in more.message
+    assert sum(r.status == "refused" for r in s.profile_reports(limit=10 ** 6)) == 301
     # a day later: one by one again
     s.upsert_job_records([{**bad[0], "job_id": 7000}])
     harvest(s, snap(), CFG, 3, now=10.0 + H.DAY + 1)
-    assert len([e for e in s.events(kind="profile-report-refused", limit=10 ** 4) if e["account"] == "flood"]) \
+    assert len([e for e in s.events(kind="profile-report-refused", limit=10 ** 4) if e.account == "flood"]) \
         == H.EVENTS_PER_DAY + 1

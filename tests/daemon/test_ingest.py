@@ -41,7 +41,7 @@ def test_ingest_reads_removes_and_is_idempotent(tmp_path):
     assert (res.read, res.bad, res.error) == (2, [], "")
     assert os.listdir(spool) == []
     stored = store.job_records(1)
-    assert [(r["event"], r["exit_code"], r["gpus"]) for r in stored] == [("start", None, {"a100": 1}),
+    assert [(r.event, r.exit_code, r.gpus) for r in stored] == [("start", None, {"a100": 1}),
                                                                          ("end", 3, {"a100": 1})]
     spool_with(tmp_path, *records)  # the same files again (e.g. a crash between commit and unlink)
     assert ingest(store, spool).read == 2
@@ -61,7 +61,7 @@ def test_malformed_files_move_to_bad_and_become_events_without_stopping(tmp_path
                                                  "4.0.end.prolog_slurmctld.json", "junk.json"]
     assert sorted(os.listdir(spool / "bad")) == sorted(res.bad)
     assert sorted(os.listdir(spool)) == [".5.0.start.prolog_slurmctld.json.123.tmp", "bad"]
-    whys = {e["data"]["file"]: e["data"]["why"] for e in store.events(kind="hook-record-bad")}
+    whys = {e.data["file"]: e.data["why"] for e in store.events(kind="hook-record-bad")}
     assert whys["junk.json"].startswith("not JSON")
     assert whys["3.0.start.prolog_slurmctld.json"] == "gpus.a100: must be a count >= 0 (got -1)"
     assert whys["4.0.end.prolog_slurmctld.json"] == "event: 'end' does not match context 'prolog_slurmctld'"
@@ -91,7 +91,7 @@ def test_unreadable_spool_is_an_event_not_an_exception(tmp_path):
     not_a_dir.write_text("x")
     res = ingest(store, not_a_dir)
     assert res.read == 0 and "cannot list the spool" in res.error
-    assert store.events(kind="hook-ingest-error")[0]["message"] == res.error
+    assert store.events(kind="hook-ingest-error")[0].message == res.error
     assert ingest(store, tmp_path / "missing").error == ""  # no hook has written yet
 
 
@@ -120,7 +120,7 @@ def test_gpu_seconds_windows_open_runs_requeues_and_untyped():
         rec(4, "end", 40.0, restart=1, gpus={"a100": 1}),
     ]
     runs = job_runs(records)
-    assert [(r["job_id"], r["restart_count"], r["start"], r["end"]) for r in runs] == [
+    assert [(r.job_id, r.restart_count, r.start, r.end) for r in runs] == [
         (1, 0, 100.0, 200.0), (2, 0, 150.0, None), (3, 0, 0.0, 50.0), (3, 1, 60.0, None),
         (4, 0, 10.0, 30.0), (4, 1, 30.0, 40.0)]
     got = gpu_seconds(runs, None, 250.0)
@@ -135,7 +135,7 @@ def test_runs_without_gpu_info_and_slurmd_records_add_nothing():
     records = [rec(1, "start", 0.0, gpus={}, count=None, gpu_info="none: scontrol timed out after 2 s"),
                rec(2, "start", 0.0, context="prolog_slurmd", node="n1", gpu_info="slurmd")]
     assert gpu_seconds(job_runs(records), None, 100.0) == {}
-    assert [r["job_id"] for r in job_runs(records)] == [1]
+    assert [r.job_id for r in job_runs(records)] == [1]
 
 
 def test_non_utf8_huge_and_symlinked_spool_files_are_set_aside_without_reading(tmp_path):
@@ -188,7 +188,7 @@ def test_a_job_name_with_stray_bytes_does_not_block_the_batch(tmp_path):
     res = ingest(store, spool)
     assert (res.read, res.bad, res.error) == (2, [], "")
     (r11,) = store.job_records(11)
-    assert r11["job_name"] == "bad\ufffd\x1b[31m" and r11["user"] == "\ufffd"
+    assert r11.job_name == "bad\ufffd\x1b[31m" and r11.user == "\ufffd"
     assert len(store.job_records(12)) == 1
 
 
@@ -200,11 +200,11 @@ def test_submit_time_is_ingested_and_runs_take_the_earliest(tmp_path):
                        rec(9, "start", 200.0, restart=1, start_time=199.0, submit_time=180.0),  # moved on requeue
                        rec(9, "end", 260.0, restart=1, end_time=259.0, submit_time=180.0))
     assert ingest(store, spool).read == 4
-    assert [r["submit_time"] for r in store.job_records(9)] == [40.0, 40.0, 180.0, 180.0]
+    assert [r.submit_time for r in store.job_records(9)] == [40.0, 40.0, 180.0, 180.0]
     runs = store.job_runs()
-    assert [(r["restart_count"], r["submit"]) for r in runs] == [(0, 40.0), (1, 180.0)]
+    assert [(r.restart_count, r.submit) for r in runs] == [(0, 40.0), (1, 180.0)]
     # a record without the key (hooks older than submit times) is valid and gives None
-    assert check_record(rec(10, "start", 1.0)) == "" and job_runs([rec(10, "start", 1.0)])[0]["submit"] is None
+    assert check_record(rec(10, "start", 1.0)) == "" and job_runs([rec(10, "start", 1.0)])[0].submit is None
     assert "submit_time: wrong type" in check_record(rec(10, "start", 1.0, submit_time="yesterday"))
 
 
@@ -216,11 +216,11 @@ def test_a_record_the_store_refuses_is_quarantined_and_the_rest_of_the_batch_ing
     assert check_record(huge) == ""
     res = ingest(store, spool, round_id=7)
     assert res.read == 2 and res.bad == ["21.0.end.epilog_slurmctld.json"] and res.error == ""
-    assert {r["job_id"] for r in store.job_records()} == {20, 22}
+    assert {r.job_id for r in store.job_records()} == {20, 22}
     assert os.listdir(spool) == ["bad"] and os.listdir(spool / "bad") == ["21.0.end.epilog_slurmctld.json"]
     (e,) = store.events(kind="hook-record-quarantined")
-    assert e["round_id"] == 7 and e["message"].startswith("21.0.end.epilog_slurmctld.json: the store refused it")
-    assert "OverflowError" in e["message"] and str(spool / "bad") in e["message"]
+    assert e.round_id == 7 and e.message.startswith("21.0.end.epilog_slurmctld.json: the store refused it")
+    assert "OverflowError" in e.message and str(spool / "bad") in e.message
     assert ingest(store, spool).read == 0  # nothing left to retry
 
 
@@ -248,6 +248,6 @@ def test_cpu_only_records_are_counted_and_removed_not_stored(tmp_path):
     spool = spool_with(tmp_path, *cpu, unread, node, gpu)
     res = ingest(store, spool)
     assert (res.read, res.cpu_only, res.bad, res.error) == (3, 3, [], "")
-    assert sorted({r["job_id"] for r in store.job_records()}) == [20, 21, 22]
+    assert sorted({r.job_id for r in store.job_records()}) == [20, 21, 22]
     assert not list(spool.glob("*.json"))  # every file consumed
     assert res.as_dict()["cpu_only"] == 3

@@ -138,7 +138,7 @@ def test_serve_once_takes_the_leader_lock_and_another_host_is_refused(tmp_path):
         held = st.leader()
         assert held.host == "ctl1" and held.pid == os.getpid()
         assert held.expires == pytest.approx(time.time() + 3 * 60, abs=10)
-        assert [r["status"] for r in st.rounds(details=False)] == ["unreachable"]
+        assert [r.status for r in st.rounds(details=False)] == ["unreachable"]
     with pytest.raises(L.LeaderHeld, match="lease is held by the slurm-fair daemon on ctl1"):
         service.serve(_cfg(tmp_path, "ctl2"), once=True, cluster_factory=_unreachable)
     with Store(tmp_path / "sf.sqlite") as st:

@@ -106,13 +106,13 @@ def test_endpoint_serves_what_the_rounds_recorded(store):
     assert at(v, "slurm_fair_not_demand_gpus", account="acct_b", reason="dependency") == 1
     assert not any(k[0] == "slurm_fair_not_demand_gpus" and ("account", "root") in k[1] for k in v)
     assert at(v, "slurm_fair_capacity_gpus", gpu_type="v100") == 6
-    assert at(v, "slurm_fair_shares_round_timestamp_seconds") == good["finished"]
+    assert at(v, "slurm_fair_shares_round_timestamp_seconds") == good.finished
     # the newest finished round: its status, timings
     assert at(v, "slurm_fair_round_status", status="unreachable") == 1
     assert sum(at(v, "slurm_fair_round_status", status=s) for s in M.FINISHED_STATUSES) == 1
-    assert at(v, "slurm_fair_round_seconds") == pytest.approx(latest["finished"] - latest["started"])
+    assert at(v, "slurm_fair_round_seconds") == pytest.approx(latest.finished - latest.started)
     assert at(v, "slurm_fair_solve_seconds") == 0.0
-    assert at(v, "slurm_fair_last_round_timestamp_seconds") == latest["finished"]
+    assert at(v, "slurm_fair_last_round_timestamp_seconds") == latest.finished
     assert {s: at(v, "slurm_fair_rounds_total", status=s) for s in M.FINISHED_STATUSES} == {
         "ok": 1, "dry-run": 0, "unreachable": 1, "solver-failed": 0, "error": 0}
     assert at(v, "slurm_fair_preemptions_total", account="acct_b", gpu_type="v100") == 2
@@ -178,7 +178,7 @@ def test_a_taken_port_is_logged_and_recorded_and_does_not_raise(store, capsys):
     err = capsys.readouterr().err
     assert f"cannot serve metrics on 127.0.0.1:{port}" in err and "running without metrics" in err
     ev = store.events(kind="metrics")
-    assert len(ev) == 1 and ev[0]["data"]["port"] == port and "in use" in ev[0]["data"]["error"]
+    assert len(ev) == 1 and ev[0].data["port"] == port and "in use" in ev[0].data["error"]
     # off: nothing bound, nothing recorded
     assert start_metrics(config.from_dict({"metrics": {"listen": ""}}), store) is None
     assert len(store.events(kind="metrics")) == 1
@@ -263,7 +263,7 @@ def test_daemon_process_serves_metrics_of_its_rounds(tmp_path):
     with Store(tmp_path / "sf.sqlite") as st:
         counts = st.round_counts()
         latest = st.last_finished_round()
-    assert latest["status"] in ("error", "unreachable")
+    assert latest.status in ("error", "unreachable")
     failed = sum(at(v, "slurm_fair_rounds_total", status=s) for s in ("error", "unreachable"))
     assert 2 <= failed <= counts.get("error", 0) + counts.get("unreachable", 0)  # the daemon ran on
     assert at(v, "slurm_fair_rounds_total", status="ok") == 0
@@ -295,4 +295,4 @@ def test_daemon_process_with_its_port_taken_runs_its_rounds(tmp_path):
     assert f"cannot serve metrics on 127.0.0.1:{port}" in err
     with Store(tmp_path / "sf.sqlite") as st:
         ev = st.events(kind="metrics")
-        assert len(ev) == 1 and "running without metrics" in ev[0]["message"]
+        assert len(ev) == 1 and "running without metrics" in ev[0].message

@@ -129,7 +129,7 @@ def _sim_round(tmp_path, cfg):
     cluster.advance(0.0)
     with Store(cfg.database_path) as store:
         res = run_round(cluster, store, cfg, "oef-coop", now=cluster.clock())
-        return res, store.round(res.round_id)["details"], store.written(), store.events()
+        return res, store.round(res.round_id).details, store.written(), store.events()
 
 
 def test_a_round_keeps_the_file_and_a_corrupt_one_is_named_not_fatal(tmp_path):
@@ -145,5 +145,5 @@ def test_a_round_keeps_the_file_and_a_corrupt_one_is_named_not_fatal(tmp_path):
     assert res.status == "ok"  # the round went on, as with no record
     assert details["ownership_error"].startswith(f"ownership file {cfg.ownership_path}: not valid JSON")
     assert str(cfg.ownership_path) in res.message
-    assert any(e["kind"] == "ownership" and str(cfg.ownership_path) in e["message"] for e in events)
+    assert any(e.kind == "ownership" and str(cfg.ownership_path) in e.message for e in events)
     assert cfg.ownership_path.read_text() == "{broken"

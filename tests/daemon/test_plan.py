@@ -12,6 +12,7 @@ from slurm_fair.cluster.base import ANY_GPU, CLEAR, Account, Node, Snapshot
 from slurm_fair.daemon import plan as P
 from slurm_fair.model import Allocation
 from slurm_fair.policies import get as get_policy
+from slurm_fair.store import ProfileValue
 from tests.conftest import CFG, NODES, job, snap
 
 def cfg(**sections):
@@ -56,9 +57,9 @@ def test_observe_demand_sums_pending_and_running_and_types():
 # ------------------------------------------------------------------------------------------- profiles
 
 PROFILES = [
-    {"account": "acct_a", "class": "r", "gpu_type": "v100", "throughput": 10.0},
-    {"account": "", "class": "r", "gpu_type": "v100", "throughput": 7.0},
-    {"account": "", "class": "r", "gpu_type": "k80", "throughput": 2.0},
+    ProfileValue("acct_a", "r", "v100", 10.0),
+    ProfileValue("", "r", "v100", 7.0),
+    ProfileValue("", "r", "k80", 2.0),
 ]
 SHIPPED = [
     {"account": "", "class": "r", "gpu_type": "a100", "throughput": 20.0},
@@ -257,10 +258,10 @@ def test_site_factors_more_accounts_than_levels_stay_in_range_and_ordered():
 def fast_flat_case():
     """acct_a runs class "fast" (10x on a V100), acct_b class "flat" (1.1x); 8 pending 1-GPU jobs each."""
     profiles = [
-        {"account": "", "class": "fast", "gpu_type": "v100", "throughput": 10.0},
-        {"account": "", "class": "fast", "gpu_type": "k80", "throughput": 1.0},
-        {"account": "", "class": "flat", "gpu_type": "v100", "throughput": 1.1},
-        {"account": "", "class": "flat", "gpu_type": "k80", "throughput": 1.0},
+        ProfileValue("", "fast", "v100", 10.0),
+        ProfileValue("", "fast", "k80", 1.0),
+        ProfileValue("", "flat", "v100", 1.1),
+        ProfileValue("", "flat", "k80", 1.0),
     ]
     jobs = [job(i, "acct_a", 1, None, name="fast") for i in range(8)]
     jobs += [job(20 + i, "acct_b", 1, None, name="flat") for i in range(8)]
@@ -350,7 +351,7 @@ DEMO_NODES = (
     Node("mixed-1", ("IDLE",), ("gpu",), {"v100": 2, "k80": 2}, {}),
 )
 DEMO_PROFILES = [
-    {"account": "", "class": c, "gpu_type": g, "throughput": v}
+    ProfileValue("", c, g, v)
     for c, g, v in [("cnn", "a100", 12), ("cnn", "v100", 10), ("cnn", "k80", 1), ("rl", "a100", 1.2), ("rl", "v100", 1.1),
                     ("rl", "k80", 1), ("lm", "a100", 4), ("lm", "v100", 3), ("lm", "k80", 1)]
 ]

@@ -10,6 +10,7 @@ from slurm_fair import fairness
 from slurm_fair.daemon import plan as P
 from slurm_fair.model import Allocation, problem_from_dict
 from slurm_fair.policies import solve
+from slurm_fair.store import ProfileValue
 
 
 def problem(weights=(1, 1), demand_b=None, k80=2, v100=2):
@@ -130,10 +131,10 @@ def test_round_fairness_counts_the_rounded_placement_too():
     from tests.daemon.test_plan import fixed_alloc, snap, job, CFG
 
     # a (3x on a V100) and b (2x), 1 K80 + 2 V100 ... as profiles of the site
-    profiles = [{"account": "", "class": "ca", "gpu_type": "k80", "throughput": 1.0},
-                {"account": "", "class": "ca", "gpu_type": "v100", "throughput": 3.0},
-                {"account": "", "class": "cb", "gpu_type": "k80", "throughput": 1.0},
-                {"account": "", "class": "cb", "gpu_type": "v100", "throughput": 2.0}]
+    profiles = [ProfileValue("", "ca", "k80", 1.0),
+                ProfileValue("", "ca", "v100", 3.0),
+                ProfileValue("", "cb", "k80", 1.0),
+                ProfileValue("", "cb", "v100", 2.0)]
     from slurm_fair.cluster.base import Node
 
     nodes = (Node("v", ("IDLE",), ("gpu",), {"v100": 2}, {}), Node("k", ("IDLE",), ("gpu",), {"k80": 1}, {}))
@@ -175,9 +176,9 @@ def test_the_round_records_the_counts_and_survives_their_failure(monkeypatch, tm
         cluster = SimCluster(cluster_spec("k80=2,v100=2", 2), {"a": 1, "b": 1}, thr, jobs, epoch=1.7e9)
         cluster.advance(0.0)
         res = run_round(cluster, store, cfg, "oef-coop", now=cluster.clock())
-        f = store.round(res.round_id)["details"]["fairness"]
+        f = store.round(res.round_id).details["fairness"]
         assert res.status == "ok" and set(f) == {"ideal", "real", "seconds"}
-        assert store.round(res.round_id)["details"]["throughput"]["ideal"] == {"a": pytest.approx(4.5),
+        assert store.round(res.round_id).details["throughput"]["ideal"] == {"a": pytest.approx(4.5),
                                                                               "b": pytest.approx(3.0)}
         # cooperative OEF: a 1.5 V100 (4.5; its weight share, 1 K80 + 1 V100, gives 4), b 2 K80 + 0.5 V100 (3;
         # its share 3): envy-free. Placed whole, a gets 1 V100 (then it values b's 2 K80 + 1 V100 at 5 > 3) or
@@ -188,4 +189,4 @@ def test_the_round_records_the_counts_and_survives_their_failure(monkeypatch, tm
         monkeypatch.setattr(P, "round_fairness", lambda *a: 1 / 0)
         res = run_round(cluster, store, cfg, "oef-noncoop", now=cluster.clock())
         assert res.status == "ok"
-        assert store.round(res.round_id)["details"]["fairness"]["error"].startswith("ZeroDivisionError")
+        assert store.round(res.round_id).details["fairness"]["error"].startswith("ZeroDivisionError")

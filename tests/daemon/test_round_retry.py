@@ -38,7 +38,7 @@ def test_a_write_locked_past_the_busy_timeout_is_retried(tmp_path):
         store.begin_round("oef-noncoop")  # one attempt: the lock outlasts the 100 ms busy timeout
     rid = RR.with_retry(lambda: store.begin_round("oef-noncoop"))
     t.join()
-    assert store.round(rid)["status"] == "running"
+    assert store.round(rid).status == "running"
     store.close()
 
 
@@ -69,9 +69,9 @@ def test_an_unexpected_exception_is_recorded_on_its_round_and_the_next_round_run
     store = Store(cfg.database_path)
     first = R.run_round(_BrokenCluster(), store, cfg)
     second = R.run_round(_BrokenCluster(), store, cfg)
-    rows = {r["id"]: r for r in store.rounds()}
-    assert [rows[r.round_id]["status"] for r in (first, second)] == ["error", "error"]
-    msg = rows[first.round_id]["message"]
+    rows = {r.id: r for r in store.rounds()}
+    assert [rows[r.round_id].status for r in (first, second)] == ["error", "error"]
+    msg = rows[first.round_id].message
     assert msg.startswith("round failed: ZeroDivisionError: division by zero (test_round_retry.py:"), msg
     store.close()
 

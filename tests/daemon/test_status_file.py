@@ -32,7 +32,7 @@ def test_a_round_writes_the_status_file_beside_the_database(tmp_path):
     path = tmp_path / "status.json"
     assert cfg.status_path == path and res.status == "ok"
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
-    details = store.round(res.round_id)["details"]
+    details = store.round(res.round_id).details
     assert details["status_file"] == str(path)
     # pytest's temporary folders are private (0700): the round says users could not read the file
     assert details["status_file_private"] == status_file.world_readable(path) + ": users cannot run slurm-fair why"
@@ -71,9 +71,9 @@ def test_a_status_file_that_cannot_be_written_never_stops_the_round(tmp_path):
     (tmp_path / "file").write_text("x")
     cfg, store, _c, res = _round(tmp_path, status_file=str(tmp_path / "file" / "status.json"))
     row = store.round(res.round_id)
-    assert res.status == "ok" and row["status"] == "ok"
-    assert row["details"]["status_file_error"].startswith(str(tmp_path / "file" / "status.json"))
-    assert [e["kind"] for e in store.events(kind="status-file")] == ["status-file"]
+    assert res.status == "ok" and row.status == "ok"
+    assert row.details["status_file_error"].startswith(str(tmp_path / "file" / "status.json"))
+    assert [e.kind for e in store.events(kind="status-file")] == ["status-file"]
     store.close()
 
 

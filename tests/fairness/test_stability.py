@@ -9,6 +9,7 @@ import pytest
 from slurm_fair.fairness.stability import Fingerprint, fingerprint, flips
 from slurm_fair.model import problem_from_dict
 from slurm_fair.records import RoundDetails
+from slurm_fair.store import RoundPoint
 
 
 def _problem(demand_b=4, cap_v=8, weight_a=1.0):
@@ -37,8 +38,12 @@ def test_fingerprint_moves_with_what_the_policy_sees():
     assert Fingerprint.from_json(None) is None and Fingerprint.from_json({"problem": 1}) is None
 
 
-def _round(i, fp, real, status="ok"):
-    return {"id": i, "status": status, "fingerprint": fp.as_json(), "real": real}
+def _point(i, status="ok", **values):
+    return RoundPoint(i, float(i), float(i) + 1.0, "oef-coop", status, None, None, None, None, values=values)
+
+
+def _round(i, fp, real, status="ok", **more):
+    return _point(i, status, fingerprint=fp.as_json(), real=real, **more)
 
 
 def test_flip_counts_by_hand():
@@ -48,7 +53,7 @@ def test_flip_counts_by_hand():
         _round(1, p0, {"a": {"k80": 4, "v100": 4}, "b": {"k80": 4, "v100": 4}}),
         # same problem, a's v100 4 -> 3 and b's 4 -> 5: two flips of (a) and of (b), of 4 account-types
         _round(2, p0, {"a": {"k80": 4, "v100": 3}, "b": {"k80": 4, "v100": 5}}),
-        {"id": 3, "status": "error", "fingerprint": None, "real": {}},  # skipped
+        _point(3, "error", fingerprint=None, real={}),  # skipped
         # b's demand moved: (a) not counted; a's own inputs unchanged: a's k80 4 -> 2 is a flip of (b);
         # b's change is not counted (its inputs moved)
         _round(4, p1, {"a": {"k80": 2, "v100": 3}, "b": {"k80": 6, "v100": 5}}),
@@ -68,11 +73,11 @@ def test_flip_counts_by_hand():
 
 def test_ideal_splits_the_policys_flips_from_the_roundings():
     p0 = fingerprint(_problem(), ROWS)
-    r1 = {**_round(1, p0, {"a": {"k80": 4, "v100": 4}, "b": {"k80": 4, "v100": 4}}),
-          "ideal": {"a": {"k80": 4.0, "v100": 3.5}, "b": {"k80": 4.0, "v100": 4.5}}}
+    r1 = _round(1, p0, {"a": {"k80": 4, "v100": 4}, "b": {"k80": 4, "v100": 4}},
+                ideal={"a": {"k80": 4.0, "v100": 3.5}, "b": {"k80": 4.0, "v100": 4.5}})
     # a's v100 ideal stays 3.5 but its guarantee 4 -> 3 (the rounding); b's ideal moves 4.5 -> 5.2 (the policy)
-    r2 = {**_round(2, p0, {"a": {"k80": 4, "v100": 3}, "b": {"k80": 4, "v100": 5}}),
-          "ideal": {"a": {"k80": 4.0, "v100": 3.5}, "b": {"k80": 4.0, "v100": 5.2}}}
+    r2 = _round(2, p0, {"a": {"k80": 4, "v100": 3}, "b": {"k80": 4, "v100": 5}},
+                ideal={"a": {"k80": 4.0, "v100": 3.5}, "b": {"k80": 4.0, "v100": 5.2}})
     c = flips([r1, r2])
     assert c.flips_same_problem == 2
     assert c.ideal_moved_same_problem == 1 and c.rounding_flips_same_account == 1
@@ -80,7 +85,7 @@ def test_ideal_splits_the_policys_flips_from_the_roundings():
 
 def test_rounds_without_fingerprint_break_the_chain_and_details_work_too():
     p0 = fingerprint(_problem(), ROWS)
-    old = {"id": 2, "status": "ok", "fingerprint": None, "real": {"a": {"k80": 0}}}
+    old = _point(2, fingerprint=None, real={"a": {"k80": 0}})
     rows = [_round(1, p0, {"a": {"k80": 4}}), old, _round(3, p0, {"a": {"k80": 1}})]
     assert flips(rows).pairs == 0
     d = [RoundDetails(real={"a": {"k80": 4}}, fingerprint=p0.as_json()),

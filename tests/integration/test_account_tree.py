@@ -71,8 +71,8 @@ def test_a_three_level_tree_keeps_every_leafs_jobs_running_and_parents_unlimited
     assert limits["t_top"] == "" and limits["t_mid"] == "", limits  # parents: no GPU limit, the 0 cleared
     with Store(tmp_path / "sf.sqlite") as store:
         rnd = store.round()
-    d = rnd["details"]
-    assert rnd["status"] == "ok" and not set(PARENTS) & set(d["limits"]), d["limits"]
+    d = rnd.details
+    assert rnd.status == "ok" and not set(PARENTS) & set(d["limits"]), d["limits"]
     # Fair Tree weights: t_top (2) splits into t_mid 3/4 and t_side 1/4; t_mid's 1.5 into two leaves of 0.75
     assert d["weights"]["t_side"] == pytest.approx(0.5) and d["weights"]["t_leaf1"] == pytest.approx(0.75)
     # 21 one-GPU jobs on 16 GPUs: every leaf runs jobs, and none waits on an association limit of a parent

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from slurm_fair.store import Store
+from slurm_fair.store import Round, Store
 
 PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]
 TYPES = ("a100", "k80", "v100")
@@ -89,13 +89,13 @@ def running_by(testbed) -> dict[tuple[str, str], int]:
     return counts
 
 
-def last_round(store: Store) -> dict:
+def last_round(store: Store) -> Round:
     return store.rounds(limit=1)[0]
 
 
-def planned_limits(rnd: dict) -> dict[str, dict[str, int]]:
+def planned_limits(rnd: Round) -> dict[str, dict[str, int]]:
     """The limits a round planned for the test's accounts (a type left out: no limit)."""
-    return {a: dict(rnd["details"]["limits"].get(a, {})) for a in CLASS_OF}
+    return {a: dict(rnd.details["limits"].get(a, {})) for a in CLASS_OF}
 
 
 def test_rounds_set_the_rounded_plan_start_the_right_jobs_and_carry_deviations(testbed, sf):
@@ -113,16 +113,16 @@ def test_rounds_set_the_rounded_plan_start_the_right_jobs_and_carry_deviations(t
     r = sf.cli("daemon", "--once")
     assert "status=ok" in r.stderr
     rnd = last_round(sf.db)
-    assert rnd["status"] == "ok" and rnd["policy"] == "oef-coop"
+    assert rnd.status == "ok" and rnd.policy == "oef-coop"
     # the round keeps oef-coop's binding envy rows (its warm start) for the next round, when there are any, and a
     # fingerprint of every class (a changed class's rows are dropped next round)
-    saved = rnd["details"]["warm_start"]["pairs_saved"]
+    saved = rnd.details["warm_start"]["pairs_saved"]
     warm = sf.db.warm_start("oef-coop") or []
     assert len([w for w in warm if w[0] not in ("fp", "x")]) == saved
     assert {(t, c) for w in warm if w[0] == "fp" for t, c in [w[1:3]]} == set(CLASS_OF.items())
-    guarantee = {a: {p["gpu_type"]: p["real"] for p in sf.db.placements(rnd["id"]) if p["account"] == a}
+    guarantee = {a: {p.gpu_type: p.real for p in sf.db.placements(rnd.id) if p.account == a}
                  for a in CLASS_OF}
-    claims = rnd["details"]["claims"]
+    claims = rnd.details["claims"]
     # cooperative OEF guarantees the V100s to the account whose jobs gain most from them; acct_a's waiting
     # jobs claim its guarantee out of what acct_b borrows
     assert guarantee["acct_a"]["v100"] == max(guarantee[a]["v100"] for a in CLASS_OF) >= 3
@@ -148,35 +148,35 @@ def test_rounds_set_the_rounded_plan_start_the_right_jobs_and_carry_deviations(t
 
     # second round after more submissions: deviations carried by the formula
     dev1 = sf.db.deviations()
-    p1 = {(p["account"], p["gpu_type"]): p for p in sf.db.placements(rnd["id"])}
+    p1 = {(p.account, p.gpu_type): p for p in sf.db.placements(rnd.id)}
     for (a, g), p in p1.items():
-        assert dev1[a][g] == pytest.approx(p["deviation_before"] + p["ideal"] - p["real"], abs=1e-6)
+        assert dev1[a][g] == pytest.approx(p.deviation_before + p.ideal - p.real, abs=1e-6)
     submit_mix(testbed, {"v100": 2}, accounts=("acct_b",))
     testbed.wait_scheduled()
     sf.cli("daemon", "--once")
     rnd2 = last_round(sf.db)
-    assert rnd2["status"] == "ok" and rnd2["id"] == rnd["id"] + 1
+    assert rnd2.status == "ok" and rnd2.id == rnd.id + 1
     dev2 = sf.db.deviations()
-    for p in sf.db.placements(rnd2["id"]):
-        a, g = p["account"], p["gpu_type"]
-        assert p["deviation_before"] == pytest.approx(dev1[a][g], abs=1e-9)  # carried
+    for p in sf.db.placements(rnd2.id):
+        a, g = p.account, p.gpu_type
+        assert p.deviation_before == pytest.approx(dev1[a][g], abs=1e-9)  # carried
         # policy.stable: an ideal that did not move holds last round's guarantee and its deviation (rounding.py)
-        held = (a, g) in p1 and abs(p["ideal"] - p1[(a, g)]["ideal"]) <= 1e-6
-        assert dev2[a][g] == pytest.approx(p["deviation_before"] + (0 if held else p["ideal"] - p["real"]), abs=1e-6)
+        held = (a, g) in p1 and abs(p.ideal - p1[(a, g)].ideal) <= 1e-6
+        assert dev2[a][g] == pytest.approx(p.deviation_before + (0 if held else p.ideal - p.real), abs=1e-6)
     assert slurm_limits(testbed) == planned_limits(rnd2)
 
     # explain shows the account's numbers
     ex = json.loads(sf.cli("explain", "acct_a", "--json").stdout)
-    assert ex["round"] == rnd2["id"] and ex["weight"] == 1.0
+    assert ex["round"] == rnd2.id and ex["weight"] == 1.0
     assert ex["classes"]["fast"]["throughput"]["v100"] == 10.0 and ex["classes"]["fast"]["source"]["v100"] == "site"
     assert ex["limits_in_slurm"] == planned_limits(rnd2)["acct_a"]
     assert sum(ex["ideal"].values()) == pytest.approx(
-        sum(p["ideal"] for p in sf.db.placements(rnd2["id"]) if p["account"] == "acct_a"))
+        sum(p.ideal for p in sf.db.placements(rnd2.id) if p.account == "acct_a"))
     assert all(j["slurm_fair"] and j["slurm_reason"] for j in ex["pending_jobs"])
     txt = sf.cli("explain", "acct_a").stdout
     assert "fast" in txt and "v100=10(site)" in txt
     st = json.loads(sf.cli("status", "--json").stdout)
-    assert st["round"] == rnd2["id"] and st["accounts"]["acct_a"]["limits"] == ex["limits_in_slurm"]
+    assert st["round"] == rnd2.id and st["accounts"]["acct_a"]["limits"] == ex["limits_in_slurm"]
     assert st["accounts"]["acct_b"]["pending_gpus"] >= 2
 
     # apply --dry-run changes nothing in Slurm nor in the store's carried state
@@ -209,25 +209,25 @@ def test_sigkill_between_solve_and_apply_then_restart_converges(testbed, sf):
     proc.wait(timeout=10)
     assert slurm_limits(testbed) == base  # nothing applied
     killed = last_round(sf.db)
-    assert killed["status"] == "running"
+    assert killed.status == "running"
     devs_before = sf.db.deviations()
-    assert not sf.db.applied(killed["id"])
+    assert not sf.db.applied(killed.id)
 
     sf.cli("daemon", "--once")  # restart: converges
     rnd = last_round(sf.db)
-    assert rnd["status"] == "ok"
-    assert sf.db.round(killed["id"])["status"] == "error"  # marked interrupted
+    assert rnd.status == "ok"
+    assert sf.db.round(killed.id).status == "error"  # marked interrupted
     planned = planned_limits(rnd)
     assert slurm_limits(testbed) == planned and any(planned.values())
-    applied = sf.db.applied(rnd["id"])
+    applied = sf.db.applied(rnd.id)
     # each needed change written exactly once, from the value Slurm had before the crash
-    keys = [(a["account"], a["key"]) for a in applied]
+    keys = [(a.account, a.key) for a in applied]
     assert len(keys) == len(set(keys))
     assert set(keys) == {(a, k) for a, row in planned.items() for k, v in row.items() if base[a].get(k) != v}
-    assert all(a["old"] == base[a["account"]].get(a["key"]) for a in applied)
+    assert all(a.old == base[a.account].get(a.key) for a in applied)
     # the killed round left no trace in the carried state: the recovery round started from the same deviations
-    for p in sf.db.placements(rnd["id"]):
-        assert p["deviation_before"] == pytest.approx(devs_before.get(p["account"], {}).get(p["gpu_type"], 0.0))
+    for p in sf.db.placements(rnd.id):
+        assert p.deviation_before == pytest.approx(devs_before.get(p.account, {}).get(p.gpu_type, 0.0))
 
 
 def _slurmctld_pid(testbed) -> int:
@@ -243,7 +243,7 @@ def test_slurmctld_down_round_unreachable_daemon_survives_and_recovers(testbed, 
     try:
         testbed.wait_for(lambda: len(sf.db.rounds(limit=100)) >= 2, timeout=30, what="a daemon round")
         os.kill(_slurmctld_pid(testbed), signal.SIGTERM)
-        testbed.wait_for(lambda: last_round(sf.db)["status"] == "unreachable", timeout=60,
+        testbed.wait_for(lambda: last_round(sf.db).status == "unreachable", timeout=60,
                          what="a round recorded as unreachable")
         assert proc.poll() is None  # the daemon survives
         log = open(testbed.state_dir / "log" / "slurmctld.out", "ab")
@@ -254,12 +254,12 @@ def test_slurmctld_down_round_unreachable_daemon_survives_and_recovers(testbed, 
                          what="slurmctld back")
         n = len(sf.db.rounds(limit=1000))
         new = submit_mix(testbed, {"v100": 1}, accounts=("acct_a",))[("acct_a", "v100")]
-        testbed.wait_for(lambda: len(sf.db.rounds(limit=1000)) > n and last_round(sf.db)["status"] == "ok",
+        testbed.wait_for(lambda: len(sf.db.rounds(limit=1000)) > n and last_round(sf.db).status == "ok",
                          timeout=60, what="an ok round after slurmctld is back")
         # the new job's account had no share: nothing is held from it (lent GPUs), and a round gives it one
         testbed.wait_state(new[0], "RUNNING", timeout=30)
-        testbed.wait_for(lambda: any(p["account"] == "acct_a" and p["gpu_type"] == "v100" and p["real"] >= 1
-                                     for p in sf.db.placements(last_round(sf.db)["id"])), timeout=30,
+        testbed.wait_for(lambda: any(p.account == "acct_a" and p.gpu_type == "v100" and p.real >= 1
+                                     for p in sf.db.placements(last_round(sf.db).id)), timeout=30,
                          what="acct_a guaranteed a V100")
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -280,7 +280,7 @@ def test_single_instance_sighup_reload_and_sigterm(testbed, sf):
         time.sleep(1.5)
         sf.path.write_text(good.replace('name = "oef-coop"', 'name = "equal-share"'))
         proc.send_signal(signal.SIGHUP)
-        testbed.wait_for(lambda: last_round(sf.db)["policy"] == "equal-share", timeout=30,
+        testbed.wait_for(lambda: last_round(sf.db).policy == "equal-share", timeout=30,
                          what="a round with the reloaded policy")
         assert proc.poll() is None
     finally:
@@ -290,7 +290,7 @@ def test_single_instance_sighup_reload_and_sigterm(testbed, sf):
     assert rc == 0
     assert "config reload failed, keeping the old one: bogus" in err
     assert "config reloaded" in err and "stopping" in err
-    assert all(r["status"] != "running" for r in sf.db.rounds(limit=100))  # the last round was finished
+    assert all(r.status != "running" for r in sf.db.rounds(limit=100))  # the last round was finished
 
 
 @pytest.mark.parametrize("policy", ["bud", "themis", "hadar"])
@@ -302,17 +302,17 @@ def test_every_seed_policy_runs_the_daemons_rounds(testbed, sf, policy):
     testbed.wait_scheduled()  # every round sees the 16 running and 8 pending jobs, however fast it starts
     sf.cli("daemon", "--once")
     first = last_round(sf.db)
-    assert first["status"] == "ok" and first["policy"] == policy, first["message"]
+    assert first.status == "ok" and first.policy == policy, first.message
     assert slurm_limits(testbed) == planned_limits(first)
     if policy == "bud":
-        prices = first["details"]["prices"]
+        prices = first.details["prices"]
         assert set(prices) == set(TYPES) and all(p > 0 for p in prices.values())
         ex = json.loads(sf.cli("explain", "acct_a", "--json").stdout)
-        w = first["details"]["weights"]
+        w = first.details["weights"]
         assert ex["prices"] == pytest.approx(prices) and ex["budget"] == pytest.approx(w["acct_a"] / sum(w.values()))
     elif policy == "hadar":
         # every class's 8 typed 1-GPU jobs came from squeue; the 16 GPUs are all guaranteed to someone
-        assert sum(p["real"] for p in sf.db.placements(first["id"])) == sum(CAPACITY.values())
+        assert sum(p.real for p in sf.db.placements(first.id)) == sum(CAPACITY.values())
     else:
         # one lease per allocation (state version 2), just begun; under the paper's auction a class may get
         # nothing in a round (hidden payments go to the non-bidders only), so not every class need hold one
@@ -324,10 +324,10 @@ def test_every_seed_policy_runs_the_daemons_rounds(testbed, sf, policy):
         time.sleep(1)
         sf.cli("daemon", "--once")
         second = last_round(sf.db)
-        assert second["status"] == "ok" and second["id"] > first["id"]
+        assert second.status == "ok" and second.id > first.id
         # the first round's leases (600 s) hold, a round older; a class that got nothing then may win free GPUs
         # now, under a lease of its own that starts with this round
         assert leased <= {(app, t) for app, t, _g, age in sf.db.warm_start("themis")["leases"] if age > 0}
         # the same ideal shares (the rounding may still move a GPU: deviations carry between rounds)
-        for a, row in first["details"]["ideal"].items():
-            assert second["details"]["ideal"][a] == pytest.approx(row, abs=1e-6)
+        for a, row in first.details["ideal"].items():
+            assert second.details["ideal"][a] == pytest.approx(row, abs=1e-6)

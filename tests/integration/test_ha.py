@@ -30,7 +30,7 @@ def test_only_on_primary_runs_on_the_serving_host_and_stands_by_elsewhere(testbe
                        check=False, capture_output=True, timeout=300)
     assert here.returncode == 0, here.stderr
     with Store(tmp_path / f"{serving.host}.sqlite") as st:
-        assert [r["status"] for r in st.rounds(details=False)] == ["dry-run"]
+        assert [r.status for r in st.rounds(details=False)] == ["dry-run"]
         assert st.leader().host == serving.host
     other = testbed.run(PY + ["daemon", "--once", "--config", _cfg(tmp_path, "not-a-controller")],
                         check=False, capture_output=True, timeout=120)

@@ -31,8 +31,8 @@ def _round(testbed, cfg: Path, tmp_path: Path) -> dict:
     sf(testbed, cfg, "daemon", "--once")
     with Store(tmp_path / "sf.sqlite") as store:
         r = store.round()
-    assert r["status"] == "ok", r
-    return r["details"]
+    assert r.status == "ok", r
+    return r.details
 
 
 def test_held_flood_dependency_and_begin_time_are_not_demand(testbed, tmp_path):

@@ -107,10 +107,10 @@ def test_daemon_round_ingests_records_and_gpu_time_matches(testbed, spool, tmp_p
     assert r.returncode == 0, r.stderr
     assert not list(spool.glob(f"{job}.*.json"))  # ingested files are removed
     with Store(tmp_path / "sf.sqlite") as store:
-        run, = [x for x in store.job_runs() if x["job_id"] == job]
+        run, = [x for x in store.job_runs() if x.job_id == job]
         start = s["start_time"] if s["start_time"] is not None else s["time"]
         end = e["end_time"] if e["end_time"] is not None else e["time"]
-        assert (run["start"], run["end"], run["gpus"]) == (start, end, {"a100": 2})
+        assert (run.start, run.end, run.gpus) == (start, end, {"a100": 2})
         got = store.received_gpu_seconds(since=start - 1, until=end + 1)["acct_c"]["a100"]
     assert got == pytest.approx(2 * (end - start))
     assert 2 * 5 <= got <= 2 * 10  # the job slept 6 s on 2 GPUs (Slurm times have 1 s resolution)
@@ -174,10 +174,10 @@ def test_a_record_the_store_refuses_is_quarantined_while_the_others_ingest(testb
         assert not list(spool.glob(f"{job}.*.json")) and not (spool / bad_name).exists()
         assert (spool / "bad" / bad_name).exists()
         with Store(tmp_path / "sf.sqlite") as store:
-            assert {x["event"] for x in store.job_records(job)} >= {"start", "end"}
+            assert {x.event for x in store.job_records(job)} >= {"start", "end"}
             assert not store.job_records(job + 900000)
-            (e,) = [e for e in store.events(kind="hook-record-quarantined") if bad_name in e["message"]]
-            assert "OverflowError" in e["message"]
+            (e,) = [e for e in store.events(kind="hook-record-quarantined") if bad_name in e.message]
+            assert "OverflowError" in e.message
             (rnd,) = store.db.execute("select status from rounds order by id desc limit 1").fetchall()
             assert rnd[0] == "ok"
     finally:

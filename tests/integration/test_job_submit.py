@@ -138,7 +138,7 @@ def test_daemon_round_publishes_the_planned_types(testbed, type_map, tmp_path):
     lines = [ln for ln in type_map.read_text().splitlines() if not ln.startswith(("#", "@"))]
     published = {ln.split()[0]: ln.split()[1] for ln in lines}
     with Store(tmp_path / "sf.sqlite") as store:
-        details = store.round()["details"]
+        details = store.round().details
     planned = details["untyped_targets"]
 
     def cells(t):  # the map's TYPE:ROOM[:BLOCK] cells of a target

@@ -42,7 +42,7 @@ def test_a_burst_into_the_idle_testbed_runs_at_once_on_every_type(testbed, tmp_p
     try:
         store = Store(c.database_path)
         try:
-            testbed.wait_for(lambda: any(r["status"] == "ok" for r in store.rounds(limit=5)) and c.type_map_path.exists(),
+            testbed.wait_for(lambda: any(r.status == "ok" for r in store.rounds(limit=5)) and c.type_map_path.exists(),
                              60, what="the daemon's first round and its type map")
         finally:
             store.close()

@@ -62,28 +62,28 @@ def test_running_daemon_serves_the_recorded_shares_and_limits(testbed, tmp_path)
 
     with Store(tmp_path / "sf.sqlite") as st:
         rnd = st.round()
-        assert rnd is not None and rnd["status"] == "ok", st.rounds(limit=3, details=False)
+        assert rnd is not None and rnd.status == "ok", st.rounds(limit=3, details=False)
         assert st.round_counts() == {"ok": 1}
-        placements = {(p["account"], p["gpu_type"]): p for p in st.placements(rnd["id"])}
+        placements = {(p.account, p.gpu_type): p for p in st.placements(rnd.id)}
     assert at(v, "slurm_fair_round_status", status="ok") == 1
     assert at(v, "slurm_fair_rounds_total", status="ok") == 1
-    assert at(v, "slurm_fair_last_round_timestamp_seconds") == rnd["finished"]
-    assert at(v, "slurm_fair_shares_round_timestamp_seconds") == rnd["finished"]
-    assert at(v, "slurm_fair_solve_seconds") == pytest.approx(rnd["solve_seconds"])
-    assert at(v, "slurm_fair_round_seconds") == pytest.approx(rnd["finished"] - rnd["started"])
-    assert status["round"] == rnd["id"] and status["round_status"] == "ok"
+    assert at(v, "slurm_fair_last_round_timestamp_seconds") == rnd.finished
+    assert at(v, "slurm_fair_shares_round_timestamp_seconds") == rnd.finished
+    assert at(v, "slurm_fair_solve_seconds") == pytest.approx(rnd.solve_seconds)
+    assert at(v, "slurm_fair_round_seconds") == pytest.approx(rnd.finished - rnd.started)
+    assert status["round"] == rnd.id and status["round_status"] == "ok"
 
-    d = rnd["details"]
+    d = rnd.details
     for a in CLASS_OF:
         acct = status["accounts"][a]
         for g in TYPES:
             share = at(v, "slurm_fair_share_gpus", account=a, gpu_type=g)
             limit = at(v, "slurm_fair_limit_gpus", account=a, gpu_type=g)
-            assert share == pytest.approx(placements[(a, g)]["ideal"]) == pytest.approx(acct["ideal"].get(g, 0.0))
+            assert share == pytest.approx(placements[(a, g)].ideal) == pytest.approx(acct["ideal"].get(g, 0.0))
             cap = at(v, "slurm_fair_capacity_gpus", gpu_type=g)  # a type without a limit: its capacity
-            assert limit == placements[(a, g)]["limit"] == acct["planned_limits"].get(g, cap) == \
+            assert limit == placements[(a, g)].limit == acct["planned_limits"].get(g, cap) == \
                 limits_in_slurm[a].get(g, cap)
-            assert at(v, "slurm_fair_rounded_share_gpus", account=a, gpu_type=g) == placements[(a, g)]["real"]
+            assert at(v, "slurm_fair_rounded_share_gpus", account=a, gpu_type=g) == placements[(a, g)].real
             assert at(v, "slurm_fair_deviation_gpus", account=a, gpu_type=g) == pytest.approx(
                 d["deviations"][a][g])
             assert at(v, "slurm_fair_usage_gpus", account=a, gpu_type=g) == d["in_use"].get(a, {}).get(g, 0)

@@ -72,7 +72,7 @@ def test_preempted_job_checkpoints_is_requeued_once_and_resumes(testbed, tmp_pat
             assert (p["job_id"], p["state"], p["gpu_type"], p["gpus"], p["signal"]) == (job, "signalled", "a100", 1,
                                                                                       "USR1")
             assert "acct_a uses 4 a100 GPUs with a guarantee of 3" in p["reason"]
-            details = store.round()["details"]["preemption"]
+            details = store.round().details["preemption"]
         assert details["over"] == {"acct_a": {"a100": 1}} and details["waiting"]["a100"] == 1
         saved = testbed.wait_for(
             lambda: [int(x.split()[-1]) for x in output(testbed, job).splitlines() if x.startswith("checkpoint saved")],
@@ -135,4 +135,4 @@ def test_signal_failure_on_one_job_is_recorded_and_the_others_proceed(testbed, t
     assert [f["job_id"] for f in out.failed] == [a[-1]] and "signal failed" in rows[a[-1]]["steps"][0]["message"]
     assert rows[a[-1]]["state"] == "failed" and rows[a[-1]]["signalled_at"] is None
     assert [s["job_id"] for s in out.signalled] == [a[-2]] and rows[a[-2]]["state"] == "signalled"
-    assert {e["job_id"] for e in events} == {a[-1], a[-2]}
+    assert {e.job_id for e in events} == {a[-1], a[-2]}

@@ -60,8 +60,8 @@ def sf(testbed, tmp_path):
 
         @staticmethod
         def values(account, cls):
-            return {(r["gpu_type"], r["source"]): r for r in store.profile_values()
-                    if r["account"] == account and r["class"] == cls}
+            return {(r.gpu_type, r.source): r for r in store.profile_values()
+                    if r.account == account and r.cls == cls}
 
     yield SF
     store.close()
@@ -113,7 +113,7 @@ def test_profile_submit_measures_every_type_and_the_next_round_uses_it(testbed, 
         return v if all((t, "measured") in v for t in RATES) else None
 
     v = testbed.wait_for(measured, 60, interval=2, what="a measured profile on every type")
-    assert {t: v[(t, "measured")]["throughput"] for t in RATES} == RATES
+    assert {t: v[(t, "measured")].throughput for t in RATES} == RATES
     listed = json.loads(sf.cli("profiles", "list", "--json", "--account", "acct_a").stdout)
     # (samples may exceed 1: the shared hook spool can hold the end records of an earlier run's demo jobs)
     assert {(x["gpu_type"], x["source"], x["used"]) for x in listed} == {(t, "measured", True) for t in RATES}
@@ -123,13 +123,13 @@ def test_profile_submit_measures_every_type_and_the_next_round_uses_it(testbed, 
     assert {(x["job_id"], x["status"]) for x in status["reports"]} >= {(j, "accepted") for j in jobs.values()}
 
     # the next round's problem uses the measured values for a demo job of acct_a
-    samples = {t: sf.values("acct_a", "demo")[(t, "measured")]["samples"] for t in RATES}
+    samples = {t: sf.values("acct_a", "demo")[(t, "measured")].samples for t in RATES}
     testbed.wait_scheduled([testbed.sbatch("acct_a", gpus=1, comment="class=demo", command="sleep 60")])
     sf.cli("daemon", "--once")
-    details = sf.db.rounds(limit=1)[0]["details"]
+    details = sf.db.rounds(limit=1)[0].details
     assert details["classes"]["acct_a"]["demo"]["throughput"] == RATES
     # a round does not take the same reports twice
-    assert {t: sf.values("acct_a", "demo")[(t, "measured")]["samples"] for t in RATES} == samples
+    assert {t: sf.values("acct_a", "demo")[(t, "measured")].samples for t in RATES} == samples
 
 
 def test_running_job_report_is_harvested_and_a_bad_one_refused(testbed, sf, pylib):
@@ -141,16 +141,16 @@ def test_running_job_report_is_harvested_and_a_bad_one_refused(testbed, sf, pyli
     sf.cli("daemon", "--once")
     v = sf.values("acct_b", "rnn")
     assert set(v) == {("v100", "harvested")}
-    assert (v[("v100", "harvested")]["throughput"], v[("v100", "harvested")]["samples"]) == (12.0, 1)
+    assert (v[("v100", "harvested")].throughput, v[("v100", "harvested")].samples) == (12.0, 1)
 
     wait_comment(testbed, job, "fair:tput=1e+12@2", timeout=30)
     sf.cli("daemon", "--once")
     sf.cli("daemon", "--once")  # the same comment again: taken once
     after = sf.values("acct_b", "rnn")[("v100", "harvested")]
-    assert (after["throughput"], after["samples"], after["rejected"]) == (12.0, 1, 0)  # unchanged
-    refused = [e for e in sf.db.events(kind="profile-report-refused") if e["job_id"] == job]
-    assert len(refused) == 1 and "max_throughput" in refused[0]["message"] and "'rnn'" in refused[0]["message"]
-    assert [(r["n"], r["status"]) for r in sf.db.profile_reports(account="acct_b")] == [(2, "refused"), (1, "accepted")]
+    assert (after.throughput, after.samples, after.rejected) == (12.0, 1, 0)  # unchanged
+    refused = [e for e in sf.db.events(kind="profile-report-refused") if e.job_id == job]
+    assert len(refused) == 1 and "max_throughput" in refused[0].message and "'rnn'" in refused[0].message
+    assert [(r.n, r.status) for r in sf.db.profile_reports(account="acct_b")] == [(2, "refused"), (1, "accepted")]
 
 
 def test_explain_and_status_flag_a_reported_profile_its_jobs_contradict(testbed, sf, pylib):
@@ -172,7 +172,7 @@ def test_explain_and_status_flag_a_reported_profile_its_jobs_contradict(testbed,
     assert json.loads(sf.cli("status", "--json").stdout)["profile_conflicts"] == [c]
     # the class has measurements, so its speeds come from them only ([profiling] measured_speeds, on by default):
     # the round used the measured 10 / 5, not the reported 100 / 1, which could sandbag or inflate the speedup
-    thr = sf.db.rounds(limit=1)[0]["details"]["classes"]["acct_c"][big]["throughput"]
+    thr = sf.db.rounds(limit=1)[0].details["classes"]["acct_c"][big]["throughput"]
     assert (thr["v100"], thr["k80"]) == (10.0, 5.0)
 
 
@@ -194,8 +194,8 @@ def test_exploration_steers_untyped_submissions_to_a_type_the_class_was_not_meas
                            text=True, timeout=180)
         assert r.returncode == 0, r.stdout + r.stderr
         with Store(tmp_path / "sf.sqlite") as store:
-            details = store.round()["details"]
-            assert {(k[1], k[3]) for k in [(r["account"], r["class"], r["gpu_type"], r["source"])
+            details = store.round().details
+            assert {(k[1], k[3]) for k in [(r.account, r.cls, r.gpu_type, r.source)
                                             for r in store.profile_values()]} >= {("rl", "harvested")}
         tg = details["untyped_targets"]["acct_b"]
         target, why = tg["types"][0][0], tg["reason"]

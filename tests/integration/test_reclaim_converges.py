@@ -27,9 +27,9 @@ STEADY_ROUNDS = 3
 def _guarantees(store: Store) -> dict[str, dict[str, int]]:
     rnd = store.rounds(limit=1)[0]
     out: dict[str, dict[str, int]] = {}
-    for p in store.placements(rnd["id"]):
-        if p["real"]:
-            out.setdefault(p["account"], {})[p["gpu_type"]] = p["real"]
+    for p in store.placements(rnd.id):
+        if p.real:
+            out.setdefault(p.account, {})[p.gpu_type] = p.real
     return out
 
 

@@ -197,10 +197,10 @@ def test_a_job_name_and_comment_with_any_bytes_break_nothing(testbed, tmp_path):
     _slurm_fair(testbed, "daemon", "--once", "--config", str(cfg))
     with Store(tmp_path / "sf.sqlite") as store:
         (rnd,) = store.rounds(limit=1)
-        assert rnd["status"] == "dry-run", rnd["message"]  # squeue --json's raw bytes did not fail the round
-        recs = [r for r in store.job_records(job) if r["context"] == "prolog_slurmctld"]
-        assert recs and recs[0]["job_name"] == "bad\ufffd\x1b[31mname"  # stored (SQLite refused the raw byte)
-        assert recs[0]["submit_time"] is not None
+        assert rnd.status == "dry-run", rnd.message  # squeue --json's raw bytes did not fail the round
+        recs = [r for r in store.job_records(job) if r.context == "prolog_slurmctld"]
+        assert recs and recs[0].job_name == "bad\ufffd\x1b[31mname"  # stored (SQLite refused the raw byte)
+        assert recs[0].submit_time is not None
     r = subprocess.run([*PY, "why", str(job), "--config", str(cfg)], env=testbed.env, capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr
     out = r.stdout.decode("utf-8")
@@ -225,16 +225,16 @@ def test_a_job_name_and_comment_with_any_bytes_break_nothing(testbed, tmp_path):
     _slurm_fair(testbed, "daemon", "--once", "--config", str(cfg))
     with Store(tmp_path / "sf.sqlite") as store:
         (rnd,) = store.rounds(limit=1)
-        assert rnd["status"] == "dry-run", rnd["message"]
-        ends = {r["job_id"]: r for r in store.job_records() if r["context"] == "epilog_slurmctld"}
-        assert ends[job]["gpus"] == {"v100": 1} and ends[job]["job_name"] == "bad\ufffd\x1b[31mname"
+        assert rnd.status == "dry-run", rnd.message
+        ends = {r.job_id: r for r in store.job_records() if r.context == "epilog_slurmctld"}
+        assert ends[job].gpus == {"v100": 1} and ends[job].job_name == "bad\ufffd\x1b[31mname"
         # the name's line break is cut off exactly (SLURM_JOB_NAME); the comment's forged line makes the header
         # untrusted: no GPUs recorded for this job, never the forged 8
-        assert ends[forged]["gpus"] == {} and ends[forged]["gpu_count"] == 0, ends[forged]
+        assert ends[forged].gpus == {} and ends[forged].gpu_count == 0, ends[forged]
         # 22.05 prints no AllocTRES line ("… after its free text"), 24.11 prints its own ("… where Slurm writes none")
-        info = ends[forged]["gpu_info"]
+        info = ends[forged].gpu_info
         assert info.startswith("none: scontrol: a AllocTRES line ") and "no field of its header is trusted" in info, info
-        assert ends[forged]["job_name"] == "x\ufffd\ny"
+        assert ends[forged].job_name == "x\ufffd\ny"
     for args in (["status"], ["status", "--json"], ["explain", "acct_c"], ["profile", "status"]):
         out = _slurm_fair(testbed, *args, "--config", str(cfg)).stdout.decode("utf-8")
         assert "\x1b" not in out and "\x07" not in out, (args, out)

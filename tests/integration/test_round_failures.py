@@ -32,7 +32,7 @@ def limits_in_slurm(testbed) -> dict[str, dict[str, int]]:
 def planned_limits(store: Store, round_id: int) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for p in store.placements(round_id):
-        out.setdefault(p["account"], {})[p["gpu_type"]] = p["limit"]
+        out.setdefault(p.account, {})[p.gpu_type] = p.limit
     for row in out.values():
         row[ANY_GPU] = sum(row.values())
     return out
@@ -67,21 +67,21 @@ def test_bad_account_failing_call_and_locked_store_are_recorded_and_the_rest_app
         # round 1: the bad name and the failing sacctmgr call are isolated; acct_a and acct_b are applied
         r1 = run_round(cluster, store, cfg)
         row1 = store.round(r1.round_id)
-        assert r1.status == "ok" and row1["status"] == "ok", (row1["message"], row1["details"])
-        fails = row1["details"]["apply_failures"]
+        assert r1.status == "ok" and row1.status == "ok", (row1.message, row1.details)
+        fails = row1.details["apply_failures"]
         assert set(fails) == {BAD, "acct_c"}, fails
         assert "must be a Slurm account name" in fails[BAD]
         assert "injected failure for this call" in fails["acct_c"]
-        assert BAD in row1["message"] and "injected failure" in row1["message"]
-        assert row1["details"]["apply_batch_errors"], "the whole batch failed first, then each account alone"
-        events = {(e["account"], e["kind"]) for e in store.events(kind="apply-failed")}
+        assert BAD in row1.message and "injected failure" in row1.message
+        assert row1.details["apply_batch_errors"], "the whole batch failed first, then each account alone"
+        events = {(e.account, e.kind) for e in store.events(kind="apply-failed")}
         assert events == {(BAD, "apply-failed"), ("acct_c", "apply-failed")}
         plan1 = planned_limits(store, r1.round_id)
         slurm = limits_in_slurm(testbed)
         for a in ("acct_a", "acct_b"):
             assert slurm[a] == plan1[a], (a, slurm[a], plan1[a])
         assert slurm["acct_c"] == {} and slurm[BAD] == {}
-        assert {r["account"] for r in store.applied(r1.round_id)} == {"acct_a", "acct_b"}
+        assert {r.account for r in store.applied(r1.round_id)} == {"acct_a", "acct_b"}
         assert "acct_c" not in store.deviations()  # its limits did not change: its deviation was not advanced
 
         # round 2 while another connection holds the write lock for 2 s: it waits, applies acct_c, records
@@ -104,14 +104,14 @@ def test_bad_account_failing_call_and_locked_store_are_recorded_and_the_rest_app
         r2 = run_round(cluster, store, cfg)
         t.join()
         row2 = store.round(r2.round_id)
-        assert r2.status == "ok" and row2["status"] == "ok", row2
-        assert row2["started"] >= times["released"] - 0.05  # begin_round waited for the other writer
-        assert set(row2["details"]["apply_failures"]) == {BAD}  # acct_c went through this time
+        assert r2.status == "ok" and row2.status == "ok", row2
+        assert row2.started >= times["released"] - 0.05  # begin_round waited for the other writer
+        assert set(row2.details["apply_failures"]) == {BAD}  # acct_c went through this time
         slurm = limits_in_slurm(testbed)
         plan2 = planned_limits(store, r2.round_id)
         for a in ("acct_a", "acct_b", "acct_c"):
             assert slurm[a] == plan2[a], (a, slurm[a], plan2[a])
-        assert [r["status"] for r in store.rounds(limit=5)] == ["ok", "ok"]
+        assert [r.status for r in store.rounds(limit=5)] == ["ok", "ok"]
         store.close()
     finally:
         testbed.sacctmgr("delete", "account", BAD, check=False)
@@ -148,10 +148,10 @@ def test_a_job_gone_before_its_site_factor_is_set_leaves_the_other_jobs_set(test
     store = Store(cfg.database_path)
     r = run_round(CancelAfterSnapshot(timeout=30, env=testbed.env), store, cfg)
     row = store.round(r.round_id)
-    assert r.status == "ok" and row["status"] == "ok", row
-    assert set(row["details"]["site_factor_failures"]) == {str(gone)}, row["details"]["site_factor_failures"]
+    assert r.status == "ok" and row.status == "ok", row
+    assert set(row.details["site_factor_failures"]) == {str(gone)}, row.details["site_factor_failures"]
     assert kept in r.factor_changes and gone not in r.factor_changes
     assert site_factor(testbed, kept) == r.factor_changes[kept] > 0
-    assert "SiteFactor failed for 1 job" in row["message"]
-    assert [e["job_id"] for e in store.events(kind="apply-failed")] == [gone]
+    assert "SiteFactor failed for 1 job" in row.message
+    assert [e.job_id for e in store.events(kind="apply-failed")] == [gone]
     store.close()

@@ -100,8 +100,8 @@ def test_flood_then_fair_shares_with_preemption(testbed, tmp_path):
                 time.sleep(3)  # a scheduling pass after the round's changes
                 rnd = store.rounds(limit=1)[0]
                 guarantee = {}
-                for p in store.placements(rnd["id"]):
-                    guarantee.setdefault(p["account"], {})[p["gpu_type"]] = p["real"]
+                for p in store.placements(rnd.id):
+                    guarantee.setdefault(p.account, {})[p.gpu_type] = p.real
                 lim, use = _limits(testbed), gpus_in_use(testbed)
                 idle, waiting = idle_gpus(testbed), _waiting_types(testbed)
                 seen.append(f"round {rounds + 2}: guarantees {guarantee} limits {lim} in use {use} idle {idle} "

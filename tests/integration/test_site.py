@@ -118,7 +118,7 @@ def test_an_account_with_its_own_limits_is_left_alone_by_default(testbed, tmp_pa
     testbed.wait_scheduled()
     _sf(testbed, cfg, "daemon", "--once")
     with Store(tmp_path / "sf.sqlite") as st:
-        d = st.round()["details"]
+        d = st.round().details
     assert d["left_alone"] == ["acct_c"] and _grptres(testbed, "acct_c") == "gres/gpu:k80=2"
 
 

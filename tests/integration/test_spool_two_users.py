@@ -100,8 +100,8 @@ def test_hooks_write_as_the_slurm_user_and_a_non_root_daemon_ingests(testbed, da
         db = state / "sf.sqlite"
         assert db.stat().st_uid == _uid(USER)  # the daemon's own database
         with Store(db) as store:
-            assert {x["event"] for x in store.job_records(job)} >= {"start", "end"}
-            assert [x["job_id"] for x in store.job_runs()].count(job) == 1
+            assert {x.event for x in store.job_records(job)} >= {"start", "end"}
+            assert [x.job_id for x in store.job_runs()].count(job) == 1
     finally:
         hookinstall.install(str(dest), conf["spool"], conf.get("slurm_conf", ""), conf.get("log", ""))
         shutil.rmtree(base, ignore_errors=True)

@@ -86,7 +86,7 @@ def _one_try(testbed, folder: Path, label: str) -> list[str]:
     try:
         store = Store(c.database_path)
         try:
-            testbed.wait_for(lambda: any(r["status"] == "ok" for r in store.rounds(limit=5))
+            testbed.wait_for(lambda: any(r.status == "ok" for r in store.rounds(limit=5))
                              and c.type_map_path.exists(), 60, what=f"{label}: the daemon's first round and map")
         finally:
             store.close()

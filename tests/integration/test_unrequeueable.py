@@ -25,8 +25,8 @@ def _round(testbed, cfg, tmp_path) -> dict:
     cli(testbed, cfg, "daemon", "--once")
     with Store(tmp_path / "sf.sqlite") as store:
         r = store.round()
-    assert r["status"] == "ok", r
-    return r["details"]
+    assert r.status == "ok", r
+    return r.details
 
 
 def _rows(tmp_path) -> dict[int, dict]:
@@ -83,7 +83,7 @@ def test_job_made_non_requeueable_during_its_grace_is_held_back(testbed, tmp_pat
     text = cli(testbed, cfg, "explain", "acct_a").stdout
     assert "held back:     a100=1" in text and f"job {dodger} (1 a100, USR1): held-back" in text
     with Store(tmp_path / "sf.sqlite") as store:
-        assert any(e["job_id"] == dodger and "held-back" in e["message"] for e in store.events(kind="preemption"))
+        assert any(e.job_id == dodger and "held-back" in e.message for e in store.events(kind="preemption"))
 
     # the job ends (acct_b's job runs already): the hold-back ends
     testbed.run(["scancel", str(dodger)])

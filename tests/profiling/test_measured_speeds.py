@@ -9,12 +9,11 @@ from slurm_fair.daemon import bounded
 from slurm_fair.daemon.plan.problem import lookup_throughput
 from slurm_fair.profiling.core import find_conflicts
 from slurm_fair.profiling.trust import effective_values, measured_only
-from slurm_fair.store import Store
+from slurm_fair.store import ProfileValue, Store
 
 
 def row(account, cls, g, source, v):
-    return {"account": account, "class": cls, "gpu_type": g, "source": source, "throughput": v, "samples": 1,
-            "updated": 0.0, "rejected": 0}
+    return ProfileValue(account, cls, g, v, samples=1, source=source, updated=0.0, rejected=0)
 
 
 SHIPPED = [{"account": "", "class": "cnn", "gpu_type": "k80", "throughput": 1.0},
@@ -44,8 +43,8 @@ def test_measured_values_win_on_every_type_and_a_profiling_run_counts_too():
     values = [row("acct", "cnn", "k80", "measured", 1.1), row("acct", "cnn", "v100", "set", 3.0),
               row("acct", "cnn", "v100", "harvested", 4.2), row("acct", "cnn", "k80", "imported", 5.0)]
     kept, dropped = measured_only(values)
-    assert {(r["gpu_type"], r["source"]) for r in dropped} == {("v100", "set"), ("k80", "imported")}
-    used = {r["gpu_type"]: (r["source"], r["throughput"]) for r in effective_values(values, 0.25, "flag", False, True)[0]}
+    assert {(r.gpu_type, r.source) for r in dropped} == {("v100", "set"), ("k80", "imported")}
+    used = {r.gpu_type: (r.source, r.throughput) for r in effective_values(values, 0.25, "flag", False, True)[0]}
     assert used == {"k80": ("measured", 1.1), "v100": ("harvested", 4.2)}
 
 
@@ -53,7 +52,7 @@ def test_a_class_without_measurements_and_site_wide_values_keep_their_reported_v
     values = [row("acct", "rnn", "k80", "set", 1.0), row("acct", "rnn", "v100", "set", 3.0),  # nothing measured
               row("", "cnn", "k80", "set", 0.9),  # the site's own value for cnn: not a tenant's
               row("acct", "cnn", "v100", "harvested", 4.0), row("other", "cnn", "k80", "set", 2.0)]
-    used = {(r["account"], r["class"], r["gpu_type"]): r["source"]
+    used = {(r.account, r.cls, r.gpu_type): r.source
             for r in effective_values(values, 0.25, "flag", False, True)[0]}
     assert used[("acct", "rnn", "k80")] == "set" and used[("acct", "rnn", "v100")] == "set"
     assert used[("", "cnn", "k80")] == "set"
@@ -64,10 +63,10 @@ def test_a_class_without_measurements_and_site_wide_values_keep_their_reported_v
 def test_the_rounds_use_measured_speeds_by_default_and_the_key_turns_it_off():
     s = Store(":memory:")
     for r in SANDBAG:
-        s.set_profile(r["class"], r["gpu_type"], r["throughput"], account=r["account"], source=r["source"])
+        s.set_profile(r.cls, r.gpu_type, r.throughput, account=r.account, source=r.source)
     assert config.from_dict({}).profiling.measured_speeds is True
-    on = {(r["account"], r["gpu_type"]): r["source"] for r in bounded.round_profiles(s, config.from_dict({}))}
-    off = {(r["account"], r["gpu_type"]): r["source"]
+    on = {(r.account, r.gpu_type): r.source for r in bounded.round_profiles(s, config.from_dict({}))}
+    off = {(r.account, r.gpu_type): r.source
            for r in bounded.round_profiles(s, config.from_dict({"profiling": {"measured_speeds": False}}))}
     assert on == {("acct", "v100"): "harvested"}
     assert off == {("acct", "v100"): "harvested", ("acct", "k80"): "set"}

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import sqlite_utils
 import pytest
 
 from slurm_fair.errors import InputError
 from slurm_fair.profiling import client
 from slurm_fair.profiling.core import Rules, check_sample, choose, effective, find_conflicts, flags, sample, update
-from slurm_fair.store import Store, migrate
+from slurm_fair.store import ProfileValue, Store, migrate
 
 R = Rules(min_throughput=0.01, max_throughput=1000.0, outlier_factor=3.0, outlier_after=3, average_weight=0.25,
           stale_after=100.0, conflict_margin=0.25, prefer_measured=False)
@@ -33,44 +35,48 @@ def test_check_sample_unknown_or_missing_type_and_text_numbers():
     assert check_sample("cnn", "k80", "12.5", R, known_types=["k80"]) == 12.5
 
 
+def stored(fields):
+    """The value the store holds after a sample stored ``fields``."""
+    return ProfileValue("acct_a", "cnn", "v100", source="harvested", **fields)
+
+
 def test_update_mean_then_moving_average_then_outliers():
     row, ok = update(None, 10.0, 1.0, R)
     assert ok and row == {"throughput": 10.0, "samples": 1, "rejected": 0, "updated": 1.0}
-    row, ok = update(row, 20.0, 2.0, R)  # weight max(0.25, 1/2) = 0.5: 15
+    row, ok = update(stored(row), 20.0, 2.0, R)  # weight max(0.25, 1/2) = 0.5: 15
     assert ok and row["throughput"] == 15.0 and row["samples"] == 2
-    row, ok = update(row, 30.0, 3.0, R)  # weight max(0.25, 1/3): 15 + 15/3 = 20
+    row, ok = update(stored(row), 30.0, 3.0, R)  # weight max(0.25, 1/3): 15 + 15/3 = 20
     assert ok and row["throughput"] == pytest.approx(20.0) and row["samples"] == 3
-    row, ok = update(row, 61.0, 4.0, R)  # 3 samples: 61 > 3 * 20 -> rejected, counted, nothing else changes
+    row, ok = update(stored(row), 61.0, 4.0, R)  # 3 samples: 61 > 3 * 20 -> rejected, counted, nothing else changes
     assert not ok and row == {"throughput": pytest.approx(20.0), "samples": 3, "rejected": 1, "updated": 3.0}
-    row, ok = update(row, 6.0, 5.0, R)  # 6 < 20 / 3 -> rejected too
+    row, ok = update(stored(row), 6.0, 5.0, R)  # 6 < 20 / 3 -> rejected too
     assert not ok and row["rejected"] == 2
-    row, ok = update(row, 28.0, 6.0, R)  # weight max(0.25, 1/4) = 0.25: 20 + 8/4 = 22
+    row, ok = update(stored(row), 28.0, 6.0, R)  # weight max(0.25, 1/4) = 0.25: 20 + 8/4 = 22
     assert ok and row["throughput"] == pytest.approx(22.0) and row["samples"] == 4 and row["rejected"] == 2
-    row, ok = update(row, 32.0, 7.0, R)  # weight max(0.25, 1/5) = 0.25: 22 + 10/4 = 24.5
+    row, ok = update(stored(row), 32.0, 7.0, R)  # weight max(0.25, 1/5) = 0.25: 22 + 10/4 = 24.5
     assert ok and row["throughput"] == pytest.approx(24.5)
 
 
 def test_flags_stale_and_single_only_for_measured_values():
-    m = {"source": "harvested", "samples": 1, "updated": 0.0}
+    m = ProfileValue("acct_a", "cnn", "v100", 1.0, source="harvested", samples=1, updated=0.0)
     assert flags(m, 50.0, R) == {"stale": False, "single": True}
-    assert flags({**m, "samples": 2}, 101.0, R) == {"stale": True, "single": False}
-    assert flags({"source": "set", "samples": 1, "updated": 0.0}, 1e9, R) == {"stale": False, "single": False}
+    assert flags(dataclasses.replace(m, samples=2), 101.0, R) == {"stale": True, "single": False}
+    assert flags(dataclasses.replace(m, source="set"), 1e9, R) == {"stale": False, "single": False}
 
 
 def row(source, thr, g="v100", account="acct_a", cls="cnn", updated=0.0, samples=1):
-    return {"account": account, "class": cls, "gpu_type": g, "source": source, "throughput": thr,
-            "samples": samples, "updated": updated}
+    return ProfileValue(account, cls, g, thr, samples=samples, source=source, updated=updated)
 
 
 def test_choose_reported_wins_measured_fills_gaps_or_wins_when_preferred():
     rs = [row("imported", 5.0, updated=1), row("set", 6.0, updated=2), row("harvested", 9.0),
           row("measured", 8.0), row("shipped", 1.0)]
-    assert choose(rs)["throughput"] == 6.0  # newest reported
-    assert choose(rs, prefer_measured=True)["throughput"] == 8.0  # measured before harvested
-    assert choose([row("harvested", 9.0), row("shipped", 1.0)])["source"] == "harvested"
-    assert choose([row("shipped", 1.0)])["source"] == "shipped"
+    assert choose(rs).throughput == 6.0  # newest reported
+    assert choose(rs, prefer_measured=True).throughput == 8.0  # measured before harvested
+    assert choose([row("harvested", 9.0), row("shipped", 1.0)]).source == "harvested"
+    assert choose([row("shipped", 1.0)]).source == "shipped"
     eff = effective([row("set", 6.0), row("measured", 2.0, g="k80")])
-    assert [(r["gpu_type"], r["source"]) for r in eff] == [("k80", "measured"), ("v100", "set")]
+    assert [(r.gpu_type, r.source) for r in eff] == [("k80", "measured"), ("v100", "set")]
 
 
 def test_find_conflicts_compares_speedups_not_units():
@@ -92,7 +98,7 @@ def test_find_conflicts_compares_speedups_not_units():
     assert [c["ratio"] for c in find_conflicts(under, 0.25)] == [0.5]
     # one common type: nothing to compare; site-wide ("") reported values are not a tenant's report
     assert find_conflicts([row("set", 9.0), row("measured", 1.0)], 0.25) == []
-    assert find_conflicts([dict(r, account="") for r in liar], 0.25) == []
+    assert find_conflicts([dataclasses.replace(r, account="") for r in liar], 0.25) == []
 
 
 def test_token_round_trip_keeps_other_tokens():
@@ -131,7 +137,7 @@ def test_migration_6_maps_old_sources_and_keeps_values(tmp_path):
     db.close()
     with Store(path) as s:
         assert s.version >= 6
-        got = [(r["class"], r["throughput"], r["source"], r["detail"], r["rejected"]) for r in s.profile_values()]
+        got = [(r.cls, r.throughput, r.source, r.detail, r.rejected) for r in s.profile_values()]
         assert got == [("a", 2.0, "set", None, 0), ("b", 3.0, "imported", "/x/p.csv", 0),
                        ("c", 4.0, "shipped", None, 0), ("d", 5.0, "measured", None, 0)]
 
@@ -142,12 +148,12 @@ def test_record_sample_averages_rejects_and_keeps_reported_value():
     for v, now in ((10.0, 1), (20.0, 2), (30.0, 3)):
         s.record_sample("acct_a", "cnn", "v100", "harvested", sample(v, now, R), now=now)
     r, ok = s.record_sample("acct_a", "cnn", "v100", "harvested", sample(500.0, 4, R), now=4)
-    assert not ok and r["rejected"] == 1 and r["throughput"] == pytest.approx(20.0) and r["samples"] == 3
-    vals = {r["source"]: r for r in s.profile_values()}
-    assert vals["set"]["throughput"] == 100.0 and vals["harvested"]["updated"] == 3.0
+    assert not ok and r.rejected == 1 and r.throughput == pytest.approx(20.0) and r.samples == 3
+    vals = {r.source: r for r in s.profile_values()}
+    assert vals["set"].throughput == 100.0 and vals["harvested"].updated == 3.0
     with pytest.raises(InputError):
         s.record_sample("acct_a", "cnn", "v100", "set", sample(1.0, 0.0, R))
     s.record_report({"job_id": 7, "n": 1, "time": 1.0, "status": "accepted"})
     s.record_report({"job_id": 7, "n": 1, "time": 2.0, "status": "refused"})  # ignored: taken once
     assert s.report_taken(7, 1) and not s.report_taken(7, 2)
-    assert [r["status"] for r in s.profile_reports()] == ["accepted"]
+    assert [r.status for r in s.profile_reports()] == ["accepted"]

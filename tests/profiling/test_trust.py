@@ -15,7 +15,7 @@ from slurm_fair.daemon.plan.classcap import fold, report_class
 from slurm_fair.profiling.core import Rules, effective, sample, update
 from slurm_fair.profiling.trust import (Bounds, TrustRules, effective_values, reference,
                                         report_source, take_sample, type_ratio_ranges, usable_values)
-from slurm_fair.store import Store
+from slurm_fair.store import ProfileValue, Store
 
 R = Rules(min_throughput=1e-6, max_throughput=1e7, outlier_factor=3.0, outlier_after=1, average_weight=0.25,
           stale_after=1e9, conflict_margin=0.25, prefer_measured=False)
@@ -24,8 +24,12 @@ DAY = 86400.0
 
 
 def row(account, cls, g, source, v, samples=1, updated=0.0):
-    return {"account": account, "class": cls, "gpu_type": g, "source": source, "throughput": v, "samples": samples,
-            "updated": updated, "rejected": 0}
+    return ProfileValue(account, cls, g, v, samples=samples, source=source, updated=updated, rejected=0)
+
+
+def stored(fields):
+    """The value the store holds after a sample stored ``fields`` (None: none)."""
+    return None if fields is None else ProfileValue("acct", "cnn", "v100", source="harvested", **fields)
 
 
 # ------------------------------------------------------------------------------------ which reports are measured
@@ -48,7 +52,7 @@ def _attack(bounds, start_row, steps=29, dt=60.0):
     cur, statuses = start_row, []
     for i in range(steps):
         value = (cur["throughput"] if cur else 10.0) * 2.99
-        v = take_sample(cur, value, 1000.0 + i * dt, bounds, R, T)
+        v = take_sample(stored(cur), value, 1000.0 + i * dt, bounds, R, T)
         statuses.append(v.status)
         cur = v.row if v.row is not None else cur
     return cur, statuses
@@ -58,7 +62,7 @@ def test_the_29_reports_at_2_99x_attack_moved_the_old_rule_past_a_million():
     old = Rules(**{**R.__dict__, "outlier_after": 3})
     r, _ = update(None, 10.0, 0.0, old)
     for i in range(29):
-        r, ok = update(r, r["throughput"] * 2.99, float(i + 1), old)
+        r, ok = update(stored(r), r["throughput"] * 2.99, float(i + 1), old)
         assert ok  # none rejected: 2.99x is inside the 3x outlier band each time
     assert r["throughput"] > 1e6
 
@@ -93,11 +97,11 @@ def test_first_sample_is_checked_against_the_reference_and_a_rejected_first_stor
 
 def test_window_restarts_after_change_window_from_the_value_then():
     r = take_sample(None, 10.0, 0.0, None, R, T).row
-    r = take_sample(r, 29.0, 10.0, None, R, T).row  # mean of 10 and 29 = 19.5 (inside 2x of 10)
+    r = take_sample(stored(r), 29.0, 10.0, None, R, T).row  # mean of 10 and 29 = 19.5 (inside 2x of 10)
     assert r["throughput"] == pytest.approx(19.5) and r["window_base"] == 10.0
-    v = take_sample(r, 58.0, 20.0, None, R, T)  # 19.5 + 1/3 * (58 - 19.5) = 32.33 -> held at 20
+    v = take_sample(stored(r), 58.0, 20.0, None, R, T)  # 19.5 + 1/3 * (58 - 19.5) = 32.33 -> held at 20
     assert v.limited and v.row["throughput"] == pytest.approx(20.0) and "held at 20" in v.message
-    v = take_sample(v.row, 58.0, DAY + 20.0, None, R, T)  # a new window: base 20, 20 + .25 * 38 = 29.5
+    v = take_sample(stored(v.row), 58.0, DAY + 20.0, None, R, T)  # a new window: base 20, 20 + .25 * 38 = 29.5
     assert not v.limited and v.row["throughput"] == pytest.approx(29.5) and v.row["window_base"] == 20.0
 
 
@@ -154,7 +158,7 @@ CONFLICT = [  # acct reports a 10x v100 speedup, its jobs measure 2x
 
 
 def _used(rows):
-    return {(r["account"], r["gpu_type"]): (r["source"], r["throughput"]) for r in rows}
+    return {(r.account, r.gpu_type): (r.source, r.throughput) for r in rows}
 
 
 def test_on_conflict_flag_keeps_every_value():
@@ -167,8 +171,8 @@ def test_on_conflict_flag_keeps_every_value():
 def test_on_conflict_ignore_tenant_drops_the_accounts_job_reports_of_that_class():
     rows, acted = usable_values(CONFLICT, 0.25, "ignore-tenant")
     assert [c["gpu_type"] for c in acted] == ["v100"]
-    assert not any(r["account"] == "acct" and r["source"] == "harvested" for r in rows)
-    assert ("other", "cnn", "v100", "harvested") in {(r["account"], r["class"], r["gpu_type"], r["source"]) for r in rows}
+    assert not any(r.account == "acct" and r.source == "harvested" for r in rows)
+    assert ("other", "cnn", "v100", "harvested") in {(r.account, r.cls, r.gpu_type, r.source) for r in rows}
     eff, _ = effective_values(CONFLICT, 0.25, "ignore-tenant", True)  # prefer_measured: the profiling run now
     assert _used(eff)[("acct", "v100")] == ("measured", 2.5) and _used(eff)[("acct", "k80")] == ("set", 1.0)
 
@@ -208,12 +212,12 @@ def test_harvest_attack_through_the_store_stays_bounded_with_events():
     for n in range(1, 30):
         value *= 2.99
         harvest(s, snap(job(1, f"class=cnn fair:tput={value:.6g}@{n}")), cfg, n, now=100.0 + n)
-    h = next(r for r in s.profile_values() if r["source"] == "harvested")
+    h = next(r for r in s.profile_values() if r.source == "harvested")
     # the first report (29.9) is inside 3x of 10; the next ten are rejected, the rest are beyond max_throughput
-    assert h["throughput"] == pytest.approx(29.9) and h["samples"] == 1 and h["rejected"] == 11
-    statuses = [r["status"] for r in s.profile_reports(limit=100)]
+    assert h.throughput == pytest.approx(29.9) and h.samples == 1 and h.rejected == 11
+    statuses = [r.status for r in s.profile_reports(limit=100)]
     assert statuses.count("accepted") == 1 and statuses.count("rejected") == 11 and statuses.count("refused") == 17
-    assert effective(s.profile_values())[0]["throughput"] == 10.0  # the measured value is what the policies use
+    assert effective(s.profile_values())[0].throughput == 10.0  # the measured value is what the policies use
     assert len(s.events(kind="profile-report-rejected", limit=100)) == 11
 
 
@@ -222,17 +226,17 @@ def test_harvest_attack_as_fake_profiling_runs_moves_the_value_at_most_2x_a_day(
     s = Store(":memory:")
     s.record_sample("acct_a", "cnn", "v100", "measured", sample(10.0, 0.0, R), now=0.0)
     for n in range(1, 30):  # each report 2.99x the stored value, a minute apart
-        cur = effective(s.profile_values())[0]["throughput"]
+        cur = effective(s.profile_values())[0].throughput
         harvest(s, snap(job(1, f"class=cnn fair:profile fair:tput={cur * 2.99:.6g}@{n}")), cfg, n, now=60.0 * n)
     (m,) = s.profile_values()
-    assert m["source"] == "measured" and m["throughput"] == pytest.approx(20.0) and m["rejected"] == 0
+    assert m.source == "measured" and m.throughput == pytest.approx(20.0) and m.rejected == 0
     assert len(s.events(kind="profile-value-limited", limit=100)) >= 20
     # a day later the window restarts from 20: at most 40 after another day of the same
     for n in range(30, 59):
-        cur = effective(s.profile_values())[0]["throughput"]
+        cur = effective(s.profile_values())[0].throughput
         harvest(s, snap(job(1, f"class=cnn fair:profile fair:tput={cur * 2.99:.6g}@{n}")), cfg, n,
                 now=DAY + 60.0 * n)
-    assert effective(s.profile_values())[0]["throughput"] == pytest.approx(40.0)
+    assert effective(s.profile_values())[0].throughput == pytest.approx(40.0)
 
 
 def test_a_class_name_is_per_account_nobody_can_squat_it_and_trusted_users_are_honoured():
@@ -243,21 +247,21 @@ def test_a_class_name_is_per_account_nobody_can_squat_it_and_trusted_users_are_h
     harvest(s, snap(job(2, "class=mine fair:tput=50@1", account="acct_b")), cfg, 1, now=1.0)  # the squatter first
     assert harvest(s, snap(job(1, "class=mine fair:tput=5@1")), cfg, 2, now=2.0)["accepted"] == 1
     assert not s.events(kind="profile-report-refused")
-    vals = {(r["account"], r["class"]): r["throughput"] for r in s.profile_values()}
+    vals = {(r.account, r.cls): r.throughput for r in s.profile_values()}
     assert vals == {("acct_a", "mine"): 5.0, ("acct_b", "mine"): 50.0}  # kept apart
     harvest(s, snap(job(3, "class=p fair:profile fair:tput=5@1", user="alice"),
                     job(4, "class=q fair:profile fair:tput=5@1", user="prof")), cfg, 3, now=3.0)
-    src = {(r["account"], r["class"]): r["source"] for r in s.profile_values()}
+    src = {(r.account, r.cls): r.source for r in s.profile_values()}
     assert src[("acct_a", "p")] == "harvested" and src[("acct_a", "q")] == "measured"
 
 
 def test_on_conflict_acts_in_the_round_profiles():
     s = Store(":memory:")
     for r in CONFLICT:
-        s.set_profile(r["class"], r["gpu_type"], r["throughput"], account=r["account"], source=r["source"])
+        s.set_profile(r.cls, r.gpu_type, r.throughput, account=r.account, source=r.source)
     off = {"measured_speeds": False}  # on_conflict alone (measured_speeds: tests below)
-    flag = {(r["account"], r["gpu_type"]): r["source"] for r in bounded.round_profiles(s, config.from_dict({"profiling": off}))}
-    fb = {(r["account"], r["gpu_type"]): r["source"]
+    flag = {(r.account, r.gpu_type): r.source for r in bounded.round_profiles(s, config.from_dict({"profiling": off}))}
+    fb = {(r.account, r.gpu_type): r.source
           for r in bounded.round_profiles(s, config.from_dict({"profiling": {"on_conflict": "fallback", **off}}))}
     assert flag[("acct", "v100")] == "set" and fb[("acct", "v100")] == "measured" and ("acct", "k80") not in fb
 
@@ -292,7 +296,7 @@ def test_fold_round_emits_one_event_per_account_a_day_with_a_count():
         out = bounded.fold_round(s, sn, cfg, None, t)
     assert out.folded == {"acct_a": ("b",)}
     evs = s.events(kind="class-folded")
-    assert len(evs) == 2 and "'b'" in evs[0]["message"] and evs[0]["data"] == {"classes": ["b"], "count": 1}
+    assert len(evs) == 2 and "'b'" in evs[0].message and evs[0].data == {"classes": ["b"], "count": 1}
 
 
 def test_renaming_a_flood_of_jobs_each_round_writes_one_event_a_day():
@@ -304,8 +308,8 @@ def test_renaming_a_flood_of_jobs_each_round_writes_one_event_a_day():
         sn = snap(*[job(i, f"class=r{rnd}-{i}", state="PENDING", submit=i) for i in range(1, 2001)])
         bounded.fold_round(s, sn, cfg, rnd, 100.0 + rnd)
     (e,) = s.events(kind="class-folded")
-    assert e["data"]["count"] == 3 * (2000 - 2) and len(e["data"]["classes"]) == bounded.FOLD_NAMES
-    assert e["message"].startswith("5994 class(es) of account 'acct_a'") and "and 5974 more" in e["message"]
+    assert e.data["count"] == 3 * (2000 - 2) and len(e.data["classes"]) == bounded.FOLD_NAMES
+    assert e.message.startswith("5994 class(es) of account 'acct_a'") and "and 5974 more" in e.message
 
 
 def test_profiles_list_marks_as_used_what_the_rounds_use_under_on_conflict():
@@ -326,7 +330,7 @@ def test_the_bound_slides_no_value_moves_more_than_2x_within_any_24h():
     t = 0.0
     while t < 3 * DAY:
         t += 600.0
-        v = take_sample(row, row["throughput"] * 2.9, t, None, fast, T)  # inside the 3x outlier band
+        v = take_sample(stored(row), row["throughput"] * 2.9, t, None, fast, T)  # inside the 3x outlier band
         row = v.row
         seen.append((t, row["throughput"]))
     for i, (ti, vi) in enumerate(seen):

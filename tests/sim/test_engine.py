@@ -143,8 +143,8 @@ def test_fairness_per_round_is_recorded_and_matches_a_recomputation_from_the_sto
             assert f["ideal"]["compared"] == f["ideal"]["tenants"] == 3  # nobody at a cap: the hand values hold
             rows = {"ideal": {}, "real": {}}
             for p in store.placements(s["round"]):
-                rows["ideal"].setdefault(p["account"], {})[p["gpu_type"]] = p["ideal"]
-                rows["real"].setdefault(p["account"], {})[p["gpu_type"]] = p["real"]
+                rows["ideal"].setdefault(p.account, {})[p.gpu_type] = p.ideal
+                rows["real"].setdefault(p.account, {})[p.gpu_type] = p.real
             for side in ("ideal", "real"):
                 x = rows[side]
                 val = {(a, b): sum(speed[cls[a]][g] * x[b][g] for g in cap) * w[a] / w[b] for a in x for b in x}
@@ -165,9 +165,9 @@ def test_fairness_per_round_is_recorded_and_matches_a_recomputation_from_the_sto
         rows = store.round_series()
         # rounds are recorded on the simulated clock, so the deficits accumulate over the simulated time between
         # rounds (on the wall clock they saw 0 s between rounds: SiteFactor ranked accounts by name)
-        assert [x["started"] - EPOCH for x in rows] == pytest.approx([s["time"] for s in r.timeline])
-        assert all(x["finished"] >= x["started"] for x in rows)
-        assert [store.round(x["id"])["details"]["dt"] for x in rows[1:]] == pytest.approx([300.0] * 6)
+        assert [x.started - EPOCH for x in rows] == pytest.approx([s["time"] for s in r.timeline])
+        assert all(x.finished >= x.started for x in rows)
+        assert [store.round(x.id).details["dt"] for x in rows[1:]] == pytest.approx([300.0] * 6)
     with pytest.raises(InputError, match="store_path"):
         simulate(Trace(tuple(jobs), thr, "fair"), cluster_spec("k80=4,v100=4"), "gavel", store_path=path)
 

@@ -89,7 +89,7 @@ def test_maybe_prune_runs_at_most_once_a_day_with_an_event():
     again = bounded.maybe_prune(s, cfg, NOW + DAY + 60, {2})
     assert again is not None and again["rounds"] == 0
     e = s.events(kind="store-pruned")[0]
-    assert "older than 90 days" in e["message"]
+    assert "older than 90 days" in e.message
     assert bounded.maybe_prune(s, config.from_dict({"store": {"retention_days": 0}}), NOW + 9 * DAY, None) is None
 
 
@@ -110,4 +110,4 @@ def test_a_database_far_behind_catches_up_in_steps_one_a_round_then_daily():
     assert calls == [7] * 10 + [1]
     assert bounded.maybe_prune(s, cfg, NOW + 3600, None) is None  # caught up: daily again
     assert s.db.execute("select count(*) from rounds").fetchone()[0] == 30
-    assert "the rest next round" in s.events(kind="store-pruned", limit=20)[-1]["message"]
+    assert "the rest next round" in s.events(kind="store-pruned", limit=20)[-1].message

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 
 import pytest
 
 from slurm_fair.errors import InputError
-from slurm_fair.store import CSV_HEADER, MIGRATIONS, Store, StoreError, migrate, schema_version
+from slurm_fair.store import CSV_HEADER, MIGRATIONS, Placement, Share, Store, StoreError, as_row, migrate, schema_version
 from slurm_fair.profiling.core import effective
 from slurm_fair.daemon.preemption.store import PreemptionStore
 
@@ -46,7 +47,7 @@ def test_reopen_keeps_data_and_applies_no_migration_twice(path):
         applied = [r["applied"] for r in s.db["schema_version"].rows]
     with Store(path) as s:
         assert [r["applied"] for r in s.db["schema_version"].rows] == applied
-        assert effective(s.profile_values())[0]["throughput"] == 4.0
+        assert effective(s.profile_values())[0].throughput == 4.0
 
 
 def test_old_schema_is_upgraded_on_open(path):
@@ -87,11 +88,11 @@ def test_transaction_rollback_loses_nothing_already_stored(path):
                 s.save_deviations(None, {"other": {"k80": 1.0}})
                 rid = s.begin_round("oef-noncoop")
                 raise RuntimeError("boom")
-        assert [p["class"] for p in effective(s.profile_values())] == ["a"]
+        assert [p.cls for p in effective(s.profile_values())] == ["a"]
         assert s.deviations() == {"acct": {"v100": 0.25}}
         assert s.rounds() == []
     with Store(path) as s:  # and it is on disk, not only in this connection
-        assert [p["class"] for p in effective(s.profile_values())] == ["a"]
+        assert [p.cls for p in effective(s.profile_values())] == ["a"]
         assert s.deviations() == {"acct": {"v100": 0.25}}
         assert s.round(rid) is None
 
@@ -121,12 +122,12 @@ def test_set_profile_upserts_and_validates(store):
     store.set_profile("resnet50", "v100", 3.0, samples=5, source="measured")
     store.set_profile("resnet50", "v100", 9.0, account="acct_a")
     store.set_profile("resnet50", "v100", 2.5)  # replaces the set value, not the measured one
-    assert [(r["account"], r["throughput"], r["samples"], r["source"]) for r in store.profile_values()] == [
+    assert [(r.account, r.throughput, r.samples, r.source) for r in store.profile_values()] == [
         ("", 3.0, 5, "measured"), ("", 2.5, 1, "set"), ("acct_a", 9.0, 1, "set")]
     # the policies' view: reported (set) wins, unless prefer_measured
-    assert [(r["account"], r["throughput"], r["source"]) for r in effective(store.profile_values())] == [
+    assert [(r.account, r.throughput, r.source) for r in effective(store.profile_values())] == [
         ("", 2.5, "set"), ("acct_a", 9.0, "set")]
-    assert [(r["account"], r["throughput"], r["source"]) for r in effective(store.profile_values(), True)] == [
+    assert [(r.account, r.throughput, r.source) for r in effective(store.profile_values(), True)] == [
         ("", 3.0, "measured"), ("acct_a", 9.0, "set")]
     for kwargs, field in [
         (dict(cls="", gpu_type="v100", throughput=1), "class"),
@@ -151,18 +152,18 @@ def test_delete_profiles(store):
     assert store.delete_profiles("lm", gpu_type="k80") == 1
     assert store.delete_profiles("lm", account="acct_a") == 2
     assert store.delete_profiles("nope") == 0
-    assert [(r["account"], r["gpu_type"]) for r in effective(store.profile_values())] == [("", "v100")]
+    assert [(r.account, r.gpu_type) for r in effective(store.profile_values())] == [("", "v100")]
 
 
 def test_import_csv_and_export_round_trip(store):
     text = HEADER + ",resnet50,v100,4.25\nacct_a,resnet50,k80,0.1\n\n,lm,p100,82.5227\n"
     assert store.import_csv(text) == 3
-    assert {r["source"] for r in effective(store.profile_values())} == {"imported"}
+    assert {r.source for r in effective(store.profile_values())} == {"imported"}
     exported = store.export_csv(effective(store.profile_values()))
     other = Store(":memory:")
     assert other.import_csv(exported) == 3
     assert other.export_csv(effective(other.profile_values())) == exported
-    got = {(r["account"], r["class"], r["gpu_type"]): r["throughput"] for r in effective(other.profile_values())}
+    got = {(r.account, r.cls, r.gpu_type): r.throughput for r in effective(other.profile_values())}
     assert got == {("", "resnet50", "v100"): 4.25, ("acct_a", "resnet50", "k80"): 0.1,
                    ("", "lm", "p100"): 82.5227}
     assert exported.splitlines()[0] == "account,class,gpu_type,throughput"
@@ -172,7 +173,7 @@ def test_export_keeps_full_float_precision(store):
     store.set_profile("x", "v100", 1 / 3)
     other = Store(":memory:")
     other.import_csv(store.export_csv(effective(store.profile_values())))
-    assert effective(other.profile_values())[0]["throughput"] == 1 / 3
+    assert effective(other.profile_values())[0].throughput == 1 / 3
 
 
 @pytest.mark.parametrize("body, field, value", [
@@ -208,7 +209,7 @@ def test_import_csv_bad_header(store, text):
 def test_round_lifecycle_and_last_good_round(store):
     assert store.round() is None
     r1 = store.begin_round("oef-noncoop", "ECOS")
-    assert store.round(r1)["status"] == "running"
+    assert store.round(r1).status == "running"
     assert store.round() is None  # running rounds do not count
     store.finish_round(r1, "ok", solve_seconds=0.5, total_throughput=12.5, n_accounts=3, n_changes=2,
                        message="fine", details={"capacity": {"v100": 6}})
@@ -218,15 +219,17 @@ def test_round_lifecycle_and_last_good_round(store):
     store.finish_round(r3, "dry-run")
     store.begin_round("gavel")  # still running
     last = store.round()
-    assert last["id"] == r3 and last["status"] == "dry-run"
+    assert last.id == r3 and last.status == "dry-run"
     first = store.round(r1)
-    assert first["details"] == {"capacity": {"v100": 6}}
-    assert first["finished"] >= first["started"]
-    assert (first["solver"], first["n_changes"], first["total_throughput"]) == ("ECOS", 2, 12.5)
-    assert [r["status"] for r in store.rounds()] == ["running", "dry-run", "unreachable", "ok"]
-    assert [r["id"] for r in store.rounds(limit=2)] == [r3 + 1, r3]
+    assert first.details == {"capacity": {"v100": 6}}
+    assert first.finished >= first.started
+    assert (first.solver, first.n_changes, first.total_throughput) == ("ECOS", 2, 12.5)
+    assert [r.status for r in store.rounds()] == ["running", "dry-run", "unreachable", "ok"]
+    assert [r.id for r in store.rounds(limit=2)] == [r3 + 1, r3]
+    assert store.rounds(limit=1, details=False)[0].details is None
+    assert store.last_finished_round() == dataclasses.replace(store.round(r3), details=None)
     store.finish_round(r3, "error")
-    assert store.round()["id"] == r1
+    assert store.round().id == r1
 
 
 def test_round_series_reads_chosen_details_keys_over_a_window(store):
@@ -239,12 +242,12 @@ def test_round_series_reads_chosen_details_keys_over_a_window(store):
         ids.append(rid)
     store.begin_round("gavel", now=400.0)  # running: not in any series
     rows = store.round_series()
-    assert [r["id"] for r in rows] == ids and [r["started"] for r in rows] == [100.0, 200.0, 300.0]
-    assert [r["fairness"] for r in rows] == [{"ideal": {"envy_pairs": 0}}, None, {"error": "x"}]
-    assert "capacity" not in rows[0] and rows[0]["finished"] == 101.0 and rows[2]["total_throughput"] == 3.0
-    assert [r["id"] for r in store.round_series(150.0, 300.0)] == ids[1:]
-    assert [r["capacity"] for r in store.round_series(until=150.0, keys=("capacity",))] == [{"v100": 2}]
-    assert [p["round_id"] for p in store.placements_between(since=250.0)] == [ids[2]]
+    assert [r.id for r in rows] == ids and [r.started for r in rows] == [100.0, 200.0, 300.0]
+    assert [r.values["fairness"] for r in rows] == [{"ideal": {"envy_pairs": 0}}, None, {"error": "x"}]
+    assert "capacity" not in rows[0].values and rows[0].finished == 101.0 and rows[2].total_throughput == 3.0
+    assert [r.id for r in store.round_series(150.0, 300.0)] == ids[1:]
+    assert [r.values["capacity"] for r in store.round_series(until=150.0, keys=("capacity",))] == [{"v100": 2}]
+    assert store.placements_between(since=250.0) == [Placement(ids[2], "a", "v100", 1.5, None, 2, 2)]
     with pytest.raises(InputError, match="keys"):
         store.round_series(keys=("x') from rounds; --",))
     p1 = PreemptionStore(store).add(job_id=1, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=60, now=50.0)
@@ -263,7 +266,7 @@ def test_finish_round_rejects_bad_status_field_and_id(store):
     with pytest.raises(InputError) as e:
         store.finish_round(r + 99, "ok")
     assert e.value.field == "round_id"
-    assert store.round(r)["status"] == "running"
+    assert store.round(r).status == "running"
 
 
 def test_shares_placements_applied(store):
@@ -279,15 +282,13 @@ def test_shares_placements_applied(store):
         {"account": "acct_a", "key": "v100", "old": None, "new": 4},
         {"account": "acct_a", "key": "*", "old": 8, "new": -1},
     ])
-    assert store.shares(r) == [
-        {"round_id": r, "account": "acct_a", "class": "resnet50", "gpu_type": "v100", "ideal": 2.25, "real": 2},
-        {"round_id": r, "account": "acct_b", "class": "lm", "gpu_type": "k80", "ideal": 1.5, "real": None},
-    ]
-    assert store.placements(r) == [{"round_id": r, "account": "acct_a", "gpu_type": "v100", "ideal": 2.25,
-                                    "deviation_before": -0.5, "real": 2, "limit": 4}]
+    assert store.shares(r) == [Share(r, "acct_a", "resnet50", "v100", 2.25, 2), Share(r, "acct_b", "lm", "k80", 1.5, None)]
+    assert as_row(store.shares(r)[0]) == {"round_id": r, "account": "acct_a", "class": "resnet50", "gpu_type": "v100",
+                                          "ideal": 2.25, "real": 2}
+    assert store.placements(r) == [Placement(r, "acct_a", "v100", 2.25, -0.5, 2, 4)]
     applied = store.applied(r)
-    assert [(a["key"], a["old"], a["new"]) for a in applied] == [("v100", None, 4), ("*", 8, -1)]
-    assert all(a["time"] > 0 for a in applied)
+    assert [(a.key, a.old, a.new) for a in applied] == [("v100", None, 4), ("*", 8, -1)]
+    assert all(a.time > 0 for a in applied)
     assert store.shares(r + 1) == [] and store.placements(r + 1) == [] and store.applied(r + 1) == []
 
 
@@ -333,12 +334,12 @@ def test_events(store):
     store.event("round", "finished", round_id=r)
     assert e2 == e1 + 1
     evs = store.events()
-    assert [e["message"] for e in evs] == ["finished", "moved to v100", "started"]
+    assert [e.message for e in evs] == ["finished", "moved to v100", "started"]
     job = evs[1]
-    assert (job["kind"], job["job_id"], job["account"], job["data"]) == ("job-retyped", 17, "acct_a", {"from": "k80"})
-    assert [e["message"] for e in store.events(kind="round")] == ["finished", "started"]
+    assert (job.kind, job.job_id, job.account, job.data) == ("job-retyped", 17, "acct_a", {"from": "k80"})
+    assert [e.message for e in store.events(kind="round")] == ["finished", "started"]
     assert len(store.events(limit=1)) == 1
-    assert evs[0]["data"] is None
+    assert evs[0].data is None
 
 
 def test_inner_savepoint_failure_caught_keeps_the_outer_work(store):
@@ -348,7 +349,7 @@ def test_inner_savepoint_failure_caught_keeps_the_outer_work(store):
             with store.transaction():
                 store.set_profile("inner", "v100", 1.0)
                 store.set_profile("inner", "v100", -1.0)  # fails: the inner block is undone
-    assert [p["class"] for p in effective(store.profile_values())] == ["outer"]
+    assert [p.cls for p in effective(store.profile_values())] == ["outer"]
 
 
 def test_second_process_waits_for_the_write_lock_instead_of_failing(path):
@@ -376,7 +377,7 @@ def test_second_process_waits_for_the_write_lock_instead_of_failing(path):
             a.set_profile("from-a", "v100", 1.0)  # then write, in the same transaction
         t.join(timeout=15)
         assert errors == [] and b_done.is_set()
-        assert {p["class"] for p in effective(a.profile_values())} == {"from-a", "from-b"}
+        assert {p.cls for p in effective(a.profile_values())} == {"from-a", "from-b"}
 
 
 def test_numpy_values_are_stored_as_plain_numbers(store):
@@ -389,11 +390,11 @@ def test_numpy_values_are_stored_as_plain_numbers(store):
     store.record_applied(r, [{"account": "a", "key": "v100", "old": np.int64(1), "new": np.int64(2)}])
     store.finish_round(r, "ok", details={"x": np.array([1.5, 2.0]), "n": np.int64(3)})
     store.event("round", job_id=np.int64(5), data={"y": np.float64(0.25)})
-    assert store.shares(r)[0]["real"] == 1 and type(store.shares(r)[0]["real"]) is int
-    assert store.placements(r)[0]["limit"] == 2
-    assert store.applied(r)[0]["new"] == 2
-    assert store.round(r)["details"] == {"x": [1.5, 2.0], "n": 3}
-    assert store.events()[0]["data"] == {"y": 0.25} and store.events()[0]["job_id"] == 5
+    assert store.shares(r)[0].real == 1 and type(store.shares(r)[0].real) is int
+    assert store.placements(r)[0].limit == 2
+    assert store.applied(r)[0].new == 2
+    assert store.round(r).details == {"x": [1.5, 2.0], "n": 3}
+    assert store.events()[0].data == {"y": 0.25} and store.events()[0].job_id == 5
     with pytest.raises(InputError) as e:
         store.record_applied(r, [{"account": "a", "key": "v100", "old": 1, "new": 2.5}])
     assert e.value.field == "new"
@@ -424,4 +425,4 @@ def test_migration_9_adds_submit_time_and_keeps_every_job_record(path):
         assert [{k: v for k, v in r.items() if k != "submit_time"} for r in after] == before
         # the one stored record that held a submit time gives it; the others (none, or unreadable data): null
         assert [r["submit_time"] for r in after] == [None, None, 42.5, None]
-        assert {r["job_id"]: r["submit"] for r in s.job_runs()} == {1: None, 2: 42.5, 3: None}
+        assert {r.job_id: r.submit for r in s.job_runs()} == {1: None, 2: 42.5, 3: None}

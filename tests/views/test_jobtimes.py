@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from slurm_fair.stats import percentile
+from slurm_fair.store import JobRun
 from slurm_fair.views.jobtimes import NO_GPU, UNKNOWN_TYPE, FinishedJob, finished_jobs, gpu_type_of, wait_stats
 
 
 def run(job, start, end, submit=None, account="a", gpus=None, restart=0, info="scontrol TRES"):
-    return {"job_id": job, "restart_count": restart, "account": account, "start": start, "end": end,
-            "submit": submit, "gpus": {"v100": 1} if gpus is None else gpus, "gpu_info": info}
+    return JobRun(job, restart, account, "default", start, submit, end, {"v100": 1} if gpus is None else gpus, info)
 
 
 def test_wait_and_jct_of_a_job_with_a_requeue():
@@ -29,12 +29,12 @@ def test_open_jobs_and_the_window():
 
 
 def test_gpu_type_of_a_run():
-    assert gpu_type_of({"gpus": {"a100": 2}, "gpu_info": "scontrol TRES"}) == "a100"
-    assert gpu_type_of({"gpus": {"v100": 1, "a100": 1, "k80": 0}}) == "a100+v100"
-    assert gpu_type_of({"gpus": {"untyped": 1}}) == "untyped"
-    assert gpu_type_of({"gpus": {}, "gpu_info": "scontrol AllocTRES"}) == NO_GPU  # Slurm said: no GPU
-    assert gpu_type_of({"gpus": {}, "gpu_info": "none: scontrol timed out"}) == UNKNOWN_TYPE
-    assert gpu_type_of({"job_id": 1}) == UNKNOWN_TYPE
+    assert gpu_type_of(run(1, 0.0, 1.0, gpus={"a100": 2})) == "a100"
+    assert gpu_type_of(run(1, 0.0, 1.0, gpus={"v100": 1, "a100": 1, "k80": 0}, info=None)) == "a100+v100"
+    assert gpu_type_of(run(1, 0.0, 1.0, gpus={"untyped": 1}, info=None)) == "untyped"
+    assert gpu_type_of(run(1, 0.0, 1.0, gpus={}, info="scontrol AllocTRES")) == NO_GPU  # Slurm said: no GPU
+    assert gpu_type_of(run(1, 0.0, 1.0, gpus={}, info="none: scontrol timed out")) == UNKNOWN_TYPE
+    assert gpu_type_of(run(1, 0.0, 1.0, gpus={}, info=None)) == UNKNOWN_TYPE
 
 
 def test_wait_stats_per_account_and_type():

@@ -108,7 +108,7 @@ def decide(snapshot: Snapshot | PartitionView, cfg: Config, solve: Any, *, profi
                      free=FreeGPUs.of(snapshot, cfg.cluster.partitions), reclaim=bool(cfg.preemption.enabled),
                      moving=moving, last=last)
     explored: list[dict[str, Any]] = []
-    reporting = {(r.get("account") or "", r["class"]) for r in profiles if r.get("source") in ("measured", "harvested")}
+    reporting = {(r.account or "", r.cls) for r in profiles if r.source in ("measured", "harvested")}
     if cfg.profiling.explore:
         plan, explored = explore_plan(plan, snapshot, built.sources, reporting)
     received = received_gpus(snapshot, cfg)

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping
 from ...config import Config
 from ...cluster.base import Snapshot
 from ...model import DEFAULT_REMAINING, ClassJob, JobClass, Problem, Tenant
+from ...store import ProfileValue
 from .demand import ClassDemand, usable_capacity
 
 # sources of a throughput value, from most to least specific
@@ -31,16 +32,12 @@ SRC_UNPROFILED = "unprofiled"
 # ------------------------------------------------------------------------------------------- profiles
 
 
-def _index(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], float]:
-    return {(r.get("account", "") or "", r["class"], r["gpu_type"]): float(r["throughput"]) for r in rows}
-
-
 class ProfileIndex:
-    """Fast lookup over the store's profile rows and the shipped rows."""
+    """Fast lookup over the store's profile values (the ones the round uses) and the shipped rows."""
 
-    def __init__(self, profiles_rows: Iterable[Mapping[str, Any]], shipped_rows: Iterable[Mapping[str, Any]]):
-        self.profiles = _index(profiles_rows)
-        self.shipped = {(c, g): v for (_a, c, g), v in _index(shipped_rows).items()}
+    def __init__(self, profiles_rows: Iterable[ProfileValue], shipped_rows: Iterable[Mapping[str, Any]]):
+        self.profiles = {(r.account or "", r.cls, r.gpu_type): float(r.throughput) for r in profiles_rows}
+        self.shipped = {(r["class"], r["gpu_type"]): float(r["throughput"]) for r in shipped_rows}
 
     def class_speeds(self, gpu_types: Iterable[str]) -> dict[str, dict[str, float]]:
         """class -> type -> speed relative to the class's slowest of ``gpu_types``, from the site-wide and
@@ -107,7 +104,7 @@ class ProfileIndex:
         return thr, src
 
 
-def lookup_throughput(profiles_rows: Iterable[Mapping[str, Any]], shipped_rows: Iterable[Mapping[str, Any]],
+def lookup_throughput(profiles_rows: Iterable[ProfileValue], shipped_rows: Iterable[Mapping[str, Any]],
                       account: str, cls: str, gpu_types: Iterable[str]) -> tuple[dict[str, float], dict[str, str]]:
     """(throughput per type, source per type) of ``cls`` for ``account`` (chain in the module docstring)."""
     return ProfileIndex(profiles_rows, shipped_rows).lookup(account, cls, list(gpu_types))
@@ -170,7 +167,7 @@ def tenant_weights(snapshot: Snapshot, accounts: Iterable[str], cfg: Config) -> 
 
 
 def build_problem(snapshot: Snapshot, demand: Mapping[tuple[str, str], ClassDemand],
-                  profiles_rows: Iterable[Mapping[str, Any]], shipped_rows: Iterable[Mapping[str, Any]],
+                  profiles_rows: Iterable[ProfileValue], shipped_rows: Iterable[Mapping[str, Any]],
                   cfg: Config) -> Built:
     """The sharing problem of this round (see the module docstring)."""
     capacity = usable_capacity(snapshot, cfg.cluster.partitions)
