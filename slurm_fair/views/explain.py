@@ -108,15 +108,17 @@ def explain(store: Store, cfg: Config, account: str, snapshot: Snapshot | None, 
                                         if j.account == account).get(account, {}) if snapshot else None),
         # whether its pending fair:flex jobs can still be moved to another GPU type (None: it has none)
         "flexible_note": P.flexible_note(snapshot, account),
-        "preemptions": PreemptionStore(store).rows(account=account, limit=50),  # newest first, with their steps
+        "preemptions": [],  # newest first, with their steps (the table's rows, below)
         "moves": [],  # of those, the upgrade moves (a faster GPU type), oldest first, each with its sentence
         "profile_conflicts": [c for c in profile_conflicts(store, cfg) if c["account"] == account],
     }
+    records = PreemptionStore(store).rows(account=account, limit=50)
+    out["preemptions"] = [r.as_row() for r in records]
     moved: dict[int, str] = {}  # job id -> its last move's sentence
-    for r in sorted((r for r in out["preemptions"] if r.get("target_type")), key=lambda r: r["id"]):
+    for r in sorted((r for r in records if r.target_type), key=lambda r: r.id or 0):
         for m in moves_from_records([r]):
-            moved[int(r["job_id"])] = move_line(m)
-            out["moves"].append({"job_id": int(r["job_id"]), **asdict(m), "text": move_line(m)})
+            moved[r.job_id] = move_line(m)
+            out["moves"].append({"job_id": r.job_id, **asdict(m), "text": move_line(m)})
     prices = d.prices
     out["prices"] = prices  # bud: the price of one GPU per type (None for the other policies)
     if prices:

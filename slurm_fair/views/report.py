@@ -21,6 +21,7 @@ import re
 import statistics
 from typing import Any, Iterable, Mapping
 
+from ..daemon.preemption.record import PreemptionRecord
 from ..daemon.preemption.store import PreemptionStore
 from ..errors import InputError
 from ..store import JobRun, Placement, RoundPoint, Store
@@ -67,7 +68,7 @@ def _mean(values: Iterable[float | None]) -> float | None:
 
 
 def report(rounds: list[RoundPoint], placements: Iterable[Placement],
-           runs: Iterable[JobRun], preemptions: Iterable[Mapping[str, Any]],
+           runs: Iterable[JobRun], preemptions: Iterable[PreemptionRecord],
            since: float | None = None, until: float | None = None) -> dict[str, Any]:
     """The report of a window (see the module docstring). ``rounds``: ``store.round_series`` points with the
     ``fairness`` and ``throughput`` values, oldest first; ``placements``: ``store.placements_between`` of
@@ -137,8 +138,8 @@ def report(rounds: list[RoundPoint], placements: Iterable[Placement],
     by_state: dict[str, int] = {}
     pre_acct: dict[str, int] = {}
     for p in pre:
-        by_state[p["state"]] = by_state.get(p["state"], 0) + 1
-        pre_acct[p["account"]] = pre_acct.get(p["account"], 0) + 1
+        by_state[p.state] = by_state.get(p.state, 0) + 1
+        pre_acct[p.account] = pre_acct.get(p.account, 0) + 1
     return {
         "window": {"since": since, "until": until},
         "rounds": len(rounds),

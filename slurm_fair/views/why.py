@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..cluster.base import ANY_GPU, Job
 from ..cluster.blocked import LIMIT_REASONS, job_blocked_kind as blocked_kind
 from ..daemon.status_file import AccountStatus, PublicStatus
 from ..text import printable
+
+if TYPE_CHECKING:  # the record's module is not imported at run time: `why` stays light
+    from ..daemon.preemption.record import PreemptionRecord
 
 VERDICTS = ("unknown", "finished", "not-gpu", "held", "dependency", "begin-time", "reservation", "limit", "resources", "priority",
             "qos", "other", "running", "running-borrowed")
@@ -114,22 +117,20 @@ class Explanation:
 # --------------------------------------------------------------------------------------------- upgrade moves
 
 
-def moves_from_records(rows: Iterable[Mapping[str, Any]]) -> tuple[MoveFacts, ...]:
-    """The upgrade moves among a job's preemption records (the store's rows, ``PreemptionStore.rows(job_id=)``),
-    oldest first. Reclaims (no target type) are left out."""
+def moves_from_records(rows: Iterable[PreemptionRecord]) -> tuple[MoveFacts, ...]:
+    """The upgrade moves among a job's preemption records (``PreemptionStore.rows(job_id=)``), oldest first.
+    Reclaims (no target type) are left out."""
     out = []
     for r in rows:
-        if not r.get("target_type"):
+        if not r.target_type:
             continue
-        steps = r.get("steps") or []
-        last = steps[-1] if steps else {}
-        outcome = str(last.get("message") or "") if isinstance(last, Mapping) else ""
+        outcome = r.steps[-1].message if r.steps else ""
         out.append(MoveFacts(
-            signalled_at=None if r.get("signalled_at") is None else float(r["signalled_at"]),
-            from_type=printable(str(r.get("gpu_type") or ""), 32), to_type=printable(str(r["target_type"]), 32),
-            gpus=int(r.get("gpus") or 0), state=str(r.get("state") or ""),
-            requeued_at=None if r.get("requeued_at") is None else float(r["requeued_at"]),
-            reason=printable(str(r.get("reason") or ""), 300), outcome=printable(outcome, 300)))
+            signalled_at=None if r.signalled_at is None else float(r.signalled_at),
+            from_type=printable(r.gpu_type, 32), to_type=printable(str(r.target_type), 32),
+            gpus=r.gpus, state=r.state,
+            requeued_at=None if r.requeued_at is None else float(r.requeued_at),
+            reason=printable(r.reason, 300), outcome=printable(outcome, 300)))
     return tuple(sorted(out, key=lambda m: (m.signalled_at or 0.0)))
 
 

@@ -68,7 +68,7 @@ def test_preempted_job_checkpoints_is_requeued_once_and_resumes(testbed, tmp_pat
     try:
         cli(testbed, cfg, "daemon", "--once")
         with Store(tmp_path / "sf.sqlite") as store:
-            [p] = PreemptionStore(store).rows(account="acct_a")
+            [p] = [r.as_row() for r in PreemptionStore(store).rows(account="acct_a")]
             assert (p["job_id"], p["state"], p["gpu_type"], p["gpus"], p["signal"]) == (job, "signalled", "a100", 1,
                                                                                       "USR1")
             assert "acct_a uses 4 a100 GPUs with a guarantee of 3" in p["reason"]
@@ -84,7 +84,7 @@ def test_preempted_job_checkpoints_is_requeued_once_and_resumes(testbed, tmp_pat
         try:
             def requeued():
                 with Store(tmp_path / "sf.sqlite") as store:
-                    rows = PreemptionStore(store).rows()
+                    rows = [r.as_row() for r in PreemptionStore(store).rows()]
                 return rows if rows[0]["state"] != "signalled" else None
             rows = testbed.wait_for(requeued, 60, interval=1, what="the daemon's requeue after the grace")
         finally:
@@ -130,7 +130,7 @@ def test_signal_failure_on_one_job_is_recorded_and_the_others_proceed(testbed, t
     testbed.wait_for(lambda: testbed.job_state(a[-1])[0] not in ("RUNNING", "COMPLETING"), 30, what="job ended")
     with Store(tmp_path / "sf.sqlite") as store:
         out = preempt(cluster, store, cfg, snap, {"acct_a": {"a100": 2}, "acct_b": {"a100": 2}}, None, time.time())
-        rows = {r["job_id"]: r for r in PreemptionStore(store).rows()}
+        rows = {r.job_id: r.as_row() for r in PreemptionStore(store).rows()}
         events = store.events(kind="preemption")
     assert [f["job_id"] for f in out.failed] == [a[-1]] and "signal failed" in rows[a[-1]]["steps"][0]["message"]
     assert rows[a[-1]]["state"] == "failed" and rows[a[-1]]["signalled_at"] is None

@@ -31,7 +31,7 @@ def _round(testbed, cfg, tmp_path) -> dict:
 
 def _rows(tmp_path) -> dict[int, dict]:
     with Store(tmp_path / "sf.sqlite") as store:
-        return {r["job_id"]: r for r in PreemptionStore(store).rows()}
+        return {r.job_id: r.as_row() for r in PreemptionStore(store).rows()}
 
 
 def test_job_made_non_requeueable_during_its_grace_is_held_back(testbed, tmp_path):
@@ -180,7 +180,7 @@ def test_a_requeue_slurm_refuses_becomes_a_hold_back(testbed, tmp_path):
         assert next(j for j in snap.jobs if j.job_id == jobs[-1]).requeue
         testbed.run(["scontrol", "update", f"jobid={jobs[-1]}", "requeue=0"])
         out = preempt(cluster, store, cfg, snap, guarantees, None, time.time())
-        row = {r["job_id"]: r for r in PreemptionStore(store).rows()}[jobs[-1]]
+        row = {r.job_id: r.as_row() for r in PreemptionStore(store).rows()}[jobs[-1]]
     assert [h["job_id"] for h in out.steps("held-back")] == [jobs[-1]] and out.requeued == []
     assert row["state"] == "held-back" and [s["step"] for s in row["steps"]] == ["signalled", "requeue-failed"]
     assert "presently disabled" in row["steps"][-1]["message"]

@@ -252,7 +252,7 @@ def test_round_series_reads_chosen_details_keys_over_a_window(store):
         store.round_series(keys=("x') from rounds; --",))
     p1 = PreemptionStore(store).add(job_id=1, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=60, now=50.0)
     PreemptionStore(store).add(job_id=2, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=60, now=500.0)
-    assert [p["id"] for p in PreemptionStore(store).rows(limit=None, until=100.0)] == [p1]
+    assert [p.id for p in PreemptionStore(store).rows(limit=None, until=100.0)] == [p1]
 
 
 def test_finish_round_rejects_bad_status_field_and_id(store):

@@ -29,6 +29,9 @@ from ...errors import InputError
 SIGNALLED, REQUEUED, RESOLVED, GONE, FAILED, HELD_BACK, CANCELLED = (
     "signalled", "requeued", "resolved", "gone", "failed", "held-back", "cancelled")
 STATES = (SIGNALLED, REQUEUED, RESOLVED, GONE, FAILED, HELD_BACK, CANCELLED)
+#: the ``preemptions`` table's columns, in the table's order (the order :meth:`PreemptionRecord.as_row` writes)
+COLUMNS = ("id", "job_id", "account", "user", "gpu_type", "gpus", "signal", "reason", "state", "round_id", "created",
+           "signalled_at", "requeue_at", "requeued_at", "finished_at", "steps", "target_type", "for_job")
 OPEN_STATES = (SIGNALLED, HELD_BACK)  # a signalled job waits for its grace; a held-back job until the demand it owes runs
 
 
@@ -80,6 +83,13 @@ class PreemptionRecord:
         if self.id is not None:
             row["id"] = self.id
         return row
+
+    def as_row(self) -> dict[str, Any]:
+        """The record as a row of the table, its columns in the table's order and ``steps`` as JSON-able dicts:
+        what ``explain --json`` and reports print."""
+        row = self.to_row()
+        row["id"] = self.id
+        return {c: row[c] for c in COLUMNS}
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "PreemptionRecord":

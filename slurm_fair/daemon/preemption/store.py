@@ -102,7 +102,7 @@ class PreemptionStore:
             order_by="id")]
 
     def rows(self, account: str | None = None, job_id: int | None = None, limit: int | None = 100,
-             since: float | None = None, until: float | None = None) -> list[dict]:
+             since: float | None = None, until: float | None = None) -> list[PreemptionRecord]:
         """The newest ``limit`` (None: all) preemptions (of ``account``'s jobs, of ``job_id``, created in
         [since, until]), newest first, with steps."""
         window, args = StoreBase._window("created", since, until)
@@ -113,7 +113,7 @@ class PreemptionStore:
         if job_id is not None:
             where.append("job_id = ?")
             args.append(job_id)
-        return [self._row(r) for r in self.store.db["preemptions"].rows_where(
+        return [PreemptionRecord.from_row(self._row(r)) for r in self.store.db["preemptions"].rows_where(
             " and ".join(where) or None, args, order_by="id desc", limit=limit)]
 
     def counts(self) -> list[StateCount]:
