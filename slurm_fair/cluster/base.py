@@ -111,6 +111,9 @@ class Account:
 
 @dataclass(frozen=True)
 class GpuTypeUsage:
+    """One GPU type's GPUs across the snapshot's nodes (:meth:`Snapshot.gpu_types`): configured, allocated to jobs,
+    and on nodes that cannot run jobs (``Node.usable`` false: down, draining, not responding, …)."""
+
     total: int
     allocated: int
     unusable: int
