@@ -92,7 +92,7 @@ def round_details(snapshot: Snapshot, c: P.Decisions, policy: str) -> RoundDetai
         demand=plan.demand,
         pending_gpus=pending,
         pending_jobs=pending_jobs,
-        held_back=c.held_back,  # account -> type -> GPUs its limits are lowered by (daemon/unrequeueable.py)
+        held_back=c.held_back,  # account -> type -> GPUs its limits are lowered by (daemon/preemption/unrequeueable.py)
         held_at=c.held_at, held_why=c.held_why,  # accounts held back across all their jobs, and what for
         drift=c.drift,  # account -> key -> a limit someone else set since slurm-fair wrote it: kept (issue 29)
         unrecorded=c.unrecorded,  # limits a store with no record faced: none written until adopted or cleared

@@ -70,7 +70,7 @@ class AccountStatus:
     pending_gpus: int = 0  # GPUs of its pending GPU jobs now
     managed: bool = False  # slurm-fair sets this account's limits (not left alone, limits.manage, not dry run)
     # held back across all its jobs: a job preemption would take cannot be requeued, and the demand it owes waits
-    # (daemon/unrequeueable.py, issue 30): its pending GPU jobs wait until that demand runs
+    # (daemon/preemption/unrequeueable.py, issue 30): its pending GPU jobs wait until that demand runs
     held_across: bool = False
 
 
