@@ -111,3 +111,20 @@ def test_no_module_is_over_600_lines():
     long = {str(p.relative_to(ROOT.parent)): n for p in ROOT.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600}
     assert long == {}
+
+
+def test_no_import_inside_a_function_rebinds_one_of_its_parameters():
+    """A module renamed to a word a parameter already uses (``why --status-file`` and ``daemon/status_file.py``)
+    must not shadow the parameter: ``from ..daemon import status_file`` inside ``why_cmd(status_file=...)`` made
+    the path a module."""
+    bad = []
+    for path in ROOT.rglob("*.py"):
+        for f in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            params = {a.arg for a in f.args.posonlyargs + f.args.args + f.args.kwonlyargs}
+            for node in ast.walk(f):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    bad += [f"{path.relative_to(ROOT.parent)}:{node.lineno} {f.name}({a.asname or a.name})"
+                            for a in node.names if (a.asname or a.name.split(".")[0]) in params]
+    assert bad == []

@@ -114,7 +114,7 @@ def why_cmd(job_id_text: str, config_path: str | None, status_file: str | None, 
         slurm-fair why 12345 --json
     """
     from ..cluster import connect
-    from ..daemon import status_file
+    from ..daemon import status_file as status_mod
     from ..views.why import explain_job
 
     jid = _job_id(job_id_text)
@@ -129,8 +129,8 @@ def why_cmd(job_id_text: str, config_path: str | None, status_file: str | None, 
         why_not = "daemon.publish_status is off in the config"
     else:
         try:
-            status = status_file.read_status(path)
-        except status_file.StatusFileError as e:
+            status = status_mod.read_status(path)
+        except status_mod.StatusFileError as e:
             why_not = str(e)
     cluster = connect(backend=cfg.cluster.backend, timeout=float(cfg.cluster.timeout))
     job = cluster.job_info(jid)
