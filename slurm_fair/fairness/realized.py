@@ -351,9 +351,14 @@ def realized(runs: Sequence[Run], weights: Mapping[str, float], capacity: Mappin
             i += 1
         dt = t_next - t
         best = np.where(st.classes[:, :, None] > 0, speed[None, :, :], 0.0).max(axis=1) if classes else np.zeros((A, G))
-        entitled = row_values(best, share, st.demand)  # B_a
-        thr += st.rate * dt
         back = st.fitting > 0
+        aa, bb = np.nonzero(back[:, None] & (st.demand > 0)[None, :] & other)  # pairs: a backlogged, b has work
+        # one call for every bundle value of the segment: B_a (a's share), then per pair b's scaled bundle and a's own
+        values = row_values(np.concatenate([best, best[aa], best[aa]]),
+                            np.concatenate([share, st.held[bb] * scale[aa, bb][:, None], st.held[aa]]),
+                            np.concatenate([st.demand, st.demand[aa], st.demand[aa]]))
+        entitled, theirs, own = values[:A], values[A:A + len(aa)], values[A + len(aa):]
+        thr += st.rate * dt
         for a in range(A):
             if back[a] and a not in opened:
                 opened[a] = _Open(t)
@@ -368,13 +373,8 @@ def realized(runs: Sequence[Run], weights: Mapping[str, float], capacity: Mappin
                 h[0] += dt
                 h[1] += st.rate[a] * dt
                 h[2] += entitled[a] * dt
-        pairs = back[:, None] & (st.demand > 0)[None, :] & other  # (A, B): a backlogged, b has work
-        if pairs.any():
-            aa, bb = np.nonzero(pairs)
-            theirs = row_values(best[aa], st.held[bb] * scale[aa, bb][:, None], st.demand[aa])
-            own = row_values(best[aa], st.held[aa], st.demand[aa])
-            pair_s += len(aa) * dt
-            envy_s += int((theirs > ENVY * own + EPS).sum()) * dt
+        pair_s += len(aa) * dt
+        envy_s += int((theirs > ENVY * own + EPS).sum()) * dt
     for a, ep in sorted(opened.items()):
         episodes.append(_close(names[a], ep, t1, True))
     episodes.sort(key=lambda e: (e.account, e.start))
