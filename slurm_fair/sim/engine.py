@@ -196,12 +196,17 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
     res.restarts = _restarts(cluster, claimant)
     res.flips = flip_counts
     res.runs = job_runs(cluster.jobs.values(), start)
-    capacity: dict[str, int] = {}
-    for g in nodes.values():
-        for tp, c in g.items():
-            capacity[tp] = capacity.get(tp, 0) + int(c)
-    res.realized = realized_of(res.runs, accts, capacity, throughput, cluster.now - start)
+    res.realized = realized_of(res.runs, accts, _capacity(nodes), throughput, cluster.now - start)
     return res
+
+
+def _capacity(nodes: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """GPU type -> GPUs of the cluster."""
+    out: dict[str, int] = {}
+    for g in nodes.values():
+        for t, c in g.items():
+            out[t] = out.get(t, 0) + int(c)
+    return out
 
 
 def _claimants(store: Store, cluster: SimCluster) -> dict[tuple[str, float], str]:
