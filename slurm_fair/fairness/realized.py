@@ -338,7 +338,6 @@ def realized(runs: Sequence[Run], weights: Mapping[str, float], capacity: Mappin
     A, G = len(names), len(types)
     st = _State(np.zeros(A), np.zeros((A, len(classes))), np.zeros(A, dtype=int), np.zeros((A, G)), np.zeros(A))
     scale = w[:, None] / w[None, :]  # (A, B) w_a / w_b
-    other = ~np.eye(A, dtype=bool)
     opened: dict[int, _Open] = {}
     episodes: list[Episode] = []
     hours: dict[tuple[int, int], list[float]] = {}
@@ -350,16 +349,10 @@ def realized(runs: Sequence[Run], weights: Mapping[str, float], capacity: Mappin
             _apply(st, *ev[i][1:])
             i += 1
         dt = t_next - t
-        best = np.where(st.classes[:, :, None] > 0, speed[None, :, :], 0.0).max(axis=1) if classes else np.zeros((A, G))
         back = st.fitting > 0
-        aa, bb = np.nonzero(back[:, None] & (st.demand > 0)[None, :] & other)  # pairs: a backlogged, b has work
-        # one call for every bundle value of the segment: B_a (a's share), then per pair b's scaled bundle and a's own
-        values = row_values(np.concatenate([best, best[aa], best[aa]]),
-                            np.concatenate([share, st.held[bb] * scale[aa, bb][:, None], st.held[aa]]),
-                            np.concatenate([st.demand, st.demand[aa], st.demand[aa]]))
-        entitled, theirs, own = values[:A], values[A:A + len(aa)], values[A + len(aa):]
+        entitled, envious, compared = _values(st, back, speed, share, scale)
         thr += st.rate * dt
-        for a in range(A):
+        for a in sorted({*np.flatnonzero(back).tolist(), *opened}):  # the accounts backlogged now or until now
             if back[a] and a not in opened:
                 opened[a] = _Open(t)
             elif not back[a] and a in opened:
@@ -373,14 +366,34 @@ def realized(runs: Sequence[Run], weights: Mapping[str, float], capacity: Mappin
                 h[0] += dt
                 h[1] += st.rate[a] * dt
                 h[2] += entitled[a] * dt
-        pair_s += len(aa) * dt
-        envy_s += int((theirs > ENVY * own + EPS).sum()) * dt
+        pair_s += compared * dt
+        envy_s += envious * dt
     for a, ep in sorted(opened.items()):
         episodes.append(_close(names[a], ep, t1, True))
     episodes.sort(key=lambda e: (e.account, e.start))
     buckets = tuple(HourBucket(names[a], k, v[0], v[1], v[2]) for (a, k), v in sorted(hours.items()))
     return Realized(t0, t1, tuple(episodes), buckets, _accounts(names, w, jobs, episodes, thr, t0, t1),
                     envy_s, pair_s)
+
+
+def _values(st: _State, back: np.ndarray, speed: np.ndarray, share: np.ndarray,
+            scale: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """A segment's bundle values, for the backlogged accounts (``back``) only, in one call: B_a (0 where not
+    backlogged); and over the compared pairs (a backlogged, b != a with a job in the system), how many envy.
+    Returns (B, envious pairs, compared pairs)."""
+    idx = np.flatnonzero(back)
+    entitled = np.zeros(len(back))
+    if not len(idx):
+        return entitled, 0, 0
+    best = np.where(st.classes[idx, :, None] > 0, speed[None, :, :], 0.0).max(axis=1)  # speed_a,g: best class
+    i, bb = np.nonzero((st.demand > 0)[None, :] & (np.arange(len(back))[None, :] != idx[:, None]))
+    aa = idx[i]
+    values = row_values(np.concatenate([best, best[i], best[i]]),
+                        np.concatenate([share[idx], st.held[bb] * scale[aa, bb][:, None], st.held[aa]]),
+                        np.concatenate([st.demand[idx], st.demand[aa], st.demand[aa]]))
+    n, m = len(idx), len(aa)
+    entitled[idx] = values[:n]
+    return entitled, int((values[n:n + m] > ENVY * values[n + m:] + EPS).sum()), m
 
 
 def _close(account: str, ep: _Open, end: float, censored: bool) -> Episode:
