@@ -117,6 +117,9 @@ def store_paths(path: str | None, names: list[str]) -> dict[str, Path | None]:
 @click.option("--horizon", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Stop after S simulated seconds (default: when every job is done).")
 @click.option("--jobs-csv", metavar="FILE", help="Also write one row per job and policy (submit, start, end, JCT, rho).")
+@click.option("--runs-csv", metavar="FILE", help="Also write one row per run of a job and policy (a requeued or moved job "
+              "has several): policy, id, account, class, gpus, submit, type, start, end, ended (1: the run that ended "
+              "the job); a job that never started has empty type, start and end.")
 @click.option("--store", "store_path", metavar="PATH", help="Keep the daemon's store (SQLite) there, a new file, for "
               "`slurm-fair report --database PATH`; with --compare one per policy: PATH's name with .POLICY "
               "before the suffix.")
@@ -125,10 +128,11 @@ def store_paths(path: str | None, names: list[str]) -> dict[str, Path | None]:
               "round, a policy comparison.")
 @json_option(help='Print JSON: {"policies": {name: {total_throughput, mean_jct, median_jct, p95_jct, makespan, '
                   'max_rho, ..., fairness: {ideal|real: {rounds_with_envy, max_envy_pairs, '
-                  'rounds_with_si_violation, ...}}}}}.')
+                  'rounds_with_si_violation, ...}, realized: {accounts, long_episodes, time_to_fair_share, '
+                  'envy}}}} (realized fairness: docs/realized-fairness.md).')
 def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, seed, gen_accounts, rate, mean_duration, spec,
-                 node_size, policy, compare, round_s, restart_s, preemption, upgrade, dry_run, horizon, jobs_csv, store_path,
-                 plot_dir, as_json) -> None:
+                 node_size, policy, compare, round_s, restart_s, preemption, upgrade, dry_run, horizon, jobs_csv, runs_csv,
+                 store_path, plot_dir, as_json) -> None:
     """Simulate a job trace on a cluster under the daemon's own round code (observe, solve, place, apply,
     preempt), one policy or several side by side: throughput, JCT, makespan, finish-time fairness, and the
     rounds whose shares (i) and placed GPUs (r) had envy or sharing-incentive violations.
@@ -166,6 +170,8 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
                 for row in r.job_rows:
                     w.writerow([n, row["id"], row["account"], row["class"], row["gpus"], row["submit"], row["start"],
                                 row["end"], row.get("jct"), row.get("rho"), row["restarts"], " ".join(row["types"])])
+    if runs_csv:
+        _write_runs_csv(runs_csv, results)
     if plot_dir:
         from ..sim.plots import plot_all
 
@@ -190,6 +196,19 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
                 click.echo(f"{n}: {e}", err=True)
     if any(r.round_errors for r in results.values()):
         raise SystemExit(1)
+
+
+def _write_runs_csv(path: str, results) -> None:
+    """``--runs-csv``: one row per run of a job and policy (``sim.runs.runs_csv_rows``)."""
+    import csv
+
+    from ..sim.runs import RUNS_CSV_COLUMNS, runs_csv_rows
+
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(RUNS_CSV_COLUMNS)
+        for n, r in results.items():
+            w.writerows(runs_csv_rows(n, r.runs))
 
 
 def _capacity(nodes) -> dict[str, int]:

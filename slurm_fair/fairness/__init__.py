@@ -24,7 +24,9 @@ allocation; Pareto efficiency is one LP (HiGHS); the strategy-proofness probe re
 false report it tries, at most ``sample`` of them (:mod:`.probe`: by default ``max(2, 600 // classes)``: 2 from 300 classes on).
 
 Modules: :mod:`.values` (tolerance, bundle values, capped classes), :mod:`.properties` (each property and the
-per-round :func:`violations`), :mod:`.probe` (strategy-proofness). Every public name is importable from here.
+per-round :func:`violations`), :mod:`.probe` (strategy-proofness). Every public name is importable from here,
+but those of :mod:`.realized` (realized fairness: what accounts received, from the runs of their jobs, not from an
+allocation), which are imported from that module.
 """
 
 from __future__ import annotations

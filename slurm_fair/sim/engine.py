@@ -23,7 +23,9 @@ Metrics (:class:`SimResult`), all from the simulated jobs:
 * per account, per round: GPUs held and normalized throughput (for plots of shares over time);
 * per round, the envy and sharing-incentive violations the daemon recorded (``details["fairness"]``, read
   back from the store once at the end: ``timeline[i]["fairness"]``) and their summary (``fairness``:
-  ``stats.fairness_summary``).
+  ``stats.fairness_summary``);
+* every run of every job (``runs``: :func:`.runs.job_runs`) and the realized fairness of what they held
+  (``realized``: :func:`.runs.realized_of`, ``docs/realized-fairness.md``), computed after the wall time is taken.
 
 ``store_path``: keep the daemon's store at that path (a new file) instead of a scratch folder, e.g. for
 ``slurm-fair report --database``.
@@ -47,11 +49,13 @@ from ..daemon.preemption import wanted as preemption_wanted
 from ..daemon.preemption.store import PreemptionStore
 from ..daemon.round import run_round
 from ..errors import InputError
+from ..fairness.realized import Run, RealizedSummary
 from ..fairness.stability import flips
 from ..stats import fairness_summary, percentile
 from ..store import Store
 from .cluster import SimCluster
 from .outcome import Restarts, restarts
+from .runs import job_runs, realized_of
 
 STALL_ROUNDS = 500
 EPOCH = 1_700_000_000.0  # the simulated clock reads like unix time (2023-11-14): trace time 0 is this instant
@@ -81,13 +85,16 @@ class SimResult:
     fairness: dict[str, Any] = field(default_factory=dict)  # envy / SI violations over the rounds (fairness_summary)
     restarts: Restarts = field(default_factory=lambda: Restarts(0, 0, 0, 0, 0, 0))  # requeues, same-type restarts
     flips: dict[str, Any] = field(default_factory=dict)  # guarantee flips with unchanged inputs (fairness.stability)
+    runs: tuple[Run, ...] = ()  # every run of every job, trace time (runs.job_runs)
+    realized: RealizedSummary | None = None  # realized fairness of what the runs held (runs.realized_of)
 
     def summary(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in (
             "rounds", "sim_seconds", "wall_seconds", "jobs", "finished", "total_throughput", "mean_jct",
             "median_jct", "p95_jct", "makespan", "utilization", "max_rho", "mean_rho", "preemptions",
             "multi_type_jobs", "fairness", "flips")} | {"round_errors": self.round_errors[:20],
-                                                        "restarts": dataclasses.asdict(self.restarts)}
+                                                        "restarts": dataclasses.asdict(self.restarts),
+                                                        "realized": self.realized and self.realized.as_json()}
 
 
 def _check_fits(jobs, throughput, nodes) -> None:
@@ -188,7 +195,18 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
     res = _result(policy, cluster, throughput, rounds, errors, timeline, present, start, time.monotonic() - t0)
     res.restarts = _restarts(cluster, claimant)
     res.flips = flip_counts
+    res.runs = job_runs(cluster.jobs.values(), start)
+    res.realized = realized_of(res.runs, accts, _capacity(nodes), throughput, cluster.now - start)
     return res
+
+
+def _capacity(nodes: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """GPU type -> GPUs of the cluster."""
+    out: dict[str, int] = {}
+    for g in nodes.values():
+        for t, c in g.items():
+            out[t] = out.get(t, 0) + int(c)
+    return out
 
 
 def _claimants(store: Store, cluster: SimCluster) -> dict[tuple[str, float], str]:
