@@ -99,10 +99,7 @@ class SimResult:
 
 def _check_fits(jobs, throughput, nodes) -> None:
     """Every job must fit the cluster some day: GPUs of one type its class runs on, at least as many as it asks."""
-    total: dict[str, int] = {}
-    for g in nodes.values():
-        for t, c in g.items():
-            total[t] = total.get(t, 0) + int(c)
+    total = _capacity(nodes)
     for j in jobs:
         room = [total.get(t, 0) for t, v in throughput.get(j.cls, {}).items() if v > 0]
         if not room or max(room) < j.gpus:
