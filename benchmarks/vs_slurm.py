@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Policies against Slurm alone, side by side, in the simulator, seed by seed (issues 19 and 28).
+"""Policies against the Slurm a site already runs, side by side, in the simulator, seed by seed (issues 19, 28, 39).
 
-Usage: python3 benchmarks/vs_slurm.py [--policies oef-coop,gavel,...] [--variants plain,preempt,moves]
+Usage: python3 benchmarks/vs_slurm.py [--policies oef-coop,gavel,...] [--variants plain,preempt,moves,upgrade]
+                                      [--baselines all] [--reference bytype-fast] [--fifo fifo-fast]
                                       [--loads 0.3,0.6,0.9] [--seeds 5] [--jobs 160]
                                       [--gavel 23dbec,51b7ef,925e2b,795a4c,e13805:30]
                                       [--philly-windows 5] [--philly-jobs 60] [--philly-cluster k80=36,...]
-                                      [--cluster k80=16,p100=16,v100=16] [--processes 2] [--json FILE]
-                                      [--jobs-md FILE] [--from-json FILE]
+                                      [--cluster k80=16,p100=16,v100=16] [--processes 2] [--per-seed]
+                                      [--json FILE] [--jobs-md FILE] [--from-json FILE]
 
 Workloads (each simulated with the daemon's own round code, ``slurm_fair.sim.engine.simulate``, on the simulated
 Slurm — priority order, backfill with reservations from time limits):
@@ -23,19 +24,29 @@ Slurm — priority order, backfill with reservations from time limits):
   decide a window, so every window is shown). They run on ``--philly-cluster`` (36 GPUs of each type, as Gavel
   simulates these traces: some jobs ask for 32 GPUs at once).
 
-For each trace: Slurm alone (``--dry-run``: the daemon computes but sets no limit, SiteFactor or type map) and each
-policy in each variant — ``plain``: guarantees, lending limits, SiteFactor and the type map, no preemption and no
-moves; ``preempt``: plus reclaim preemption (the config's defaults); ``moves``: upgrade moves of the jobs that
-checkpoint (the default ``preemption.upgrade = "checkpointing"``; every simulated job declares it checkpoints), no
-reclaim — the recommended mode; ``upgrade``: reclaim and moves together. A requeued job restarts 60 s later from
-its checkpoint.
+For each trace: the baselines of ``--baselines`` (``slurm_fair.sim.benchmark.BASELINES``; dry runs: the daemon
+computes but sets no limit, SiteFactor or type map): ``fifo-*`` strict priority by submit time (Slurm alone before
+issue 39), ``flat-*`` Slurm's fair-share with every GPU billed alike, ``bytype-*`` fair-share with GPUs billed by
+type (weights proportional to each type's mean speed over the trace's classes), each with node weights fastest
+type first (``*-fast``) or slowest first (``*-slow``); ``fifo-class`` (not in ``all``): FIFO typing an untyped
+job to the fastest free type of its class, the simulator's rule before issue 39. Then each policy in each
+variant — ``plain``: guarantees, lending limits, SiteFactor and the type map, no preemption and no moves;
+``preempt``: plus reclaim preemption (the config's defaults); ``moves``: upgrade moves of the jobs that checkpoint
+(``preemption.upgrade = "checkpointing"``; every simulated job declares it checkpoints), no reclaim; ``upgrade``:
+reclaim and moves together — the default configuration of issue 39's goals. A requeued job restarts 60 s later
+from its checkpoint.
 
-Printed: (1) per workload, policy and variant: the traces, mean JCT as a ratio of sums to Slurm alone's, the worst
-trace's ratio of mean JCT, makespan, p95 and max ρ (each with the trace that gave it), requeues per job, the share
-of requeues that restarted on the type they were requeued from, guarantee flips with unchanged inputs, and whether
-the issue's goals hold on every trace; (2) with ``--per-seed``, every trace's ratios; (3) per workload, for the
-first policy and variant, the five jobs that lost most and the five that gained most against Slurm alone
-(``--jobs-md`` writes them all, per trace). ``--json`` writes every number.
+Printed, per workload, for every baseline and every policy × variant (the "worst" of each measure over the
+workload's traces, that trace named, and the account where the measure is an account's): (1) ratios to the
+reference baseline (``--reference``) on the same trace — mean JCT (ratio of sums and worst trace), makespan, p95,
+max ρ — mean JCT over FIFO's (``--fifo``), the worst account's mean-JCT ratio, requeues and guarantee flips;
+(2) realized fairness (``docs/realized-fairness.md``): the realized share ratio's p5 and minimum over backlog
+episodes of at least an hour and its p5 over backlogged account-hours, the lowest account's time-weighted ratio,
+time to fair share's median and p95, the share of pair-hours with envy of held GPUs; (3) per policy cell, issue
+39's goals (``slurm_fair.sim.benchmark.goal_checks``) and issue 28's requeue and flip goals, each miss with its
+value, bound, trace and account; (4) with ``--per-seed``, every trace's numbers; (5) per workload, for the first
+policy and the last variant, the five jobs that lost most and the five that gained most against the reference
+(``--jobs-md`` writes them all, per trace). ``--json`` writes every number; ``--from-json`` prints them again.
 """
 
 from __future__ import annotations
@@ -52,32 +63,39 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from slurm_fair import config as config_mod  # noqa: E402
 from slurm_fair.cli.table import render  # noqa: E402
+from slurm_fair.errors import InputError  # noqa: E402
+from slurm_fair.sim.benchmark import (  # noqa: E402
+    BASELINES, GoalSpec, RunMeasures, Worst, baselines, goal_checks, met, requeue_checks, run_measures, trace_cell, worst)
 from slurm_fair.sim.cluster import cluster_spec  # noqa: E402
 from slurm_fair.sim.engine import simulate  # noqa: E402
 from slurm_fair.sim.gavel_trace import read_gavel  # noqa: E402
-from slurm_fair.sim.outcome import Ratios, extremes, goal_verdicts, job_deltas, ratio  # noqa: E402
+from slurm_fair.sim.outcome import Ratios, extremes, job_deltas, ratio  # noqa: E402
+from slurm_fair.sim.runs import realized_record  # noqa: E402
 from slurm_fair.sim.synthetic_trace import generate  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "gavel"
 POLICIES = "oef-coop,oef-noncoop,gavel,gandiva-fair,max-throughput,equal-share,bud,themis,hadar"
-# moves: upgrade moves of the jobs that checkpoint (every simulated job says it does), no reclaim — the
-# recommended mode; upgrade: reclaim and moves together
 VARIANTS = {"plain": {}, "preempt": {"preemption": True}, "moves": {"upgrade": True},
             "upgrade": {"preemption": True, "upgrade": True}}
+BASELINE = "baseline"  # the variant column of a baseline's rows
 MEAN_DURATION = 4 * 3600.0
 ACCOUNTS = 6
-# The issue's goals (ratios to Slurm alone, on every trace): plain and preempt, and moves at 90 % load
-GOALS = {"mean_jct": 1.00, "makespan": 1.02, "max_rho": 1.00}
-GOALS_MOVES = {"moderate": {"mean_jct": 0.90, "max_rho": 0.5}, "high": {"mean_jct": 0.60, "max_rho": 0.5}}
 
 
-def offered_load(trace, nodes) -> float:
-    """λ · E[g · work / r̄] / N of a trace on ``nodes`` (module docstring)."""
+def capacity(nodes) -> dict[str, int]:
+    """GPU type -> GPUs of ``nodes``."""
     cap: dict[str, int] = {}
     for g in nodes.values():
         for t, c in g.items():
             cap[t] = cap.get(t, 0) + c
+    return cap
+
+
+def offered_load(trace, nodes) -> float:
+    """λ · E[g · work / r̄] / N of a trace on ``nodes`` (module docstring)."""
+    cap = capacity(nodes)
     n = sum(cap.values())
     busy = 0.0
     for j in trace.jobs:
@@ -126,14 +144,18 @@ _TASKS: list = []  # filled before the pool forks (traces hold read-only mapping
 
 def _run(i: int):
     group, seed, trace, nodes, policy, variant, round_s = _TASKS[i]
-    opts = VARIANTS.get(variant, {})
+    cap = capacity(nodes)
     t0 = time.monotonic()
     try:
-        if policy == "slurm":
-            r = simulate(trace, nodes, "oef-coop", round_s=round_s, dry_run=True)
+        if variant == BASELINE:
+            r = simulate(trace, nodes, "oef-coop", round_s=round_s,
+                         **BASELINES[policy].kwargs(trace.throughput, list(cap)))
         else:
+            opts = VARIANTS[variant]
             r = simulate(trace, nodes, policy, round_s=round_s, preemption=bool(opts.get("preemption")),
                          upgrade=bool(opts.get("upgrade")))
+        accts = {a: 1 for a in sorted({j.account for j in trace.jobs})}  # simulate's weights: 1 each
+        measures = run_measures(realized_record(r.runs, accts, cap, trace.throughput, r.sim_seconds), r.runs)
     except Exception as e:  # noqa: BLE001 - one failed simulation is reported, the others still run
         return group, seed, policy, variant, {"failed": f"{type(e).__name__}: {e}", "wall": time.monotonic() - t0}
     rs = r.restarts
@@ -143,6 +165,7 @@ def _run(i: int):
         "requeues": rs.requeues, "same_type": rs.same_type, "same_type_before_claimant": rs.same_type_before_claimant,
         "known_claimant": rs.known_claimant, "most_requeues_per_job": rs.most_per_job,
         "flips": r.flips, "rounds": r.rounds, "errors": r.round_errors[:3], "wall": time.monotonic() - t0,
+        "realized": dataclasses.asdict(measures), "realized_summary": r.realized and r.realized.as_json(),
         "job_rows": [{k: row.get(k) for k in ("id", "account", "class", "gpus", "submit", "start", "jct", "types",
                                                 "restarts")} for row in r.job_rows],
     }
@@ -153,86 +176,139 @@ def _indexed(i: int):
 
 
 def _fmt(x, digits=2) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
+    return "-" if x is None else f"{round(x, digits) + 0.0:.{digits}f}"  # (+ 0.0: no "-0.00")
 
 
-def _goals_for(group: str, variant: str) -> dict[str, float]:
-    if variant in ("moves", "upgrade"):
-        return GOALS_MOVES["high" if group.startswith("generated 90") else "moderate"]
-    return GOALS
+def _num(x) -> str:
+    """A goal's value or bound: 3 decimals below 10 (ratios, shares), whole seconds above."""
+    return "-" if x is None else _fmt(x, 3 if abs(x) < 10 else 0)
 
 
-def tables(results, policies, variants, per_seed: bool) -> tuple[str, list[dict]]:
-    base = {(g, s): m for g, s, p, v, m in results if p == "slurm"}
-    groups: dict[tuple[str, str, str], list[tuple[str, dict, dict]]] = {}
+def _named(x, account) -> str:
+    return "-" if x is None else f"{_fmt(x)} ({account})"
+
+
+def _w(w: Worst, digits: int = 3, scale: float = 1.0) -> str:
+    if w.value is None:
+        return "-"
+    where = w.trace if w.account is None else f"{w.trace}, {w.account}"
+    return f"{_fmt(w.value * scale, digits)} ({where})"
+
+
+def _cells(results, ref: str, fifo: str | None):
+    """(workload, policy, variant) -> [(trace, its run, the reference's run, its TraceCell)], in results' order;
+    a trace without the reference's run is left out."""
+    base = {(g, s): m for g, s, p, v, m in results if p == ref and v == BASELINE}
+    ff = {(g, s): m for g, s, p, v, m in results if p == fifo and v == BASELINE}
+    groups: dict[tuple[str, str, str], list] = {}
     for g, s, p, v, m in results:
-        if p != "slurm":
-            groups.setdefault((g, p, v), []).append((s, m, base[(g, s)]))
-    rows, seed_rows, verdicts = [], [], []
-    for (g, p, v), runs in groups.items():
-        per = [Ratios(s, ratio(m["mean_jct"], b["mean_jct"]), ratio(m["makespan"], b["makespan"]),
-                      ratio(m["p95_jct"], b["p95_jct"]), ratio(m["max_rho"], b["max_rho"])) for s, m, b in runs]
-        sums = ratio(sum(m["mean_jct"] or 0 for _s, m, _b in runs) or None,
-                     sum(b["mean_jct"] or 0 for _s, _m, b in runs) or None)
-        goals = _goals_for(g, v)
-        vs = goal_verdicts(per, goals)
-        jobs = sum(m["jobs"] for _s, m, _b in runs)
-        req = sum(m["requeues"] for _s, m, _b in runs)
-        same = sum(m["same_type"] for _s, m, _b in runs)
-        # the issue's measure: restarts on the same type while the job the requeue was for had not started (a
-        # same-type restart whose record names no such job — an upgrade move that came back — counts as one)
+        b = base.get((g, s))
+        if b is None:
+            continue
+        rat = Ratios(s, ratio(m["mean_jct"], b["mean_jct"]), ratio(m["makespan"], b["makespan"]),
+                     ratio(m["p95_jct"], b["p95_jct"]), ratio(m["max_rho"], b["max_rho"]))
+        f = ff.get((g, s))
+        cell = trace_cell(rat, ratio(m["mean_jct"], f["mean_jct"]) if f else None, RunMeasures(**m["realized"]),
+                          RunMeasures(**b["realized"]))
+        groups.setdefault((g, p, v), []).append((s, m, b, cell))
+    return groups
+
+
+def tables(results, ref: str, fifo: str | None, per_seed: bool, round_s: float, grace: float) -> tuple[str, list[dict]]:
+    eff, fair, goals, seed_rows, verdicts = [], [], [], [], []
+    for (g, p, v), items in _cells(results, ref, fifo).items():
+        cells = [c for *_x, c in items]
+        runs = [m for _s, m, _b, _c in items]
+        sums = ratio(sum(m["mean_jct"] or 0 for m in runs) or None,
+                     sum(b["mean_jct"] or 0 for _s, _m, b, _c in items) or None)
+        jobs = sum(m["jobs"] for m in runs)
+        req = sum(m["requeues"] for m in runs)
+        same = sum(m["same_type"] for m in runs)
+        # restarts on the same type while the job the requeue was for had not started (a same-type restart whose
+        # record names no such job — an upgrade move that came back — counts as one)
         wasted = sum(m.get("same_type_before_claimant", 0) + m["same_type"] - m.get("known_claimant", 0)
-                     for _s, m, _b in runs)
-        flips = [m["flips"] for _s, m, _b in runs if m.get("flips")]
+                     for m in runs)
+        flips = [m["flips"] for m in runs if m.get("flips")]
         fl_n = sum(f.get("flips_same_problem", 0) for f in flips)  # the whole problem unchanged
         fl_d = sum(f.get("same_problem", 0) for f in flips)
         fa_n = sum(f.get("flips_same_account", 0) for f in flips)  # the account's own inputs unchanged
         fa_d = sum(f.get("same_account", 0) for f in flips)
 
-        def worst(key):
-            vals = [(getattr(r, key), r.seed) for r in per if getattr(r, key) is not None]
-            return f"{max(vals)[0]:.3f} ({max(vals)[1]})" if vals else "-"
+        def hi(key):
+            return _w(worst(cells, lambda c: (getattr(c.ratios, key), None), True))
 
-        extra_ok = True
-        if v != "plain":
-            extra_ok = (req / jobs <= 0.5 if jobs else True) and (wasted <= 0.1 * req if req else True)
-        if fl_d:
-            extra_ok = extra_ok and fl_n <= 0.05 * fl_d
-        met = all(x.met for x in vs) and extra_ok
-        rows.append([g, p, v, len(runs), _fmt(sums), worst("mean_jct"), worst("makespan"), worst("p95_jct"),
-                     worst("max_rho"), f"{req / jobs:.2f}" if jobs else "-", f"{same}/{req} ({wasted})",
-                     f"{fl_n}/{fl_d}" if flips else "-", f"{fa_n}/{fa_d}" if flips else "-",
-                     "yes" if met else "no"])
-        verdicts.append({"workload": g, "policy": p, "variant": v, "met": met, "ratio_of_sums": sums,
-                         "per_seed": [dataclasses.asdict(r) for r in per],
-                         "verdicts": [dataclasses.asdict(x) for x in vs], "requeues": req, "jobs": jobs,
-                         "same_type": same, "same_type_wasted": wasted, "flips_same_problem": fl_n, "same_problem": fl_d,
-                         "flips_same_account": fa_n, "same_account": fa_d})
-        for r in per:
-            seed_rows.append([g, p, v, r.seed, _fmt(r.mean_jct), _fmt(r.makespan), _fmt(r.p95_jct), _fmt(r.max_rho)])
-    out = [render(["workload", "policy", "variant", "traces", "JCT/Slurm (sums)", "worst JCT/Slurm", "worst makespan",
-                   "worst p95", "worst max rho", "requeues/job", "same-type restarts (before its job)", "flips (same problem)",
-                   "flips (same own inputs)", "goals met"],
-                  rows)]
+        eff.append([g, p, v, len(cells), _fmt(sums), hi("mean_jct"), hi("makespan"), hi("p95_jct"), hi("max_rho"),
+                    _w(worst(cells, lambda c: (c.fifo_mean_jct, None), True)),
+                    _w(worst(cells, lambda c: (c.account_jct, c.account_jct_account), True)),
+                    f"{req / jobs:.2f}" if jobs else "-", f"{same}/{req} ({wasted})",
+                    f"{fl_n}/{fl_d}" if flips else "-", f"{fa_n}/{fa_d}" if flips else "-"])
+        fair.append([g, p, v, sum(c.run.long_episodes for c in cells),
+                     _w(worst(cells, lambda c: (c.run.p5_ratio, None), False)),
+                     _w(worst(cells, lambda c: (c.run.min_ratio, c.run.min_ratio_account), False)),
+                     _w(worst(cells, lambda c: (c.run.p5_hours, None), False)),
+                     _w(worst(cells, lambda c: c.run.lowest_account, False)),
+                     _w(worst(cells, lambda c: (c.run.ttfs_median, None), True), 0),
+                     _w(worst(cells, lambda c: (c.run.ttfs_p95, None), True), 0),
+                     _w(worst(cells, lambda c: (c.run.envy_share, None), True), 2, 100.0)])
+        checks = []
+        if v != BASELINE:
+            opts = VARIANTS.get(v, {})
+            spec = GoalSpec(bool(opts.get("preemption")), bool(opts.get("upgrade")), g.startswith("generated 90"),
+                            round_s, grace)
+            checks = goal_checks(cells, spec) + requeue_checks(req, jobs, wasted, fl_n, fl_d, v != "plain")
+            shown = [c for c in checks if c.met is not True] or [None]
+            for k, c in enumerate(shown):  # one row per goal missed or not checked, the cell's verdict first
+                goals.append([g, p, v, {True: "yes", False: "no", None: "unchecked"}[met(checks)]] if k == 0
+                             else ["", "", "", ""])
+                goals[-1] += ["-", "", "", "", ""] if c is None else [
+                    ("missed: " if c.met is False else "not checked: ") + c.goal, _num(c.value), _num(c.bound),
+                    c.trace, c.account or ""]
+        verdicts.append({"workload": g, "policy": p, "variant": v, "reference": ref, "fifo": fifo,
+                         "met": met(checks) if checks else None, "ratio_of_sums": sums,
+                         "checks": [dataclasses.asdict(c) for c in checks],
+                         "traces": [dataclasses.asdict(c) for c in cells], "requeues": req, "jobs": jobs,
+                         "same_type": same, "same_type_wasted": wasted, "flips_same_problem": fl_n,
+                         "same_problem": fl_d, "flips_same_account": fa_n, "same_account": fa_d})
+        for c in cells:
+            r = c.run
+            seed_rows.append([g, p, v, c.trace, _fmt(c.ratios.mean_jct), _fmt(c.ratios.makespan),
+                              _fmt(c.ratios.p95_jct), _fmt(c.ratios.max_rho), _fmt(c.fifo_mean_jct),
+                              _named(c.account_jct, c.account_jct_account), _fmt(r.p5_ratio),
+                              _named(r.min_ratio, r.min_ratio_account), _fmt(r.p5_hours), _named(*r.lowest_account),
+                              _fmt(r.ttfs_median, 0), _fmt(r.ttfs_p95, 0),
+                              _fmt(None if r.envy_share is None else 100 * r.envy_share)])
+    out = [f"(1) against the reference baseline {ref} on the same trace (FIFO: {fifo or 'none'})",
+           render(["workload", "policy", "variant", "traces", "JCT/ref (sums)", "worst JCT/ref", "worst makespan",
+                   "worst p95", "worst max rho", "worst JCT/FIFO", "worst account JCT/ref", "requeues/job",
+                   "same-type restarts (before its job)", "flips (same problem)", "flips (same own inputs)"], eff),
+           "\n(2) realized fairness (share ratios: lowest is worst; time to fair share s, envy % of pair-hours: "
+           "highest is worst)",
+           render(["workload", "policy", "variant", "episodes >= 1 h", "share p5 (episodes)", "share min (episodes)",
+                   "share p5 (account-hours)", "lowest account", "ttfs median s", "ttfs p95 s", "envy %"], fair),
+           "\n(3) goals (issue 39's; issue 28's requeues and flips): each goal missed or not checked, with the "
+           "trace (and account) of least margin",
+           render(["workload", "policy", "variant", "goals met", "goal", "value", "bound", "trace", "account"],
+                  goals)]
     if per_seed:
-        out.append("\nper trace (ratio to Slurm alone on the same trace)")
-        out.append(render(["workload", "policy", "variant", "trace", "mean JCT", "makespan", "p95", "max rho"],
-                          seed_rows))
+        out.append("\nper trace (ratios to the reference baseline on the same trace)")
+        out.append(render(["workload", "policy", "variant", "trace", "mean JCT", "makespan", "p95", "max rho",
+                           "JCT/FIFO", "account JCT/ref", "share p5", "share min", "p5 hours", "lowest account",
+                           "ttfs median s", "ttfs p95 s", "envy %"], seed_rows))
     return "\n".join(out), verdicts
 
 
-def job_tables(results, policy: str, variant: str) -> tuple[str, str]:
+def job_tables(results, policy: str, variant: str, ref: str) -> tuple[str, str]:
     """The five jobs that lost and gained most per workload (printed), and every trace's (markdown)."""
-    base = {(g, s): m for g, s, p, v, m in results if p == "slurm"}
-    printed, md = [], [f"# Jobs that lost and gained most: {policy} {variant} against Slurm alone\n"]
+    base = {(g, s): m for g, s, p, v, m in results if p == ref and v == BASELINE}
+    printed, md = [], [f"# Jobs that lost and gained most: {policy} {variant} against {ref}\n"]
     by_group: dict[str, list] = {}
     for g, s, p, v, m in results:
-        if p == policy and v == variant:
+        if p == policy and v == variant and (g, s) in base:
             ds = job_deltas(base[(g, s)]["job_rows"], m["job_rows"])
             by_group.setdefault(g, []).extend((s, d) for d in ds)
             lost, gained = extremes(ds)
             md.append(f"\n## {g} {s}\n")
-            md.append("| job | account | class | GPUs | JCT Slurm alone s | JCT s | Δ s | types (Slurm → here) | restarts |")
+            md.append(f"| job | account | class | GPUs | JCT {ref} s | JCT s | Δ s | types ({ref} → here) | restarts |")
             md.append("|---|---|---|---|---|---|---|---|---|")
             for d in lost + gained:
                 md.append(f"| {d.job} | {d.account} | {d.cls} | {d.gpus} | {d.base_jct:.0f} | {d.jct:.0f} | "
@@ -243,16 +319,49 @@ def job_tables(results, policy: str, variant: str) -> tuple[str, str]:
         gained = sorted((x for x in known if x[1].delta < 0), key=lambda x: x[1].delta)[:5]
         rows = [[g, s, d.job, d.gpus, d.cls, f"{d.delta:+.0f}", f"{d.base_jct:.0f}",
                  f"{','.join(d.base_types)} → {','.join(d.types)}", d.restarts] for s, d in lost + gained]
-        printed.append(render(["workload", "trace", "job", "GPUs", "class", "Δ JCT s", "Slurm alone JCT s",
+        printed.append(render(["workload", "trace", "job", "GPUs", "class", "Δ JCT s", f"{ref} JCT s",
                                "types", "restarts"], rows))
     head = f"\nthe five jobs that lost most, then the five that gained most, per workload ({policy} {variant})\n"
     return head + "\n\n".join(printed), "\n".join(md) + "\n"
 
 
+def _print(results, settings: dict, a) -> list[dict]:
+    """Print every table of ``results`` (fresh or from --json) and return the verdicts."""
+    ref = a.reference or settings["reference"]
+    fifo = settings.get("fifo") if a.fifo is None else (a.fifo or None)
+    names = {p for _g, _s, p, v, _m in results if v == BASELINE}
+    if ref not in names:
+        raise SystemExit(f"--reference {ref}: no run of that baseline (baselines run: {', '.join(sorted(names))})")
+    if fifo not in names:
+        fifo = None
+    text, verdicts = tables(results, ref, fifo, a.per_seed, settings["round"], settings["grace"])
+    print(text)
+    errs = [(g, s, p, v, m["errors"]) for g, s, p, v, m in results if m["errors"]]
+    if errs:
+        print("\nround errors:")
+        for e in errs[:20]:
+            print("  ", *e)
+    pol = [(p, v) for _g, _s, p, v, _m in results if v != BASELINE]
+    if pol:
+        policy = pol[0][0]
+        variant = [v for p, v in pol if p == policy][-1]
+        printed, md = job_tables(results, policy, variant, ref)
+        print(printed)
+        if a.jobs_md:
+            Path(a.jobs_md).write_text(md)
+    return verdicts
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--policies", default="oef-coop", help=f"comma list, or 'all' ({POLICIES})")
-    ap.add_argument("--variants", default="plain,preempt,moves")
+    ap.add_argument("--variants", default="plain,preempt,moves,upgrade", help=f"comma list of {', '.join(VARIANTS)}")
+    ap.add_argument("--baselines", default="all",
+                    help=f"comma list of {', '.join(BASELINES)}, or 'all' (every one but fifo-class)")
+    ap.add_argument("--reference", default=None,
+                    help="the baseline the ratios and goals are against (default bytype-fast; must be run)")
+    ap.add_argument("--fifo", default=None, help="the FIFO baseline of the JCT/FIFO column and goal (default "
+                    "fifo-fast; '' or one not run: none)")
     ap.add_argument("--loads", default="0.3,0.6,0.9")
     ap.add_argument("--jobs", type=int, default=160)
     ap.add_argument("--seeds", type=int, default=5, help="generated traces per load (seeds 0..N-1)")
@@ -264,20 +373,35 @@ def main() -> None:
     ap.add_argument("--philly-cluster", default="k80=36,p100=36,v100=36")
     ap.add_argument("--round", type=float, default=300.0)
     ap.add_argument("--processes", type=int, default=2)
-    ap.add_argument("--per-seed", action="store_true", help="also every trace's ratios")
+    ap.add_argument("--per-seed", action="store_true", help="also every trace's numbers")
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--jobs-md", metavar="FILE", help="write the lost/gained jobs of every trace as markdown")
-    ap.add_argument("--from-json", metavar="FILE", help="print the tables of an earlier run's --json, simulating nothing")
+    ap.add_argument("--from-json", metavar="FILE",
+                    help="print the tables of an earlier run's --json, simulating nothing")
     a = ap.parse_args()
     if a.from_json:
-        runs = json.loads(Path(a.from_json).read_text())["runs"]
-        results = [(r["workload"], r["trace"], r["policy"], r["variant"], r) for r in runs]
-        policies = list(dict.fromkeys(r["policy"] for r in runs if r["policy"] != "slurm"))
-        variants = list(dict.fromkeys(r["variant"] for r in runs if r["policy"] != "slurm"))
-        print(tables(results, policies, variants, a.per_seed)[0])
-        if policies and variants:
-            print(job_tables(results, policies[0], variants[0] if len(variants) == 1 else variants[-1])[0])
+        data = json.loads(Path(a.from_json).read_text())
+        if "settings" not in data:
+            raise SystemExit(f"--from-json {a.from_json}: written before issue 39 (no baselines, no realized "
+                             "fairness): run the benchmark again")
+        runs = data["runs"]
+        _print([(r["workload"], r["trace"], r["policy"], r["variant"], r) for r in runs], data["settings"], a)
         return
+    try:
+        chosen = baselines(a.baselines)
+    except InputError as e:
+        raise SystemExit(str(e)) from None
+    settings = {"reference": "bytype-fast", "fifo": "fifo-fast", "round": a.round,
+                "grace": config_mod.from_dict({}).preemption.grace, "cluster": a.cluster,
+                "philly_cluster": a.philly_cluster, "baselines": [b.name for b in chosen]}
+    if (a.reference or settings["reference"]) not in settings["baselines"]:
+        raise SystemExit(f"--reference {a.reference or settings['reference']} is not among --baselines "
+                         f"({', '.join(settings['baselines'])})")
+    policies = [p.strip() for p in (POLICIES if a.policies == "all" else a.policies).split(",") if p.strip()]
+    variants = [v.strip() for v in a.variants.split(",") if v.strip()]
+    for v in variants:
+        if v not in VARIANTS:
+            raise SystemExit(f"--variants: {v!r} is not one of {', '.join(VARIANTS)}")
     nodes = cluster_spec(a.cluster)
     big = cluster_spec(a.philly_cluster)
     workloads = []
@@ -288,11 +412,9 @@ def main() -> None:
     if a.philly_windows:
         workloads += [("philly windows", name, t, big)
                       for name, t in philly_windows(a.philly_windows, a.philly_jobs)]
-    policies = [p.strip() for p in (POLICIES if a.policies == "all" else a.policies).split(",") if p.strip()]
-    variants = [v.strip() for v in a.variants.split(",") if v.strip()]
     tasks = []
     for g, s, trace, where in workloads:
-        tasks.append((g, s, trace, where, "slurm", "-", a.round))
+        tasks += [(g, s, trace, where, b.name, BASELINE, a.round) for b in chosen]
         tasks += [(g, s, trace, where, p, v, a.round) for p in policies for v in variants]
     _TASKS[:] = tasks
     t0 = time.monotonic()
@@ -304,30 +426,17 @@ def main() -> None:
             print(f"[{done}/{len(tasks)} {time.monotonic() - t0:.0f} s] {g} {s} {p} {v}: {m['wall']:.0f} s"
                   + (f" FAILED {m['failed']}" if "failed" in m else ""), file=sys.stderr, flush=True)
     wall = time.monotonic() - t0
-    print(f"{a.cluster} (Philly windows: {a.philly_cluster}), round {a.round:g} s, {len(tasks)} simulations in {wall:.0f} s. Ratios to Slurm alone on "
-          "the same trace; 'worst': the largest over a workload's traces (that trace named). Goals: plain/preempt "
-          "mean JCT <= 1.00, makespan <= 1.02, max rho <= 1.00; preempt/moves requeues <= 0.5 per job and same-type "
-          "restarts before the job they were for started (in brackets) <= 10 % of requeues; flips <= 5 % of unchanged account-type-rounds; moves <= 0.90 (<= 0.60 at 90 %) mean "
-          "JCT and max rho <= 0.5")
+    print(f"{a.cluster} (Philly windows: {a.philly_cluster}), round {a.round:g} s, grace {settings['grace']:g} s, "
+          f"{len(tasks)} simulations in {wall:.0f} s. 'worst': over a workload's traces, that trace (and account) "
+          "named. Measures and goals: benchmarks/README.md, docs/vs-slurm.md")
     failed = [(g, s, p, v, m["failed"]) for g, s, p, v, m in results if "failed" in m]
     for g, s, p, v, why in failed:
         print(f"FAILED {g} {s} {p} {v}: {why}")
     bad = {(g, s) for g, s, *_ in failed}
     results = [r for r in results if (r[0], r[1]) not in bad]  # a trace whose baseline or a run failed is left out
-    text, verdicts = tables(results, policies, variants, a.per_seed)
-    print(text)
-    errs = [(g, s, p, v, m["errors"]) for g, s, p, v, m in results if m["errors"]]
-    if errs:
-        print("\nround errors:")
-        for e in errs[:20]:
-            print("  ", *e)
-    if policies and variants:
-        printed, md = job_tables(results, policies[0], variants[0] if len(variants) == 1 else variants[-1])
-        print(printed)
-        if a.jobs_md:
-            Path(a.jobs_md).write_text(md)
+    verdicts = _print(results, settings, a) if results else []
     if a.json:
-        Path(a.json).write_text(json.dumps({"verdicts": verdicts, "runs": [
+        Path(a.json).write_text(json.dumps({"settings": settings, "verdicts": verdicts, "runs": [
             {"workload": g, "trace": s, "policy": p, "variant": v, **m} for g, s, p, v, m in results]}, indent=1))
 
 

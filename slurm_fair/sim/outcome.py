@@ -5,7 +5,8 @@
 * :func:`restarts` — over a run's requeues: how many, and how many restarted on the GPU type they were requeued
   from (a reclaim that gave the GPUs back to a job of the same kind) — with, where the preemption record names the
   job it was for, whether that job had started by the victim's restart.
-* :func:`goal_verdicts` — the issue's goals, checked on per-seed ratios (the worst seed decides).
+* :class:`Ratios` — one trace's mean JCT, makespan, p95 and max ρ over the baseline's (issue 39's goals on them:
+  :mod:`.benchmark`).
 """
 
 from __future__ import annotations
@@ -123,29 +124,3 @@ class Ratios:
 
 def ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
-
-
-@dataclass(frozen=True)
-class Verdict:
-    goal: str
-    met: bool
-    worst: float | None
-    worst_seed: str
-
-
-def goal_verdicts(per_seed: Sequence[Ratios], limits: Mapping[str, float]) -> list[Verdict]:
-    """Each ``limits`` key (a :class:`Ratios` field: the largest ratio allowed) checked on every seed; the worst
-    seed is named. A seed without the number fails the goal."""
-    out = []
-    for key, most in limits.items():
-        vals = [(getattr(r, key), r.seed) for r in per_seed]
-        if not vals:
-            out.append(Verdict(key, False, None, "-"))
-            continue
-        missing = [s for v, s in vals if v is None]
-        if missing:
-            out.append(Verdict(key, False, None, missing[0]))
-            continue
-        worst, seed = max(vals)
-        out.append(Verdict(key, worst <= most + 1e-9, worst, seed))
-    return out

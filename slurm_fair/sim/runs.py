@@ -3,8 +3,9 @@
 * :func:`job_runs` — one :class:`~slurm_fair.fairness.realized.Run` per run of a simulated job (``SimJob.runs``;
   a requeued or moved job has several, a job that never started one row without type, start and end), in trace
   time from the first submit, as ``SimResult.job_rows`` counts it;
-* :func:`realized_of` — the realized fairness summary of those runs (``simulate --json``'s ``realized``): the
-  accounts' weights (their Shares, 0 counting as 1, as the daemon's problem weighs them), the cluster's GPUs per
+* :func:`realized_record` — the realized fairness of those runs, every episode and hour bucket (what
+  ``benchmarks/vs_slurm.py`` measures), and :func:`realized_of` its summary (``simulate --json``'s ``realized``):
+  the accounts' weights (their Shares, 0 counting as 1, as the daemon's problem weighs them), the cluster's GPUs per
   type, the classes' speeds relative to their slowest type of the cluster, over [0, the simulated time];
 * :func:`runs_csv_rows` — the rows of ``simulate --runs-csv`` (:data:`RUNS_CSV_COLUMNS`, in that order).
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..fairness.realized import Run, RealizedSummary, realized, speeds_from_throughput, summarize
+from ..fairness.realized import Realized, RealizedSummary, Run, realized, speeds_from_throughput, summarize
 from .jobs import SimJob
 
 RUNS_CSV_COLUMNS = ("policy", "id", "account", "class", "gpus", "submit", "type", "start", "end", "ended")
@@ -41,13 +42,20 @@ def weights(accounts: Mapping[str, Any], runs: Sequence[Run]) -> dict[str, float
     return out
 
 
+def realized_record(runs: Sequence[Run], accounts: Mapping[str, Any], capacity: Mapping[str, int],
+                    throughput: Mapping[str, Mapping[str, float]], t1: float) -> Realized | None:
+    """The realized fairness of ``runs`` over [0, ``t1``], every episode and hour bucket (None when ``t1`` is 0:
+    nothing simulated)."""
+    if t1 <= 0:
+        return None
+    return realized(runs, weights(accounts, runs), capacity, speeds_from_throughput(throughput, capacity), 0.0, t1)
+
+
 def realized_of(runs: Sequence[Run], accounts: Mapping[str, Any], capacity: Mapping[str, int],
                 throughput: Mapping[str, Mapping[str, float]], t1: float) -> RealizedSummary | None:
     """The realized fairness summary of ``runs`` over [0, ``t1``] (None when ``t1`` is 0: nothing simulated)."""
-    if t1 <= 0:
-        return None
-    return summarize(realized(runs, weights(accounts, runs), capacity, speeds_from_throughput(throughput, capacity),
-                              0.0, t1))
+    rec = realized_record(runs, accounts, capacity, throughput, t1)
+    return None if rec is None else summarize(rec)
 
 
 def runs_csv_rows(policy: str, runs: Iterable[Run]) -> list[list[Any]]:

@@ -1,11 +1,11 @@
-"""sim/outcome.py: job-level comparison, requeue counts and goal verdicts, on hand-worked runs."""
+"""sim/outcome.py: job-level comparison and requeue counts, on hand-worked runs."""
 
 from __future__ import annotations
 
 import pytest
 
 from slurm_fair.sim.jobs import Run as _Run
-from slurm_fair.sim.outcome import Ratios, extremes, goal_verdicts, job_deltas, restarts
+from slurm_fair.sim.outcome import extremes, job_deltas, restarts
 
 
 def Run(start, end, gpu_type, how):  # noqa: N802 - the simulator's run record, nodes left out
@@ -52,11 +52,3 @@ def test_restarts_count_same_type_and_the_claimant_that_had_not_started():
     assert r.most_per_job == 2
     assert r.per_job == pytest.approx(5 / 6)
     assert r.same_type_share == pytest.approx(3 / 5)
-
-
-def test_goal_verdicts_name_the_worst_seed_and_fail_a_missing_number():
-    per = [Ratios("#0", 0.95, 1.0, 1.0, 0.9), Ratios("#1", 1.03, 1.01, 1.2, 1.0), Ratios("#2", 0.99, None, 1.0, 0.8)]
-    vs = {v.goal: v for v in goal_verdicts(per, {"mean_jct": 1.0, "max_rho": 1.0, "makespan": 1.02})}
-    assert not vs["mean_jct"].met and vs["mean_jct"].worst == 1.03 and vs["mean_jct"].worst_seed == "#1"
-    assert vs["max_rho"].met and vs["max_rho"].worst_seed == "#1"
-    assert not vs["makespan"].met and vs["makespan"].worst_seed == "#2"
