@@ -113,7 +113,24 @@ def store_paths(path: str | None, names: list[str]) -> dict[str, Path | None]:
                    "for the restart. Off: upgrade = \"off\". Reclaim stays as --preemption says.")
 @click.option("--dry-run", is_flag=True, default=False,
               help="Run the daemon with daemon.dry_run: rounds compute but set no limit, SiteFactor or type map, so "
-                   "the simulated Slurm schedules alone (first come first served, fastest free type): the baseline.")
+                   "the simulated Slurm schedules alone (by --priority, first come first served by default; untyped "
+                   "jobs on their fastest free type unless --node-weights): the baseline.")
+@click.option("--priority", "slurm_priority", type=click.Choice(["fifo", "fairshare", "fairshare-classic"]),
+              default="fifo", show_default=True,
+              help="The simulated Slurm's own job priority: fifo (SiteFactor, then submit time); fairshare "
+                   "(priority/multifactor with Fair Tree: PriorityWeightFairshare 10000 x fair-share factor + "
+                   "PriorityWeightAge 1000 x age, PriorityMaxAge 7 days; usage decayed with a 7-day half-life, the "
+                   "factors recomputed every 5 minutes; one user per account); fairshare-classic (the same with "
+                   "PriorityFlags=NO_FAIR_TREE). With or without --dry-run: under the daemon its SiteFactor adds "
+                   "on top, as in Slurm.")
+@click.option("--billing", type=click.Choice(["flat", "by-type"]), default="flat", show_default=True,
+              help="TRESBillingWeights of fair-share usage: flat (1 per GPU) or by-type (each GPU type weighs its "
+                   "mean speed over the trace's classes, the slowest 1). Needs --priority fairshare or "
+                   "fairshare-classic.")
+@click.option("--node-weights", "node_weights", metavar="ORDER", default=None,
+              help="GPU types in the order of their nodes' Weight, lowest first (e.g. k80,p100,v100; types left out "
+                   "come after, by name): the simulated Slurm starts an untyped job on the first that fits, one "
+                   "site-wide order, instead of the job's fastest type (the default).")
 @click.option("--horizon", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Stop after S simulated seconds (default: when every job is done).")
 @click.option("--jobs-csv", metavar="FILE", help="Also write one row per job and policy (submit, start, end, JCT, rho).")
@@ -131,8 +148,8 @@ def store_paths(path: str | None, names: list[str]) -> dict[str, Path | None]:
                   'rounds_with_si_violation, ...}, realized: {accounts, long_episodes, time_to_fair_share, '
                   'envy}}}} (realized fairness: docs/realized-fairness.md).')
 def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, seed, gen_accounts, rate, mean_duration, spec,
-                 node_size, policy, compare, round_s, restart_s, preemption, upgrade, dry_run, horizon, jobs_csv, runs_csv,
-                 store_path, plot_dir, as_json) -> None:
+                 node_size, policy, compare, round_s, restart_s, preemption, upgrade, dry_run, slurm_priority, billing,
+                 node_weights, horizon, jobs_csv, runs_csv, store_path, plot_dir, as_json) -> None:
     """Simulate a job trace on a cluster under the daemon's own round code (observe, solve, place, apply,
     preempt), one policy or several side by side: throughput, JCT, makespan, finish-time fairness, and the
     rounds whose shares (i) and placed GPUs (r) had envy or sharing-incentive violations.
@@ -141,13 +158,18 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
         slurm-fair simulate --generate 200 --cluster k80=8,v100=8 --compare gavel,oef-coop
     """
     from .. import policies
-    from ..sim.cluster import cluster_spec
+    from ..sim.cluster import cluster_spec, node_order
 
     try:
         names = [n.strip() for n in (compare or policy).split(",") if n.strip()]
         for n in names:
             policies.get(n)
         nodes = cluster_spec(spec, node_size)
+        order = None if node_weights is None else list(node_order(
+            tuple(_capacity(nodes)), [t for t in node_weights.split(",") if t.strip()], "--node-weights"))
+        if billing != "flat" and slurm_priority == "fifo":
+            raise InputError("--billing", billing, "bills fair-share usage: it needs --priority fairshare or "
+                             "fairshare-classic")
         trace = _trace(paths, profiles, throughputs, accounts, unmeasured, generate, seed, gen_accounts, rate,
                        mean_duration, _capacity(nodes))
         stores = store_paths(store_path, names)
@@ -157,7 +179,8 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
     show = not as_json and sys.stderr.isatty()
     try:
         _run_all(names, trace, nodes, results, show, stores, round_s=round_s, restart_s=restart_s,
-                 preemption=preemption, upgrade=upgrade, dry_run=dry_run, horizon=horizon)
+                 preemption=preemption, upgrade=upgrade, dry_run=dry_run, horizon=horizon, priority=slurm_priority,
+                 billing=billing, node_weights=order)
     except SlurmFairError as e:  # e.g. a trace job that can never fit the cluster: exit 2, no traceback
         fail(e)
     if jobs_csv:

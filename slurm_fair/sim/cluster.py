@@ -35,13 +35,15 @@ simulated time, which the daemon's round receives as ``now``.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..cluster.base import CHECKPOINT_TOKEN, CLEAR, FLEX_TOKEN, Account, Cluster, Job, Node, Snapshot
 from ..cluster.errors import CommandFailed
 from ..errors import InputError
 from .jobs import EPS, SimJob, whole_minutes
+from .fairshare import Multifactor
 from .scheduler import BF_MAX_JOB_TEST, BackfillScheduler
+from .slurm_priority import SlurmPriority
 from .submit import SubmitMap
 
 VERSION = "24.11.0"  # what the simulated Slurm reports (pending-job retype works from 23.02.6)
@@ -57,14 +59,18 @@ class SimCluster(BackfillScheduler, Cluster):
     partition's MaxTime, INFINITE, as on the testbed — such a job is expected to run forever, so it holds its
     GPUs in every backfill plan and gets no reservation while it waits behind one). ``bf_window``: how far ahead
     (seconds) the backfill pass reserves (None: without bound, the slurm.conf advice of a window at least as
-    long as the longest time limit); ``bf_max_job_test``: how many pending jobs it considers."""
+    long as the longest time limit); ``bf_max_job_test``: how many pending jobs it considers.
+    ``node_weights``: GPU types in the order of their nodes' ``Weight`` (lowest first; :func:`node_order`):
+    an untyped job takes the first that fits instead of its fastest type (None: fastest first). Slurm's
+    ``priority/multifactor`` is off (priorities are SiteFactor alone, then submit time) until
+    :meth:`use_multifactor`."""
 
     name = "sim"
 
     def __init__(self, nodes: Mapping[str, Mapping[str, int]], accounts: Mapping[str, int],
                  throughput: Mapping[str, Mapping[str, float]], jobs: Iterable[Any], restart_s: float = 60.0,
                  epoch: float = 0.0, default_time: float | None = None, bf_window: float | None = None,
-                 bf_max_job_test: int = BF_MAX_JOB_TEST):
+                 bf_max_job_test: int = BF_MAX_JOB_TEST, node_weights: Sequence[str] | None = None):
         self.epoch = float(epoch)  # what the daemon reads: trace time + epoch (unix-like times)
         self.now = 0.0  # trace time (kept small: at 1.7e9 a double resolves only ~2e-7 s)
         self.node_gpus = {n: {t: int(c) for t, c in g.items() if c > 0} for n, g in nodes.items()}
@@ -90,6 +96,8 @@ class SimCluster(BackfillScheduler, Cluster):
         self.events: list[tuple[float, str, int]] = []  # (time, what, job id): start, end, requeue
         types = sorted({t for g in self.node_gpus.values() for t in g})
         self.gpu_types = tuple(types)
+        self.node_order = None if node_weights is None else node_order(types, node_weights, "node_weights")
+        self.slurm_priority: SlurmPriority | None = None  # priority/multifactor (use_multifactor); None: off
         self._most = {t: sum(g.get(t, 0) for g in self.node_gpus.values()) for t in types}  # largest job of a type
         for j in self._arrivals:
             if j.cls not in self.throughput or not self.throughput[j.cls]:
@@ -119,7 +127,7 @@ class SimCluster(BackfillScheduler, Cluster):
             jobs.append(Job(
                 job_id=j.job_id, name=j.cls, account=j.account, user=j.account, partition=PARTITION,
                 state=j.state, reason="None" if running else ("BeginTime" if j.eligible > self.now else j.reason),
-                priority=j.site_factor, submit_time=int(self.epoch + j.submit),
+                priority=j.site_factor + j.priority, submit_time=int(self.epoch + j.submit),
                 start_time=int(self.epoch + j.started) if running else None,
                 gpus_per_node=j.gpus, nodes=1, gpu_type=j.requested,
                 gpus_allocated={j.run_type: j.gpus} if running and j.run_type else {},
@@ -183,6 +191,25 @@ class SimCluster(BackfillScheduler, Cluster):
 
     # ------------------------------------------------------------------ simulation
 
+    def use_multifactor(self, model: Multifactor, past_usage: Mapping[str, float] | None = None) -> None:
+        """From now on, Slurm's ``priority/multifactor`` (:class:`.slurm_priority.SlurmPriority`): each pending job's
+        priority is its fair-share and age terms plus its SiteFactor, recomputed every ``model.calc_period``;
+        ``past_usage``: each account's raw usage now (billed GPU-seconds)."""
+        self.slurm_priority = SlurmPriority(model, self.accounts, past_usage, self.now)
+        for j in self.jobs.values():
+            if j.state == "PENDING":
+                j.priority = self.slurm_priority.job_priority(j, self.now)
+        self._changes += 1
+
+    def _next_calc(self) -> float:
+        return math.inf if self.slurm_priority is None else self.slurm_priority.next_calc
+
+    def _calc(self) -> None:
+        """The multifactor calculation when one is due now (none under FIFO)."""
+        sp = self.slurm_priority
+        if sp is not None and sp.next_calc <= self.now + EPS and sp.calc(self.now, self.jobs.values()):
+            self._changes += 1
+
     def set_type_map(self, targets: Mapping[str, Any], map_id: str | None = None) -> None:
         """The published GPU type map ({account or '*': plan.Target}, as the round records it, or plainly
         {account: type}): job_submit.lua's view (:meth:`.submit.SubmitMap.set`: each call without the last
@@ -220,16 +247,19 @@ class SimCluster(BackfillScheduler, Cluster):
 
     def advance(self, until: float) -> None:
         """Run the simulated cluster up to ``until``: every arrival, completion and requeue eligibility on
-        the way, with the scheduler after each."""
+        the way, and the multifactor calculations (every ``PriorityCalcPeriod``, when on), with the scheduler after
+        each."""
         while True:
-            t = self.next_event()
+            t = min(self.next_event(), self._next_calc())
             if t > until + EPS:
                 break
             self.now = max(t, self.now)
+            self._calc()
             self._arrive()
             self._finish()
             self.schedule()
         self.now = max(until, self.now)
+        self._calc()
         self._arrive()
         self._finish()
         self.schedule()
@@ -258,6 +288,8 @@ class SimCluster(BackfillScheduler, Cluster):
                        req, flex)
             j.eligible = j.submit
             j.time_limit = limit
+            if self.slurm_priority is not None:
+                j.priority = self.slurm_priority.job_priority(j, self.now)
             self.jobs[j.job_id] = j
             self._next_id += 1
             self._changes += 1
@@ -305,3 +337,20 @@ def cluster_spec(text: str, node_size: int = 4) -> dict[str, dict[str, int]]:
     if not nodes:
         raise InputError("--cluster", text, "names no GPUs (e.g. k80=16,v100=16)")
     return nodes
+
+
+def node_order(types: Sequence[str], order: Sequence[str], field: str = "node_weights") -> tuple[str, ...]:
+    """The site-wide order of GPU types by node ``Weight`` (lowest first) from ``order``: types of the cluster,
+    each once; types it leaves out come after, by name (as equal weights fall back to slurm.conf's order). An
+    unknown or repeated type is an InputError naming ``field``."""
+    seen: list[str] = []
+    for t in order:
+        t = str(t).strip()
+        if t not in types:
+            raise InputError(field, t, f"is not a GPU type of the cluster ({', '.join(sorted(types))})")
+        if t in seen:
+            raise InputError(field, t, "is named twice")
+        seen.append(t)
+    if not seen:
+        raise InputError(field, list(order), "names no GPU type (e.g. k80,p100,v100: lowest weight first)")
+    return tuple(seen) + tuple(sorted(t for t in types if t not in seen))

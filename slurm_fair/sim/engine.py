@@ -10,6 +10,15 @@ simulated ``job_submit.lua``. It stops when every job is done, or at ``horizon``
 Slurm alone schedules (first come first served, each untyped job on its fastest type that fits, backfill) —
 the baseline of a cluster without slurm-fair.
 
+The simulated Slurm's own priority and node choice (issue 39), with or without the daemon (its SiteFactor adds
+on top, as in Slurm): ``priority="fifo"`` (the default: SiteFactor, then submit time), ``"fairshare"``
+(``priority/multifactor`` with Fair Tree) or ``"fairshare-classic"`` (``PriorityFlags=NO_FAIR_TREE``) — usage
+billed by ``billing`` (``"flat"``: 1 per GPU; ``"by-type"``: each type's mean speed over the trace's classes,
+the slowest 1), decayed and the factors recomputed every PriorityCalcPeriod (:func:`multifactor`,
+:mod:`.slurm_priority`; ``slurm``: other settings than :class:`.fairshare.Multifactor`'s defaults),
+``past_usage``: each account's raw usage at the start (billed GPU-seconds); ``node_weights``: GPU types by node
+Weight, lowest first — untyped jobs take the first that fits instead of their fastest type.
+
 Metrics (:class:`SimResult`), all from the simulated jobs:
 
 * per job: JCT = end − submit; **total normalized throughput** = Σ over jobs of GPU-seconds × its class's
@@ -40,7 +49,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from ..config import Config
 from .. import config as config_mod
@@ -54,9 +63,12 @@ from ..fairness.stability import flips
 from ..stats import fairness_summary, percentile
 from ..store import Store
 from .cluster import SimCluster
+from .fairshare import Multifactor, speed_weights
 from .outcome import Restarts, restarts
 from .runs import job_runs, realized_of
 
+PRIORITIES = ("fifo", "fairshare", "fairshare-classic")  # the simulated Slurm's priority (module docstring)
+BILLINGS = ("flat", "by-type")
 STALL_ROUNDS = 500
 EPOCH = 1_700_000_000.0  # the simulated clock reads like unix time (2023-11-14): trace time 0 is this instant
 
@@ -111,7 +123,9 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
              restart_s: float = 60.0, preemption: bool = False, upgrade: bool = False, dry_run: bool = False,
              horizon: float | None = None,
              accounts: Mapping[str, int] | None = None, progress: Callable[[float, int, int], None] | None = None,
-             workdir: str | Path | None = None, store_path: str | Path | None = None) -> SimResult:
+             workdir: str | Path | None = None, store_path: str | Path | None = None, priority: str = "fifo",
+             billing: str = "flat", node_weights: Sequence[str] | None = None,
+             past_usage: Mapping[str, float] | None = None, slurm: Multifactor | None = None) -> SimResult:
     """Simulate ``trace`` (``traces.Trace``) on ``nodes`` under ``policy``; see the module docstring."""
     t0 = time.monotonic()
     jobs = list(trace.jobs)
@@ -120,9 +134,14 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
     _check_fits(jobs, throughput, nodes)
     if store_path is not None and Path(store_path).exists():
         raise InputError("store_path", str(store_path), "exists; the simulation writes a new store")
-    cluster = SimCluster(nodes, accts, throughput, jobs, restart_s=restart_s, epoch=EPOCH)
+    model = multifactor(priority, billing, throughput, _capacity(nodes), slurm)
+    if past_usage and model is None:
+        raise InputError("past_usage", dict(past_usage), "needs priority = \"fairshare\" or \"fairshare-classic\"")
+    cluster = SimCluster(nodes, accts, throughput, jobs, restart_s=restart_s, epoch=EPOCH, node_weights=node_weights)
     start = min((float(j.submit) for j in jobs), default=0.0)
     cluster.now = start
+    if model is not None:
+        cluster.use_multifactor(model, past_usage)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         cfg = config_mod.from_dict({
             "daemon": {"database": str(store_path or Path(tmp) / "sim.sqlite"), "period": float(round_s),
@@ -195,6 +214,26 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
     res.runs = job_runs(cluster.jobs.values(), start)
     res.realized = realized_of(res.runs, accts, _capacity(nodes), throughput, cluster.now - start)
     return res
+
+
+def multifactor(priority: str, billing: str, throughput: Mapping[str, Mapping[str, float]],
+                capacity: Mapping[str, int], slurm: Multifactor | None = None) -> Multifactor | None:
+    """The simulated Slurm's ``priority/multifactor`` settings for ``simulate``'s ``priority`` and ``billing``
+    (None: ``"fifo"``): ``slurm``'s (default :class:`.fairshare.Multifactor`: Slurm's half-life, calc period and
+    max age, the testbed's weights) with Fair Tree (``"fairshare"``) or the classic formula
+    (``"fairshare-classic"``) and TRESBillingWeights flat (1 per GPU) or ``"by-type"``
+    (:func:`.fairshare.speed_weights` of the trace's classes over the cluster's types)."""
+    if priority not in PRIORITIES:
+        raise InputError("priority", priority, "must be one of " + ", ".join(PRIORITIES))
+    if billing not in BILLINGS:
+        raise InputError("billing", billing, "must be one of " + ", ".join(BILLINGS))
+    if priority == "fifo":
+        if billing != "flat" or slurm is not None:
+            raise InputError("billing" if billing != "flat" else "slurm", billing if billing != "flat" else slurm,
+                             "bills usage for fair-share: it needs priority = \"fairshare\" or \"fairshare-classic\"")
+        return None
+    weights = {"GRES/gpu": 1.0} if billing == "flat" else speed_weights(throughput, sorted(capacity))
+    return dataclasses.replace(slurm or Multifactor(), fair_tree=priority == "fairshare", billing_weights=weights)
 
 
 def _capacity(nodes: Mapping[str, Mapping[str, int]]) -> dict[str, int]:

@@ -40,6 +40,7 @@ class SimJob:
     state: str = "PENDING"  # PENDING, RUNNING, DONE
     reason: str = "Priority"  # why a pending job did not start at the last scheduling pass
     site_factor: int = 0
+    priority: int = 0  # the multifactor priority without SiteFactor (fair-share and age; 0 under FIFO)
     done: float = 0.0  # steps done (kept over a requeue: the job checkpointed)
     eligible: float = 0.0  # a requeued job waits until then
     run_type: str | None = None

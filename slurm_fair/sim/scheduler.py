@@ -73,7 +73,7 @@ class BackfillScheduler:
         if key == self._scheduled:
             return
         pend = sorted((j for j in self.jobs.values() if j.state == "PENDING" and j.eligible <= self.now + EPS),
-                      key=lambda j: (-j.site_factor, j.submit, j.job_id))
+                      key=lambda j: (-(j.site_factor + j.priority), j.submit, j.job_id))
         if pend:
             use = self._usage()
             behind = self._main_loop(pend, use)
@@ -98,6 +98,8 @@ class BackfillScheduler:
             if types and j.requested in lim and u.get(j.requested, 0) + j.gpus > lim[j.requested]:
                 j.reason = "AssocGrpGRES"
                 return None
+        elif self.node_order is not None:  # Slurm's node Weight: one site-wide order, lowest weight first
+            types = [t for t in self.node_order if speeds.get(t, 0) > 0 and self._can_hold(t, j.gpus)]
         else:
             types = sorted((t for t in self.gpu_types if speeds.get(t, 0) > 0 and self._can_hold(t, j.gpus)),
                            key=lambda t: (-speeds[t], t))
