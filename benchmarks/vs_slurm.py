@@ -201,14 +201,16 @@ def _cells(results, ref: str, fifo: str | None):
     base = {(g, s): m for g, s, p, v, m in results if p == ref and v == BASELINE}
     ff = {(g, s): m for g, s, p, v, m in results if p == fifo and v == BASELINE}
     groups: dict[tuple[str, str, str], list] = {}
+    def to(s, m, b):
+        return Ratios(s, ratio(m["mean_jct"], b["mean_jct"]), ratio(m["makespan"], b["makespan"]),
+                      ratio(m["p95_jct"], b["p95_jct"]), ratio(m["max_rho"], b["max_rho"]))
+
     for g, s, p, v, m in results:
         b = base.get((g, s))
         if b is None:
             continue
-        rat = Ratios(s, ratio(m["mean_jct"], b["mean_jct"]), ratio(m["makespan"], b["makespan"]),
-                     ratio(m["p95_jct"], b["p95_jct"]), ratio(m["max_rho"], b["max_rho"]))
         f = ff.get((g, s))
-        cell = trace_cell(rat, ratio(m["mean_jct"], f["mean_jct"]) if f else None, RunMeasures(**m["realized"]),
+        cell = trace_cell(to(s, m, b), to(s, m, f) if f else None, RunMeasures(**m["realized"]),
                           RunMeasures(**b["realized"]))
         groups.setdefault((g, p, v), []).append((s, m, b, cell))
     return groups
@@ -239,6 +241,7 @@ def tables(results, ref: str, fifo: str | None, per_seed: bool, round_s: float, 
 
         eff.append([g, p, v, len(cells), _fmt(sums), hi("mean_jct"), hi("makespan"), hi("p95_jct"), hi("max_rho"),
                     _w(worst(cells, lambda c: (c.fifo_mean_jct, None), True)),
+                    _w(worst(cells, lambda c: (c.fifo and c.fifo.makespan, None), True)),
                     _w(worst(cells, lambda c: (c.account_jct, c.account_jct_account), True)),
                     f"{req / jobs:.2f}" if jobs else "-", f"{same}/{req} ({wasted})",
                     f"{fl_n}/{fl_d}" if flips else "-", f"{fa_n}/{fa_d}" if flips else "-"])
@@ -273,13 +276,14 @@ def tables(results, ref: str, fifo: str | None, per_seed: bool, round_s: float, 
             r = c.run
             seed_rows.append([g, p, v, c.trace, _fmt(c.ratios.mean_jct), _fmt(c.ratios.makespan),
                               _fmt(c.ratios.p95_jct), _fmt(c.ratios.max_rho), _fmt(c.fifo_mean_jct),
+                              _fmt(c.fifo and c.fifo.makespan),
                               _named(c.account_jct, c.account_jct_account), _fmt(r.p5_ratio),
                               _named(r.min_ratio, r.min_ratio_account), _fmt(r.p5_hours), _named(*r.lowest_account),
                               _fmt(r.ttfs_median, 0), _fmt(r.ttfs_p95, 0),
                               _fmt(None if r.envy_share is None else 100 * r.envy_share)])
     out = [f"(1) against the reference baseline {ref} on the same trace (FIFO: {fifo or 'none'})",
            render(["workload", "policy", "variant", "traces", "JCT/ref (sums)", "worst JCT/ref", "worst makespan",
-                   "worst p95", "worst max rho", "worst JCT/FIFO", "worst account JCT/ref", "requeues/job",
+                   "worst p95", "worst max rho", "worst JCT/FIFO", "worst makespan/FIFO", "worst account JCT/ref", "requeues/job",
                    "same-type restarts (before its job)", "flips (same problem)", "flips (same own inputs)"], eff),
            "\n(2) realized fairness (share ratios: lowest is worst; time to fair share s, envy % of pair-hours: "
            "highest is worst)",
@@ -292,7 +296,7 @@ def tables(results, ref: str, fifo: str | None, per_seed: bool, round_s: float, 
     if per_seed:
         out.append("\nper trace (ratios to the reference baseline on the same trace)")
         out.append(render(["workload", "policy", "variant", "trace", "mean JCT", "makespan", "p95", "max rho",
-                           "JCT/FIFO", "account JCT/ref", "share p5", "share min", "p5 hours", "lowest account",
+                           "JCT/FIFO", "makespan/FIFO", "account JCT/ref", "share p5", "share min", "p5 hours", "lowest account",
                            "ttfs median s", "ttfs p95 s", "envy %"], seed_rows))
     return "\n".join(out), verdicts
 
@@ -357,7 +361,7 @@ def main() -> None:
     ap.add_argument("--policies", default="oef-coop", help=f"comma list, or 'all' ({POLICIES})")
     ap.add_argument("--variants", default="plain,preempt,moves,upgrade", help=f"comma list of {', '.join(VARIANTS)}")
     ap.add_argument("--baselines", default="all",
-                    help=f"comma list of {', '.join(BASELINES)}, or 'all' (every one but fifo-class)")
+                    help=f"comma list of {', '.join(BASELINES)} and 'all' (every one but fifo-class)")
     ap.add_argument("--reference", default=None,
                     help="the baseline the ratios and goals are against (default bytype-fast; must be run)")
     ap.add_argument("--fifo", default=None, help="the FIFO baseline of the JCT/FIFO column and goal (default "

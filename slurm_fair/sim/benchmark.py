@@ -3,7 +3,7 @@ one simulation, and the issue's goals. Pure: the script runs the simulations and
 
 * :class:`Baseline` / :data:`BASELINES` — the Slurm a site runs, as ``simulate`` models it: FIFO or fair-share
   priority, flat or by-type GPU billing, node weights fastest type first or slowest first (:func:`type_order`: the
-  types by their mean speed over the trace's classes), and ``fifo-class`` (the type rule of ``--dry-run`` before
+  types by their mean speed over the trace's classes, as by-type billing weighs them), and ``fifo-class`` (the type rule of ``--dry-run`` before
   issue 39: the fastest free type of the job's class);
 * :func:`run_measures` — one simulation's realized fairness (:class:`RunMeasures`) from its
   :class:`~slurm_fair.fairness.realized.Realized` record and runs: the realized share ratio's p5 and minimum over
@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import InputError
-from ..fairness.realized import LONG, Realized, Run, speeds_from_throughput, summarize
+from ..fairness.realized import LONG, Realized, Run, summarize
 from ..stats import percentile
+from .fairshare import speed_weights
 from .outcome import Ratios
 
 TOL = 1e-9
@@ -35,11 +36,10 @@ TOL = 1e-9
 
 
 def type_order(throughput: Mapping[str, Mapping[str, float]], types: Sequence[str], fastest_first: bool) -> list[str]:
-    """``types`` by their mean speed over the classes of ``throughput`` (each class's speeds relative to its slowest
-    of ``types``, 0 where it does not run), fastest first or slowest first; ties by name."""
-    speeds = speeds_from_throughput(throughput, types)
-    mean = {g: sum(row[g] for row in speeds.values()) / len(speeds) if speeds else 0.0 for g in types}
-    return sorted(types, key=lambda g: ((-mean[g] if fastest_first else mean[g]), g))
+    """``types`` by their mean speed over the classes of ``throughput`` — the by-type billing weights
+    (:func:`.fairshare.speed_weights`) — fastest first or slowest first; ties by name."""
+    w = speed_weights(throughput, types)
+    return sorted(types, key=lambda g: ((-w[f"GRES/gpu:{g}"] if fastest_first else w[f"GRES/gpu:{g}"]), g))
 
 
 @dataclass(frozen=True)
@@ -73,9 +73,11 @@ BASELINES = {b.name: b for b in (
 
 
 def baselines(spec: str) -> list[Baseline]:
-    """The baselines of a comma list of :data:`BASELINES` names, or ``all`` (every one but ``fifo-class``)."""
-    names = [n for n in BASELINES if n != "fifo-class"] if spec.strip() == "all" else \
-        [n.strip() for n in spec.split(",") if n.strip()]
+    """The baselines of a comma list of :data:`BASELINES` names and ``all`` (every one but ``fifo-class``), each
+    once, in the order named."""
+    names: list[str] = []
+    for n in (x.strip() for x in spec.split(",") if x.strip()):
+        names += [b for b in BASELINES if b != "fifo-class"] if n == "all" else [n]
     for n in names:
         if n not in BASELINES:
             raise InputError("--baselines", n, f"is not a baseline ({', '.join(BASELINES)})")
@@ -182,22 +184,26 @@ def account_jct_ratio(run: Mapping[str, float], ref: Mapping[str, float]) -> tup
 @dataclass(frozen=True)
 class TraceCell:
     """One trace of a cell: ``ratios`` to the reference baseline on the same trace (mean JCT, makespan, p95, max ρ),
-    mean JCT over FIFO's (None without a FIFO run), the worst account's mean-JCT ratio to the reference (and that
-    account), this run's measures and the reference's."""
+    ``fifo`` the same to the FIFO baseline's (None without a FIFO run), the worst account's mean-JCT ratio to the
+    reference (and that account), this run's measures and the reference's."""
 
     trace: str
     ratios: Ratios
-    fifo_mean_jct: float | None
+    fifo: Ratios | None
     account_jct: float | None
     account_jct_account: str | None
     run: RunMeasures
     ref: RunMeasures
 
+    @property
+    def fifo_mean_jct(self) -> float | None:
+        return self.fifo.mean_jct if self.fifo else None
 
-def trace_cell(ratios: Ratios, fifo_mean_jct: float | None, run: RunMeasures, ref: RunMeasures) -> TraceCell:
+
+def trace_cell(ratios: Ratios, fifo: Ratios | None, run: RunMeasures, ref: RunMeasures) -> TraceCell:
     """A :class:`TraceCell` (the trace is ``ratios.seed``)."""
     v, a = account_jct_ratio(run.account_jct, ref.account_jct)
-    return TraceCell(ratios.seed, ratios, fifo_mean_jct, v, a, run, ref)
+    return TraceCell(ratios.seed, ratios, fifo, v, a, run, ref)
 
 
 @dataclass(frozen=True)

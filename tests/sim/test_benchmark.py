@@ -17,18 +17,24 @@ THR = {"a": {"k80": 1.0, "p100": 2.0, "v100": 4.0}, "b": {"k80": 1.0, "p100": 3.
 
 
 def test_type_order_by_mean_speed_over_the_classes():
-    # relative to each class's slowest type: a 1, 2, 4; b 1, 3, 2; c 0, 1, 1 -> means k80 2/3, p100 2, v100 7/3
+    # relative to each class's slowest type: a 1, 2, 4; b 1, 3, 2; c -, 1, 1 (a type a class does not run on is
+    # left out of the mean) -> k80 1, p100 2, v100 7/3
     assert type_order(THR, ["k80", "p100", "v100"], True) == ["v100", "p100", "k80"]
     assert type_order(THR, ["k80", "p100", "v100"], False) == ["k80", "p100", "v100"]
     # class b alone: k80 1, p100 3, v100 2; equal means go by name
     assert type_order({"b": THR["b"]}, ["k80", "p100", "v100"], True) == ["p100", "v100", "k80"]
     assert type_order({"x": {"k80": 1.0, "p100": 1.0}}, ["p100", "k80"], True) == ["k80", "p100"]
+    # the order is that of the by-type billing weights: c alone runs at the same speed on p100 and v100, and K80
+    # (where it does not run) weighs 1 like the slowest
+    assert type_order({"c": THR["c"]}, ["k80", "p100", "v100"], True) == ["k80", "p100", "v100"]
 
 
 def test_baselines_and_the_simulate_arguments_they_pass():
     assert [b.name for b in baselines("all")] == ["fifo-fast", "fifo-slow", "flat-fast", "flat-slow", "bytype-fast",
                                                   "bytype-slow"]
     assert [b.name for b in baselines(" bytype-fast, fifo-class,bytype-fast")] == ["bytype-fast", "fifo-class"]
+    assert [b.name for b in baselines("fifo-class,all")][:2] == ["fifo-class", "fifo-fast"]
+    assert len(baselines("all,fifo-class")) == 7
     with pytest.raises(InputError, match="fifo-typo"):
         baselines("fifo-typo")
     types = ["k80", "p100", "v100"]
@@ -116,7 +122,7 @@ def _m(p5=None, low=None, low_acct=None, accounts=None, ttfs=None, envy=None, me
 
 def _cells():
     # #0 meets every goal; #1 misses the share goals and the makespan, has no ttfs, envy or FIFO number
-    c0 = trace_cell(Ratios("#0", 0.98, 1.01, 1.0, 2.0), 0.55,
+    c0 = trace_cell(Ratios("#0", 0.98, 1.01, 1.0, 2.0), Ratios("#0", 0.55, 0.9, 0.8, 1.0),
                     _m(0.92, 0.80, "a", {"a": 0.91, "b": 0.95}, 700.0, 0.005, 5000.0, {"a": 300.0, "b": 100.0}),
                     _m(0.70, 0.60, "a", {"a": 0.70}, 1500.0, 0.2, 4000.0, {"a": 100.0, "b": 100.0}))
     c1 = trace_cell(Ratios("#1", 1.0, 1.03, 1.0, 1.0), None, _m(0.88, 0.70, "c", {"c": 0.85}),
