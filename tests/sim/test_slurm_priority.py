@@ -132,3 +132,13 @@ def test_the_command_passes_the_slurm_flags_through():
     assert bad.exit_code == 2 and "--node-weights" in bad.output and "a100" in bad.output
     bad = CliRunner().invoke(main, args + ["--billing", "by-type"])
     assert bad.exit_code == 2 and "--billing" in bad.output
+    hist = CliRunner().invoke(main, args + ["--priority", "fairshare", "--past-usage", "acct-000=36000"])
+    assert hist.exit_code == 0, hist.output
+    want = simulate(tr, cluster_spec("k80=8,v100=8"), "gavel", dry_run=True, priority="fairshare",
+                    past_usage={"acct-000": 36000.0})
+    assert json.loads(hist.stdout)["policies"]["gavel"]["mean_jct"] == pytest.approx(want.mean_jct)
+    for flags, word in ((["--priority", "fairshare", "--past-usage", "nobody=5"], "nobody"),
+                        (["--priority", "fairshare", "--past-usage", "acct-000=-1"], "acct-000=-1"),
+                        (["--past-usage", "acct-000=1"], "")):
+        bad = CliRunner().invoke(main, args + flags)
+        assert bad.exit_code == 2 and "--past-usage" in bad.output and word in bad.output
