@@ -121,8 +121,8 @@ def store_paths(path: str | None, names: list[str]) -> dict[str, Path | None]:
                    "(priority/multifactor with Fair Tree: PriorityWeightFairshare 10000 x fair-share factor + "
                    "PriorityWeightAge 1000 x age, PriorityMaxAge 7 days; usage decayed with a 7-day half-life, the "
                    "factors recomputed every 5 minutes; one user per account); fairshare-classic (the same with "
-                   "PriorityFlags=NO_FAIR_TREE). With or without --dry-run: under the daemon, the daemon's SiteFactor adds "
-                   "on top, as in Slurm.")
+                   "PriorityFlags=NO_FAIR_TREE). With or without --dry-run: under the daemon, the daemon's "
+                   "SiteFactor adds on top, as in Slurm.")
 @click.option("--billing", type=click.Choice(["flat", "by-type"]), default="flat", show_default=True,
               help="TRESBillingWeights of fair-share usage: flat (1 per GPU) or by-type (each GPU type weighs its "
                    "mean speed over the trace's classes, the slowest 1). Needs --priority fairshare or "
