@@ -16,7 +16,11 @@ What it models, in the terms the daemon sees through ``snapshot()`` and acts on:
   it — a profile missing for a type only means "not measured" to it.
 * **The scheduler**: Slurm's ``sched/backfill`` (:class:`.scheduler.BackfillScheduler`: the main loop in strict
   priority order, then the backfill pass with reservations from time limits), run at every event — submission,
-  completion, requeue, a round's changes.
+  completion, requeue, a round's changes, a multifactor calculation.
+* **Priority**: SiteFactor, then submit time (FIFO); with :meth:`SimCluster.use_multifactor`, Slurm's
+  ``priority/multifactor`` adds fair-share and age terms, recomputed every ``PriorityCalcPeriod``
+  (:mod:`.slurm_priority`). **Node weights** (``node_weights``): untyped jobs try the types in one site-wide
+  order instead of their fastest first.
 * **Progress**: a running job does ``throughput[class][type]`` steps per second (the whole job's rate on
   that type); it ends when its work is done (completion events are exact, no time step).
 * **Preemption**: ``signal_job`` records the signal (the job checkpoints); ``requeue_job`` puts a running

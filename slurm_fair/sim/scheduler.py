@@ -2,7 +2,8 @@
 
 The scheduler (:meth:`BackfillScheduler.schedule`, run at every event — submission, completion, requeue, a
 round's changes) is Slurm's ``sched/backfill`` in two passes over the eligible pending jobs in priority order
-(SiteFactor, highest first, then submit time, then job id):
+(SiteFactor plus ``SimJob.priority`` — the fair-share and age terms when the cluster runs
+``priority/multifactor``, :mod:`.slurm_priority`; else 0 —, highest first, then submit time, then job id):
 
 1. *the main loop* starts each job where it fits now, and stops starting jobs at the first one left pending
    for resources (one partition: once a job is left pending, no lower-priority job starts in that pass). A
@@ -14,8 +15,9 @@ round's changes) is Slurm's ``sched/backfill`` in two passes over the eligible p
    the GPUs it would take are not in a reservation before its own expected end; otherwise it reserves the
    whole nodes where it can start earliest (Slurm reserves whole nodes) for its expected run, widened to
    ``bf_resolution`` — unless that start is beyond ``bf_window`` or it is held back by a limit (no
-   reservation). An untyped job starts on the first type where it fits now, fastest for its class first,
-   and reserves on the type where it can start earliest (ties: the faster type).
+   reservation). An untyped job starts on the first type where it fits now, fastest for its class first (or
+   in the site-wide node Weight order, ``node_order``, when the cluster has one), and reserves on the type
+   where it can start earliest (ties: the one it tries first).
 
 A job fits when its account stays within its GrpTRES limits — the typed ``gres/gpu:<type>`` limit binds
 typed jobs only (as in Slurm: a typed limit does not bind an untyped request) and the ``gres/gpu`` total
@@ -25,9 +27,9 @@ node). A job no type of the cluster can ever hold (or typed to a type its class 
 pending and blocks nobody (Slurm would have refused it at submission). A pending job's reason:
 ``AssocGrpGRES`` (its account's limit), ``Resources`` (the job that stopped the main loop, or one nothing
 can hold), ``Priority`` (behind it), ``BeginTime`` (a requeued job waiting out its restart). Not modelled:
-other partitions, QOS, CPUs and memory, node weights and Slurm's own node choice (the placement rule
-above stands for it), ``bf_continue``/``bf_max_time`` and the time a pass takes, killing a job at its time
-limit (trace limits are never shorter than the run: see :mod:`.traces`).
+other partitions, QOS, CPUs and memory, node weights within a type and Slurm's own node choice there (the
+placement rule above stands for it), ``bf_continue``/``bf_max_time`` and the time a pass takes, killing a job
+at its time limit (trace limits are never shorter than the run: see :mod:`.traces`).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ BF_MAX_JOB_TEST = 500  # Slurm's default bf_max_job_test: pending jobs the backf
 class BackfillScheduler:
     """The scheduler's passes, mixed into :class:`~slurm_fair.sim.cluster.SimCluster`, whose state they read and
     change: ``jobs``, ``free`` and ``node_gpus`` (GPUs free and configured per node and type), ``limits``,
-    ``throughput``, ``gpu_types``, ``_most`` (the largest job of a type), ``now``, ``bf_window``,
+    ``throughput``, ``gpu_types``, ``node_order``, ``_most`` (the largest job of a type), ``now``, ``bf_window``,
     ``bf_max_job_test``, ``events`` and the change counter ``_changes`` with ``_scheduled`` (what the last pass
     saw)."""
 
@@ -83,10 +85,10 @@ class BackfillScheduler:
 
     def _types(self, j: SimJob, use: Mapping[str, Mapping[str, int]]) -> list[str] | None:
         """The types ``j`` may start on as far as its account's limits go, in the order it tries them (an untyped
-        job: fastest for its class first); None when a limit holds it back (reason ``AssocGrpGRES``) or when no
-        type can ever hold it (its class cannot run on its typed request, or the cluster has too few GPUs of
-        it: Slurm would have refused such a job at submission; reason ``Resources``) — such a job blocks
-        nobody."""
+        job: fastest for its class first, or by node Weight, ``node_order``); None when a limit holds it back
+        (reason ``AssocGrpGRES``) or when no type can ever hold it (its class cannot run on its typed request, or
+        the cluster has too few GPUs of it: Slurm would have refused such a job at submission; reason
+        ``Resources``) — such a job blocks nobody."""
         lim = self.limits.get(j.account, {})
         u = use.get(j.account, {})
         if ANY_GPU in lim and u.get(ANY_GPU, 0) + j.gpus > lim[ANY_GPU]:
