@@ -2,8 +2,8 @@
 one simulation, and the issue's goals. Pure: the script runs the simulations and prints.
 
 * :class:`Baseline` / :data:`BASELINES` — the Slurm a site runs, as ``simulate`` models it: FIFO or fair-share
-  priority, flat or by-type GPU billing, node weights fastest type first or slowest first (:func:`type_order`: the
-  types by their mean speed over the trace's classes, as by-type billing weighs them), and ``fifo-class`` (the type rule of ``--dry-run`` before
+  priority, flat or by-type GPU billing, node weights fastest type first or slowest first (the types by their mean
+  speed over the trace's classes, as by-type billing weighs them: :func:`.fairshare.types_by_speed`), and ``fifo-class`` (the type rule of ``--dry-run`` before
   issue 39: the fastest free type of the job's class);
 * :func:`run_measures` — one simulation's realized fairness (:class:`RunMeasures`) from its
   :class:`~slurm_fair.fairness.realized.Realized` record and runs: the realized share ratio's p5 and minimum over
@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..errors import InputError
 from ..fairness.realized import LONG, Realized, Run, summarize
 from ..stats import percentile
-from .fairshare import speed_weights
+from .fairshare import types_by_speed
 from .outcome import Ratios
 
 TOL = 1e-9
@@ -35,18 +35,12 @@ TOL = 1e-9
 # ------------------------------------------------------------------------------------------------ baselines
 
 
-def type_order(throughput: Mapping[str, Mapping[str, float]], types: Sequence[str], fastest_first: bool) -> list[str]:
-    """``types`` by their mean speed over the classes of ``throughput`` — the by-type billing weights
-    (:func:`.fairshare.speed_weights`) — fastest first or slowest first; ties by name."""
-    w = speed_weights(throughput, types)
-    return sorted(types, key=lambda g: ((-w[f"GRES/gpu:{g}"] if fastest_first else w[f"GRES/gpu:{g}"]), g))
-
-
 @dataclass(frozen=True)
 class Baseline:
     """A dry run (the daemon computes, sets nothing) under ``priority`` (fifo | fairshare), ``billing`` (flat |
-    by-type; fair-share only) and node weights ``order`` (fast | slow: one site-wide order by :func:`type_order`;
-    None: the fastest free type of the job's class, the simulator's rule before issue 39)."""
+    by-type; fair-share only) and node weights ``order`` (fast | slow: one site-wide order, the types by their
+    by-type billing weight, :func:`.fairshare.types_by_speed`, fastest or slowest first; None: the fastest free type
+    of the job's class, the simulator's rule before issue 39)."""
 
     name: str
     priority: str
@@ -61,7 +55,8 @@ class Baseline:
         out["priority"] = self.priority
         if self.billing is not None:
             out["billing"] = self.billing
-        out["node_weights"] = type_order(throughput, types, self.order == "fast")
+        slow_first = types_by_speed(throughput, types)
+        out["node_weights"] = list(slow_first[::-1] if self.order == "fast" else slow_first)
         return out
 
 

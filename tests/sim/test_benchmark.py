@@ -8,25 +8,12 @@ import pytest
 from slurm_fair.errors import InputError
 from slurm_fair.fairness.realized import Run, realized
 from slurm_fair.sim.benchmark import (BASELINES, GoalSpec, RunMeasures, above_baseline, account_jct_ratio, baselines,
-                                      goal_checks, lowest, met, requeue_checks, run_measures, trace_cell, type_order,
+                                      goal_checks, lowest, met, requeue_checks, run_measures, trace_cell,
                                       weighted_percentile, worst)
 from slurm_fair.sim.outcome import Ratios
 
 THR = {"a": {"k80": 1.0, "p100": 2.0, "v100": 4.0}, "b": {"k80": 1.0, "p100": 3.0, "v100": 2.0},
        "c": {"k80": 0.0, "p100": 1.0, "v100": 1.0}}
-
-
-def test_type_order_by_mean_speed_over_the_classes():
-    # relative to each class's slowest type: a 1, 2, 4; b 1, 3, 2; c -, 1, 1 (a type a class does not run on is
-    # left out of the mean) -> k80 1, p100 2, v100 7/3
-    assert type_order(THR, ["k80", "p100", "v100"], True) == ["v100", "p100", "k80"]
-    assert type_order(THR, ["k80", "p100", "v100"], False) == ["k80", "p100", "v100"]
-    # class b alone: k80 1, p100 3, v100 2; equal means go by name
-    assert type_order({"b": THR["b"]}, ["k80", "p100", "v100"], True) == ["p100", "v100", "k80"]
-    assert type_order({"x": {"k80": 1.0, "p100": 1.0}}, ["p100", "k80"], True) == ["k80", "p100"]
-    # the order is that of the by-type billing weights: c alone runs at the same speed on p100 and v100, and K80
-    # (where it does not run) weighs 1 like the slowest
-    assert type_order({"c": THR["c"]}, ["k80", "p100", "v100"], True) == ["k80", "p100", "v100"]
 
 
 def test_baselines_and_the_simulate_arguments_they_pass():
@@ -44,6 +31,12 @@ def test_baselines_and_the_simulate_arguments_they_pass():
     assert BASELINES["bytype-slow"].kwargs(THR, types) == {
         "dry_run": True, "priority": "fairshare", "billing": "by-type", "node_weights": ["k80", "p100", "v100"]}
     assert BASELINES["flat-fast"].kwargs(THR, types)["billing"] == "flat"
+    # the order is the by-type billing weights' (relative to each class's slowest type: a 1, 2, 4; b 1, 3, 2;
+    # c -, 1, 1, a type a class does not run on left out of its mean -> k80 1, p100 2, v100 7/3); class b alone:
+    # k80 1, p100 3, v100 2; class c alone: k80 weighs 1 (no class runs there), p100 and v100 1 (ties by name)
+    assert BASELINES["flat-slow"].kwargs({"b": THR["b"]}, types)["node_weights"] == ["k80", "v100", "p100"]
+    assert BASELINES["fifo-fast"].kwargs({"b": THR["b"]}, types)["node_weights"] == ["p100", "v100", "k80"]
+    assert BASELINES["fifo-slow"].kwargs({"c": THR["c"]}, types)["node_weights"] == ["k80", "p100", "v100"]
 
 
 def test_weighted_percentile_weighs_each_value():
