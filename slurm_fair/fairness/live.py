@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InputError
-from ..store import JobRun
+from ..store import UNTYPED_GPU, JobRun
 from .realized import Realized, RealizedSummary, Run, realized, speeds_from_throughput, summarize
 
 DEFAULT_CLASS = "default"  # a run whose records name no class
@@ -89,7 +89,9 @@ def runs_of(job_runs: Iterable[JobRun], types: Iterable[str], t0: float, t1: flo
         if not any(gpu_rows) and all(str(r.gpu_info or "").startswith("scontrol") for r in rs):
             continue  # Slurm answered: no GPU
         why = None
-        if any(len(g) != 1 for g in gpu_rows):
+        if any(UNTYPED_GPU in g for g in gpu_rows):
+            why = "GPUs counted only in gres/gpu (no type)"
+        elif any(len(g) != 1 for g in gpu_rows):
             why = "no single GPU type read" if all(len(g) <= 1 for g in gpu_rows) else "GPUs of several types"
         elif any(next(iter(g)) not in known for g in gpu_rows):
             why = "a GPU type outside the capacity (" + ", ".join(sorted({t for g in gpu_rows for t in g} - known)) + ")"
