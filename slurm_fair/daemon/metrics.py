@@ -19,6 +19,7 @@ the last recorded round at once.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
@@ -61,21 +62,25 @@ class Inputs:
     realized_seconds: float | None = None  # what computing it took
 
 
-def read_inputs(store: Store, cfg: Config | None = None, now: float | None = None) -> Inputs:
-    """Everything :func:`families` needs, read from the store (the caller's thread and connection); realized
-    fairness of the last :data:`METRICS_WINDOW_S` seconds up to ``now`` is computed here, once per refresh (a
-    failure leaves it out: it never costs the other series)."""
+def read_inputs(store: Store, cfg: Config | None = None, now: float | None = None,
+                with_realized: bool = True) -> Inputs:
+    """Everything :func:`families` needs, read from the store (the caller's thread and connection); with
+    ``with_realized``, realized fairness of the last :data:`METRICS_WINDOW_S` seconds up to ``now`` (a failure
+    leaves it out: it never costs the other series)."""
     good = store.round()
-    t = time.perf_counter()
-    end = time.time() if now is None else now
-    try:
-        realized: LiveRealized | None = read_realized(store, end - METRICS_WINDOW_S, end, cfg)
-    except Exception:  # noqa: BLE001 - no round or job yet, or a store that cannot say: no realized series
-        realized = None
+    realized: LiveRealized | None = None
+    seconds = None
+    if with_realized:
+        t = time.perf_counter()
+        end = time.time() if now is None else now
+        try:
+            realized = read_realized(store, end - METRICS_WINDOW_S, end, cfg)
+        except Exception:  # noqa: BLE001 - no round or job yet, or a store that cannot say: no realized series
+            realized = None
+        seconds = time.perf_counter() - t
     return Inputs(good=good, placements=store.placements(good.id) if good else [],
                   latest=store.last_finished_round(), round_counts=store.round_counts(),
-                  preemptions=PreemptionStore(store).totals(), realized=realized,
-                  realized_seconds=time.perf_counter() - t)
+                  preemptions=PreemptionStore(store).totals(), realized=realized, realized_seconds=seconds)
 
 
 def _num(v: Any) -> float | None:
@@ -173,6 +178,7 @@ def families(inp: Inputs) -> list[Family]:
     return out + realized_families(inp.realized, inp.realized_seconds)
 
 
+REALIZED_EVERY_S = 600.0  # the realized series are computed again at most this often (one refresh a round)
 WINDOW_HELP = f"over the last {METRICS_WINDOW_S / 3600:g} h (docs/realized-fairness.md)"
 
 
@@ -207,8 +213,9 @@ def realized_families(live: LiveRealized | None, seconds: float | None = None) -
                     "jobs that ended", lambda v: v["mean_jct"]),
         Family(PREFIX + "realized_envy_share_cluster", "gauge", "Envious pair-time over compared pair-time, every "
                "account, " + WINDOW_HELP + ".", (), (((), envy),) if envy is not None else ()),
-        Family(PREFIX + "realized_compute_seconds", "gauge", "Seconds the last refresh took to compute realized "
-               "fairness (once per round, never per scrape).", (), (((), seconds),) if seconds is not None else ()),
+        Family(PREFIX + "realized_compute_seconds", "gauge", "Seconds realized fairness took to compute when it "
+               f"last was (after a round, at most every {REALIZED_EVERY_S / 60:g} min; never per scrape).", (),
+               (((), seconds),) if seconds is not None else ()),
     ]
 
 
@@ -230,6 +237,7 @@ class Exporter:
         self.registry.register(self)
         self._httpd: Any = None
         self._thread: threading.Thread | None = None
+        self._realized: tuple[float, LiveRealized | None, float | None] | None = None  # (when, value, seconds)
 
     def update(self, fams: Sequence[Family]) -> None:
         """Replace the snapshot; the prometheus_client objects are built here, once per round, not per scrape."""
@@ -245,10 +253,20 @@ class Exporter:
         with self._lock:
             self._families = built
 
-    def refresh(self, store: Store, cfg: Config | None = None) -> None:
+    def refresh(self, store: Store, cfg: Config | None = None, now: float | None = None) -> None:
         """Read the store and replace the snapshot (raises what the store raises; the old snapshot stays);
-        ``cfg``: the daemon's (realized fairness reads the profile values as its rounds do)."""
-        self.update(families(read_inputs(store, cfg)))
+        ``cfg``: the daemon's (realized fairness reads the profile values as its rounds do). Realized fairness is
+        computed again only when :data:`REALIZED_EVERY_S` have passed since it last was (its sweep over a day of
+        jobs is the one part of a refresh whose cost grows with the cluster); between, its last values stay."""
+        now = time.time() if now is None else now
+        last = self._realized
+        if last is None or now - last[0] >= REALIZED_EVERY_S:
+            inp = read_inputs(store, cfg, now)
+            self._realized = (now, inp.realized, inp.realized_seconds)
+        else:
+            inp = dataclasses.replace(read_inputs(store, cfg, now, with_realized=False), realized=last[1],
+                                      realized_seconds=last[2])
+        self.update(families(inp))
 
     def describe(self) -> list:
         return []  # metric names are fixed by families(); nothing to check at registration

@@ -12,9 +12,10 @@ read by ``daemon/realized_window.py``). Definitions: ``docs/realized-fairness.md
 * **Accounts** are the daemon's tenants (each account, unless ``tenants.map`` groups them), weighed as the
   rounds weighed them (:func:`weights_of`: the newest round that had each); an account of the runs no round
   weighed counts 1 (``default_weight``).
-* **Classes**: one per (account, class), its speeds from the throughput the daemon's lookup gives it (the
-  account's profile, the site's, the shipped one, the slowest known for a missing type, 1.0 everywhere for a class
-  never profiled: ``unprofiled``), relative to its slowest type of the capacity.
+* **Classes**: each job's class, its speeds from the throughput the daemon's lookup gives it (the account's
+  profile, the site's, the shipped one, the slowest known for a missing type, 1.0 everywhere for a class never
+  profiled: ``unprofiled``), relative to its slowest type of the capacity; a class an account has a profile of
+  its own is that account's alone (``account/class``).
 """
 
 from __future__ import annotations
@@ -30,9 +31,14 @@ DEFAULT_CLASS = "default"  # a run whose records name no class
 UNPROFILED = "unprofiled"  # the daemon's source name of a class without any profile (speed 1.0 everywhere)
 
 
-def class_key(account: str, cls: str) -> str:
-    """The class of :class:`~.realized.Run` for an account's class (its speeds can be the account's own)."""
-    return f"{account}/{cls or DEFAULT_CLASS}"
+ACCOUNT_SOURCE = "account"  # the lookup's source of an account's own profile (daemon/plan/problem.py SRC_ACCOUNT)
+
+
+def class_key(account: str, cls: str, own: bool = True) -> str:
+    """The class of :class:`~.realized.Run` for an account's class: ``account/class`` when its speeds are the
+    account's own (``own``), else the class's name (every account's jobs of it run at the same speeds: one class
+    for all keeps the sweep's work per event small)."""
+    return f"{account}/{cls or DEFAULT_CLASS}" if own else (cls or DEFAULT_CLASS)
 
 
 @dataclass(frozen=True)
@@ -62,10 +68,12 @@ def _overlap(r: JobRun, t0: float, t1: float) -> float:
 
 
 def runs_of(job_runs: Iterable[JobRun], types: Iterable[str], t0: float, t1: float,
-            tenant_of: Mapping[str, str] | None = None) -> LiveRuns:
+            tenant_of: Mapping[str, str] | None = None, own: Iterable[tuple[str, str]] | None = None) -> LiveRuns:
     """The :class:`~.realized.Run` rows of the jobs in the system during [t0, t1] (module docstring). Jobs that
     ended before ``t0`` or were submitted after ``t1`` are not needed and dropped; times are kept as they are
-    (Unix seconds). ``tenant_of`` maps an account to the account realized fairness counts it under."""
+    (Unix seconds). ``tenant_of`` maps an account to the account realized fairness counts it under; ``own``: the
+    (account, class) pairs with speeds of their own (:func:`class_key`; None: every pair)."""
+    mine = None if own is None else set(own)
     known = set(types)
     tmap = dict(tenant_of or {})
     by_job: dict[int, list[JobRun]] = {}
@@ -104,7 +112,7 @@ def runs_of(job_runs: Iterable[JobRun], types: Iterable[str], t0: float, t1: flo
             no_submit.append(jid)
         cls = str(last.cls or "") or DEFAULT_CLASS
         classes[(account, cls)] = None
-        key = class_key(account, cls)
+        key = class_key(account, cls, mine is None or (account, cls) in mine)
         who = tmap.get(account, account)
         for i, (r, g) in enumerate(zip(rs, gpu_rows)):
             (gtype, n), = g.items()
@@ -192,13 +200,14 @@ def live_realized(job_runs: Iterable[JobRun], rounds: Sequence[tuple[Mapping[str
     if not cap:
         raise InputError("capacity", dict(capacity), "no round recorded the GPUs per type")
     tenant_of, weights = weights_of(rounds)
-    live = runs_of(job_runs, cap, t0, t1, tenant_of)
+    own = {p for p, row in sources.items() if ACCOUNT_SOURCE in (row or {}).values()}
+    live = runs_of(job_runs, cap, t0, t1, tenant_of, own)
     default = tuple(sorted({r.account for r in live.runs} - set(weights)))
     weights = {**weights, **{a: 1.0 for a in default}}
     thr: dict[str, dict[str, float]] = {}
     src: dict[str, dict[str, str]] = {}
     for a, c in live.classes:
-        key = class_key(a, c)
+        key = class_key(a, c, (a, c) in own)
         row = throughput.get((a, c))
         if row and any(float(row.get(g, 0.0)) > 0 for g in cap):
             thr[key] = {g: float(row.get(g, 0.0)) for g in cap}

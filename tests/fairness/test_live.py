@@ -72,13 +72,13 @@ def test_the_hand_worked_schedule():
     assert live.realized.account_envy_share("acct_a") == pytest.approx(4 / 7)
     assert live.realized.account_envy_share("acct_b") is None  # never backlogged: never compared
     assert live.realized.envy_share == pytest.approx(4 / 7)
-    assert live.unprofiled == ("acct_b/y",) and live.default_weight == ()
+    assert live.unprofiled == ("y",) and live.default_weight == ()
     j = live.as_json()
     assert j["accounts"]["acct_a"]["worst_episode_ratio"] == pytest.approx(9 / 26)
     assert j["accounts"]["acct_a"]["time_to_fair_share"] == {"median": pytest.approx(70), "max": pytest.approx(70),
                                                              "censored": 0}
     assert j["accounts"]["acct_a"]["envy_share"] == pytest.approx(4 / 7)
-    assert (j["since"], j["until"], j["runs"], j["unprofiled"]) == (1000.0, 1100.0, 4, ["acct_b/y"])
+    assert (j["since"], j["until"], j["runs"], j["unprofiled"]) == (1000.0, 1100.0, 4, ["y"])
 
 
 def test_a_window_that_cuts_the_episode_and_the_open_run():
@@ -147,3 +147,20 @@ def test_nothing_to_compute_is_a_clear_error():
         live_realized([], [], CAP, {}, {}, 1000.0, 1100.0)
     with pytest.raises(InputError, match="t1"):
         live_realized(SCHEDULE, ROUNDS, CAP, THROUGHPUT, SOURCES, 1100.0, 1000.0)
+
+
+def test_own_profiles_make_a_class_the_accounts_alone():
+    """A class an account has a profile of its own is keyed account/class; the others are one class for all
+    accounts (the daemon's lookup gives every account the same speeds for them). The source name is the lookup's."""
+    from slurm_fair.daemon.plan.problem import SRC_ACCOUNT
+    from slurm_fair.fairness.live import ACCOUNT_SOURCE
+
+    assert ACCOUNT_SOURCE == SRC_ACCOUNT
+    runs = [jr(1, "acct_a", "x", 1000, 1010, {"fast": 1}, 1000), jr(2, "acct_b", "x", 1000, 1010, {"fast": 1}, 1000)]
+    own = {("acct_a", "x"): {"fast": 30.0, "slow": 10.0}, ("acct_b", "x"): {"fast": 10.0, "slow": 10.0}}
+    live = live_realized(runs, ROUNDS[1:], CAP, own, {("acct_a", "x"): {"fast": "account", "slow": "account"},
+                                                      ("acct_b", "x"): {"fast": "site", "slow": "site"}},
+                         1000.0, 1100.0)
+    assert sorted(r.cls for r in live.live.runs) == ["acct_a/x", "x"]
+    acc = {a.account: a for a in live.realized.accounts}
+    assert (acc["acct_a"].throughput, acc["acct_b"].throughput) == (pytest.approx(30.0), pytest.approx(10.0))

@@ -66,7 +66,7 @@ def test_the_store_gives_the_hand_worked_numbers(store_path):
     assert (a["weight"], a["ratio"], a["worst_episode_ratio"], a["episodes"], a["backlogged_s"]) == (
         1.0, pytest.approx(9 / 26), pytest.approx(9 / 26), 1, pytest.approx(70))
     assert a["mean_jct"] == pytest.approx(70) and r["accounts"]["acct_b"]["mean_jct"] == pytest.approx(65)
-    assert r["unprofiled"] == ["acct_b/y"] and r["left_out"] == [] and "not started" in r["not_seen"]
+    assert r["unprofiled"] == ["y"] and r["left_out"] == [] and "not started" in r["not_seen"]
 
 
 def test_without_until_the_window_runs_to_now_and_the_open_run_counts_to_it(store_path):
@@ -85,7 +85,7 @@ def test_the_report_prints_it(store_path):
     assert r.exit_code == 0, r.output
     row = next(ln.split() for ln in r.output.splitlines() if ln.startswith("acct_a ") and len(ln.split()) == 12)
     assert row == ["acct_a", "1.00", "0.35", "0.35", "1", "70s", "70s", "70s", "0.57", "1", "70s", "0.27"]
-    assert "no profile (speed 1 on every type): acct_b/y" in r.output and "not seen: jobs that have not" in r.output
+    assert "no profile (speed 1 on every type): y\n" in r.output and "not seen: jobs that have not" in r.output
     j = json.loads(CliRunner().invoke(main, ["report", "--database", str(store_path), "--since", since, "--until",
                                              until, "--json"]).output)
     assert j["realized"]["accounts"]["acct_a"]["ratio"] == pytest.approx(9 / 26)
@@ -120,3 +120,27 @@ def test_metrics_without_a_store_history_have_no_realized_samples(tmp_path):
     assert inp.realized is None
     fams = {f.name: f for f in M.families(inp)}
     assert fams["slurm_fair_realized_share_ratio"].samples == ()
+
+
+def test_the_exporter_computes_realized_fairness_at_most_every_ten_minutes(store_path, monkeypatch):
+    """One refresh a round, but the sweep over a day of jobs only when REALIZED_EVERY_S have passed: a refresh in
+    between serves the last values (and their compute seconds) without reading the job records again."""
+    calls = []
+    real = M.read_realized
+    monkeypatch.setattr(M, "read_realized", lambda *a, **k: calls.append(a[1:3]) or real(*a, **k))
+    exporter = M.Exporter()
+    with Store(store_path) as st:
+        exporter.refresh(st, now=BASE + 1100)
+        exporter.refresh(st, now=BASE + 1100 + M.REALIZED_EVERY_S - 1)
+        assert len(calls) == 1
+        text = _scrape(exporter)
+        assert 'slurm_fair_realized_share_ratio{account="acct_a"} 0.346' in text
+        exporter.refresh(st, now=BASE + 1100 + M.REALIZED_EVERY_S)
+    assert calls == [(BASE + 1100 - M.METRICS_WINDOW_S, BASE + 1100),
+                     (BASE + 1100 + M.REALIZED_EVERY_S - M.METRICS_WINDOW_S, BASE + 1100 + M.REALIZED_EVERY_S)]
+
+
+def _scrape(exporter) -> str:
+    from prometheus_client import generate_latest
+
+    return generate_latest(exporter.registry).decode()
