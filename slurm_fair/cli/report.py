@@ -203,6 +203,9 @@ def report_cmd(config_path: str | None, db_path: str | None, since: str | None, 
                  else f"between {_time(lo) if lo is not None else 'the start'} and {_time(hi) if hi is not None else 'now'}")
         if as_json:
             click.echo(json.dumps({**rep, "message": f"no rounds {where}"}, indent=2, sort_keys=True))
+        elif (rep.get("realized") or {}).get("runs"):  # jobs ran in the window: their realized fairness
+            click.echo(f"no rounds {where}")
+            _print_realized(rep["realized"])
         else:
             click.echo(f"no rounds {where}: nothing to report")
         return

@@ -175,7 +175,7 @@ def load(store: Store, since: float | None = None, until: float | None = None, *
     rounds = store.round_series(since, until, keys=("fairness", "throughput"))
     rep = report(rounds, store.placements_between(since, until), store.job_runs(),
                  PreemptionStore(store).rows(limit=None, since=since, until=until), since, until)
-    if rounds:
+    if rounds or since is not None:  # a window without a round of its own: the newest round before it weighs
         rep["realized"] = realized_section(store, since, until, rep["first"], time.time() if now is None else now,
                                            cfg)
     return rep

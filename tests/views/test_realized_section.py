@@ -144,3 +144,14 @@ def _scrape(exporter) -> str:
     from prometheus_client import generate_latest
 
     return generate_latest(exporter.registry).decode()
+
+
+def test_a_window_without_a_round_of_its_own_is_weighed_by_the_round_before(store_path):
+    """[1070, 1100]: no round started in it; the newest before (1065) weighs the accounts. acct_a's A2 runs on slow
+    from 1070 (1 x 30 of acct_a's 30 + acct_b's B1 3 x 30 = 120); nobody is backlogged."""
+    since, until = (datetime.datetime.fromtimestamp(BASE + t).isoformat(timespec="seconds") for t in (1070, 1100))
+    with Store(store_path) as st:
+        r = report.load(st, BASE + 1070, BASE + 1100, now=BASE + 5000)
+    assert r["rounds"] == 0 and r["realized"]["accounts"]["acct_a"]["throughput_share"] == pytest.approx(30 / 120)
+    out = CliRunner().invoke(main, ["report", "--database", str(store_path), "--since", since, "--until", until])
+    assert out.exit_code == 0 and "no rounds between" in out.output and "realized fairness from" in out.output
