@@ -127,6 +127,9 @@ def _print_realized(r: dict) -> None:
                f"pair-hours; capacity: " + ", ".join(f"{g}={n}" for g, n in sorted(r["capacity"].items())))
     if r["unprofiled"]:
         click.echo("no profile (speed 1 on every type): " + ", ".join(r["unprofiled"]))
+    if r.get("assumed"):
+        click.echo("speed assumed (the class's slowest known, no profile there): "
+                   + ", ".join(f"{c} on {'/'.join(ts)}" for c, ts in r["assumed"].items()))
     if r["default_weight"]:
         click.echo("no round weighed (weight 1): " + ", ".join(r["default_weight"]))
     if r["left_out"]:
@@ -157,7 +160,7 @@ def _print_realized(r: dict) -> None:
                   'timeline, realized {since, until, accounts {account: {weight, ratio, worst_episode_ratio, episodes, '
                   'backlogged_s, time_to_fair_share {median, max, censored}, envy_share, jobs_ended, mean_jct, '
                   'throughput, throughput_share}}, episodes, long_episodes, time_to_fair_share, envy, capacity, '
-                  'unprofiled, default_weight, runs, left_out, no_submit, not_seen} (or {error})}.')
+                  'unprofiled, assumed, default_weight, runs, left_out, no_submit, not_seen} (or {error})}.')
 @handle_errors
 def report_cmd(config_path: str | None, db_path: str | None, since: str | None, until: str | None,
                plot_dir: str | None, as_json: bool) -> None:

@@ -29,6 +29,7 @@ from .realized import Realized, RealizedSummary, Run, realized, speeds_from_thro
 
 DEFAULT_CLASS = "default"  # a run whose records name no class
 UNPROFILED = "unprofiled"  # the daemon's source name of a class without any profile (speed 1.0 everywhere)
+ASSUMED = "assumed"  # its source name of a type a profiled class has no value for (the class's slowest known)
 
 
 ACCOUNT_SOURCE = "account"  # the lookup's source of an account's own profile (daemon/plan/problem.py SRC_ACCOUNT)
@@ -160,11 +161,17 @@ class LiveRealized:
         """Class keys without any profile: speed 1.0 on every type."""
         return tuple(k for k, row in sorted(self.sources.items()) if row and all(s == UNPROFILED for s in row.values()))
 
+    @property
+    def assumed(self) -> dict[str, list[str]]:
+        """Class key -> the types its speed there is assumed (the class's slowest known: no profile of that type)."""
+        return {k: sorted(g for g, src in row.items() if src == ASSUMED) for k, row in sorted(self.sources.items())
+                if ASSUMED in row.values()}
+
     def as_json(self) -> dict[str, Any]:
         """JSON: the window, ``accounts`` (per account: weight, ratio (time-weighted), worst_episode_ratio,
         episodes, backlogged_s, time_to_fair_share {median, max, censored}, envy_share, jobs_ended, mean_jct,
         throughput (speed-weighted GPU-seconds), throughput_share), the summary's episodes / time to fair share /
-        envy, ``capacity``, ``unprofiled`` classes, ``default_weight`` accounts, ``left_out`` jobs, ``no_submit``."""
+        envy, ``capacity``, ``unprofiled`` classes, ``assumed`` {class: types}, ``default_weight`` accounts, ``left_out`` jobs, ``no_submit``."""
         r = self.realized
         s = self.summary.as_json()
         accounts = {}
@@ -181,7 +188,7 @@ class LiveRealized:
                 "throughput": a.throughput, "throughput_share": a.throughput_share}
         return {"since": r.t0, "until": r.t1, "accounts": accounts, "episodes": s["episodes"],
                 "long_episodes": s["long_episodes"], "time_to_fair_share": s["time_to_fair_share"],
-                "envy": s["envy"], "capacity": dict(self.capacity), "unprofiled": list(self.unprofiled),
+                "envy": s["envy"], "capacity": dict(self.capacity), "unprofiled": list(self.unprofiled), "assumed": self.assumed,
                 "default_weight": list(self.default_weight), "runs": len(self.live.runs),
                 "left_out": [{"job": x.job, "account": x.account, "why": x.why, "gpu_seconds": x.gpu_seconds}
                              for x in self.live.left_out],

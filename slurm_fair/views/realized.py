@@ -33,5 +33,7 @@ def section(store: Store, since: float | None, until: float | None, first_round:
         out = read(store, float(t0), float(t1), cfg).as_json()
     except InputError as e:
         return {"error": str(e), "since": t0, "until": t1}
+    except Exception as e:  # noqa: BLE001 - records the report cannot read: said, the rest of the report stands
+        return {"error": f"{type(e).__name__}: {e}", "since": t0, "until": t1}
     out["not_seen"] = NOT_SEEN
     return out

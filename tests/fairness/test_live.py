@@ -164,3 +164,9 @@ def test_own_profiles_make_a_class_the_accounts_alone():
     assert sorted(r.cls for r in live.live.runs) == ["acct_a/x", "x"]
     acc = {a.account: a for a in live.realized.accounts}
     assert (acc["acct_a"].throughput, acc["acct_b"].throughput) == (pytest.approx(30.0), pytest.approx(10.0))
+
+
+def test_a_type_a_profile_lacks_is_named_as_assumed():
+    live = live_realized(SCHEDULE, ROUNDS, CAP, {("acct_a", "x"): {"fast": 30.0, "slow": 30.0}},
+                         {("acct_a", "x"): {"fast": "site", "slow": "assumed"}}, 1000.0, 1100.0)
+    assert live.assumed == {"x": ["slow"]} and live.as_json()["assumed"] == {"x": ["slow"]}

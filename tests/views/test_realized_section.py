@@ -155,3 +155,14 @@ def test_a_window_without_a_round_of_its_own_is_weighed_by_the_round_before(stor
     assert r["rounds"] == 0 and r["realized"]["accounts"]["acct_a"]["throughput_share"] == pytest.approx(30 / 120)
     out = CliRunner().invoke(main, ["report", "--database", str(store_path), "--since", since, "--until", until])
     assert out.exit_code == 0 and "no rounds between" in out.output and "realized fairness from" in out.output
+
+
+def test_a_type_without_a_profile_value_is_said(store_path):
+    """acct_a's x loses its slow value: the daemon's lookup assumes its slowest known there (fast's 30: speed 1 on
+    both), and the report says so."""
+    with Store(store_path) as st:
+        st.delete_profiles("x", account="acct_a", gpu_type="slow")
+    since, until = (datetime.datetime.fromtimestamp(BASE + t).isoformat(timespec="seconds") for t in (1000, 1100))
+    out = CliRunner().invoke(main, ["report", "--database", str(store_path), "--since", since, "--until", until])
+    assert out.exit_code == 0, out.output
+    assert "speed assumed (the class's slowest known, no profile there): acct_a/x on slow" in out.output
