@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InputError
+from ..stats import percentile
 from ..store import UNTYPED_GPU, JobRun
 from .realized import Realized, RealizedSummary, Run, realized, speeds_from_throughput, summarize
 
@@ -103,7 +104,8 @@ def runs_of(job_runs: Iterable[JobRun], types: Iterable[str], t0: float, t1: flo
         elif any(len(g) != 1 for g in gpu_rows):
             why = "no single GPU type read" if all(len(g) <= 1 for g in gpu_rows) else "GPUs of several types"
         elif any(next(iter(g)) not in known for g in gpu_rows):
-            why = "a GPU type outside the capacity (" + ", ".join(sorted({t for g in gpu_rows for t in g} - known)) + ")"
+            outside = sorted({t for g in gpu_rows for t in g} - known)
+            why = "a GPU type outside the capacity (" + ", ".join(outside) + ")"
         elif len({sum(g.values()) for g in gpu_rows}) > 1:
             why = "its runs held different numbers of GPUs"
         if why is not None:
@@ -171,7 +173,8 @@ class LiveRealized:
         """JSON: the window, ``accounts`` (per account: weight, ratio (time-weighted), worst_episode_ratio,
         episodes, backlogged_s, time_to_fair_share {median, max, censored}, envy_share, jobs_ended, mean_jct,
         throughput (speed-weighted GPU-seconds), throughput_share), the summary's episodes / time to fair share /
-        envy, ``capacity``, ``unprofiled`` classes, ``assumed`` {class: types}, ``default_weight`` accounts, ``left_out`` jobs, ``no_submit``."""
+        envy, ``capacity``, ``unprofiled`` classes, ``assumed`` {class: types}, ``default_weight`` accounts,
+        ``left_out`` jobs, ``no_submit``."""
         r = self.realized
         s = self.summary.as_json()
         accounts = {}
@@ -181,14 +184,15 @@ class LiveRealized:
             accounts[a.account] = {
                 "weight": a.weight, "ratio": a.ratio, "worst_episode_ratio": min((e.ratio for e in eps), default=None),
                 "episodes": len(eps), "backlogged_s": a.backlogged,
-                "time_to_fair_share": {"median": ttfs[len(ttfs) // 2] if ttfs else None,
+                "time_to_fair_share": {"median": percentile(ttfs, 0.5),
                                        "max": ttfs[-1] if ttfs else None,
                                        "censored": sum(1 for e in eps if e.reached == "censored")},
                 "envy_share": r.account_envy_share(a.account), "jobs_ended": a.jobs_ended, "mean_jct": a.mean_jct,
                 "throughput": a.throughput, "throughput_share": a.throughput_share}
         return {"since": r.t0, "until": r.t1, "accounts": accounts, "episodes": s["episodes"],
                 "long_episodes": s["long_episodes"], "time_to_fair_share": s["time_to_fair_share"],
-                "envy": s["envy"], "capacity": dict(self.capacity), "unprofiled": list(self.unprofiled), "assumed": self.assumed,
+                "envy": s["envy"], "capacity": dict(self.capacity), "unprofiled": list(self.unprofiled),
+                "assumed": self.assumed,
                 "default_weight": list(self.default_weight), "runs": len(self.live.runs),
                 "left_out": [{"job": x.job, "account": x.account, "why": x.why, "gpu_seconds": x.gpu_seconds}
                              for x in self.live.left_out],
