@@ -99,6 +99,47 @@ def _print_table(rep: dict) -> None:
                + (" (" + ", ".join(f"{n} {s}" for s, n in by_state.items()) + ")" if by_state else ""))
     if rep["fairness"]["errors"]:
         click.echo(f"fairness counts failed in {rep['fairness']['errors']} round(s) (see their details)")
+    _print_realized(rep.get("realized") or {})
+
+
+def _print_realized(r: dict) -> None:
+    click.echo("")
+    if "error" in r:
+        click.echo(f"realized fairness: not computed: {r['error']}")
+        return
+    if not r:
+        return
+    click.echo(f"realized fairness from {_time(r['since'])} to {_time(r['until'])} (docs/realized-fairness.md):")
+    rows = [[a, _f(v["weight"]), _f(v["ratio"]), _f(v["worst_episode_ratio"]), v["episodes"],
+             _dur(v["backlogged_s"]), _dur(v["time_to_fair_share"]["median"]), _dur(v["time_to_fair_share"]["max"]),
+             _f(v["envy_share"]), v["jobs_ended"], _dur(v["mean_jct"]), _f(v["throughput_share"])]
+            for a, v in r["accounts"].items()]
+    click.echo(render(["ACCOUNT", "WEIGHT", "RATIO", "WORST", "EPISODES", "BACKLOGGED", "TTFS P50", "TTFS MAX",
+                       "ENVY", "JOBS", "MEAN JCT", "THROUGHPUT"], rows, right=range(1, 12)))
+    envy = r["envy"]
+    click.echo("RATIO: speed-weighted GPU-time received while backlogged (a fitting job pending) over its share's "
+               "(weight's part of every type, at its classes' speeds, capped by its demand), time-weighted over "
+               "its episodes; WORST: its lowest episode; TTFS: time to 95 % of that rate; ENVY: share of its "
+               "backlogged pair-time in which it would rather hold another account's GPUs (scaled by weights, "
+               "> 5 %); JOBS, MEAN JCT: jobs that ended in the window; THROUGHPUT: its share of all received "
+               "speed-weighted GPU-time")
+    click.echo(f"envy of held GPUs: {_f(envy['share'], 3)} of {_f(envy['compared_pair_hours'])} compared "
+               f"pair-hours; capacity: " + ", ".join(f"{g}={n}" for g, n in sorted(r["capacity"].items())))
+    if r["unprofiled"]:
+        click.echo("no profile (speed 1 on every type): " + ", ".join(r["unprofiled"]))
+    if r.get("assumed"):
+        click.echo("speed assumed (the class's slowest known, no profile there): "
+                   + ", ".join(f"{c} on {'/'.join(ts)}" for c, ts in r["assumed"].items()))
+    if r["default_weight"]:
+        click.echo("no round weighed (weight 1): " + ", ".join(r["default_weight"]))
+    if r["left_out"]:
+        gs = sum(x["gpu_seconds"] for x in r["left_out"])
+        why = sorted({x["why"] for x in r["left_out"]})
+        click.echo(f"left out: {len(r['left_out'])} job(s), {gs / 3600:.2f} GPU-hours in the window ("
+                   + "; ".join(why) + ")")
+    if r["no_submit"]:
+        click.echo(f"{len(r['no_submit'])} job(s) without a recorded submit time: counted from their first start")
+    click.echo("not seen: " + r["not_seen"])
 
 
 @click.command("report")
@@ -116,14 +157,21 @@ def _print_table(rep: dict) -> None:
                   'mean_round_seconds, mean_solve_seconds, mean_total_throughput, fairness, jobs}}, fairness, '
                   'accounts, jobs, waits {jobs, with_submit, by_account {account: {gpu type: {jobs, with_submit, '
                   'wait_mean_s, wait_p50_s, wait_p95_s, wait_max_s, jct_mean_s, run_mean_s}}}}, preemptions, '
-                  'timeline}.')
+                  'timeline, realized {since, until, accounts {account: {weight, ratio, worst_episode_ratio, episodes, '
+                  'backlogged_s, time_to_fair_share {median, max, censored}, envy_share, jobs_ended, mean_jct, '
+                  'throughput, throughput_share}}, episodes, long_episodes, time_to_fair_share, envy, capacity, '
+                  'unprofiled, assumed, default_weight, runs, left_out, no_submit, not_seen} (or {error})}.')
 @handle_errors
 def report_cmd(config_path: str | None, db_path: str | None, since: str | None, until: str | None,
                plot_dir: str | None, as_json: bool) -> None:
     """What the store recorded over a window: per account and round the policy's share, the whole GPUs
     placed, the limit and their throughput; envy and sharing-incentive violations per round; each policy
     used (rounds, round seconds, throughput, fairness); job times from the hook records, and per account and
-    GPU type the queue wait (start - submit, mean, p50, p95) and JCT (end - submit); preemptions.
+    GPU type the queue wait (start - submit, mean, p50, p95) and JCT (end - submit); preemptions; and
+    realized fairness per account over the window (--since, else the first round; --until, else now): the
+    share ratio it received while backlogged, its worst episode, time to fair share, envy of held GPUs, mean
+    JCT and throughput share (docs/realized-fairness.md). Shadow mode (daemon.dry_run) reports it too: how
+    fair the cluster is under Slurm alone.
 
     \b
         slurm-fair report --since 3d
@@ -138,22 +186,29 @@ def report_cmd(config_path: str | None, db_path: str | None, since: str | None, 
     hi = report.parse_when("--until", until, now)
     if lo is not None and hi is not None and hi < lo:
         raise InputError("--until", until, f"is before --since ({since})")
+    cfg = None
     if db_path is not None:
         path = Path(db_path)
         if not path.is_file():
             raise InputError("--database", db_path, "no such file")
+        if config_path is not None:
+            cfg = config_mod.load(config_path)
     else:
-        path = Path(config_mod.load(config_path).database_path)
+        cfg = config_mod.load(config_path)
+        path = Path(cfg.database_path)
         if not path.is_file():
             click.echo(f"no store at {path} yet: no rounds to report (start the daemon: slurm-fair daemon)")
             return
     with Store(path) as store:
-        rep = report.load(store, lo, hi)
+        rep = report.load(store, lo, hi, now=now, cfg=cfg)
     if rep["rounds"] == 0:
         where = ("in the store" if lo is None and hi is None
                  else f"between {_time(lo) if lo is not None else 'the start'} and {_time(hi) if hi is not None else 'now'}")
         if as_json:
             click.echo(json.dumps({**rep, "message": f"no rounds {where}"}, indent=2, sort_keys=True))
+        elif (rep.get("realized") or {}).get("runs"):  # jobs ran in the window: their realized fairness
+            click.echo(f"no rounds {where}")
+            _print_realized(rep["realized"])
         else:
             click.echo(f"no rounds {where}: nothing to report")
         return

@@ -19,14 +19,19 @@ the last recorded round at once.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
+from ..config import Config
+from ..fairness.live import LiveRealized
 from ..records import RoundDetails
 from ..store import ROUND_STATUSES, Placement, Round, Store
 from .plan import NEVER_MANAGED
 from .preemption.store import PreemptionStore, PreemptionTotal
+from .realized_window import METRICS_WINDOW_S, read as read_realized
 
 PREFIX = "slurm_fair_"
 # statuses of finished rounds (a round is "running" only while it runs, or until the next one marks it error)
@@ -53,14 +58,29 @@ class Inputs:
     latest: Round | None = None  # newest finished round of any status (Store.last_finished_round())
     round_counts: Mapping[str, int] = field(default_factory=dict)  # status -> rounds
     preemptions: Sequence[PreemptionTotal] = ()  # PreemptionStore.totals()
+    realized: LiveRealized | None = None  # realized fairness of the last METRICS_WINDOW_S (None: not computed)
+    realized_seconds: float | None = None  # what computing it took
 
 
-def read_inputs(store: Store) -> Inputs:
-    """Everything :func:`families` needs, read from the store (the caller's thread and connection)."""
+def read_inputs(store: Store, cfg: Config | None = None, now: float | None = None,
+                with_realized: bool = True) -> Inputs:
+    """Everything :func:`families` needs, read from the store (the caller's thread and connection); with
+    ``with_realized``, realized fairness of the last :data:`METRICS_WINDOW_S` seconds up to ``now`` (a failure
+    leaves it out: it never costs the other series)."""
     good = store.round()
+    realized: LiveRealized | None = None
+    seconds = None
+    if with_realized:
+        t = time.perf_counter()
+        end = time.time() if now is None else now
+        try:
+            realized = read_realized(store, end - METRICS_WINDOW_S, end, cfg)
+        except Exception:  # noqa: BLE001 - no round or job yet, or a store that cannot say: no realized series
+            realized = None
+        seconds = time.perf_counter() - t
     return Inputs(good=good, placements=store.placements(good.id) if good else [],
                   latest=store.last_finished_round(), round_counts=store.round_counts(),
-                  preemptions=PreemptionStore(store).totals())
+                  preemptions=PreemptionStore(store).totals(), realized=realized, realized_seconds=seconds)
 
 
 def _num(v: Any) -> float | None:
@@ -155,7 +175,48 @@ def families(inp: Inputs) -> list[Family]:
                "newest round).", ("account", "gpu_type"),
                tuple(((r.account, r.gpu_type), float(r.open or 0)) for r in pre)),
     ]
-    return out
+    return out + realized_families(inp.realized, inp.realized_seconds)
+
+
+REALIZED_EVERY_S = 600.0  # the realized series are computed again at most this often (one refresh a round)
+WINDOW_HELP = f"over the last {METRICS_WINDOW_S / 3600:g} h (docs/realized-fairness.md)"
+
+
+def realized_families(live: LiveRealized | None, seconds: float | None = None) -> list[Family]:
+    """Realized fairness per account over the last :data:`METRICS_WINDOW_S` seconds (no samples when it could
+    not be computed; an account's series without a value, e.g. no backlog episode, is left out)."""
+    accounts = live.as_json()["accounts"] if live is not None else {}
+
+    def per_account(name: str, help: str, pick: Any) -> Family:
+        rows = [((a,), _num(pick(v))) for a, v in sorted(accounts.items())]
+        return Family(PREFIX + name, "gauge", help + " " + WINDOW_HELP + ".", ("account",),
+                      tuple((k, v) for k, v in rows if v is not None))
+
+    envy = live.realized.envy_share if live is not None else None
+    return [
+        per_account("realized_share_ratio", "Realized share ratio: speed-weighted GPU-time the account received "
+                    "while backlogged over its sharing-incentive bundle's, time-weighted over its backlog episodes,",
+                    lambda v: v["ratio"]),
+        per_account("realized_worst_episode_ratio", "Realized share ratio of the account's worst backlog episode",
+                    lambda v: v["worst_episode_ratio"]),
+        per_account("realized_backlogged_seconds", "Seconds the account was backlogged (a job that fits its share "
+                    "pending)", lambda v: v["backlogged_s"]),
+        per_account("realized_time_to_fair_share_seconds", "Longest time to fair share (to 95 % of its "
+                    "bundle's rate) of the account's backlog episodes the window did not cut",
+                    lambda v: v["time_to_fair_share"]["max"]),
+        per_account("realized_envy_share", "Share of the account's backlogged pair-time (against each other "
+                    "account with jobs) in which it would rather hold the other's GPUs, scaled by weights, by "
+                    "more than 5 %,", lambda v: v["envy_share"]),
+        per_account("realized_throughput_share", "The account's share of the speed-weighted GPU-time all accounts "
+                    "received", lambda v: v["throughput_share"]),
+        per_account("realized_mean_jct_seconds", "Mean job completion time (last end - submit) of the account's "
+                    "jobs that ended", lambda v: v["mean_jct"]),
+        Family(PREFIX + "realized_envy_share_cluster", "gauge", "Envious pair-time over compared pair-time, every "
+               "account, " + WINDOW_HELP + ".", (), (((), envy),) if envy is not None else ()),
+        Family(PREFIX + "realized_compute_seconds", "gauge", "Seconds realized fairness took to compute when it "
+               f"last was (after a round, at most every {REALIZED_EVERY_S / 60:g} min; never per scrape).", (),
+               (((), seconds),) if seconds is not None else ()),
+    ]
 
 
 # ------------------------------------------------------------------------------------------------ I/O
@@ -176,6 +237,7 @@ class Exporter:
         self.registry.register(self)
         self._httpd: Any = None
         self._thread: threading.Thread | None = None
+        self._realized: tuple[float, LiveRealized | None, float | None] | None = None  # (when, value, seconds)
 
     def update(self, fams: Sequence[Family]) -> None:
         """Replace the snapshot; the prometheus_client objects are built here, once per round, not per scrape."""
@@ -191,9 +253,20 @@ class Exporter:
         with self._lock:
             self._families = built
 
-    def refresh(self, store: Store) -> None:
-        """Read the store and replace the snapshot (raises what the store raises; the old snapshot stays)."""
-        self.update(families(read_inputs(store)))
+    def refresh(self, store: Store, cfg: Config | None = None, now: float | None = None) -> None:
+        """Read the store and replace the snapshot (raises what the store raises; the old snapshot stays);
+        ``cfg``: the daemon's (realized fairness reads the profile values as its rounds do). Realized fairness is
+        computed again only when :data:`REALIZED_EVERY_S` have passed since it last was (its sweep over a day of
+        jobs is the one part of a refresh whose cost grows with the cluster); between, its last values stay."""
+        now = time.time() if now is None else now
+        last = self._realized
+        if last is None or now - last[0] >= REALIZED_EVERY_S:
+            inp = read_inputs(store, cfg, now)
+            self._realized = (now, inp.realized, inp.realized_seconds)
+        else:
+            inp = dataclasses.replace(read_inputs(store, cfg, now, with_realized=False), realized=last[1],
+                                      realized_seconds=last[2])
+        self.update(families(inp))
 
     def describe(self) -> list:
         return []  # metric names are fixed by families(); nothing to check at registration

@@ -225,7 +225,7 @@ def start_metrics(cfg: Config, store: Store, port: int | None = None) -> Exporte
     port = address[1] if port is None else port
     exporter = Exporter()
     try:
-        exporter.refresh(store)
+        exporter.refresh(store, cfg)
     except Exception as e:  # noqa: BLE001 - served empty until the next round's refresh
         log(f"metrics: reading the last round failed: {cause(e)}")
     try:
@@ -244,12 +244,12 @@ def start_metrics(cfg: Config, store: Store, port: int | None = None) -> Exporte
     return exporter
 
 
-def refresh_metrics(exporter: Exporter | None, store: Store) -> None:
+def refresh_metrics(exporter: Exporter | None, store: Store, cfg: Config | None = None) -> None:
     """New values after a round; a failure keeps the previous ones (logged)."""
     if exporter is None:
         return
     try:
-        exporter.refresh(store)
+        exporter.refresh(store, cfg)
     except Exception as e:  # noqa: BLE001 - metrics never stop the daemon
         log(f"metrics: refresh failed, serving the previous values: {cause(e)}")
 
@@ -413,7 +413,7 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
             res = _one_round(cluster, store, cfg, dry_run)
             if res is not None and res.plan is not None:
                 last_demand = dict(res.plan.demand)
-            refresh_metrics(exporter, store)
+            refresh_metrics(exporter, store, cfg)
             if once or state["stop"]:
                 break
             next_round = _next_round_at(store, cfg, cluster, res, round_began)

@@ -142,10 +142,18 @@ class Realized:
     accounts: tuple[AccountRealized, ...]
     envy_seconds: float
     compared_seconds: float
+    # per envious account a: (a, its envious pair-seconds, its compared pair-seconds), the totals' split by a
+    envy_by_account: tuple[tuple[str, float, float], ...] = ()
 
     @property
     def envy_share(self) -> float | None:
         return self.envy_seconds / self.compared_seconds if self.compared_seconds > 0 else None
+
+    def account_envy_share(self, account: str) -> float | None:
+        """The share of ``account``'s compared pair-seconds (it backlogged, another with a job in the system) in
+        which it envied the other's held GPUs; None when it was never compared."""
+        row = next((r for r in self.envy_by_account if r[0] == account), None)
+        return row[1] / row[2] if row is not None and row[2] > 0 else None
 
 
 # ------------------------------------------------------------------------------------------------ inputs
@@ -343,6 +351,7 @@ def realized(runs: Sequence[Run], weights: Mapping[str, float], capacity: Mappin
     hours: dict[tuple[int, int], list[float]] = {}
     thr = np.zeros(A)
     envy_s = pair_s = 0.0
+    envy_a, pair_a = np.zeros(A), np.zeros(A)
     i = 0
     for t, t_next in zip(grid, grid[1:]):
         while i < len(ev) and ev[i][0] <= t + EPS:
@@ -350,7 +359,7 @@ def realized(runs: Sequence[Run], weights: Mapping[str, float], capacity: Mappin
             i += 1
         dt = t_next - t
         back = st.fitting > 0
-        entitled, envious, compared = _values(st, back, speed, share, scale)
+        entitled, envious, compared, by_a = _values(st, back, speed, share, scale)
         thr += st.rate * dt
         for a in sorted({*np.flatnonzero(back).tolist(), *opened}):  # the accounts backlogged now or until now
             if back[a] and a not in opened:
@@ -368,23 +377,25 @@ def realized(runs: Sequence[Run], weights: Mapping[str, float], capacity: Mappin
                 h[2] += entitled[a] * dt
         pair_s += compared * dt
         envy_s += envious * dt
+        envy_a += by_a[0] * dt
+        pair_a += by_a[1] * dt
     for a, ep in sorted(opened.items()):
         episodes.append(_close(names[a], ep, t1, True))
     episodes.sort(key=lambda e: (e.account, e.start))
     buckets = tuple(HourBucket(names[a], k, v[0], v[1], v[2]) for (a, k), v in sorted(hours.items()))
     return Realized(t0, t1, tuple(episodes), buckets, _accounts(names, w, jobs, episodes, thr, t0, t1),
-                    envy_s, pair_s)
+                    envy_s, pair_s, tuple((a, float(envy_a[i]), float(pair_a[i])) for i, a in enumerate(names)))
 
 
 def _values(st: _State, back: np.ndarray, speed: np.ndarray, share: np.ndarray,
-            scale: np.ndarray) -> tuple[np.ndarray, int, int]:
+            scale: np.ndarray) -> tuple[np.ndarray, int, int, tuple[np.ndarray, np.ndarray]]:
     """A segment's bundle values, for the backlogged accounts (``back``) only, in one call: B_a (0 where not
     backlogged); and over the compared pairs (a backlogged, b != a with a job in the system), how many envy.
-    Returns (B, envious pairs, compared pairs)."""
+    Returns (B, envious pairs, compared pairs, (envious pairs, compared pairs) per envious account a)."""
     idx = np.flatnonzero(back)
     entitled = np.zeros(len(back))
     if not len(idx):
-        return entitled, 0, 0
+        return entitled, 0, 0, (np.zeros(len(back)), np.zeros(len(back)))
     best = np.where(st.classes[idx, :, None] > 0, speed[None, :, :], 0.0).max(axis=1)  # speed_a,g: best class
     i, bb = np.nonzero((st.demand > 0)[None, :] & (np.arange(len(back))[None, :] != idx[:, None]))
     aa = idx[i]
@@ -393,7 +404,10 @@ def _values(st: _State, back: np.ndarray, speed: np.ndarray, share: np.ndarray,
                         np.concatenate([st.demand[idx], st.demand[aa], st.demand[aa]]))
     n, m = len(idx), len(aa)
     entitled[idx] = values[:n]
-    return entitled, int((values[n:n + m] > ENVY * values[n + m:] + EPS).sum()), m
+    envies = values[n:n + m] > ENVY * values[n + m:] + EPS
+    by_a = (np.bincount(aa, weights=envies.astype(float), minlength=len(back)),
+            np.bincount(aa, minlength=len(back)).astype(float))
+    return entitled, int(envies.sum()), m, by_a
 
 
 def _close(account: str, ep: _Open, end: float, censored: bool) -> Episode:

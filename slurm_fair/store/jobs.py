@@ -163,11 +163,19 @@ class JobsMixin(StoreBase):
                 for r in self.db["job_records"].rows_where(
                     where, args, order_by="job_id, restart_count, time, context, node")]
 
-    def job_runs(self) -> list[JobRun]:
-        """Job runs from the controller hook records (see :func:`job_runs`)."""
-        rows = self.db.execute(
-            "select job_id, restart_count, event, context, time, start_time, end_time, submit_time, account, class, "
-            "gpus, gpu_count, gpu_info from job_records where context in (?, ?)", list(CONTROLLER_CONTEXTS))
+    def job_runs(self, since: float | None = None) -> list[JobRun]:
+        """Job runs from the controller hook records (see :func:`job_runs`); ``since``: only the jobs with a record
+        written or a Slurm time at or after it, or a run without an end record (still running), so a window's
+        reader does not decode the whole history."""
+        sql = ("select job_id, restart_count, event, context, time, start_time, end_time, submit_time, account, "
+               "class, gpus, gpu_count, gpu_info from job_records where context in (?, ?)")
+        args: list[Any] = list(CONTROLLER_CONTEXTS)
+        if since is not None:
+            sql += (" and job_id in (select job_id from job_records where context in (?, ?) group by job_id having "
+                    "max(max(time, coalesce(end_time, 0), coalesce(start_time, 0))) >= ? "
+                    "or sum(event = 'start') > sum(event = 'end'))")
+            args += [*CONTROLLER_CONTEXTS, float(since)]
+        rows = self.db.execute(sql, args)
         cols = [d[0] for d in rows.description]
         return job_runs(dict(zip(cols, r)) for r in rows.fetchall())
 

@@ -5,7 +5,8 @@ What it reads: finished rounds (``rounds``: policy, status, seconds, total throu
 ``fairness`` and ``throughput`` keys of their details), the placements (ideal share, real GPUs and limit per
 account and GPU type per round), the job runs from the hooks' records (``store.job_runs``) and the
 preemptions. A round belongs to the window when it *started* in it; a job when its last run *ended* in it;
-a preemption when it was *created* in it.
+a preemption when it was *created* in it. ``realized`` (:mod:`.realized`): realized fairness per account over the
+window, from the same job runs.
 
 Jobs (:mod:`.jobtimes`): ``jobs`` shows each finished job's run time, **start to end** (first run's start to
 last run's end, requeue waits included); ``waits`` shows, per account and GPU type, the queue wait (first start −
@@ -19,14 +20,17 @@ import bisect
 import datetime
 import re
 import statistics
+import time
 from typing import Any, Iterable, Mapping
 
+from ..config import Config
 from ..daemon.preemption.record import PreemptionRecord
 from ..daemon.preemption.store import PreemptionStore
 from ..errors import InputError
 from ..store import JobRun, Placement, RoundPoint, Store
 from ..stats import fairness_summary, percentile
 from .jobtimes import FinishedJob, finished_jobs, wait_stats
+from .realized import section as realized_section
 
 __all__ = ["JOB_TIME", "WAIT_TIME", "load", "parse_when", "report"]
 
@@ -163,8 +167,15 @@ def report(rounds: list[RoundPoint], placements: Iterable[Placement],
     }
 
 
-def load(store: Store, since: float | None = None, until: float | None = None) -> dict[str, Any]:
-    """:func:`report` of the rounds, placements, job runs and preemptions ``store`` holds for [since, until]."""
+def load(store: Store, since: float | None = None, until: float | None = None, *, now: float | None = None,
+         cfg: Config | None = None) -> dict[str, Any]:
+    """:func:`report` of the rounds, placements, job runs and preemptions ``store`` holds for [since, until], and
+    ``realized``: realized fairness over [since or the first round's start, until or ``now``]
+    (:func:`.realized.section`; ``cfg`` picks the profile values as the rounds do)."""
     rounds = store.round_series(since, until, keys=("fairness", "throughput"))
-    return report(rounds, store.placements_between(since, until), store.job_runs(),
-                  PreemptionStore(store).rows(limit=None, since=since, until=until), since, until)
+    rep = report(rounds, store.placements_between(since, until), store.job_runs(),
+                 PreemptionStore(store).rows(limit=None, since=since, until=until), since, until)
+    if rounds or since is not None:  # a window without a round of its own: the newest round before it weighs
+        rep["realized"] = realized_section(store, since, until, rep["first"], time.time() if now is None else now,
+                                           cfg)
+    return rep

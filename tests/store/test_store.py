@@ -426,3 +426,25 @@ def test_migration_9_adds_submit_time_and_keeps_every_job_record(path):
         # the one stored record that held a submit time gives it; the others (none, or unreadable data): null
         assert [r["submit_time"] for r in after] == [None, None, 42.5, None]
         assert {r.job_id: r.submit for r in s.job_runs()} == {1: None, 2: 42.5, 3: None}
+
+
+def test_job_runs_since_reads_only_the_jobs_a_window_needs(tmp_path):
+    """``job_runs(since=t)``: jobs with a record or a Slurm time at or after t, and jobs with a run still open (a
+    start record without its end) however old; a job that ended before t is not read."""
+    def rec(job, restart, event, t, start, end=None):
+        ctx = "prolog_slurmctld" if event == "start" else "epilog_slurmctld"
+        return {"job_id": job, "restart_count": restart, "event": event, "context": ctx, "node": "", "time": t,
+                "start_time": start, "end_time": end, "account": "a", "class": "c", "gpus": {"v100": 1},
+                "gpu_count": 1, "gpu_info": "scontrol"}
+
+    with Store(tmp_path / "s.sqlite") as st:
+        st.upsert_job_records([
+            rec(1, 0, "start", 100, 100), rec(1, 0, "end", 200, 100, 200),  # ended before 1000
+            rec(2, 0, "start", 100, 100),  # still running since 100
+            rec(3, 0, "start", 900, 900), rec(3, 0, "end", 1500, 900, 1500),  # ended in the window
+            rec(4, 0, "start", 100, 100), rec(4, 0, "end", 300, 100, 300),  # requeued, its next run open
+            rec(4, 1, "start", 400, 400),
+        ])
+        assert sorted({r.job_id for r in st.job_runs(since=1000)}) == [2, 3, 4]
+        assert sorted({r.job_id for r in st.job_runs()}) == [1, 2, 3, 4]
+        assert [(r.restart_count, r.end) for r in st.job_runs(since=1000) if r.job_id == 4] == [(0, 300.0), (1, None)]
