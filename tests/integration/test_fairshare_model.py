@@ -126,6 +126,19 @@ def reconfigure(testbed, conf: Path, text: str, check) -> None:
     testbed.wait_for(applied, 60, what="slurmctld reconfigured")
 
 
+def renormalize_shares(testbed) -> None:
+    """Make slurmctld normalize every association's shares anew, by the algorithm now configured: a share changed and
+    changed back (acct_c's). Needed after a reconfigure that switches NO_FAIR_TREE on or off: Slurm's
+    ``priority_p_reconfig`` (22.05.8, the same code in 24.11.5) means to renormalize then, but compares the flags
+    after ``_internal_setup`` has already copied the new ones, so it never does — sshare kept Fair Tree's per-level
+    NormShares (alice 0.5, not 0.2 × 0.5) under the classic formula until an association changed. (24.11's
+    reconfigure restarts slurmctld, which normalizes them anyway.)"""
+    out = testbed.run(["sacctmgr", "-n", "-P", "show", "assoc", "where", "account=acct_c", "format=user,fairshare"])
+    share = next(int(v) for u, _, v in (ln.partition("|") for ln in out.stdout.splitlines()) if not u)
+    for value in (share + 1, share):
+        testbed.sacctmgr("modify", "account", "where", "name=acct_c", "set", f"fairshare={value}")
+
+
 def reset_usage(testbed) -> None:
     testbed.sacctmgr("modify", "account", "where", "name=root", "set", "RawUsage=0")
     testbed.wait_for(lambda: all(r.raw_usage == 0 for r in sshare(testbed)), 30, what="all RawUsage 0")
@@ -155,6 +168,7 @@ def site_settings(testbed) -> Iterator[tuple[int, int]]:
         reconfigure(testbed, conf, original, lambda cfg: cfg.get("PriorityDecayHalfLife") != HALF_LIFE_SHOWN
                     and "NO_FAIR_TREE" not in cfg.get("PriorityFlags", ""))
         backup.unlink(missing_ok=True)
+        renormalize_shares(testbed)
         reset_usage(testbed)
 
 
@@ -351,11 +365,46 @@ def test_start_order_of_two_accounts_equals_the_simulator(testbed, history):
     trace = Trace(tuple(TraceJob(name, 0.0, acct, "sleep", TRACE_GPUS, TRACE_SECS * rates[TRACE_TYPE], TRACE_TYPE,
                                  120.0) for name, acct in TRACE),
                   {"sleep": rates}, "fairshare-order")
-    res = simulate(trace, nodes, "oef-coop", dry_run=True, priority="fairshare", billing="by-type",
-                   accounts={a: int(s) for a, s in shares.items() if s is not None and a.startswith("acct_")},
-                   past_usage={a: u for a, u in usage.items() if a.startswith("acct_")},
-                   slurm=Multifactor(half_life=HALF_LIFE, calc_period=CALC_PERIOD))
-    sim = {r.job: r.start for r in res.runs if r.start is not None}
+    accounts = {a: int(s) for a, s in shares.items() if s is not None and a.startswith("acct_")}
+
+    def simulated(priority: str) -> dict[str, float]:
+        kw = {} if priority == "fifo" else {
+            "billing": "by-type", "past_usage": {a: u for a, u in usage.items() if a in accounts},
+            "slurm": Multifactor(half_life=HALF_LIFE, calc_period=CALC_PERIOD)}
+        res = simulate(trace, nodes, "oef-coop", dry_run=True, priority=priority, accounts=accounts, **kw)
+        return {r.job: r.start for r in res.runs if r.start is not None}
+
+    sim = simulated("fairshare")
     print(f"starts: testbed {real}; simulated {sim}")
     assert _order(real) == _order(sim), f"testbed starts {real}, simulated {sim}"
-    assert _order(real) == ["b1", "b2", "a1", "a2"]  # fair-share, not FIFO
+    assert _order(real) == ["b1", "b2", "a1", "a2"]  # the account with less usage first
+    assert _order(simulated("fifo")) == ["a1", "a2", "b1", "b2"]  # which FIFO would not do
+
+
+def test_classic_factors_equal_sshare(testbed, history):
+    """PriorityFlags=NO_FAIR_TREE (the classic formula) set by reconfigure, on the usage left by the tests above:
+    after the first decay pass that follows, sshare's FairShare (2^(-EffectvUsage/NormShares), which sshare
+    computes from what that pass left) equals :func:`classic` within 0.05 for every user association."""
+    conf = Path(testbed.env["SLURM_CONF"])
+    text = conf.read_text()
+    passes = DecayPasses(testbed)
+    reconfigure(testbed, conf, conf_with(text, flags="NO_FAIR_TREE"),
+                lambda cfg: "NO_FAIR_TREE" in cfg.get("PriorityFlags", ""))
+    try:
+        renormalize_shares(testbed)
+        after = passes.wait_after(testbed, int(time.time()) + 1)  # not one racing the changes
+        rows = sshare(testbed)
+        assert passes.poll() == after, "a decay pass ran while sshare was read; rerun"
+    finally:
+        reconfigure(testbed, conf, text, lambda cfg: "NO_FAIR_TREE" not in cfg.get("PriorityFlags", ""))
+        renormalize_shares(testbed)
+    users = {user_key(r, rows): r for r in rows if r.is_user}
+    root = tree(rows)
+    assert sum(1 for r in users.values() if r.raw_usage) >= 3, "no usage history left to compare on"
+    model = classic(root)
+    real = {k: r.fairshare for k, r in users.items()}
+    print(f"classic factors: sshare {real}; model {model}")
+    off = {k: (real[k], model.get(k)) for k in users
+           if real[k] is None or k not in model or abs(real[k] - model[k]) > FACTOR_TOL}
+    assert not off, f"user associations whose classic factor differs (sshare, model): {off}"
+    assert len({round(v, 2) for v in real.values()}) >= 4, real  # the factors differ: the check compares something
