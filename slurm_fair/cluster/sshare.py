@@ -49,6 +49,10 @@ class ShareRow:
         return self.user or self.account
 
 
+def _whole(s: str) -> bool:
+    return s.isascii() and s.isdigit()
+
+
 def _float(cell: str, where: str, optional: bool) -> float | None:
     s = cell.strip()
     if not s:
@@ -103,14 +107,14 @@ def parse_sshare(text: str) -> list[ShareRow]:
         shares = cell["RawShares"].strip()
         if shares.lower() == "parent":
             raw_shares = None
-        elif shares.isdigit():
+        elif _whole(shares):
             raw_shares = int(shares)
         elif not shares and depth == 0:
             raw_shares = None  # the root has no shares
         else:
             raise ParseError(f"{where}: RawShares: not a whole number: {shares!r}")
         usage = cell["RawUsage"].strip()
-        if not usage.isdigit():
+        if not _whole(usage):
             raise ParseError(f"{where}: RawUsage: not a whole number: {usage!r}")
         level_fs = _float(cell["LevelFS"], f"{where}: LevelFS", True) if "LevelFS" in cell else None
         rows.append(ShareRow(
