@@ -1,27 +1,30 @@
 """The simulated Slurm's ``priority/multifactor`` (slurm_fair/sim/fairshare.py) against the real one (issue 39 item
 2): after a usage history billed per GPU type, the fair-share factor of every user association that
-:func:`fair_tree` (and :func:`classic`) computes from the tree and raw usages ``sshare -l`` shows equals sshare's
-FairShare within 0.05; each user's raw usage equals what the model bills and decays for its job (within 1.5 %); and
-a two-account trace starts in the same order on the testbed and in ``simulate(priority="fairshare")``.
+:func:`fair_tree` computes from the tree and raw usages ``sshare -a -l -P`` shows equals sshare's FairShare within
+0.05; each user's raw usage equals what the model bills and decays for its job (within 1.5 %); a two-account trace
+starts in the same order on the testbed and in ``simulate(priority="fairshare")``; and, with
+``PriorityFlags=NO_FAIR_TREE``, :func:`classic`'s factors equal sshare's within 0.05. About 2 minutes on 22.05
+(most of it waiting for the decay thread's passes, one a minute).
 
 **Settings.** For the module, the testbed's slurm.conf gets ``TRESBillingWeights`` on its partition (a100 4, v100 2,
-k80 1: usage is GPU only, CPUs weigh 0 once weights are set) and ``PriorityDecayHalfLife=5`` (minutes; 7 days is
-the testbed's); ``scontrol reconfigure`` applies both (measured on 22.05: no restart needed; the new half-life
-takes effect at the decay thread's next pass, which the usage replay below allows for; 24.11's reconfigure
-restarts slurmctld in place, same PID). PriorityCalcPeriod stays at the testbed's 1 minute, Slurm's minimum. The
-original file comes back at the end (a copy beside it, ``slurm.conf.fairshare-test``, restores it first if a run
-was killed before it could), and all usage is reset (``sacctmgr modify account root set RawUsage=0``) before the
-history and after the module, so no other test sees the GPU-weighted usage.
+k80 1: usage is GPU only, CPUs weigh 0 once weights are set) and ``PriorityDecayHalfLife=2`` (minutes; the
+testbed's is 7 days); ``scontrol reconfigure`` applies both (measured on 22.05: no restart needed; billing weights
+hold for jobs started after it, the new half-life from the decay thread's next pass, which the history waits for;
+from 23.11 on reconfigure restarts slurmctld in place, same PID, which reads it at once).
+PriorityCalcPeriod stays at the testbed's 1 minute, Slurm's minimum. The original file comes back at the end (a
+copy beside it, ``slurm.conf.fairshare-test``, restores it first if a run was killed before it could), and all
+usage is reset (``sacctmgr modify account root set RawUsage=0``) before the history and after the module, so no
+other test sees the GPU-weighted usage.
 
 **History** (one job each, all at once, started on a reset usage):
 
-========  =======  ===========  ====  =======================================================
+========  =======  ===========  ====  =================
 user      account  GPUs         secs  billed per second
-========  =======  ===========  ====  =======================================================
-alice     acct_a   4 a100       25    16
+========  =======  ===========  ====  =================
+alice     acct_a   4 a100       30    16
 bob       acct_b   2 v100       15    4
-root      acct_b   1 k80        10    1
-========  =======  ===========  ====  =======================================================
+root      acct_b   2 k80        20    2
+========  =======  ===========  ====  =================
 
 carol, acct_c and the root user directly under the root run nothing: their Level FS is infinite, so acct_c is
 tied with the root user and its users take the root user's rank (Slurm's ties: rank 7 of 7 for all three, then
@@ -31,18 +34,22 @@ Slurm recalculates fair-share factors only at its decay thread's passes (every P
 adds its usage at once, the factors follow at the next pass): the test reads sshare after the first pass that
 follows the last end. The passes are read from slurmctld's ``priority_last_decay_ran`` state file (StateSaveLocation;
 two 8-byte big-endian times, Slurm's pack_time, the same in 22.05 and 24.11), polled while the jobs run, so the
-replay of each job's usage uses Slurm's own pass times: at each pass the usage so far decays by D^Δt
-(D = 1 − 0.693 / half-life) and a running job adds run × D^run × billing for its run since the last pass; at
-its end, the rest the same way.
+replay of each job's usage (:func:`replay`, with the model's ``billing``, ``decay`` and ``new_usage``) uses Slurm's
+own pass times: at each pass the usage so far decays by D^Δt (D = 1 − 0.693 / half-life) and a running job adds
+run × D^run × billing for its run since the last pass; at its end, the rest the same way.
 
 **Start order** (one 3-a100 job fits the 4-a100 node at a time; 5 s each; submitted held in the order a1, a2, b1,
 b2, released by one ``scontrol release``): acct_a (more usage) submits first; Slurm starts b1, b2, a1, a2 (FIFO
-would be a1 first), and so must the simulator given the raw usages sshare shows as ``past_usage``.
+would be a1 first, as the simulator's FIFO does), and so must the simulator given the raw usages sshare shows as
+``past_usage``. It starts just after the pass the history waited for, so it usually runs within one
+calculation period; a pass during it would not change the order (b's usage stays below a's).
+
+**Classic**: NO_FAIR_TREE by reconfigure, then every association's shares renormalized by a share changed and back
+(:func:`renormalize_shares`: Slurm's reconfigure does not, although it means to), the next pass, sshare.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import struct
@@ -65,7 +72,6 @@ from slurm_fair.sim.traces import Trace, TraceJob
 HALF_LIFE_MIN = 2
 HALF_LIFE = HALF_LIFE_MIN * 60.0
 HALF_LIFE_SHOWN = f"00:{HALF_LIFE_MIN:02d}:00"  # as scontrol show config prints it
-OLD_HALF_LIFE = 7 * 86400.0  # the testbed's PriorityDecayHalfLife=7-0, in force until the decay thread's next pass
 CALC_PERIOD = 60.0  # the testbed's PriorityCalcPeriod=1
 WEIGHTS = {"GRES/gpu:a100": 4.0, "GRES/gpu:v100": 2.0, "GRES/gpu:k80": 1.0}
 HISTORY = (("alice", "acct_a", 4, "a100", 30), ("bob", "acct_b", 2, "v100", 15), ("root", "acct_b", 2, "k80", 20))
@@ -151,7 +157,7 @@ def site_settings(testbed) -> Iterator[tuple[int, int]]:
     conf = Path(testbed.env["SLURM_CONF"])
     backup = conf.with_name(conf.name + BACKUP_SUFFIX)
     if backup.exists():  # an earlier run was killed before it restored the file
-        reconfigure(testbed, conf, backup.read_text(), lambda cfg: True)
+        reconfigure(testbed, conf, backup.read_text(), lambda cfg: cfg.get("PriorityDecayHalfLife") != HALF_LIFE_SHOWN)
         backup.unlink()
     original = conf.read_text()
     backup.write_text(original)
@@ -236,23 +242,19 @@ class DecayPasses:
                                 what=f"a decay pass after {t:.0f}")
 
 
-def replay(start: int, end: int, bill: float, passes: list[int], upto: int, switch: int, end_first: bool) -> float:
+def replay(start: int, end: int, bill: float, passes: list[int], upto: int, end_first: bool) -> float:
     """The raw usage one job leaves at the pass ``upto``, replayed as Slurm's priority/multifactor adds and decays
-    it with the model's functions: passes at ``passes``; the new half-life from the pass ``switch`` on (the old one
-    before it: reconfigure takes effect at the next pass); ``end_first``: a job ending in the second of a pass ended
-    before it."""
-    def hl(t: float) -> float:
-        return HALF_LIFE if t >= switch else OLD_HALF_LIFE
-
+    it, with the model's functions: passes at ``passes``; ``end_first``: a job ending in the second of a pass ended
+    before it (else the pass saw it running)."""
     last = max(p for p in passes if p <= start)
     usage, ended = 0.0, False
     for p in (p for p in passes if start < p <= upto):
         if not ended and (end < p or (end == p and end_first)):
-            usage += new_usage(end - max(start, last), bill, hl(end))
+            usage += new_usage(end - max(start, last), bill, HALF_LIFE)
             ended = True
-        usage = decay(usage, p - last, hl(p))
+        usage = decay(usage, p - last, HALF_LIFE)
         if not ended:
-            usage += new_usage(p - max(start, last), bill, hl(p))
+            usage += new_usage(p - max(start, last), bill, HALF_LIFE)
             ended = end == p
         last = p
     assert ended, f"job {start}-{end} not ended by the pass at {upto}"
@@ -264,15 +266,6 @@ class History:
     rows: list[ShareRow]  # sshare after the first decay pass that followed the history
     passes: list[int]
     jobs: dict[str, tuple[int, int, float]]  # "account/user" -> (start, end, billing)
-    reconfigured: tuple[int, int]  # the whole seconds just before and after scontrol reconfigure
-
-    def switches(self) -> list[int]:
-        """The pass from which the new half-life holds: the first after the reconfigure — or the one after it too,
-        when that first pass fell in the seconds the reconfigure took (22.05 rereads the half-life at its next pass,
-        so a pass racing the reconfigure may have used the old one; 24.11 restarts and passes with the new one)."""
-        before, after = self.reconfigured
-        post = [p for p in self.passes if p >= before]
-        return post[:2] if len(post) > 1 and post[0] <= after else post[:1]
 
 
 def sbatch_as(testbed, user: str, account: str, gpus: int, gpu_type: str, secs: int, name: str,
@@ -291,8 +284,13 @@ def epoch_times(testbed, job_id: int) -> tuple[int, int]:
 def history(testbed) -> Iterator[History]:
     testbed.cancel_all()
     passes = DecayPasses(testbed)
-    with site_settings(testbed) as reconfigured:
+    with site_settings(testbed) as (_before, after):
         reset_usage(testbed)
+        if testbed.slurm_version < (23, 11):
+            # the decay thread rereads the half-life at its next pass (the one in force until then may be the
+            # testbed's or, after an earlier run's restore without a pass since, this module's): start after it.
+            # From 23.11 on, reconfigure restarts slurmctld, which reads it at once.
+            passes.wait_after(testbed, after)
         passes.poll()
         tag = uuid.uuid4().hex[:8]
         ids = {f"{acct}/{user}": sbatch_as(testbed, user, acct, gpus, t, secs, f"fshist-{tag}")
@@ -306,7 +304,7 @@ def history(testbed) -> Iterator[History]:
         after = passes.wait_after(testbed, max(end for _s, end, _b in jobs.values()))
         rows = sshare(testbed)
         assert passes.poll() == after, "a decay pass ran while sshare was read; rerun"
-        yield History(rows, list(passes.seen), jobs, reconfigured)
+        yield History(rows, list(passes.seen), jobs)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -329,8 +327,8 @@ def test_raw_usage_is_billing_times_gpu_seconds_decayed(history):
     upto = history.passes[-1]
     for key, (start, end, bill) in history.jobs.items():
         got = users[key].raw_usage
-        ways = [replay(start, end, bill, history.passes, upto, sw, ef)
-                for sw, ef in itertools.product(history.switches(), (True, False) if end in history.passes else (True,))]
+        ways = [replay(start, end, bill, history.passes, upto, ef)
+                for ef in ((True, False) if end in history.passes else (True,))]
         flat = (end - start) * bill
         print(f"{key}: sshare RawUsage {got}; replayed {[round(w, 1) for w in ways]}; undecayed {flat}")
         assert any(abs(got - w) <= max(USAGE_TOL * w, 1.0) for w in ways), (key, got, ways)
