@@ -121,12 +121,15 @@ def store_paths(path: str | None, names: list[str]) -> dict[str, Path | None]:
                    "(priority/multifactor with Fair Tree: PriorityWeightFairshare 10000 x fair-share factor + "
                    "PriorityWeightAge 1000 x age, PriorityMaxAge 7 days; usage decayed with a 7-day half-life, the "
                    "factors recomputed every 5 minutes; one user per account); fairshare-classic (the same with "
-                   "PriorityFlags=NO_FAIR_TREE). With or without --dry-run: under the daemon its SiteFactor adds "
-                   "on top, as in Slurm.")
+                   "PriorityFlags=NO_FAIR_TREE). With or without --dry-run: under the daemon, the daemon's "
+                   "SiteFactor adds on top, as in Slurm.")
 @click.option("--billing", type=click.Choice(["flat", "by-type"]), default="flat", show_default=True,
               help="TRESBillingWeights of fair-share usage: flat (1 per GPU) or by-type (each GPU type weighs its "
                    "mean speed over the trace's classes, the slowest 1). Needs --priority fairshare or "
                    "fairshare-classic.")
+@click.option("--past-usage", "past_usage", metavar="LIST", default=None,
+              help="Fair-share usage of accounts at the start, billed GPU-seconds: ACCOUNT=USAGE,... "
+                   "(e.g. a=36000,b=0; accounts left out: 0). Needs --priority fairshare or fairshare-classic.")
 @click.option("--node-weights", "node_weights", metavar="ORDER", default=None,
               help="GPU types in the order of their nodes' Weight, lowest first (e.g. k80,p100,v100; types left out "
                    "come after, by name): the simulated Slurm starts an untyped job on the first that fits, one "
@@ -149,7 +152,7 @@ def store_paths(path: str | None, names: list[str]) -> dict[str, Path | None]:
                   'envy}}}} (realized fairness: docs/realized-fairness.md).')
 def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, seed, gen_accounts, rate, mean_duration, spec,
                  node_size, policy, compare, round_s, restart_s, preemption, upgrade, dry_run, slurm_priority, billing,
-                 node_weights, horizon, jobs_csv, runs_csv, store_path, plot_dir, as_json) -> None:
+                 past_usage, node_weights, horizon, jobs_csv, runs_csv, store_path, plot_dir, as_json) -> None:
     """Simulate a job trace on a cluster under the daemon's own round code (observe, solve, place, apply,
     preempt), one policy or several side by side: throughput, JCT, makespan, finish-time fairness, and the
     rounds whose shares (i) and placed GPUs (r) had envy or sharing-incentive violations.
@@ -167,11 +170,14 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
         nodes = cluster_spec(spec, node_size)
         order = None if node_weights is None else list(node_order(
             tuple(_capacity(nodes)), [t for t in node_weights.split(",") if t.strip()], "--node-weights"))
-        if billing != "flat" and slurm_priority == "fifo":
-            raise InputError("--billing", billing, "bills fair-share usage: it needs --priority fairshare or "
-                             "fairshare-classic")
+        for flag, v in (("--billing", None if billing == "flat" else billing), ("--past-usage", past_usage)):
+            if v is not None and slurm_priority == "fifo":
+                raise InputError(flag, v, "is fair-share usage: it needs --priority fairshare or fairshare-classic")
+        history = _past_usage(past_usage)
         trace = _trace(paths, profiles, throughputs, accounts, unmeasured, generate, seed, gen_accounts, rate,
                        mean_duration, _capacity(nodes))
+        for a in sorted(set(history or {}) - set(trace.accounts())):
+            raise InputError("--past-usage", a, "names no account of the trace (" + ", ".join(trace.accounts()) + ")")
         stores = store_paths(store_path, names)
     except (SlurmFairError, OSError) as e:
         fail(e if isinstance(e, SlurmFairError) else InputError("--trace", getattr(e, "filename", None), str(e)))
@@ -180,7 +186,7 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
     try:
         _run_all(names, trace, nodes, results, show, stores, round_s=round_s, restart_s=restart_s,
                  preemption=preemption, upgrade=upgrade, dry_run=dry_run, horizon=horizon, priority=slurm_priority,
-                 billing=billing, node_weights=order)
+                 billing=billing, node_weights=order, past_usage=history)
     except SlurmFairError as e:  # e.g. a trace job that can never fit the cluster: exit 2, no traceback
         fail(e)
     if jobs_csv:
@@ -219,6 +225,23 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
                 click.echo(f"{n}: {e}", err=True)
     if any(r.round_errors for r in results.values()):
         raise SystemExit(1)
+
+
+def _past_usage(text: str | None) -> dict[str, float] | None:
+    """``--past-usage`` ``a=36000,b=0`` -> {account: billed GPU-seconds}."""
+    if text is None:
+        return None
+    out: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        a, eq, v = part.partition("=")
+        try:
+            val = float(v)
+        except ValueError:
+            val = -1.0
+        if not eq or not a.strip() or not (val >= 0 and val != float("inf")):
+            raise InputError("--past-usage", part, "must be ACCOUNT=USAGE, USAGE billed GPU-seconds >= 0")
+        out[a.strip()] = val
+    return out
 
 
 def _write_runs_csv(path: str, results) -> None:

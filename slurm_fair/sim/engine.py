@@ -14,7 +14,7 @@ The simulated Slurm's own priority and node choice (issue 39), with or without t
 on top, as in Slurm): ``priority="fifo"`` (the default: SiteFactor, then submit time), ``"fairshare"``
 (``priority/multifactor`` with Fair Tree) or ``"fairshare-classic"`` (``PriorityFlags=NO_FAIR_TREE``) — usage
 billed by ``billing`` (``"flat"``: 1 per GPU; ``"by-type"``: each type's mean speed over the trace's classes,
-the slowest 1), decayed and the factors recomputed every PriorityCalcPeriod (:func:`multifactor`,
+the slowest 1; or TRESBillingWeights as given), decayed and the factors recomputed every PriorityCalcPeriod (:func:`multifactor`,
 :mod:`.slurm_priority`; ``slurm``: other settings than :class:`.fairshare.Multifactor`'s defaults),
 ``past_usage``: each account's raw usage at the start (billed GPU-seconds); ``node_weights``: GPU types by node
 Weight, lowest first — untyped jobs take the first that fits instead of their fastest type.
@@ -124,7 +124,7 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
              horizon: float | None = None,
              accounts: Mapping[str, int] | None = None, progress: Callable[[float, int, int], None] | None = None,
              workdir: str | Path | None = None, store_path: str | Path | None = None, priority: str = "fifo",
-             billing: str = "flat", node_weights: Sequence[str] | None = None,
+             billing: str | Mapping[str, float] = "flat", node_weights: Sequence[str] | None = None,
              past_usage: Mapping[str, float] | None = None, slurm: Multifactor | None = None) -> SimResult:
     """Simulate ``trace`` (``traces.Trace``) on ``nodes`` under ``policy``; see the module docstring."""
     t0 = time.monotonic()
@@ -216,23 +216,28 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
     return res
 
 
-def multifactor(priority: str, billing: str, throughput: Mapping[str, Mapping[str, float]],
+def multifactor(priority: str, billing: str | Mapping[str, float], throughput: Mapping[str, Mapping[str, float]],
                 capacity: Mapping[str, int], slurm: Multifactor | None = None) -> Multifactor | None:
     """The simulated Slurm's ``priority/multifactor`` settings for ``simulate``'s ``priority`` and ``billing``
     (None: ``"fifo"``): ``slurm``'s (default :class:`.fairshare.Multifactor`: Slurm's half-life, calc period and
     max age, the testbed's weights) with Fair Tree (``"fairshare"``) or the classic formula
-    (``"fairshare-classic"``) and TRESBillingWeights flat (1 per GPU) or ``"by-type"``
-    (:func:`.fairshare.speed_weights` of the trace's classes over the cluster's types)."""
+    (``"fairshare-classic"``) and TRESBillingWeights flat (``"flat"``: 1 per GPU), ``"by-type"``
+    (:func:`.fairshare.speed_weights` of the trace's classes over the cluster's types) or as given (a mapping,
+    e.g. ``{"GRES/gpu:a100": 108.6, "GRES/gpu:v100": 40}``; :func:`.fairshare.billing`)."""
     if priority not in PRIORITIES:
         raise InputError("priority", priority, "must be one of " + ", ".join(PRIORITIES))
-    if billing not in BILLINGS:
-        raise InputError("billing", billing, "must be one of " + ", ".join(BILLINGS))
+    if isinstance(billing, str) and billing not in BILLINGS:
+        raise InputError("billing", billing, "must be one of " + ", ".join(BILLINGS) + " or a mapping of weights")
     if priority == "fifo":
-        if billing != "flat" or slurm is not None:
-            raise InputError("billing" if billing != "flat" else "slurm", billing if billing != "flat" else slurm,
-                             "bills usage for fair-share: it needs priority = \"fairshare\" or \"fairshare-classic\"")
+        for name, v in (("billing", None if billing == "flat" else billing), ("slurm", slurm)):
+            if v is not None:
+                raise InputError(name, v, "is for fair-share: it needs priority = \"fairshare\" or "
+                                 "\"fairshare-classic\"")
         return None
-    weights = {"GRES/gpu": 1.0} if billing == "flat" else speed_weights(throughput, sorted(capacity))
+    if not isinstance(billing, str):
+        weights = dict(billing)
+    else:
+        weights = {"GRES/gpu": 1.0} if billing == "flat" else speed_weights(throughput, sorted(capacity))
     return dataclasses.replace(slurm or Multifactor(), fair_tree=priority == "fairshare", billing_weights=weights)
 
 

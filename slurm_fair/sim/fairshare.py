@@ -233,6 +233,13 @@ def speed_weights(throughput: Mapping[str, Mapping[str, float]], types: Sequence
     return {f"GRES/gpu:{t}": (v / low if v > 0 else 1.0) for t, v in mean.items()}
 
 
+def types_by_speed(throughput: Mapping[str, Mapping[str, float]], types: Sequence[str]) -> tuple[str, ...]:
+    """``types`` slowest first by :func:`speed_weights` (ties by name): a node Weight order that fills the slow
+    GPUs first (reversed: the fast ones first)."""
+    w = speed_weights(throughput, types)
+    return tuple(sorted(types, key=lambda t: (w[f"GRES/gpu:{t}"], t)))
+
+
 def age_factor(waited: float, max_age: float = 7 * DAY) -> float:
     """Slurm's age factor: the time the job has been eligible and waiting over ``PriorityMaxAge``, at most 1
     (0 for a job not yet eligible)."""

@@ -28,8 +28,8 @@ pending and blocks nobody (Slurm would have refused it at submission). A pending
 ``AssocGrpGRES`` (its account's limit), ``Resources`` (the job that stopped the main loop, or one nothing
 can hold), ``Priority`` (behind it), ``BeginTime`` (a requeued job waiting out its restart). Not modelled:
 other partitions, QOS, CPUs and memory, node weights within a type and Slurm's own node choice there (the
-placement rule above stands for it), ``bf_continue``/``bf_max_time`` and the time a pass takes, killing a job at its time
-limit (trace limits are never shorter than the run: see :mod:`.traces`).
+placement rule above stands for it), ``bf_continue``/``bf_max_time`` and the time a pass takes, killing a job
+at its time limit (trace limits are never shorter than the run: see :mod:`.traces`).
 """
 
 from __future__ import annotations
@@ -85,10 +85,10 @@ class BackfillScheduler:
 
     def _types(self, j: SimJob, use: Mapping[str, Mapping[str, int]]) -> list[str] | None:
         """The types ``j`` may start on as far as its account's limits go, in the order it tries them (an untyped
-        job: fastest for its class first, or by node Weight, ``node_order``); None when a limit holds it back (reason ``AssocGrpGRES``) or when no
-        type can ever hold it (its class cannot run on its typed request, or the cluster has too few GPUs of
-        it: Slurm would have refused such a job at submission; reason ``Resources``) — such a job blocks
-        nobody."""
+        job: fastest for its class first, or by node Weight, ``node_order``); None when a limit holds it back
+        (reason ``AssocGrpGRES``) or when no type can ever hold it (its class cannot run on its typed request, or
+        the cluster has too few GPUs of it: Slurm would have refused such a job at submission; reason
+        ``Resources``) — such a job blocks nobody."""
         lim = self.limits.get(j.account, {})
         u = use.get(j.account, {})
         if ANY_GPU in lim and u.get(ANY_GPU, 0) + j.gpus > lim[ANY_GPU]:

@@ -9,7 +9,7 @@ import pytest
 from slurm_fair.errors import InputError
 from slurm_fair.sim.fairshare import (
     Assoc, Multifactor, PriorityWeights, age_factor, billing, classic, decay, fair_tree, level_fs, new_usage,
-    priority, speed_weights)
+    priority, speed_weights, types_by_speed)
 
 
 def u(name, shares=1.0, usage=0.0):
@@ -111,6 +111,7 @@ def test_speed_weights_slowest_is_one():
     thr = {"a": {"k80": 1.0, "v100": 4.0}, "b": {"k80": 2.0, "v100": 4.0}, "c": {"v100": 5.0}}
     # v100: mean of 4, 2 and 1 (c's only type) = 7/3; k80: mean of 1, 1 = 1
     assert speed_weights(thr, ["k80", "v100"]) == pytest.approx({"GRES/gpu:k80": 1.0, "GRES/gpu:v100": 7 / 3})
+    assert types_by_speed(thr, ["v100", "k80"]) == ("k80", "v100")
 
 
 def test_age_factor_and_priority():

@@ -69,6 +69,10 @@ def test_billing_by_type_reorders_what_flat_billing_does_not():
     typed = starts(simulate(tr, cluster_spec("k80=2,v100=1", node_size=2), "gavel", dry_run=True,
                             priority="fairshare", billing="by-type"))
     assert typed["b1"] == pytest.approx(1000) and typed["a1"] == pytest.approx(2000)
+    # the same with the site's own weights: V100 3x a K80
+    own = starts(simulate(tr, cluster_spec("k80=2,v100=1", node_size=2), "gavel", dry_run=True,
+                          priority="fairshare", billing={"GRES/gpu:k80": 1.0, "GRES/gpu:v100": 3.0}))
+    assert own["b1"] == pytest.approx(1000) and own["a1"] == pytest.approx(2000)
 
 
 def test_usage_is_decayed_and_charged_per_calc_period():
@@ -110,6 +114,10 @@ def test_bad_arguments_name_the_field():
         run(tr, billing="by-type")  # FIFO bills nothing
     with pytest.raises(InputError, match="priority"):
         run(tr, priority="lifo")
+    with pytest.raises(InputError, match="slurm"):
+        run(tr, slurm=Multifactor())  # settings of a priority FIFO does not use
+    with pytest.raises(InputError, match="TRESBillingWeights"):
+        run(tr, priority="fairshare", billing={"CPU": 1.0})
     assert node_order(("k80", "p100", "v100"), ["v100", "k80"]) == ("v100", "k80", "p100")
     with pytest.raises(InputError, match="twice"):
         node_order(("k80",), ["k80", "k80"])
@@ -132,3 +140,13 @@ def test_the_command_passes_the_slurm_flags_through():
     assert bad.exit_code == 2 and "--node-weights" in bad.output and "a100" in bad.output
     bad = CliRunner().invoke(main, args + ["--billing", "by-type"])
     assert bad.exit_code == 2 and "--billing" in bad.output
+    hist = CliRunner().invoke(main, args + ["--priority", "fairshare", "--past-usage", "acct-000=36000"])
+    assert hist.exit_code == 0, hist.output
+    want = simulate(tr, cluster_spec("k80=8,v100=8"), "gavel", dry_run=True, priority="fairshare",
+                    past_usage={"acct-000": 36000.0})
+    assert json.loads(hist.stdout)["policies"]["gavel"]["mean_jct"] == pytest.approx(want.mean_jct)
+    for flags, word in ((["--priority", "fairshare", "--past-usage", "nobody=5"], "nobody"),
+                        (["--priority", "fairshare", "--past-usage", "acct-000=-1"], "acct-000=-1"),
+                        (["--past-usage", "acct-000=1"], "")):
+        bad = CliRunner().invoke(main, args + flags)
+        assert bad.exit_code == 2 and "--past-usage" in bad.output and word in bad.output
