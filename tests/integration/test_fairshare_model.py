@@ -65,8 +65,7 @@ import pytest
 from slurm_fair.cluster import connect
 from slurm_fair.cluster.sshare import SSHARE_ARGS, ShareRow, parse_sshare
 from slurm_fair.sim.engine import simulate
-from slurm_fair.sim.fairshare import (Assoc, Multifactor, billing, classic, decay, fair_tree, new_usage,
-                                      speed_weights)
+from slurm_fair.sim.fairshare import Assoc, Multifactor, billing, classic, decay, fair_tree, new_usage
 from slurm_fair.sim.traces import Trace, TraceJob
 
 HALF_LIFE_MIN = 2
@@ -357,8 +356,7 @@ def test_start_order_of_two_accounts_equals_the_simulator(testbed, history):
 
     snap = connect(backend="cli", timeout=30, env=testbed.env).snapshot()
     nodes = {n.name: dict(n.gpus) for n in snap.nodes if n.gpus}
-    rates = {"a100": 4.0, "v100": 2.0, "k80": 1.0}  # steps/s: by-type billing weights = the testbed's
-    assert speed_weights({"sleep": rates}, sorted(rates)) == WEIGHTS
+    rates = {"a100": 1.0, "v100": 1.0, "k80": 1.0}  # steps/s: a sleep
     # all eligible at one instant, as the release made them (ties: by id, the submit order)
     trace = Trace(tuple(TraceJob(name, 0.0, acct, "sleep", TRACE_GPUS, TRACE_SECS * rates[TRACE_TYPE], TRACE_TYPE,
                                  120.0) for name, acct in TRACE),
@@ -367,7 +365,7 @@ def test_start_order_of_two_accounts_equals_the_simulator(testbed, history):
 
     def simulated(priority: str) -> dict[str, float]:
         kw = {} if priority == "fifo" else {
-            "billing": "by-type", "past_usage": {a: u for a, u in usage.items() if a in accounts},
+            "billing": WEIGHTS, "past_usage": {a: u for a, u in usage.items() if a in accounts},
             "slurm": Multifactor(half_life=HALF_LIFE, calc_period=CALC_PERIOD)}
         res = simulate(trace, nodes, "oef-coop", dry_run=True, priority=priority, accounts=accounts, **kw)
         return {r.job: r.start for r in res.runs if r.start is not None}
