@@ -53,6 +53,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+import subprocess
 import time
 import uuid
 from contextlib import contextmanager
@@ -87,18 +88,20 @@ def conf_with(text: str, half_life_min: int | None = None, weights: dict[str, fl
               flags: str | None = None) -> str:
     """The testbed's slurm.conf ``text`` with PriorityDecayHalfLife (minutes), TRESBillingWeights on the partition
     line and PriorityFlags set (None: left as they are)."""
-    lines = text.splitlines()
     out, seen = [], set()
-    for line in lines:
+    for line in text.splitlines():
         key = line.split("=", 1)[0].strip()
         if half_life_min is not None and key == "PriorityDecayHalfLife":
-            line, _ = f"PriorityDecayHalfLife={half_life_min}", seen.add(key)
+            line = f"PriorityDecayHalfLife={half_life_min}"
         elif flags is not None and key == "PriorityFlags":
-            line, _ = f"PriorityFlags={flags}", seen.add(key)
+            line = f"PriorityFlags={flags}"
         elif weights is not None and key == "PartitionName":
             spec = ",".join(f"{k}={v:g}" for k, v in weights.items())
             line = re.sub(r"\s+TRESBillingWeights=\S+", "", line) + f" TRESBillingWeights={spec}"
-            seen.add(key)
+        else:
+            out.append(line)
+            continue
+        seen.add(key)
         out.append(line)
     if flags is not None and "PriorityFlags" not in seen:
         out.insert(next(i for i, ln in enumerate(out) if ln.startswith("PriorityType=")) + 1, f"PriorityFlags={flags}")
@@ -107,28 +110,33 @@ def conf_with(text: str, half_life_min: int | None = None, weights: dict[str, fl
     return "\n".join(out) + "\n"
 
 
+def parse_config(text: str) -> dict[str, str]:
+    """``scontrol show config`` -> {key: value}."""
+    return {k.strip(): v.strip() for k, eq, v in (ln.partition("=") for ln in text.splitlines()) if eq}
+
+
 def show_config(testbed) -> dict[str, str]:
-    out = testbed.run(["scontrol", "show", "config"]).stdout
-    return {k.strip(): v.strip() for k, _, v in (ln.partition("=") for ln in out.splitlines()) if _}
+    return parse_config(testbed.run(["scontrol", "show", "config"]).stdout)
 
 
 def reconfigure(testbed, conf: Path, text: str, check) -> None:
     """Write ``text`` to ``conf`` (atomically) and ``scontrol reconfigure``; wait until slurmctld answers with
-    ``check(config)`` true (24.11 restarts slurmctld on reconfigure)."""
+    ``check(config)`` true (from 23.11 on, reconfigure restarts slurmctld: it may not answer for a moment)."""
     tmp = conf.with_name(f".{conf.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
     tmp.chmod(conf.stat().st_mode & 0o777)
     os.replace(tmp, conf)
     testbed.run(["scontrol", "reconfigure"], timeout=60)
 
-    def applied():
-        r = testbed.run(["scontrol", "show", "config"], check=False, timeout=10)
-        if r.returncode != 0:
+    def applied() -> bool:
+        try:
+            r = testbed.run(["scontrol", "show", "config"], check=False, timeout=20)
+            return (r.returncode == 0 and check(parse_config(r.stdout))
+                    and testbed.run(["sinfo", "-h", "-o", "%D"], check=False, timeout=20).returncode == 0)
+        except subprocess.TimeoutExpired:
             return False
-        cfg = {k.strip(): v.strip() for k, _, v in (ln.partition("=") for ln in r.stdout.splitlines()) if _}
-        return check(cfg) and testbed.run(["sinfo", "-h", "-o", "%D"], check=False, timeout=10).returncode == 0
 
-    testbed.wait_for(applied, 60, what="slurmctld reconfigured")
+    testbed.wait_for(applied, 90, what="slurmctld reconfigured")
 
 
 def renormalize_shares(testbed) -> None:
