@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from slurm_fair import config as config_mod
 from slurm_fair import jobrecord
-from slurm_fair.cluster import gres, parse, sacctmgr, slurm_json
+from slurm_fair.cluster import gres, parse, sacctmgr, slurm_json, sshare
 from slurm_fair.daemon.ingest import ingest
 from slurm_fair.errors import SlurmFairError
 from slurm_fair.store import Store
@@ -119,8 +119,8 @@ def test_fuzz_gres_and_tres_strings(s):
 @SETTINGS
 @given(st.text(max_size=200))
 def test_fuzz_text_outputs(text):
-    """sacctmgr / sprio / --version text: parsed or our error."""
-    for fn in (sacctmgr.parse_assoc, parse.parse_sprio, slurm_json.parse_version_output):
+    """sacctmgr / sprio / sshare / --version text: parsed or our error."""
+    for fn in (sacctmgr.parse_assoc, parse.parse_sprio, sshare.parse_sshare, slurm_json.parse_version_output):
         _only_our_errors(fn, text)
 
 
@@ -224,3 +224,18 @@ def test_fuzz_sacctmgr_and_sprio_text_bytes(version, edits):
         text = b"\n".join(lines).decode("utf-8", "replace")  # as the CLI backend reads it
         fn = sacctmgr.parse_assoc if name.startswith("sacctmgr") else parse.parse_sprio
         _only_our_errors(fn, text)
+
+
+@SETTINGS
+@given(st.sampled_from(["sshare_long.txt", "sshare_long_classic.txt"]),
+       st.lists(st.tuples(st.integers(0, 40), st.integers(0, 10), BYTES), min_size=1, max_size=4))
+def test_fuzz_sshare_text_bytes(name, edits):
+    """``sshare -a -l -P`` (22.05 captures) with any bytes in any cell, spaces included (the tree is in the Account
+    column's indentation): parsed, or our ParseError naming the line."""
+    lines = (H.FIX / "22.05" / name).read_bytes().split(b"\n")
+    for row, col, b in edits:
+        i = row % len(lines)
+        cells = lines[i].split(b"|")
+        cells[col % len(cells)] = b + cells[col % len(cells)] if row % 2 else cells[col % len(cells)] + b
+        lines[i] = b"|".join(cells)
+    _only_our_errors(sshare.parse_sshare, b"\n".join(lines).decode("utf-8", "replace"))

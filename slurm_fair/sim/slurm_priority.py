@@ -3,7 +3,8 @@ simulated time, and the priority each pending job gets from them (the formulas: 
 
 :class:`SlurmPriority` keeps each account's raw usage (billed GPU-seconds, :func:`.fairshare.billing` of the
 type each run held) and recomputes it every ``PriorityCalcPeriod`` as Slurm's decay thread does: the usage so
-far decays by D^Δt, each run adds its seconds in the period × D^seconds × its billing; then the fair-share
+far decays by D^Δt, each run adds its seconds in the period × D^seconds × its billing (a run that ended in the
+period was charged at its end, so D^Δt applies to that part too); then the fair-share
 factors (Fair Tree, or classic) and every pending job's priority (fair-share + age; a job submitted between
 two calculations gets its priority at submission, from the factors of the last one). Not continuously: between
 two calculations factors and priorities stay as they are.
@@ -73,8 +74,12 @@ class SlurmPriority:
                 if end <= self.last:
                     break
                 ran = end - max(r.start, self.last)
-                self.usage[j.account] += new_usage(ran, billing(j.gpus, r.gpu_type, m.billing_weights, m.max_tres),
-                                                   m.half_life)
+                charge = new_usage(ran, billing(j.gpus, r.gpu_type, m.billing_weights, m.max_tres), m.half_life)
+                if r.end is not None and r.end < now:
+                    # Slurm charges a run's last part when the job ends (priority_p_job_end), so this calculation's
+                    # decay over the whole period applies to it too (measured: test_fairshare_model's replay)
+                    charge = decay(charge, dt, m.half_life)
+                self.usage[j.account] += charge
         self.last = now
         self.next_calc = now + m.calc_period
         self._factors()
