@@ -725,3 +725,20 @@ def test_a_folded_jobs_copy_equals_dataclasses_replace():
     j = job(7, "acct_a", 2, "v100", comment="class=x123 fair:flex", reason="Resources")
     got = _with_class(j, "default")
     assert got == replace(j, cls="default") and got is not j and j.cls is None and got.cls == "default"
+
+
+def test_while_a_claim_is_served_by_reclaim_accounts_with_untyped_jobs_are_held_to_what_they_hold():
+    """Issue 39, on the 22.05 testbed: Slurm counts an untyped request against the total only, so an account with
+    ``v100=0`` and untyped jobs pending took V100s reclaimed for another. While a reclaim is in flight its total
+    is what it holds plus its own claims; an account whose pending jobs are all typed keeps lending's total."""
+    cap = {"a100": 4, "v100": 6, "k80": 6}
+    claims = {"b": {"a100": 4}, "c": {"v100": 6, "k80": 2}}
+    real = {"a": {"k80": 4}, "b": {"a100": 4}, "c": {"v100": 6, "k80": 2}, "d": {}}
+    used = {"a": {"a100": 4, "v100": 6, "k80": 6}, "d": {"k80": 1}}
+    held = P.lend_limits(cap, claims, "abcd", real, {"a100", "v100"}, {"b", "c", "d"}, used)
+    assert held["b"][ANY_GPU] == 4 and held["c"][ANY_GPU] == 8 and held["d"][ANY_GPU] == 1
+    assert held["d"]["v100"] == 0 and held["d"]["k80"] == 4  # its typed limits are as before
+    typed = P.lend_limits(cap, claims, "abcd", real, {"a100", "v100"}, (), used)
+    assert typed["d"][ANY_GPU] == 4 and typed["b"][ANY_GPU] == 8  # the per-type sums, as before
+    # no reclaim in flight: lending as before, untyped jobs or not
+    assert P.lend_limits(cap, claims, "abcd", real, (), {"b", "c", "d"}, used) == P.lend_limits(cap, claims, "abcd")

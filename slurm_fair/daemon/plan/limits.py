@@ -170,15 +170,24 @@ def claims_and_reclaims(real: Mapping[str, Mapping[str, int]], used: Mapping[str
 
 def lend_limits(capacity: Mapping[str, int], claims: Mapping[str, Mapping[str, int]],
                 accounts: Iterable[str], guarantee: Mapping[str, Mapping[str, int]] | None = None,
-                reclaiming: Iterable[str] = ()) -> dict[str, dict[str, int]]:
+                reclaiming: Iterable[str] = (), untyped: Iterable[str] = (),
+                used: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, dict[str, int]]:
     """Per account: capacity minus the other accounts' claims, per type and in total (``ANY_GPU``); a value
     equal to the capacity is left out (no limit). On a type in ``reclaiming`` (a claim there is served by
     reclaim) every account is held to its ``guarantee`` there, so no borrower refills what preemption frees
-    (a claimant's claim is within its guarantee); its total is then at most the sum of its per-type limits."""
+    (a claimant's claim is within its guarantee); its total is then at most the sum of its per-type limits.
+
+    Slurm counts an untyped request against the total ``gres/gpu`` only, never against a typed limit, and
+    places it on whichever node has a free GPU first: an account with untyped pending jobs (``untyped``) could
+    take the GPUs freed for another account whatever its typed limits say (seen on the 22.05 testbed, issue 39:
+    an account with ``v100=0`` took 2 of the V100s reclaimed for another). While a reclaim is in flight its total
+    is therefore at most what it holds now (``used``, every type) plus its own claims: its untyped jobs start only
+    on GPUs held for it, none on GPUs lent (its typed jobs wait with them until the reclaim is done)."""
     claimed = {g: sum(int(claims.get(a, {}).get(g, 0)) for a in claims) for g in capacity}
     total_cap = sum(capacity.values())
     total_claimed = sum(claimed.values())
     held = set(reclaiming)
+    loose = set(untyped)
     out: dict[str, dict[str, int]] = {}
     for a in accounts:
         own = claims.get(a, {})
@@ -194,6 +203,8 @@ def lend_limits(capacity: Mapping[str, int], claims: Mapping[str, Mapping[str, i
         tot = total_cap - total_claimed + sum(int(v) for v in own.values())
         if held:
             tot = min(tot, per_type)
+            if a in loose:
+                tot = min(tot, sum(int(v) for v in (used or {}).get(a, {}).values()) + sum(int(v) for v in own.values()))
         if tot < total_cap:
             row[ANY_GPU] = tot
         out[a] = row
@@ -296,7 +307,8 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
         if a in claims and g in claims[a]:
             claims[a][g] += int(n)
     if lend:
-        limits = lend_limits(cap, claims, accounts, real, {r.gpu_type for r in reclaims})
+        loose = {a for a, w in waiting.items() if any(t is None for _g, t in w.jobs)}
+        limits = lend_limits(cap, claims, accounts, real, {r.gpu_type for r in reclaims}, loose, held)
         extra = {a: {g: 0 for g in types} for a in accounts}
     else:
         limits, extra = _hard_caps(accounts, types, cap, real, demand, acct_demand)

@@ -78,7 +78,7 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
     free = P.FreeGPUs.of(snapshot, cfg.cluster.partitions)
     d = decide(limits, jobs, past, now, cfg.preemption, idle=free.totals(),
                word="guarantee" if cfg.limits.lend else "limit", upgrade_ok=upgrade_ok, reclaims=reclaims,
-               free=free)
+               free=free, slurm_limits=plan.limits if plan is not None else None)
     reclaim = bool(cfg.preemption.enabled)
     # moves only: no new reclaim (a signal or hold-back without a record); open preemptions go on to their end
     actions = [a for a in d.actions if reclaim or a.record_id is not None]
