@@ -21,7 +21,7 @@ import time
 from slurm_fair import config as config_mod
 from slurm_fair.store import Store
 
-from .scenario import CAPACITY, PERIOD, checkpointing_flood, late_comers_config, sf
+from .scenario import CAPACITY, PERIOD, checkpointing_flood, guarantees, late_comers_config, sf
 
 ROUNDS = 6
 RUNS = 3
@@ -49,7 +49,7 @@ def held(testbed) -> tuple[dict[str, dict[str, int]], dict[str, list[tuple[int, 
     return use, pending
 
 
-def _usable(testbed, account: str, t: str, use: dict, pending: dict) -> int:
+def _usable(account: str, t: str, use: dict, pending: dict) -> int:
     """GPUs of type ``t`` the account's jobs could hold: those it holds there, plus its pending jobs typed ``t``
     or untyped (1 GPU each)."""
     n = use.get(account, {}).get(t, 0)
@@ -58,15 +58,6 @@ def _usable(testbed, account: str, t: str, use: dict, pending: dict) -> int:
         if m is None or m.group(1) == t:
             n += 1
     return n
-
-
-def _guarantees(store: Store) -> dict[str, dict[str, int]]:
-    rnd = store.rounds(limit=1)[0]
-    out: dict[str, dict[str, int]] = {}
-    for p in store.placements(rnd.id):
-        if p.real:
-            out.setdefault(p.account, {})[p.gpu_type] = p.real
-    return out
 
 
 def _one_run(testbed, tmp_path, run: int) -> list[str]:
@@ -86,10 +77,10 @@ def _one_run(testbed, tmp_path, run: int) -> list[str]:
                 t0 = time.monotonic()
                 sf(testbed, cfg, "daemon", "--once")
                 time.sleep(3)  # a scheduling pass after the round's limits and requeues
-                guarantee, lim = _guarantees(store), testbed.gpu_limits()
+                guarantee, lim = guarantees(store), testbed.gpu_limits()
                 use, pending = held(testbed)
                 short = {(a, t): (use.get(a, {}).get(t, 0), n) for a in LATE for t, n in guarantee.get(a, {}).items()
-                         if use.get(a, {}).get(t, 0) < min(n, _usable(testbed, a, t, use, pending))}
+                         if use.get(a, {}).get(t, 0) < min(n, _usable(a, t, use, pending))}
                 above = {(a, t): (n, lim[a][t]) for a, row in use.items() for t, n in row.items()
                          if t in lim.get(a, {}) and n > lim[a][t]}
                 log.append(f"run {run} round {rnd}: held {use} guarantees {guarantee} limits {lim} "
