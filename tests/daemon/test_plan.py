@@ -742,3 +742,20 @@ def test_while_a_claim_is_served_by_reclaim_accounts_with_untyped_jobs_are_held_
     assert typed["d"][ANY_GPU] == 4 and typed["b"][ANY_GPU] == 8  # the per-type sums, as before
     # no reclaim in flight: lending as before, untyped jobs or not
     assert P.lend_limits(cap, claims, "abcd", real, (), {"b", "c", "d"}, used) == P.lend_limits(cap, claims, "abcd")
+
+
+def test_in_the_round_a_reclaim_is_requeued_a_borrower_with_untyped_jobs_is_held_to_what_it_holds():
+    # the case above, and b (borrowing all 4 V100s) has an untyped job pending: Slurm would start it on a V100
+    # freed for a (typed limits do not bind it). In the requeue round its total is what it holds (4)
+    s = snap([job(1, "a", 1, "v100"), job(2, "a", 1, "v100"), job(4, "b", 1, None),
+              replace(job(3, "b", 4, "v100", state="RUNNING", alloc={"v100": 4}), node_gpus={"v100-1": 4})],
+             nodes=(Node("v100-1", ("ALLOCATED",), ("gpu",), {"v100": 4}, {"v100": 4}), NODES[1]),
+             accounts={"a": 1, "b": 1})
+    d = P.observe_demand(s, CFG)
+    b = P.build_problem(s, d, [], [], CFG)
+    alloc = fixed_alloc(b, {("a", "j"): {"v100": 2.0}, ("b", "j"): {"v100": 2.0}})
+    kw = dict(waiting=P.waiting_gpus(s, CFG), free=P.FreeGPUs.of(s), in_use=P.gpus_in_use(s), reclaim=True)
+    grace = P.make_plan(b, alloc, d, {}, ["a", "b"], **kw)
+    assert grace.limits["b"][ANY_GPU] == 6  # in the grace nothing is freed: lending as before
+    now = P.make_plan(b, alloc, d, {}, ["a", "b"], requeuing=True, **kw)
+    assert now.limits["b"] == {"v100": 2, ANY_GPU: 4} and now.limits["a"][ANY_GPU] == 6

@@ -182,7 +182,8 @@ def lend_limits(capacity: Mapping[str, int], claims: Mapping[str, Mapping[str, i
     take the GPUs freed for another account whatever its typed limits say (seen on the 22.05 testbed, issue 39:
     an account with ``v100=0`` took 2 of the V100s reclaimed for another). While a reclaim is in flight its total
     is therefore at most what it holds now (``used``, every type) plus its own claims: its untyped jobs start only
-    on GPUs held for it, none on GPUs lent (its typed jobs wait with them until the reclaim is done)."""
+    on GPUs held for it, none on GPUs lent (its typed jobs wait with them until the reclaim is done). The caller
+    names such accounts only in the round a reclaim's victims are requeued (``make_plan``'s ``requeuing``)."""
     claimed = {g: sum(int(claims.get(a, {}).get(g, 0)) for a in claims) for g in capacity}
     total_cap = sum(capacity.values())
     total_claimed = sum(claimed.values())
@@ -249,7 +250,8 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
               in_use: Mapping[str, Mapping[str, int]] | None = None, *,
               waiting: Mapping[str, Waiting] | None = None, order: Mapping[str, Sequence[str]] | None = None,
               lend: bool = True, free: FreeGPUs | None = None, reclaim: bool = False,
-              moving: Sequence[tuple[str, str, int]] = (), last: LastRound | None = None) -> Plan:
+              moving: Sequence[tuple[str, str, int]] = (), last: LastRound | None = None,
+              requeuing: bool = False) -> Plan:
     """Round the allocation to guarantees and limits (see the module docstring).
 
     ``managed_accounts``: every account slurm-fair sets limits for this round. ``deviations``: carried from the
@@ -263,6 +265,9 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
     in flight, (account, target type, GPUs): their GPUs on the target are taken from ``free`` and claimed by
     their account on top of its guarantee claims, so nobody else starts there meanwhile. ``last``: last round's
     ideal and guarantees; an account whose ideal did not move keeps its guarantee (:mod:`slurm_fair.rounding`).
+    ``requeuing``: a reclaim's victims may be requeued this round (their grace is over): the GPUs they free appear
+    now, and accounts with untyped jobs pending are held in total to what they hold plus their claims
+    (:func:`lend_limits`; in the rounds of a grace nothing is freed, and they are not).
     """
     cap = dict(built.capacity)
     types = list(cap)
@@ -307,7 +312,7 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
         if a in claims and g in claims[a]:
             claims[a][g] += int(n)
     if lend:
-        loose = {a for a, w in waiting.items() if any(t is None for _g, t in w.jobs)}
+        loose = {a for a, w in waiting.items() if w.untyped > 0} if requeuing else set()
         limits = lend_limits(cap, claims, accounts, real, {r.gpu_type for r in reclaims}, loose, held)
         extra = {a: {g: 0 for g in types} for a in accounts}
     else:

@@ -145,3 +145,26 @@ def test_protection_covers_the_type_that_was_reclaimed_not_the_job_wherever_it_l
     assert V.blockers([on_v100], [freed_for], NOW, CFG) == {}
     assert V.reclaimed_for([freed_for], 111, NOW, {"v100"}) is None
     assert V.reclaimed_for([freed_for], 111, NOW, {"a100"}) == NOW - 100.0
+
+
+# ------------------------------------------------------------------ the untyped total is held in the requeue round only
+
+def test_requeuing_is_the_round_a_reclaims_grace_is_over():
+    from slurm_fair import config
+    from slurm_fair.daemon.preemption.carry import requeuing
+    from slurm_fair.daemon.preemption.store import PreemptionStore
+    from slurm_fair.store import Store
+
+    cfg = config.from_dict({"preemption": {"enabled": True, "grace": 120}})
+    with Store(":memory:") as store:
+        ps = PreemptionStore(store)
+        assert not requeuing(store, 1000.0, cfg)
+        ps.add(job_id=1, account="A", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=120, now=1000.0,
+               for_job=99)
+        ps.add(job_id=2, account="A", gpu_type="k80", gpus=1, signal="USR1", reason="move", grace=10, now=1000.0,
+               target_type="v100")  # an upgrade move: no reclaim
+        assert not requeuing(store, 1060.0, cfg)  # in its grace: nothing is freed yet
+        assert requeuing(store, 1120.0, cfg)  # grace over: its victims may be requeued this round
+        [rec] = [r for r in ps.rows(job_id=1)]
+        ps.step(rec.id, "requeued", "grace over", state="requeued", now=1121.0)
+        assert not requeuing(store, 1200.0, cfg)  # done
