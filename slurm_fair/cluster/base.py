@@ -26,6 +26,16 @@ FLEX_TOKEN = "fair:flex"
 # 22.05's scontrol show job prints none; job_submit.lua's job_desc does not offer warn_signal), so the comment
 # is how a job says it.
 CHECKPOINT_TOKEN = "fair:checkpoint"
+# A job without a time limit shows ``UNLIMITED`` when Slurm's main scheduler started it and
+# ``TimeLimit=365-00:00:00`` when the backfill scheduler did (backfill plans such a job with a year: seen on the
+# 22.05 testbed, issue 39). Both mean "no limit": a limit of a year or more is read as none (``Job.time_limit``
+# None), so nothing slurm-fair decides depends on which scheduler started a job.
+YEAR_MINUTES = 365 * 24 * 60
+
+
+def known_limit(minutes: int | None) -> int | None:
+    """A time limit in minutes as slurm-fair reads it: None for none, and for a year or more (:data:`YEAR_MINUTES`)."""
+    return None if minutes is None or minutes >= YEAR_MINUTES else int(minutes)
 
 
 @dataclass(frozen=True)
@@ -49,13 +59,17 @@ class Job:
     restart_count: int = 0
     site_factor: int = 0
     requeue: bool = False  # Slurm may requeue the job (--requeue, or JobRequeue=1 without --no-requeue)
-    time_limit: int | None = None  # minutes; None = unlimited or not known
+    time_limit: int | None = None  # minutes; None = unlimited or not known (a year or more: :func:`known_limit`)
     # why a pending job cannot start now whatever slurm-fair does ("" = it could): held, dependency, begin-time,
     # reservation — computed by the backend from Slurm's fields (cluster/blocked.py); such a job is not demand
     blocked: str = ""
     batch: bool = True  # a batch job (sbatch); False = an interactive allocation (salloc), never signalled
     cls: str | None = None  # the class the daemon assigned (plan/classcap.py folds extra classes), else read
     node_gpus: Mapping[str, int] = field(default_factory=dict)  # running: node -> GPUs held there ({} = not known)
+
+    def __post_init__(self) -> None:
+        if self.time_limit is not None and known_limit(self.time_limit) is None:  # backfill's year: no limit
+            object.__setattr__(self, "time_limit", None)
 
     @property
     def gpus(self) -> int:

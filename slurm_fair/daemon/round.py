@@ -102,6 +102,7 @@ def compute(snapshot: Snapshot | P.PartitionView, store: Store, cfg: Config, pol
                     profiles=bounded.round_profiles(store, cfg), shipped=shipped_profiles.load_shipped(), deviations=store.deviations(),
                     deficits=store.deficits(), managed_before=store.managed(), last_ok_started=_last_ok_started(store, None),
                     now=now, empty_alloc=lambda built: _empty_alloc(built, policy), moving=moving,
+                    requeuing=bool(cfg.preemption.enabled) and carry.requeuing(store, now, cfg),
                     site=store.site_limits(), held_back=carry.held_back(store, now, cfg, view.whole),
                     last=_last_round(store) if cfg.policy.stable else None,
                     written=ownership.merged(owned or {}, store.written()))

@@ -17,7 +17,9 @@ round's changes) is Slurm's ``sched/backfill`` in two passes over the eligible p
    ``bf_resolution`` — unless that start is beyond ``bf_window`` or it is held back by a limit (no
    reservation). An untyped job starts on the first type where it fits now, fastest for its class first (or
    in the site-wide node Weight order, ``node_order``, when the cluster has one), and reserves on the type
-   where it can start earliest (ties: the one it tries first).
+   where it can start earliest (ties: the one it tries first). A job without a time
+   limit that this pass starts gets a limit of a year, as in Slurm (``TimeLimit=365-00:00:00``; the main loop
+   leaves it ``UNLIMITED``): the daemon's snapshot shows it, and reads both as no limit.
 
 A job fits when its account stays within its GrpTRES limits — the typed ``gres/gpu:<type>`` limit binds
 typed jobs only (as in Slurm: a typed limit does not bind an untyped request) and the ``gres/gpu`` total
@@ -37,12 +39,15 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from ..cluster.base import ANY_GPU
+from ..cluster.base import ANY_GPU, YEAR_MINUTES
 from ..daemon.plan import place_gpus
 from ..daemon.plan.backfill import Plan
 from .jobs import BF_RESOLUTION, EPS, Run, SimJob
 
 BF_MAX_JOB_TEST = 500  # Slurm's default bf_max_job_test: pending jobs the backfill pass considers
+# A job without a time limit that the backfill pass starts gets a year (seen on the 22.05 testbed: such a job shows
+# TimeLimit=365-00:00:00, one the main loop starts UNLIMITED); the daemon reads both as none (cluster.base.known_limit)
+BACKFILL_NO_LIMIT = YEAR_MINUTES * 60.0
 
 
 class BackfillScheduler:
@@ -157,6 +162,8 @@ class BackfillScheduler:
                 where = plan.fits_now(t, j.gpus, d) if plan.free_now(t) >= j.gpus else None
                 if where is not None:
                     self._start(j, t, where, use)
+                    if j.time_limit is None:  # as Slurm's backfill does: TimeLimit=365-00:00:00 from now on
+                        j.time_limit = BACKFILL_NO_LIMIT
                     plan.start(t, where, d)
                     free_now -= j.gpus
                     break

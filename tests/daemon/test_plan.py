@@ -444,17 +444,23 @@ def test_claims_within_the_guarantee_less_use_furthest_below_first_untyped_faste
     assert c == {"a": {"v100": 0, "k80": 2}, "b": {"v100": 2, "k80": 0}}  # a's V100 guarantee is in use
 
 
-def test_claims_with_reclaim_count_borrowed_gpus_and_limits_lend_the_rest():
-    # v100: b borrows all 4 (guarantee 0), a waits with a guarantee of 2: with preemption on, the borrowed GPUs
-    # serve a's claim (preemption frees them); without, nothing is free, so no claim holds anything
-    s = snap([job(1, "a", 1, "v100"), job(2, "a", 1, "v100"),
+def _b_borrows_every_v100(more=()):
+    """a waits for 2 V100s (guarantee 2), b runs a 4-V100 job on v100-1 (guarantee 2); ``more``: other jobs. Returns
+    (problem, allocation, demand, make_plan's keyword arguments)."""
+    s = snap([job(1, "a", 1, "v100"), job(2, "a", 1, "v100"), *more,
               replace(job(3, "b", 4, "v100", state="RUNNING", alloc={"v100": 4}), node_gpus={"v100-1": 4})],
              nodes=(Node("v100-1", ("ALLOCATED",), ("gpu",), {"v100": 4}, {"v100": 4}), NODES[1]),
              accounts={"a": 1, "b": 1})
     d = P.observe_demand(s, CFG)
     b = P.build_problem(s, d, [], [], CFG)
     alloc = fixed_alloc(b, {("a", "j"): {"v100": 2.0}, ("b", "j"): {"v100": 2.0}})
-    kw = dict(waiting=P.waiting_gpus(s, CFG), free=P.FreeGPUs.of(s), in_use=P.gpus_in_use(s))
+    return b, alloc, d, dict(waiting=P.waiting_gpus(s, CFG), free=P.FreeGPUs.of(s), in_use=P.gpus_in_use(s))
+
+
+def test_claims_with_reclaim_count_borrowed_gpus_and_limits_lend_the_rest():
+    # v100: b borrows all 4 (guarantee 0), a waits with a guarantee of 2: with preemption on, the borrowed GPUs
+    # serve a's claim (preemption frees them); without, nothing is free, so no claim holds anything
+    b, alloc, d, kw = _b_borrows_every_v100()
     p = P.make_plan(b, alloc, d, {}, ["a", "b"], reclaim=True, **kw)
     assert p.real["a"]["v100"] == 2 and p.claims["a"] == {"v100": 2, "k80": 0}
     # while the claim is served by reclaim, every account is held to its guarantee on v100 (issue 28)
@@ -725,3 +731,30 @@ def test_a_folded_jobs_copy_equals_dataclasses_replace():
     j = job(7, "acct_a", 2, "v100", comment="class=x123 fair:flex", reason="Resources")
     got = _with_class(j, "default")
     assert got == replace(j, cls="default") and got is not j and j.cls is None and got.cls == "default"
+
+
+def test_while_a_claim_is_served_by_reclaim_accounts_with_untyped_jobs_are_held_to_what_they_hold():
+    """Issue 39, on the 22.05 testbed: Slurm counts an untyped request against the total only, so an account with
+    ``v100=0`` and untyped jobs pending took V100s reclaimed for another. While a reclaim is in flight its total
+    is what it holds plus its own claims; an account whose pending jobs are all typed keeps lending's total."""
+    cap = {"a100": 4, "v100": 6, "k80": 6}
+    claims = {"b": {"a100": 4}, "c": {"v100": 6, "k80": 2}}
+    real = {"a": {"k80": 4}, "b": {"a100": 4}, "c": {"v100": 6, "k80": 2}, "d": {}}
+    used = {"a": {"a100": 4, "v100": 6, "k80": 6}, "d": {"k80": 1}}
+    held = P.lend_limits(cap, claims, "abcd", real, {"a100", "v100"}, {"b", "c", "d"}, used)
+    assert held["b"][ANY_GPU] == 4 and held["c"][ANY_GPU] == 8 and held["d"][ANY_GPU] == 1
+    assert held["d"]["v100"] == 0 and held["d"]["k80"] == 4  # its typed limits are as before
+    typed = P.lend_limits(cap, claims, "abcd", real, {"a100", "v100"}, (), used)
+    assert typed["d"][ANY_GPU] == 4 and typed["b"][ANY_GPU] == 8  # the per-type sums, as before
+    # no reclaim in flight: lending as before, untyped jobs or not
+    assert P.lend_limits(cap, claims, "abcd", real, (), {"b", "c", "d"}, used) == P.lend_limits(cap, claims, "abcd")
+
+
+def test_in_the_round_a_reclaim_is_requeued_a_borrower_with_untyped_jobs_is_held_to_what_it_holds():
+    # the case above, and b (borrowing all 4 V100s) has an untyped job pending: Slurm would start it on a V100
+    # freed for a (typed limits do not bind it). In the requeue round its total is what it holds (4)
+    b, alloc, d, kw = _b_borrows_every_v100([job(4, "b", 1, None)])
+    grace = P.make_plan(b, alloc, d, {}, ["a", "b"], reclaim=True, **kw)
+    assert grace.limits["b"][ANY_GPU] == 6  # in the grace nothing is freed: lending as before
+    now = P.make_plan(b, alloc, d, {}, ["a", "b"], reclaim=True, requeuing=True, **kw)
+    assert now.limits["b"] == {"v100": 2, ANY_GPU: 4} and now.limits["a"][ANY_GPU] == 6

@@ -8,7 +8,7 @@ from dataclasses import replace
 from slurm_fair import config
 from slurm_fair.cluster.base import Account, Snapshot
 from slurm_fair.daemon import plan as P
-from slurm_fair.daemon.plan.priority import aged
+from slurm_fair.daemon.plan.priority import DEFICIT_TOL, aged
 from slurm_fair.policies import get as get_policy
 from tests.conftest import NODES, job, snap
 
@@ -80,3 +80,44 @@ def test_the_update_cap_writes_the_aged_jobs_first(monkeypatch):
     d0 = _decide(jobs, config.from_dict({"priority": {**PR, "age_floor": 0}}), 1000.0)
     assert d0.factors == {1: 400, 2: 900}  # no floor: acct_b owes more and comes first
     assert d0.factor_changes == {2: 900}  # the larger move goes first
+
+
+# ------------------------------------------------------------------ equal deficits keep their order (issue 39)
+
+def two_owed(deficit_a, deficit_b, factor_a=0, factor_b=0):
+    jobs = [job(1, "acct_a", submit=900, site_factor=factor_a), job(2, "acct_b", submit=900, site_factor=factor_b)]
+    return replace(snap(jobs), taken_at=1000.0), {"acct_a": deficit_a, "acct_b": deficit_b}
+
+
+def test_equal_deficits_keep_last_rounds_order_across_float_noise():
+    c = config.from_dict({"priority": {**PR, "age_floor": 0}})
+    # round 1: deficits equal to the last bit but one: acct_b is a hair ahead, yet both are owed the same
+    s, d = two_owed(100.0, 100.0 + 1e-9)
+    f1 = P.site_factors(s, d, c)
+    assert f1 == {1: 900, 2: 400}  # a tie: the name decides (no order before)
+    # round 2: the noise turned (acct_b now a hair behind, then ahead again): the jobs keep their bands
+    for noise in (-1e-9, 1e-9, 0.5):
+        s2, d2 = two_owed(100.0, 100.0 + noise, factor_a=f1[1], factor_b=f1[2])
+        assert P.site_factors(s2, d2, c) == f1, noise
+    # the other order before is kept as well: acct_b above acct_a
+    s3, d3 = two_owed(100.0, 100.0, factor_a=400, factor_b=900)
+    assert P.site_factors(s3, d3, c) == {1: 400, 2: 900}
+
+
+def test_a_real_difference_in_deficit_reorders_the_accounts():
+    c = config.from_dict({"priority": {**PR, "age_floor": 0}})
+    s, d = two_owed(100.0, 100.0 + 2 * DEFICIT_TOL, factor_a=900, factor_b=400)
+    assert P.site_factors(s, d, c) == {1: 400, 2: 900}
+    # a large deficit: the tolerance is a millionth of it (1e9 GPU-s: 1000 GPU-s apart are equal)
+    s, d = two_owed(1e9, 1e9 + 900.0, factor_a=900, factor_b=400)
+    assert P.site_factors(s, d, c) == {1: 900, 2: 400}
+    s, d = two_owed(1e9, 1e9 + 1100.0, factor_a=900, factor_b=400)
+    assert P.site_factors(s, d, c) == {1: 400, 2: 900}
+
+
+def test_account_order_groups_from_the_largest_deficit_of_a_run():
+    from slurm_fair.daemon.plan.priority import account_order
+    d = {"a": 10.0, "b": 9.5, "c": 8.8, "d": 3.0}
+    # a and b are within 1 GPU-s of a (a tie), c is 1.2 below a: its own group, whatever the order before
+    assert account_order(d, d, {"b": 5, "a": 1, "c": 9, "d": 0}) == ["b", "a", "c", "d"]
+    assert account_order(d, d, {}) == ["a", "b", "c", "d"]

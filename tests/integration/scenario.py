@@ -47,6 +47,16 @@ def sf(testbed, cfg: Path, *args: str) -> str:
     return r.stdout
 
 
+def guarantees(store) -> dict[str, dict[str, int]]:
+    """account -> type -> the last round's guarantee (its rounded share, ``placements.real``), where above 0."""
+    rnd = store.rounds(limit=1)[0]
+    out: dict[str, dict[str, int]] = {}
+    for p in store.placements(rnd.id):
+        if p.real:
+            out.setdefault(p.account, {})[p.gpu_type] = p.real
+    return out
+
+
 def gpus_in_use(testbed) -> dict[str, dict[str, int]]:
     """account -> type -> GPUs held by running jobs (the type they really got, also for untyped requests)."""
     use: dict[str, dict[str, int]] = {}

@@ -18,19 +18,10 @@ import time
 from slurm_fair import config as config_mod
 from slurm_fair.store import Store
 
-from .scenario import PERIOD, checkpointing_flood, late_comers_config, sf
+from .scenario import PERIOD, checkpointing_flood, guarantees, late_comers_config, sf
 
 CAPACITY = 16
 STEADY_ROUNDS = 3
-
-
-def _guarantees(store: Store) -> dict[str, dict[str, int]]:
-    rnd = store.rounds(limit=1)[0]
-    out: dict[str, dict[str, int]] = {}
-    for p in store.placements(rnd.id):
-        if p.real:
-            out.setdefault(p.account, {})[p.gpu_type] = p.real
-    return out
 
 
 def _restarts(testbed, job_id: int) -> int:
@@ -58,7 +49,7 @@ def _scenario(testbed, tmp_path):
                 t0 = time.monotonic()
                 sf(testbed, cfg, "daemon", "--once")
                 time.sleep(3)
-                g = _guarantees(store)
+                g = guarantees(store)
                 requeued = [j for j in flood if _restarts(testbed, j) > 0]
                 state = testbed.job(owed).get("JobState", "")
                 info = testbed.job(owed)
@@ -82,7 +73,7 @@ def _scenario(testbed, tmp_path):
             for _ in range(STEADY_ROUNDS):
                 t0 = time.monotonic()
                 sf(testbed, cfg, "daemon", "--once")
-                seen.append(_guarantees(store))
+                seen.append(guarantees(store))
                 time.sleep(max(0.0, PERIOD - (time.monotonic() - t0)))
             states = {j: testbed.job(j).get("JobState") for j in flood + third + [owed]}
             assert all(s == seen[0] for s in seen), f"guarantees flipped: {seen}\n{states}\n" + "\n".join(log)

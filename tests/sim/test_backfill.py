@@ -177,6 +177,27 @@ def test_snapshot_reports_time_limits_in_minutes():
     assert [j.time_limit for j in c.snapshot().jobs] == [None]  # unlimited
 
 
+def test_a_job_without_a_limit_that_backfill_starts_gets_a_year_and_the_daemon_reads_it_as_none():
+    """As on the 22.05 testbed (issue 39): the main loop starts a job without a limit UNLIMITED, the backfill
+    pass gives it TimeLimit=365-00:00:00."""
+    from slurm_fair.sim.scheduler import BACKFILL_NO_LIMIT
+
+    # R holds 3 of 4 V100s; B (4 V100s) waits for it and stops the main loop; U (no limit, a K80) starts in the
+    # backfill pass, on a node no reservation needs
+    c = sim([tj("R", gpus=3, secs=1000.0), tj("B", 1.0, gpus=4), tj("U", 2.0, limit=None, gpu_type="k80")],
+            nodes="v100=4,k80=1")
+    c.advance(2.0)
+    u = job(c, "U")
+    assert (u.state, u.run_type, job(c, "B").state) == ("RUNNING", "k80", "PENDING")
+    assert u.time_limit == BACKFILL_NO_LIMIT == 365 * 86400.0
+    snap_u = next(j for j in c.snapshot().jobs if j.job_id == u.job_id)
+    assert snap_u.time_limit is None  # the daemon reads 365 days as no limit, as it reads UNLIMITED
+    # the main loop leaves it unlimited
+    c = sim([tj("M", limit=None)])
+    c.advance(0.0)
+    assert job(c, "M").state == "RUNNING" and job(c, "M").time_limit is None
+
+
 def test_backfill_considers_at_most_bf_max_job_test_jobs():
     # R holds 3 of 4 GPUs; B waits for all 4; S1 and S2 could each backfill (short), but only the first job
     # behind the main loop's stop is tested: with bf_max_job_test=2 (B, S1) S2 waits

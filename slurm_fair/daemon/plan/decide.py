@@ -77,7 +77,7 @@ def decide(snapshot: Snapshot | PartitionView, cfg: Config, solve: Any, *, profi
            empty_alloc: Any, moving: Sequence[tuple[str, str, int]] = (),
            site: Mapping[str, Mapping[str, int]] | None = None,
            held_back: HoldBack | Mapping[str, Mapping[str, int]] | None = None, last: LastRound | None = None,
-           written: Mapping[str, Mapping[str, int]] | None = None) -> Decisions:
+           written: Mapping[str, Mapping[str, int]] | None = None, requeuing: bool = False) -> Decisions:
     """One round's decisions from the snapshot (or its :class:`PartitionView`, made once by the caller) and the
     state carried from earlier rounds, with no side effects:
     demand per class, the problem and its allocation (``solve(problem) -> Allocation``; ``empty_alloc(built)``
@@ -89,7 +89,8 @@ def decide(snapshot: Snapshot | PartitionView, cfg: Config, solve: Any, *, profi
     all its jobs may hold no more than it runs now. ``last``: last round's ideal and guarantees (``make_plan``).
     ``written``: the GPU limits slurm-fair last wrote (the store's, with the ownership file's): one that differs in
     Slurm now was set by someone else and is kept (:func:`.limits.drift`); an account leaving the managed set gets
-    back only what slurm-fair wrote. Raises what the policy raises (SolverError, InputError)."""
+    back only what slurm-fair wrote. ``requeuing``: a reclaim's victims may be requeued this round (``make_plan``).
+    Raises what the policy raises (SolverError, InputError)."""
     profiles = list(profiles)
     view = PartitionView.of(snapshot, cfg.cluster.partitions)
     elsewhere = held_elsewhere(view.whole, cfg.cluster.partitions)
@@ -106,7 +107,7 @@ def decide(snapshot: Snapshot | PartitionView, cfg: Config, solve: Any, *, profi
     plan = make_plan(built, alloc, demand, deviations, managed, gpus_in_use(snapshot),
                      waiting=waiting_gpus(seen, cfg, lambda j: known_types(built, cfg, j)), order=order, lend=bool(cfg.limits.lend),
                      free=FreeGPUs.of(snapshot, cfg.cluster.partitions), reclaim=bool(cfg.preemption.enabled),
-                     moving=moving, last=last)
+                     moving=moving, last=last, requeuing=requeuing)
     explored: list[dict[str, Any]] = []
     reporting = {(r.account or "", r.cls) for r in profiles if r.source in ("measured", "harvested")}
     if cfg.profiling.explore:

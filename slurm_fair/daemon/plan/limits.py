@@ -170,15 +170,25 @@ def claims_and_reclaims(real: Mapping[str, Mapping[str, int]], used: Mapping[str
 
 def lend_limits(capacity: Mapping[str, int], claims: Mapping[str, Mapping[str, int]],
                 accounts: Iterable[str], guarantee: Mapping[str, Mapping[str, int]] | None = None,
-                reclaiming: Iterable[str] = ()) -> dict[str, dict[str, int]]:
+                reclaiming: Iterable[str] = (), untyped: Iterable[str] = (),
+                used: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, dict[str, int]]:
     """Per account: capacity minus the other accounts' claims, per type and in total (``ANY_GPU``); a value
     equal to the capacity is left out (no limit). On a type in ``reclaiming`` (a claim there is served by
     reclaim) every account is held to its ``guarantee`` there, so no borrower refills what preemption frees
-    (a claimant's claim is within its guarantee); its total is then at most the sum of its per-type limits."""
+    (a claimant's claim is within its guarantee); its total is then at most the sum of its per-type limits.
+
+    Slurm counts an untyped request against the total ``gres/gpu`` only, never against a typed limit, and
+    places it on whichever node has a free GPU first: an account with untyped pending jobs (``untyped``) could
+    take the GPUs freed for another account whatever its typed limits say (seen on the 22.05 testbed, issue 39:
+    an account with ``v100=0`` took 2 of the V100s reclaimed for another). While a reclaim is in flight its total
+    is therefore at most what it holds now (``used``, every type) plus its own claims: its untyped jobs start only
+    on GPUs held for it, none on GPUs lent (its typed jobs wait with them until the reclaim is done). The caller
+    names such accounts only in the round a reclaim's victims are requeued (``make_plan``'s ``requeuing``)."""
     claimed = {g: sum(int(claims.get(a, {}).get(g, 0)) for a in claims) for g in capacity}
     total_cap = sum(capacity.values())
     total_claimed = sum(claimed.values())
     held = set(reclaiming)
+    loose = set(untyped)
     out: dict[str, dict[str, int]] = {}
     for a in accounts:
         own = claims.get(a, {})
@@ -194,6 +204,8 @@ def lend_limits(capacity: Mapping[str, int], claims: Mapping[str, Mapping[str, i
         tot = total_cap - total_claimed + sum(int(v) for v in own.values())
         if held:
             tot = min(tot, per_type)
+            if a in loose:
+                tot = min(tot, sum(int(v) for v in (used or {}).get(a, {}).values()) + sum(int(v) for v in own.values()))
         if tot < total_cap:
             row[ANY_GPU] = tot
         out[a] = row
@@ -238,7 +250,8 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
               in_use: Mapping[str, Mapping[str, int]] | None = None, *,
               waiting: Mapping[str, Waiting] | None = None, order: Mapping[str, Sequence[str]] | None = None,
               lend: bool = True, free: FreeGPUs | None = None, reclaim: bool = False,
-              moving: Sequence[tuple[str, str, int]] = (), last: LastRound | None = None) -> Plan:
+              moving: Sequence[tuple[str, str, int]] = (), last: LastRound | None = None,
+              requeuing: bool = False) -> Plan:
     """Round the allocation to guarantees and limits (see the module docstring).
 
     ``managed_accounts``: every account slurm-fair sets limits for this round. ``deviations``: carried from the
@@ -252,6 +265,9 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
     in flight, (account, target type, GPUs): their GPUs on the target are taken from ``free`` and claimed by
     their account on top of its guarantee claims, so nobody else starts there meanwhile. ``last``: last round's
     ideal and guarantees; an account whose ideal did not move keeps its guarantee (:mod:`slurm_fair.rounding`).
+    ``requeuing``: a reclaim's victims may be requeued this round (their grace is over): the GPUs they free appear
+    now, and accounts with untyped jobs pending are held in total to what they hold plus their claims
+    (:func:`lend_limits`; in the rounds of a grace nothing is freed, and they are not).
     """
     cap = dict(built.capacity)
     types = list(cap)
@@ -296,7 +312,8 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
         if a in claims and g in claims[a]:
             claims[a][g] += int(n)
     if lend:
-        limits = lend_limits(cap, claims, accounts, real, {r.gpu_type for r in reclaims})
+        loose = {a for a, w in waiting.items() if w.untyped > 0} if requeuing else set()
+        limits = lend_limits(cap, claims, accounts, real, {r.gpu_type for r in reclaims}, loose, held)
         extra = {a: {g: 0 for g in types} for a in accounts}
     else:
         limits, extra = _hard_caps(accounts, types, cap, real, demand, acct_demand)

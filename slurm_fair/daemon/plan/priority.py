@@ -3,12 +3,18 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from ...config import Config
 from ...cluster.base import Job, Snapshot
 from .demand import gpu_jobs
 from .eligible import startable
+
+#: deficits less than this apart (GPU-seconds; or a millionth of the larger, if more) are equal: their accounts keep
+#: the order they had (:func:`account_order`). Ranked by exact floats, two accounts owed the same swapped bands from
+#: one round to the next on the testbed (SiteFactor 100 833 vs 59 994, then 59 994 vs 110 000), and the next round
+#: requeued one's job to give its GPUs back to the other (issue 39).
+DEFICIT_TOL = 1.0
 
 # ------------------------------------------------------------------------------------------- priorities
 
@@ -41,7 +47,9 @@ def aged(snapshot: Snapshot, cfg: Config) -> set[int]:
 def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Config) -> dict[int, int]:
     """SiteFactor for every pending GPU job that could start (:func:`.eligible.startable`; not held, dependent …) (job id -> int in [site_factor_min, site_factor_max]).
 
-    Accounts with pending GPU jobs are ranked by deficit (largest first, then name); within an account,
+    Accounts with pending GPU jobs are ranked by deficit (largest first; equal deficits, within
+    :data:`DEFICIT_TOL`, keep last round's order — read from their jobs' SiteFactor now — then name:
+    :func:`account_order`); within an account,
     jobs are ranked longest-waiting first (submit time, then job id): OEF's round robin by starvation.
     The ``L = priority.levels`` levels are split into one band per account, the higher ranked account's band
     above the lower ones' (``band(r) = [floor((m-1-r)·L/m), floor((m-r)·L/m))`` for ``m`` accounts, at least
@@ -64,7 +72,8 @@ def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Config)
         if j.job_id not in old:
             by_acct.setdefault(j.account, []).append(j)
     groups = [[j for j in jobs if j.job_id in old]] if old else []
-    groups += [by_acct[a] for a in sorted(by_acct, key=lambda a: (-float(deficits.get(a, 0.0)), a))]
+    before = {a: max(int(j.site_factor) for j in js) for a, js in by_acct.items()}
+    groups += [by_acct[a] for a in account_order(by_acct, deficits, before)]
     m = len(groups)
     out: dict[int, int] = {}
     for r, group in enumerate(groups):
@@ -74,6 +83,26 @@ def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Config)
         for i, j in enumerate(sorted(group, key=lambda j: (j.submit_time, j.job_id))):
             level = min(lo + max(width - 1 - i, 0), levels - 1)
             out[j.job_id] = level_value(level, pr.site_factor_min, pr.site_factor_max, levels)
+    return out
+
+
+def account_order(accounts: Iterable[str], deficits: Mapping[str, float],
+                  before: Mapping[str, int]) -> list[str]:
+    """Accounts by deficit, largest first; deficits within :data:`DEFICIT_TOL` of the largest of their run count
+    as equal, and such accounts keep their order of before (``before``: account -> the highest SiteFactor its
+    pending jobs have now, i.e. last round's band; higher first), then name. Stable from round to round where
+    the deficits only move by float noise."""
+    by_d = sorted(accounts, key=lambda a: (-float(deficits.get(a, 0.0)), a))
+    out: list[str] = []
+    i = 0
+    while i < len(by_d):
+        top = float(deficits.get(by_d[i], 0.0))
+        tol = max(DEFICIT_TOL, 1e-6 * abs(top))
+        k = i
+        while k < len(by_d) and top - float(deficits.get(by_d[k], 0.0)) < tol:
+            k += 1
+        out += sorted(by_d[i:k], key=lambda a: (-int(before.get(a, -1)), a))
+        i = k
     return out
 
 

@@ -18,7 +18,7 @@ from . import unrequeueable as UR
 from . import upgrade as U
 from . import victims as V
 from .decide import decide
-from .record import PreemptionRecord
+from .record import SIGNALLED, PreemptionRecord
 from .steps import Action, Decision
 from .store import PreemptionStore
 
@@ -46,6 +46,14 @@ def held_back(store: Store, now: float, cfg: Config, snapshot: Snapshot) -> UR.H
 def moving(store: Store, now: float, cfg: Config) -> list[tuple[str, str, int]]:
     """(account, target type, GPUs) of the upgrade moves in flight (their target GPUs are held for them)."""
     return U.in_flight(history(store, now, cfg))
+
+
+def requeuing(store: Store, now: float, cfg: Config) -> bool:
+    """A reclaim's grace is over and its victims may be requeued this round (an open record for a waiting job
+    whose ``requeue_at`` has passed): the GPUs it frees appear now, so the plan holds accounts with untyped jobs
+    pending to what they hold plus their claims (:func:`.plan.limits.lend_limits`)."""
+    return any(r.state == SIGNALLED and r.for_job is not None and not r.target_type and r.requeue_at is not None
+               and r.requeue_at <= now for r in history(store, now, cfg))
 
 
 def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, limits: Mapping[str, Mapping[str, int]],
@@ -78,7 +86,7 @@ def run(cluster: Cluster | None, store: Store, cfg: Config, snapshot: Snapshot, 
     free = P.FreeGPUs.of(snapshot, cfg.cluster.partitions)
     d = decide(limits, jobs, past, now, cfg.preemption, idle=free.totals(),
                word="guarantee" if cfg.limits.lend else "limit", upgrade_ok=upgrade_ok, reclaims=reclaims,
-               free=free)
+               free=free, slurm_limits=plan.limits if plan is not None else None)
     reclaim = bool(cfg.preemption.enabled)
     # moves only: no new reclaim (a signal or hold-back without a record); open preemptions go on to their end
     actions = [a for a in d.actions if reclaim or a.record_id is not None]

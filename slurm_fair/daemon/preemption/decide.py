@@ -62,7 +62,7 @@ Record = PreemptionRecord  # what decisions read of a preemption: the typed reco
 def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history: Sequence[Record],
            now: float, cfg: PreemptionConfig, idle: Mapping[str, int] | None = None, word: str = "limit",
            upgrade_ok: Any = None, reclaims: Sequence[Reclaim] | None = None,
-           free: FreeGPUs | None = None) -> Decision:
+           free: FreeGPUs | None = None, slurm_limits: Mapping[str, Mapping[str, int]] | None = None) -> Decision:
     """The preemption steps of this round (see the module docstring).
 
     ``limits``: what each account is entitled to per type — its guarantee when limits lend (the daemon's
@@ -76,7 +76,9 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
     resolved, not requeued); None: every such move is resolved. ``reclaims`` (limits lend): the plan's claims
     served by reclaim — new signals go to their victims only, all of a claim's or none, and a reclaim recorded
     for a waiting job is requeued only when that job would then start (:mod:`.victims`; ``free``: the GPUs idle
-    now, node by node); None: the older rule by GPUs per type (hard caps)."""
+    now, node by node); None: the older rule by GPUs per type (hard caps). ``slurm_limits``: the limits the round
+    writes (type or ``"*"`` -> GPUs): a reclaim is requeued only when what it frees reaches its claimant's account
+    in Slurm's order under them (:func:`.victims.due`)."""
     use = in_use(jobs)
     running = {j.job_id: j for j in jobs if j.running}
     known = {j.job_id: j for j in jobs}
@@ -99,7 +101,7 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
                                       word))
     # 1. open preemptions: they free GPUs first (in grace), or are requeued / resolved / gone now
     actions.extend(_open_steps(history, running, known, excess, waiting, now, rule, cancel_grace, limits, use, word,
-                               upgrade_ok, reclaims, free))
+                               upgrade_ok, reclaims, free, slurm_limits))
     # 2. new signals: most over-share account first, its newest job first
     taken: set[int] = ({r.job_id for r in history if r.state in (OPEN, UR.HELD_BACK)}
                        | {x.job_id for x in actions if x.kind == "cancel"})
@@ -115,13 +117,15 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
 def _open_steps(history: Sequence[Record], running: Mapping[int, Job], known: Mapping[int, Job],
                 excess: dict[str, dict[str, int]], waiting: WaitingGPUs, now: float, rule: str, cancel_grace: float,
                 limits: Mapping[str, Mapping[str, int]], use: Mapping[str, Mapping[str, int]], word: str,
-                upgrade_ok: Any, reclaims: Sequence[Reclaim] | None, free: FreeGPUs | None) -> list[Action]:
+                upgrade_ok: Any, reclaims: Sequence[Reclaim] | None, free: FreeGPUs | None,
+                slurm_limits: Mapping[str, Mapping[str, int]] | None = None) -> list[Action]:
     """What becomes of the open (signalled) preemptions, oldest signal first: ``gone`` (the job no longer runs,
     or restarted), nothing yet (in its grace: its GPUs count as being freed), or ``requeue`` / ``resolve`` — a
     reclaim for a waiting job by its claim (:func:`.victims.due`), an upgrade move by ``upgrade_ok``, any other
     while its account is still over and someone waits — or held back when it was made non-requeue-able."""
     actions: list[Action] = []
-    by_claim = V.due([r for r in history if r.state == OPEN], running, known, free, now) if reclaims is not None else {}
+    by_claim = (V.due([r for r in history if r.state == OPEN], running, known, free, now, slurm_limits, use)
+                if reclaims is not None else {})
     for r in sorted((r for r in history if r.state == OPEN), key=lambda r: (r.signalled_at or 0, r.id)):
         job = running.get(r.job_id)
         gone = _gone(r, job, known)

@@ -27,6 +27,7 @@ from ...config import PreemptionConfig
 from ..plan.demand import FreeGPUs, place_gpus, startable
 from ..plan.reclaim import Borrowed, Reclaim
 from . import unrequeueable as UR
+from .order import first_taker
 from .record import REQUEUED, SIGNALLED, PreemptionRecord
 from .steps import Action, Skip
 
@@ -51,9 +52,11 @@ def requeues_in_day(history: Iterable[PreemptionRecord], job_id: int, now: float
 
 def expected_left(job: Job, now: float) -> float:
     """Seconds the running job is expected to run on: its time limit less what it ran, where it has one; else as
-    long again as it has run (nothing better is known)."""
+    long again as it has run (nothing better is known). ``UNLIMITED`` (a job the main scheduler started) and
+    backfill's ``365-00:00:00`` (one the backfill scheduler started) are both "none" (``Job.time_limit`` None), so
+    the gain of a requeue does not depend on which scheduler started the victim."""
     ran = max(0.0, now - float(job.start_time or now))
-    if job.time_limit:
+    if job.time_limit is not None:  # a year or more (backfill's "no limit") reads as none: cluster.base.known_limit
         return max(0.0, float(job.time_limit) * 60.0 - ran)
     return ran
 
@@ -98,38 +101,60 @@ def blockers(victims: Sequence[Job], history: Sequence[PreemptionRecord], now: f
         elif requeues_in_day(mine, v.job_id, now) >= limit:
             out[v.job_id] = (f"requeued {requeues_in_day(mine, v.job_id, now)} times in the last 24 h "
                              f"(preemption.max_requeues_per_day = {limit})")
-        elif (at := reclaimed_for(history, v.job_id, now)) is not None:
+        elif (at := reclaimed_for(history, v.job_id, now, set(v.gpus_allocated))) is not None:
             out[v.job_id] = (f"GPUs were reclaimed for it {now - at:.0f} s ago: a reclaim's job keeps them for 24 h "
                              "(no reclaim takes them back for another account's job)")
     return out
 
 
-def reclaimed_for(history: Iterable[PreemptionRecord], job_id: int, now: float) -> float | None:
+def reclaimed_for(history: Iterable[PreemptionRecord], job_id: int, now: float,
+                  on: set[str] | None = None) -> float | None:
     """When a reclaim last requeued jobs for ``job_id`` (it was their ``for_job``) within the 24 h before ``now``;
-    None if none did. Such a job is no reclaim's victim for that day (:func:`blockers`): measured in the simulator
+    None if none did. ``on``: the types the job holds now — only a reclaim of one of them counts: protection
+    follows what was reclaimed, so an untyped job that started on another type than the one freed for it (Slurm
+    placed it where a GPU was free first) is not protected there (issue 39); None: any type. Such a job is no reclaim's victim for that day (:func:`blockers`): measured in the simulator
     (issue 28, 90 % load, seed 0), two accounts' 8-GPU jobs took the P100s from each other by reclaim every
     ~1 000 s — each starved account's claim grew until its job got a window, and the reclaim for it requeued the
     job the last reclaim had been for."""
-    times = [float(r.requeued_at) for r in history if r.for_job == job_id and _requeued_in_day(r, now)]
+    times = [float(r.requeued_at) for r in history if r.for_job == job_id and _requeued_in_day(r, now)
+             and (on is None or r.gpu_type in on)]
     return max(times) if times else None
 
 
 def due(records: Sequence[PreemptionRecord], running: Mapping[int, Job], known: Mapping[int, Job],
-        free: FreeGPUs | None, now: float) -> dict[int, str | None]:
+        free: FreeGPUs | None, now: float, slurm_limits: Mapping[str, Mapping[str, int]] | None = None,
+        use: Mapping[str, Mapping[str, int]] | None = None) -> dict[int, str | None]:
     """For the open reclaims (``for_job`` set) whose grace is over, grouped by the job they were freed for:
     record id -> None (requeue it) or why it is resolved instead. A group with a member still in its grace
-    waits (not listed). Members no longer running are left to the caller (``gone``)."""
+    waits (not listed). Members no longer running are left to the caller (``gone``).
+
+    Groups go in Slurm's order of their claimants (priority, then submit time, job id), each on the idle GPUs
+    plus what the groups before it free: a group is requeued only when its claimant would start there and the
+    GPUs it frees reach the claimant's account in Slurm's order (:func:`.order.first_taker`, with
+    ``slurm_limits``, the limits the round writes, and ``use``, GPUs held per account and type): when a job of
+    another account would take them first, the group waits a round if another group is requeued now (what that
+    one frees changes the order: the claims are served one after another), else it is resolved, naming that job."""
     groups: dict[int, list[PreemptionRecord]] = {}
     for r in records:
         if r.for_job is not None and r.target_type is None:
             groups.setdefault(int(r.for_job), []).append(r)
+
+    def rank(fj: int) -> tuple[int, int, int]:
+        c = known.get(fj)
+        return (0, 0, fj) if c is None else (-int(c.priority), int(c.submit_time), fj)
+
+    pending = [j for j in known.values() if j.pending]
+    freed: dict[str, dict[str, int]] = {}
     out: dict[int, str | None] = {}
-    for fj, rs in sorted(groups.items()):
+    later: dict[int, str] = {}
+    for fj in sorted(groups, key=rank):
+        rs = groups[fj]
         live = [r for r in rs if r.job_id in running]
         if any(r.requeue_at is not None and now < r.requeue_at for r in live):
             continue
         claimant = known.get(fj)
         why = None
+        mine: dict[str, dict[str, int]] = {}
         if claimant is None:
             why = f"the job it was freed for ({fj}) is gone"
         elif claimant.running:
@@ -138,16 +163,37 @@ def due(records: Sequence[PreemptionRecord], running: Mapping[int, Job], known: 
             why = f"the job it was freed for ({fj}) cannot start now ({claimant.reason})"
         elif free is not None:
             t = rs[0].gpu_type
-            room = {x: dict(row) for x, row in free.free.items()}
+            idle = {x: dict(row) for x, row in free.free.items()}  # idle now, and what the groups before free
+            for x, row in freed.items():
+                for g, k in row.items():
+                    idle[x][g] = idle[x].get(g, 0) + k
             for r in live:
                 for x, k in running[r.job_id].node_gpus.items():
-                    if x in room:
-                        room[x][t] = room[x].get(t, 0) + int(k)
+                    if x in free.free:
+                        mine.setdefault(x, {})[t] = mine.get(x, {}).get(t, 0) + int(k)
+            room = {x: dict(row) for x, row in idle.items()}
+            for x, row in mine.items():
+                room[x][t] = room[x].get(t, 0) + row[t]
             if place_gpus(room, free.size, t, claimant.gpus) is None:
                 why = (f"the job it was freed for ({fj}, {claimant.gpus} {t} GPUs) would still not start on what "
                        "the requeue frees: not requeued to restart on the same type")
+            elif (other := first_taker(claimant, mine, idle, free.size, pending, slurm_limits,
+                                       use or {})) is not None:
+                later[fj] = (f"job {other.job_id} of {other.account} (priority {other.priority}) would take the GPUs "
+                             f"it frees before the job it was freed for ({fj}, {claimant.account}): Slurm starts "
+                             "pending jobs in priority order and an untyped request is bound by the total only")
+                continue
+        if why is None:
+            for x, row in mine.items():
+                for g, k in row.items():
+                    freed.setdefault(x, {})[g] = freed.get(x, {}).get(g, 0) + k
         for r in live:
             out[int(r.id)] = why
+    for fj, why in later.items():  # the order changes with what is requeued now: wait a round for it
+        if not any(v is None for v in out.values()):
+            for r in groups[fj]:
+                if r.job_id in running:
+                    out[int(r.id)] = why
     return out
 
 
