@@ -48,6 +48,7 @@ from ..model import Allocation
 from ..records import RoundDetails
 from ..rounding import LastRound
 from ..store import Store
+from ..store.jobs import class_run_times
 from . import plan as P
 from . import ownership, preemption, type_map_file
 from .preemption import carry
@@ -104,7 +105,8 @@ def compute(snapshot: Snapshot | P.PartitionView, store: Store, cfg: Config, pol
                     now=now, empty_alloc=lambda built: _empty_alloc(built, policy), moving=moving,
                     site=store.site_limits(), held_back=carry.held_back(store, now, cfg, view.whole),
                     last=_last_round(store) if cfg.policy.stable else None,
-                    written=ownership.merged(owned or {}, store.written()))
+                    written=ownership.merged(owned or {}, store.written()),
+                    run_times=class_run_times(store.job_runs()))
 
 
 def _last_round(store: Store) -> LastRound | None:

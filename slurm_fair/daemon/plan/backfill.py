@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
-from ...cluster.base import Snapshot
-from .demand import FreeGPUs, place_gpus
+from ...cluster.base import Job, Snapshot
+from .demand import FreeGPUs, place_gpus, startable
 
 INF = math.inf
 PAST_LIMIT_S = 60.0  # a running job past its time limit is expected to end this much later (bf_resolution)
@@ -118,23 +118,36 @@ class Plan:
             bisect.insort(self.reserved[x], (s, e))
 
 
-def snapshot_plan(snapshot: Snapshot, partitions: Sequence[str] = ()) -> Plan:
+RunFor = Callable[[Job], "float | None"]  # a job without a time limit -> its expected run seconds (None: unknown)
+
+
+def snapshot_plan(snapshot: Snapshot, partitions: Sequence[str] = (), run_for: RunFor | None = None) -> Plan:
     """The backfill plan of a snapshot: GPUs free now per node, and the running jobs' GPUs coming back on their
-    nodes at their expected ends (start + time limit; past it: in ``PAST_LIMIT_S``). A job without a time limit,
-    or whose GPUs per node the snapshot does not give, holds its GPUs for ever."""
+    nodes at their expected ends (start + time limit; past it: in ``PAST_LIMIT_S``). A job without a time limit
+    ends at start + ``run_for(job)`` where that gives an estimate; else, or where the snapshot does not give its
+    GPUs per node, it holds its GPUs for ever."""
     free = FreeGPUs.of(snapshot, partitions)
-    return Plan(float(snapshot.taken_at), free.free, free.size, _holds(snapshot, free))
+    return Plan(float(snapshot.taken_at), free.free, free.size, _holds(snapshot, free, run_for))
 
 
-def _holds(snapshot: Snapshot, free: FreeGPUs) -> Iterable[tuple[float, str, str, int]]:
+def _expected_run(j: Job, run_for: RunFor | None) -> float | None:
+    """Seconds job ``j`` is expected to run in all: its time limit, else ``run_for``'s estimate (None: none)."""
+    if j.time_limit is not None:
+        return 60.0 * float(j.time_limit)
+    return run_for(j) if run_for is not None else None
+
+
+def _holds(snapshot: Snapshot, free: FreeGPUs, run_for: RunFor | None = None) -> Iterable[tuple[float, str, str, int]]:
     """``(expected end, node, type, GPUs)`` of the running jobs whose end and GPUs per node are known."""
     now = float(snapshot.taken_at)
     for j in snapshot.jobs:
-        if not j.running or not j.node_gpus or len(j.gpus_allocated) != 1 or j.start_time is None \
-                or j.time_limit is None:
+        if not j.running or not j.node_gpus or len(j.gpus_allocated) != 1 or j.start_time is None:
+            continue
+        run = _expected_run(j, run_for)
+        if run is None or not run < INF:
             continue
         t = next(iter(j.gpus_allocated))
-        end = float(j.start_time) + 60.0 * float(j.time_limit)
+        end = float(j.start_time) + float(run)
         for x, c in j.node_gpus.items():
             if x in free.size:
                 yield end if end > now else now + PAST_LIMIT_S, x, t, int(c)
@@ -223,6 +236,38 @@ def expected_starts(snapshot: Snapshot, types: Sequence[str], partitions: Sequen
         if row:
             out[t] = row
     return out
+
+
+def first_starts(snapshot: Snapshot, types: Sequence[str], run_for: RunFor | None = None,
+                 partitions: Sequence[str] = ()) -> dict[str, dict[int, int]]:
+    """type -> job size -> the unix time (rounded up) at which a job of that many GPUs of the type, submitted now
+    behind the queue, could start as Slurm's backfill plans it: :func:`queue_starts` of the startable pending
+    jobs typed for these types (priority order: SiteFactor, submit time, id), then the earliest window of the
+    new job, held for ever (its length is not known: it goes after every reservation on its nodes). Running
+    and pending jobs end at their time limits, else at ``run_for``'s estimate (the class's recorded run times;
+    None: held for ever). Pending untyped jobs are left out (they take whichever type frees first). Sizes as
+    :func:`sizes_for`; a size no known end frees is left out, a type with none too. ``#@soon`` in the map."""
+    plan = snapshot_plan(snapshot, partitions, run_for)
+    wanted = set(types)
+    queue = sorted((j for j in snapshot.jobs if startable(j) and j.gpu_type in wanted and j.gpus > 0),
+                   key=lambda j: (-j.site_factor, j.submit_time, j.job_id))
+    queue_starts(plan, ((j.job_id, str(j.gpu_type), j.gpus, _run_or_inf(j, run_for)) for j in queue))
+    out: dict[str, dict[int, int]] = {}
+    for t in types:
+        cap = sum(plan.size[x].get(t, 0) for x in plan.nodes_of.get(t, ()))
+        row: dict[int, int] = {}
+        for n in sizes_for(cap):
+            r = plan.earliest(t, n, INF)
+            if r is not None:
+                row[n] = int(math.ceil(r[0]))
+        if row:
+            out[t] = row
+    return out
+
+
+def _run_or_inf(j: Job, run_for: RunFor | None) -> float:
+    run = _expected_run(j, run_for)
+    return INF if run is None else float(run)
 
 
 def _running_sum(timeline: list[tuple[float, int]]):
