@@ -10,6 +10,7 @@ are the daemon's clock (trace time + the cluster's epoch)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any, Iterable
 
 from .. import jobrecord
@@ -39,10 +40,16 @@ def run_records(job: Any, epoch: float, written: set[tuple[int, int, str]]) -> l
 
 
 def write_new_records(jobs: Iterable[Any], epoch: float, spool: str, written: set[tuple[int, int, str]]) -> int:
-    """Write the records of runs started or ended since the last call into ``spool``; returns how many."""
+    """Write the records of runs started or ended since the last call into ``spool`` (named as the hooks name
+    them; a hidden temp file renamed, as they write, without their fsync: a scratch folder); returns how many."""
+    os.makedirs(spool, exist_ok=True)
     n = 0
     for j in jobs:
         for rec in run_records(j, epoch, written):
-            jobrecord.write_record(spool, rec)
+            final = os.path.join(spool, jobrecord.record_name(rec))
+            tmp = os.path.join(spool, "." + jobrecord.record_name(rec) + ".tmp")
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(jobrecord.to_json(rec) + "\n")
+            os.replace(tmp, final)
             n += 1
     return n
