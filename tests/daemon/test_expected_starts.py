@@ -158,21 +158,32 @@ def pending(jid, gpus, gtype, submit, limit=None, name="j"):
 
 def test_first_starts_plan_the_queue_ahead_and_estimate_jobs_without_a_limit_by_their_recorded_run_times():
     """Issue 39 (``#@soon``): a job submitted now starts behind the queue — a 4-GPU v100 job waiting for v1's 2 busy
-    GPUs (ending at NOW + 600) reserves v1 for its 20 minutes (widened to bf_resolution, 60 s: until NOW + 1820),
-    so a new job starts there only at NOW + 1820;
-    v2's job has no time limit: held for ever, unless its class has a recorded run time (1 h: it started 10 min
-    ago, so it ends at NOW + 3000)."""
+    GPUs (back at NOW + 600) takes the 4 GPUs then, for its 20 minutes, so a new job of up to 4 GPUs starts at
+    NOW + 1800; v2's job has no time limit: held for ever (no 8), unless its class has a recorded run time (1 h:
+    it started 10 min ago, so it ends at NOW + 3000)."""
     from slurm_fair.daemon.plan.backfill import first_starts
     from slurm_fair.daemon.plan.typemap import run_estimate
 
     s = snapshot(running(1, "v1", 2), running(2, "v2", 4, limit=None), pending(3, 4, "v100", NOW - 100, limit=20))
     assert expected_starts(s, ["v100"])["v100"] == {1: NOW, 2: NOW, 4: NOW + 600}  # the queue not seen
     got = first_starts(s, ["v100", "k80"])
-    assert got["v100"] == {1: NOW + 1820, 2: NOW + 1820, 4: NOW + 1820}  # v1 reserved until +1820; v2 never
-    assert got["k80"] == {1: NOW, 2: NOW, 4: NOW}
+    assert got["v100"] == {1: NOW + 1800, 2: NOW + 1800, 4: NOW + 1800}
+    assert got["k80"] == {1: NOW, 2: NOW, 4: NOW}  # nothing queued there
     est = run_estimate({"j": 3600.0}, NOW)
     got = first_starts(s, ["v100"], est)
-    assert got["v100"] == {1: NOW + 1820, 2: NOW + 1820, 4: NOW + 1820, 8: NOW + 3000}  # v1 and v2 at 3000
+    assert got["v100"] == {1: NOW + 1800, 2: NOW + 1800, 4: NOW + 1800, 8: NOW + 3000}  # v1 and v2 at 3000
+    # the queued job without a limit but with a record runs its class's hour: its GPUs come back at NOW + 4200
+    s2 = snapshot(running(1, "v1", 2), running(2, "v2", 4, limit=None), pending(3, 4, "v100", NOW - 100))
+    assert first_starts(s2, ["v100"], est)["v100"] == {1: NOW + 3000, 2: NOW + 3000, 4: NOW + 3000, 8: NOW + 4200}
+    assert "v100" not in first_starts(s2, ["v100"])  # no record: the queued job never ends, nothing after it
+    # the queue's turn and the nodes: 3 idle K80s (1 on k1, whose other GPU is back at +3000; 2 on k2), a 2-GPU job
+    # queued (1 h) takes 2 of them now: a new 1-GPU job starts now, a 2-GPU one at +3000, a 4-GPU one when the
+    # queued job's GPUs are back (+3600) — the later of the queue's turn and the nodes' (both nodes whole: +3000)
+    k = snapshot(running(5, "k1", 1, gtype="k80", limit=60), pending(6, 2, "k80", NOW - 50, limit=60),
+                 nodes=(Node("k1", ("MIXED",), ("gpu",), {"k80": 2}, {"k80": 1}),
+                        Node("k2", ("IDLE",), ("gpu",), {"k80": 2}, {})))
+    assert expected_starts(k, ["k80"])["k80"] == {1: NOW, 2: NOW, 4: NOW + 3000}
+    assert first_starts(k, ["k80"])["k80"] == {1: NOW, 2: NOW + 3000, 4: NOW + 3600}
     # a job that has run longer than its class's record is expected to run as long again: ran 2 h -> ends at +2 h
     long = snapshot(running(2, "v2", 4, started=NOW - 7200, limit=None), nodes=(
         Node("v2", ("ALLOCATED",), ("gpu",), {"v100": 4}, {"v100": 4}),))
