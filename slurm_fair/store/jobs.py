@@ -123,10 +123,14 @@ def gpu_seconds(runs: Iterable[JobRun], since: float | None, until: float) -> di
     return out
 
 
+EVERY_CLASS = "*"  # class_run_times' key of the median over every class (no class is named "*" in a map line)
+
+
 def class_run_times(runs: Iterable[JobRun]) -> dict[str, float]:
     """Class -> the median run time (seconds) of its jobs whose runs have all ended: a job's run time is the sum
-    of its runs (a requeued job ran several). What the type map estimates a job's end by when it has no time
-    limit (``daemon/plan/typemap.run_estimate``). Classes with no such job are left out."""
+    of its runs (a requeued job ran several); :data:`EVERY_CLASS` -> the median over every such job. What the
+    type map estimates a job's end by when it has no time limit (``daemon/plan/typemap.run_estimate``). Classes
+    with no such job are left out (none at all: empty)."""
     per_job: dict[int, tuple[str, float, bool]] = {}
     for r in runs:
         cls, total, open_ = per_job.get(r.job_id, (r.cls, 0.0, False))
@@ -136,12 +140,17 @@ def class_run_times(runs: Iterable[JobRun]) -> dict[str, float]:
     for cls, total, open_ in per_job.values():
         if not open_ and cls and total > 0:
             times.setdefault(cls, []).append(total)
-    out: dict[str, float] = {}
-    for cls, xs in times.items():
-        xs.sort()
-        n = len(xs)
-        out[cls] = xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2.0
+    out = {cls: _median(xs) for cls, xs in times.items()}
+    every = [x for xs in times.values() for x in xs]
+    if every:
+        out[EVERY_CLASS] = _median(every)
     return out
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2.0
 
 
 class JobsMixin(StoreBase):

@@ -188,7 +188,8 @@ def test_first_starts_plan_the_queue_ahead_and_estimate_jobs_without_a_limit_by_
     long = snapshot(running(2, "v2", 4, started=NOW - 7200, limit=None), nodes=(
         Node("v2", ("ALLOCATED",), ("gpu",), {"v100": 4}, {"v100": 4}),))
     assert first_starts(long, ["v100"], est)["v100"] == {1: NOW + 7200, 2: NOW + 7200, 4: NOW + 7200}
-    assert run_estimate({"other": 60.0}, NOW)(long.jobs[0]) is None  # no record for its class
+    assert run_estimate({"other": 60.0}, NOW)(long.jobs[0]) is None  # no record for its class, none for all
+    assert run_estimate({"other": 60.0, "*": 9000.0}, NOW)(long.jobs[0]) == 14400.0  # every class's: 9000 < 2 x 7200
 
 
 def test_class_run_times_are_the_median_of_finished_jobs_summed_over_their_runs():
@@ -201,5 +202,6 @@ def test_class_run_times_are_the_median_of_finished_jobs_summed_over_their_runs(
             run(2, 0, "cnn", 0, 1000), run(3, 0, "cnn", 0, 50),
             run(4, 0, "rl", 0, 30), run(4, 1, "rl", 40, None),  # still running: not counted
             run(5, 0, "rl", 0, 70), run(6, 0, "rl", 0, 90)]
-    assert class_run_times(runs) == {"cnn": 400.0, "rl": 80.0}
+    # every class: the median of 400, 1000, 50, 70, 90 -> 90
+    assert class_run_times(runs) == {"cnn": 400.0, "rl": 80.0, "*": 90.0}
     assert class_run_times([]) == {}

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from ...cluster.base import ANY_GPU, Job, Snapshot, supports_pending_retype
+from ...store.jobs import EVERY_CLASS
 from .backfill import INF, first_starts, queue_starts, snapshot_plan
 from .demand import FreeGPUs, gpus_in_use, job_class, pending_typed, startable
 from .limits import Plan
@@ -202,12 +203,14 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
 def run_estimate(run_times: Mapping[str, float], now: float,
                  class_order: Iterable[str] = ("comment", "wckey", "name")) -> Callable[[Job], float | None]:
     """Seconds a job without a time limit is expected to run in all (for :func:`.backfill.first_starts`): its
-    class's recorded run time (``run_times``, class -> seconds); a running job that has already run longer is
-    expected to run as long again (the rule of upgrade moves' ``time_left``). None: its class has no record."""
+    class's recorded run time (``run_times``, class -> seconds, ``store.jobs.class_run_times``), else that of
+    every class (its ``"*"`` entry: a class seen for the first time, or one whose jobs have not ended yet); a
+    running job that has already run longer is expected to run as long again (the rule of upgrade moves'
+    ``time_left``). None: nothing recorded."""
     order = tuple(class_order)
 
     def run_for(j: Job) -> float | None:
-        rec = run_times.get(job_class(j, order))
+        rec = run_times.get(job_class(j, order), run_times.get(EVERY_CLASS))
         if rec is None or not rec > 0:
             return None
         ran = max(0.0, float(now) - float(j.start_time)) if j.running and j.start_time is not None else 0.0
