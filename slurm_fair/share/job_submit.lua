@@ -460,9 +460,9 @@ end
 -- every account's GPUs handed out there stay within it (nil: no bound). A new identity starts unspent, but for what was handed out since `taken_at` (the new map's snapshot
 -- time, `#@map ID T`; nil: nothing carries over): its snapshot did not see those jobs. Returns type, note (nil,
 -- or why the type was taken without room); or nil, note when the job stays untyped. No type has room and the job
--- is not left untyped: the type `soon` (the map's `#@soon` rows) expects to start it first (SF.first_start), else
--- the entry's first type.
-function SF.choose(ident, account, entry, gpus, loose, taken_at, pool, prefer, soon)
+-- is not left untyped: the type `soon` (the map's `#@soon` rows) expects to start it first (SF.first_start; types
+-- in `slow`, the class line's `TYPE:0`, only when no other type has a start), else the entry's first type.
+function SF.choose(ident, account, entry, gpus, loose, taken_at, pool, prefer, soon, slow)
 	local now = SF.clock()
 	if SF.state.ident ~= ident then
 		local old = SF.state.log
@@ -499,9 +499,13 @@ function SF.choose(ident, account, entry, gpus, loose, taken_at, pool, prefer, s
 			.. "type that frees, within the account's total GPU limit", gpus)
 	end
 	if not pick then
-		local first, wait = SF.first_start(soon, entry, gpus, now, function(t)
+		local idle = function(t)
 			return pool ~= nil and pool[t] ~= nil and (all[t] or 0) + gpus <= pool[t]
-		end)
+		end
+		local first, wait = SF.first_start(soon, entry, gpus, now, idle, slow)
+		if not first and slow then
+			first, wait = SF.first_start(soon, entry, gpus, now, idle)
+		end
 		if first then
 			pick = first
 			note = string.format("no GPU type has room for %d GPU(s) now; %s is expected to start it first (in "
@@ -519,15 +523,16 @@ end
 -- The type of `entry` (in its order) that `soon` (the map's `#@soon` rows, nil: none) expects to start a job of
 -- `gpus` GPUs first: the first row entry of at least that size, seconds from `now`; the first of equal ones. A
 -- start now counts only where `idle(t)` (the map's `#@free` GPUs less what this map handed out) still has room for
--- the job: earlier submissions took those GPUs, and when it starts there is not known. Returns type, seconds; nil
--- when no type of the entry has such a row.
-function SF.first_start(soon, entry, gpus, now, idle)
+-- the job: earlier submissions took those GPUs, and when it starts there is not known. `slow` (nil: none): types
+-- left out (the job's class line's `TYPE:0`; the caller tries again without it when none is left). Returns type,
+-- seconds; nil when no type of the entry has such a row.
+function SF.first_start(soon, entry, gpus, now, idle, slow)
 	if not soon then
 		return nil
 	end
 	local best, wait = nil, nil
 	for _, t in ipairs(entry.types or { { type = entry.type } }) do
-		for _, e in ipairs(soon[t.type] or {}) do
+		for _, e in ipairs((slow and slow[t.type]) and {} or soon[t.type] or {}) do
 			if e.size >= gpus then
 				local s = math.max(0, e.at - now)
 				if (s > 0 or (idle and idle(t.type))) and (wait == nil or s < wait) then
@@ -866,7 +871,7 @@ function SF.submit(job_desc, part_list, uid)
 	end
 	local gtype, note = SF.choose(SF.map_identity(map), key, entry, SF.job_gpus(job_desc),
 		SF.loose_room(map, account, class_order or nil, allowed, class_key and map.slow[class_key]), map.taken_at,
-		map.free, prefer, map.soon)
+		map.free, prefer, map.soon, class_key and map.slow[class_key])
 	if note then
 		why = note
 	end

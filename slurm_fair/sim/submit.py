@@ -96,19 +96,23 @@ class SubmitMap:
                 spent[LOOSE] = spent.get(LOOSE, 0) + gpus
                 return None
         if pick is None:
-            pick = self.first_start(line, gpus, now,
-                                    lambda t: t in self.pool and every.get(t, 0) + gpus <= self.pool[t]) or line[0][0]
+            pick = self.first_start(line, gpus, now, lambda t: t in self.pool and every.get(t, 0) + gpus <= self.pool[t],
+                                    self.slow.get(class_key, set())) or line[0][0]
         spent[pick] = spent.get(pick, 0) + gpus
         every[pick] = every.get(pick, 0) + gpus
         return pick
 
     def first_start(self, line: list[tuple[str, int | None]], gpus: int, now: float,
-                    idle: Callable[[str], bool] | None = None) -> str | None:
+                    idle: Callable[[str], bool] | None = None, slow: set[str] | frozenset[str] = frozenset()) -> str | None:
         """The script's ``SF.first_start``: of the types of ``line`` (in its order), the one whose ``#@soon`` says a
         job of ``gpus`` GPUs starts first (the first entry of at least that size; the first of equal ones). A
         start now counts only where ``idle(t)`` — the map's ``#@free`` room less what it handed out — still has
-        room for it (earlier submissions took those GPUs: when it starts there is not known). None when no type
-        of the line has one."""
+        room for it (earlier submissions took those GPUs: when it starts there is not known). Types ``slow`` for
+        the job's class (its class line's ``TYPE:0``: under half its best speed) only when no other type has
+        such a start. None when no type of the line has one."""
+        fast = [(t, n) for t, n in line if t not in slow]
+        if slow and fast and len(fast) < len(line):
+            return self.first_start(fast, gpus, now, idle) or self.first_start(line, gpus, now, idle)
         best: tuple[float, str] | None = None
         for t, _room in line:
             at = next((max(0.0, a - now) for n, a in self.soon.get(t, ()) if n >= gpus), None)

@@ -100,6 +100,21 @@ def test_a_job_no_type_has_room_for_is_typed_to_the_type_that_starts_it_first_as
     assert typ("acct_b", 8) == "k80"  # p100 is not on acct_b's line: k80, not v100
     assert typ("acct_c", 8) == "v100"  # no row for 8 on its line: the first type
     assert typ("acct_a", 2) == "v100"  # room on v100: typed by room
+    # a class slow on k80 (its class line's k80:0) waits for p100 rather than start first on k80, as the Lua case;
+    # with no start known on a fast type, k80 still beats the line's first type
+    m.soon["p100"] = [(1, 1000.0), (8, 6000.0), (16, 9000.0)]
+    assert m.first_start([("v100", 2), ("p100", 2), ("k80", 2)], 8, 1000.0) == "k80"
+    assert m.first_start([("v100", 2), ("p100", 2), ("k80", 2)], 8, 1000.0, slow={"k80"}) == "p100"
+    m.set({"acct_a": Target((("v100", 2), ("p100", 2), ("k80", 2)), "room", soon=soon),
+           "acct_a/lm": Target((("v100", 0), ("p100", 0), ("k80", 0)), "class order", slow=frozenset({"k80"}))})
+    assert m.choose("acct_a", 8, "lm", speed, None, now=1000.0) == "p100"  # p100 at 2000 s anyway
+    m.soon["p100"] = [(1, 1000.0), (8, 6000.0), (16, 9000.0)]
+    m.spent = {}
+    assert m.choose("acct_a", 8, "lm", speed, None, now=1000.0) == "p100"  # k80 (4000 s) is slow for lm
+    m.soon["p100"] = [(1, 1000.0)]
+    m.spent = {}
+    assert m.choose("acct_a", 8, "lm", speed, None, now=1000.0) == "k80"  # no start of 8 known on a fast type
+    m.soon["p100"] = [(1, 1000.0), (8, 2000.0), (16, 9000.0)]
     line = [("v100", 2), ("p100", 2), ("k80", 2)]
     # at 6000 both would start 8 now by #@soon, but nothing says their GPUs are still idle (no #@free room left)
     assert m.first_start(line, 8, 6000.0) is None

@@ -411,6 +411,18 @@ case("#@soon: a job no type has room for is typed to the type expected to start 
 	eq(typ("acct_c", 8), "gres:gpu:v100:8", "no #@soon row of v100 for 8: the line's first type, as before")
 	has(slurm.user, "waits for v100", "the old note")
 	eq(typ("acct_a", 2), "gres:gpu:v100:2", "room on v100: typed by room, #@soon not read")
+	-- a class that runs at under half its best speed on k80 (k80:0 in its class line) waits for p100 rather than
+	-- start first on k80 (4x slower); with no start known elsewhere, k80 still beats the line's first type
+	local SLOWMAP = MAPTEXT .. "acct_a/lm v100,p100,k80:0\n"
+	local function typ_lm(soon_p100)
+		load(SLOWMAP:gsub("#@soon p100 [^\n]*", soon_p100))
+		slurm_fair_submit.clock = function() return 1000 end
+		local job = { account = "acct_a", name = "lm", tres_per_node = "gres:gpu:8" }
+		submit(job)
+		return job.tres_per_node
+	end
+	eq(typ_lm("#@soon p100 1:1000,8:6000,16:9000"), "gres:gpu:p100:8", "k80 starts 8 at 4000 s, p100 at 5000 s: p100")
+	eq(typ_lm("#@soon p100 1:1000"), "gres:gpu:k80:8", "no start of 8 known on a fast type: k80 first after all")
 	-- later (clock 6000) both would start 8 now by #@soon: only where #@free says the GPUs are still idle
 	local function later(maptext)
 		load(maptext)
