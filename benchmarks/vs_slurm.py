@@ -7,7 +7,7 @@ Usage: python3 benchmarks/vs_slurm.py [--policies oef-coop,gavel,...] [--variant
                                       [--gavel 23dbec,51b7ef,925e2b,795a4c,e13805:30]
                                       [--philly-windows 5] [--philly-jobs 60] [--philly-cluster k80=36,...]
                                       [--cluster k80=16,p100=16,v100=16] [--processes 2] [--per-seed]
-                                      [--json FILE] [--jobs-md FILE] [--from-json FILE]
+                                      [--json FILE] [--jobs-md FILE] [--from-json FILE] [--no-time-limits]
 
 Workloads (each simulated with the daemon's own round code, ``slurm_fair.sim.engine.simulate``, on the simulated
 Slurm — priority order, backfill with reservations from time limits):
@@ -382,6 +382,9 @@ def main() -> None:
     ap.add_argument("--jobs-md", metavar="FILE", help="write the lost/gained jobs of every trace as markdown")
     ap.add_argument("--from-json", metavar="FILE",
                     help="print the tables of an earlier run's --json, simulating nothing")
+    ap.add_argument("--no-time-limits", action="store_true",
+                    help="generated traces without time limits (the partition's MaxTime, INFINITE: backfill knows no "
+                         "job's end), as users who never pass --time")
     a = ap.parse_args()
     if a.from_json:
         data = json.loads(Path(a.from_json).read_text())
@@ -411,7 +414,10 @@ def main() -> None:
     workloads = []
     for load in (float(x) for x in a.loads.split(",") if x.strip()):
         for seed in range(a.seeds):
-            workloads.append((f"generated {load:.0%}", f"#{seed}", generated(load, a.jobs, nodes, seed), nodes))
+            trace = generated(load, a.jobs, nodes, seed)
+            if a.no_time_limits:
+                trace = dataclasses.replace(trace, jobs=tuple(dataclasses.replace(j, time_limit=None) for j in trace.jobs))
+            workloads.append((f"generated {load:.0%}", f"#{seed}", trace, nodes))
     workloads += [("gavel", name, t, nodes) for name, t in gavel_traces(a.gavel)]
     if a.philly_windows:
         workloads += [("philly windows", name, t, big)

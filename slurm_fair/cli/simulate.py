@@ -106,11 +106,13 @@ def store_paths(path: str | None, names: list[str]) -> dict[str, Path | None]:
 @click.option("--restart", "restart_s", type=click.FloatRange(min=0), default=60.0, show_default=True,
               help="Checkpoint-restart delay of a requeued job, seconds.")
 @click.option("--preemption/--no-preemption", default=False, show_default=True,
-              help="Run the daemon with preemption.enabled (checkpoint signal, grace, requeue).")
-@click.option("--upgrade/--no-upgrade", default=False, show_default=True,
-              help="Run the daemon with upgrade moves (preemption.upgrade = \"checkpointing\"; every simulated job "
-                   "checkpoints): running jobs on slow GPU types move to idle faster ones when the time saved pays "
-                   "for the restart. Off: upgrade = \"off\". Reclaim stays as --preemption says.")
+              help="Run the daemon with preemption.enabled (checkpoint signal, grace, requeue). Default off, as the "
+                   "daemon's default (preemption.enabled = false).")
+@click.option("--upgrade/--no-upgrade", default=True, show_default=True,
+              help="Run the daemon with upgrade moves (preemption.upgrade = \"checkpointing\", the daemon's default; "
+                   "every simulated job checkpoints): running jobs on slow GPU types move to idle faster ones when "
+                   "the time saved pays for the restart. --no-upgrade: upgrade = \"off\" (no moves). Reclaim stays "
+                   "as --preemption says.")
 @click.option("--dry-run", is_flag=True, default=False,
               help="Run the daemon with daemon.dry_run: rounds compute but set no limit, SiteFactor or type map, so "
                    "the simulated Slurm schedules alone (by --priority, first come first served by default; untyped "
@@ -155,7 +157,9 @@ def simulate_cmd(paths, profiles, throughputs, accounts, unmeasured, generate, s
                  past_usage, node_weights, horizon, jobs_csv, runs_csv, store_path, plot_dir, as_json) -> None:
     """Simulate a job trace on a cluster under the daemon's own round code (observe, solve, place, apply,
     preempt), one policy or several side by side: throughput, JCT, makespan, finish-time fairness, and the
-    rounds whose shares (i) and placed GPUs (r) had envy or sharing-incentive violations.
+    rounds whose shares (i) and placed GPUs (r) had envy or sharing-incentive violations. The daemon runs with
+    its own defaults: no reclaim (--preemption turns it on), upgrade moves of the jobs that checkpoint
+    (--no-upgrade turns them off).
 
     \b
         slurm-fair simulate --generate 200 --cluster k80=8,v100=8 --compare gavel,oef-coop

@@ -48,6 +48,7 @@ from ..model import Allocation
 from ..records import RoundDetails
 from ..rounding import LastRound
 from ..store import Store
+from ..store.jobs import class_run_times
 from . import plan as P
 from . import ownership, preemption, type_map_file
 from .preemption import carry
@@ -85,6 +86,11 @@ def mark_interrupted(store: Store) -> int:
     return n
 
 
+# the type map's run-time estimate reads the job runs of the last two weeks only (bounded per round; the store
+# may hold years of hook records)
+RUN_TIMES_WINDOW_S = 14 * 86400.0
+
+
 def compute(snapshot: Snapshot | P.PartitionView, store: Store, cfg: Config, policy: str, now: float,
             owned: Mapping[str, Mapping[str, int]] | None = None) -> P.Decisions:
     """Everything a round decides (``plan.decide``, pure) from the snapshot (or its partition view, made once by
@@ -105,7 +111,8 @@ def compute(snapshot: Snapshot | P.PartitionView, store: Store, cfg: Config, pol
                     requeuing=bool(cfg.preemption.enabled) and carry.requeuing(store, now, cfg),
                     site=store.site_limits(), held_back=carry.held_back(store, now, cfg, view.whole),
                     last=_last_round(store) if cfg.policy.stable else None,
-                    written=ownership.merged(owned or {}, store.written()))
+                    written=ownership.merged(owned or {}, store.written()),
+                    run_times=class_run_times(store.job_runs(since=now - RUN_TIMES_WINDOW_S)))
 
 
 def _last_round(store: Store) -> LastRound | None:

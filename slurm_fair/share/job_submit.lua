@@ -33,8 +33,10 @@ Rules:
     map's `#@free TYPE:N,...` GPUs idle for everyone, so two accounts' free rooms on the same idle GPUs do not
     add up). When none has room: if the map grants the account `#@untyped ACCOUNT N` room left for the job
     (and the job's class runs on every type), the request stays untyped (Slurm gives it whichever type frees
-    first; the account's total gres/gpu limit binds it); otherwise the first type (the job waits there; the
-    daemon publishes new room as GPUs free up).
+    first; the account's total gres/gpu limit binds it); otherwise the type of its line the map's `#@soon` rows
+    expect to start a job of its size first (the daemon's backfill plan of the queue, from time limits, else
+    the class's recorded run times), else the first type (the job waits there; the daemon publishes new room
+    as GPUs free up).
   * A GPU entry without a type in tres_per_node / tres_per_job / tres_per_task / tres_per_socket gets the
     chosen type (account = job_desc.account or job_desc.default_account), keeping the prefix it was
     written with (22.05 `gres:gpu:2` -> `gres:gpu:v100:2`; 24.11 `gres/gpu:2` -> `gres/gpu:v100:2`,
@@ -457,8 +459,10 @@ end
 -- none). `pool`: the map's `#@free` GPUs per type: a free-room entry (one with a BLOCK) is taken only while
 -- every account's GPUs handed out there stay within it (nil: no bound). A new identity starts unspent, but for what was handed out since `taken_at` (the new map's snapshot
 -- time, `#@map ID T`; nil: nothing carries over): its snapshot did not see those jobs. Returns type, note (nil,
--- or why the first type was taken without room); or nil, note when the job stays untyped.
-function SF.choose(ident, account, entry, gpus, loose, taken_at, pool, prefer)
+-- or why the type was taken without room); or nil, note when the job stays untyped. No type has room and the job
+-- is not left untyped: the type `soon` (the map's `#@soon` rows) expects to start it first (SF.first_start; types
+-- in `slow`, the class line's `TYPE:0`, only when no other type has a start), else the entry's first type.
+function SF.choose(ident, account, entry, gpus, loose, taken_at, pool, prefer, soon, slow)
 	local now = SF.clock()
 	if SF.state.ident ~= ident then
 		local old = SF.state.log
@@ -495,11 +499,50 @@ function SF.choose(ident, account, entry, gpus, loose, taken_at, pool, prefer)
 			.. "type that frees, within the account's total GPU limit", gpus)
 	end
 	if not pick then
-		pick = entry.type
-		note = "every type's room in the map is used by earlier submissions; waits for " .. pick
+		local idle = function(t)
+			return pool ~= nil and pool[t] ~= nil and (all[t] or 0) + gpus <= pool[t]
+		end
+		local first, wait = SF.first_start(soon, entry, gpus, now, idle, slow)
+		if not first and slow then
+			first, wait = SF.first_start(soon, entry, gpus, now, idle)
+		end
+		if first then
+			pick = first
+			note = string.format("no GPU type has room for %d GPU(s) now; %s is expected to start it first (in "
+				.. "about %d s: backfill's plan from time limits, else the class's recorded run times)", gpus,
+				first, wait)
+		else
+			pick = entry.type
+			note = "every type's room in the map is used by earlier submissions; waits for " .. pick
+		end
 	end
 	SF.spend(key, pick, gpus, now)
 	return pick, note
+end
+
+-- The type of `entry` (in its order) that `soon` (the map's `#@soon` rows, nil: none) expects to start a job of
+-- `gpus` GPUs first: the first row entry of at least that size, seconds from `now`; the first of equal ones. A
+-- start now counts only where `idle(t)` (the map's `#@free` GPUs less what this map handed out) still has room for
+-- the job: earlier submissions took those GPUs, and when it starts there is not known. `slow` (nil: none): types
+-- left out (the job's class line's `TYPE:0`; the caller tries again without it when none is left). Returns type,
+-- seconds; nil when no type of the entry has such a row.
+function SF.first_start(soon, entry, gpus, now, idle, slow)
+	if not soon then
+		return nil
+	end
+	local best, wait = nil, nil
+	for _, t in ipairs(entry.types or { { type = entry.type } }) do
+		for _, e in ipairs((slow and slow[t.type]) and {} or soon[t.type] or {}) do
+			if e.size >= gpus then
+				local s = math.max(0, e.at - now)
+				if (s > 0 or (idle and idle(t.type))) and (wait == nil or s < wait) then
+					best, wait = t.type, s
+				end
+				break
+			end
+		end
+	end
+	return best, wait
 end
 
 -- Typing by expected completion (issue 28): `pick`, the type a job of `gpus` GPUs got by room, is kept unless
@@ -828,7 +871,7 @@ function SF.submit(job_desc, part_list, uid)
 	end
 	local gtype, note = SF.choose(SF.map_identity(map), key, entry, SF.job_gpus(job_desc),
 		SF.loose_room(map, account, class_order or nil, allowed, class_key and map.slow[class_key]), map.taken_at,
-		map.free, prefer)
+		map.free, prefer, map.soon, class_key and map.slow[class_key])
 	if note then
 		why = note
 	end

@@ -10,7 +10,8 @@ What it models, in the terms the daemon sees through ``snapshot()`` and acts on:
   once the daemon has published a type map (:meth:`set_type_map`: the account's line, else the ``*`` line, in the
   order of the job's ``account/class`` line if there is one; the first type whose room is not used up by the GPUs
   handed out against this map — each publication is a new one —, else untyped within the account's
-  ``#@untyped`` room, else the first type) and gets the ``fair:flex`` token; before any map it stays
+  ``#@untyped`` room, else the type ``#@soon`` expects to start it first, else the first type) and gets the
+  ``fair:flex`` token; before any map it stays
   untyped. Types its class cannot run on (no throughput in the trace) are skipped, as a user whose model does not
   fit a GPU type asks for the others (a line with none it can run on leaves the job untyped): the daemon cannot know
   it — a profile missing for a type only means "not measured" to it.

@@ -8,7 +8,8 @@ solve, place, apply limits and SiteFactor, preempt, record), hand its published 
 simulated ``job_submit.lua``. It stops when every job is done, or at ``horizon`` seconds. ``dry_run=True``
 (``daemon.dry_run``): the rounds compute and record but set no limit, SiteFactor or type map, so the simulated
 Slurm alone schedules (first come first served, each untyped job on its fastest type that fits, backfill) —
-the baseline of a cluster without slurm-fair.
+the baseline of a cluster without slurm-fair. Before each round the start and end records slurm-fair's
+controller hooks would have written go into the config's spool (:mod:`.hooks`), which the round ingests.
 
 The simulated Slurm's own priority and node choice (issue 39), with or without the daemon (its SiteFactor adds
 on top, as in Slurm): ``priority="fifo"`` (the default: SiteFactor, then submit time), ``"fairshare"``
@@ -61,6 +62,7 @@ from ..errors import InputError
 from ..fairness.realized import Run, RealizedSummary
 from ..fairness.stability import flips
 from ..stats import fairness_summary, percentile
+from .hooks import write_new_records
 from ..store import Store
 from .cluster import SimCluster
 from .fairshare import Multifactor, speed_weights
@@ -158,6 +160,7 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                 for g, v in row.items():
                     store.set_profile(cls, g, float(v))
             rounds, errors, timeline, present, idle = 0, [], [], [], 0
+            hook_records: set[tuple[int, int, str]] = set()  # the hooks' records written (sim/hooks.py)
             last = None
             blocked_seen: set[int] = set()
             t = start
@@ -167,6 +170,7 @@ def simulate(trace: Any, nodes: Mapping[str, Mapping[str, int]], policy: str, *,
                 else:
                     t = _advance_watching(cluster, t, cfg, last, blocked_seen)
                 round_at = cluster.now
+                write_new_records(cluster.jobs.values(), cluster.epoch, str(cfg.spool_path), hook_records)
                 res = last = run_round(cluster, store, cfg, policy, now=cluster.clock())
                 rounds += 1
                 if res.status not in ("ok", "dry-run"):

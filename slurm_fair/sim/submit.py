@@ -67,7 +67,8 @@ class SubmitMap:
         type; types it cannot run on are skipped, as a user would; ``limit``: its time limit in seconds, ``now``:
         the daemon's clock, for :meth:`by_completion`). None: no line, no type the class can run on,
         or left untyped within the account's ``#@untyped`` room (no type has room; its class line keeps every
-        type of the map and marks none slow; it runs on each)."""
+        type of the map and marks none slow; it runs on each). No type has room and it is not left untyped: the
+        type of its line expected to start it first (:meth:`first_start`), else the line's first type."""
         key = account if account in self.lines else DEFAULT_TARGET
         line = list(self.lines.get(key, ()))
         class_key = next((k for k in (f"{account}/{cls}", f"{DEFAULT_TARGET}/{cls}") if self.lines.get(k)), "")
@@ -95,10 +96,31 @@ class SubmitMap:
                 spent[LOOSE] = spent.get(LOOSE, 0) + gpus
                 return None
         if pick is None:
-            pick = line[0][0]
+            pick = self.first_start(line, gpus, now, lambda t: t in self.pool and every.get(t, 0) + gpus <= self.pool[t],
+                                    self.slow.get(class_key, set())) or line[0][0]
         spent[pick] = spent.get(pick, 0) + gpus
         every[pick] = every.get(pick, 0) + gpus
         return pick
+
+    def first_start(self, line: list[tuple[str, int | None]], gpus: int, now: float,
+                    idle: Callable[[str], bool] | None = None, slow: set[str] | frozenset[str] = frozenset()) -> str | None:
+        """The script's ``SF.first_start``: of the types of ``line`` (in its order), the one whose ``#@soon`` says a
+        job of ``gpus`` GPUs starts first (the first entry of at least that size; the first of equal ones). A
+        start now counts only where ``idle(t)`` — the map's ``#@free`` room less what it handed out — still has
+        room for it (earlier submissions took those GPUs: when it starts there is not known). Types ``slow`` for
+        the job's class (its class line's ``TYPE:0``: under half its best speed) only when no other type has
+        such a start. None when no type of the line has one."""
+        fast = [(t, n) for t, n in line if t not in slow]
+        if slow and fast and len(fast) < len(line):
+            return self.first_start(fast, gpus, now, idle) or self.first_start(line, gpus, now, idle)
+        best: tuple[float, str] | None = None
+        for t, _room in line:
+            at = next((max(0.0, a - now) for n, a in self.soon.get(t, ()) if n >= gpus), None)
+            if at == 0.0 and not (idle is not None and idle(t)):
+                continue
+            if at is not None and (best is None or at < best[0]):
+                best = (at, t)
+        return best[1] if best else None
 
     def by_completion(self, speeds: Mapping[str, int], pick: str, gpus: int, limit: float | None,
                       now: float, idle: Callable[[str], bool] | None = None) -> str | None:

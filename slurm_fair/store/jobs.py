@@ -123,6 +123,36 @@ def gpu_seconds(runs: Iterable[JobRun], since: float | None, until: float) -> di
     return out
 
 
+EVERY_CLASS = "*"  # class_run_times' key of the median over every class (no class is named "*" in a map line)
+
+
+def class_run_times(runs: Iterable[JobRun]) -> dict[str, float]:
+    """Class -> the median run time (seconds) of its jobs whose runs have all ended: a job's run time is the sum
+    of its runs (a requeued job ran several); :data:`EVERY_CLASS` -> the median over every such job. What the
+    type map estimates a job's end by when it has no time limit (``daemon/plan/typemap.run_estimate``). Classes
+    with no such job are left out (none at all: empty)."""
+    per_job: dict[int, tuple[str, float, bool]] = {}
+    for r in runs:
+        cls, total, open_ = per_job.get(r.job_id, (r.cls, 0.0, False))
+        per_job[r.job_id] = (r.cls or cls, total + (r.end - r.start if r.end is not None else 0.0),
+                             open_ or r.end is None)
+    times: dict[str, list[float]] = {}
+    for cls, total, open_ in per_job.values():
+        if not open_ and cls and total > 0:
+            times.setdefault(cls, []).append(total)
+    out = {cls: _median(xs) for cls, xs in times.items()}
+    every = [x for xs in times.values() for x in xs]
+    if every:
+        out[EVERY_CLASS] = _median(every)
+    return out
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2.0
+
+
 class JobsMixin(StoreBase):
     """The ``job_records`` table."""
 

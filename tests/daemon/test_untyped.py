@@ -161,6 +161,23 @@ def test_retype_moves_flexible_jobs_that_cannot_start_to_a_type_where_they_can()
     assert P.retype_moves(p, snap(jobs), runs_on=lambda j: ["v100", "a100"]) == []
 
 
+def test_retype_moves_give_a_freed_type_to_the_job_that_has_waited_longest_first():
+    """Issue 39: 4 idle K80s and two flexible V100 jobs that cannot start (no V100 limit room) and may move there:
+    the one submitted first gets them, whatever its class loses on K80 (ranked by loss first, a later job of a
+    class that loses less took them)."""
+    thr = {"acct_a": {"cnn": {"v100": 10.0, "k80": 1.0}, "rl": {"v100": 1.1, "k80": 1.0}}}
+    jobs = [_replace(job(1, "acct_a", 4, "v100", submit=10, comment="fair:flex"), name="cnn"),
+            _replace(job(2, "acct_a", 4, "v100", submit=500, comment="fair:flex"), name="rl")]
+    p = plan({"acct_a": {"v100": 0, "k80": 4}}, lend=False)
+    # with no time limit only a loss of at most BLIND_MAX_LOSS pays: cnn (10x) may not move, rl (1.1x) may
+    assert P.retype_moves(p, snap(jobs), throughput=thr) == [P.Retype(2, "acct_a", "v100", "k80", 4)]
+    thr["acct_a"]["mid"] = {"v100": 1.4, "k80": 1.0}
+    both = [_replace(jobs[0], name="mid"), jobs[1]]  # both gain; job 1's class loses more (1.4x against 1.1x)
+    assert P.retype_moves(p, snap(both), throughput=thr) == [P.Retype(1, "acct_a", "v100", "k80", 4)]
+    swapped = [_replace(both[0], submit_time=900), both[1]]  # now job 2 has waited longer
+    assert P.retype_moves(p, snap(swapped), throughput=thr) == [P.Retype(2, "acct_a", "v100", "k80", 4)]
+
+
 # ------------------------------------------------------------------------------------------- publish
 
 

@@ -388,6 +388,54 @@ case("#@untyped: not for a class whose line marks a type slow for it (TYPE:0)", 
 	eq(typ("lm"), "gres:gpu:1", "lm runs as well on either: left untyped")
 end)
 
+case("#@soon: a job no type has room for is typed to the type expected to start it first, not the line's first", function()
+	-- issue 39: 8-GPU jobs pinned to the first type of their account's line waited 30 ks while another type freed
+	local MAPTEXT = table.concat({
+		"#@soon k80 1:1000,8:5000,16:9000",
+		"#@soon p100 1:1000,8:2000,16:9000",
+		"#@soon v100 1:1000,2:1000",
+		"acct_a v100:2:2,p100:2:2,k80:2:2",
+		"acct_b v100:2:2,k80:2:2",
+		"acct_c v100:2:2",
+	}, "\n") .. "\n"
+	local function typ(acct, gpus)
+		load(MAPTEXT)
+		slurm_fair_submit.clock = function() return 1000 end
+		local job = { account = acct, tres_per_node = "gres:gpu:" .. gpus }
+		submit(job)
+		return job.tres_per_node
+	end
+	eq(typ("acct_a", 8), "gres:gpu:p100:8", "p100 starts 8 GPUs in 1000 s, k80 in 4000, v100 never (no row)")
+	has(slurm.user, "p100 is expected to start it first (in about 1000 s", "the user is told where and when")
+	eq(typ("acct_b", 8), "gres:gpu:k80:8", "p100 is not on acct_b's line: k80, not v100")
+	eq(typ("acct_c", 8), "gres:gpu:v100:8", "no #@soon row of v100 for 8: the line's first type, as before")
+	has(slurm.user, "waits for v100", "the old note")
+	eq(typ("acct_a", 2), "gres:gpu:v100:2", "room on v100: typed by room, #@soon not read")
+	-- a class that runs at under half its best speed on k80 (k80:0 in its class line) waits for p100 rather than
+	-- start first on k80 (4x slower); with no start known elsewhere, k80 still beats the line's first type
+	local SLOWMAP = MAPTEXT .. "acct_a/lm v100,p100,k80:0\n"
+	local function typ_lm(soon_p100)
+		load(SLOWMAP:gsub("#@soon p100 [^\n]*", soon_p100))
+		slurm_fair_submit.clock = function() return 1000 end
+		local job = { account = "acct_a", name = "lm", tres_per_node = "gres:gpu:8" }
+		submit(job)
+		return job.tres_per_node
+	end
+	eq(typ_lm("#@soon p100 1:1000,8:6000,16:9000"), "gres:gpu:p100:8", "k80 starts 8 at 4000 s, p100 at 5000 s: p100")
+	eq(typ_lm("#@soon p100 1:1000"), "gres:gpu:k80:8", "no start of 8 known on a fast type: k80 first after all")
+	-- later (clock 6000) both would start 8 now by #@soon: only where #@free says the GPUs are still idle
+	local function later(maptext)
+		load(maptext)
+		slurm_fair_submit.clock = function() return 6000 end
+		local job = { account = "acct_a", tres_per_node = "gres:gpu:8" }
+		submit(job)
+		return job.tres_per_node
+	end
+	eq(later(MAPTEXT), "gres:gpu:v100:8", "no #@free line: a start now is not known to be free, the first type")
+	eq(later("#@free k80:8\n" .. MAPTEXT), "gres:gpu:k80:8", "k80's 8 GPUs idle by #@free: k80")
+	eq(later("#@free k80:8,p100:8\n" .. MAPTEXT), "gres:gpu:p100:8", "both idle: the line's order")
+end)
+
 case("#@soon/#@speed: a job with a time limit is not typed onto a type slow for its class when a faster one finishes it sooner", function()
 	-- issue 28: a 4-GPU job typed k80 because only k80 had room for 4 now ran 3.4x longer than waiting 200 s for
 	-- a p100 node; k80 runs the class at 178/1000 of its best (v100), p100 at 600/1000
@@ -413,7 +461,9 @@ case("#@soon/#@speed: a job with a time limit is not typed onto a type slow for 
 	eq(typ("rec", 4, 0xfffffffe), "gres:gpu:k80:4", "NO_VAL time limit: typed by room")
 	eq(typ("rec", 4, 1), "gres:gpu:k80:4", "a 1-minute job: starting now on k80 beats waiting 200 s")
 	eq(typ("lm", 4, 600), "gres:gpu:k80:4", "no #@speed line for the class: typed by room")
-	eq(typ("rec", 16, 600), "gres:gpu:v100:16", "no type has room for 16: the first type of the line, as before")
+	eq(typ("rec", 16, 600), "gres:gpu:p100:16", "no type has room for 16: the type #@soon starts 16 on first "
+		.. "(p100 and k80 at 9000, v100 at 90000; p100 comes first in the class's order)")
+	has(slurm.user, "p100 is expected to start it first (in about 8000 s", "the user is told why")
 	eq(typ("rec", 1, 600), "gres:gpu:v100:1", "1 GPU: v100 has room, kept")
 	-- without a time limit, a faster type that can start the job now still wins (whatever its length)
 	MAPTEXT = MAPTEXT:gsub("#@soon p100 1:1000,2:1000,4:1200", "#@soon p100 1:1000,2:1000,4:900")

@@ -66,6 +66,7 @@ class Decisions:
     unrecorded: dict[str, dict[str, int]] = field(default_factory=dict)
     # the accounts' GPU limits now less those still as slurm-fair wrote them: what rounds record as site limits
     site_now: dict[str, dict[str, int]] = field(default_factory=dict)
+    run_times: dict[str, float] = field(default_factory=dict)  # class -> recorded run time, s (the type map's estimate)
 
     def plan_in_force(self) -> Plan:
         """The plan with the limits in force after the round: what retypes and the type map count room under."""
@@ -77,7 +78,8 @@ def decide(snapshot: Snapshot | PartitionView, cfg: Config, solve: Any, *, profi
            empty_alloc: Any, moving: Sequence[tuple[str, str, int]] = (),
            site: Mapping[str, Mapping[str, int]] | None = None,
            held_back: HoldBack | Mapping[str, Mapping[str, int]] | None = None, last: LastRound | None = None,
-           written: Mapping[str, Mapping[str, int]] | None = None, requeuing: bool = False) -> Decisions:
+           written: Mapping[str, Mapping[str, int]] | None = None, requeuing: bool = False,
+           run_times: Mapping[str, float] | None = None) -> Decisions:
     """One round's decisions from the snapshot (or its :class:`PartitionView`, made once by the caller) and the
     state carried from earlier rounds, with no side effects:
     demand per class, the problem and its allocation (``solve(problem) -> Allocation``; ``empty_alloc(built)``
@@ -87,6 +89,8 @@ def decide(snapshot: Snapshot | PartitionView, cfg: Config, solve: Any, *, profi
     what open hold-backs do (``daemon/preemption/unrequeueable.py``: a :class:`HoldBack`, or account -> type -> GPUs of its
     running jobs preemption could not requeue): its limits are lowered by them, and an account held back across
     all its jobs may hold no more than it runs now. ``last``: last round's ideal and guarantees (``make_plan``).
+    ``run_times``: class -> its recorded run time in seconds (the store's job runs,
+    ``store.jobs.class_run_times``): the type map's estimate of when a job without a time limit ends.
     ``written``: the GPU limits slurm-fair last wrote (the store's, with the ownership file's): one that differs in
     Slurm now was set by someone else and is kept (:func:`.limits.drift`); an account leaving the managed set gets
     back only what slurm-fair wrote. ``requeuing``: a reclaim's victims may be requeued this round (``make_plan``).
@@ -164,7 +168,7 @@ def decide(snapshot: Snapshot | PartitionView, cfg: Config, solve: Any, *, profi
                   reporting=frozenset(reporting), left_alone=tuple(left_alone),
                   held_back={a: dict(v) for a, v in hb.held.items()}, held_at={a: dict(v) for a, v in hb.frozen.items()},
                   held_why=dict(hb.why), drift=drifted, in_force=in_force,
-                  unrecorded=unrecorded, site_now=site_now,
+                  unrecorded=unrecorded, site_now=site_now, run_times=dict(run_times or {}),
                   not_demand=not_demand([j for j in gpu_jobs(snapshot, cfg.cluster.partitions)
                                          if j.account not in NEVER_MANAGED]))
     return replace(d, targets=type_map(d, view.with_managed(with_retypes(snapshot, retypes)), cfg))
@@ -188,7 +192,8 @@ def type_map(d: Decisions, snapshot: Snapshot | PartitionView, cfg: Config) -> d
     snapshot = PartitionView.of(snapshot, cfg.cluster.partitions).managed
     plan = d.plan_in_force()
     targets = untyped_targets(plan, snapshot, d.built.throughput, reclaim=bool(cfg.preemption.enabled),
-                              site_speed=d.built.site_speed, class_speed=d.built.class_speed)
+                              site_speed=d.built.site_speed, class_speed=d.built.class_speed,
+                              run_times=d.run_times, class_order=cfg.classes.order)
     if cfg.profiling.explore:
         targets = explore_targets(targets, plan, snapshot, d.built.sources, d.reporting)
     if cfg.limits.accounts:  # a pilot types only its own accounts' jobs (the map says @listed-only)

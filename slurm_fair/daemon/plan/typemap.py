@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from ...cluster.base import ANY_GPU, Job, Snapshot, supports_pending_retype
-from .backfill import INF, expected_starts, queue_starts, snapshot_plan
+from ...store.jobs import EVERY_CLASS
+from .backfill import INF, first_starts, queue_starts, snapshot_plan
 from .demand import FreeGPUs, gpus_in_use, job_class, pending_typed, startable
 from .limits import Plan
 from .problem import SRC_ASSUMED
@@ -133,7 +134,9 @@ def untyped_room(plan: Plan, account: str, types: Iterable[str], used: Mapping[s
 def untyped_targets(plan: Plan, snapshot: Snapshot,
                     throughput: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
                     reclaim: bool = False, site_speed: Mapping[str, float] | None = None,
-                    class_speed: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Target]:
+                    class_speed: Mapping[str, Mapping[str, float]] | None = None,
+                    run_times: Mapping[str, float] | None = None,
+                    class_order: Iterable[str] = ("comment", "wckey", "name")) -> dict[str, Target]:
     """The type map: account -> :class:`Target` for its untyped GPU requests, ``"*"`` for accounts without a
     line, and class lines. Pure: the map file is written by ``daemon/type_map_file.py``.
 
@@ -159,6 +162,11 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
       runs on at under 1/``SLOW_CLASS`` of its best speed (``slow``, written ``TYPE:0``): a job of the class is
       not left untyped (``#@untyped``) where Slurm could start it on such a type.
     * ``"*"``: free room under the capacity less every claim, fastest first by ``site_speed``.
+    * **First starts** (every line's ``soon``, written once as ``#@soon``): per type and job size, when a job
+      submitted now could start there behind the queue (:func:`.backfill.first_starts`), with jobs ending at
+      their time limits, else by their class's recorded run times (``run_times``: class -> seconds, from the
+      store's job runs; :func:`run_estimate`). job_submit.lua types a job no type has room for (and not left
+      untyped) to the type of its line that starts it first, and by expected completion (``#@speed``).
     """
     in_use = gpus_in_use(snapshot)
     typed = pending_typed(snapshot, startable_only=True)
@@ -172,7 +180,7 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
     out: dict[str, Target] = {}
     if not types:
         return out
-    soon = expected_starts(snapshot, types)
+    soon = first_starts(snapshot, types, run_estimate(run_times or {}, snapshot.taken_at, class_order))
     site = site_speed or {}
     for a in plan.accounts:
         used, mine = in_use.get(a, {}), typed.get(a, {})
@@ -190,6 +198,25 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
                                                     speeds=_per_mille(rel, order, top))
     out[DEFAULT_TARGET] = _default_line(plan, types, free, block, soon, site)
     return out
+
+
+def run_estimate(run_times: Mapping[str, float], now: float,
+                 class_order: Iterable[str] = ("comment", "wckey", "name")) -> Callable[[Job], float | None]:
+    """Seconds a job without a time limit is expected to run in all (for :func:`.backfill.first_starts`): its
+    class's recorded run time (``run_times``, class -> seconds, ``store.jobs.class_run_times``), else that of
+    every class (its ``"*"`` entry: a class seen for the first time, or one whose jobs have not ended yet); a
+    running job that has already run longer is expected to run as long again (the rule of upgrade moves'
+    ``time_left``). None: nothing recorded."""
+    order = tuple(class_order)
+
+    def run_for(j: Job) -> float | None:
+        rec = run_times.get(job_class(j, order), run_times.get(EVERY_CLASS))
+        if rec is None or not rec > 0:
+            return None
+        ran = max(0.0, float(now) - float(j.start_time)) if j.running and j.start_time is not None else 0.0
+        return max(float(rec), 2.0 * ran)
+
+    return run_for
 
 
 def _pool(plan: Plan, snapshot: Snapshot, types: list[str]) -> tuple[dict[str, int], dict[str, int]]:
@@ -457,12 +484,13 @@ def retype_moves(plan: Plan, snapshot: Snapshot, max_moves: int = 10,
     (:class:`.demand.FreeGPUs`). ``runs_on(job)``: the types the job may be moved to (where its class is known
     to run; None: every type). At most ``max_moves`` jobs.
 
-    Who gets a freed type (issue 28): the candidate moves are taken in order of what the job's *own class*
-    loses there (:func:`_loss`, its speed on its own type over its speed there; ``throughput`` per account and
-    class, the class by ``class_order``), then by priority — so a slower type goes to the job that suffers least
-    on it. A move to a slower type happens only when it pays (:func:`worth_moving`): the job's own type frees
-    (:func:`frees_in`: enough GPUs on it for the jobs ahead of it and itself, and within its account's limit
-    there) later than the difference its slower run costs.
+    Who gets a freed type (issue 39): of the jobs a move pays for (:func:`worth_moving`: the job's own type
+    frees — :func:`_own_wait`, enough GPUs on it for the jobs ahead of it and itself, and within its account's
+    limit there — later than the difference its slower run costs), the one that has waited longest first
+    (earliest submit time, then id); each to the type its *own class* loses least on (:func:`_loss`, its speed on
+    its own type over its speed there; ``throughput`` per account and class, the class by ``class_order``), then
+    the type fastest for its account. Ranked by the class's loss first (issue 28), 8 freed P100 went to an 8-GPU
+    job submitted 4.3 ks earlier ahead of three that had waited ~30 ks.
     """
     in_use = gpus_in_use(snapshot)
     nodes = FreeGPUs.of(snapshot)
@@ -493,18 +521,18 @@ def retype_moves(plan: Plan, snapshot: Snapshot, max_moves: int = 10,
                                          ahead_acct.get((j.account, g), 0) + j.gpus, r[g])))
         ahead[g] = ahead.get(g, 0) + j.gpus
         ahead_acct[(j.account, g)] = ahead_acct.get((j.account, g), 0) + j.gpus
-    cands: list[tuple[float, int, float, str, Job]] = []
-    for rank, (j, wait) in enumerate(misfits):
+    cands: list[tuple[float, int, float, float, str, Job]] = []
+    for j, wait in misfits:
         speed = _class_speed(throughput, j, order)
         for g in sorted(plan.capacity):
             if g == j.gpu_type or g not in can[j.job_id]:
                 continue
             loss = _loss(speed, str(j.gpu_type), g)
             if worth_moving(loss, wait, j.time_limit):
-                cands.append((loss, rank, -_speed(throughput, j.account, g), g, j))
+                cands.append((float(j.submit_time), j.job_id, loss, -_speed(throughput, j.account, g), g, j))
     moves: list[Retype] = []
     moved: set[int] = set()
-    for _loss_g, _rank, _acct_speed, g, j in sorted(cands, key=lambda c: c[:4]):
+    for _submit, _id, _loss_g, _acct_speed, g, j in sorted(cands, key=lambda c: c[:5]):
         if len(moves) >= max_moves:
             break
         r = room[j.account]

@@ -5,7 +5,8 @@ A Slurm job keeps the GPUs it started on; a job that started on K80s because the
 the end even when V100s free up an hour later. Gavel's simulator moves jobs between types every round for free;
 here a move costs a checkpoint and a restart, so it is made only where it pays. A running job is moved when:
 
-(a) slurm-fair chose its type (``fair:flex``: the user asked for no type), Slurm can retype a pending job
+(a) slurm-fair chose its type (``fair:flex``: the user asked for no type) or it runs untyped (job_submit.lua left
+    it untyped and Slurm started it on whichever type freed first), Slurm can retype a pending job
     (>= 23.02.6: the job is requeued and given the new type while pending), Slurm may requeue it, it may be
     moved (:func:`movable`: under ``preemption.upgrade = "checkpointing"``, the default, only a job that declares
     it checkpoints — the comment token ``fair:checkpoint`` — or that a ``preemption.checkpointing`` rule names),
@@ -20,7 +21,9 @@ here a move costs a checkpoint and a restart, so it is made only where it pays. 
     (pending jobs come first: starting a waiting job beats moving a running one) and after the moves already
     in flight, and within its account's limit there.
 
-Largest saving first; at most the per-round signal budget left after reclaims. Moves need no reclaim: with
+Who moves first: the job that has waited longest (earliest submit time), each to the type that saves it most
+(issue 39: ranked by saving alone, the freed GPUs went to the job that saves most, not to the one kept waiting
+longest); at most the per-round signal budget left after reclaims. Moves need no reclaim: with
 ``preemption.enabled = false`` the round still makes them (and only them). The move then follows the
 reclaim's steps (:mod:`.decide`, :mod:`.carry`): checkpoint signal, grace, requeue — with the new type — or, when the
 target's GPUs were taken in the meantime, resolved without a requeue. While a move is in flight its GPUs on
@@ -127,7 +130,8 @@ def upgrade_moves(snapshot: Snapshot, plan: Plan, speed: Callable[[Job, str], fl
     in_use = gpus_in_use(snapshot)
     cands: list[tuple[float, Job, str, str]] = []
     for j in snapshot.jobs:
-        if not j.running or not j.flexible or not j.requeue or j.job_id in skip or len(j.gpus_allocated) != 1:
+        if not j.running or not (j.flexible or j.gpu_type is None) or not j.requeue or j.job_id in skip \
+                or len(j.gpus_allocated) != 1:
             continue
         if may_move is not None and not may_move(j):
             continue
@@ -148,7 +152,7 @@ def upgrade_moves(snapshot: Snapshot, plan: Plan, speed: Callable[[Job, str], fl
     moves: list[Upgrade] = []
     room: dict[str, dict[str, int]] = {}
     moved: set[int] = set()
-    for saving, j, s, t in sorted(cands, key=lambda c: (-c[0], c[1].job_id, c[3])):
+    for saving, j, s, t in sorted(cands, key=lambda c: (c[1].submit_time, c[1].job_id, -c[0], c[3])):
         if len(moves) >= max_moves:
             break
         if j.job_id in moved:

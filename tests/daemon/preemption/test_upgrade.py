@@ -114,9 +114,32 @@ def test_only_flexible_requeueable_jobs_past_their_lease_and_with_a_known_faster
     assert moves([job(1, ran=3600.0, limit=65)]) == []
 
 
-def test_largest_saving_first_within_idle_gpus_pending_jobs_first_and_the_limit():
-    jobs = [job(1, ran=1000.0), job(2, ran=9000.0), job(3, gpus=2, ran=5000.0)]
-    assert [x.job_id for x in moves(jobs, v100_free=3)] == [2, 3]  # job 1 saves least: no V100 left for it
+def test_an_untyped_job_slurm_started_on_a_slow_type_is_moved_when_it_checkpoints_like_a_flexible_one():
+    """Issue 39: job_submit.lua left it untyped (no fair:flex), Slurm started it on the K80 that freed first; when
+    V100s stand idle it moves like a fair:flex job — under the default mode only if it checkpoints."""
+    untyped = replace(job(1, ran=3600.0, flex=False, comment="fair:checkpoint"), gpu_type=None)
+    assert untyped.gpu_type is None and untyped.gpus_allocated == {"k80": 1} and not untyped.flexible
+    ck = U.movable(PreemptionConfig(), by_name)
+    m = moves([untyped], may_move=ck)
+    assert [(x.job_id, x.from_type, x.to_type) for x in m] == [(1, "k80", "v100")]
+    assert m[0].saving == pytest.approx(3600 * 0.9 - 300)
+    silent = replace(job(2, ran=3600.0, flex=False), gpu_type=None)
+    assert moves([silent], may_move=ck) == []  # it never said it checkpoints
+    assert moves([job(3, ran=3600.0, flex=False, comment="fair:checkpoint")], may_move=ck) == []  # typed by its user
+
+
+def test_the_job_that_has_waited_longest_moves_first_not_the_one_that_saves_most():
+    """Issue 39: one idle V100, two K80 jobs that gain from it: the one submitted earlier gets it though the other
+    saves more (it has run longer since a later submission: it started at once)."""
+    early = replace(job(1, ran=2000.0), submit_time=int(NOW - 30_000))  # waited 28 ks, then ran 2000 s
+    late = replace(job(2, ran=9000.0), submit_time=int(NOW - 9010))  # saves 7800 s against early's 1500 s
+    assert [x.job_id for x in moves([early, late], v100_free=1)] == [1]
+    assert [x.job_id for x in moves([early, late], v100_free=2)] == [1, 2]
+
+
+def test_longest_waiting_first_within_idle_gpus_pending_jobs_first_and_the_limit():
+    jobs = [job(1, ran=1000.0), job(2, ran=9000.0), job(3, gpus=2, ran=5000.0)]  # submitted 2, 3, 1
+    assert [x.job_id for x in moves(jobs, v100_free=3)] == [2, 3]  # job 1 waited least: no V100 left for it
     assert [x.job_id for x in moves(jobs, v100_free=2)] == [2, 1]  # job 3's 2 GPUs no longer fit, job 1's do
     pending = jobs + [job(9, account="b", gpu_type="v100", state="PENDING")]
     assert [x.job_id for x in moves(pending, v100_free=2)] == [2]  # the waiting job takes one V100 first
