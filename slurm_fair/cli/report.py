@@ -139,6 +139,9 @@ def _print_realized(r: dict) -> None:
                    + "; ".join(why) + ")")
     if r["no_submit"]:
         click.echo(f"{len(r['no_submit'])} job(s) without a recorded submit time: counted from their first start")
+    if r.get("pending"):
+        click.echo(f"{len(r['pending'])} job(s) pending at the window's end without a start: counted waiting from "
+                   "their submit time (the rounds saw them pending)")
     click.echo("not seen: " + r["not_seen"])
 
 
@@ -160,7 +163,7 @@ def _print_realized(r: dict) -> None:
                   'timeline, realized {since, until, accounts {account: {weight, ratio, worst_episode_ratio, episodes, '
                   'backlogged_s, time_to_fair_share {median, max, censored}, envy_share, jobs_ended, mean_jct, '
                   'throughput, throughput_share}}, episodes, long_episodes, time_to_fair_share, envy, capacity, '
-                  'unprofiled, assumed, default_weight, runs, left_out, no_submit, not_seen} (or {error})}.')
+                  'unprofiled, assumed, default_weight, runs, left_out, no_submit, pending, not_seen} (or {error})}.')
 @handle_errors
 def report_cmd(config_path: str | None, db_path: str | None, since: str | None, until: str | None,
                plot_dir: str | None, as_json: bool) -> None:

@@ -4,15 +4,18 @@ pure (:func:`slurm_fair.fairness.live.live_realized`, which calls :func:`slurm_f
 this module only reads its inputs:
 
 * the job runs from the hooks' start and end records (``Store.job_runs``, only jobs with a record in the window or
-  a run still open);
+  a run still open), and the GPU jobs the rounds saw pending (``Store.pending_jobs``: last seen from the window's
+  start, or from the last observing round before it, and submitted by its end) with the start of the last round
+  at or before the window's end that observed the cluster (status ok, dry-run or solver-failed: it recorded its
+  pending jobs before deciding);
 * the accounts' tenants and weights from the rounds that started in the window (none: the newest before its
   end), and the GPUs per type from the newest of them that recorded a capacity;
 * each (account, class)'s throughput per type by the daemon's own lookup (``daemon/plan/problem.py``,
   ``ProfileIndex``) over the profile values a round uses (``[profiling]``: ``bounded.round_profiles``) and the
   shipped profiles.
 
-It works the same in shadow mode (``daemon.dry_run``): dry-run rounds record weights and capacity, and the hooks
-record every job.
+It works the same in shadow mode (``daemon.dry_run``): dry-run rounds record weights, capacity and pending jobs,
+and the hooks record every job.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from .plan.problem import ProfileIndex
 
 METRICS_WINDOW_S = 86400.0  # /metrics: realized fairness of the last 24 hours
 KEYS = ("tenants", "weights", "capacity")
+OBSERVED = ("ok", "dry-run", "solver-failed")  # statuses of rounds that saw the cluster (and its pending jobs)
 
 
 def read(store: Store, t0: float, t1: float, cfg: Config | None = None) -> LiveRealized:
@@ -44,11 +48,14 @@ def read(store: Store, t0: float, t1: float, cfg: Config | None = None) -> LiveR
         raise InputError("rounds", len(points), "no round up to the window's end recorded the GPUs per type "
                          "(run the daemon, in shadow mode if you like: daemon.dry_run = true)")
     runs = store.job_runs(since=t0)
-    pairs = sorted({(str(r.account or ""), str(r.cls or "") or DEFAULT_CLASS) for r in runs})
+    sighted = max((p.started for p in points if p.status in OBSERVED and p.started <= t1), default=None)
+    pending = store.pending_jobs(since=t0 if sighted is None else min(t0, sighted), until=t1)
+    pairs = sorted({(str(r.account or ""), str(r.cls or "") or DEFAULT_CLASS) for r in runs}
+                   | {(p.account, p.cls or DEFAULT_CLASS) for p in pending})
     index = ProfileIndex(round_profiles(store, cfg or Config()), shipped_profiles.load_shipped())
     types = list(capacity)
     throughput, sources = {}, {}
     for a, c in pairs:
         throughput[(a, c)], sources[(a, c)] = index.lookup(a, c, types)
     return live_realized(runs, [(p.values.get("tenants"), p.values.get("weights")) for p in points], capacity,
-                         throughput, sources, t0, t1)
+                         throughput, sources, t0, t1, pending, sighted)

@@ -59,7 +59,7 @@ from .harvest import harvest
 from .ingest import IngestResult, ingest_round
 from .plan.classcap import Folded
 from .apply import Applied, apply_factors, apply_limits
-from .round_record import RoundResult, cause, finished, record_round, round_details, with_retry
+from .round_record import RoundResult, cause, finished, record_pending, record_round, round_details, with_retry
 
 PAUSE_ENV = "SLURM_FAIR_PAUSE_BEFORE_APPLY"
 
@@ -284,6 +284,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
         return finish(RoundResult(round_id, status, policy, message=f"observe: {e}"))
     seen = _observe(store, snapshot, cfg, round_id, now, record)
     snapshot = seen.snapshot
+    pending_error = record_pending(store, snapshot, cfg, now, round_id) if record else None
     view = P.PartitionView.of(snapshot, cfg.cluster.partitions)  # the partition view: made once per snapshot
     try:
         owned, cluster_key = ownership.load_for(cluster, cfg.ownership_path)
@@ -296,6 +297,8 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
                       plan=plan, decisions=c)
     res.details = round_details(snapshot, c, policy)
     _note_inputs(res.details, ingested, seen, owned.error)
+    if pending_error:
+        _add_message(res, pending_error)
 
     applied_rows: list[dict[str, Any]] = []
     applied = Applied(ok={a: dict(ch) for a, ch in c.changes.items()})

@@ -1,11 +1,13 @@
 """What a round records: its result (:class:`RoundResult`), its details (:func:`round_details`, the
 ``rounds.details`` JSON) and the one transaction that writes the rest of the round (:func:`record_round`: shares,
 placements, carried deviations and deficits, applied limits, managed accounts, SiteFactors, events), retried
-while the database stays locked (:func:`with_retry`). The round itself (observe, decide, apply) is
+while the database stays locked (:func:`with_retry`), and the pending GPU jobs the round saw
+(:func:`record_pending`, before the round decides, dry runs too: realized fairness's backlog). The round itself (observe, decide, apply) is
 ``daemon/round.py``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
@@ -17,7 +19,7 @@ from ..cluster.base import ANY_GPU, Snapshot, supports_pending_retype
 from ..config import Config
 from ..fairness.stability import fingerprint as problem_fingerprint
 from ..records import RoundDetails
-from ..store import Store
+from ..store import PendingJob, Store
 from . import plan as P
 from . import status_file
 from .apply import Applied
@@ -145,6 +147,31 @@ def cause(e: BaseException) -> str:
 
 def _locked(e: BaseException) -> bool:
     return isinstance(e, sqlite3.OperationalError) and "locked" in str(e).lower()
+
+
+PENDING_ERROR = "pending-jobs-error"  # the event of a round that could not record its pending jobs
+
+
+def pending_seen(snapshot: Snapshot, cfg: Config, now: float) -> list[PendingJob]:
+    """The pending GPU jobs of the managed partitions (and accounts, if ``limits.accounts`` names them) as the
+    round sees them at ``now``: what :func:`record_pending` stores."""
+    return [PendingJob(j.job_id, j.account, P.job_class(j, cfg.classes.order), j.gpus, j.gpu_type,
+                       float(j.submit_time), j.blocked or "", now, now)
+            for j in P.gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts) if j.pending]
+
+
+def record_pending(store: Store, snapshot: Snapshot, cfg: Config, now: float, round_id: int | None) -> str | None:
+    """Upsert the round's pending GPU jobs (:func:`pending_seen`, one statement). Never raises: a failure is a
+    ``pending-jobs-error`` event and the message returned (the round goes on; realized fairness then misses
+    this round's sightings)."""
+    try:
+        with_retry(lambda: store.record_pending(pending_seen(snapshot, cfg, now)))
+        return None
+    except Exception as e:  # noqa: BLE001 - an optional record never stops a round
+        msg = f"recording the pending jobs failed: {cause(e)}"
+        with contextlib.suppress(Exception):
+            store.event(PENDING_ERROR, msg, round_id=round_id, at=now)
+        return msg
 
 
 def with_retry(fn: Any, attempts: int = RECORD_ATTEMPTS) -> Any:

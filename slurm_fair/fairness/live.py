@@ -9,6 +9,16 @@ read by ``daemon/realized_window.py``). Definitions: ``docs/realized-fairness.md
   with its GPU-seconds in the window) when one of its runs held GPUs of no single type of the capacity (GPUs
   Slurm counted only in ``gres/gpu``, a type the hooks could not read, several types at once, a type the last
   round did not see) or its runs disagree on their GPUs; a job that got no GPU is not a GPU job and is skipped.
+* **Pending jobs** (``store.PendingJob``: the GPU jobs the rounds saw pending, ``pending_jobs``). A job is
+  *pending at the window's end* when it was submitted by then and seen pending by the last round that observed the
+  cluster at or before the end (``sighted``) or by a later one. Such a job without any start record is one
+  :class:`~.realized.Run` without type, start and end (pending from its Slurm submit to the window's end:
+  ``pending``), unless Slurm said it could not start whatever the scheduler did (held, dependency, begin time,
+  reservation: ``left_out``, "pending, not startable"). A job with runs, pending at the end after its last
+  run ended (requeued, not restarted yet), is not ended by that run: it waits again until the window's end. A
+  job seen pending in the window that left without a start record (cancelled while pending, or its start was not
+  recorded) cannot be a Run (a job that never started has no end): it is left out (``left_out``, 0 GPU-seconds)
+  and its waiting is not counted.
 * **Accounts** are the daemon's tenants (each account, unless ``tenants.map`` groups them), weighed as the
   rounds weighed them (:func:`weights_of`: the newest round that had each); an account of the runs no round
   weighed counts 1 (``default_weight``).
@@ -25,13 +35,17 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InputError
 from ..stats import percentile
-from ..store import UNTYPED_GPU, JobRun
+from ..store import UNTYPED_GPU, JobRun, PendingJob
 from .realized import Realized, RealizedSummary, Run, realized, speeds_from_throughput, summarize
 
 DEFAULT_CLASS = "default"  # a run whose records name no class
 UNPROFILED = "unprofiled"  # the daemon's source name of a class without any profile (speed 1.0 everywhere)
 ASSUMED = "assumed"  # its source name of a type a profiled class has no value for (the class's slowest known)
 
+
+LEFT_PENDING = ("left while pending (cancelled, or its start was not recorded): a job that never started has no "
+                "end, so its waiting is not counted")
+NOT_STARTABLE = "pending, not startable"
 
 ACCOUNT_SOURCE = "account"  # the lookup's source of an account's own profile (daemon/plan/problem.py SRC_ACCOUNT)
 
@@ -55,13 +69,15 @@ class LeftOut:
 
 @dataclass(frozen=True)
 class LiveRuns:
-    """:func:`runs_of`'s answer: the runs, the (account, class) pairs they need speeds for, the jobs left out and
-    those counted from their first start for want of a submit time."""
+    """:func:`runs_of`'s answer: the runs, the (account, class) pairs they need speeds for, the jobs left out,
+    those counted from their first start for want of a submit time, and those counted pending from the rounds'
+    sightings alone (no start record: still waiting at the window's end)."""
 
     runs: tuple[Run, ...]
     classes: tuple[tuple[str, str], ...]
     left_out: tuple[LeftOut, ...]
     no_submit: tuple[int, ...]
+    pending: tuple[int, ...] = ()
 
 
 def _overlap(r: JobRun, t0: float, t1: float) -> float:
@@ -69,13 +85,23 @@ def _overlap(r: JobRun, t0: float, t1: float) -> float:
     return max(0.0, end - max(r.start, t0)) * sum(int(n) for n in (r.gpus or {}).values())
 
 
+def pending_at_end(p: PendingJob, t1: float, sighted: float | None) -> bool:
+    """Whether ``p`` was pending at ``t1``: submitted by then and seen pending after ``t1`` or by the last round
+    that observed the cluster at or before it (``sighted``, that round's start; None: no such round)."""
+    return p.submit <= t1 and (p.last_seen > t1 or (sighted is not None and p.last_seen >= sighted))
+
+
 def runs_of(job_runs: Iterable[JobRun], types: Iterable[str], t0: float, t1: float,
-            tenant_of: Mapping[str, str] | None = None, own: Iterable[tuple[str, str]] | None = None) -> LiveRuns:
+            tenant_of: Mapping[str, str] | None = None, own: Iterable[tuple[str, str]] | None = None,
+            pending: Iterable[PendingJob] = (), sighted: float | None = None) -> LiveRuns:
     """The :class:`~.realized.Run` rows of the jobs in the system during [t0, t1] (module docstring). Jobs that
     ended before ``t0`` or were submitted after ``t1`` are not needed and dropped; times are kept as they are
     (Unix seconds). ``tenant_of`` maps an account to the account realized fairness counts it under; ``own``: the
-    (account, class) pairs with speeds of their own (:func:`class_key`; None: every pair)."""
+    (account, class) pairs with speeds of their own (:func:`class_key`; None: every pair). ``pending``: the jobs
+    the rounds saw pending, ``sighted``: the start of the last round at or before ``t1`` that observed the cluster
+    (:func:`pending_at_end`)."""
     mine = None if own is None else set(own)
+    seen = {int(p.job_id): p for p in pending}
     known = set(types)
     tmap = dict(tenant_of or {})
     by_job: dict[int, list[JobRun]] = {}
@@ -117,6 +143,9 @@ def runs_of(job_runs: Iterable[JobRun], types: Iterable[str], t0: float, t1: flo
         classes[(account, cls)] = None
         key = class_key(account, cls, mine is None or (account, cls) in mine)
         who = tmap.get(account, account)
+        p = seen.get(jid)
+        waits = (p is not None and last.end is not None and last.end <= t1 and p.last_seen >= last.end
+                 and pending_at_end(p, t1, sighted))  # requeued and pending again at the window's end
         for i, (r, g) in enumerate(zip(rs, gpu_rows)):
             (gtype, n), = g.items()
             nxt = rs[i + 1].start if i + 1 < len(rs) else None
@@ -126,8 +155,26 @@ def runs_of(job_runs: Iterable[JobRun], types: Iterable[str], t0: float, t1: flo
             if end is not None:
                 end = max(float(end), float(r.start))
             runs.append(Run(str(jid), who, key, n, submit, gtype, float(r.start), end,
-                            ended=nxt is None and end is not None))
-    return LiveRuns(tuple(runs), tuple(classes), tuple(left), tuple(no_submit))
+                            ended=nxt is None and end is not None and not waits))
+    waiting: list[int] = []
+    for jid, p in sorted(seen.items()):
+        if jid in by_job or p.submit > t1 or p.gpus < 1:
+            continue
+        account = str(p.account or "")
+        if not pending_at_end(p, t1, sighted):
+            if p.last_seen >= t0:
+                left.append(LeftOut(jid, account, LEFT_PENDING, 0.0))
+            continue
+        if p.blocked:
+            left.append(LeftOut(jid, account, f"{NOT_STARTABLE} ({p.blocked})", 0.0))
+            continue
+        cls = str(p.cls or "") or DEFAULT_CLASS
+        classes[(account, cls)] = None
+        key = class_key(account, cls, mine is None or (account, cls) in mine)
+        runs.append(Run(str(jid), tmap.get(account, account), key, int(p.gpus), float(p.submit), None, None, None,
+                        ended=False))
+        waiting.append(jid)
+    return LiveRuns(tuple(runs), tuple(classes), tuple(left), tuple(no_submit), tuple(waiting))
 
 
 def weights_of(rounds: Sequence[tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]]
@@ -174,7 +221,7 @@ class LiveRealized:
         episodes, backlogged_s, time_to_fair_share {median, max, censored}, envy_share, jobs_ended, mean_jct,
         throughput (speed-weighted GPU-seconds), throughput_share), the summary's episodes / time to fair share /
         envy, ``capacity``, ``unprofiled`` classes, ``assumed`` {class: types}, ``default_weight`` accounts,
-        ``left_out`` jobs, ``no_submit``."""
+        ``left_out`` jobs, ``no_submit``, ``pending`` (jobs counted from the rounds' sightings alone)."""
         r = self.realized
         s = self.summary.as_json()
         accounts = {}
@@ -196,23 +243,26 @@ class LiveRealized:
                 "default_weight": list(self.default_weight), "runs": len(self.live.runs),
                 "left_out": [{"job": x.job, "account": x.account, "why": x.why, "gpu_seconds": x.gpu_seconds}
                              for x in self.live.left_out],
-                "no_submit": list(self.live.no_submit)}
+                "no_submit": list(self.live.no_submit), "pending": list(self.live.pending)}
 
 
 def live_realized(job_runs: Iterable[JobRun], rounds: Sequence[tuple[Mapping[str, Any] | None,
                                                                       Mapping[str, Any] | None]],
                   capacity: Mapping[str, Any], throughput: Mapping[tuple[str, str], Mapping[str, float]],
-                  sources: Mapping[tuple[str, str], Mapping[str, str]], t0: float, t1: float) -> LiveRealized:
+                  sources: Mapping[tuple[str, str], Mapping[str, str]], t0: float, t1: float,
+                  pending: Iterable[PendingJob] = (), sighted: float | None = None) -> LiveRealized:
     """Realized fairness over [t0, t1] (module docstring). ``rounds``: (tenants, weights) of the rounds, oldest
     first; ``capacity``: the last observed round's GPUs per type; ``throughput``/``sources``: per (account, class)
     of the runs (:attr:`LiveRuns.classes`) the daemon's lookup, type -> throughput and its source (a pair
-    missing here runs at 1.0 everywhere, as an unprofiled class). Raises InputError on a bad window or capacity."""
+    missing here runs at 1.0 everywhere, as an unprofiled class); ``pending``, ``sighted``: the jobs the rounds
+    saw pending and the start of the last round at or before ``t1`` that observed the cluster (:func:`runs_of`).
+    Raises InputError on a bad window or capacity."""
     cap = {str(g): int(n) for g, n in capacity.items() if isinstance(n, (int, float)) and not isinstance(n, bool)}
     if not cap:
         raise InputError("capacity", dict(capacity), "no round recorded the GPUs per type")
     tenant_of, weights = weights_of(rounds)
     own = {p for p, row in sources.items() if ACCOUNT_SOURCE in (row or {}).values()}
-    live = runs_of(job_runs, cap, t0, t1, tenant_of, own)
+    live = runs_of(job_runs, cap, t0, t1, tenant_of, own, pending, sighted)
     default = tuple(sorted({r.account for r in live.runs} - set(weights)))
     weights = {**weights, **{a: 1.0 for a in default}}
     thr: dict[str, dict[str, float]] = {}

@@ -5,7 +5,8 @@ took), rounds (one row per allocation round), shares,
 placements, applied (what a round computed and changed), deviations and deficits (state carried from round to
 round), managed (accounts whose limits slurm-fair has set), events and preemptions (one row per preempted job
 with every step; read and written by ``daemon/preemption/store.py``), lease (the leader lock: which daemon runs
-rounds on this database). The schema is created by numbered migrations recorded in ``schema_version``; opening a
+rounds on this database), pending_jobs (the GPU jobs the rounds saw pending: realized fairness's backlog of jobs
+not started yet). The schema is created by numbered migrations recorded in ``schema_version``; opening a
 database applies the missing ones.
 
 Every write method runs in one transaction; ``with store.transaction():`` groups several (a round writes
@@ -14,7 +15,7 @@ everything inside one) and nests (inner blocks are savepoints of the outer trans
 One module per concern, :class:`Store` is built from them: ``schema`` (the migrations), ``base`` (the
 connection and transactions), ``profiles`` (profiles, profile reports, CSV), ``rounds`` (rounds, shares,
 placements, carried state, warm starts), ``limits`` (applied changes, managed accounts, site limits),
-``jobs`` (hook job records, job runs), ``retention`` (events, pruning), ``leader`` (the
+``jobs`` (hook job records, job runs), ``pending`` (pending jobs the rounds saw), ``retention`` (events, pruning), ``leader`` (the
 daemon's leader lock, table ``lease``); ``codec``: JSON
 columns and checked numbers.
 """
@@ -28,6 +29,7 @@ from .codec import as_row
 from .jobs import CONTROLLER_CONTEXTS, UNTYPED_GPU, JobRecord, JobRun, JobsMixin, gpu_seconds, job_runs
 from .leader import Leader, LeaderMixin
 from .limits import AppliedChange, LimitsMixin
+from .pending import PendingJob, PendingMixin
 from .profiles import CSV_HEADER, PROFILE_SOURCES, ProfileReport, ProfilesMixin, ProfileValue
 from .retention import Event, RetentionMixin
 from .rounds import ROUND_STATUSES, Placement, Round, RoundPoint, RoundsMixin, Share
@@ -37,12 +39,13 @@ __all__ = [
     "BUSY_TIMEOUT_MS", "CONTROLLER_CONTEXTS", "CSV_HEADER", "Leader", "MIGRATIONS", "MissingDatabase",
     "PROFILE_SOURCES", "ROUND_STATUSES", "UNTYPED_GPU", "Store", "StoreError", "gpu_seconds", "job_runs",
     "migrate", "open_existing", "schema_version",
-    "AppliedChange", "Event", "JobRecord", "JobRun", "Placement", "ProfileReport", "ProfileValue", "Round", "RoundPoint",
+    "AppliedChange", "Event", "JobRecord", "JobRun", "PendingJob", "Placement", "ProfileReport", "ProfileValue", "Round", "RoundPoint",
     "Share", "as_row",
 ]
 
 
-class Store(ProfilesMixin, RoundsMixin, LimitsMixin, RetentionMixin, JobsMixin, LeaderMixin, StoreBase):
+class Store(ProfilesMixin, RoundsMixin, LimitsMixin, RetentionMixin, JobsMixin, PendingMixin, LeaderMixin,
+            StoreBase):
     """The slurm-fair database. ``Store(":memory:")`` for tests."""
 
 

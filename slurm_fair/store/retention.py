@@ -11,7 +11,8 @@
   its last report: forgetting that it was taken would count it again);
 * ``rounds`` started before the cutoff with their ``shares``, ``placements`` and ``applied`` rows, except the
   newest round and the rounds a preemption in progress (``signalled``) refers to;
-* ``preemptions`` finished (any state but ``signalled``) before the cutoff.
+* ``preemptions`` finished (any state but ``signalled``) before the cutoff;
+* ``pending_jobs`` last seen pending before the cutoff.
 
 Never pruned: ``profiles`` (the latest value per account, class, type and source: what the policies use),
 ``deviations``, ``deficits``, ``managed``, ``site_limits`` (what rollback restores), ``warm_start``, the
@@ -30,7 +31,8 @@ import sqlite_utils
 from .base import StoreBase
 from .codec import _dumps, _int, _loads
 
-TABLES = ("events", "job_records", "profile_reports", "rounds", "shares", "placements", "applied", "preemptions")
+TABLES = ("events", "job_records", "profile_reports", "rounds", "shares", "placements", "applied", "preemptions",
+          "pending_jobs")
 
 
 def cutoff_for(db: sqlite_utils.Database, cutoff: float, step_days: float | None) -> tuple[float, bool]:
@@ -84,6 +86,7 @@ def prune(db: sqlite_utils.Database, cutoff: float, live_jobs: Iterable[int] | N
     out["preemptions"] = ex("delete from preemptions where coalesce(finished_at, requeued_at, created) < ? "
                             "and state != 'signalled'", [cutoff]).rowcount
     out["rounds"] = ex("delete from rounds where id in (select id from _rounds)").rowcount
+    out["pending_jobs"] = ex("delete from pending_jobs where last_seen < ?", [cutoff]).rowcount
     for t in ("_live", "_runs", "_rounds"):
         ex(f"delete from {t}")
     return {t: out.get(t, 0) for t in TABLES}

@@ -231,10 +231,23 @@ def _m15_site_factors(db: sqlite_utils.Database) -> None:
                               not_null={"job_id", "before", "value", "time"})
 
 
+def _m16_pending_jobs(db: sqlite_utils.Database) -> None:
+    """The GPU jobs the rounds saw pending (``store/pending.py``): one row per job id with its account, class,
+    GPUs, requested GPU type (null: untyped), Slurm submit time, why it could not start (``blocked``; "" when it
+    could) and the times of the first and last round that saw it pending. Realized fairness counts a job that has
+    not started yet from these (``fairness/live.py``); retention prunes rows last seen before its cutoff."""
+    db["pending_jobs"].create(
+        {"job_id": int, "account": str, "class": str, "gpus": int, "gpu_type": str, "submit": float,
+         "blocked": str, "first_seen": float, "last_seen": float},
+        pk="job_id", not_null={"job_id", "account", "gpus", "submit", "first_seen", "last_seen"},
+    )
+    db["pending_jobs"].create_index(["last_seen"])
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _m1_initial, _m2_indexes, _m3_job_records, _m4_preemptions, _m5_warm_start, _m6_profile_sources,
     _m7_upgrade_moves, _m8_site_limits, _m9_submit_time, _m10_trust_retention, _m11_reclaim_for, _m12_written,
-    _m13_lease, _m14_window_history, _m15_site_factors,
+    _m13_lease, _m14_window_history, _m15_site_factors, _m16_pending_jobs,
 )
 
 

@@ -3,8 +3,8 @@ window, from the hooks' job records, the rounds' weights and capacity and the st
 (``daemon/realized_window.py``, computed by ``fairness/realized.py``'s one function). Works in shadow mode.
 
 The window: ``--since`` (else the first round's start) to ``--until`` (else now). A job still running counts to
-the window's end. Jobs that never started are not in the hooks' records: until they start, their waiting is not
-seen (it is counted, from their submit time, once they have started).
+the window's end; a job the rounds saw pending at the window's end that has not started counts as waiting from its
+submit time (``pending``). What is still not seen: :data:`NOT_SEEN`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from ..daemon.realized_window import read
 from ..errors import InputError
 from ..store import Store
 
-NOT_SEEN = ("jobs that have not started yet are not in the hooks' records: their waiting counts once they start, "
-            "from their submit time")
+NOT_SEEN = ("jobs submitted and cancelled between two rounds are not seen; a job seen pending that left without "
+            "a start record (cancelled while pending) is listed in left_out and its waiting is not counted; a job "
+            "that started since the last round counts as pending until the next round ingests its start record")
 
 
 def section(store: Store, since: float | None, until: float | None, first_round: float | None, now: float,

@@ -170,3 +170,88 @@ def test_a_type_a_profile_lacks_is_named_as_assumed():
     live = live_realized(SCHEDULE, ROUNDS, CAP, {("acct_a", "x"): {"fast": 30.0, "slow": 30.0}},
                          {("acct_a", "x"): {"fast": "site", "slow": "assumed"}}, 1000.0, 1100.0)
     assert live.assumed == {"x": ["slow"]} and live.as_json()["assumed"] == {"x": ["slow"]}
+
+
+# ---------------------------------------------------------------------------------------------- pending jobs
+# A schedule where one account's jobs never start (issue 39: the starving account a site needs to see), window
+# [1000, 1100]; capacity fast 2, slow 2; rounds weigh acct_a and acct_b 1 each (shares fast 1, slow 1 each);
+# acct_a's class x: speeds 3 (fast), 1 (slow); acct_b's class y: unprofiled (1, 1).
+#
+#   acct_b  B1 2 fast, B2 2 slow: submit 1000, run 1000-1100 (hook records; they hold every GPU)
+#   acct_a  A1 1 GPU x, submit 1010, seen pending by the rounds 1020 ... 1090 (the last round: ``sighted``), never
+#           started: pending at the window's end -> one Run without type, start and end, waiting 1010-1100
+#           A2 1 GPU x, submit 1030, seen pending 1040-1060, gone without a start record (cancelled): left out
+#           A3 1 GPU x, submit 1000, seen pending to 1090 but waiting on a dependency: left out (not startable)
+#
+# acct_a is backlogged over [1010, 1100] (A1 fits: 1 GPU <= its share of one type), cut by the window: censored.
+#   received 0; entitled: its share at its speeds capped by its demand D = 1 (A1): 1 fast x 3 = 3 per second,
+#   x 90 s = 270 (with A2 counted to the window's end: D = 2 from 1030, 3 x 20 + 4 x 70 = 340; with A3: from 1000).
+#   Ratio 0; time to fair share: None (censored). Without the pending rows: no episode at all (ratio None).
+# Envy: acct_a backlogged, acct_b in the system, 90 pair-seconds; b holds fast 2 + slow 2 (x w_a / w_b = 1),
+#   worth 3 to a (D = 1: one fast GPU) > 1.05 x 0: envious all 90 s (share 1).
+# Throughput: acct_b 2 x 100 + 2 x 100 = 400, acct_a 0.
+
+from slurm_fair.fairness.live import LEFT_PENDING, NOT_STARTABLE, pending_at_end  # noqa: E402
+from slurm_fair.store import PendingJob  # noqa: E402
+
+CAP2 = {"fast": 2, "slow": 2}
+ROUNDS2 = [({"acct_a": "acct_a", "acct_b": "acct_b"}, {"acct_a": 1.0, "acct_b": 1.0})]
+STARVED_RUNS = [jr(1, "acct_b", "y", 1000, 1100, {"fast": 2}, 1000), jr(2, "acct_b", "y", 1000, 1100, {"slow": 2}, 1000)]
+STARVED_PENDING = [PendingJob(11, "acct_a", "x", 1, None, 1010.0, "", 1020.0, 1090.0),
+                   PendingJob(12, "acct_a", "x", 1, "fast", 1030.0, "", 1040.0, 1060.0),
+                   PendingJob(13, "acct_a", "x", 1, None, 1000.0, "Dependency", 1020.0, 1090.0)]
+
+
+def test_an_account_whose_jobs_never_start_is_backlogged_with_ratio_zero():
+    live = live_realized(STARVED_RUNS, ROUNDS2, CAP2, THROUGHPUT, SOURCES, 1000.0, 1100.0,
+                         STARVED_PENDING, sighted=1090.0)
+    (ep,) = live.realized.episodes
+    assert (ep.account, ep.start, ep.end, ep.censored) == ("acct_a", 1010.0, 1100.0, True)
+    assert ep.received == 0 and ep.entitled == pytest.approx(270)
+    assert (ep.ratio, ep.time_to_fair_share, ep.reached) == (0.0, None, "censored")
+    acc = {a.account: a for a in live.realized.accounts}
+    assert acc["acct_a"].ratio == 0.0 and acc["acct_a"].backlogged == pytest.approx(90)
+    assert acc["acct_a"].throughput == 0 and acc["acct_b"].throughput == pytest.approx(400)
+    assert acc["acct_a"].jobs_ended == 0 and acc["acct_a"].mean_jct is None
+    assert live.realized.account_envy_share("acct_a") == pytest.approx(1.0)
+    assert live.live.pending == (11,)
+    assert live.live.left_out == (LeftOut(12, "acct_a", LEFT_PENDING, 0.0),
+                                  LeftOut(13, "acct_a", f"{NOT_STARTABLE} (Dependency)", 0.0))
+    j = live.as_json()
+    assert j["pending"] == [11] and j["runs"] == 3
+    assert j["accounts"]["acct_a"]["time_to_fair_share"] == {"median": None, "max": None, "censored": 1}
+    # the hooks' records alone do not see acct_a at all
+    blind = live_realized(STARVED_RUNS, ROUNDS2, CAP2, THROUGHPUT, SOURCES, 1000.0, 1100.0)
+    assert blind.realized.episodes == () and "acct_a" not in {a.account for a in blind.realized.accounts
+                                                              if a.backlogged > 0}
+
+
+def test_when_a_job_was_pending_at_the_windows_end():
+    a1 = STARVED_PENDING[0]  # submit 1010, seen 1020-1090
+    assert pending_at_end(a1, 1100.0, 1090.0)  # seen by the last round before the end
+    assert not pending_at_end(a1, 1100.0, 1095.0)  # a later round did not see it: gone
+    assert pending_at_end(a1, 1050.0, 1040.0)  # seen after the end: still waiting then
+    assert not pending_at_end(a1, 1005.0, 1000.0)  # not submitted yet
+    assert not pending_at_end(a1, 1100.0, None)  # no round observed the cluster: only later sightings count
+    # a window that ends at 1050 (last round 1040): A2 (seen to 1060) was still waiting, A1 too; both from submit
+    live = runs_of(STARVED_RUNS, CAP2, 1000.0, 1050.0, pending=STARVED_PENDING, sighted=1040.0)
+    assert live.pending == (11, 12)
+    assert [(r.job, r.submit, r.gpu_type, r.start, r.end, r.ended) for r in live.runs if r.account == "acct_a"] == [
+        ("11", 1010.0, None, None, None, False), ("12", 1030.0, None, None, None, False)]
+    # a job that left before the window began is not listed
+    assert runs_of(STARVED_RUNS, CAP2, 1070.0, 1100.0, pending=STARVED_PENDING[1:2], sighted=1090.0).left_out == ()
+
+
+def test_a_requeued_job_seen_pending_again_waits_to_the_windows_end():
+    """acct_a's job 21 ran 1000-1040 on fast (its record ends it) and was seen pending at 1060, the last round: it
+    was requeued, not done. It stays in the system and is backlogged over [1040, 1100]: received 0, entitled 3 x 60.
+    Without the sighting its run ends the job (JCT 40) and acct_a is never backlogged."""
+    runs = [jr(21, "acct_a", "x", 1000, 1040, {"fast": 1}, 1000)]
+    seen = [PendingJob(21, "acct_a", "x", 1, "fast", 1000.0, "", 1050.0, 1060.0)]
+    live = live_realized(runs, ROUNDS2, CAP2, THROUGHPUT, SOURCES, 1000.0, 1100.0, seen, sighted=1060.0)
+    (r,) = live.live.runs
+    assert (r.end, r.ended) == (1040.0, False) and live.live.pending == ()
+    (ep,) = live.realized.episodes
+    assert (ep.start, ep.end, ep.received, ep.entitled) == (1040.0, 1100.0, 0.0, pytest.approx(180))
+    done = live_realized(runs, ROUNDS2, CAP2, THROUGHPUT, SOURCES, 1000.0, 1100.0)
+    assert done.realized.episodes == () and done.live.runs[0].ended

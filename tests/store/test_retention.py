@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from slurm_fair import config
 from slurm_fair.daemon import bounded
-from slurm_fair.store import Store
+from slurm_fair.store import PendingJob, Store
 from slurm_fair.daemon.preemption.store import PreemptionStore
 
 DAY = 86400.0
@@ -19,7 +19,7 @@ def rec(job_id, event, t, context="epilog_slurmctld", restart=0):
 def counts(s):
     return {t: s.db.execute(f"select count(*) from {t}").fetchone()[0]
             for t in ("events", "job_records", "profile_reports", "rounds", "shares", "placements", "applied",
-                      "preemptions", "profiles")}
+                      "preemptions", "pending_jobs", "profiles")}
 
 
 def filled():
@@ -46,6 +46,9 @@ def filled():
     PreemptionStore(s).step(done, "requeue", state="requeued", now=old + 60)
     PreemptionStore(s).add(job_id=8, account="a", gpu_type="v100", gpus=1, signal="USR1", reason="r", grace=60,
                            round_id=2, now=old)  # still signalled: in progress, keeps its round
+    # job 5 was last seen pending long ago (pruned), job 6 first seen long ago and still pending (kept)
+    s.record_pending([PendingJob(5, "a", "c", 1, None, old - 9, "", old - 5, old),
+                      PendingJob(6, "a", "c", 1, "v100", old - 9, "", old, new)])
     return s
 
 
@@ -55,7 +58,7 @@ def test_prune_deletes_old_history_and_keeps_what_rounds_need():
     got = s.prune(90, now=NOW, live_jobs={2})
     after = counts(s)
     assert got == {"events": 1, "job_records": 3, "profile_reports": 1, "rounds": 1, "shares": 1,
-                   "placements": 1, "applied": 1, "preemptions": 1, "behind": 0}
+                   "placements": 1, "applied": 1, "preemptions": 1, "pending_jobs": 1, "behind": 0}
     del got["behind"]
     assert {k: before[k] - after[k] for k in got} == got
     assert after["profiles"] == 1  # profile values stay, however old
@@ -64,6 +67,7 @@ def test_prune_deletes_old_history_and_keeps_what_rounds_need():
     jobs = sorted({j for (j,) in s.db.execute("select job_id from job_records")})
     assert jobs == [2, 4]  # job 1 ended, job 3 is not live: pruned; job 2 still runs
     assert [j for (j,) in s.db.execute("select job_id from profile_reports order by job_id")] == [2, 4]
+    assert [p.job_id for p in s.pending_jobs()] == [6]  # last seen a day ago: kept
 
 
 def test_unknown_live_jobs_keep_every_unfinished_run_and_zero_days_prunes_nothing():

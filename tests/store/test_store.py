@@ -420,7 +420,7 @@ def test_migration_9_adds_submit_time_and_keeps_every_job_record(path):
     before = [dict(r) for r in db["job_records"].rows]
     db.close()
     with Store(path) as s:
-        assert s.version == len(MIGRATIONS) == 15
+        assert s.version == len(MIGRATIONS) == 16
         after = list(s.db["job_records"].rows)
         assert [{k: v for k, v in r.items() if k != "submit_time"} for r in after] == before
         # the one stored record that held a submit time gives it; the others (none, or unreadable data): null

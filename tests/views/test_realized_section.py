@@ -66,7 +66,7 @@ def test_the_store_gives_the_hand_worked_numbers(store_path):
     assert (a["weight"], a["ratio"], a["worst_episode_ratio"], a["episodes"], a["backlogged_s"]) == (
         1.0, pytest.approx(9 / 26), pytest.approx(9 / 26), 1, pytest.approx(70))
     assert a["mean_jct"] == pytest.approx(70) and r["accounts"]["acct_b"]["mean_jct"] == pytest.approx(65)
-    assert r["unprofiled"] == ["y"] and r["left_out"] == [] and "not started" in r["not_seen"]
+    assert r["unprofiled"] == ["y"] and r["left_out"] == [] and r["pending"] == [] and "cancelled" in r["not_seen"]
 
 
 def test_without_until_the_window_runs_to_now_and_the_open_run_counts_to_it(store_path):
@@ -85,7 +85,7 @@ def test_the_report_prints_it(store_path):
     assert r.exit_code == 0, r.output
     row = next(ln.split() for ln in r.output.splitlines() if ln.startswith("acct_a ") and len(ln.split()) == 12)
     assert row == ["acct_a", "1.00", "0.35", "0.35", "1", "70s", "70s", "70s", "0.57", "1", "70s", "0.27"]
-    assert "no profile (speed 1 on every type): y\n" in r.output and "not seen: jobs that have not" in r.output
+    assert "no profile (speed 1 on every type): y\n" in r.output and "not seen: jobs submitted and cancelled between two rounds" in r.output
     j = json.loads(CliRunner().invoke(main, ["report", "--database", str(store_path), "--since", since, "--until",
                                              until, "--json"]).output)
     assert j["realized"]["accounts"]["acct_a"]["ratio"] == pytest.approx(9 / 26)
