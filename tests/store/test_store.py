@@ -448,3 +448,33 @@ def test_job_runs_since_reads_only_the_jobs_a_window_needs(tmp_path):
         assert sorted({r.job_id for r in st.job_runs(since=1000)}) == [2, 3, 4]
         assert sorted({r.job_id for r in st.job_runs()}) == [1, 2, 3, 4]
         assert [(r.restart_count, r.end) for r in st.job_runs(since=1000) if r.job_id == 4] == [(0, 300.0), (1, None)]
+
+
+def test_migration_16_adds_pending_jobs_and_keeps_everything(path):
+    """A database at version 15 gains ``pending_jobs``; its rounds, job records and SiteFactors are kept."""
+    from slurm_fair.store import PendingJob
+
+    path.parent.mkdir()
+    db = sqlite_utils.Database(sqlite3.connect(path, isolation_level=None))
+    assert migrate(db, upto=15) == 15
+    assert "pending_jobs" not in db.table_names()
+    db["rounds"].insert({"id": 1, "started": 10.0, "policy": "oef-coop", "status": "dry-run"})
+    db["site_factors"].insert({"job_id": 7, "before": 0, "value": 5, "time": 10.0})
+    db["job_records"].insert({"job_id": 7, "restart_count": 0, "event": "start", "context": "prolog_slurmctld",
+                              "node": "", "time": 11.0, "account": "a", "class": "c", "gpus": '{"v100": 1}',
+                              "gpu_count": 1, "gpu_info": "scontrol", "submit_time": 9.0})
+    before = {t: [dict(r) for r in db[t].rows] for t in ("rounds", "site_factors", "job_records")}
+    db.close()
+    with Store(path) as s:
+        assert s.version == len(MIGRATIONS) == 16
+        assert {t: [dict(r) for r in s.db[t].rows] for t in before} == before
+        assert s.pending_jobs() == []
+        first = PendingJob(8, "a", "c", 2, None, 5.0, "", 20.0, 20.0)
+        assert s.record_pending([first, PendingJob(9, "b", "d", 1, "v100", 6.0, "Dependency", 20.0, 20.0)]) == 2
+        # a later round: job 8 seen again (its first sighting kept, its class and GPUs updated), job 9 not
+        s.record_pending([PendingJob(8, "a", "e", 4, "a100", 5.0, "", 30.0, 30.0)])
+        assert s.pending_jobs() == [PendingJob(8, "a", "e", 4, "a100", 5.0, "", 20.0, 30.0),
+                                    PendingJob(9, "b", "d", 1, "v100", 6.0, "Dependency", 20.0, 20.0)]
+        assert [p.job_id for p in s.pending_jobs(since=25.0)] == [8]
+        assert [p.job_id for p in s.pending_jobs(until=5.5)] == [8]
+        assert s.record_pending([]) == 0

@@ -166,3 +166,34 @@ def test_a_type_without_a_profile_value_is_said(store_path):
     out = CliRunner().invoke(main, ["report", "--database", str(store_path), "--since", since, "--until", until])
     assert out.exit_code == 0, out.output
     assert "speed assumed (the class's slowest known, no profile there): acct_a/x on slow" in out.output
+
+
+def test_an_account_whose_jobs_never_start_is_read_from_the_rounds_sightings(tmp_path):
+    """acct_b's jobs 1 and 2 above; capacity fast 4, slow 4; weights 1 and 1 (acct_a's share: fast 2, slow 2).
+    Pending jobs as in tests/fairness/test_live.py, through the store: dry-run rounds every 10 s
+    from 1020 to 1090 saw acct_a's job 11 pending each time (it never started) and job 12 from 1040 to 1060 (then
+    it left without a start record). acct_a is backlogged from 1010 (job 11's submit) to the window's end: received
+    0 of 3 x 90 = 270 (its share of fast at speed 3, capped by its demand of 1 GPU), censored; job 12 is left out."""
+    from slurm_fair.store import PendingJob
+
+    details = {"tenants": {"acct_a": "acct_a", "acct_b": "acct_b"}, "weights": {"acct_a": 1.0, "acct_b": 1.0},
+               "capacity": {"fast": 4, "slow": 4}}
+    with Store(tmp_path / "sf.sqlite") as st:
+        for t in range(1020, 1100, 10):
+            rid = st.begin_round("oef-coop", "", now=BASE + t)
+            seen = [PendingJob(11, "acct_a", "x", 1, None, BASE + 1010, "", BASE + t, BASE + t)]
+            if 1040 <= t <= 1060:
+                seen.append(PendingJob(12, "acct_a", "x", 1, "fast", BASE + 1030, "", BASE + t, BASE + t))
+            st.record_pending(seen)
+            st.finish_round(rid, "dry-run", details=details, finished=BASE + t + 1)
+        st.upsert_job_records([r for r in _records() if r["job_id"] in (1, 2)])  # acct_b's jobs, as above
+        st.set_profile("x", "fast", 30.0, account="acct_a")
+        st.set_profile("x", "slow", 10.0, account="acct_a")
+        live = read(st, BASE + 1000, BASE + 1100)
+        r = report.load(st, BASE + 1000, BASE + 1100, now=BASE + 5000)["realized"]
+    ep = next(e for e in live.realized.episodes if e.account == "acct_a")
+    assert (ep.start, ep.end, ep.censored) == (BASE + 1010, BASE + 1100, True)
+    assert ep.received == 0 and ep.entitled == pytest.approx(270) and ep.time_to_fair_share is None
+    assert r["pending"] == [11] and r["accounts"]["acct_a"]["ratio"] == 0.0
+    assert [(x["job"], x["gpu_seconds"]) for x in r["left_out"]] == [(12, 0.0)]
+    assert r["accounts"]["acct_a"]["time_to_fair_share"]["censored"] == 1
