@@ -405,8 +405,8 @@ class ProfilingConfig:
 class StoreConfig:
     retention_days: float = key(
         90, _nonneg,
-        "Days of events, job records, profile reports and rounds the daemon keeps; older ones are\n"
-        "pruned once a day (0 = keep everything). Profiles and state a round needs are never pruned.",
+        "Days of events, job records, profile reports, rounds and pending-job sightings the daemon keeps;\n"
+        "older ones are pruned once a day (0 = keep everything). Profiles and state a round needs are never pruned.",
     )
 
 

@@ -2,8 +2,8 @@
 ``rounds.details`` JSON) and the one transaction that writes the rest of the round (:func:`record_round`: shares,
 placements, carried deviations and deficits, applied limits, managed accounts, SiteFactors, events), retried
 while the database stays locked (:func:`with_retry`), and the pending GPU jobs the round saw
-(:func:`record_pending`, before the round decides, dry runs too: realized fairness's backlog). The round itself (observe, decide, apply) is
-``daemon/round.py``."""
+(:func:`record_pending`, before the round decides, dry runs too: realized fairness's backlog). The round
+itself (observe, decide, apply) is ``daemon/round.py``."""
 
 from __future__ import annotations
 

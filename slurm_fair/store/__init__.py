@@ -15,9 +15,8 @@ everything inside one) and nests (inner blocks are savepoints of the outer trans
 One module per concern, :class:`Store` is built from them: ``schema`` (the migrations), ``base`` (the
 connection and transactions), ``profiles`` (profiles, profile reports, CSV), ``rounds`` (rounds, shares,
 placements, carried state, warm starts), ``limits`` (applied changes, managed accounts, site limits),
-``jobs`` (hook job records, job runs), ``pending`` (pending jobs the rounds saw), ``retention`` (events, pruning), ``leader`` (the
-daemon's leader lock, table ``lease``); ``codec``: JSON
-columns and checked numbers.
+``jobs`` (hook job records, job runs), ``pending`` (pending jobs the rounds saw), ``retention`` (events,
+pruning), ``leader`` (the daemon's leader lock, table ``lease``); ``codec``: JSON columns and checked numbers.
 """
 
 from __future__ import annotations
@@ -39,7 +38,8 @@ __all__ = [
     "BUSY_TIMEOUT_MS", "CONTROLLER_CONTEXTS", "CSV_HEADER", "Leader", "MIGRATIONS", "MissingDatabase",
     "PROFILE_SOURCES", "ROUND_STATUSES", "UNTYPED_GPU", "Store", "StoreError", "gpu_seconds", "job_runs",
     "migrate", "open_existing", "schema_version",
-    "AppliedChange", "Event", "JobRecord", "JobRun", "PendingJob", "Placement", "ProfileReport", "ProfileValue", "Round", "RoundPoint",
+    "AppliedChange", "Event", "JobRecord", "JobRun", "PendingJob", "Placement", "ProfileReport", "ProfileValue",
+    "Round", "RoundPoint",
     "Share", "as_row",
 ]
 

@@ -196,7 +196,8 @@ from slurm_fair.store import PendingJob  # noqa: E402
 
 CAP2 = {"fast": 2, "slow": 2}
 ROUNDS2 = [({"acct_a": "acct_a", "acct_b": "acct_b"}, {"acct_a": 1.0, "acct_b": 1.0})]
-STARVED_RUNS = [jr(1, "acct_b", "y", 1000, 1100, {"fast": 2}, 1000), jr(2, "acct_b", "y", 1000, 1100, {"slow": 2}, 1000)]
+STARVED_RUNS = [jr(1, "acct_b", "y", 1000, 1100, {"fast": 2}, 1000),
+                jr(2, "acct_b", "y", 1000, 1100, {"slow": 2}, 1000)]
 STARVED_PENDING = [PendingJob(11, "acct_a", "x", 1, None, 1010.0, "", 1020.0, 1090.0),
                    PendingJob(12, "acct_a", "x", 1, "fast", 1030.0, "", 1040.0, 1060.0),
                    PendingJob(13, "acct_a", "x", 1, None, 1000.0, "Dependency", 1020.0, 1090.0)]

@@ -85,7 +85,8 @@ def test_the_report_prints_it(store_path):
     assert r.exit_code == 0, r.output
     row = next(ln.split() for ln in r.output.splitlines() if ln.startswith("acct_a ") and len(ln.split()) == 12)
     assert row == ["acct_a", "1.00", "0.35", "0.35", "1", "70s", "70s", "70s", "0.57", "1", "70s", "0.27"]
-    assert "no profile (speed 1 on every type): y\n" in r.output and "not seen: jobs submitted and cancelled between two rounds" in r.output
+    assert "no profile (speed 1 on every type): y\n" in r.output
+    assert "not seen: jobs submitted and cancelled between two rounds" in r.output
     j = json.loads(CliRunner().invoke(main, ["report", "--database", str(store_path), "--since", since, "--until",
                                              until, "--json"]).output)
     assert j["realized"]["accounts"]["acct_a"]["ratio"] == pytest.approx(9 / 26)
