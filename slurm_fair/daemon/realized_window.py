@@ -7,7 +7,7 @@ this module only reads its inputs:
   a run still open), and the GPU jobs the rounds saw pending (``Store.pending_jobs``: last seen from the window's
   start, or from the last observing round before it, and submitted by its end) with the start of the last round
   at or before the window's end that observed the cluster (status ok, dry-run or solver-failed: it recorded its
-  pending jobs before deciding);
+  pending jobs before deciding), if it started at most :data:`STALE_PERIODS` daemon periods before that end;
 * the accounts' tenants and weights from the rounds that started in the window (none: the newest before its
   end), and the GPUs per type from the newest of them that recorded a capacity;
 * each (account, class)'s throughput per type by the daemon's own lookup (``daemon/plan/problem.py``,
@@ -33,6 +33,7 @@ from .plan.problem import ProfileIndex
 METRICS_WINDOW_S = 86400.0  # /metrics: realized fairness of the last 24 hours
 KEYS = ("tenants", "weights", "capacity")
 OBSERVED = ("ok", "dry-run", "solver-failed")  # statuses of rounds that saw the cluster (and its pending jobs)
+STALE_PERIODS = 2.0  # an observing round more than this many daemon periods before the window's end is too old
 
 
 def read(store: Store, t0: float, t1: float, cfg: Config | None = None) -> LiveRealized:
@@ -49,6 +50,8 @@ def read(store: Store, t0: float, t1: float, cfg: Config | None = None) -> LiveR
                          "(run the daemon, in shadow mode if you like: daemon.dry_run = true)")
     runs = store.job_runs(since=t0)
     sighted = max((p.started for p in points if p.status in OBSERVED and p.started <= t1), default=None)
+    if sighted is not None and t1 - sighted > STALE_PERIODS * float((cfg or Config()).daemon.period):
+        sighted = None  # the daemon was not running then: whether a job still waited at the end is not known
     pending = store.pending_jobs(since=t0 if sighted is None else min(t0, sighted), until=t1)
     pairs = sorted({(str(r.account or ""), str(r.cls or "") or DEFAULT_CLASS) for r in runs}
                    | {(p.account, p.cls or DEFAULT_CLASS) for p in pending})

@@ -18,7 +18,8 @@ read by ``daemon/realized_window.py``). Definitions: ``docs/realized-fairness.md
   run ended (requeued, not restarted yet), is not ended by that run: it waits again until the window's end. A
   job seen pending in the window that left without a start record (cancelled while pending, or its start was not
   recorded) cannot be a Run (a job that never started has no end): it is left out (``left_out``, 0 GPU-seconds)
-  and its waiting is not counted.
+  and its waiting is not counted. Without ``sighted`` (no round observed the cluster near the window's end) a
+  job seen pending in the window is left out too (``left_out``: not known whether it still waited).
 * **Accounts** are the daemon's tenants (each account, unless ``tenants.map`` groups them), weighed as the
   rounds weighed them (:func:`weights_of`: the newest round that had each); an account of the runs no round
   weighed counts 1 (``default_weight``).
@@ -46,6 +47,8 @@ ASSUMED = "assumed"  # its source name of a type a profiled class has no value f
 LEFT_PENDING = ("left while pending (cancelled, or its start was not recorded): a job that never started has no "
                 "end, so its waiting is not counted")
 NOT_STARTABLE = "pending, not startable"
+NO_SIGHTING = ("seen pending, but no round observed the cluster near the window's end: not known whether it still "
+               "waited")
 
 ACCOUNT_SOURCE = "account"  # the lookup's source of an account's own profile (daemon/plan/problem.py SRC_ACCOUNT)
 
@@ -163,7 +166,7 @@ def runs_of(job_runs: Iterable[JobRun], types: Iterable[str], t0: float, t1: flo
         account = str(p.account or "")
         if not pending_at_end(p, t1, sighted):
             if p.last_seen >= t0:
-                left.append(LeftOut(jid, account, LEFT_PENDING, 0.0))
+                left.append(LeftOut(jid, account, LEFT_PENDING if sighted is not None else NO_SIGHTING, 0.0))
             continue
         if p.blocked:
             left.append(LeftOut(jid, account, f"{NOT_STARTABLE} ({p.blocked})", 0.0))

@@ -191,7 +191,7 @@ def test_a_type_a_profile_lacks_is_named_as_assumed():
 #   worth 3 to a (D = 1: one fast GPU) > 1.05 x 0: envious all 90 s (share 1).
 # Throughput: acct_b 2 x 100 + 2 x 100 = 400, acct_a 0.
 
-from slurm_fair.fairness.live import LEFT_PENDING, NOT_STARTABLE, pending_at_end  # noqa: E402
+from slurm_fair.fairness.live import LEFT_PENDING, NO_SIGHTING, NOT_STARTABLE, pending_at_end  # noqa: E402
 from slurm_fair.store import PendingJob  # noqa: E402
 
 CAP2 = {"fast": 2, "slow": 2}
@@ -256,3 +256,11 @@ def test_a_requeued_job_seen_pending_again_waits_to_the_windows_end():
     assert (ep.start, ep.end, ep.received, ep.entitled) == (1040.0, 1100.0, 0.0, pytest.approx(180))
     done = live_realized(runs, ROUNDS2, CAP2, THROUGHPUT, SOURCES, 1000.0, 1100.0)
     assert done.realized.episodes == () and done.live.runs[0].ended
+
+
+def test_without_a_round_near_the_windows_end_a_pending_job_is_not_guessed():
+    """No round observed the cluster near the window's end (``sighted`` None): job 11, last seen at 1090, may have
+    started or left since; it is listed, not counted. Seen after the end (1090 > 1050), it still waited then."""
+    live = runs_of(STARVED_RUNS, CAP2, 1000.0, 1100.0, pending=STARVED_PENDING[:1], sighted=None)
+    assert live.pending == () and live.left_out == (LeftOut(11, "acct_a", NO_SIGHTING, 0.0),)
+    assert runs_of(STARVED_RUNS, CAP2, 1000.0, 1050.0, pending=STARVED_PENDING[:1], sighted=None).pending == (11,)

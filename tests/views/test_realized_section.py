@@ -198,3 +198,21 @@ def test_an_account_whose_jobs_never_start_is_read_from_the_rounds_sightings(tmp
     assert r["pending"] == [11] and r["accounts"]["acct_a"]["ratio"] == 0.0
     assert [(x["job"], x["gpu_seconds"]) for x in r["left_out"]] == [(12, 0.0)]
     assert r["accounts"]["acct_a"]["time_to_fair_share"]["censored"] == 1
+
+
+def test_a_window_long_after_the_last_round_does_not_guess_who_still_waits(tmp_path):
+    """The last round (at 1000) saw job 11 pending; a window ending three daemon periods later (default 300 s)
+    cannot say whether it still waited: it is left out, not counted as backlog."""
+    from slurm_fair.fairness.live import NO_SIGHTING
+    from slurm_fair.store import PendingJob
+
+    details = {"tenants": {"acct_a": "acct_a"}, "weights": {"acct_a": 1.0}, "capacity": {"fast": 4}}
+    with Store(tmp_path / "sf.sqlite") as st:
+        rid = st.begin_round("oef-coop", "", now=BASE + 1000)
+        st.record_pending([PendingJob(11, "acct_a", "x", 1, None, BASE + 990, "", BASE + 1000, BASE + 1000)])
+        st.finish_round(rid, "dry-run", details=details, finished=BASE + 1001)
+        near = read(st, BASE + 900, BASE + 1500)  # 500 s after the round: within two periods
+        far = read(st, BASE + 900, BASE + 1901)  # 901 s after it
+    assert near.live.pending == (11,) and near.realized.episodes[0].end == BASE + 1500
+    assert far.live.pending == () and [x.why for x in far.live.left_out] == [NO_SIGHTING]
+    assert far.realized.episodes == ()
