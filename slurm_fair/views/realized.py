@@ -16,9 +16,10 @@ from ..daemon.realized_window import read
 from ..errors import InputError
 from ..store import Store
 
-NOT_SEEN = ("jobs submitted and cancelled between two rounds are not seen; a job seen pending that left without "
-            "a start record (cancelled while pending) is listed in left_out and its waiting is not counted; a job "
-            "that started since the last round counts as pending until the next round ingests its start record")
+NOT_SEEN = ("jobs submitted and cancelled between two rounds are not seen, nor the waiting of jobs outside the "
+            "managed partitions until they start; a job seen pending that left without a start record (cancelled "
+            "while pending) is listed in left_out and its waiting is not counted; a job that started since the last "
+            "round counts as pending until the next round ingests its start record")
 
 
 def section(store: Store, since: float | None, until: float | None, first_round: float | None, now: float,
