@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from ..errors import InputError
+from ..fairness.realized import speeds_from_throughput
 
 DAY = 86400.0
 GRES_GPU = "gres/gpu"  # the TRES of every GPU; "gres/gpu:<type>" the TRES of one type (case-insensitive prefix)
@@ -218,16 +219,14 @@ def billing(gpus: int, gpu_type: str, weights: Mapping[str, float], max_tres: bo
 
 def speed_weights(throughput: Mapping[str, Mapping[str, float]], types: Sequence[str]) -> dict[str, float]:
     """Billing weights per GPU type as an informed site sets them: proportional to the type's mean speed over
-    the classes (each class's rate on the type over its rate on its own slowest type; classes that cannot run
+    the classes (each class's rate on the type over its rate on its own slowest of ``types``,
+    :func:`~slurm_fair.fairness.realized.speeds_from_throughput`; classes that cannot run
     on the type are left out of its mean), the slowest type = 1. Keys ``GRES/gpu:<type>``. A type no class runs
     on weighs 1."""
+    speeds = speeds_from_throughput(throughput, types)
     mean: dict[str, float] = {}
     for t in types:
-        rel = []
-        for row in throughput.values():
-            pos = [v for v in row.values() if v > 0]
-            if pos and row.get(t, 0) > 0:
-                rel.append(row[t] / min(pos))
+        rel = [row[t] for row in speeds.values() if row[t] > 0]
         mean[t] = sum(rel) / len(rel) if rel else 0.0
     low = min((v for v in mean.values() if v > 0), default=1.0)
     return {f"GRES/gpu:{t}": (v / low if v > 0 else 1.0) for t, v in mean.items()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -140,17 +141,11 @@ def class_run_times(runs: Iterable[JobRun]) -> dict[str, float]:
     for cls, total, open_ in per_job.values():
         if not open_ and cls and total > 0:
             times.setdefault(cls, []).append(total)
-    out = {cls: _median(xs) for cls, xs in times.items()}
+    out = {cls: statistics.median(xs) for cls, xs in times.items()}
     every = [x for xs in times.values() for x in xs]
     if every:
-        out[EVERY_CLASS] = _median(every)
+        out[EVERY_CLASS] = statistics.median(every)
     return out
-
-
-def _median(xs: list[float]) -> float:
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2.0
 
 
 class JobsMixin(StoreBase):
