@@ -167,7 +167,7 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
       their class's recorded run times (``run_times``: class -> seconds, from the store's job runs;
       :func:`run_estimate`), at most their time limits (a limit is an upper bound: asked for the slowest type,
       a job on a fast type ends long before it, and planned from limits alone the fast types looked busy long
-      after they freed — 1-GPU jobs were typed K80 for it). job_submit.lua types a job no type has room for
+      after they freed: 90 % load lost against FIFO for it). job_submit.lua types a job no type has room for
       (and not left untyped) to the type of its line that starts it first, and by expected completion
       (``#@speed``).
     """
