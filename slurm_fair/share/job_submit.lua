@@ -34,9 +34,9 @@ Rules:
     add up). When none has room: if the map grants the account `#@untyped ACCOUNT N` room left for the job
     (and the job's class runs on every type), the request stays untyped (Slurm gives it whichever type frees
     first; the account's total gres/gpu limit binds it); otherwise the type of its line the map's `#@soon` rows
-    expect to start a job of its size first (the daemon's backfill plan of the queue, from time limits, else
-    the class's recorded run times), else the first type (the job waits there; the daemon publishes new room
-    as GPUs free up).
+    expect to start a job of its size first (the daemon's backfill plan of the queue, jobs ending by their
+    class's recorded run times, at most their time limits), else the first type (the job waits there; the
+    daemon publishes new room as GPUs free up).
   * A GPU entry without a type in tres_per_node / tres_per_job / tres_per_task / tres_per_socket gets the
     chosen type (account = job_desc.account or job_desc.default_account), keeping the prefix it was
     written with (22.05 `gres:gpu:2` -> `gres:gpu:v100:2`; 24.11 `gres/gpu:2` -> `gres/gpu:v100:2`,
@@ -509,8 +509,8 @@ function SF.choose(ident, account, entry, gpus, loose, taken_at, pool, prefer, s
 		if first then
 			pick = first
 			note = string.format("no GPU type has room for %d GPU(s) now; %s is expected to start it first (in "
-				.. "about %d s: backfill's plan from time limits, else the class's recorded run times)", gpus,
-				first, wait)
+				.. "about %d s: backfill's plan, jobs ending by their class's recorded run times, at most their "
+				.. "time limits)", gpus, first, wait)
 		else
 			pick = entry.type
 			note = "every type's room in the map is used by earlier submissions; waits for " .. pick

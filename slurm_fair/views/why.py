@@ -371,8 +371,8 @@ def _type_choice(job: Job, status: PublicStatus | None) -> list[str]:
         if order:
             out.append(f"new untyped jobs of {printable(job.account, 64)} are given, in order: {', '.join(order)}")
             out.append("a new untyped job no type has room for (and not left untyped) is given the type expected to "
-                       "start it first: backfill's plan of the queue, with jobs ending at their time limits, else "
-                       "after their class's recorded run time")
+                       "start it first: backfill's plan of the queue, with jobs ending after their class's "
+                       "recorded run time, at most their time limits")
     return out
 
 

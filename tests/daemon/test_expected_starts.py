@@ -207,6 +207,36 @@ def test_first_starts_plan_the_queue_ahead_and_estimate_jobs_without_a_limit_by_
     assert run_estimate({"other": 60.0, "*": 9000.0}, NOW)(long.jobs[0]) == 14400.0  # every class's: 9000 < 2 x 7200
 
 
+def test_first_starts_end_jobs_by_their_class_record_where_it_is_shorter_than_their_time_limit():
+    """Issue 39 (the 90 % regression of first-start typing): a time limit is an upper bound — asked for the
+    slowest type, a job on V100 ends hours before it. v2's job (4 GPUs, started 10 min ago) has a 4-h limit but its
+    class records 1 h: it ends at NOW + 3000, not NOW + 13800; the queued 4-GPU job (4-h limit) takes v1's GPUs
+    at NOW + 600 and gives them back after its class's hour (NOW + 4200), not after 4 h (NOW + 15000). A job that
+    has run longer than its record keeps the rule "as long again", but never past its limit."""
+    from slurm_fair.daemon.plan.backfill import first_starts
+    from slurm_fair.daemon.plan.typemap import run_estimate
+
+    est = run_estimate({"j": 3600.0}, NOW)
+    s = snapshot(running(1, "v1", 2), running(2, "v2", 4, limit=240), pending(3, 4, "v100", NOW - 100, limit=240))
+    assert first_starts(s, ["v100"])["v100"] == {1: NOW + 13800, 2: NOW + 13800, 4: NOW + 13800, 8: NOW + 15000}
+    assert first_starts(s, ["v100"], est)["v100"] == {1: NOW + 3000, 2: NOW + 3000, 4: NOW + 3000, 8: NOW + 4200}
+    # v1's job: 20-min limit, shorter than the record: its limit still holds (back at NOW + 600)
+    assert expected_starts(s, ["v100"], run_for=est)["v100"] == {1: NOW, 2: NOW, 4: NOW + 600, 8: NOW + 3000}
+    # ran 2 h of a 3-h limit: "as long again" (4 h) is past the limit, so the limit: back at NOW + 3600
+    late = snapshot(running(4, "v2", 4, started=NOW - 7200, limit=180),
+                    nodes=(Node("v2", ("ALLOCATED",), ("gpu",), {"v100": 4}, {"v100": 4}),))
+    assert first_starts(late, ["v100"], est)["v100"] == {1: NOW + 3600, 2: NOW + 3600, 4: NOW + 3600}
+    # what it changes for typing: a 1-GPU job of a class 4x slower on K80, typed K80 by room with a 4-h limit,
+    # goes to V100 when V100 frees at NOW + 3000 (3000 + 1 h < 4 h); from the limits (NOW + 13800) it stays on K80
+    for run_for, want in ((None, "k80"), (est, "v100")):
+        soon = first_starts(s, ["v100", "k80"], run_for)
+        m = SubmitMap()
+        m.set({"a": Target((("k80", 4),), "room", {"k80": 4}, soon=soon),
+               "a/j": Target((("v100", 0), ("k80", 0)), "class order", slow=frozenset({"k80"}),
+                             speeds={"v100": 1000, "k80": 250})})
+        assert m.choose("a", 1, "j", {"v100": 4.0, "k80": 1.0}, 14400, now=float(NOW)) == want
+
+
 def test_class_run_times_are_the_median_of_finished_jobs_summed_over_their_runs():
     from slurm_fair.store.jobs import JobRun, class_run_times
 

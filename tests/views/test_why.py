@@ -91,7 +91,8 @@ def test_pending_on_the_total_limit_and_under_hard_caps():
     assert "it asked for any GPU type: Slurm may start it on any of them" in ex.details
     assert "new untyped jobs of acct_a are given, in order: v100, k80" in ex.details
     assert any(d.startswith("a new untyped job no type has room for (and not left untyped) is given the type expected "
-                            "to start it first") and d.endswith("else after their class's recorded run time")
+                            "to start it first")
+               and d.endswith("after their class's recorded run time, at most their time limits")
                for d in ex.details)
 
 

@@ -131,10 +131,15 @@ def snapshot_plan(snapshot: Snapshot, partitions: Sequence[str] = ()) -> Plan:
 
 
 def _expected_run(j: Job, run_for: RunFor | None) -> float | None:
-    """Seconds job ``j`` is expected to run in all: its time limit, else ``run_for``'s estimate (None: none)."""
+    """Seconds job ``j`` is expected to run in all: ``run_for``'s estimate (its class's recorded run time) where
+    it is shorter than its time limit, else the limit (None: neither known). Time limits are upper bounds, often
+    far above the run (a limit asked for the slowest type, the job on the fastest): planned from limits alone,
+    the fast types look busy long after they free."""
+    run = run_for(j) if run_for is not None else None
     if j.time_limit is not None:
-        return 60.0 * float(j.time_limit)
-    return run_for(j) if run_for is not None else None
+        limit = 60.0 * float(j.time_limit)
+        return limit if run is None or not run < limit else float(run)
+    return run
 
 
 def _holds(snapshot: Snapshot, free: FreeGPUs, run_for: RunFor | None = None) -> Iterable[tuple[float, str, str, int]]:
@@ -191,12 +196,12 @@ def expected_starts(snapshot: Snapshot, types: Sequence[str], partitions: Sequen
                     run_for: RunFor | None = None) -> dict[str, dict[int, int]]:
     """type -> job size -> the unix time at which a job of that many GPUs of the type could start (rounded
     up), as Slurm's backfill plans it: the GPUs idle now and the running jobs' GPUs coming back at their
-    expected ends (start + time limit, else + ``run_for``'s estimate; past it: in ``PAST_LIMIT_S``) on their nodes, placed as
-    :func:`.demand.place_gpus` places (one node with that many free, when a node of the type is that large;
-    else whole free nodes). Left out: sizes that no known end frees (the GPUs are held by jobs without a time
-    limit, or by jobs on several nodes, whose GPUs per node the snapshot does not give) and the pending jobs
-    ahead (no reservations: an estimate, not a promise). Per type one pass over its nodes' release times, so a
-    round at a big site pays O(running jobs · log) for it, not a placement per time and size."""
+    expected ends (start + ``run_for``'s estimate, at most the time limit; past it: in ``PAST_LIMIT_S``) on
+    their nodes, placed as :func:`.demand.place_gpus` places (one node with that many free, when a node of the
+    type is that large; else whole free nodes). Left out: sizes that no known end frees (the GPUs are held by jobs
+    without a time limit, or by jobs on several nodes, whose GPUs per node the snapshot does not give) and the
+    pending jobs ahead (no reservations: an estimate, not a promise). Per type one pass over its nodes' release
+    times, so a round at a big site pays O(running jobs · log) for it, not a placement per time and size."""
     now = float(snapshot.taken_at)
     free = FreeGPUs.of(snapshot, partitions)
     back: dict[tuple[str, str], list[tuple[float, int]]] = {}  # (node, type) -> (time GPUs come back, GPUs)
@@ -246,12 +251,13 @@ def first_starts(snapshot: Snapshot, types: Sequence[str], run_for: RunFor | Non
     GPUs back at their expected ends, node by node) and the queue's turn — the startable pending jobs typed for
     the type, by priority (SiteFactor, submit time, id), each taking the type's GPUs as they free up in all (a
     strict first-come plan of GPU counts, no backfill around a job that waits) and giving them back after its
-    run. Running and pending jobs end at their time limits, else at ``run_for``'s estimate (the class's recorded
-    run times; None: held for ever); a job larger than the type is left out of its queue, pending untyped jobs
-    too (they take whichever type frees first). A size no known end frees, or that waits behind a job that never
-    starts, is left out; a type with none too. ``#@soon`` in the map. Per type one pass over its running and
-    pending jobs (a heap of release times), so a site with thousands of pending jobs pays O(jobs · log) for it:
-    node by node with reservations (:func:`queue_starts`) it took 36 s for 2 400 GPUs and 5 000 pending jobs."""
+    run. Running and pending jobs end at ``run_for``'s estimate (the class's recorded run times) where it is
+    shorter than their time limit, else at the limit (neither: held for ever); a job larger than the type is
+    left out of its queue, pending untyped jobs too (they take whichever type frees first). A size no known end
+    frees, or that waits behind a job that never starts, is left out; a type with none too. ``#@soon`` in the map.
+    Per type one pass over its running and pending jobs (a heap of release times), so a site with thousands of
+    pending jobs pays O(jobs · log) for it: node by node with reservations (:func:`queue_starts`) it took 36 s for 2
+    400 GPUs and 5 000 pending jobs."""
     now = float(snapshot.taken_at)
     base = expected_starts(snapshot, types, partitions, run_for)
     free = FreeGPUs.of(snapshot, partitions)

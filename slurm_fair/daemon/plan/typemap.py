@@ -163,10 +163,13 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
       not left untyped (``#@untyped``) where Slurm could start it on such a type.
     * ``"*"``: free room under the capacity less every claim, fastest first by ``site_speed``.
     * **First starts** (every line's ``soon``, written once as ``#@soon``): per type and job size, when a job
-      submitted now could start there behind the queue (:func:`.backfill.first_starts`), with jobs ending at
-      their time limits, else by their class's recorded run times (``run_times``: class -> seconds, from the
-      store's job runs; :func:`run_estimate`). job_submit.lua types a job no type has room for (and not left
-      untyped) to the type of its line that starts it first, and by expected completion (``#@speed``).
+      submitted now could start there behind the queue (:func:`.backfill.first_starts`), with jobs ending by
+      their class's recorded run times (``run_times``: class -> seconds, from the store's job runs;
+      :func:`run_estimate`), at most their time limits (a limit is an upper bound: asked for the slowest type,
+      a job on a fast type ends long before it, and planned from limits alone the fast types looked busy long
+      after they freed: 90 % load lost against FIFO for it). job_submit.lua types a job no type has room for
+      (and not left untyped) to the type of its line that starts it first, and by expected completion
+      (``#@speed``).
     """
     in_use = gpus_in_use(snapshot)
     typed = pending_typed(snapshot, startable_only=True)
@@ -202,11 +205,11 @@ def untyped_targets(plan: Plan, snapshot: Snapshot,
 
 def run_estimate(run_times: Mapping[str, float], now: float,
                  class_order: Iterable[str] = ("comment", "wckey", "name")) -> Callable[[Job], float | None]:
-    """Seconds a job without a time limit is expected to run in all (for :func:`.backfill.first_starts`): its
-    class's recorded run time (``run_times``, class -> seconds, ``store.jobs.class_run_times``), else that of
-    every class (its ``"*"`` entry: a class seen for the first time, or one whose jobs have not ended yet); a
-    running job that has already run longer is expected to run as long again (the rule of upgrade moves'
-    ``time_left``). None: nothing recorded."""
+    """Seconds a job is expected to run in all (for :func:`.backfill.first_starts`, which keeps a time limit
+    where it is shorter): its class's recorded run time (``run_times``, class -> seconds,
+    ``store.jobs.class_run_times``), else that of every class (its ``"*"`` entry: a class seen for the first time,
+    or one whose jobs have not ended yet); a running job that has already run longer is expected to run as long
+    again (the rule of upgrade moves' ``time_left``). None: nothing recorded."""
     order = tuple(class_order)
 
     def run_for(j: Job) -> float | None:
