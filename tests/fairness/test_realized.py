@@ -27,7 +27,7 @@ def by_account(r):
     return {a.account: a for a in r.accounts}
 
 
-def test_an_episodes_ratio_counts_weights_speeds_and_the_best_of_the_accounts_classes():
+def test_an_episodes_ratio_counts_weights_speeds_and_each_jobs_class():
     # weights A=3, B=1: W=4; shares A: k80 3, v100 3; B: k80 1, v100 1.
     runs = [run("a1", "A", "x", 3, 0, "v100", 0, 1000, True),
             run("b1", "B", "y", 1, 0, "k80", 0, 1000, True),
@@ -37,9 +37,9 @@ def test_an_episodes_ratio_counts_weights_speeds_and_the_best_of_the_accounts_cl
     (ep,) = r.episodes
     assert (ep.account, ep.start, ep.end, ep.censored) == ("B", 0, 600, False)
     # r_B = b1: 1 GPU x speed(y, k80) 1 = 1 -> received 600.
-    # B's speeds: best of x, y per type = k80 1, v100 4; D = b1 + b2 = 2 GPUs; its share k80 1 + v100 1, fastest
-    # first: 1 v100 x 4 + 1 k80 x 1 = 5 -> entitled 3000. Ratio 0.2
-    # (weights ignored: s = 2 + 2, 2 v100 x 4 = 8 -> 0.125; speeds ignored: 2 -> 0.5; b2's class only: 3 -> 1/3).
+    # B's share k80 1 + v100 1 to its jobs b1 (y, 1 GPU) and b2 (x, 1 GPU), each at its class's speeds: b1 on the
+    # v100 (4) + b2 on the k80 (1) = 5 (the other way round 2 + 1 = 3) -> entitled 3000. Ratio 0.2
+    # (weights ignored: s = 2 + 2, b1 1 v100 x 4 + b2 1 v100 x 2 = 6 -> 1/6; speeds ignored: 2 -> 0.5).
     assert (ep.received, ep.entitled) == (approx(600), approx(3000))
     assert ep.ratio == approx(0.2)
     # never 0.95: the episode ends (b2 starts) before t1, with nothing left waiting: its length, "all"
