@@ -117,12 +117,13 @@ def _print_realized(r: dict) -> None:
     click.echo(render(["ACCOUNT", "WEIGHT", "RATIO", "WORST", "EPISODES", "BACKLOGGED", "TTFS P50", "TTFS MAX",
                        "ENVY", "JOBS", "MEAN JCT", "THROUGHPUT"], rows, right=range(1, 12)))
     envy = r["envy"]
-    click.echo("RATIO: speed-weighted GPU-time received while backlogged (a fitting job pending) over its share's "
-               "(weight's part of every type, at its classes' speeds, capped by its demand), time-weighted over "
-               "its episodes; WORST: its lowest episode; TTFS: time to 95 % of that rate; ENVY: share of its "
-               "backlogged pair-time in which it would rather hold another account's GPUs (scaled by weights, "
-               "> 5 %); JOBS, MEAN JCT: jobs that ended in the window; THROUGHPUT: its share of all received "
-               "speed-weighted GPU-time")
+    click.echo("RATIO: speed-weighted GPU-time received while backlogged (a job that fits its share "
+               "of a type pending) over its share's "
+               "(weight's part of every type, worth to its jobs that fit it, each at its class's speeds up to its "
+               "GPUs), time-weighted over its episodes; WORST: its lowest episode; TTFS: time to 95 % of that "
+               "rate; ENVY: share of its pair-time (it and another with jobs) in which it was backlogged and "
+               "would rather hold the other's GPUs (scaled by weights, > 5 %); JOBS, MEAN JCT: jobs that ended "
+               "in the window; THROUGHPUT: its share of all received speed-weighted GPU-time")
     click.echo(f"envy of held GPUs: {_f(envy['share'], 3)} of {_f(envy['compared_pair_hours'])} compared "
                f"pair-hours; capacity: " + ", ".join(f"{g}={n}" for g, n in sorted(r["capacity"].items())))
     if r["unprofiled"]:

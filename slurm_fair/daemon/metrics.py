@@ -204,15 +204,15 @@ def realized_families(live: LiveRealized | None, seconds: float | None = None) -
         per_account("realized_time_to_fair_share_seconds", "Longest time to fair share (to 95 % of its "
                     "bundle's rate) of the account's backlog episodes the window did not cut",
                     lambda v: v["time_to_fair_share"]["max"]),
-        per_account("realized_envy_share", "Share of the account's backlogged pair-time (against each other "
-                    "account with jobs) in which it would rather hold the other's GPUs, scaled by weights, by "
-                    "more than 5 %,", lambda v: v["envy_share"]),
+        per_account("realized_envy_share", "Share of the account's pair-time (against each other account, both "
+                    "with jobs in the system) in which it was backlogged and would rather hold the other's GPUs, "
+                    "scaled by weights, by more than 5 %,", lambda v: v["envy_share"]),
         per_account("realized_throughput_share", "The account's share of the speed-weighted GPU-time all accounts "
                     "received", lambda v: v["throughput_share"]),
         per_account("realized_mean_jct_seconds", "Mean job completion time (last end - submit) of the account's "
                     "jobs that ended", lambda v: v["mean_jct"]),
-        Family(PREFIX + "realized_envy_share_cluster", "gauge", "Envious pair-time over compared pair-time, every "
-               "account, " + WINDOW_HELP + ".", (), (((), envy),) if envy is not None else ()),
+        Family(PREFIX + "realized_envy_share_cluster", "gauge", "Envious pair-time over compared pair-time (both "
+               "accounts with jobs in the system), every account, " + WINDOW_HELP + ".", (), (((), envy),) if envy is not None else ()),
         Family(PREFIX + "realized_compute_seconds", "gauge", "Seconds realized fairness took to compute when it "
                f"last was (after a round, at most every {REALIZED_EVERY_S / 60:g} min; never per scrape).", (),
                (((), seconds),) if seconds is not None else ()),

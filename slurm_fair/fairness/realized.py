@@ -11,26 +11,30 @@ Definitions (n accounts a with weights w_a, W = Σ w_a, capacity C_g of type g):
 
 * **share** of a on type g: s_a,g = w_a / W × C_g (its sharing-incentive bundle).
 * A job is **in the system** from its submit until the end of its run that ended it; it is **pending** while
-  in the system and not running (before its first start, between a requeue and its restart). It **fits** when
-  its GPUs are at most a's share of one type its class runs on: gpus ≤ max over g with speed(class, g) > 0 of
-  s_a,g. A job larger than every such share never makes its account backlogged: the static partition could
-  not run it either, so sharing incentive promises it nothing.
-* a is **backlogged** at t when one of its fitting jobs is pending at t; a **backlog episode** is a maximal
+  in the system and not running (before its first start, between a requeue and its restart). It **fits type g**
+  when its class runs on g and its GPUs are at most a's share there (gpus ≤ s_a,g): the static partition could
+  run it on g. It **could run** when it fits some type. One rule serves the backlog and the demand cap: a job
+  that could run counts in both, one that fits no type in neither (the partition could not run it either, so
+  sharing incentive promises it nothing).
+* a is **backlogged** at t when one of its jobs that could run is pending at t; a **backlog episode** is a maximal
   interval of [t0, t1] where it is.
-* a's **speeds** at t: on each type, the best speed of the classes of its jobs in the system at t; its
-  **demand** D_a(t): the GPUs of those jobs (running and pending). The value of a bundle x to a,
-  V_a(x) = Σ_g take_g × speed_g with its GPUs taken fastest type first until D_a is used up
-  (:func:`.values.row_values`, the value the fairness checks use).
-* **received** rate r_a(t) = Σ over a's runs running at t of gpus × speed(class, type); **entitled** rate
-  B_a(t) = V_a(s_a) (its share of every type, at its speeds, capped by its demand).
+* **entitled** rate B_a(t): the value of a's share s_a to its jobs that could run, in the system at t (running and
+  pending), each at its own class's speeds, on the types it fits, up to its own GPUs — the transport LP
+  max Σ_j,g x_j,g speed(c_j, g) s.t. Σ_g x_j,g ≤ gpus_j, Σ_j x_j,g ≤ s_a,g, x_j,g ≥ 0 (0 where j does not fit g),
+  solved exactly by :func:`.transport.transport_value` (successive most-profitable augmenting paths).
+* **received** rate r_a(t) = Σ over a's runs running at t of gpus × speed(class, type) (every run: a job larger
+  than any share that ran is received too).
 * **realized share ratio** of an episode E: ∫_E r_a / ∫_E B_a; of an hour bucket: the same over the bucket's
   backlogged part; an account's **time-weighted ratio**: Σ_E ratio_E × |E| / Σ_E |E|.
 * **time to fair share** of an episode starting at s: the first τ − s with ∫_s^τ r_a ≥ 0.95 ∫_s^τ B_a; if the
   episode ends before that and before t1, its length (the account then had no fitting job waiting: it ran all
   it could use); None when the window's end cut the episode first.
-* **envy of held GPUs**: at t, with H_b(t) the GPUs per type b's runs hold, a envies b when
-  V_a(H_b × w_a / w_b) > 1.05 × V_a(H_a); counted over the time a is backlogged and b has a job in the system,
-  for every ordered pair a ≠ b; ``envy_share`` = envious pair-seconds / compared pair-seconds.
+* **envy of held GPUs**: at t, with H_b(t) the GPUs per type b's runs hold, a's speeds the best of its classes in
+  the system per type and D_a its jobs' GPUs in the system, V_a(x) = Σ_g take_g × speed_g with x's GPUs taken
+  fastest type first up to D_a (:func:`.values.row_values`); a envies b when V_a(H_b × w_a / w_b) > 1.05 ×
+  V_a(H_a), counted only while a is backlogged; over every ordered pair a ≠ b while both have a job in the system
+  (``compared_seconds``); ``envy_share`` = envious pair-seconds / compared pair-seconds. The share of the pair-time
+  a is backlogged (the definition before) is kept as ``backlogged_envy_share``.
 * per account: mean JCT of its jobs that ended in the window (end of the ending run − submit); its throughput,
   ∫_{t0}^{t1} r_a, and that over every account's (its share of the cluster's realized throughput).
 
@@ -49,6 +53,7 @@ import numpy as np
 from ..errors import InputError
 from ..stats import percentile
 from ..validate import number
+from .transport import transport_value
 from .values import row_values
 
 FAIR = 0.95  # time to fair share: until the cumulative ratio reaches this
@@ -133,7 +138,9 @@ class AccountRealized:
 @dataclass(frozen=True)
 class Realized:
     """Realized fairness over [t0, t1]: every episode and hour bucket, per account, and the envy of held GPUs
-    (``envy_seconds`` of ``compared_seconds`` ordered pair-seconds)."""
+    (``envy_seconds`` of ``compared_seconds`` ordered pair-seconds in which both accounts had a job in the system;
+    ``backlogged_seconds``: those in which the envious one was backlogged, the denominator before issue 39's
+    second round)."""
 
     t0: float
     t1: float
@@ -144,14 +151,20 @@ class Realized:
     compared_seconds: float
     # per envious account a: (a, its envious pair-seconds, its compared pair-seconds), the totals' split by a
     envy_by_account: tuple[tuple[str, float, float], ...] = ()
+    backlogged_seconds: float = 0.0
 
     @property
     def envy_share(self) -> float | None:
         return self.envy_seconds / self.compared_seconds if self.compared_seconds > 0 else None
 
+    @property
+    def backlogged_envy_share(self) -> float | None:
+        """Envious pair-seconds over the compared ones in which the envious account was backlogged."""
+        return self.envy_seconds / self.backlogged_seconds if self.backlogged_seconds > 0 else None
+
     def account_envy_share(self, account: str) -> float | None:
-        """The share of ``account``'s compared pair-seconds (it backlogged, another with a job in the system) in
-        which it envied the other's held GPUs; None when it was never compared."""
+        """The share of ``account``'s compared pair-seconds (it and another with a job in the system) in which it
+        was backlogged and envied the other's held GPUs; None when it was never compared."""
         row = next((r for r in self.envy_by_account if r[0] == account), None)
         return row[1] / row[2] if row is not None and row[2] > 0 else None
 
@@ -245,29 +258,37 @@ def _check_rest(weights: Mapping[str, float], capacity: Mapping[str, int],
 
 @dataclass
 class _State:
-    """What holds between two events, per account (index a), class (c) and type (g)."""
+    """What holds between two events, per account (index a), class (c), job group (k: the speeds of a job on the
+    types it fits) and type (g)."""
 
     demand: np.ndarray  # (A,) GPUs of jobs in the system
     classes: np.ndarray  # (A, C) jobs in the system per class
-    fitting: np.ndarray  # (A,) fitting jobs pending
+    fitting: np.ndarray  # (A,) pending jobs that could run
+    groups: np.ndarray  # (A, K) GPUs of jobs that could run in the system, per group
     held: np.ndarray  # (A, G) GPUs held per type
     rate: np.ndarray  # (A,) received rate r_a
+    changed: set  # accounts whose groups changed since their entitled rate was last computed
 
 
 def _events(jobs: Mapping[str, list[Run]], acct: Mapping[str, int], cls: Mapping[str, int], typ: Mapping[str, int],
-            speed: np.ndarray, share: np.ndarray) -> list[tuple[float, int, int, int, int, float]]:
-    """(time, kind, account, class or type, GPUs, rate) changes: kind 0 demand + class, 1 fitting pending,
-    2 held + rate; + at an interval's start, − at its end (an open end: none)."""
-    ev: list[tuple[float, int, int, int, int, float]] = []
+            speed: np.ndarray, share: np.ndarray,
+            groups: dict[tuple[float, ...], int]) -> list[tuple[float, int, int, int, int, int, float]]:
+    """(time, kind, account, class, group or type, GPUs, rate) changes: kind 0 demand + class (+ group of a job
+    that could run, else -1), 1 pending that could run, 2 held + rate; + at an interval's start, − at its end (an
+    open end: none). ``groups`` gets each group its index: a group is the jobs of the same speeds on the types they
+    fit (0 elsewhere), whatever their class — in the transport program they are alike."""
+    ev: list = []
     for rs in jobs.values():
         r0 = rs[0]
         a, c, n = acct[r0.account], cls[r0.cls], r0.gpus
         runs = [r for r in rs if r.start is not None]
         last = next((r.end for r in runs if r.ended), None)
-        ev.append((r0.submit, 0, a, c, n, 0.0))
+        row = tuple(float(speed[c, g]) if speed[c, g] > 0 and n <= share[a, g] + EPS else 0.0
+                    for g in range(share.shape[1]))  # its speed on each type it fits, else 0
+        k = groups.setdefault(row, len(groups)) if any(row) else -1
+        ev.append((r0.submit, 0, a, c, k, n, 0.0))
         if last is not None:
-            ev.append((last, 0, a, c, -n, 0.0))
-        fits = n <= max((share[a, g] for g in range(share.shape[1]) if speed[c, g] > 0), default=0.0) + EPS
+            ev.append((last, 0, a, c, k, -n, 0.0))
         gaps, t = [], r0.submit
         for r in runs:
             gaps.append((t, r.start))
@@ -275,22 +296,25 @@ def _events(jobs: Mapping[str, list[Run]], acct: Mapping[str, int], cls: Mapping
         if last is None:
             gaps.append((t, None))
         for s, e in gaps:
-            if fits and s is not None and (e is None or e > s):
-                ev.append((s, 1, a, 0, 1, 0.0))
+            if k >= 0 and s is not None and (e is None or e > s):
+                ev.append((s, 1, a, 0, 0, 1, 0.0))
                 if e is not None:
-                    ev.append((e, 1, a, 0, -1, 0.0))
+                    ev.append((e, 1, a, 0, 0, -1, 0.0))
         for r in runs:
             g = typ[r.gpu_type]
-            ev.append((r.start, 2, a, g, n, n * speed[c, g]))
+            ev.append((r.start, 2, a, 0, g, n, n * speed[c, g]))
             if r.end is not None:
-                ev.append((r.end, 2, a, g, -n, -n * speed[c, g]))
+                ev.append((r.end, 2, a, 0, g, -n, -n * speed[c, g]))
     return ev
 
 
-def _apply(st: _State, kind: int, a: int, x: int, n: int, rate: float) -> None:
+def _apply(st: _State, kind: int, a: int, c: int, x: int, n: int, rate: float) -> None:
     if kind == 0:
         st.demand[a] += n
-        st.classes[a, x] += 1 if n > 0 else -1
+        st.classes[a, c] += 1 if n > 0 else -1
+        if x >= 0:
+            st.groups[a, x] += n
+            st.changed.add(a)
     elif kind == 1:
         st.fitting[a] += n
     else:
@@ -322,6 +346,33 @@ def _cross(ep: _Open, t: float, dt: float, r: float, b: float) -> None:
         ep.crossed = t - ep.start + max(0.0, lack / slope)
 
 
+class _Entitled:
+    """B_a of each account, computed again only when its groups changed (and then only while it is backlogged), and
+    memoized by its groups' GPUs: the transport LP per account (:func:`.transport.transport_value`)."""
+
+    def __init__(self, groups: Mapping[tuple[float, ...], int], share: np.ndarray):
+        self.value = np.zeros((len(groups), share.shape[1]))  # (K, G) value per GPU of group k on type g
+        for row, i in groups.items():
+            self.value[i] = row
+        self.share = share
+        self.now = np.zeros(share.shape[0])
+        self.stale = np.zeros(share.shape[0], dtype=bool)
+        self.memo: dict[tuple, float] = {}
+
+    def rates(self, st: _State, back: np.ndarray) -> np.ndarray:
+        for a in st.changed:
+            self.stale[a] = True
+        st.changed.clear()
+        for a in np.flatnonzero(back & self.stale).tolist():
+            ks = np.flatnonzero(st.groups[a] > EPS)
+            key = (a, *ks.tolist(), *st.groups[a, ks].tolist())
+            if key not in self.memo:
+                self.memo[key] = transport_value(self.value[ks], st.groups[a, ks], self.share[a]) if len(ks) else 0.0
+            self.now[a] = self.memo[key]
+            self.stale[a] = False
+        return np.where(back, self.now, 0.0)
+
+
 def realized(runs: Sequence[Run], weights: Mapping[str, float], capacity: Mapping[str, int],
              speeds: Mapping[str, Mapping[str, float]], t0: float, t1: float) -> Realized:
     """Realized fairness of ``runs`` over [``t0``, ``t1``] (see the module docstring for every definition).
@@ -339,18 +390,21 @@ def realized(runs: Sequence[Run], weights: Mapping[str, float], capacity: Mappin
     cap = np.array([float(capacity[g]) for g in types])
     share = np.outer(w / w.sum(), cap)  # (A, G) s_a,g
     speed = np.array([[float(speeds[c].get(g, 0.0)) for g in types] for c in classes]).reshape(len(classes), len(types))
-    ev = _events(jobs, acct, cls, typ, speed, share)
+    groups: dict[tuple[float, ...], int] = {}
+    ev = _events(jobs, acct, cls, typ, speed, share, groups)
     n_hours = int(math.ceil((t1 - t0) / HOUR - EPS))
     ev.sort(key=lambda e: e[0])
     grid = sorted({t0, t1, *(t0 + k * HOUR for k in range(1, n_hours)), *(e[0] for e in ev if t0 < e[0] < t1)})
     A, G = len(names), len(types)
-    st = _State(np.zeros(A), np.zeros((A, len(classes))), np.zeros(A, dtype=int), np.zeros((A, G)), np.zeros(A))
+    st = _State(np.zeros(A), np.zeros((A, len(classes))), np.zeros(A, dtype=int), np.zeros((A, len(groups))),
+                np.zeros((A, G)), np.zeros(A), set())
+    bundle = _Entitled(groups, share)
     scale = w[:, None] / w[None, :]  # (A, B) w_a / w_b
     opened: dict[int, _Open] = {}
     episodes: list[Episode] = []
     hours: dict[tuple[int, int], list[float]] = {}
     thr = np.zeros(A)
-    envy_s = pair_s = 0.0
+    envy_s = pair_s = back_s = 0.0
     envy_a, pair_a = np.zeros(A), np.zeros(A)
     i = 0
     for t, t_next in zip(grid, grid[1:]):
@@ -359,7 +413,10 @@ def realized(runs: Sequence[Run], weights: Mapping[str, float], capacity: Mappin
             i += 1
         dt = t_next - t
         back = st.fitting > 0
-        entitled, envious, compared, by_a = _values(st, back, speed, share, scale)
+        entitled = bundle.rates(st, back)
+        envious, backlogged_pairs, by_a = _envy(st, back, speed, scale)
+        active = st.demand > 0
+        n_active = int(active.sum())
         thr += st.rate * dt
         for a in sorted({*np.flatnonzero(back).tolist(), *opened}):  # the accounts backlogged now or until now
             if back[a] and a not in opened:
@@ -375,39 +432,35 @@ def realized(runs: Sequence[Run], weights: Mapping[str, float], capacity: Mappin
                 h[0] += dt
                 h[1] += st.rate[a] * dt
                 h[2] += entitled[a] * dt
-        pair_s += compared * dt
+        pair_s += n_active * (n_active - 1) * dt
+        back_s += backlogged_pairs * dt
         envy_s += envious * dt
-        envy_a += by_a[0] * dt
-        pair_a += by_a[1] * dt
+        envy_a += by_a * dt
+        pair_a += np.where(active, n_active - 1, 0) * dt
     for a, ep in sorted(opened.items()):
         episodes.append(_close(names[a], ep, t1, True))
     episodes.sort(key=lambda e: (e.account, e.start))
     buckets = tuple(HourBucket(names[a], k, v[0], v[1], v[2]) for (a, k), v in sorted(hours.items()))
     return Realized(t0, t1, tuple(episodes), buckets, _accounts(names, w, jobs, episodes, thr, t0, t1),
-                    envy_s, pair_s, tuple((a, float(envy_a[i]), float(pair_a[i])) for i, a in enumerate(names)))
+                    envy_s, pair_s, tuple((a, float(envy_a[i]), float(pair_a[i])) for i, a in enumerate(names)),
+                    back_s)
 
 
-def _values(st: _State, back: np.ndarray, speed: np.ndarray, share: np.ndarray,
-            scale: np.ndarray) -> tuple[np.ndarray, int, int, tuple[np.ndarray, np.ndarray]]:
-    """A segment's bundle values, for the backlogged accounts (``back``) only, in one call: B_a (0 where not
-    backlogged); and over the compared pairs (a backlogged, b != a with a job in the system), how many envy.
-    Returns (B, envious pairs, compared pairs, (envious pairs, compared pairs) per envious account a)."""
+def _envy(st: _State, back: np.ndarray, speed: np.ndarray, scale: np.ndarray) -> tuple[int, int, np.ndarray]:
+    """A segment's envy of held GPUs over the pairs (a backlogged, b != a with a job in the system), in one bundle-
+    value call: (envious pairs, such pairs, envious pairs per envious account a)."""
     idx = np.flatnonzero(back)
-    entitled = np.zeros(len(back))
     if not len(idx):
-        return entitled, 0, 0, (np.zeros(len(back)), np.zeros(len(back)))
+        return 0, 0, np.zeros(len(back))
     best = np.where(st.classes[idx, :, None] > 0, speed[None, :, :], 0.0).max(axis=1)  # speed_a,g: best class
     i, bb = np.nonzero((st.demand > 0)[None, :] & (np.arange(len(back))[None, :] != idx[:, None]))
     aa = idx[i]
-    values = row_values(np.concatenate([best, best[i], best[i]]),
-                        np.concatenate([share[idx], st.held[bb] * scale[aa, bb][:, None], st.held[aa]]),
-                        np.concatenate([st.demand[idx], st.demand[aa], st.demand[aa]]))
-    n, m = len(idx), len(aa)
-    entitled[idx] = values[:n]
-    envies = values[n:n + m] > ENVY * values[n + m:] + EPS
-    by_a = (np.bincount(aa, weights=envies.astype(float), minlength=len(back)),
-            np.bincount(aa, minlength=len(back)).astype(float))
-    return entitled, int(envies.sum()), m, by_a
+    values = row_values(np.concatenate([best[i], best[i]]),
+                        np.concatenate([st.held[bb] * scale[aa, bb][:, None], st.held[aa]]),
+                        np.concatenate([st.demand[aa], st.demand[aa]]))
+    m = len(aa)
+    envies = values[:m] > ENVY * values[m:] + EPS
+    return int(envies.sum()), m, np.bincount(aa, weights=envies.astype(float), minlength=len(back))
 
 
 def _close(account: str, ep: _Open, end: float, censored: bool) -> Episode:
@@ -446,7 +499,8 @@ def _accounts(names: Sequence[str], w: np.ndarray, jobs: Mapping[str, list[Run]]
 class RealizedSummary:
     """The numbers ``simulate --json`` reports (``realized``): per account; over episodes of at least ``long``
     seconds the p5 and minimum ratio; time to fair share's median and p95 over the episodes the window did not
-    cut; the share of compared pair-hours with envy of held GPUs."""
+    cut; the share of compared pair-hours (both accounts with a job in the system) with envy of held GPUs, and of
+    the pair-hours the envious account was backlogged (the denominator before)."""
 
     accounts: tuple[AccountRealized, ...]
     episodes: int
@@ -460,6 +514,8 @@ class RealizedSummary:
     envy_pair_hours: float
     compared_pair_hours: float
     envy_share: float | None
+    backlogged_pair_hours: float = 0.0
+    backlogged_envy_share: float | None = None
 
     def as_json(self) -> dict:
         return {
@@ -472,7 +528,8 @@ class RealizedSummary:
             "time_to_fair_share": {"episodes": self.ttfs_episodes, "median": self.ttfs_median,
                                    "p95": self.ttfs_p95},
             "envy": {"pair_hours": self.envy_pair_hours, "compared_pair_hours": self.compared_pair_hours,
-                     "share": self.envy_share},
+                     "share": self.envy_share, "backlogged_pair_hours": self.backlogged_pair_hours,
+                     "share_of_backlogged": self.backlogged_envy_share},
         }
 
 
@@ -483,4 +540,5 @@ def summarize(r: Realized, long: float = LONG) -> RealizedSummary:
     ttfs = [e.time_to_fair_share for e in r.episodes if e.time_to_fair_share is not None]
     return RealizedSummary(r.accounts, len(r.episodes), float(long), len(ratios), percentile(ratios, 0.05),
                            min(ratios) if ratios else None, len(ttfs), percentile(ttfs, 0.5), percentile(ttfs, 0.95),
-                           r.envy_seconds / HOUR, r.compared_seconds / HOUR, r.envy_share)
+                           r.envy_seconds / HOUR, r.compared_seconds / HOUR, r.envy_share,
+                           r.backlogged_seconds / HOUR, r.backlogged_envy_share)

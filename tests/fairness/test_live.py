@@ -19,11 +19,14 @@ acct_b is never backlogged (its jobs start at their submit): no ratio.
 Throughput: acct_a 90 + A2 on slow 1 x 1 x 30 (to the window's end: it is still running) = 120; acct_b B1 300 +
   B2 30 = 330; shares 120/450 and 330/450.
 JCT: acct_a A1 70 (A2 has not ended); acct_b B1 100, B2 30: mean 65.
-Envy of held GPUs (acct_a backlogged, acct_b in the system: 70 pair-seconds): acct_b's held GPUs scaled by
-  w_a / w_b = 1/3, valued by acct_a (speeds 3, 1, up to its demand) against its own:
+Envy of held GPUs, counted while acct_a is backlogged, over the pair-time both accounts have a job in the system
+  (all of [1000, 1100]: 100 s each way): acct_b's held GPUs scaled by w_a / w_b = 1/3, valued by acct_a
+  (speeds 3, 1, up to its demand) against its own:
   [1000, 1030): b holds fast 3 + slow 1 -> fast 1 + slow 1/3 = 3 (D = 1) or 3.33 (D = 2) > 1.05 x 0 (a holds none);
   [1030, 1040): fast 3 -> fast 1 = 3 > 0: envy;  [1040, 1070): 3 against its own fast 1 = 3: not above 3.15.
-  Envy 40 of 70 s: 4/7 (without the scale: fast 3 is worth 6 > 3.15: 70 of 70).
+  [1070, 1100): acct_a has nothing waiting: no envy. Envy 40 of 100 s: 0.4 (without the scale: fast 3 is worth
+  6 > 3.15: 70 of 100; over the backlogged pair-time only: 40 of 70). acct_b never waits: 0 of 100. All pairs:
+  40 of 200.
 """
 
 from __future__ import annotations
@@ -69,15 +72,16 @@ def test_the_hand_worked_schedule():
     assert a.throughput == pytest.approx(120) and b.throughput == pytest.approx(330)
     assert a.throughput_share == pytest.approx(120 / 450) and b.throughput_share == pytest.approx(330 / 450)
     assert (a.jobs_ended, a.mean_jct, b.jobs_ended, b.mean_jct) == (1, pytest.approx(70), 2, pytest.approx(65))
-    assert live.realized.account_envy_share("acct_a") == pytest.approx(4 / 7)
-    assert live.realized.account_envy_share("acct_b") is None  # never backlogged: never compared
-    assert live.realized.envy_share == pytest.approx(4 / 7)
+    assert live.realized.account_envy_share("acct_a") == pytest.approx(0.4)
+    assert live.realized.account_envy_share("acct_b") == 0.0  # never backlogged: envies nobody
+    assert live.realized.envy_share == pytest.approx(0.2)
+    assert live.realized.backlogged_envy_share == pytest.approx(4 / 7)
     assert live.unprofiled == ("y",) and live.default_weight == ()
     j = live.as_json()
     assert j["accounts"]["acct_a"]["worst_episode_ratio"] == pytest.approx(9 / 26)
     assert j["accounts"]["acct_a"]["time_to_fair_share"] == {"median": pytest.approx(70), "max": pytest.approx(70),
                                                              "censored": 0}
-    assert j["accounts"]["acct_a"]["envy_share"] == pytest.approx(4 / 7)
+    assert j["accounts"]["acct_a"]["envy_share"] == pytest.approx(0.4)
     assert (j["since"], j["until"], j["runs"], j["unprofiled"]) == (1000.0, 1100.0, 4, ["y"])
 
 

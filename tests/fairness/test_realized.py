@@ -1,7 +1,8 @@
 """Realized fairness (``slurm_fair.fairness.realized``, issue 39 item 1) against schedules worked by hand: every
 expected number is derived in the comment above its assertion (s = share, D = demand, B = entitled rate, r =
 received rate). Each test pins a term of the definition (weights, speeds, classes, the demand cap, the rule for
-jobs larger than a share, requeues, the 0.95 crossing, the 1.05 envy threshold and its weight scaling):
+jobs larger than a share in the backlog and the demand cap, per-job valuation, requeues, the 0.95 crossing, the 1.05
+envy threshold, its weight scaling and its pair-time):
 dropping the term changes a number asserted here."""
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def by_account(r):
     return {a.account: a for a in r.accounts}
 
 
-def test_an_episodes_ratio_counts_weights_speeds_and_the_best_of_the_accounts_classes():
+def test_an_episodes_ratio_counts_weights_speeds_and_each_jobs_class():
     # weights A=3, B=1: W=4; shares A: k80 3, v100 3; B: k80 1, v100 1.
     runs = [run("a1", "A", "x", 3, 0, "v100", 0, 1000, True),
             run("b1", "B", "y", 1, 0, "k80", 0, 1000, True),
@@ -36,9 +37,9 @@ def test_an_episodes_ratio_counts_weights_speeds_and_the_best_of_the_accounts_cl
     (ep,) = r.episodes
     assert (ep.account, ep.start, ep.end, ep.censored) == ("B", 0, 600, False)
     # r_B = b1: 1 GPU x speed(y, k80) 1 = 1 -> received 600.
-    # B's speeds: best of x, y per type = k80 1, v100 4; D = b1 + b2 = 2 GPUs; its share k80 1 + v100 1, fastest
-    # first: 1 v100 x 4 + 1 k80 x 1 = 5 -> entitled 3000. Ratio 0.2
-    # (weights ignored: s = 2 + 2, 2 v100 x 4 = 8 -> 0.125; speeds ignored: 2 -> 0.5; b2's class only: 3 -> 1/3).
+    # B's share k80 1 + v100 1 to its jobs b1 (y, 1 GPU) and b2 (x, 1 GPU), each at its class's speeds: b1 on the
+    # v100 (4) + b2 on the k80 (1) = 5 (the other way round 2 + 1 = 3) -> entitled 3000. Ratio 0.2
+    # (weights ignored: s = 2 + 2, b1 1 v100 x 4 + b2 1 v100 x 2 = 6 -> 1/6; speeds ignored: 2 -> 0.5).
     assert (ep.received, ep.entitled) == (approx(600), approx(3000))
     assert ep.ratio == approx(0.2)
     # never 0.95: the episode ends (b2 starts) before t1, with nothing left waiting: its length, "all"
@@ -103,19 +104,40 @@ def test_an_account_backlogged_for_part_of_the_window_per_episode_per_hour_and_t
     assert summarize(r).long_episodes == 0  # the default: episodes of an hour or more
 
 
-def test_a_job_larger_than_every_share_does_not_backlog_its_account():
-    # weights A=1, B=1: shares 2 + 2. a1 (4 GPUs) waits 0..1000: larger than any share, not backlog;
-    # a2 (2 GPUs = the share) waits 500..1500: backlog.
-    runs = [run("a1", "A", "x", 4, 0, "v100", 1000, 2000, True),
-            run("a2", "A", "x", 2, 500, "k80", 1500, 2000, True)]
-    r = realized(runs, {"A": 1, "B": 1}, TWO, SPEEDS, 0, 2000)
+def test_a_job_larger_than_every_share_counts_neither_as_backlog_nor_in_the_demand_cap():
+    # k80 8, v100 8, weights 1 + 1 + 1: A's share 8/3 = 2.67 of each type. a1 (8 GPUs) waits 0..3000: it fits no
+    # share (the partition could not run it), so it neither backlogs A nor counts in the cap. a0 (1 GPU) runs on a
+    # k80 0..4000; a2 (1 GPU) waits 1000..2000: the one episode.
+    runs = [run("a0", "A", "x", 1, 0, "k80", 0, 4000, True),
+            run("a1", "A", "x", 8, 0, "v100", 3000, 4000, True),
+            run("a2", "A", "x", 1, 1000, "v100", 2000, 4000, True)]
+    r = realized(runs, {"A": 1, "B": 1, "C": 1}, {"k80": 8, "v100": 8}, SPEEDS, 0, 4000)
     (ep,) = r.episodes
-    assert (ep.start, ep.end) == (500, 1500)
-    # D = 6: B = 2 v100 x 2 + 2 k80 x 1 = 6 throughout; r = 0 on 500..1000, 4 x 2 = 8 on 1000..1500
-    # received 4000, entitled 6000 -> 2/3
-    assert (ep.received, ep.entitled) == (approx(4000), approx(6000))
-    # at 1000: 0 of 3000; slope 8 - 5.7 = 2.3 needs 2850 / 2.3 = 1239 s > 500: ends first, 1000 s, "all"
-    assert (ep.time_to_fair_share, ep.reached) == (approx(1000), "all")
+    assert (ep.start, ep.end) == (1000, 2000)
+    # r = a0's 1 k80 = 1. B = the share's value to a0 and a2 (1 GPU each, both fit both types): 2 v100 x 2 = 4
+    # -> ratio 1/4 (a1 in the cap, D = 10: 2.67 v100 x 2 + 2.67 k80 x 1 = 8 -> 1/8)
+    assert (ep.received, ep.entitled) == (approx(1000), approx(4000))
+    assert ep.ratio == approx(0.25)
+
+
+def test_a_job_counts_only_on_the_types_whose_share_it_fits():
+    # k80 6, v100 2, weights 1 + 1: A's share k80 3, v100 1. a1 (2 GPUs, x) waits 0..1000: it fits the k80 share
+    # only, so the partition runs it on 2 k80: B = 2 x 1 = 2 (counted on v100 too: 1 v100 x 2 + 1 k80 = 3).
+    r = realized([run("a1", "A", "x", 2, 0)], {"A": 1, "B": 1}, {"k80": 6, "v100": 2}, SPEEDS, 0, 1000)
+    (ep,) = r.episodes
+    assert (ep.start, ep.end, ep.censored, ep.entitled) == (0, 1000, True, approx(2000))
+
+
+def test_the_bundle_is_valued_per_job_at_its_own_class_not_at_the_best_class_per_type():
+    # k80 4, v100 4, weights 1 + 1: A's share k80 2, v100 2. A's ay (class y: v100 4x, 1 GPU) runs on a v100
+    # 0..1000; ax (class x: v100 2x, 2 GPUs) waits all the window.
+    runs = [run("ay", "A", "y", 1, 0, "v100", 0, 1000, True), run("ax", "A", "x", 2, 0)]
+    r = realized(runs, {"A": 1, "B": 1}, TWO, SPEEDS, 0, 1000)
+    (ep,) = r.episodes
+    # per job (the LP): ay 1 v100 x 4 = 4; ax 1 v100 x 2 + 1 k80 x 1 = 3: B = 7 (ax on 2 k80 and ay on a v100: 6).
+    # At the best class per type (v100 4, k80 1, D = 3): 2 v100 x 4 + 1 k80 = 9. r = 4 -> 4/7 (best class: 4/9).
+    assert (ep.received, ep.entitled) == (approx(4000), approx(7000))
+    assert ep.ratio == approx(4 / 7)
 
 
 def test_time_to_fair_share_is_the_exact_crossing_and_censored_by_the_window():
@@ -173,10 +195,28 @@ def test_envy_of_held_gpus():
     runs = [run("a1", "A", "x", 2, 0, "k80", 0, 1000, True), run("a2", "A", "x", 1, 0),
             run("b1", "B", "y", 2, 0, "v100", 0, 1000, True)]
     r = realized(runs, {"A": 1, "B": 1}, TWO, SPEEDS, 0, 1000)
-    # pair (A, B) compared all 1000 s (A backlogged, B has work); (B, A) never (B has nothing waiting).
-    # A's value of B's 2 v100 (x 1/1): 2 x 2 = 4 (D_A = 3) > 1.05 x its own 2 k80 (2): envy all along
-    assert (r.envy_seconds, r.compared_seconds, r.envy_share) == (approx(1000), approx(1000), approx(1.0))
-    assert summarize(r).as_json()["envy"]["pair_hours"] == approx(1000 / 3600)
+    # both have jobs in the system all along: (A, B) and (B, A) compared 1000 s each; B has nothing waiting, so it
+    # envies nobody. A's value of B's 2 v100 (x 1/1): 2 x 2 = 4 (D_A = 3) > 1.05 x its own 2 k80 (2): envy all along
+    assert (r.envy_seconds, r.compared_seconds, r.envy_share) == (approx(1000), approx(2000), approx(0.5))
+    assert (r.backlogged_seconds, r.backlogged_envy_share) == (approx(1000), approx(1.0))
+    assert (r.account_envy_share("A"), r.account_envy_share("B")) == (approx(1.0), approx(0.0))
+    envy = summarize(r).as_json()["envy"]
+    assert envy["pair_hours"] == approx(1000 / 3600) and envy["compared_pair_hours"] == approx(2000 / 3600)
+    assert (envy["share"], envy["share_of_backlogged"]) == (approx(0.5), approx(1.0))
+
+
+def test_envy_counts_only_while_the_envious_account_is_backlogged_over_every_pair_hour():
+    # k80 = 4, v100 = 4, weights 1 + 1, window 0..1000. A (x) runs a1 (2 GPUs) on k80 0..1000; a2 (1 GPU) waits
+    # 0..400, then runs on a k80 400..1000. B (y) holds 2 v100 0..1000, nothing waiting.
+    runs = [run("a1", "A", "x", 2, 0, "k80", 0, 1000, True), run("a2", "A", "x", 1, 0, "k80", 400, 1000, True),
+            run("b1", "B", "y", 2, 0, "v100", 0, 1000, True)]
+    r = realized(runs, {"A": 1, "B": 1}, TWO, SPEEDS, 0, 1000)
+    # A values B's 2 v100 at 2 x 2 = 4 (D_A = 3): 0..400 against its own 2 k80 (2): envy; 400..1000 against 3 k80
+    # (3): 4 > 3.15, but A has nothing waiting then: not counted (counted: 1000 s). B values A's k80 at 1 < its 8.
+    # Compared: both in the system all along, 2 x 1000 pair-seconds (the backlogged pair-time only: 400 -> 1.0).
+    assert (r.envy_seconds, r.compared_seconds, r.envy_share) == (approx(400), approx(2000), approx(0.2))
+    assert (r.backlogged_seconds, r.backlogged_envy_share) == (approx(400), approx(1.0))
+    assert r.account_envy_share("A") == approx(0.4)
 
 
 def test_no_envy_below_the_threshold_and_with_the_weights_scaling():
@@ -193,14 +233,14 @@ def test_no_envy_below_the_threshold_and_with_the_weights_scaling():
             run("b1", "B", "x", 3, 0, "v100", 0, 1000, True)]
     r = realized(runs, {"A": 1, "B": 3}, {"k80": 8, "v100": 8}, SPEEDS, 0, 1000)
     # A values B's bundle scaled by w_A / w_B = 1/3: 1 v100 = 2, not > 1.05 x 2: no envy
-    # (unscaled: 3 v100 within D_A = 4 -> 6 > 2.1: envy). B has nothing waiting: only (A, B) compared.
-    assert (r.envy_seconds, r.compared_seconds) == (0.0, approx(1000))
+    # (unscaled: 3 v100 within D_A = 4 -> 6 > 2.1: envy). B has nothing waiting: it envies nobody.
+    assert (r.envy_seconds, r.compared_seconds, r.backlogged_seconds) == (0.0, approx(2000), approx(1000))
     # weights 1 + 1: A (x) holds 2 v100 (4) and waits with 1 more GPU (D_A = 3); B (y) holds 8 k80.
     runs = [run("a1", "A", "x", 2, 0, "v100", 0, 1000, True), run("a2", "A", "x", 1, 0),
             run("b1", "B", "y", 8, 0, "k80", 0, 1000, True)]
     r = realized(runs, {"A": 1, "B": 1}, {"k80": 8, "v100": 8}, SPEEDS, 0, 1000)
     # A can use 3 of B's 8 k80: 3 <= 1.05 x 4, no envy (without A's demand cap: 8 > 4.2, envy)
-    assert (r.envy_seconds, r.compared_seconds) == (0.0, approx(1000))
+    assert (r.envy_seconds, r.backlogged_seconds) == (0.0, approx(1000))
 
 
 def test_speeds_from_throughput_normalize_to_the_slowest_type_of_the_capacity():

@@ -78,8 +78,9 @@ def test_run_measures_of_a_schedule_worked_by_hand():
     # length) -> [0, 200, 3700]: median 200, p95 = 200 + 0.9 x 3500
     assert m.ttfs_median == pytest.approx(200.0) and m.ttfs_p95 == pytest.approx(3350.0)
     # envy: a envies b over all of [0, 3700) (b's 3 K80 capped at a's demand beat a's 1, then 0); b envies nobody;
-    # compared: (a, b) 3 700 s, (b, a) 5 400 s
-    assert m.envy_share == pytest.approx(3700 / 9100)
+    # compared: every pair-second both have a job in the system: a [0, 7300) and [9000, 12800), b [0, 7200):
+    # 7 200 s each way (over a's backlogged pair-time only: 3700 / 3700)
+    assert m.envy_share == pytest.approx(3700 / 14400)
     # per account over the long episodes only: a's short one (ratio 0) would give (r_a x 3700 + 0) / 3900
     assert m.account_ratios == {"a": pytest.approx(r_a), "b": pytest.approx(1.5)}
     assert m.lowest_account == (pytest.approx(r_a), "a")

@@ -59,7 +59,7 @@ def test_the_store_gives_the_hand_worked_numbers(store_path):
     acc = {a.account: a for a in live.realized.accounts}
     assert acc["acct_a"].ratio == pytest.approx(9 / 26) and acc["acct_b"].ratio is None
     assert acc["acct_a"].throughput_share == pytest.approx(120 / 450)
-    assert live.realized.account_envy_share("acct_a") == pytest.approx(4 / 7)
+    assert live.realized.account_envy_share("acct_a") == pytest.approx(0.4)
     r = rep["realized"]
     assert (r["since"], r["until"]) == (BASE + 1000, BASE + 1100)
     a = r["accounts"]["acct_a"]
@@ -84,7 +84,7 @@ def test_the_report_prints_it(store_path):
     r = CliRunner().invoke(main, ["report", "--database", str(store_path), "--since", since, "--until", until])
     assert r.exit_code == 0, r.output
     row = next(ln.split() for ln in r.output.splitlines() if ln.startswith("acct_a ") and len(ln.split()) == 12)
-    assert row == ["acct_a", "1.00", "0.35", "0.35", "1", "70s", "70s", "70s", "0.57", "1", "70s", "0.27"]
+    assert row == ["acct_a", "1.00", "0.35", "0.35", "1", "70s", "70s", "70s", "0.40", "1", "70s", "0.27"]
     assert "no profile (speed 1 on every type): y\n" in r.output
     assert "not seen: jobs submitted and cancelled between two rounds" in r.output
     j = json.loads(CliRunner().invoke(main, ["report", "--database", str(store_path), "--since", since, "--until",
@@ -109,7 +109,7 @@ def test_metrics_export_the_window_per_account(store_path):
     ratio = dict(fams["slurm_fair_realized_share_ratio"].samples)
     # the last 24 h hold the whole schedule: the same numbers as the report's window [1000, 1100]
     assert ratio == {("acct_a",): pytest.approx(9 / 26)}  # acct_b: no episode, no sample
-    assert dict(fams["slurm_fair_realized_envy_share"].samples)[("acct_a",)] == pytest.approx(4 / 7)
+    assert dict(fams["slurm_fair_realized_envy_share"].samples)[("acct_a",)] == pytest.approx(0.4)
     assert dict(fams["slurm_fair_realized_backlogged_seconds"].samples)[("acct_b",)] == 0.0
     assert dict(fams["slurm_fair_realized_throughput_share"].samples)[("acct_b",)] == pytest.approx(330 / 450)
     assert fams["slurm_fair_realized_compute_seconds"].samples[0][1] >= 0
