@@ -208,9 +208,11 @@ class LimitsConfig:
     )
     borrow_gpus: int = key(
         -1, _cap_gpus,
-        "Lending horizon (limits.lend): on a type where another account holds less than its guarantee (it\n"
-        "could claim it later), an account may hold at most its guarantee + max(borrow_gpus,\n"
-        "borrow_fraction x its guarantee), rounded up; -1 (the default) = no cap, every unclaimed GPU is lent.",
+        "Lending horizon (limits.lend, preemption.enabled = false): on a type where another account with jobs\n"
+        "waiting for it holds less than its guarantee (it could claim the rest as GPUs free), an account may\n"
+        "hold at most its guarantee + max(borrow_gpus, borrow_fraction x its guarantee, rounded up) there;\n"
+        "-1 (the default) = no cap, every unclaimed GPU is lent. With preemption on it has no effect: borrowed\n"
+        "GPUs come back by reclaim.",
     )
     borrow_fraction: float = key(
         0.0, _nonneg,

@@ -686,6 +686,10 @@ def test_make_plan_caps_borrowing_with_the_config():
     assert held.limits["acct_a"] == {"k80": 0, "v100": 3, ANY_GPU: 3}
     assert held.limits["acct_c"] == {"k80": 0, "v100": 0, ANY_GPU: 0}
     assert held.limits["acct_b"] == {}  # nobody else is short of its guarantee: b is not capped
+    # with preemption (reclaim) borrowed GPUs come back anyway: no cap
+    assert P.make_plan(b, alloc, d, {}, managed, {"acct_a": {"v100": 3}}, waiting=big, reclaim=True,
+                       free=P.FreeGPUs({"n": {"k80": 4, "v100": 1}}, {"n": {"k80": 4, "v100": 4}}),
+                       borrowing=P.Borrowing(0, 0.0)).limits["acct_c"] == {}
     # nobody waits: nobody could claim, nothing is capped
     assert P.make_plan(b, alloc, d, {}, managed, {"acct_a": {"v100": 3}}, waiting={},
                        borrowing=P.Borrowing(0, 0.0)).limits == free.limits

@@ -5,6 +5,7 @@ unclaimed GPU lets an account with long jobs take a whole type while another acc
 behind them (issue 39, docs/history/issue-39-diagnosis.md mechanism 2). :class:`Borrowing` bounds the loan only
 where someone could claim it — an account with jobs waiting for the type that holds less than its guarantee
 there — and :func:`.limits.lend_limits` writes it as the per-account per-type GrpTRES limit Slurm enforces.
+:func:`.limits.make_plan` applies it only while preemption is off: with reclaim, borrowed GPUs come back anyway.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@
 * **Lending horizon** (:class:`Borrowing`, ``limits.borrow_gpus`` >= 0; off by default): on a type where an account
   with jobs waiting for it holds less than its guarantee, the others may hold at most their guarantee plus
   ``max(borrow_gpus, ceil(borrow_fraction x guarantee))`` there — Kueue's ``borrowingLimit``, bound only while
-  someone could claim: without reclaim a loan lasts as long as the job that took it.
+  someone could claim and only without reclaim, where a loan lasts as long as the job that took it.
 * **Hard caps** (``limits.lend = false``): the old rule — the limit is the guarantee, cut to what the
   account's jobs could use there, plus GPUs no account was given handed, one at a time, to accounts with
   pending jobs that can use them (``extra``).
@@ -283,7 +283,8 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
     ``requeuing``: a reclaim's victims may be requeued this round (their grace is over): the GPUs they free appear
     now, and accounts with untyped jobs pending are held in total to what they hold plus their claims
     (:func:`lend_limits`; in the rounds of a grace nothing is freed, and they are not). ``borrowing``: the cap on
-    what an account may hold above its guarantee where others could claim (:class:`Borrowing`; lending only).
+    what an account may hold above its guarantee where others could claim (:class:`Borrowing`; lending without
+    ``reclaim`` only: with it, borrowed GPUs come back by preemption).
     """
     cap = dict(built.capacity)
     types = list(cap)
@@ -330,7 +331,7 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
     if lend:
         loose = {a for a, w in waiting.items() if w.untyped > 0} if requeuing else set()
         limits = lend_limits(cap, claims, accounts, real, {r.gpu_type for r in reclaims}, loose, held,
-                             borrowing.caps(real, held, accounts, types, waiting_types(waiting, types)))
+                             {} if reclaim else borrowing.caps(real, held, accounts, types, waiting_types(waiting, types)))
         extra = {a: {g: 0 for g in types} for a in accounts}
     else:
         limits, extra = _hard_caps(accounts, types, cap, real, demand, acct_demand)
