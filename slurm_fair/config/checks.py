@@ -51,6 +51,13 @@ def _pos_int(key: str, v: Any) -> int:
     return v
 
 
+def _cap_gpus(key: str, v: Any) -> int:
+    v = _int(key, v)
+    if v < -1:
+        raise InputError(key, v, "must be -1 (no cap) or >= 0")
+    return v
+
+
 def _nonneg_int(key: str, v: Any) -> int:
     v = _int(key, v)
     if v < 0:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..catalog import SOLVERS
-from .checks import (BACKENDS, LOG_LEVELS, ON_CONFLICT, SITE_LIMIT_MODES, UNREQUEUEABLE_ACTIONS, _bool,
+from .checks import (BACKENDS, _cap_gpus, LOG_LEVELS, ON_CONFLICT, SITE_LIMIT_MODES, UNREQUEUEABLE_ACTIONS, _bool,
                      _checkpoint_rules, _choice, _class_order, _db_path, _gt1, _host_id, _int, _knob_f, _listen, _nonneg,
                      _path_or_empty, _policy, _pos_int, _nonneg_int, _positive, _signal, _solver, _str_list, _tenant_map,
                      _upgrade_mode, _weight, _weights, parse_listen)
@@ -205,6 +205,18 @@ class LimitsConfig:
         "true = an account's share is a guarantee and every GPU no waiting account's guarantee holds is\n"
         "lent to whoever can use it (limit = capacity minus the other accounts' claims; over-guarantee jobs\n"
         "are reclaimed by preemption when it is on); false = the share is a hard cap (limit = share).",
+    )
+    borrow_gpus: int = key(
+        -1, _cap_gpus,
+        "Lending horizon (limits.lend, preemption.enabled = false): on a type where another account with jobs\n"
+        "waiting for it holds less than its guarantee (it could claim the rest as GPUs free), an account may\n"
+        "hold at most its guarantee + max(borrow_gpus, borrow_fraction x its guarantee, rounded up) there;\n"
+        "-1 (the default) = no cap, every unclaimed GPU is lent. With preemption on it has no effect: borrowed\n"
+        "GPUs come back by reclaim.",
+    )
+    borrow_fraction: float = key(
+        0.0, _nonneg,
+        "With borrow_gpus >= 0: the share of its guarantee an account may borrow on top of it (>= 0).",
     )
     accounts: tuple[str, ...] = key(
         [], _str_list,

@@ -645,6 +645,56 @@ def test_while_a_claim_is_served_by_reclaim_the_others_are_held_to_their_guarant
     assert "v100" not in held["b"] and held["b"][ANY_GPU] == 3 + 16  # untyped: at most the per-type sum
 
 
+def test_a_borrowing_cap_applies_only_where_another_account_could_claim():
+    # b holds 1 of its 4 K80s: on k80 a may borrow max(2, ceil(0.5 x 4)) = 2 over its guarantee 4, c (guarantee
+    # 0) max(2, 0) = 2, b itself nobody can claim from (a and c are not short on k80); on v100 nobody is short
+    real = {"a": {"k80": 4, "v100": 2}, "b": {"k80": 4, "v100": 6}, "c": {"k80": 0, "v100": 0}}
+    used = {"a": {"k80": 5, "v100": 6}, "b": {"k80": 1, "v100": 6}, "c": {"k80": 2}}
+    caps = P.Borrowing(2, 0.5).caps(real, used, "abc", ["k80", "v100"])
+    assert caps == {"a": {"k80": 6}, "c": {"k80": 2}}
+    waits = P.Waiting([(1, "v100"), (2, None)], [1, 2], [None, ("k80", "v100")])
+    assert P.waiting_types({"b": waits, "c": P.Waiting([(1, "v100")])}, ["k80", "v100"]) == {
+        "b": {"k80", "v100"}, "c": {"v100"}}
+    assert P.Borrowing(2, 0.5).caps(real, used, "abc", ["k80", "v100"], {"b": {"k80"}}) == caps
+    assert P.Borrowing(2, 0.5).caps(real, used, "abc", ["k80", "v100"], {"b": {"v100"}}) == {}  # b waits elsewhere
+    assert P.Borrowing(1, 0.75).caps(real, used, "abc", ["k80"]) == {"a": {"k80": 7}, "c": {"k80": 1}}  # ceil(3)
+    assert P.Borrowing().caps(real, used, "abc", ["k80"]) == {}  # -1: off
+    cap = {"k80": 12, "v100": 12}
+    plain = P.lend_limits(cap, {}, "abc", real, (), (), used)
+    assert plain == {"a": {}, "b": {}, "c": {}}  # nobody claims: unbounded lending
+    lim = P.lend_limits(cap, {}, "abc", real, (), (), used, caps)
+    assert lim["a"] == {"k80": 6, ANY_GPU: 6 + 12} and lim["c"] == {"k80": 2, ANY_GPU: 2 + 12}
+    assert lim["b"] == {}  # only b could claim k80 back: it is not capped
+    # a claim still bounds the loan: b's 3 waiting K80 GPUs leave c 12 - 3 = 9, less than its cap... and a 9
+    lim = P.lend_limits(cap, {"b": {"k80": 3}}, "abc", real, (), (), used, {"a": {"k80": 10}, "c": {"k80": 2}})
+    assert lim["a"]["k80"] == 9 and lim["c"]["k80"] == 2 and lim["b"] == {}
+
+
+def test_make_plan_caps_borrowing_with_the_config():
+    s, d, b = two_account_case()
+    alloc = fixed_alloc(b, {("acct_a", "r"): {"v100": 2.6}, ("acct_b", "s"): {"v100": 1.4, "k80": 4.0}})
+    managed = P.managed_accounts(s, d, CFG)
+    # acct_b waits with one untyped 8-GPU job: larger than its guarantee anywhere, it claims nothing, so every
+    # GPU is lent — but acct_b waits, below its guarantee on both types
+    big = {"acct_b": P.Waiting([(8, None)], [99])}
+    free = P.make_plan(b, alloc, d, {}, managed, {"acct_a": {"v100": 3}}, waiting=big)
+    held = P.make_plan(b, alloc, d, {}, managed, {"acct_a": {"v100": 3}}, waiting=big, borrowing=P.Borrowing(0, 0.0))
+    assert held.claims["acct_b"] == {"k80": 0, "v100": 0}
+    assert free.real["acct_b"] == held.real["acct_b"] == {"k80": 4, "v100": 1}
+    assert free.limits["acct_a"] == {} and free.limits["acct_c"] == {}  # no cap: a and c may take any GPU
+    # acct_b holds none of its k80 and v100 guarantee: the others may not borrow there (k = 0, f = 0)
+    assert held.limits["acct_a"] == {"k80": 0, "v100": 3, ANY_GPU: 3}
+    assert held.limits["acct_c"] == {"k80": 0, "v100": 0, ANY_GPU: 0}
+    assert held.limits["acct_b"] == {}  # nobody else is short of its guarantee: b is not capped
+    # with preemption (reclaim) borrowed GPUs come back anyway: no cap
+    assert P.make_plan(b, alloc, d, {}, managed, {"acct_a": {"v100": 3}}, waiting=big, reclaim=True,
+                       free=P.FreeGPUs({"n": {"k80": 4, "v100": 1}}, {"n": {"k80": 4, "v100": 4}}),
+                       borrowing=P.Borrowing(0, 0.0)).limits["acct_c"] == {}
+    # nobody waits: nobody could claim, nothing is capped
+    assert P.make_plan(b, alloc, d, {}, managed, {"acct_a": {"v100": 3}}, waiting={},
+                       borrowing=P.Borrowing(0, 0.0)).limits == free.limits
+
+
 def test_a_flexible_jobs_demand_counts_for_every_type_it_could_use():
     flex = replace(job(1, "a", 2, "v100", comment="fair:flex"))
     fixed = job(2, "a", 1, "v100")

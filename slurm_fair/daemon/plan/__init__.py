@@ -23,6 +23,7 @@ from .demand import (DEFAULT_CLASS, LIMIT_REASONS, NEVER_MANAGED, ClassDemand, F
                      partition_view, pending_typed, place_gpus, received_gpus, startable, typed_claims,
                      usable_capacity, waiting_gpus)
 from .eligible import blocked_kind, counted, not_demand
+from .borrow import Borrowing, waiting_types
 from .limits import (Plan, account_throughput, claims_of, drift, lend_limits, limit_batches, limit_changes, make_plan,
                      pin_drift, real_per_class, restore, round_fairness, with_held_elsewhere)
 from .priority import level_value, site_factors, update_deficit
@@ -38,8 +39,8 @@ __all__ = [
     "held_elsewhere", "idle_gpus", "job_class", "managed_accounts", "parent_accounts", "observe_demand",
     "partition_view", "pending_typed", "place_gpus", "received_gpus", "startable", "typed_claims", "usable_capacity",
     "waiting_gpus", "blocked_kind", "counted", "not_demand",
-    "Plan", "account_throughput", "claims_of", "drift", "lend_limits", "limit_batches", "limit_changes", "make_plan",
-    "pin_drift", "real_per_class", "restore", "round_fairness", "with_held_elsewhere",
+    "Borrowing", "Plan", "account_throughput", "claims_of", "drift", "lend_limits", "limit_batches", "limit_changes", "make_plan",
+    "pin_drift", "real_per_class", "restore", "round_fairness", "with_held_elsewhere", "waiting_types",
     "level_value", "site_factors", "update_deficit",
     "SRC_ACCOUNT", "SRC_ASSUMED", "SRC_SHIPPED", "SRC_SITE", "SRC_UNPROFILED", "Built", "ProfileIndex",
     "build_problem", "lookup_throughput", "tenant_weights", "tree_weight", "type_order",

@@ -15,6 +15,7 @@ from .demand import (NEVER_MANAGED, ClassDemand, FreeGPUs, flexible_as_untyped, 
 from ..ownership import site_part
 from ..preemption.unrequeueable import HoldBack, hold_back
 from .eligible import not_demand
+from .borrow import Borrowing
 from .limits import (Plan, drift, in_partitions, limit_changes, make_plan, pin_drift, site_bounded,
                      with_held_elsewhere)
 from .priority import aged, site_factors, update_deficit
@@ -111,7 +112,8 @@ def decide(snapshot: Snapshot | PartitionView, cfg: Config, solve: Any, *, profi
     plan = make_plan(built, alloc, demand, deviations, managed, gpus_in_use(snapshot),
                      waiting=waiting_gpus(seen, cfg, lambda j: known_types(built, cfg, j)), order=order, lend=bool(cfg.limits.lend),
                      free=FreeGPUs.of(snapshot, cfg.cluster.partitions), reclaim=bool(cfg.preemption.enabled),
-                     moving=moving, last=last, requeuing=requeuing)
+                     moving=moving, last=last, requeuing=requeuing,
+                     borrowing=Borrowing(cfg.limits.borrow_gpus, cfg.limits.borrow_fraction))
     explored: list[dict[str, Any]] = []
     reporting = {(r.account or "", r.cls) for r in profiles if r.source in ("measured", "harvested")}
     if cfg.profiling.explore:

@@ -21,6 +21,10 @@
   another account waits under its guarantee there, they are reclaimed by preemption (the plan's reclaims,
   ``daemon/preemption/victims.py``). While a claim on a type is served by reclaim, every account is held to its guarantee
   there (and its total to the sum of its per-type limits), so nobody refills what preemption frees.
+* **Lending horizon** (:class:`Borrowing`, ``limits.borrow_gpus`` >= 0; off by default): on a type where an account
+  with jobs waiting for it holds less than its guarantee, the others may hold at most their guarantee plus
+  ``max(borrow_gpus, ceil(borrow_fraction x guarantee))`` there — Kueue's ``borrowingLimit``, bound only while
+  someone could claim and only without reclaim, where a loan lasts as long as the job that took it.
 * **Hard caps** (``limits.lend = false``): the old rule — the limit is the guarantee, cut to what the
   account's jobs could use there, plus GPUs no account was given handed, one at a time, to accounts with
   pending jobs that can use them (``extra``).
@@ -41,6 +45,7 @@ from ... import fairness
 from ...cluster.base import ANY_GPU, CLEAR
 from ...model import Allocation
 from ...rounding import LastRound, place
+from .borrow import Borrowing, waiting_types
 from .demand import ClassDemand, FreeGPUs, Waiting
 from .reclaim import Borrowed, Reclaim
 from .problem import Built
@@ -171,7 +176,8 @@ def claims_and_reclaims(real: Mapping[str, Mapping[str, int]], used: Mapping[str
 def lend_limits(capacity: Mapping[str, int], claims: Mapping[str, Mapping[str, int]],
                 accounts: Iterable[str], guarantee: Mapping[str, Mapping[str, int]] | None = None,
                 reclaiming: Iterable[str] = (), untyped: Iterable[str] = (),
-                used: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, dict[str, int]]:
+                used: Mapping[str, Mapping[str, int]] | None = None,
+                borrow_caps: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, dict[str, int]]:
     """Per account: capacity minus the other accounts' claims, per type and in total (``ANY_GPU``); a value
     equal to the capacity is left out (no limit). On a type in ``reclaiming`` (a claim there is served by
     reclaim) every account is held to its ``guarantee`` there, so no borrower refills what preemption frees
@@ -183,12 +189,17 @@ def lend_limits(capacity: Mapping[str, int], claims: Mapping[str, Mapping[str, i
     an account with ``v100=0`` took 2 of the V100s reclaimed for another). While a reclaim is in flight its total
     is therefore at most what it holds now (``used``, every type) plus its own claims: its untyped jobs start only
     on GPUs held for it, none on GPUs lent (its typed jobs wait with them until the reclaim is done). The caller
-    names such accounts only in the round a reclaim's victims are requeued (``make_plan``'s ``requeuing``)."""
+    names such accounts only in the round a reclaim's victims are requeued (``make_plan``'s ``requeuing``).
+
+    ``borrow_caps`` (:meth:`Borrowing.caps`): account -> type -> the most it may hold there; each such type's
+    limit is at most that, and the account's total at most the sum of its per-type limits (an untyped job would
+    otherwise start past a typed cap)."""
     claimed = {g: sum(int(claims.get(a, {}).get(g, 0)) for a in claims) for g in capacity}
     total_cap = sum(capacity.values())
     total_claimed = sum(claimed.values())
     held = set(reclaiming)
     loose = set(untyped)
+    capped = borrow_caps or {}
     out: dict[str, dict[str, int]] = {}
     for a in accounts:
         own = claims.get(a, {})
@@ -198,10 +209,14 @@ def lend_limits(capacity: Mapping[str, int], claims: Mapping[str, Mapping[str, i
             v = int(c) - claimed[g] + int(own.get(g, 0))
             if g in held:
                 v = min(v, int((guarantee or {}).get(a, {}).get(g, 0)))
+            if g in capped.get(a, {}):
+                v = min(v, int(capped[a][g]))
             per_type += min(v, int(c))
             if v < c:
                 row[g] = v
         tot = total_cap - total_claimed + sum(int(v) for v in own.values())
+        if capped.get(a):
+            tot = min(tot, per_type)
         if held:
             tot = min(tot, per_type)
             if a in loose:
@@ -251,7 +266,7 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
               waiting: Mapping[str, Waiting] | None = None, order: Mapping[str, Sequence[str]] | None = None,
               lend: bool = True, free: FreeGPUs | None = None, reclaim: bool = False,
               moving: Sequence[tuple[str, str, int]] = (), last: LastRound | None = None,
-              requeuing: bool = False) -> Plan:
+              requeuing: bool = False, borrowing: Borrowing = Borrowing()) -> Plan:
     """Round the allocation to guarantees and limits (see the module docstring).
 
     ``managed_accounts``: every account slurm-fair sets limits for this round. ``deviations``: carried from the
@@ -267,7 +282,9 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
     ideal and guarantees; an account whose ideal did not move keeps its guarantee (:mod:`slurm_fair.rounding`).
     ``requeuing``: a reclaim's victims may be requeued this round (their grace is over): the GPUs they free appear
     now, and accounts with untyped jobs pending are held in total to what they hold plus their claims
-    (:func:`lend_limits`; in the rounds of a grace nothing is freed, and they are not).
+    (:func:`lend_limits`; in the rounds of a grace nothing is freed, and they are not). ``borrowing``: the cap on
+    what an account may hold above its guarantee where others could claim (:class:`Borrowing`; lending without
+    ``reclaim`` only: with it, borrowed GPUs come back by preemption).
     """
     cap = dict(built.capacity)
     types = list(cap)
@@ -313,7 +330,8 @@ def make_plan(built: Built, alloc: Allocation, demand: Mapping[tuple[str, str], 
             claims[a][g] += int(n)
     if lend:
         loose = {a for a, w in waiting.items() if w.untyped > 0} if requeuing else set()
-        limits = lend_limits(cap, claims, accounts, real, {r.gpu_type for r in reclaims}, loose, held)
+        limits = lend_limits(cap, claims, accounts, real, {r.gpu_type for r in reclaims}, loose, held,
+                             {} if reclaim else borrowing.caps(real, held, accounts, types, waiting_types(waiting, types)))
         extra = {a: {g: 0 for g in types} for a in accounts}
     else:
         limits, extra = _hard_caps(accounts, types, cap, real, demand, acct_demand)
