@@ -75,7 +75,9 @@ def _dump(obj: Any) -> None:
 
 @click.command("daemon")
 @config_option
-@click.option("--once", is_flag=True, help="Run one round and exit (serves no /metrics).")
+@click.option("--once", is_flag=True, help="Run one round and exit (serves no /metrics): exit 0, or 3 when the round "
+              "failed (recorded error or solver-failed, or not recorded); an unreachable cluster or a standby host "
+              "exits 0, another host's lease 1.")
 @click.option("--dry-run", is_flag=True, help="Compute and record rounds (status dry-run) but change nothing in Slurm.")
 @handle_errors
 def daemon_cmd(config_path: str | None, once: bool, dry_run: bool) -> None:
