@@ -32,6 +32,14 @@ def _store(cfg: Config) -> Any:
     return Store(cfg.database_path)
 
 
+def _reader(cfg: Config) -> Any:
+    """The database opened read-only for a command that only reads: a missing one is an error naming the path
+    (exit 1); nothing is created, migrated or re-permissioned."""
+    from ..store import open_existing
+
+    return open_existing(cfg.database_path)
+
+
 def _cluster(cfg: Config, timeout: float | None = None) -> tuple[Any, str]:
     from ..cluster import connect
 
@@ -75,7 +83,9 @@ def _dump(obj: Any) -> None:
 
 @click.command("daemon")
 @config_option
-@click.option("--once", is_flag=True, help="Run one round and exit (serves no /metrics).")
+@click.option("--once", is_flag=True, help="Run one round and exit (serves no /metrics): exit 0, or 3 when the round "
+              "failed (recorded error or solver-failed, or not recorded); an unreachable cluster or a standby host "
+              "exits 0, another host's lease 1.")
 @click.option("--dry-run", is_flag=True, help="Compute and record rounds (status dry-run) but change nothing in Slurm.")
 @handle_errors
 def daemon_cmd(config_path: str | None, once: bool, dry_run: bool) -> None:
@@ -107,12 +117,12 @@ def daemon_cmd(config_path: str | None, once: bool, dry_run: bool) -> None:
 def status_cmd(config_path: str | None, as_json: bool) -> None:
     """Last round per account: weight, ideal share per GPU type, guarantee (the rounded share), deviation, limit
     in Slurm now (if Slurm answers; '-': none, every GPU no one claims is lent), GPUs in use and pending
-    GPUs."""
+    GPUs. Reads the database read-only: a missing one is an error (exit 1); none is created."""
     from ..views.status import status
 
     cfg = config_mod.load(config_path)
     snap, why = _snapshot(cfg)
-    with _store(cfg) as store:
+    with _reader(cfg) as store:
         st = status(store, cfg, snap, why)
     if as_json:
         _dump(st)
@@ -176,11 +186,12 @@ def _conflicts(conflicts: list[dict]) -> None:
 @handle_errors
 def shares_cmd(config_path: str | None, round_id: int | None, as_json: bool) -> None:
     """Ideal (fractional) GPUs per account, class and GPU type of a round, and the account placements
-    (rounded, deviation before, limit after work conservation)."""
+    (rounded, deviation before, limit after work conservation). A missing database is an error (exit 1); none
+    is created."""
     from ..store import as_row
 
     cfg = config_mod.load(config_path)
-    with _store(cfg) as store:
+    with _reader(cfg) as store:
         r = store.round(round_id)
         if r is None:
             raise InputError("--round", round_id, "no such round" if round_id else "no completed round yet")
@@ -284,12 +295,12 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
     demand, ideal share, deviation, limit, and why each of its pending jobs waits (Slurm's reason and
     slurm-fair's view), whether its pending fair:flex jobs can still be moved to another GPU type, with bud
     the GPU prices and what its share costs of its budget, and every
-    preemption of its jobs with its reason and steps."""
+    preemption of its jobs with its reason and steps. A missing database is an error (exit 1); none is created."""
     from ..views.explain import explain
 
     cfg = config_mod.load(config_path)
     snap, why = _snapshot(cfg)
-    with _store(cfg) as store:
+    with _reader(cfg) as store:
         ex = explain(store, cfg, account, snap, why)
     if as_json:
         _dump(ex)

@@ -104,13 +104,18 @@ def list_cmd(config_path: str | None, account: str | None, cls: str | None, sour
     (an account's class with any measured value uses measured values only, [profiling] measured_speeds;
     else reported wins, measured fills gaps, or wins with [profiling] prefer_measured). SPEEDUP is relative to
     the slowest type of the same account, class and source. FLAGS: stale (no sample for
-    [profiling] stale_after seconds), single (one sample), N rejected (outlier samples refused).
+    [profiling] stale_after seconds), single (one sample), N rejected (outlier samples refused). Reads the
+    database read-only; without one it lists none and says so on stderr (none is created).
     """
     from ..store import Store
 
     cfg = config_mod.load(config_path)
-    with Store(cfg.database_path) as store:
-        values = store.profile_values()
+    if cfg.database_path.is_file():
+        with Store(cfg.database_path, read_only=True) as store:
+            values = store.profile_values()
+    else:
+        click.echo(f"note: no database at {cfg.database_path} (daemon.database) yet; nothing was created", err=True)
+        values = []
     rows = [r for r in list_rows(values, cfg, time.time())
             if (account is None or r["account"] == account) and (cls is None or r["class"] == cls)
             and (source is None or r["source"] == source)]
@@ -327,7 +332,7 @@ def status_cmd(config_path: str | None, as_json: bool) -> None:
 
         if not cfg.database_path.exists():
             raise OSError("no database yet")
-        with Store(cfg.database_path) as store:
+        with Store(cfg.database_path, read_only=True) as store:
             taken = store.profile_reports(limit=50)
             conflicts = find_conflicts(store.profile_values(), cfg.profiling.conflict_margin)
     except Exception as e:  # noqa: BLE001 - e.g. users cannot read the daemon's database

@@ -203,7 +203,7 @@ def report_cmd(config_path: str | None, db_path: str | None, since: str | None, 
         if not path.is_file():
             click.echo(f"no store at {path} yet: no rounds to report (start the daemon: slurm-fair daemon)")
             return
-    with Store(path) as store:
+    with Store(path, read_only=True) as store:  # creates, migrates and re-permissions nothing
         rep = report.load(store, lo, hi, now=now, cfg=cfg)
     if rep["rounds"] == 0:
         where = ("in the store" if lo is None and hi is None

@@ -41,7 +41,7 @@ def _site_change(cfg: Any, dry_run: bool, what: str) -> Iterator[tuple[Any, Any]
             click.echo(f"note: no database at {path} (daemon.database): slurm-fair has recorded nothing there, so no "
                        "limit it wrote can be told from the site's; nothing was created", err=True)
             path = ":memory:"
-        with Store(path) as store:
+        with Store(path, read_only=dry_run and path != ":memory:") as store:  # a dry run: nothing created or changed
             if not dry_run:  # a daemon on another host sharing the database would undo the change
                 leader.check_free(store, leader.whoami(cfg.daemon.host_id), time.time(), f"{what} refused")
             yield cluster, store
@@ -155,7 +155,7 @@ def _preflight(config_path: str | None, got: _Found) -> str:
     config, qos, parts = preflight.gather(cluster)
     site = {}
     if cfg.database_path.exists():
-        with Store(cfg.database_path) as store:
+        with Store(cfg.database_path, read_only=True) as store:
             site = store.site_limits()
     got.found = preflight.check(config, snapshot, cfg, qos=qos, partitions=parts,
                                    slurm_conf=os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf", site=site)

@@ -35,17 +35,17 @@ def _n(v: int | None, none: str = "-") -> str:
 
 
 def _moves(cfg, jid: int) -> list:  # noqa: ANN001 - a Config
-    """The job's upgrade moves from the database where the caller may open it (read and write: the store migrates
-    on open), else none. Never fails the command: a database that cannot be read gives none."""
+    """The job's upgrade moves from the database where the caller may read it (opened read-only: nothing is
+    created or changed), else none. Never fails the command: a database that cannot be read gives none."""
     from ..daemon.preemption.store import PreemptionStore
     from ..store import Store
     from ..views.why import moves_from_records
 
     db = cfg.database_path
-    if db is None or not os.path.isfile(db) or not os.access(db, os.R_OK | os.W_OK):
+    if db is None or not os.path.isfile(db) or not os.access(db, os.R_OK):
         return []
     try:
-        with Store(db) as store:
+        with Store(db, read_only=True) as store:
             return list(moves_from_records(PreemptionStore(store).rows(job_id=jid, limit=20)))
     except Exception:  # noqa: BLE001 - the moves are extra: why answers without them
         return []

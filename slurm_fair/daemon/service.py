@@ -32,6 +32,10 @@
   refreshed from the store at start and after every round. An address that cannot be bound (taken,
   unresolvable) is logged and recorded as a ``metrics`` event, and the daemon runs on without metrics; a
   failed refresh keeps the previous values.
+* ``--once`` (``serve(once=True)``) returns ``ONCE_FAILED`` (3) when the round it ran failed: recorded ``error``
+  or ``solver-failed``, or failed before it could be recorded; 0 otherwise (``ok``, ``dry-run``, ``unreachable``:
+  recorded, nothing changed; or no round because this host stands by). Another host's live leader lock raises
+  LeaderHeld (exit 1), as without ``--once``.
 * Cluster errors never stop the daemon: rounds are recorded as ``unreachable``/``error`` and retried. No
   other failure does either: run_round records any exception on its round; one that happens before the
   round could be recorded (the database locked past every retry) is logged and the next round runs.
@@ -278,9 +282,16 @@ def _hold_lock(seat: _Seat, store: Store | None, me: leader_mod.Me, cfg: Config,
     return why
 
 
-def _one_round(cluster: Any, store: Store, cfg: Config, dry_run: bool) -> RoundResult | None:
+#: ``daemon --once``'s exit status when its round failed (1: refused to start or run; 2: bad input)
+ONCE_FAILED = 3
+#: round statuses that mean the round failed (``unreachable`` does not: recorded, nothing changed)
+FAILED_STATUSES = ("error", "solver-failed")
+
+
+def _one_round(cluster: Any, store: Store, cfg: Config, dry_run: bool) -> tuple[RoundResult | None, bool]:
     """Run a round (logged), or record an ``unreachable`` one when there is no cluster connection (None); None
-    too when nothing could be recorded (logged: the next round runs)."""
+    too when nothing could be recorded (logged: the next round runs). The flag: whether the round failed (a
+    status in FAILED_STATUSES, or nothing recorded)."""
     res = None
     try:
         if cluster is not None:
@@ -291,7 +302,8 @@ def _one_round(cluster: Any, store: Store, cfg: Config, dry_run: bool) -> RoundR
                                message="cannot connect to the cluster")
     except Exception as e:  # noqa: BLE001 - e.g. the database locked past every retry: next round
         log(f"round failed before it could be recorded: {cause(e)}")
-    return res
+        return res, True
+    return res, res is not None and res.status in FAILED_STATUSES
 
 
 def _next_round_at(store: Store, cfg: Config, cluster: Any, res: RoundResult | None, round_began: float) -> float:
@@ -361,13 +373,14 @@ def _between_rounds(cluster: Any, res: RoundResult | None, cfg: Config, cfg_path
 def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
           cluster_factory: Callable[[Any], Any] = connect_cluster,
           standby: Callable[[Config, str], str | None] = standby_reason) -> int:
-    """Run the daemon; returns the exit status. Raises LeaderHeld (exit 1) when another host's daemon holds
-    the database's leader lock."""
+    """Run the daemon; returns the exit status: 0, or with ``once`` ONCE_FAILED when its round failed. Raises
+    LeaderHeld (exit 1) when another host's daemon holds the database's leader lock."""
     cfg = config_mod.load(cfg_path)
     me = leader_mod.whoami(cfg.daemon.host_id)
     seat = _Seat(cfg.database_path)
     state = {"stop": False, "reload": False}
     last_standby: str | None = None
+    failed = False
 
     def on_term(signum: int, _frame: Any) -> None:
         state["stop"] = True
@@ -410,7 +423,7 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
                 except ClusterError as e:
                     log(f"cannot connect to the cluster: {e}")
             round_began = time.time()
-            res = _one_round(cluster, store, cfg, dry_run)
+            res, failed = _one_round(cluster, store, cfg, dry_run)
             if res is not None and res.plan is not None:
                 last_demand = dict(res.plan.demand)
             refresh_metrics(exporter, store, cfg)
@@ -430,4 +443,4 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
                 log("lease given up")
         except Exception as e:  # noqa: BLE001 - it expires on its own
             log(f"giving the lease up failed (it expires on its own): {cause(e)}")
-    return 0
+    return ONCE_FAILED if once and failed else 0

@@ -54,11 +54,12 @@ class MissingDatabase(StoreError):
 
 
 def open_existing(path: str | Path) -> Store:
-    """Open the database at ``path`` without creating it (nor its folder): read-only commands use this, so that a
-    wrong ``--config`` or a command run as root before the daemon's first start leaves no file behind.
+    """Open the database at ``path`` read-only without creating it (nor its folder, nor SQLite's side files) and
+    without migrating or re-permissioning it: commands that only read use this, so that a wrong ``--config`` or a
+    command run as root leaves no file behind and changes no owner or mode.
     Raises :class:`MissingDatabase` naming the path."""
     p = Path(path)
     if str(path) != ":memory:" and not p.is_file():
         raise MissingDatabase(f"no database at {p} (daemon.database): the daemon has not run with this "
                               "configuration yet, or --config names another file; nothing was created")
-    return Store(p)
+    return Store(p, read_only=True)

@@ -3,25 +3,53 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
+import urllib.parse
 from pathlib import Path
 from typing import Any, Callable, Iterator, Self, Sequence, TypeVar
 
 import sqlite_utils
 
 from .. import statefiles
-from .schema import BUSY_TIMEOUT_MS, StoreError, migrate
+from .schema import BUSY_TIMEOUT_MS, MIGRATIONS, StoreError, migrate, schema_version
 
 R = TypeVar("R")
+
+
+def read_only_uri(path: str) -> str:
+    """The SQLite URI that opens ``path`` read-only and creates no file. ``mode=ro`` alone still creates the WAL
+    side files (``-wal``, ``-shm``: owned by whoever runs the command, so a reader as root would leave files the
+    daemon cannot open); SQLite removes them when the last connection closes, so when there is no ``-wal`` no
+    process has the database open and ``immutable=1`` reads the file as it is, without side files or locks.
+    (A daemon starting during that read could checkpoint under it: the command then fails or shows that
+    moment's rows, and the database is untouched.)"""
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    return uri if os.path.exists(path + "-wal") else uri + "&immutable=1"
+
+
+def _current_version(db: sqlite_utils.Database, path: str) -> int:
+    """The schema version of a database opened read-only: it must be this slurm-fair's (a reader migrates
+    nothing)."""
+    version = schema_version(db)
+    if version != len(MIGRATIONS):
+        raise StoreError(f"database {path} has schema version {version}, this slurm-fair reads version "
+                         f"{len(MIGRATIONS)}" + (": it is newer than this slurm-fair" if version > len(MIGRATIONS)
+                                                 else ": start the daemon once to migrate it (commands that only "
+                                                      "read migrate nothing)"))
+    return version
 
 
 class StoreBase:
     """The database connection (``db``) and its transactions; :class:`slurm_fair.store.Store` adds the tables'
     methods (one module per concern)."""
 
-    def __init__(self, path: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS):
+    def __init__(self, path: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS, read_only: bool = False):
+        """Open (and create, private, migrated) the database at ``path``; ``read_only``: open an existing one
+        read-only (:func:`read_only_uri`), creating, migrating and re-permissioning nothing."""
         self.path = str(path)
-        if self.path != ":memory:":
+        self.read_only = read_only
+        if self.path != ":memory:" and not read_only:
             try:  # private whatever the umask: folders 0750, the database and SQLite's side files 0600
                 statefiles.make_dirs(Path(self.path).parent)
                 statefiles.create_private(self.path)
@@ -30,10 +58,17 @@ class StoreBase:
             except (OSError, statefiles.StateFileError) as e:
                 raise StoreError(f"cannot create the database {self.path} or its folder: {e}") from e
         try:
-            conn = sqlite3.connect(self.path, timeout=busy_timeout_ms / 1000, isolation_level=None)
+            if read_only and self.path != ":memory:":
+                conn = sqlite3.connect(read_only_uri(self.path), uri=True, timeout=busy_timeout_ms / 1000,
+                                       isolation_level=None)
+            else:
+                conn = sqlite3.connect(self.path, timeout=busy_timeout_ms / 1000, isolation_level=None)
             self.db = sqlite_utils.Database(conn)
             self.db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             self.db.execute("PRAGMA foreign_keys = ON")
+            if read_only:
+                self.version = _current_version(self.db, self.path)
+                return
             if self.path != ":memory:":
                 self.db.enable_wal()
                 # WAL + NORMAL: a commit is not fsynced (a checkpoint is): a power cut may lose the last

@@ -234,7 +234,9 @@ def _cli(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.Complet
 def test_two_daemon_processes_on_two_hosts(tmp_path):
     ctl1, ctl2 = _cfg(tmp_path, "ctl1"), _cfg(tmp_path, "ctl2")
     first = _cli(tmp_path, "daemon", "--once", "--config", ctl1)
-    assert first.returncode == 0, first.stderr
+    # no Slurm client here: the round is recorded error, so --once exits 3 (a failed round, not a refusal)
+    assert first.returncode == 3, first.stderr
+    assert "status=error" in first.stderr and "scontrol" in first.stderr
     assert "host ctl1" in first.stderr and "lease taken (free)" in first.stderr
     second = _cli(tmp_path, "daemon", "--once", "--config", ctl2)
     assert second.returncode == 1
@@ -247,7 +249,7 @@ def test_two_daemon_processes_on_two_hosts(tmp_path):
     assert hist.returncode == 0, hist.stderr
     # the same host again (a restart): taken over at once
     again = _cli(tmp_path, "daemon", "--once", "--config", ctl1)
-    assert again.returncode == 0 and "lease taken (same host)" in again.stderr
+    assert again.returncode == 3 and "lease taken (same host)" in again.stderr
     with Store(tmp_path / "sf.sqlite") as st:
         assert len(st.rounds(details=False)) == 2
 
@@ -276,7 +278,7 @@ def test_a_daemon_stopped_by_sigterm_gives_the_leader_lock_up(tmp_path):
     assert proc.returncode == 0, err
     assert "lease given up" in err
     taken = _cli(tmp_path, "daemon", "--once", "--config", _cfg(tmp_path, "ctl2"))
-    assert taken.returncode == 0 and "lease taken (expired)" in taken.stderr
+    assert taken.returncode == 3 and "lease taken (expired)" in taken.stderr  # 3: its round failed (no Slurm here)
 
 
 def test_release_gives_up_a_live_leader_lock_of_this_host_only(tmp_path):
@@ -287,3 +289,39 @@ def test_release_gives_up_a_live_leader_lock_of_this_host_only(tmp_path):
         assert L.release(st, restarted, 10) is True
         assert st.leader() == lock_of(A, 0, 10)  # expired now, still naming who held it
         assert L.release(st, restarted, 20) is False  # nothing live to give up
+
+
+class _Broken:
+    """A cluster whose snapshot fails with an error that is not a ClusterError: the round is recorded ``error``."""
+
+    def snapshot(self):
+        raise RuntimeError("a bug in this test's cluster")
+
+
+def test_serve_once_exits_3_after_a_round_recorded_error_and_1_when_another_host_holds_the_lease(tmp_path):
+    assert service.serve(_cfg(tmp_path, "ctl1"), once=True, cluster_factory=lambda cfg: _Broken()) == 3
+    with Store(tmp_path / "sf.sqlite") as st:
+        rounds = st.rounds(details=False)
+        assert [r.status for r in rounds] == ["error"] and "a bug in this test's cluster" in rounds[0].message
+    # an unreachable cluster is recorded, nothing changed: exit 0 (the first test); another host's lease: exit 1
+    with pytest.raises(L.LeaderHeld):
+        service.serve(_cfg(tmp_path, "ctl2"), once=True, cluster_factory=lambda cfg: _Broken())
+    with Store(tmp_path / "sf.sqlite") as st:
+        assert len(st.rounds(details=False)) == 1
+
+
+def test_daemon_once_cli_exit_status_is_3_after_a_failed_round(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from slurm_fair.cli.admin import daemon_cmd
+
+    real = service.serve
+    monkeypatch.setattr(service, "serve", lambda path, once, dry_run: real(path, once=once, dry_run=dry_run,
+                                                                            cluster_factory=lambda cfg: _Broken()))
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        r = CliRunner().invoke(daemon_cmd, ["--config", _cfg(tmp_path, "ctl1"), "--once"])
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    assert r.exit_code == 3, r.output

@@ -105,7 +105,7 @@ def test_typed_and_non_gpu_jobs_are_untouched(testbed, type_map):
 def test_missing_map_lets_the_job_through_unchanged(testbed, type_map):
     type_map.unlink(missing_ok=True)
     jid, r = submit(testbed, "--gres=gpu:1")
-    assert "no GPU type map yet" in r.stderr
+    assert "slurm-fair" not in r.stderr  # shadow mode publishes no map: nothing said to the user (slurmctld.log has it)
     assert not re.search(r"gpu:(a100|v100|k80)", gpu_request(testbed.job(jid)))
 
 

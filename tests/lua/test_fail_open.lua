@@ -189,7 +189,12 @@ case("cache: a broken map stays broken until it changes, then types again", func
 	write(dir .. "/gpu_type_map.txt", "#@map b-2 1000\n* v100:100\n")
 	typed_as("v100")
 	os.remove(dir .. "/gpu_type_map.txt")
-	passes(nil, "no GPU type map yet")
+	local told = #slurm.user
+	local job = { account = "acct_a", tres_per_node = "gres:gpu:1" }
+	eq(submit(job), slurm.SUCCESS, "rc")
+	eq(job.tres_per_node, "gres:gpu:1", "unchanged: the cached map is not used once the file is gone")
+	eq(#slurm.user, told, "no note to the user for a missing map")
+	has(slurm.info, "no GPU type map yet")
 end)
 
 case("cache: the rooms spent count per publication, not per parse", function()

@@ -161,13 +161,15 @@ case("#@listed-only (a pilot): an account without a line is left alone; a listed
 	eq(mine.tres_per_node, "gres:gpu:v100:1", "pilot account typed")
 end)
 
-case("missing map: job passes unchanged with a note", function()
+case("missing map (shadow mode publishes none): job passes unchanged, nothing said to the user", function()
 	local dir = load(nil)
 	local job = { account = "acct_a", tres_per_node = "gres:gpu:1", comment = "x" }
 	eq(submit(job), slurm.SUCCESS, "rc")
 	eq(job.tres_per_node, "gres:gpu:1", "unchanged")
 	eq(job.comment, "x", "comment unchanged")
-	has(slurm.user, "no GPU type map yet (" .. dir .. "/gpu_type_map.txt does not exist)")
+	eq(#slurm.user, 0, "messages to the user")
+	has(slurm.info, "no GPU type map yet (" .. dir .. "/gpu_type_map.txt does not exist)")
+	has(slurm.info, "nothing said to the user")
 end)
 
 local BROKEN = {

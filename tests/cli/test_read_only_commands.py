@@ -1,0 +1,125 @@
+"""Issue 40, item 6: commands that only read (status, shares, explain, history, report, profiles list, rollback
+--dry-run) never create the database or its folder, nor SQLite's side files, nor change its mode; a missing
+database is an error naming the path. Writers are unchanged."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+from click.testing import CliRunner
+
+from slurm_fair.cli import main
+from slurm_fair.sim.cluster import SimCluster, cluster_spec
+from slurm_fair.store import Store, StoreError, migrate, open_existing
+from slurm_fair.store.base import read_only_uri
+from slurm_fair.store.schema import MIGRATIONS
+
+
+def _config(tmp_path: Path) -> tuple[Path, Path]:
+    db = tmp_path / "state" / "slurm-fair.sqlite"
+    cfg = tmp_path / "slurm-fair.toml"
+    cfg.write_text(f'[daemon]\ndatabase = "{db}"\n')
+    return cfg, db
+
+
+@pytest.fixture
+def no_slurm(monkeypatch):
+    """status and explain look at Slurm first: here it does not answer (they fall back to the last round)."""
+    monkeypatch.setattr("slurm_fair.cli.admin._snapshot", lambda cfg: (None, "no Slurm in this test"))
+
+
+@pytest.mark.parametrize("args", [["status"], ["shares"], ["explain", "acct_a"], ["history"]])
+def test_a_reader_without_a_database_fails_naming_it_and_creates_nothing(tmp_path, no_slurm, args):
+    cfg, db = _config(tmp_path)
+    r = CliRunner().invoke(main, ["--config", str(cfg), *args])
+    assert r.exit_code == 1, r.output
+    assert f"no database at {db}" in r.stderr and "nothing was created" in r.stderr
+    assert not db.parent.exists()  # neither the database nor its folder
+
+
+def test_profiles_list_without_a_database_lists_none_and_creates_nothing(tmp_path):
+    cfg, db = _config(tmp_path)
+    r = CliRunner().invoke(main, ["profiles", "list", "--config", str(cfg)])
+    assert r.exit_code == 0, r.output
+    assert f"no database at {db}" in r.stderr and "no profiles" in r.stdout
+    assert not db.parent.exists()
+
+
+def _recorded(db: Path) -> int:
+    """A database the daemon left (one ok round), closed: SQLite removed its -wal and -shm; mode 0640."""
+    with Store(db) as st:
+        rid = st.begin_round("oef-coop", now=1000.0)
+        st.finish_round(rid, "ok", n_accounts=0, n_changes=0, message="hand-made")
+    os.chmod(db, 0o640)
+    assert sorted(p.name for p in db.parent.iterdir()) == [db.name]
+    return rid
+
+
+@pytest.mark.parametrize("args", [["status", "--json"], ["shares", "--json"], ["explain", "acct_a", "--json"],
+                                  ["history", "--json"], ["report", "--json"], ["profiles", "list"]])
+def test_a_reader_leaves_an_existing_database_as_it_was(tmp_path, no_slurm, args):
+    cfg, db = _config(tmp_path)
+    rid = _recorded(db)
+    before = db.stat()
+    r = CliRunner().invoke(main, ["--config", str(cfg), *args] if args[0] != "profiles"
+                           else [*args, "--config", str(cfg)])
+    if args[0] == "explain":  # it read the database: no round placed acct_a, so it is unknown there
+        assert r.exit_code == 2 and "unknown account (known: none)" in r.output, r.output
+    else:
+        assert r.exit_code == 0, r.output
+    if args[0] == "history":
+        assert [row["id"] for row in json.loads(r.stdout)] == [rid]
+    if args[0] == "shares":
+        assert json.loads(r.stdout)["round"] == rid
+    after = db.stat()
+    assert sorted(p.name for p in db.parent.iterdir()) == [db.name]  # no -wal, no -shm left behind
+    assert stat.S_IMODE(after.st_mode) == 0o640 and after.st_mtime_ns == before.st_mtime_ns
+    assert (after.st_uid, after.st_gid) == (before.st_uid, before.st_gid)
+
+
+def test_rollback_dry_run_reads_an_existing_database_read_only(tmp_path, monkeypatch):
+    cfg, db = _config(tmp_path)
+    _recorded(db)
+    before = db.stat().st_mtime_ns
+    cluster = SimCluster(cluster_spec("k80=2,v100=2"), {"a": 1, "b": 1}, {"c": {"k80": 1.0, "v100": 2.0}}, [])
+    monkeypatch.setattr("slurm_fair.cluster.connect", lambda **_kw: cluster)
+    r = CliRunner().invoke(main, ["--config", str(cfg), "rollback", "--dry-run", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["dry_run"] is True
+    assert sorted(p.name for p in db.parent.iterdir()) == [db.name] and db.stat().st_mtime_ns == before
+
+
+def test_a_reader_sees_what_an_open_writer_committed(tmp_path):
+    """While the daemon has the database open (its -wal exists), a reader opens it read-only, not immutable, and
+    sees every committed round, the ones still in the WAL included."""
+    db = tmp_path / "db.sqlite"
+    with Store(db) as writer:
+        writer.finish_round(writer.begin_round("oef-coop", now=1.0), "ok")
+        assert os.path.exists(f"{db}-wal")
+        assert read_only_uri(str(db)) == f"file:{db}?mode=ro"
+        writer.finish_round(writer.begin_round("oef-coop", now=2.0), "error", message="second")
+        with open_existing(db) as reader:
+            assert [(r.status, r.message) for r in reader.rounds(details=False)] == [("error", "second"),
+                                                                                      ("ok", None)]
+            with pytest.raises(sqlite3.OperationalError, match="readonly"):
+                reader.db.execute("delete from rounds")
+    assert read_only_uri(str(db)) == f"file:{db}?mode=ro&immutable=1"  # closed: no -wal, nothing to lock
+
+
+def test_a_reader_refuses_an_older_schema_and_migrates_nothing(tmp_path):
+    db = tmp_path / "old.sqlite"
+    conn = sqlite_utils.Database(sqlite3.connect(db))
+    migrate(conn, upto=2)
+    conn.close()
+    with pytest.raises(StoreError, match=f"schema version 2, this slurm-fair reads version {len(MIGRATIONS)}: "
+                                         "start the daemon once to migrate it"):
+        open_existing(db)
+    conn = sqlite3.connect(db)
+    assert conn.execute("select max(version) from schema_version").fetchone() == (2,)
+    conn.close()
