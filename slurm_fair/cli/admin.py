@@ -32,12 +32,20 @@ def _store(cfg: Config) -> Any:
     return Store(cfg.database_path)
 
 
-def _reader(cfg: Config) -> Any:
+def _reader(cfg: Config, live: bool = False) -> Any:
     """The database opened read-only for a command that only reads: a missing one is an error naming the path
-    (exit 1); nothing is created, migrated or re-permissioned."""
-    from ..store import open_existing
+    (exit 1); nothing is created, migrated or re-permissioned. ``live``: the command also shows what Slurm says
+    (``status``, ``explain``), so a missing database is a note on stderr and an empty store in memory stands in
+    for it (no rounds yet)."""
+    from ..store import MissingDatabase, Store, open_existing
 
-    return open_existing(cfg.database_path)
+    try:
+        return open_existing(cfg.database_path)
+    except MissingDatabase as e:
+        if not live:
+            raise
+        click.echo(f"note: {e}; showing Slurm's view only", err=True)
+        return Store(":memory:")
 
 
 def _cluster(cfg: Config, timeout: float | None = None) -> tuple[Any, str]:
@@ -117,12 +125,12 @@ def daemon_cmd(config_path: str | None, once: bool, dry_run: bool) -> None:
 def status_cmd(config_path: str | None, as_json: bool) -> None:
     """Last round per account: weight, ideal share per GPU type, guarantee (the rounded share), deviation, limit
     in Slurm now (if Slurm answers; '-': none, every GPU no one claims is lent), GPUs in use and pending
-    GPUs. Reads the database read-only: a missing one is an error (exit 1); none is created."""
+    GPUs. Reads the database read-only and creates none: without one, Slurm's view alone (a note on stderr)."""
     from ..views.status import status
 
     cfg = config_mod.load(config_path)
     snap, why = _snapshot(cfg)
-    with _reader(cfg) as store:
+    with _reader(cfg, live=True) as store:
         st = status(store, cfg, snap, why)
     if as_json:
         _dump(st)
@@ -295,12 +303,13 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
     demand, ideal share, deviation, limit, and why each of its pending jobs waits (Slurm's reason and
     slurm-fair's view), whether its pending fair:flex jobs can still be moved to another GPU type, with bud
     the GPU prices and what its share costs of its budget, and every
-    preemption of its jobs with its reason and steps. A missing database is an error (exit 1); none is created."""
+    preemption of its jobs with its reason and steps. Reads the database read-only and creates none: without one,
+    Slurm's view alone (a note on stderr)."""
     from ..views.explain import explain
 
     cfg = config_mod.load(config_path)
     snap, why = _snapshot(cfg)
-    with _reader(cfg) as store:
+    with _reader(cfg, live=True) as store:
         ex = explain(store, cfg, account, snap, why)
     if as_json:
         _dump(ex)
