@@ -6,13 +6,22 @@ import sys
 
 import click
 
-from .. import installed_version
 from .common import group_config_option
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: the version is looked up only when asked (from a source tree it asks git)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from .. import installed_version
+
+    click.echo(f"slurm-fair {installed_version()}")
+    ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(installed_version(), prog_name="slurm-fair",
-                      message="%(prog)s %(version)s")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version (the installed wheel's, or a source tree's from git) and exit.")
 @group_config_option
 def main(config_path: str | None) -> None:
     """slurm-fair: heterogeneity-aware, provably fair GPU sharing for Slurm clusters."""

@@ -26,17 +26,11 @@ from .table import render
 
 
 
-def _store(cfg: Config) -> Any:
-    from ..store import Store
-
-    return Store(cfg.database_path)
-
-
-def _reader(cfg: Config, live: bool = False) -> Any:
+def _reader(cfg: Config, live: bool = False, instead: str = "showing Slurm's view only") -> Any:
     """The database opened read-only for a command that only reads: a missing one is an error naming the path
     (exit 1); nothing is created, migrated or re-permissioned. ``live``: the command also shows what Slurm says
-    (``status``, ``explain``), so a missing database is a note on stderr and an empty store in memory stands in
-    for it (no rounds yet)."""
+    (``status``, ``explain``, ``apply``), so a missing database is a note on stderr (ending with ``instead``) and
+    an empty store in memory stands in for it (no rounds yet)."""
     from ..store import MissingDatabase, Store, open_existing
 
     try:
@@ -44,7 +38,7 @@ def _reader(cfg: Config, live: bool = False) -> Any:
     except MissingDatabase as e:
         if not live:
             raise
-        click.echo(f"note: {e}; showing Slurm's view only", err=True)
+        click.echo(f"note: {e}; {instead}", err=True)
         return Store(":memory:")
 
 
@@ -254,8 +248,9 @@ def history_cmd(config_path: str | None, limit: int, as_json: bool) -> None:
 @handle_errors
 def apply_cmd(config_path: str | None, commit: bool, dry_run: bool, as_json: bool) -> None:
     """Compute the next round now and print the limit and SiteFactor changes it would make, without changing
-    Slurm or slurm-fair's database. With --commit: run one real round (like `daemon --once`; in shadow mode,
-    daemon.dry_run = true, it records but still writes nothing to Slurm)."""
+    Slurm or slurm-fair's database: it opens the database read-only and creates none (without one it plans as the
+    first round of a new database would, a note on stderr). With --commit: run one real round (like
+    `daemon --once`; in shadow mode, daemon.dry_run = true, it records but still writes nothing to Slurm)."""
     if commit and dry_run:
         raise InputError("--commit", True, "and --dry-run contradict each other")
     if commit:
@@ -268,8 +263,8 @@ def apply_cmd(config_path: str | None, commit: bool, dry_run: bool, as_json: boo
     cluster, why = _cluster(cfg)
     if cluster is None:
         raise SlurmFairError(f"cannot reach the cluster: {why}")
-    with _store(cfg) as store:
-        res = run_round(cluster, store, cfg, record=False)
+    with _reader(cfg, live=True, instead="planning as the first round of a new database would") as store:
+        res = run_round(cluster, store, cfg, record=False)  # writes nothing: the store is read-only
     if res.status not in ("ok", "dry-run"):
         raise SlurmFairError(f"round would fail: {res.status}: {res.message}")
     plan = res.plan

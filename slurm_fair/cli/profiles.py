@@ -167,12 +167,13 @@ def import_cmd(config_path: str | None, file: Any, shipped: str | None) -> None:
 @handle_errors
 def export_cmd(config_path: str | None, file: Any) -> None:
     """Write the profiles the policies use (one value per account, class, type) as CSV to FILE (default:
-    stdout); `profiles import` reads it back (as imported values)."""
+    stdout); `profiles import` reads it back (as imported values). Reads the database read-only; without one it
+    exits 1 naming it (none is created)."""
     from ..daemon.bounded import round_profiles
-    from ..store import Store
+    from ..store import open_existing
 
     cfg = config_mod.load(config_path)
-    with Store(cfg.database_path) as store:
+    with open_existing(cfg.database_path) as store:
         text = store.export_csv(round_profiles(store, cfg))  # what the rounds use, as they pick it
     file.write(text)
 

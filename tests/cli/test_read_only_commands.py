@@ -1,6 +1,7 @@
-"""Issue 40, item 6: commands that only read (status, shares, explain, history, report, profiles list, rollback
---dry-run) never create the database or its folder, nor SQLite's side files, nor change its mode; a missing
-database is an error naming the path. Writers are unchanged."""
+"""Issue 40, item 6: commands that only read (status, shares, explain, history, report, profiles list and export,
+rollback --dry-run, apply without --commit) never create the database or its folder, nor SQLite's side files, nor
+change its mode; a missing database is an error naming the path (status, explain and apply: a note, then Slurm's
+view alone). Writers are unchanged."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ import sqlite_utils
 from click.testing import CliRunner
 
 from slurm_fair.cli import main
+from slurm_fair import config as config_mod
+from slurm_fair.daemon.round import run_round
 from slurm_fair.sim.cluster import SimCluster, cluster_spec
+from slurm_fair.sim.traces import TraceJob
 from slurm_fair.store import Store, StoreError, migrate, open_existing
 from slurm_fair.store.base import read_only_uri
 from slurm_fair.store.schema import MIGRATIONS
@@ -34,7 +38,7 @@ def no_slurm(monkeypatch):
     monkeypatch.setattr("slurm_fair.cli.admin._snapshot", lambda cfg: (None, "no Slurm in this test"))
 
 
-@pytest.mark.parametrize("args", [["shares"], ["history"]])
+@pytest.mark.parametrize("args", [["shares"], ["history"], ["profiles", "export"]])
 def test_a_reader_without_a_database_fails_naming_it_and_creates_nothing(tmp_path, no_slurm, args):
     cfg, db = _config(tmp_path)
     r = CliRunner().invoke(main, ["--config", str(cfg), *args])
@@ -75,7 +79,8 @@ def _recorded(db: Path) -> int:
 
 
 @pytest.mark.parametrize("args", [["status", "--json"], ["shares", "--json"], ["explain", "acct_a", "--json"],
-                                  ["history", "--json"], ["report", "--json"], ["profiles", "list"]])
+                                  ["history", "--json"], ["report", "--json"], ["profiles", "list"],
+                                  ["profiles", "export"]])
 def test_a_reader_leaves_an_existing_database_as_it_was(tmp_path, no_slurm, args):
     cfg, db = _config(tmp_path)
     rid = _recorded(db)
@@ -136,3 +141,73 @@ def test_a_reader_refuses_an_older_schema_and_migrates_nothing(tmp_path):
     conn = sqlite3.connect(db)
     assert conn.execute("select max(version) from schema_version").fetchone() == (2,)
     conn.close()
+
+
+THR = {"fast": {"k80": 1.0, "v100": 3.0}, "flat": {"k80": 1.0, "v100": 2.0}}
+
+
+@pytest.fixture
+def busy(monkeypatch):
+    """A simulated Slurm with 4 GPUs and 8 one-GPU jobs of two accounts: a's 4 run, b's 4 wait, so a round has
+    SiteFactors to write; `apply` reaches it through slurm_fair.cluster.connect."""
+    jobs = [TraceJob(f"{a}{i}", 0.0, a, c, 1, 1e6) for i in range(4) for a, c in (("a", "fast"), ("b", "flat"))]
+    cluster = SimCluster(cluster_spec("k80=2,v100=2", 2), {"a": 1, "b": 1}, THR, jobs, epoch=1.7e9)
+    cluster.advance(0.0)
+    monkeypatch.setattr("slurm_fair.cluster.connect", lambda **_kw: cluster)
+    return cluster
+
+
+def _limits_in(cluster: SimCluster) -> dict:
+    return {a.name: dict(a.limits) for a in cluster.snapshot().accounts}
+
+
+def test_apply_without_commit_and_without_a_database_plans_and_creates_nothing(tmp_path, busy):
+    cfg, db = _config(tmp_path)
+    before = _limits_in(busy)
+    r = CliRunner().invoke(main, ["--config", str(cfg), "apply", "--json"])
+    assert r.exit_code == 0, r.output
+    assert f"no database at {db}" in r.stderr and "planning as the first round of a new database would" in r.stderr
+    out = json.loads(r.stdout)
+    # it planned: each account's share (a round on a new database), SiteFactors for b's waiting jobs
+    assert out["ideal"] == {"a": {"k80": 2.0, "v100": 0.0}, "b": {"k80": 0.0, "v100": 2.0}}
+    assert out["site_factor_changes"]
+    assert not db.parent.exists()  # neither the database nor its folder
+    assert _limits_in(busy) == before  # nor anything in Slurm
+
+
+def test_apply_without_commit_reads_an_existing_database_read_only(tmp_path, busy):
+    """The daemon's database after one recorded round (closed, mode 0640): a dry run plans from it and leaves
+    the file, its mode, owner and folder as they were (a writable open sets the mode to 0600)."""
+    cfg, db = _config(tmp_path)
+    with Store(db) as st:
+        res = run_round(busy, st, config_mod.load(str(cfg)), "oef-coop", dry_run=True, now=busy.clock())
+        assert res.status == "dry-run"
+        n_rounds = len(st.rounds(details=False))
+    os.chmod(db, 0o640)
+    before, files = db.stat(), sorted(p.name for p in db.parent.iterdir())  # the database and the status file
+    for args in (["apply"], ["apply", "--dry-run", "--json"]):
+        r = CliRunner().invoke(main, ["--config", str(cfg), *args])
+        assert r.exit_code == 0, r.output
+        assert "no database" not in r.stderr
+    assert "dry run (policy oef-coop): nothing was changed" in CliRunner().invoke(
+        main, ["--config", str(cfg), "apply"]).stdout
+    after = db.stat()
+    assert sorted(p.name for p in db.parent.iterdir()) == files == [db.name, "status.json"]  # no -wal, no -shm
+    assert stat.S_IMODE(after.st_mode) == 0o640 and after.st_mtime_ns == before.st_mtime_ns
+    assert (after.st_uid, after.st_gid) == (before.st_uid, before.st_gid)
+    with open_existing(db) as st:
+        assert len(st.rounds(details=False)) == n_rounds
+
+
+def test_profiles_export_reads_the_profiles_from_a_read_only_database(tmp_path):
+    cfg, db = _config(tmp_path)
+    csv_in = tmp_path / "in.csv"
+    csv_in.write_text("account,class,gpu_type,throughput\n,lm-bs10,v100,81.6516\n")
+    assert CliRunner().invoke(main, ["profiles", "import", str(csv_in), "--config", str(cfg)]).exit_code == 0
+    os.chmod(db, 0o640)
+    before = db.stat()
+    r = CliRunner().invoke(main, ["profiles", "export", "--config", str(cfg)])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[1:] == [",lm-bs10,v100,81.6516"]
+    assert sorted(p.name for p in db.parent.iterdir()) == [db.name]
+    assert stat.S_IMODE(db.stat().st_mode) == 0o640 and db.stat().st_mtime_ns == before.st_mtime_ns

@@ -4,12 +4,14 @@ that create no database, and `preflight --json` that always prints a JSON docume
 from __future__ import annotations
 
 import json
-import re
+import os
+import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from packaging.version import Version
 
 import slurm_fair
 from slurm_fair.cli import main
@@ -35,15 +37,48 @@ def test_version_prints_the_package_version():
     r = CliRunner().invoke(main, ["--version"])
     assert r.exit_code == 0, r.output
     assert r.output == f"slurm-fair {slurm_fair.installed_version()}\n"
-    assert re.fullmatch(r"\d+\.\d+\.\d+", slurm_fair.__version__)
-    assert slurm_fair.__version__ != "0.1.0"  # the version of the 464 commits before releases existed
+    # run from this git checkout: the version setuptools-scm gives it, above the last hand-set one (issue 40)
+    assert slurm_fair.__version__ == slurm_fair.installed_version() == slurm_fair.source_tree_version()
+    assert Version(slurm_fair.__version__) > Version("0.2.0"), slurm_fair.__version__
 
 
-def test_pyproject_takes_its_version_from_the_package():
-    """One place of truth: the wheel's metadata is built from slurm_fair.__version__."""
+def test_pyproject_takes_its_version_from_git():
+    """setuptools-scm derives the version at build time; 0.2.0 only where there is no git (a tarball)."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
-    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "slurm_fair.__version__"}
+    assert "setuptools-scm>=9.2" in project["build-system"]["requires"]  # 9.2: fallback_version is the base tag
+    assert project["tool"]["setuptools_scm"] == {"fallback_version": "0.2.0"}
+    assert "dynamic" not in project["tool"].get("setuptools", {})
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "SETUPTOOLS_SCM", "VCS_VERSIONING"))}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid")
+    return subprocess.run(["git", "-C", str(repo), "-c", "commit.gpgsign=false", *args], check=True,
+                          capture_output=True, text=True, env=env, timeout=60).stdout.strip()
+
+
+def test_a_source_tree_version_counts_the_commits(tmp_path):
+    """0.2.1.devN+g<commit> with N commits and no tag; a tag vX.Y.Z is a release; no git: 0.2.0."""
+    (tmp_path / "pyproject.toml").write_text((REPO / "pyproject.toml").read_text())
+    assert slurm_fair.source_tree_version(tmp_path) == "0.2.0"  # not a git repository: fallback_version
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "pyproject.toml")
+    seen = []
+    for n in (1, 2, 3):
+        _git(tmp_path, "commit", "-q", "--allow-empty", "-m", f"commit {n}")
+        seen.append(slurm_fair.source_tree_version(tmp_path))
+        assert seen[-1] == f"0.2.1.dev{n}+g{_git(tmp_path, 'rev-parse', '--short=9', 'HEAD')}", seen
+    assert Version(seen[0]) < Version(seen[1]) < Version(seen[2])
+    _git(tmp_path, "tag", "v0.3.0")
+    assert slurm_fair.source_tree_version(tmp_path) == "0.3.0"
+    _git(tmp_path, "commit", "-q", "--allow-empty", "-m", "after the release")
+    assert slurm_fair.source_tree_version(tmp_path).startswith("0.3.1.dev1+g")
+    # another project's tree, or none: unknown, never an error
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "other"\n')
+    assert slurm_fair.source_tree_version(tmp_path) == slurm_fair.UNKNOWN_VERSION == "0+unknown"
+    assert slurm_fair.source_tree_version(tmp_path / "missing") == slurm_fair.UNKNOWN_VERSION
 
 
 class _Dist:
@@ -56,9 +91,13 @@ class _Dist:
 
 def test_installed_version_is_the_metadata_of_this_very_package_only(tmp_path):
     here = Path(slurm_fair.__file__).resolve().parent.parent
-    assert slurm_fair.installed_version(_Dist("9.9.9", here)) == "9.9.9"  # an installed wheel: its metadata
-    # another copy's metadata (an editable install of another checkout, a stale install): this package's own
-    assert slurm_fair.installed_version(_Dist("0.0.1", tmp_path)) == slurm_fair.__version__
+    not_a_tree = tmp_path / "no-source-tree"
+    # an installed wheel (no source tree around the package): its metadata
+    assert slurm_fair.installed_version(_Dist("9.9.9", here), root=not_a_tree) == "9.9.9"
+    # another copy's metadata (an editable install of another checkout, a stale install): unknown
+    assert slurm_fair.installed_version(_Dist("0.0.1", tmp_path), root=not_a_tree) == slurm_fair.UNKNOWN_VERSION
+    # a source tree: its version from git, not the metadata written when it was installed
+    assert slurm_fair.installed_version(_Dist("9.9.9", here)) == slurm_fair.source_tree_version()
 
 
 # ------------------------------------------------------------------------------------------- --config placement
