@@ -55,10 +55,9 @@ Rules:
 
 from __future__ import annotations
 
-import itertools
+import hashlib
 import os
 import re
-import secrets
 import time
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -77,13 +76,7 @@ HEADER = (
 )
 
 
-_TOKEN = secrets.token_hex(4)  # drawn once per process: a new daemon's maps never share an identity with an old one's
-_COUNTER = itertools.count(1)
-
-
-def new_map_id() -> str:
-    """A new map identity: this process's random token and the publication's number (``3f9a01bc-17``)."""
-    return f"{_TOKEN}-{next(_COUNTER)}"
+CONTENT_ID = "#content"  # render_map's map_id for "the hash of the content" (what the daemon publishes)
 
 
 def _valid_type(g: str) -> bool:
@@ -100,75 +93,112 @@ NO_DEFAULT = ("# no '*' line: the targets name no GPU type (no GPU node in the m
               "untyped requests are left as they are")
 
 
+def _section_lines(k: str, tg: Target) -> list[str]:
+    """The map lines of one target key (account, ``*``, ``ACCOUNT/CLASS`` or ``*/CLASS``); [] for one the script
+    would refuse."""
+    from .plan import DEFAULT_TARGET
+    types = [(g, int(n)) for g, n in tg.types if _valid_type(g) and int(n) >= 0]
+    acct, _, cls = k.partition("/")
+    if (acct != DEFAULT_TARGET and not _NAME.fullmatch(acct)) or (cls and not _NAME.fullmatch(cls)) or not types:
+        return []
+    if cls:  # TYPE:0: slow for the class (never left untyped where it could land there)
+        out = [f"{k} {','.join(g + (':0' if g in tg.slow else '') for g, _n in types)}"]
+        speeds = [f"{g}:{int(tg.speeds[g])}" for g, _n in types if g in tg.speeds and 0 < int(tg.speeds[g]) <= 1000]
+        if speeds:
+            out.append(f"#@speed {k} {','.join(speeds)}")
+        return out
+    why = " ".join("".join(ch if ch.isprintable() else " " for ch in (tg.reason or "")).split())
+    tier = dict(zip((g for g, _n in tg.types), tg.tiers)) if tg.tiers else {}
+    field = ""
+    for i, (g, n) in enumerate(types):
+        if i:
+            field += "|" if tier.get(g, 0) != tier.get(types[i - 1][0], 0) else ","
+        field += f"{g}:{n}" + (f":{int(tg.blocks[g])}" if g in tg.blocks else "")
+    out = [f"{k} {field} {why}".rstrip()]
+    if tg.untyped > 0 and acct != DEFAULT_TARGET:
+        out.append(f"#@untyped {k} {int(tg.untyped)}")
+    return out
+
+
+def _block(lines: Sequence[str]) -> str:
+    return "".join(ln + "\n" for ln in lines)
+
+
+def content_id(content: str) -> str:
+    """The map's identity: a hash of its content (everything but the fresh lines: ``#@map``, ``#@expires``,
+    ``#@soon``), so that it changes only when the content does."""
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()[:16]
+
+
 def render_map(targets: Mapping[str, Target], class_order: Sequence[str] = ("comment", "wckey", "name"),
                partitions: Sequence[PartitionTypes] = (), listed_only: bool = False, map_id: str | None = None,
                taken_at: float | None = None, expires: float | None = None) -> str:
-    """The map file's text for ``{account: Target}`` (``"*"`` = default line, written last; ``account/class``
-    keys are class lines: the order of types alone), the ``@classes`` line (``classes.order``) and one
+    """The map file's text for ``{account: Target}`` (``"*"`` = default line; ``account/class`` keys are class
+    lines: the order of types alone), the ``@classes`` line (``classes.order``) and one
     ``#@partition NAME TYPE,...`` line per partition (by name; a partition or type the script would refuse is
-    left out: untyped jobs in a partition without a line pass unchanged). ``listed_only`` (a pilot,
-    ``limits.accounts``) adds ``#@listed-only``: job_submit.lua leaves the untyped requests of accounts without a
-    line as they are (instead of refusing them when there is no ``*`` line). ``map_id`` (a token of
-    ``[A-Za-z0-9_.-]``) adds ``#@map ID [T]``: the map's identity (module docstring) and, with ``taken_at``, the
-    time its snapshot was taken (unix seconds, rounded down: what the script handed out from then on still
-    counts against this map, the snapshot did not see it), written as the first line; ``expires`` (unix
-    seconds) adds ``#@expires EPOCH``; an account line's :attr:`~.plan.Target.untyped` room adds
-    ``#@untyped ACCOUNT N``. Without a ``*`` line to write (and not ``listed_only``) the map gets
-    ``#@listed-only`` (module docstring)."""
+    left out: untyped jobs in a partition without a line pass unchanged), in the layout of the module docstring.
+    ``listed_only`` (a pilot, ``limits.accounts``) adds ``#@listed-only``: job_submit.lua leaves the untyped
+    requests of accounts without a line as they are (instead of refusing them when there is no ``*`` line).
+    ``map_id`` adds ``#@map ID [T]`` as the first line: :data:`CONTENT_ID` (what the daemon writes) the hash of
+    the content (:func:`content_id`), else a token of ``[A-Za-z0-9_.-]`` as given; with ``taken_at`` the time
+    its snapshot was taken (unix seconds, rounded down: what the script handed out from then on still counts
+    against this map, the snapshot did not see it). ``expires`` (unix seconds) adds ``#@expires EPOCH``; an
+    account line's :attr:`~.plan.Target.untyped` room adds ``#@untyped ACCOUNT N``. Without a ``*`` line to
+    write (and not ``listed_only``) the map gets ``#@listed-only`` (module docstring)."""
     from .plan import DEFAULT_TARGET
-    lines = []
-    if map_id is not None:
-        if not _NAME.fullmatch(map_id):
-            raise ValueError(f"map_id: {map_id!r} is not a token of [A-Za-z0-9_.-]")
-        lines.append(f"#@map {map_id}" + (f" {int(taken_at)}" if taken_at is not None else ""))
-    lines.append(HEADER.rstrip("\n"))
+    if map_id is not None and map_id != CONTENT_ID and not _NAME.fullmatch(map_id):
+        raise ValueError(f"map_id: {map_id!r} is not a token of [A-Za-z0-9_.-]")
+    fresh = []
     if expires is not None:
-        lines.append(f"#@expires {int(expires)}")
-    lines.append("@classes " + ",".join(class_order))
-    pool = next((tg.pool for tg in targets.values() if tg.pool), {})
-    cells = [f"{g}:{int(n)}" for g, n in sorted(pool.items()) if _valid_type(g) and int(n) >= 0]
-    if cells:
-        lines.append("#@free " + ",".join(cells))
+        fresh.append(f"#@expires {int(expires)}")
     soon = next((tg.soon for tg in targets.values() if tg.soon), {})
     for g, row in sorted(soon.items()):
         cells = [f"{int(n)}:{int(at)}" for n, at in sorted(row.items()) if int(n) > 0 and int(at) >= 0]
         if _valid_type(g) and cells:
-            lines.append(f"#@soon {g} {','.join(cells)}")
-    listed_at = len(lines)
+            fresh.append(f"#@soon {g} {','.join(cells)}")
+    glob = [HEADER.rstrip("\n"), "@classes " + ",".join(class_order)]
+    pool = next((tg.pool for tg in targets.values() if tg.pool), {})
+    cells = [f"{g}:{int(n)}" for g, n in sorted(pool.items()) if _valid_type(g) and int(n) >= 0]
+    if cells:
+        glob.append("#@free " + ",".join(cells))
+    listed_at = len(glob)
     for part in sorted(partitions, key=lambda p: p.name):
         types = sorted({g for g in part.types if _valid_type(g)})
         if _NAME.fullmatch(part.name) and types:
-            lines.append(f"#@partition {part.name} {','.join(types)}")
-    keys = sorted(k for k in targets if k != DEFAULT_TARGET)
-    if DEFAULT_TARGET in targets:
-        keys.append(DEFAULT_TARGET)
-    for k in keys:
-        tg = targets[k]
-        types = [(g, int(n)) for g, n in tg.types if _valid_type(g) and int(n) >= 0]
-        acct, _, cls = k.partition("/")
-        if (acct != DEFAULT_TARGET and not _NAME.fullmatch(acct)) or (cls and not _NAME.fullmatch(cls)) or not types:
-            continue
-        if cls:  # TYPE:0: slow for the class (never left untyped where it could land there)
-            lines.append(f"{k} {','.join(g + (':0' if g in tg.slow else '') for g, _n in types)}")
-            speeds = [f"{g}:{int(tg.speeds[g])}" for g, _n in types if g in tg.speeds and 0 < int(tg.speeds[g]) <= 1000]
-            if speeds:
-                lines.append(f"#@speed {k} {','.join(speeds)}")
-            continue
-        why = " ".join("".join(ch if ch.isprintable() else " " for ch in (tg.reason or "")).split())
-        tier = dict(zip((g for g, _n in tg.types), tg.tiers)) if tg.tiers else {}
-        field = ""
-        for i, (g, n) in enumerate(types):
-            if i:
-                field += "|" if tier.get(g, 0) != tier.get(types[i - 1][0], 0) else ","
-            field += f"{g}:{n}" + (f":{int(tg.blocks[g])}" if g in tg.blocks else "")
-        lines.append(f"{k} {field} {why}".rstrip())
-        if tg.untyped > 0 and acct != DEFAULT_TARGET:
-            lines.append(f"#@untyped {k} {int(tg.untyped)}")
+            glob.append(f"#@partition {part.name} {','.join(types)}")
+    default = _section_lines(DEFAULT_TARGET, targets[DEFAULT_TARGET]) if DEFAULT_TARGET in targets else []
     if listed_only:
-        lines.insert(listed_at, "#@listed-only")
-    elif not any(ln.startswith(DEFAULT_TARGET + " ") for ln in lines):
-        lines[listed_at:listed_at] = [NO_DEFAULT, "#@listed-only"]
-    return "\n".join(lines) + "\n"
+        glob.insert(listed_at, "#@listed-only")
+    elif not default:
+        glob[listed_at:listed_at] = [NO_DEFAULT, "#@listed-only"]
+    sections: dict[str, list[str]] = {}
+    for k in sorted(targets, key=lambda k: k.partition("/")[::2]):  # an account, then its class lines
+        if k == DEFAULT_TARGET:
+            continue
+        lines = _section_lines(k, targets[k])
+        if lines:
+            sections.setdefault(k.partition("/")[0], []).extend(lines)
+    shared = default + sections.pop(DEFAULT_TARGET, [])  # '*' and '*/CLASS' lines: read with the head
+    kinds = sorted({g for k, tg in targets.items() if "/" not in k and _section_lines(k, tg)
+                    for g, n in tg.types if _valid_type(g) and int(n) >= 0})  # what #@untyped may leave to Slurm
+    if kinds:
+        shared.append("#@types " + ",".join(kinds))
+    head = _block(glob + shared)
+    index, body, at = [], [], 0
+    for acct, lines in sections.items():
+        block = _block(lines)
+        size = len(block.encode("utf-8"))
+        index.append(f"#@at {acct} {at} {size}")
+        body.append(block)
+        at += size
+    index_text = _block(index)
+    content = (f"#@index {len(head.encode('utf-8'))} {len(index_text.encode('utf-8'))} {len(index)}\n"
+               + head + index_text + "".join(body))
+    first = ""
+    if map_id is not None:
+        ident = content_id(content) if map_id == CONTENT_ID else map_id
+        first = _block([f"#@map {ident}" + (f" {int(taken_at)}" if taken_at is not None else "")])
+    return first + _block(fresh) + content
 
 
 def write_type_map(path: str | os.PathLike, targets: Mapping[str, Target],
@@ -176,12 +206,13 @@ def write_type_map(path: str | os.PathLike, targets: Mapping[str, Target],
             partitions: Sequence[PartitionTypes] = (), listed_only: bool = False,
             map_id: str | None = None, taken_at: float | None = None, max_age: float | None = None,
             now: float | None = None) -> bool:
-    """Render and write the map under a new identity (``map_id``, default :func:`new_map_id`) for a snapshot
-    taken at ``taken_at``, valid ``max_age`` seconds from ``now`` (default the time of writing; None: no
-    ``#@expires``); True if the file changed (with an identity, always)."""
+    """Render and write the map (identity ``map_id``, default the hash of its content: :func:`content_id`) for a
+    snapshot taken at ``taken_at``, valid ``max_age`` seconds from ``now`` (default the time of writing; None:
+    no ``#@expires``); True if the file changed (with ``taken_at`` or ``max_age``, every publication: its fresh
+    lines change; the identity changes only with the content)."""
     t = time.time() if now is None else now
     return write_public(path, render_map(targets, class_order, partitions, listed_only,
-                                      new_map_id() if map_id is None else map_id, taken_at,
+                                      CONTENT_ID if map_id is None else map_id, taken_at,
                                       None if max_age is None else t + max_age), now=t)
 
 

@@ -7,6 +7,7 @@ import stat
 from dataclasses import replace as _replace
 import subprocess
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -181,7 +182,7 @@ def test_retype_moves_give_a_freed_type_to_the_job_that_has_waited_longest_first
 # ------------------------------------------------------------------------------------------- publish
 
 
-def test_render_map_sorted_default_last_and_never_broken():
+def test_render_map_default_in_the_head_accounts_sorted_and_never_broken():
     T = P.Target
     text = type_map_file.render_map({"*": T((("a100", 4),), "most idle", {"a100": 4}),
                                "acct_b": T((("k80", 2), ("v100", 0)), "why\nnot", {}, (0, 1)),
@@ -191,8 +192,9 @@ def test_render_map_sorted_default_last_and_never_broken():
                                "*/rl": T((("k80", 0),), "c"), "acct_a/x y": T((("k80", 0),), "c")},
                               ("name",))
     body = [ln for ln in text.splitlines() if not ln.startswith("#")]
-    assert body == ["@classes name", "*/rl k80", "acct_a v100:1", "acct_a/cnn v100,k80", "acct_b k80:2|v100:0 why not",
-                    "* a100:4:4 most idle"]
+    # the '*' and '*/CLASS' lines in the head (read for every job), then each account's section, in name order
+    assert body == ["@classes name", "* a100:4:4 most idle", "*/rl k80", "acct_a v100:1", "acct_a/cnn v100,k80",
+                    "acct_b k80:2|v100:0 why not"]
 
 
 def test_partition_types_are_the_gpu_types_of_each_partitions_nodes():
@@ -214,12 +216,12 @@ def test_render_map_partition_lines_after_classes_sorted_and_never_broken():
     text = type_map_file.render_map({"acct_a": T((("a100", 2), ("v100", 1)), "room"), "*": T((("k80", 1),), "free")},
                               ("comment",), parts)
     lines = text.splitlines()
-    assert [ln for ln in lines if not ln.startswith("# ")] == [
+    assert [ln for ln in lines if not ln.startswith(("# ", "#@index ", "#@at ", "#@types "))] == [
         "@classes comment", "#@partition p1 a100", "#@partition p2 k80,v100", "#@partition p4 k80",
-        "acct_a a100:2,v100:1 room", "* k80:1 free"]
+        "* k80:1 free", "acct_a a100:2,v100:1 room"]
     # without partitions: no partition line (a map as before)
     assert not [ln for ln in type_map_file.render_map({"*": T((("k80", 1),), "free")}).splitlines()
-                if ln.startswith("#@")]
+                if ln.startswith("#@partition")]
 
 
 def test_write_map_atomic_mode_mtime_and_only_on_change(tmp_path):
@@ -321,32 +323,73 @@ def test_explore_plan_moves_one_unused_gpu_of_a_hard_cap_to_an_unprofiled_type_n
 def test_render_map_listed_only_for_a_pilot():
     T = P.Target
     text = type_map_file.render_map({"acct_a": T((("v100", 2),), "room")}, ("comment",), listed_only=True)
-    assert [x for x in text.splitlines() if not x.startswith("# ")] == ["@classes comment", "#@listed-only",
-                                                                       "acct_a v100:2 room"]
+    assert [x for x in text.splitlines() if not x.startswith(("# ", "#@index ", "#@at ", "#@types "))] == [
+        "@classes comment", "#@listed-only", "acct_a v100:2 room"]
     assert "#@listed-only" not in type_map_file.render_map({"acct_a": T((("v100", 2),), "room"), "*": T((("k80", 1),), "")})
 
 
 # ------------------------------------------------------------------------------------------- map identity, untyped room
 
 
-def test_every_publication_is_a_new_map_identity(tmp_path):
-    """Rooms spent at submission count only against the map they were spent on: each publication (a poll, a new
-    daemon) carries a new ``#@map ID``, so the file changes even when the rooms do not."""
-    targets = {"acct_a": P.Target((("v100", 1),), "room")}
+def test_the_map_id_changes_only_when_the_content_does(tmp_path):
+    """Issue 40 item 4: each poll publishes the map again (a new snapshot time, a new ``#@expires``, new
+    ``#@soon`` times), but its ``#@map ID`` is the hash of the content, so slurmctld parses it again only when
+    the content changed; what carries time is read fresh (the first lines, before ``#@index``)."""
+    T = P.Target
+    targets = {"acct_a": T((("v100", 1),), "room", soon={"v100": {1: 1500}}), "*": T((("k80", 2),), "free")}
     text = type_map_file.render_map(targets, map_id="abc-1")
     assert text.splitlines()[0] == "#@map abc-1"  # first: job_submit.lua caches the parsed map by this line
     with pytest.raises(ValueError, match="map_id"):
         type_map_file.render_map(targets, map_id="a b")
     path = tmp_path / "gpu_type_map.txt"
-    assert type_map_file.write_type_map(path, targets)
-    first = path.read_text()
-    assert type_map_file.write_type_map(path, targets)  # the same rooms, a new publication: rewritten
-    second = path.read_text()
-    ids = [next(ln for ln in t.splitlines() if ln.startswith("#@map ")) for t in (first, second)]
-    token1, n1 = ids[0].split()[1].rsplit("-", 1)
-    token2, n2 = ids[1].split()[1].rsplit("-", 1)
-    assert token1 == token2 and int(n2) == int(n1) + 1
-    assert first.replace(ids[0], "") == second.replace(ids[1], "")
+
+    def poll(tg, taken_at, soon_at=1500):
+        tg = {k: (T(v.types, v.reason, soon={"v100": {1: soon_at}}) if k == "acct_a" else v) for k, v in tg.items()}
+        changed = type_map_file.write_type_map(path, tg, taken_at=taken_at, max_age=900, now=taken_at + 2)
+        lines = path.read_text().splitlines()
+        return changed, lines[0].split()[1], lines
+
+    changed, id1, lines1 = poll(targets, 1000)
+    assert changed and lines1[:4] == [f"#@map {id1} 1000", "#@expires 1902", "#@soon v100 1:1500", lines1[3]]
+    assert lines1[3].startswith("#@index ")
+    changed, id2, lines2 = poll(targets, 1010, soon_at=1520)  # the next poll: nothing changed but the time
+    assert changed and id2 == id1  # rewritten (fresh lines), the same identity
+    assert lines2[:3] == [f"#@map {id1} 1010", "#@expires 1912", "#@soon v100 1:1520"] and lines2[3:] == lines1[3:]
+    assert id1 == type_map_file.content_id("\n".join(lines1[3:]) + "\n")  # the hash of the index line on
+    more = dict(targets, acct_a=T((("v100", 2),), "room"))  # one room more: a new identity
+    _c, id3, _l = poll(more, 1020)
+    assert id3 != id1
+    _c, id4, _l = poll(dict(targets, acct_a=T((("v100", 1),), "other reason")), 1030)
+    assert id4 not in (id1, id3)  # a reason is content too (the user is told it)
+    _c, id5, _l = poll(targets, 1040)
+    assert id5 == id1  # back to the first content: its identity (the snapshot time keeps spent rooms apart)
+
+
+def test_the_index_gives_each_accounts_section():
+    """The layout job_submit.lua reads without parsing every line: ``#@index G I N`` then G bytes of head, I bytes
+    of ``#@at ACCOUNT OFFSET LENGTH`` lines, and each account's section at OFFSET bytes from the end of the index
+    (an account's lines grouped even where ``acct-x`` sorts between ``acct`` and ``acct/cls``; byte offsets,
+    a reason of non-ASCII text included)."""
+    T = P.Target
+    targets = {"acct": T((("v100", 1),), "grüße", untyped=2), "acct-x": T((("k80", 2),), "x"),
+               "acct/cnn": T((("v100", 0), ("k80", 0)), "c", speeds={"v100": 1000, "k80": 400}),
+               "*": T((("k80", 2),), "free"), "*/rl": T((("k80", 0),), "c")}
+    data = type_map_file.render_map(targets, map_id=type_map_file.CONTENT_ID, taken_at=1000).encode()
+    lines = data.split(b"\n")
+    assert lines[1].startswith(b"#@index ")
+    g, i, n = (int(x) for x in lines[1].split()[1:])
+    base = len(lines[0]) + 1 + len(lines[1]) + 1
+    head, index = data[base:base + g].decode(), data[base + g:base + g + i].decode()
+    assert "* k80:2 free" in head.splitlines() and "*/rl k80" in head.splitlines()
+    assert "#@types k80,v100" in head.splitlines()
+    body = base + g + i
+    sections = {}
+    for ln in index.splitlines():
+        _at, acct, off, size = ln.split()
+        sections[acct] = data[body + int(off):body + int(off) + int(size)].decode()
+    assert n == 2 and sections == {
+        "acct": "acct v100:1 grüße\n#@untyped acct 2\nacct/cnn v100,k80\n#@speed acct/cnn v100:1000,k80:400\n",
+        "acct-x": "acct-x k80:2 x\n"}
 
 
 def test_untyped_room_is_the_room_every_types_limit_leaves():
@@ -388,14 +431,17 @@ def test_targets_carry_the_untyped_room_and_the_map_writes_it():
 @pytest.mark.skipif(shutil.which("lua5.1") is None, reason="lua5.1 not installed (apt-get install lua5.1)")
 def test_a_new_publication_of_the_same_rooms_starts_unspent_in_job_submit_lua(tmp_path):
     """The issue's testbed failure: the controller's Lua state had spent the rooms of a map whose text a new
-    daemon published again, and typed a flood onto one type of an idle cluster. With an identity per
-    publication the script starts each map unspent; a job that fits no room stays untyped within #@untyped."""
+    daemon published again, and typed a flood onto one type of an idle cluster. Rooms are spent per map
+    identity and snapshot time (``#@map ID T``): a publication from a later snapshot starts unspent (but for
+    what was handed out since T), even with the same content (the same ID); a job that fits no room stays untyped within #@untyped."""
     path = tmp_path / "gpu_type_map.txt"
     targets = {"acct_a": P.Target((("v100", 1), ("k80", 1)), "room", {"v100": 1, "k80": 1}, (), 1)}
-    type_map_file.write_type_map(path, targets)
+    now = int(time.time())
+    type_map_file.write_type_map(path, targets, taken_at=now - 100)
     shutil.copy(REPO / "etc" / "job_submit.lua", tmp_path / "slurm_fair_submit.lua")
-    again = tmp_path / "next.txt"  # the next publication of the same rooms, copied over the map below
-    again.write_text(type_map_file.render_map(targets, map_id=type_map_file.new_map_id()))
+    again = tmp_path / "next.txt"  # the next publication of the same rooms (a later snapshot), copied over the map
+    again.write_text(type_map_file.render_map(targets, map_id=type_map_file.CONTENT_ID, taken_at=now + 100))
+    assert again.read_text().splitlines()[0].split()[1] == path.read_text().splitlines()[0].split()[1]  # same id
     probe = (
         "slurm = {SUCCESS = 0, ERROR = -1, log_info = function() end, log_error = function() end,"
         " log_user = function() end}\n"
