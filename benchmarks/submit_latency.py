@@ -50,14 +50,17 @@ TYPES = ("a100", "v100", "k80")
 SIZES = [(300, 1), (300, 5), (300, 20), (1000, 1), (1000, 5), (1000, 20)]
 
 
-def build_map(n_accounts: int, n_classes: int) -> str:
-    """A map the size of a site with these many accounts and classes, written by the daemon's renderer."""
+def build_map(n_accounts: int, n_classes: int, taken_at: int = 1_000_000_000, expires: int = 4_000_000_000,
+              variant: int = 0, names: tuple[str, ...] = ()) -> str:
+    """A map the size of a site with these many accounts and classes, written by the daemon's renderer (its
+    identity the hash of its content, as the daemon publishes it); ``variant`` changes one room of the first
+    account (another content: another identity); ``names`` replace the first accounts' names."""
     pool = {"a100": 40, "v100": 60, "k80": 100}
     targets: dict[str, P.Target] = {}
     for i in range(n_accounts):
-        a = f"acct{i:04d}"
+        a = names[i] if i < len(names) else f"acct{i:04d}"
         order = TYPES[i % 3:] + TYPES[:i % 3]
-        targets[a] = P.Target(tuple((g, 2 + (i + k) % 5) for k, g in enumerate(order)),
+        targets[a] = P.Target(tuple((g, 2 + (i + k) % 5 + (variant if i == 0 else 0)) for k, g in enumerate(order)),
                               "room: a100 2 (free), v100 3 (guaranteed), k80 4 (free)",
                               {order[0]: 4}, (0, 0, 1), untyped=2, pool=pool)
         for c in range(n_classes):
@@ -66,8 +69,8 @@ def build_map(n_accounts: int, n_classes: int) -> str:
                                               slow=frozenset({cls_order[-1]}) if c % 4 == 0 else frozenset())
     targets["*"] = P.Target((("k80", 8), ("v100", 4)), "free GPUs no waiting account's guarantee holds",
                             {"k80": 4, "v100": 4}, pool=pool)
-    return type_map_file.render_map(targets, partitions=(P.PartitionTypes("gpu", TYPES),), map_id="bench-1",
-                              taken_at=1_000_000_000, expires=4_000_000_000)
+    return type_map_file.render_map(targets, partitions=(P.PartitionTypes("gpu", TYPES),),
+                                    map_id=type_map_file.CONTENT_ID, taken_at=taken_at, expires=expires)
 
 
 DRIVER = r"""
@@ -79,11 +82,13 @@ local sf = dofile(script)
 sf.map_file = map
 local parts = { gpu = { flag_default = 1 } }
 local typed = 0
-local function run(n, cold)
+local function run(n, mode)
 	local t0 = os.clock()
 	for i = 1, n do
-		if cold then
+		if mode == "cold" then
 			sf.cache = {}
+		elseif mode == "poll" then
+			sf.cache.key = nil -- what a new publication of the same content looks like (another first line)
 		end
 		local job = { account = string.format("acct%04d", (i * 7) % accounts), tres_per_node = "gres:gpu:1",
 			comment = "class=cls" .. (i % classes) }
@@ -94,15 +99,17 @@ local function run(n, cold)
 	end
 	return (os.clock() - t0) / n * 1000
 end
-run(1, false) -- the first parse
-local cold = run(cold_n, true)
-local cached = run(cached_n, false)
-print(string.format("%.4f %.4f %d", cold, cached, typed))
+run(1, "cached") -- the first parse
+local cold = run(cold_n, "cold")
+local poll = run(cold_n, "poll")
+run(accounts, "cached") -- every account's section read once (the first job of each account after a change)
+local cached = run(cached_n, "cached")
+print(string.format("%.4f %.4f %.4f %d", cold, poll, cached, typed))
 """
 
 
 def measure(script: Path, map_path: Path, accounts: int, classes: int, cold_n: int,
-            cached_n: int) -> tuple[float, float, int]:
+            cached_n: int) -> tuple[float, float, float, int]:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(DRIVER)
     try:
@@ -112,8 +119,8 @@ def measure(script: Path, map_path: Path, accounts: int, classes: int, cold_n: i
         Path(f.name).unlink()
     if r.returncode != 0:
         raise SystemExit(f"lua5.1 failed: {r.stderr.strip()}")
-    cold, cached, typed = r.stdout.split()
-    return float(cold), float(cached), int(typed)
+    cold, poll, cached, typed = r.stdout.split()
+    return float(cold), float(poll), float(cached), int(typed)
 
 
 def _install(data: bytes, dest: Path, mtime: float) -> None:
@@ -199,7 +206,7 @@ def main() -> None:
         raise SystemExit("lua5.1 not installed (apt-get install lua5.1)")
     scripts = [("this", Path(args.script))] + ([("compare", Path(args.compare))] if args.compare else [])
     print(f"{'accounts':>8} {'classes':>7} {'map KiB':>8} " + " ".join(
-        f"{name + ' cold ms':>16} {name + ' cached ms':>18}" for name, _ in scripts))
+        f"{name + ' cold ms':>16} {name + ' poll ms':>16} {name + ' cached ms':>18}" for name, _ in scripts))
     with tempfile.TemporaryDirectory() as d:
         for accounts, classes in SIZES:
             text = build_map(accounts, classes)
@@ -208,11 +215,11 @@ def main() -> None:
             row = f"{accounts:>8} {classes:>7} {len(text.encode()) / 1024:>8.0f} "
             for name, script in scripts:
                 # the compared script parses on every submission either way: as many as cold, not hours
-                cold, cached, typed = measure(script, path, accounts, classes, args.cold,
-                                              args.cached if name == "this" else args.cold)
+                cold, poll, cached, typed = measure(script, path, accounts, classes, args.cold,
+                                                    args.cached if name == "this" else args.cold)
                 if typed == 0:
                     raise SystemExit(f"{script}: no job was typed: the benchmark measures nothing")
-                row += f"{cold:>16.3f} {cached:>18.4f} "
+                row += f"{cold:>16.3f} {poll:>16.3f} {cached:>18.4f} "
             print(row.rstrip(), flush=True)
 
 

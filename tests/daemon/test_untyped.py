@@ -630,3 +630,45 @@ def test_a_job_behind_others_waits_for_its_own_type_as_backfill_plans_the_queue(
     assert P.retype_moves(p, s, throughput=SLOW_THR) == []
     forever = _replace(s, jobs=tuple(_replace(j, time_limit=None) for j in running) + (ahead, r18))
     assert [(m.job_id, m.new_type) for m in P.retype_moves(p, forever, throughput=SLOW_THR)] == [(1, "k80")]
+
+
+@pytest.mark.skipif(shutil.which("lua5.1") is None, reason="lua5.1 not installed (apt-get install lua5.1)")
+def test_job_submit_lua_reads_the_daemons_indexed_map_as_the_same_map_read_whole(tmp_path):
+    """The writer and the script agree on the layout: for every account of a map the daemon's renderer wrote
+    (classes, speeds, untyped room, tiers, a '*' and a '*/CLASS' line, a name with pattern characters), the
+    script reading it through the index (head and the account's section alone) types a burst of jobs exactly
+    as it does reading the same map whole (the index line taken out: an older daemon's map), and reads only the
+    sections of the accounts that submitted."""
+    T = P.Target
+    targets = {"*": T((("k80", 4), ("v100", 1)), "free", {"k80": 4}), "*/rl": T((("k80", 0), ("v100", 0)), "c"),
+               "acct_a": T((("a100", 1), ("v100", 2), ("k80", 1)), "room a", {"a100": 1}, (0, 0, 1), untyped=1),
+               "acct_a/cnn": T((("v100", 0), ("a100", 0)), "c", slow=frozenset({"a100"})),
+               "acct.b-1": T((("v100", 3),), "room b"), "acct_c": T((("a100", 2), ("k80", 1)), "room c"),
+               "acct_c/rl": T((("k80", 0),), "c")}
+    text = type_map_file.render_map(targets, ("comment",), (P.PartitionTypes("gpu", ("a100", "k80", "v100")),),
+                                    map_id=type_map_file.CONTENT_ID, taken_at=1000, expires=4_000_000_000)
+    (tmp_path / "indexed.txt").write_text(text)
+    (tmp_path / "whole.txt").write_text("".join(ln for ln in text.splitlines(True) if not ln.startswith("#@index ")))
+    accounts = ["acct_a", "acct.b-1", "acct_c", "acct_none", "acctXb-1"]
+    probe = (
+        "slurm = {SUCCESS = 0, ERROR = -1, log_info = function() end, log_user = function() end,"
+        " log_error = function(...) print('ERROR', string.format(...)) end}\n"
+        f"local sf = dofile('{REPO}/etc/job_submit.lua')\n"
+        "sf.clock = function() return 2000 end\n"
+        "local out = {}\n"
+        "for _, a in ipairs({'" + "','".join(accounts) + "'}) do for _, c in ipairs({'', 'class=cnn', 'class=rl'}) do"
+        " for _ = 1, 3 do local j = {account = a, tres_per_node = 'gres:gpu:1', comment = c}\n"
+        "  assert(sf.job_submit(j, {gpu = {flag_default = 1}}, 0) == 0); out[#out + 1] = j.tres_per_node end end end\n"
+        "local read = {} for a, v in pairs(sf.cache.map.loaded or {}) do read[#read + 1] = a end table.sort(read)\n"
+        "print(table.concat(out, ' ')) print(table.concat(read, ' '))\n")
+    runs = {}
+    for form in ("indexed", "whole"):
+        r = subprocess.run(["lua5.1", "-", str(tmp_path / f"{form}.txt")], input=probe.replace(
+            "sf.clock =", f"sf.map_file = '{tmp_path / form}.txt'\nsf.clock ="), capture_output=True, text=True,
+            timeout=30)
+        assert r.returncode == 0 and "ERROR" not in r.stdout, r.stdout + r.stderr
+        runs[form] = r.stdout.splitlines()
+    assert runs["indexed"][0] == runs["whole"][0]
+    assert runs["indexed"][0].split()[:3] == ["gres:gpu:a100:1", "gres:gpu:v100:1", "gres:gpu:v100:1"]
+    assert runs["indexed"][1] == "acct.b-1 acctXb-1 acct_a acct_c acct_none"  # each read once (none: no section)
+    assert runs["whole"][1] == ""  # read whole: no sections
