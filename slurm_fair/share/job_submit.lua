@@ -9,7 +9,9 @@ Rules:
   * The map is `gpu_type_map.txt` in this script's folder. slurm-fair's daemon writes it each round (config
     [submit] type_map). It is parsed once per change and kept in the Lua state (SF.cache): a map whose first
     line is `#@map ID [T]` (every map the daemon writes) is keyed by that line and the file's size, so an
-    untyped submission reads one line of it; any other map is keyed by its whole text. Lines: `ACCOUNT TYPES [REASON...]`; `* TYPES [REASON]`
+    untyped submission reads one line of it; any other map is keyed by its whole text. The daemon's map has an
+    index (`#@index`, `#@at` lines; SF.read_map): only its head and the submitting account's section are
+    parsed, and a publication of the same content (same ID) only has its fresh lines read again. Lines: `ACCOUNT TYPES [REASON...]`; `* TYPES [REASON]`
     is the default for accounts without a line; `#` starts a comment line; blank lines are ignored. TYPES is
     `TYPE` or a comma-separated list `TYPE:ROOM[:BLOCK],...` in the order to use them (ROOM: how many GPUs
     of that type the account's untyped jobs may be given until the map changes; BLOCK: the largest job, in
@@ -23,11 +25,11 @@ Rules:
     the job name. A class without a line uses its account's order.
   * Spreading a burst: the script counts, per account and type, the GPUs it has handed out against the map
     it read (a global table: slurmctld keeps the script's Lua state between submissions and reloads it only
-    when the script file changes). The map's identity is its `#@map ID` line (the daemon writes a new ID with
-    every publication: each poll, a new daemon, a new database), else its text: a map with another identity
-    starts with nothing spent, even if its text is one spent against before — but for the GPUs handed out
-    since its snapshot was taken (`#@map ID T`, T in unix seconds, less SF.SKEW = 3 s): that snapshot did not see
-    those jobs. A job gets the first type of its
+    when the script file changes). The map's identity is its `#@map ID T` line (ID: the hash of the map's content;
+    T: the time of the snapshot it was computed from, new with every publication: each poll, a new daemon),
+    else its text: a map with another identity starts with nothing spent, even if its content is one spent
+    against before — but for the GPUs handed out since its snapshot was taken (T in unix seconds, less SF.SKEW =
+    3 s): that snapshot did not see those jobs. A job gets the first type of its
     line whose room is not used up by those counts (a job of N GPUs needs N left, and N at most the type's
     BLOCK; on a type with a BLOCK, i.e. free room, also what every account was handed out there within the
     map's `#@free TYPE:N,...` GPUs idle for everyone, so two accounts' free rooms on the same idle GPUs do not
@@ -275,7 +277,7 @@ function SF.parse_map(text)
 	return map
 end
 
--- GPUs handed out per account and type against the map with identity `ident` (its `#@map ID`, else its text;
+-- GPUs handed out per account and type against the map with identity `ident` (its `#@map ID T`, else its text;
 -- kept between submissions: the Lua state lives as long as slurmctld does not reload the script). The key
 -- SF.UNTYPED counts the GPUs left untyped under the account's `#@untyped` room. `log` lists what was handed out
 -- and when ({t, key, type, gpus}): a new map whose snapshot was taken at T (`#@map ID T`) has not seen what was

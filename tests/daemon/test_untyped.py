@@ -433,7 +433,8 @@ def test_a_new_publication_of_the_same_rooms_starts_unspent_in_job_submit_lua(tm
     """The issue's testbed failure: the controller's Lua state had spent the rooms of a map whose text a new
     daemon published again, and typed a flood onto one type of an idle cluster. Rooms are spent per map
     identity and snapshot time (``#@map ID T``): a publication from a later snapshot starts unspent (but for
-    what was handed out since T), even with the same content (the same ID); a job that fits no room stays untyped within #@untyped."""
+    what was handed out since T), even with the same content (the same ID); a job that fits no room stays untyped
+    within #@untyped."""
     path = tmp_path / "gpu_type_map.txt"
     targets = {"acct_a": P.Target((("v100", 1), ("k80", 1)), "room", {"v100": 1, "k80": 1}, (), 1)}
     now = int(time.time())
