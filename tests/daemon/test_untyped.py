@@ -673,3 +673,35 @@ def test_job_submit_lua_reads_the_daemons_indexed_map_as_the_same_map_read_whole
     assert runs["indexed"][0].split()[:3] == ["gres:gpu:a100:1", "gres:gpu:v100:1", "gres:gpu:v100:1"]
     assert runs["indexed"][1] == "acct.b-1 acctXb-1 acct_a acct_c acct_none"  # each read once (none: no section)
     assert runs["whole"][1] == ""  # read whole: no sections
+
+
+def test_a_poll_in_which_nothing_changed_publishes_the_same_map_id(tmp_path):
+    """The daemon's own path (a round, then service.refresh_type_map from each poll's snapshot): polls 10 s apart
+    on a cluster where nothing started or ended rewrite the map (a new snapshot time T and #@expires) under the
+    same ``#@map ID``; a poll after a job arrived (its account's untyped room changes) publishes a new ID."""
+    from slurm_fair import config
+    from slurm_fair.daemon import service
+    from slurm_fair.daemon.round import run_round
+    from slurm_fair.sim.cluster import SimCluster, cluster_spec
+    from slurm_fair.sim.traces import TraceJob
+    from slurm_fair.store import Store
+
+    thr = {"fast": {"k80": 1.0, "v100": 3.0}, "flat": {"k80": 1.0, "v100": 2.0}}
+    jobs = [TraceJob(f"{a}{i}", 0.0, a, c, 1, 1e6) for i in range(2) for a, c in (("a", "fast"), ("b", "flat"))]
+    jobs.append(TraceJob("late", 25.0, "a", "fast", 1, 1e6))
+    path = tmp_path / "gpu_type_map.txt"
+    cfg = config.from_dict({"daemon": {"database": str(tmp_path / "s.sqlite"), "dry_run": False},
+                            "submit": {"type_map": str(path)}})
+    cluster = SimCluster(cluster_spec("k80=4,v100=4", 2), {"a": 1, "b": 1}, thr, jobs, epoch=1.7e9)
+    cluster.advance(0.0)
+    with Store(cfg.database_path) as store:
+        res = run_round(cluster, store, cfg, "oef-coop", now=cluster.clock())
+    assert res.status == "ok" and path.exists()
+    first = []
+    for t in (5.0, 15.0, 30.0):
+        cluster.advance(t)
+        assert service.refresh_type_map(res, cluster.snapshot(), cfg)  # rewritten every poll (T, #@expires)
+        first.append(path.read_text().splitlines()[0].split())
+    (_m, id1, t1), (_m2, id2, t2), (_m3, id3, _t3) = first
+    assert id1 == id2 and int(t2) == int(t1) + 10  # nothing changed: the same identity, a later snapshot
+    assert id3 != id1  # the late job arrived (pending): the content changed
