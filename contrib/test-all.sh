@@ -109,6 +109,9 @@ if luac5.1 -p etc/job_submit.lua slurm_fair/share/job_submit_site_example.lua; t
   lua5.1 tests/lua/test_fail_open.lua etc/job_submit.lua | tail -1 |
     tee "$LOGDIR/lua-fail-open.log" | grep -qx '[0-9]* passed, 0 failed' ||
     FAILED+=("lua fail-open tests ($(cat "$LOGDIR/lua-fail-open.log"))")
+  lua5.1 tests/lua/test_map_index.lua etc/job_submit.lua | tail -1 |
+    tee "$LOGDIR/lua-map-index.log" | grep -qx '[0-9]* passed, 0 failed' ||
+    FAILED+=("lua indexed map tests ($(cat "$LOGDIR/lua-map-index.log"))")
   lua5.1 tests/lua/test_token_grammar.lua etc/job_submit.lua tests/fixtures/token_grammar.tsv | tail -1 |
     tee "$LOGDIR/lua-grammar.log" | grep -qx '[0-9]* passed, 0 failed' ||
     FAILED+=("lua token grammar tests ($(cat "$LOGDIR/lua-grammar.log"))")

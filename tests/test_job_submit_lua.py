@@ -19,6 +19,7 @@ SITE_EXAMPLE = REPO / "slurm_fair" / "share" / "job_submit_site_example.lua"
 LUA_TESTS = REPO / "tests" / "lua" / "test_job_submit.lua"
 LUA_PARTITION_TESTS = REPO / "tests" / "lua" / "test_partitions.lua"
 LUA_FAIL_OPEN_TESTS = REPO / "tests" / "lua" / "test_fail_open.lua"
+LUA_MAP_INDEX_TESTS = REPO / "tests" / "lua" / "test_map_index.lua"
 
 needs_lua = pytest.mark.skipif(shutil.which("lua5.1") is None or shutil.which("luac5.1") is None,
                                reason="lua5.1/luac5.1 not installed (apt-get install lua5.1)")
@@ -56,3 +57,9 @@ def test_offline_partition_and_module_cases_pass():
 def test_offline_fail_open_and_cache_cases_pass():
     passed, _ = _run_lua(LUA_FAIL_OPEN_TESTS, SCRIPT)
     assert passed >= 19  # the cases listed in tests/lua/test_fail_open.lua all ran
+
+
+@needs_lua
+def test_offline_indexed_map_cases_pass():
+    passed, _ = _run_lua(LUA_MAP_INDEX_TESTS, SCRIPT)
+    assert passed >= 15  # the cases listed in tests/lua/test_map_index.lua all ran

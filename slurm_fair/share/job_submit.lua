@@ -9,7 +9,9 @@ Rules:
   * The map is `gpu_type_map.txt` in this script's folder. slurm-fair's daemon writes it each round (config
     [submit] type_map). It is parsed once per change and kept in the Lua state (SF.cache): a map whose first
     line is `#@map ID [T]` (every map the daemon writes) is keyed by that line and the file's size, so an
-    untyped submission reads one line of it; any other map is keyed by its whole text. Lines: `ACCOUNT TYPES [REASON...]`; `* TYPES [REASON]`
+    untyped submission reads one line of it; any other map is keyed by its whole text. The daemon's map has an
+    index (`#@index`, `#@at` lines; SF.read_map): only its head and the submitting account's section are
+    parsed, and a publication of the same content (same ID) only has its fresh lines read again. Lines: `ACCOUNT TYPES [REASON...]`; `* TYPES [REASON]`
     is the default for accounts without a line; `#` starts a comment line; blank lines are ignored. TYPES is
     `TYPE` or a comma-separated list `TYPE:ROOM[:BLOCK],...` in the order to use them (ROOM: how many GPUs
     of that type the account's untyped jobs may be given until the map changes; BLOCK: the largest job, in
@@ -23,11 +25,11 @@ Rules:
     the job name. A class without a line uses its account's order.
   * Spreading a burst: the script counts, per account and type, the GPUs it has handed out against the map
     it read (a global table: slurmctld keeps the script's Lua state between submissions and reloads it only
-    when the script file changes). The map's identity is its `#@map ID` line (the daemon writes a new ID with
-    every publication: each poll, a new daemon, a new database), else its text: a map with another identity
-    starts with nothing spent, even if its text is one spent against before — but for the GPUs handed out
-    since its snapshot was taken (`#@map ID T`, T in unix seconds, less SF.SKEW = 3 s): that snapshot did not see
-    those jobs. A job gets the first type of its
+    when the script file changes). The map's identity is its `#@map ID T` line (ID: the hash of the map's content;
+    T: the time of the snapshot it was computed from, new with every publication: each poll, a new daemon),
+    else its text: a map with another identity starts with nothing spent, even if its content is one spent
+    against before — but for the GPUs handed out since its snapshot was taken (T in unix seconds, less SF.SKEW =
+    3 s): that snapshot did not see those jobs. A job gets the first type of its
     line whose room is not used up by those counts (a job of N GPUs needs N left, and N at most the type's
     BLOCK; on a type with a BLOCK, i.e. free room, also what every account was handed out there within the
     map's `#@free TYPE:N,...` GPUs idle for everyone, so two accounts' free rooms on the same idle GPUs do not
@@ -211,6 +213,10 @@ function SF.parse_map(text)
 		elseif line:match("^#@untyped%s+[%w_.%-]+%s+%d+$") then
 			local acct, gpus = line:match("^#@untyped%s+(%S+)%s+(%d+)$")
 			map.untyped[acct] = tonumber(gpus)
+		elseif line:match("^#@types%s+%S+$") then
+			for gtype in line:match("^#@types%s+(%S+)$"):gmatch("[^,]+") do
+				map.types[gtype] = true -- every type of the map's account lines (those are read when needed)
+			end
 		elseif line == "#@listed-only" then
 			map.listed_only = true -- a pilot: accounts without a line are not slurm-fair's to type
 		elseif line ~= "" and line:sub(1, 1) ~= "#" then
@@ -271,7 +277,7 @@ function SF.parse_map(text)
 	return map
 end
 
--- GPUs handed out per account and type against the map with identity `ident` (its `#@map ID`, else its text;
+-- GPUs handed out per account and type against the map with identity `ident` (its `#@map ID T`, else its text;
 -- kept between submissions: the Lua state lives as long as slurmctld does not reload the script). The key
 -- SF.UNTYPED counts the GPUs left untyped under the account's `#@untyped` room. `log` lists what was handed out
 -- and when ({t, key, type, gpus}): a new map whose snapshot was taken at T (`#@map ID T`) has not seen what was
@@ -650,12 +656,21 @@ function SF.loose_room(map, account, class_order, allowed, slow)
 	return room
 end
 
--- The map as last parsed, and the key it was read under (kept between submissions in the Lua state, like
--- SF.state): {path=, key=, text=, map=, kind=, msg=}. A map whose first line is `#@map ID [T]` (the daemon writes
--- a new one with every publication) is keyed by that line and the file's size: a submission reads one line and
--- re-parses the map only when it changed. Any other map is keyed by its whole text (read every time, parsed
--- once per change).
+-- The map as last read, and the key it was read under (kept between submissions in the Lua state, like
+-- SF.state): {path=, key=, text=, bodykey=, map=, kind=, msg=}. A map whose first line is `#@map ID [T]` is
+-- keyed by that line and the file's size: a submission reads one line and reads the map again only when it
+-- changed. Any other map is keyed by its whole text (read every time, parsed once per change).
+--
+-- An indexed map (every map the daemon writes: `#@map ID [T]`, its fresh lines `#@expires`/`#@soon`, then
+-- `#@index G I N`): after the index line come G bytes of head (the lines every job may need: `@classes`,
+-- `#@free`, `#@partition`, `#@listed-only`, `#@types`, the `*` and `*/CLASS` lines), I bytes of index (N lines
+-- `#@at ACCOUNT OFFSET LENGTH`), then the accounts' sections (an account's line, its `#@untyped`, its class and
+-- `#@speed` lines), at OFFSET bytes from the end of the index. Only the head is parsed when the map changes,
+-- and an account's section the first time one of its jobs needs it (SF.load_account). The ID is the hash of
+-- everything from the index line on, so a publication with the same content (a poll in which nothing changed)
+-- has the same ID: the head and the sections read stay parsed, only the fresh lines are read again.
 SF.cache = {}
+SF.FRESH_MAX = 1024 -- fresh lines read at most before the index line (past it: a map without an index)
 
 local function parsed(path, key, text)
 	local c = SF.cache
@@ -680,8 +695,125 @@ local function parsed(path, key, text)
 	return c
 end
 
--- Read the map (parsed once per change, SF.cache). Returns map | nil, kind ("missing" | "broken"), message.
-function SF.read_map(path)
+-- The fresh lines after the first (`#@expires`, `#@soon`) and the `#@index` line that ends them; nil when the
+-- map has no index (a map of an older daemon, or written by hand).
+local function fresh_lines(f)
+	local lines = {}
+	for _ = 1, SF.FRESH_MAX do
+		local line = f:read("*l")
+		if line == nil then
+			return nil
+		elseif line:match("^#@index") then
+			return lines, line
+		elseif not (line:match("^#@expires%s") or line:match("^#@soon%s")) then
+			return nil
+		end
+		lines[#lines + 1] = line
+	end
+	return nil
+end
+
+-- An indexed map (above), `f` just past its index line. Returns map | nil, "broken", message; keeps it in
+-- SF.cache. The head and the sections already read are kept while the ID and the sizes stay the same.
+local function read_indexed(f, path, key, first, size, fresh, index_line)
+	local function broken(msg)
+		SF.cache = { path = path, key = key, kind = "broken", msg = path .. ": " .. msg }
+		return nil, "broken", SF.cache.msg
+	end
+	local g, i = index_line:match("^#@index%s+(%d+)%s+(%d+)%s+%d+$")
+	if not g then
+		return broken("bad index line '" .. index_line .. "'")
+	end
+	g, i = tonumber(g), tonumber(i)
+	local base = f:seek("cur")
+	if not base or base + g + i > size then
+		return broken("its index line says more bytes than the file has")
+	end
+	local bodykey = table.concat({ path, first:match("^#@map%s+(%S+)"), g, i, size - base }, "\0")
+	local map = SF.cache.bodykey == bodykey and SF.cache.map
+	if not map then
+		local head = g > 0 and f:read(g) or ""
+		local index = i > 0 and f:read(i) or ""
+		if #head ~= g or #index ~= i or (i > 0 and index:sub(-1) ~= "\n") then
+			return broken("its index line does not match the file")
+		end
+		local perr
+		map, perr = SF.parse_map(head)
+		if not map then
+			return broken("(head) " .. perr)
+		end
+		map.index, map.body, map.body_len, map.loaded = "\n" .. index, base + g + i, size - base - g - i, {}
+	end
+	local fm = SF.parse_map(first .. "\n" .. table.concat(fresh, "\n"))
+	if not fm then
+		return broken("bad fresh lines")
+	end
+	map.id, map.taken_at, map.expires, map.soon = fm.id, fm.taken_at, fm.expires, fm.soon
+	SF.cache = { path = path, key = key, bodykey = bodykey, map = map }
+	return map
+end
+
+-- Read account's section of an indexed map into `map` (once: map.loaded[account] is true, or the problem);
+-- `f` is the map file open. Returns true | nil, message (a section not where the index says, a line of
+-- another account in it, a bad line: the map is broken for this account's jobs). An account without a
+-- section (no `#@at` line) has no line: the `*` line is its.
+function SF.load_account(f, map, account, path)
+	if not map.index or account == nil then
+		return true
+	end
+	local done = map.loaded[account]
+	if done then
+		return done == true or nil, done
+	end
+	local off, len = map.index:match("\n#@at " .. account:gsub("%p", "%%%0") .. " (%d+) (%d+)\n")
+	if not off then
+		map.loaded[account] = true
+		return true
+	end
+	off, len = tonumber(off), tonumber(len)
+	local sec, err = nil, nil
+	if off + len <= map.body_len and f:seek("set", map.body + off) then
+		sec = f:read(len)
+	end
+	if not sec or #sec ~= len or sec:sub(-1) ~= "\n" then
+		err = string.format("%s: the section of account '%s' (%d bytes at %d) is not where its index says", path,
+			account, len, off)
+	else
+		for line in sec:gmatch("([^\n]*)\n") do
+			local who = line:match("^#@untyped%s+(%S+)") or line:match("^#@speed%s+([^/%s]+)/")
+				or line:match("^([^/%s#]+)[/%s]")
+			if who ~= account then
+				err = string.format("%s: the section of account '%s' has the line '%s'", path, account, line)
+				break
+			end
+		end
+	end
+	if not err then
+		local sm, perr = SF.parse_map(sec)
+		if not sm then
+			err = string.format("%s (section of account '%s') %s", path, account, perr)
+		else
+			for _, t in ipairs({ "entries", "classes", "slow", "untyped", "types" }) do
+				for k, v in pairs(sm[t]) do
+					map[t][k] = v
+				end
+			end
+			for k, v in pairs(sm.speed or {}) do
+				map.speed = map.speed or {}
+				map.speed[k] = v
+			end
+		end
+	end
+	map.loaded[account] = err or true
+	if err then
+		return nil, err
+	end
+	return true
+end
+
+-- Read the map (parsed once per change, SF.cache) and, of an indexed map, `account`'s section (nil: none).
+-- Returns map | nil, kind ("missing" | "broken"), message.
+function SF.read_map(path, account)
 	local f, err, code = io.open(path, "r")
 	if not f then
 		if code == ENOENT then
@@ -696,14 +828,27 @@ function SF.read_map(path)
 	end
 	local key, text = nil, nil
 	if first and first:match("^#@map%s+%S+") then
-		key = first .. "\0" .. tostring(f:seek("end"))
-		local c = SF.cache
+		local size = f:seek("end")
+		key = first .. "\0" .. tostring(size)
+		local c, map, kind, msg = SF.cache, nil, nil, nil
 		if c.path == path and c.key == key then
-			f:close()
-			if c.map then
-				return c.map
+			map, kind, msg = c.map, c.kind, c.msg
+		else
+			f:seek("set", #first + 1)
+			local fresh, index_line = fresh_lines(f)
+			if index_line then
+				map, kind, msg = read_indexed(f, path, key, first, size, fresh, index_line)
 			end
-			return nil, c.kind, c.msg
+		end
+		if map then
+			local ok, lerr = SF.load_account(f, map, account, path)
+			if not ok then
+				map, kind, msg = nil, "broken", lerr
+			end
+		end
+		if map or kind then
+			f:close()
+			return map, kind, msg
 		end
 	end
 	if first ~= nil then
@@ -819,7 +964,7 @@ function SF.submit(job_desc, part_list, uid)
 			.. ", which a GPU type could contradict (request a type explicitly to get one)")
 	end
 	local path = SF.map_path()
-	local map, kind, msg = SF.read_map(path)
+	local map, kind, msg = SF.read_map(path, account)
 	if not map then
 		if kind == "missing" then -- shadow mode publishes none, nor a daemon not yet started: not news to users
 			slurm.log_info("job_submit.lua: uid=%s account=%s: no GPU type map yet (%s), untyped request passed "

@@ -1,7 +1,7 @@
 """The simulated ``job_submit.lua``: the published type map as the script reads it, and its choice of a GPU type
 for an untyped request (:class:`SubmitMap`, used by :class:`.cluster.SimCluster`). It mirrors the script's rules
 (docs/typing.md): rooms counted per publication (each ``set`` without the previous ``map_id`` is a new map, as
-``#@map ID`` is in the daemon's file), the shared free pool (``#@free``), class lines with their slow types
+``#@map ID T`` is in the daemon's file: the same content from a later snapshot is a new ``T``), the shared free pool (``#@free``), class lines with their slow types
 (``TYPE:0``) and the account's untyped room (``#@untyped``). In simulated time the snapshot and the publication
 are one instant, so nothing handed out carries over from one map to the next."""
 

@@ -7,6 +7,7 @@ import stat
 from dataclasses import replace as _replace
 import subprocess
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -181,7 +182,7 @@ def test_retype_moves_give_a_freed_type_to_the_job_that_has_waited_longest_first
 # ------------------------------------------------------------------------------------------- publish
 
 
-def test_render_map_sorted_default_last_and_never_broken():
+def test_render_map_default_in_the_head_accounts_sorted_and_never_broken():
     T = P.Target
     text = type_map_file.render_map({"*": T((("a100", 4),), "most idle", {"a100": 4}),
                                "acct_b": T((("k80", 2), ("v100", 0)), "why\nnot", {}, (0, 1)),
@@ -191,8 +192,9 @@ def test_render_map_sorted_default_last_and_never_broken():
                                "*/rl": T((("k80", 0),), "c"), "acct_a/x y": T((("k80", 0),), "c")},
                               ("name",))
     body = [ln for ln in text.splitlines() if not ln.startswith("#")]
-    assert body == ["@classes name", "*/rl k80", "acct_a v100:1", "acct_a/cnn v100,k80", "acct_b k80:2|v100:0 why not",
-                    "* a100:4:4 most idle"]
+    # the '*' and '*/CLASS' lines in the head (read for every job), then each account's section, in name order
+    assert body == ["@classes name", "* a100:4:4 most idle", "*/rl k80", "acct_a v100:1", "acct_a/cnn v100,k80",
+                    "acct_b k80:2|v100:0 why not"]
 
 
 def test_partition_types_are_the_gpu_types_of_each_partitions_nodes():
@@ -214,12 +216,12 @@ def test_render_map_partition_lines_after_classes_sorted_and_never_broken():
     text = type_map_file.render_map({"acct_a": T((("a100", 2), ("v100", 1)), "room"), "*": T((("k80", 1),), "free")},
                               ("comment",), parts)
     lines = text.splitlines()
-    assert [ln for ln in lines if not ln.startswith("# ")] == [
+    assert [ln for ln in lines if not ln.startswith(("# ", "#@index ", "#@at ", "#@types "))] == [
         "@classes comment", "#@partition p1 a100", "#@partition p2 k80,v100", "#@partition p4 k80",
-        "acct_a a100:2,v100:1 room", "* k80:1 free"]
+        "* k80:1 free", "acct_a a100:2,v100:1 room"]
     # without partitions: no partition line (a map as before)
     assert not [ln for ln in type_map_file.render_map({"*": T((("k80", 1),), "free")}).splitlines()
-                if ln.startswith("#@")]
+                if ln.startswith("#@partition")]
 
 
 def test_write_map_atomic_mode_mtime_and_only_on_change(tmp_path):
@@ -321,32 +323,73 @@ def test_explore_plan_moves_one_unused_gpu_of_a_hard_cap_to_an_unprofiled_type_n
 def test_render_map_listed_only_for_a_pilot():
     T = P.Target
     text = type_map_file.render_map({"acct_a": T((("v100", 2),), "room")}, ("comment",), listed_only=True)
-    assert [x for x in text.splitlines() if not x.startswith("# ")] == ["@classes comment", "#@listed-only",
-                                                                       "acct_a v100:2 room"]
+    assert [x for x in text.splitlines() if not x.startswith(("# ", "#@index ", "#@at ", "#@types "))] == [
+        "@classes comment", "#@listed-only", "acct_a v100:2 room"]
     assert "#@listed-only" not in type_map_file.render_map({"acct_a": T((("v100", 2),), "room"), "*": T((("k80", 1),), "")})
 
 
 # ------------------------------------------------------------------------------------------- map identity, untyped room
 
 
-def test_every_publication_is_a_new_map_identity(tmp_path):
-    """Rooms spent at submission count only against the map they were spent on: each publication (a poll, a new
-    daemon) carries a new ``#@map ID``, so the file changes even when the rooms do not."""
-    targets = {"acct_a": P.Target((("v100", 1),), "room")}
+def test_the_map_id_changes_only_when_the_content_does(tmp_path):
+    """Issue 40 item 4: each poll publishes the map again (a new snapshot time, a new ``#@expires``, new
+    ``#@soon`` times), but its ``#@map ID`` is the hash of the content, so slurmctld parses it again only when
+    the content changed; what carries time is read fresh (the first lines, before ``#@index``)."""
+    T = P.Target
+    targets = {"acct_a": T((("v100", 1),), "room", soon={"v100": {1: 1500}}), "*": T((("k80", 2),), "free")}
     text = type_map_file.render_map(targets, map_id="abc-1")
     assert text.splitlines()[0] == "#@map abc-1"  # first: job_submit.lua caches the parsed map by this line
     with pytest.raises(ValueError, match="map_id"):
         type_map_file.render_map(targets, map_id="a b")
     path = tmp_path / "gpu_type_map.txt"
-    assert type_map_file.write_type_map(path, targets)
-    first = path.read_text()
-    assert type_map_file.write_type_map(path, targets)  # the same rooms, a new publication: rewritten
-    second = path.read_text()
-    ids = [next(ln for ln in t.splitlines() if ln.startswith("#@map ")) for t in (first, second)]
-    token1, n1 = ids[0].split()[1].rsplit("-", 1)
-    token2, n2 = ids[1].split()[1].rsplit("-", 1)
-    assert token1 == token2 and int(n2) == int(n1) + 1
-    assert first.replace(ids[0], "") == second.replace(ids[1], "")
+
+    def poll(tg, taken_at, soon_at=1500):
+        tg = {k: (T(v.types, v.reason, soon={"v100": {1: soon_at}}) if k == "acct_a" else v) for k, v in tg.items()}
+        changed = type_map_file.write_type_map(path, tg, taken_at=taken_at, max_age=900, now=taken_at + 2)
+        lines = path.read_text().splitlines()
+        return changed, lines[0].split()[1], lines
+
+    changed, id1, lines1 = poll(targets, 1000)
+    assert changed and lines1[:4] == [f"#@map {id1} 1000", "#@expires 1902", "#@soon v100 1:1500", lines1[3]]
+    assert lines1[3].startswith("#@index ")
+    changed, id2, lines2 = poll(targets, 1010, soon_at=1520)  # the next poll: nothing changed but the time
+    assert changed and id2 == id1  # rewritten (fresh lines), the same identity
+    assert lines2[:3] == [f"#@map {id1} 1010", "#@expires 1912", "#@soon v100 1:1520"] and lines2[3:] == lines1[3:]
+    assert id1 == type_map_file.content_id("\n".join(lines1[3:]) + "\n")  # the hash of the index line on
+    more = dict(targets, acct_a=T((("v100", 2),), "room"))  # one room more: a new identity
+    _c, id3, _l = poll(more, 1020)
+    assert id3 != id1
+    _c, id4, _l = poll(dict(targets, acct_a=T((("v100", 1),), "other reason")), 1030)
+    assert id4 not in (id1, id3)  # a reason is content too (the user is told it)
+    _c, id5, _l = poll(targets, 1040)
+    assert id5 == id1  # back to the first content: its identity (the snapshot time keeps spent rooms apart)
+
+
+def test_the_index_gives_each_accounts_section():
+    """The layout job_submit.lua reads without parsing every line: ``#@index G I N`` then G bytes of head, I bytes
+    of ``#@at ACCOUNT OFFSET LENGTH`` lines, and each account's section at OFFSET bytes from the end of the index
+    (an account's lines grouped even where ``acct-x`` sorts between ``acct`` and ``acct/cls``; byte offsets,
+    a reason of non-ASCII text included)."""
+    T = P.Target
+    targets = {"acct": T((("v100", 1),), "grüße", untyped=2), "acct-x": T((("k80", 2),), "x"),
+               "acct/cnn": T((("v100", 0), ("k80", 0)), "c", speeds={"v100": 1000, "k80": 400}),
+               "*": T((("k80", 2),), "free"), "*/rl": T((("k80", 0),), "c")}
+    data = type_map_file.render_map(targets, map_id=type_map_file.CONTENT_ID, taken_at=1000).encode()
+    lines = data.split(b"\n")
+    assert lines[1].startswith(b"#@index ")
+    g, i, n = (int(x) for x in lines[1].split()[1:])
+    base = len(lines[0]) + 1 + len(lines[1]) + 1
+    head, index = data[base:base + g].decode(), data[base + g:base + g + i].decode()
+    assert "* k80:2 free" in head.splitlines() and "*/rl k80" in head.splitlines()
+    assert "#@types k80,v100" in head.splitlines()
+    body = base + g + i
+    sections = {}
+    for ln in index.splitlines():
+        _at, acct, off, size = ln.split()
+        sections[acct] = data[body + int(off):body + int(off) + int(size)].decode()
+    assert n == 2 and sections == {
+        "acct": "acct v100:1 grüße\n#@untyped acct 2\nacct/cnn v100,k80\n#@speed acct/cnn v100:1000,k80:400\n",
+        "acct-x": "acct-x k80:2 x\n"}
 
 
 def test_untyped_room_is_the_room_every_types_limit_leaves():
@@ -388,14 +431,18 @@ def test_targets_carry_the_untyped_room_and_the_map_writes_it():
 @pytest.mark.skipif(shutil.which("lua5.1") is None, reason="lua5.1 not installed (apt-get install lua5.1)")
 def test_a_new_publication_of_the_same_rooms_starts_unspent_in_job_submit_lua(tmp_path):
     """The issue's testbed failure: the controller's Lua state had spent the rooms of a map whose text a new
-    daemon published again, and typed a flood onto one type of an idle cluster. With an identity per
-    publication the script starts each map unspent; a job that fits no room stays untyped within #@untyped."""
+    daemon published again, and typed a flood onto one type of an idle cluster. Rooms are spent per map
+    identity and snapshot time (``#@map ID T``): a publication from a later snapshot starts unspent (but for
+    what was handed out since T), even with the same content (the same ID); a job that fits no room stays untyped
+    within #@untyped."""
     path = tmp_path / "gpu_type_map.txt"
     targets = {"acct_a": P.Target((("v100", 1), ("k80", 1)), "room", {"v100": 1, "k80": 1}, (), 1)}
-    type_map_file.write_type_map(path, targets)
+    now = int(time.time())
+    type_map_file.write_type_map(path, targets, taken_at=now - 100)
     shutil.copy(REPO / "etc" / "job_submit.lua", tmp_path / "slurm_fair_submit.lua")
-    again = tmp_path / "next.txt"  # the next publication of the same rooms, copied over the map below
-    again.write_text(type_map_file.render_map(targets, map_id=type_map_file.new_map_id()))
+    again = tmp_path / "next.txt"  # the next publication of the same rooms (a later snapshot), copied over the map
+    again.write_text(type_map_file.render_map(targets, map_id=type_map_file.CONTENT_ID, taken_at=now + 100))
+    assert again.read_text().splitlines()[0].split()[1] == path.read_text().splitlines()[0].split()[1]  # same id
     probe = (
         "slurm = {SUCCESS = 0, ERROR = -1, log_info = function() end, log_error = function() end,"
         " log_user = function() end}\n"
@@ -584,3 +631,77 @@ def test_a_job_behind_others_waits_for_its_own_type_as_backfill_plans_the_queue(
     assert P.retype_moves(p, s, throughput=SLOW_THR) == []
     forever = _replace(s, jobs=tuple(_replace(j, time_limit=None) for j in running) + (ahead, r18))
     assert [(m.job_id, m.new_type) for m in P.retype_moves(p, forever, throughput=SLOW_THR)] == [(1, "k80")]
+
+
+@pytest.mark.skipif(shutil.which("lua5.1") is None, reason="lua5.1 not installed (apt-get install lua5.1)")
+def test_job_submit_lua_reads_the_daemons_indexed_map_as_the_same_map_read_whole(tmp_path):
+    """The writer and the script agree on the layout: for every account of a map the daemon's renderer wrote
+    (classes, speeds, untyped room, tiers, a '*' and a '*/CLASS' line, a name with pattern characters), the
+    script reading it through the index (head and the account's section alone) types a burst of jobs exactly
+    as it does reading the same map whole (the index line taken out: an older daemon's map), and reads only the
+    sections of the accounts that submitted."""
+    T = P.Target
+    targets = {"*": T((("k80", 4), ("v100", 1)), "free", {"k80": 4}), "*/rl": T((("k80", 0), ("v100", 0)), "c"),
+               "acct_a": T((("a100", 1), ("v100", 2), ("k80", 1)), "room a", {"a100": 1}, (0, 0, 1), untyped=1),
+               "acct_a/cnn": T((("v100", 0), ("a100", 0)), "c", slow=frozenset({"a100"})),
+               "acct.b-1": T((("v100", 3),), "room b"), "acct_c": T((("a100", 2), ("k80", 1)), "room c"),
+               "acct_c/rl": T((("k80", 0),), "c")}
+    text = type_map_file.render_map(targets, ("comment",), (P.PartitionTypes("gpu", ("a100", "k80", "v100")),),
+                                    map_id=type_map_file.CONTENT_ID, taken_at=1000, expires=4_000_000_000)
+    (tmp_path / "indexed.txt").write_text(text)
+    (tmp_path / "whole.txt").write_text("".join(ln for ln in text.splitlines(True) if not ln.startswith("#@index ")))
+    accounts = ["acct_a", "acct.b-1", "acct_c", "acct_none", "acctXb-1"]
+    probe = (
+        "slurm = {SUCCESS = 0, ERROR = -1, log_info = function() end, log_user = function() end,"
+        " log_error = function(...) print('ERROR', string.format(...)) end}\n"
+        f"local sf = dofile('{REPO}/etc/job_submit.lua')\n"
+        "sf.clock = function() return 2000 end\n"
+        "local out = {}\n"
+        "for _, a in ipairs({'" + "','".join(accounts) + "'}) do for _, c in ipairs({'', 'class=cnn', 'class=rl'}) do"
+        " for _ = 1, 3 do local j = {account = a, tres_per_node = 'gres:gpu:1', comment = c}\n"
+        "  assert(sf.job_submit(j, {gpu = {flag_default = 1}}, 0) == 0); out[#out + 1] = j.tres_per_node end end end\n"
+        "local read = {} for a, v in pairs(sf.cache.map.loaded or {}) do read[#read + 1] = a end table.sort(read)\n"
+        "print(table.concat(out, ' ')) print(table.concat(read, ' '))\n")
+    runs = {}
+    for form in ("indexed", "whole"):
+        r = subprocess.run(["lua5.1", "-", str(tmp_path / f"{form}.txt")], input=probe.replace(
+            "sf.clock =", f"sf.map_file = '{tmp_path / form}.txt'\nsf.clock ="), capture_output=True, text=True,
+            timeout=30)
+        assert r.returncode == 0 and "ERROR" not in r.stdout, r.stdout + r.stderr
+        runs[form] = r.stdout.splitlines()
+    assert runs["indexed"][0] == runs["whole"][0]
+    assert runs["indexed"][0].split()[:3] == ["gres:gpu:a100:1", "gres:gpu:v100:1", "gres:gpu:v100:1"]
+    assert runs["indexed"][1] == "acct.b-1 acctXb-1 acct_a acct_c acct_none"  # each read once (none: no section)
+    assert runs["whole"][1] == ""  # read whole: no sections
+
+
+def test_a_poll_in_which_nothing_changed_publishes_the_same_map_id(tmp_path):
+    """The daemon's own path (a round, then service.refresh_type_map from each poll's snapshot): polls 10 s apart
+    on a cluster where nothing started or ended rewrite the map (a new snapshot time T and #@expires) under the
+    same ``#@map ID``; a poll after a job arrived (its account's untyped room changes) publishes a new ID."""
+    from slurm_fair import config
+    from slurm_fair.daemon import service
+    from slurm_fair.daemon.round import run_round
+    from slurm_fair.sim.cluster import SimCluster, cluster_spec
+    from slurm_fair.sim.traces import TraceJob
+    from slurm_fair.store import Store
+
+    thr = {"fast": {"k80": 1.0, "v100": 3.0}, "flat": {"k80": 1.0, "v100": 2.0}}
+    jobs = [TraceJob(f"{a}{i}", 0.0, a, c, 1, 1e6) for i in range(2) for a, c in (("a", "fast"), ("b", "flat"))]
+    jobs.append(TraceJob("late", 25.0, "a", "fast", 1, 1e6))
+    path = tmp_path / "gpu_type_map.txt"
+    cfg = config.from_dict({"daemon": {"database": str(tmp_path / "s.sqlite"), "dry_run": False},
+                            "submit": {"type_map": str(path)}})
+    cluster = SimCluster(cluster_spec("k80=4,v100=4", 2), {"a": 1, "b": 1}, thr, jobs, epoch=1.7e9)
+    cluster.advance(0.0)
+    with Store(cfg.database_path) as store:
+        res = run_round(cluster, store, cfg, "oef-coop", now=cluster.clock())
+    assert res.status == "ok" and path.exists()
+    first = []
+    for t in (5.0, 15.0, 30.0):
+        cluster.advance(t)
+        assert service.refresh_type_map(res, cluster.snapshot(), cfg)  # rewritten every poll (T, #@expires)
+        first.append(path.read_text().splitlines()[0].split())
+    (_m, id1, t1), (_m2, id2, t2), (_m3, id3, _t3) = first
+    assert id1 == id2 and int(t2) == int(t1) + 10  # nothing changed: the same identity, a later snapshot
+    assert id3 != id1  # the late job arrived (pending): the content changed

@@ -148,7 +148,10 @@ def test_daemon_round_publishes_the_planned_types(testbed, type_map, tmp_path):
                              ",".join(g + (":0" if g in t.get("slow", ()) else "") for g, _n in t["types"]))
                          for k, t in planned.items()}
     assert "*" in published and {"acct_a", "acct_b", "acct_c"} <= set(published)
-    assert lines[-1].startswith("* ")
+    assert lines[0].startswith("* ")  # the default line in the head, before the accounts' sections (the index)
+    head = type_map.read_text().splitlines()
+    assert head[0].startswith("#@map ")  # then the fresh lines, then the index line
+    assert next(ln for ln in head[1:] if not ln.startswith(("#@expires ", "#@soon "))).startswith("#@index ")
     # two jobs run, every other GPU is free and nobody waits: each account's line lends them all, fastest
     # type first, each with its free room (the V100 and K80 nodes each run one of the jobs)
     rooms = {g: int(n) for g, n, *_b in (c.split(":") for c in published["acct_a"].split(","))}
