@@ -61,6 +61,9 @@ def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Config)
     accounts and form one more group, ranked above every account (it takes the top band of ``m + 1``), first
     come first (submit time, then job id) inside it — as Slurm's age factor would lift them, so that no
     deficit order can hold a job back for ever. An account whose every pending job is aged has no band.
+
+    A pilot (``limits.accounts`` set): the bands above only rank the pilot's jobs (the fair plan); the values
+    written are :func:`pilot_factors` of that ranking, which keeps every other job's place in Slurm's queue.
     """
     pr = cfg.priority
     levels = int(pr.levels)
@@ -72,7 +75,10 @@ def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Config)
         if j.job_id not in old:
             by_acct.setdefault(j.account, []).append(j)
     groups = [[j for j in jobs if j.job_id in old]] if old else []
-    before = {a: max(int(j.site_factor) for j in js) for a, js in by_acct.items()}
+    pilot = bool(cfg.limits.accounts)
+    # last round's order of the accounts (ties of deficit keep it): their jobs' highest SiteFactor, in a pilot
+    # their highest priority (a pilot's SiteFactor is a swap of priorities, not a band)
+    before = {a: max(int(j.priority if pilot else j.site_factor) for j in js) for a, js in by_acct.items()}
     groups += [by_acct[a] for a in account_order(by_acct, deficits, before)]
     m = len(groups)
     out: dict[int, int] = {}
@@ -83,7 +89,30 @@ def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Config)
         for i, j in enumerate(sorted(group, key=lambda j: (j.submit_time, j.job_id))):
             level = min(lo + max(width - 1 - i, 0), levels - 1)
             out[j.job_id] = level_value(level, pr.site_factor_min, pr.site_factor_max, levels)
-    return out
+    return pilot_factors(jobs, out) if pilot else out
+
+
+def pilot_factors(jobs: Iterable[Job], fair: Mapping[int, int]) -> dict[int, int]:
+    """A pilot's SiteFactors: the pilot's pending jobs swap their places in Slurm's queue among themselves, in
+    the fair plan's order, and take no other job's place (job id -> SiteFactor; pure).
+
+    Each job's own priority, its *base*, is Slurm's priority without SiteFactor: ``priority - site_factor``
+    (squeue's priority less sprio's SiteFactor). The bases of the pilot's jobs, highest first, are the pilot's
+    *slots*; the jobs ranked by ``fair`` (highest value first, then submit time, then id) take them in turn —
+    the first the highest slot, the second the next … — and each gets ``SiteFactor = its slot - its base``, so
+    its priority becomes its slot. The pilot's priorities are then the same numbers as without slurm-fair, only
+    on other jobs of the pilot: for every priority ``p``, as many pilot jobs are above ``p`` (and as many equal
+    to it) as before. A job outside the pilot keeps its own priority (it gets no SiteFactor), so it has exactly
+    as many pilot jobs ahead of it, and the same place in the queue, as the site's own priority gives it; jobs
+    outside the pilot keep their order among themselves. SiteFactors may be negative (a job swapped lower).
+    Equal priorities stay equal: Slurm's own tie-break orders them, not ``fair``. What it cannot hold: Slurm
+    recomputes priorities every ``PriorityCalcPeriod`` and a job's age and fair-share factors move between
+    rounds, so a slot moves with its new holder's factors until the next round swaps again."""
+    js = list(jobs)
+    base = {j.job_id: int(j.priority) - int(j.site_factor) for j in js}
+    slots = sorted(base.values(), reverse=True)
+    ranked = sorted(js, key=lambda j: (-int(fair.get(j.job_id, 0)), j.submit_time, j.job_id))
+    return {j.job_id: slot - base[j.job_id] for j, slot in zip(ranked, slots)}
 
 
 def account_order(accounts: Iterable[str], deficits: Mapping[str, float],
