@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable, Mapping
 
 from ...config import Config
@@ -16,7 +17,33 @@ from .eligible import startable
 #: requeued one's job to give its GPUs back to the other (issue 39).
 DEFICIT_TOL = 1.0
 
+#: ``priority.site_factor_max = "auto"`` where the site's priority weights are all 0 or unknown (SiteFactor
+#: alone orders the jobs then, so no range can swamp them)
+AUTO_RANGE = 100000
+
 # ------------------------------------------------------------------------------------------- priorities
+
+
+def factor_range(cfg: Config, weights: int | None = None) -> tuple[int, int, int]:
+    """(lowest, highest SiteFactor, levels) of ``[priority]``: ``site_factor_max = "auto"`` is
+    ``site_factor_min`` + ``weights`` (the sum of the site's ``PriorityWeight*``, ``cluster.ctld_config.weights_sum``),
+    or + :data:`AUTO_RANGE` where that is 0 or None; ``levels`` at most one per value of the range."""
+    pr = cfg.priority
+    lo = int(pr.site_factor_min)
+    if pr.site_factor_max == "auto":
+        hi = lo + (int(weights) if weights and weights > 0 else AUTO_RANGE)
+    else:
+        hi = int(pr.site_factor_max)
+    return lo, hi, max(1, min(int(pr.levels), hi - lo + 1))
+
+
+def with_weights(cfg: Config, weights: int | None) -> Config:
+    """``cfg`` with ``site_factor_max = "auto"`` (and ``levels``) resolved against the site's priority weights
+    (their sum; None: unknown) — what a round plans with. A configured number is kept."""
+    if cfg.priority.site_factor_max != "auto":
+        return cfg
+    _lo, hi, levels = factor_range(cfg, weights)
+    return replace(cfg, priority=replace(cfg.priority, site_factor_max=hi, levels=levels))
 
 
 def update_deficit(deficits: Mapping[str, float], ideal: Mapping[str, float], received: Mapping[str, float],
@@ -45,7 +72,7 @@ def aged(snapshot: Snapshot, cfg: Config) -> set[int]:
 
 
 def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Config) -> dict[int, int]:
-    """SiteFactor for every pending GPU job that could start (:func:`.eligible.startable`; not held, dependent …) (job id -> int in [site_factor_min, site_factor_max]).
+    """SiteFactor for every pending GPU job that could start (:func:`.eligible.startable`; not held, dependent …) (job id -> int in :func:`factor_range`).
 
     Accounts with pending GPU jobs are ranked by deficit (largest first; equal deficits, within
     :data:`DEFICIT_TOL`, keep last round's order — read from their jobs' SiteFactor now — then name:
@@ -65,8 +92,7 @@ def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Config)
     A pilot (``limits.accounts`` set): the bands above only rank the pilot's jobs (the fair plan); the values
     written are :func:`pilot_factors` of that ranking, which keeps every other job's place in Slurm's queue.
     """
-    pr = cfg.priority
-    levels = int(pr.levels)
+    least, most, levels = factor_range(cfg)
     jobs = [j for j in gpu_jobs(snapshot, cfg.cluster.partitions, cfg.limits.accounts)
             if startable(j)]  # held, dependent, future jobs are not demand (.eligible): no band for them
     old = aged(snapshot, cfg)
@@ -88,7 +114,7 @@ def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Config)
         width = hi - lo
         for i, j in enumerate(sorted(group, key=lambda j: (j.submit_time, j.job_id))):
             level = min(lo + max(width - 1 - i, 0), levels - 1)
-            out[j.job_id] = level_value(level, pr.site_factor_min, pr.site_factor_max, levels)
+            out[j.job_id] = level_value(level, least, most, levels)
     return pilot_factors(jobs, out) if pilot else out
 
 
