@@ -72,10 +72,10 @@ def aged(snapshot: Snapshot, cfg: Config) -> set[int]:
 
 
 def site_factors(snapshot: Snapshot, deficits: Mapping[str, float], cfg: Config) -> dict[int, int]:
-    """SiteFactor for every pending GPU job that could start (:func:`.eligible.startable`; not held, dependent …) (job id -> int in :func:`factor_range`).
+    """SiteFactor for every pending GPU job that could start (:func:`.eligible.startable`; not held, dependent …) (job id -> int: in :func:`factor_range`, except in a pilot).
 
     Accounts with pending GPU jobs are ranked by deficit (largest first; equal deficits, within
-    :data:`DEFICIT_TOL`, keep last round's order — read from their jobs' SiteFactor now — then name:
+    :data:`DEFICIT_TOL`, keep last round's order — read from their jobs' SiteFactor now, in a pilot their priority — then name:
     :func:`account_order`); within an account,
     jobs are ranked longest-waiting first (submit time, then job id): OEF's round robin by starvation.
     The ``L = priority.levels`` levels are split into one band per account, the higher ranked account's band
