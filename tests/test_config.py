@@ -30,7 +30,7 @@ def test_defaults(tmp_path):
     assert (cfg.cluster.backend, cfg.cluster.timeout, cfg.cluster.partitions) == ("auto", 30, ())
     assert cfg.classes.order == ("comment", "wckey", "name")
     assert dict(cfg.tenants.map) == {} and dict(cfg.tenants.weights) == {}
-    assert (cfg.priority.site_factor_min, cfg.priority.site_factor_max, cfg.priority.levels) == (0, 100000, 10000)
+    assert (cfg.priority.site_factor_min, cfg.priority.site_factor_max, cfg.priority.levels) == (0, "auto", 10000)
     assert cfg.limits.manage is True and cfg.limits.accounts == ()
     assert cfg.database_path == Path("/var/lib/slurm-fair/slurm-fair.sqlite")
     assert cfg.source == str(tmp_path / "slurm-fair.toml")

@@ -105,9 +105,9 @@ def preflight_cmd(config_path: str | None, as_json: bool) -> None:
     """Check what rounds need (root or sacctmgr AdminLevel=Operator, limits enforced, typed GPU TRES tracked,
     multifactor priority for SiteFactor, job_submit.lua and a writable type map next to it, the hooks, a
     writable database, the partitions and accounts the configuration names) and list what will override
-    slurm-fair (a QOS GPU limit that can bind is a problem unless limits.qos_accepted names it; partition QOS,
-    accounts with limits of their own, parents of the account tree, a SiteFactor range above the site's
-    priority weights are notes). Exit 1 with every problem named."""
+    slurm-fair (a QOS GPU limit that can bind is a problem unless limits.qos_accepted names it, and so is a
+    SiteFactor range above the sum of the site's priority weights; partition QOS, accounts with limits of their
+    own, parents of the account tree are notes). Exit 1 with every problem named."""
     from ..daemon import preflight
 
     got = _Found()

@@ -203,6 +203,12 @@ class Cluster(ABC):
         """Slurm's ``ClusterName`` ("" where the backend names no cluster: the simulator, test doubles)."""
         return ""
 
+    def priority_weights(self) -> int | None:
+        """The sum of slurmctld's ``PriorityWeight*`` (``cluster.ctld_config.weights_sum``), read once; None
+        where the backend cannot tell (the simulator, test doubles): ``priority.site_factor_max = "auto"`` then
+        takes its fallback."""
+        return None
+
     def cancel_job(self, job_id: int) -> None:
         """Cancel a job (scancel): ``preemption.unrequeueable = "cancel"`` only."""
         from .errors import Unsupported

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Mapping, Sequence
 
 from ..errors import InputError
-from . import gres, parse, sacctmgr, slurm_json
+from . import ctld_config, gres, parse, sacctmgr, slurm_json
 from .base import ANY_GPU, CLEAR, Cluster, Job, Snapshot, supports_pending_retype, version_tuple
 from .errors import ClusterUnreachable, CommandFailed, ParseError, Unsupported
 
@@ -46,6 +46,7 @@ class CliCluster(Cluster):
         self._version: str | None = None
         self._json: str | None = None
         self._cluster: str | None = None
+        self._config_text: str | None = None  # scontrol show config, read once (_show_config)
         self.calls: list[list[str]] = []  # every argv run, for tests and debugging
 
     # -- running commands ----------------------------------------------------------------------
@@ -90,12 +91,22 @@ class CliCluster(Cluster):
         ``sacctmgr`` call names it, so a slurmdbd shared by several clusters sees only this one's associations
         read and changed."""
         if self._cluster is None:
-            out = self._run(["scontrol", "show", "config"])
+            out = self._show_config()
             m = re.search(r"^ClusterName\s*=\s*(\S+)", out, re.MULTILINE)
             if not m or not _NAME_RE.fullmatch(m.group(1)):
                 raise ParseError(f"scontrol show config: no usable ClusterName ({m.group(1) if m else 'missing'})")
             self._cluster = m.group(1)
         return self._cluster
+
+    def _show_config(self) -> str:
+        """``scontrol show config``, run once per CliCluster: the daemon makes one per start, so it reads new
+        priority weights (``priority.site_factor_max = "auto"``) when restarted, not on SIGHUP."""
+        if self._config_text is None:
+            self._config_text = self._run(["scontrol", "show", "config"])
+        return self._config_text
+
+    def priority_weights(self) -> int | None:
+        return ctld_config.weights_sum(ctld_config.parse_config(self._show_config()))
 
     def _nodes_argv(self) -> list[str]:
         if version_tuple(self.version()) >= (23, 2):

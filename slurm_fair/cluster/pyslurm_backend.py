@@ -154,6 +154,9 @@ class PyslurmCluster(Cluster):
     def cluster_name(self) -> str:
         return self._cluster_name or self._cli.cluster_name()
 
+    def priority_weights(self) -> int | None:
+        return self._cli.priority_weights()
+
     def version(self) -> str:
         return self._version
 

@@ -69,12 +69,12 @@ def from_dict(data: Mapping[str, Any], source: str = "defaults", base: Path | No
             values[key] = spec.check(f"{section}.{key}", v)
         sections[section] = SECTIONS[section](**values)
     pr = sections["priority"]
-    if pr.site_factor_min >= pr.site_factor_max:
+    if pr.site_factor_max != "auto" and pr.site_factor_min >= pr.site_factor_max:
         raise InputError(
             "priority.site_factor_max", pr.site_factor_max,
             f"must be greater than priority.site_factor_min ({pr.site_factor_min})",
         )
-    if pr.levels > pr.site_factor_max - pr.site_factor_min + 1:
+    if pr.site_factor_max != "auto" and pr.levels > pr.site_factor_max - pr.site_factor_min + 1:
         raise InputError(
             "priority.levels", pr.levels,
             f"more levels than distinct values in [{pr.site_factor_min}, {pr.site_factor_max}]",

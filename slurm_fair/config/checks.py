@@ -44,6 +44,15 @@ def _int(key: str, v: Any) -> int:
     return v
 
 
+def _int_or_auto(key: str, v: Any) -> int | str:
+    """An integer, or "auto" (a value slurm-fair derives at run time)."""
+    if v == "auto":
+        return v
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise InputError(key, v, 'must be an integer or "auto"')
+    return v
+
+
 def _pos_int(key: str, v: Any) -> int:
     v = _int(key, v)
     if v < 1:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..catalog import SOLVERS
-from .checks import (BACKENDS, _cap_gpus, LOG_LEVELS, ON_CONFLICT, SITE_LIMIT_MODES, UNREQUEUEABLE_ACTIONS, _bool,
+from .checks import (BACKENDS, _cap_gpus, _int_or_auto, LOG_LEVELS, ON_CONFLICT, SITE_LIMIT_MODES, UNREQUEUEABLE_ACTIONS, _bool,
                      _checkpoint_rules, _choice, _class_order, _db_path, _gt1, _host_id, _int, _knob_f, _listen, _nonneg,
                      _path_or_empty, _policy, _pos_int, _nonneg_int, _positive, _signal, _solver, _str_list, _tenant_map,
                      _upgrade_mode, _weight, _weights, parse_listen)
@@ -184,10 +184,18 @@ class TenantsConfig:
 @section("priority", "Priority: slurm-fair steers scheduling order through each job's SiteFactor.")
 class PriorityConfig:
     site_factor_min: int = key(0, _int, "Lowest SiteFactor slurm-fair sets (integer).")
-    site_factor_max: int = key(100000, _int, "Highest SiteFactor slurm-fair sets (integer, > site_factor_min).")
+    site_factor_max: int | str = key(
+        "auto", _int_or_auto,
+        'Highest SiteFactor slurm-fair sets (integer, > site_factor_min), or "auto": site_factor_min + the sum\n'
+        "of the site's PriorityWeight* (TRES weights included; scontrol show config, read when the daemon starts), so\n"
+        "SiteFactor weighs at most as much as all of Slurm's own factors together; 100000 where they are all 0\n"
+        "or cannot be read. A range above that sum swamps them: slurm-fair preflight calls it a problem. A pilot\n"
+        "(limits.accounts set) uses no range: its jobs swap their own priorities (docs/daemon.md#priority).",
+    )
     levels: int = key(
         10000, _pos_int,
-        "Number of distinct SiteFactor values used (priority bands, >= 1; the default gives 300 accounts 33 levels each and 10 000 accounts one each).",
+        "Number of distinct SiteFactor values used (priority bands, >= 1; the default gives 300 accounts 33 levels each and 10 000 accounts one each;\n"
+        "at most one per value of the range: a narrower range uses fewer).",
     )
     age_floor: float = key(
         14400, _nonneg,

@@ -9,7 +9,7 @@ Checks (each a :class:`Finding`; ``problem`` fails the command, ``note`` does no
   requests escape the per-type limits); with a hook spool configured, ``PrologSlurmctld`` and
   ``EpilogSlurmctld`` run slurm-fair's hook (else no job records; a site program there is named with the
   ``hooks install --chain`` that keeps it; ``Prolog``/``Epilog`` likewise, as notes); the SiteFactor range
-  against the sum of the site's ``PriorityWeight*`` (a note proposing the range that keeps them in play); with
+  against the sum of the site's ``PriorityWeight*`` (a problem above it, naming the range that keeps them in play); with
   hooks, the ``python3`` on the hooks' PATH is at least 3.9 (an older one writes no record).
 * Files: the type map's folder exists and is writable by this process; ``job_submit.lua`` is next to
   ``slurm.conf`` and reads the map (it reads ``gpu_type_map.txt`` next to itself: the map is there, or a link
@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import glob as globmod
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..config import Config
 from ..cluster.base import Snapshot
+from ..cluster.ctld_config import WEIGHTS, parse_config, weights_sum  # noqa: F401 - parse_config, WEIGHTS: preflight's API
 from ..cluster.sacctmgr import grptres_limits
 from ..errors import InputError
 from ..profiling import shipped as shipped_profiles
@@ -61,18 +61,6 @@ class Finding:
 
     def as_dict(self) -> dict[str, str]:
         return {"level": self.level, "what": self.what, "detail": self.detail}
-
-
-def parse_config(text: str) -> dict[str, str]:
-    """``scontrol show config`` -> {Key: value} (the ``Key = value`` lines). A key Slurm lists by index
-    (24.11: ``PrologSlurmctld[0] = …``, one per ``PrologSlurmctld=`` line of slurm.conf, each run) is kept as
-    ``Key[0]``, ``Key[1]``, …: :func:`config_values` reads both forms."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        m = re.match(r"^([A-Za-z][A-Za-z0-9_]*(?:\[\d+\])?)\s*=\s*(.*?)\s*$", line)
-        if m and m.group(1) not in out:
-            out[m.group(1)] = m.group(2)
-    return out
 
 
 def config_values(config: Mapping[str, str], key: str) -> list[str]:
@@ -134,31 +122,32 @@ def hook_python(version: str | None, cfg: Config) -> Finding | None:
                    "one; install python3 >= 3.9 there (e.g. python39 on RHEL 8, linked as /usr/local/bin/python3)")
 
 
-WEIGHTS = ("PriorityWeightAge", "PriorityWeightAssoc", "PriorityWeightFairShare", "PriorityWeightJobSize",
-           "PriorityWeightPartition", "PriorityWeightQOS")
-
-
 def priority_weights(config: Mapping[str, str], cfg: Config) -> Finding:
     """The SiteFactor range (``priority.site_factor_min`` … ``max``) against the site's priority weights: each
     multifactor factor is at most 1, so a job's priority from them is at most the sum of the weights (TRES
     weights included); a SiteFactor range above that sum decides the order of GPU jobs over the site's
-    fair-share, age and QOS factors. A note, with the range that keeps them in play."""
-    total = 0
-    for k in WEIGHTS:
-        v = config.get(k, "0").strip()
-        total += int(v) if v.isdigit() else 0
-    for item in config.get("PriorityWeightTRES", "").split(","):
-        _k, _, v = item.partition("=")
-        total += int(float(v)) if re.fullmatch(r"\d+(\.\d+)?", v.strip()) else 0
-    span = int(cfg.priority.site_factor_max) - int(cfg.priority.site_factor_min)
+    fair-share, age and QOS factors: a problem, naming the range that keeps them in play. ``"auto"`` (the
+    default) is that sum. A pilot (``limits.accounts``) uses no range: its jobs swap their own priorities."""
+    total = weights_sum(config)
     what = "priority.site_factor_max"
+    if cfg.limits.accounts:
+        return Finding(OK, what, "a pilot (limits.accounts): its jobs' SiteFactors only swap their own priorities "
+                       "among themselves, no other job changes place; the range applies once every account is managed")
+    lo, hi, levels = P.factor_range(cfg, total)
+    span = hi - lo
     if total == 0:
-        return Finding(NOTE, what, "the site's priority weights are all 0: SiteFactor alone orders pending jobs")
+        return Finding(NOTE, what, f"the site's priority weights are all 0: SiteFactor alone orders pending jobs "
+                       f"(range {lo}..{hi})")
+    if cfg.priority.site_factor_max == "auto":
+        return Finding(OK, what, f"auto: {hi} (site_factor_min + the sum of the site's priority weights, {total}; "
+                       f"{levels} levels): SiteFactor weighs at most as much as all of them")
     if span > total:
-        return Finding(NOTE, what, f"the SiteFactor range ({span}) is {span / total:.1f}x the sum of the site's "
-                       f"priority weights ({total}): slurm-fair's order of GPU jobs decides over fair-share, age "
-                       f"and QOS; to keep them in play, set priority.site_factor_max = "
-                       f"{int(cfg.priority.site_factor_min) + total} (SiteFactor then weighs as much as all of them)")
+        return Finding(PROBLEM, what, f"the SiteFactor range ({span}) is {span / total:.1f}x the sum of the site's "
+                       f"priority weights ({total}): slurm-fair's order of GPU jobs would decide over fair-share, "
+                       f"age and QOS; set priority.site_factor_max = \"auto\" (or at most {lo + total}: "
+                       "SiteFactor then weighs as much as all of them"
+                       + (f"; with priority.levels at most {total + 1}" if int(cfg.priority.levels) > total + 1
+                          else "") + ")")
     return Finding(OK, what, f"the SiteFactor range ({span}) is within the sum of the site's priority weights "
                    f"({total}): their factors stay in play")
 

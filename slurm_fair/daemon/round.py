@@ -259,6 +259,15 @@ def _add_message(res: RoundResult, msg: str) -> None:
     res.message = (res.message + "; " if res.message else "") + msg
 
 
+def site_weights(cluster: Cluster) -> int | None:
+    """The sum of the site's ``PriorityWeight*`` (``Cluster.priority_weights``); None where it cannot be read
+    (``priority.site_factor_max = "auto"`` then takes its fallback, :data:`.plan.priority.AUTO_RANGE`)."""
+    try:
+        return cluster.priority_weights()
+    except ClusterError:
+        return None
+
+
 def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run: bool, now: float | None,
                record: bool, round_id: int | None, t0: float) -> RoundResult:
     """Observe, decide, apply (unless a dry run), publish and record (see the module docstring)."""
@@ -282,6 +291,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
     except ClusterError as e:
         status = "unreachable" if isinstance(e, ClusterUnreachable) else "error"
         return finish(RoundResult(round_id, status, policy, message=f"observe: {e}"))
+    cfg = P.with_weights(cfg, site_weights(cluster))  # priority.site_factor_max = "auto": the site's weights
     seen = _observe(store, snapshot, cfg, round_id, now, record)
     snapshot = seen.snapshot
     pending_error = record_pending(store, snapshot, cfg, now, round_id) if record else None

@@ -197,16 +197,44 @@ def test_a_qos_gpu_limit_that_can_bind_is_a_problem_with_its_fix_unless_kept_on_
     assert kept["partition gpu"].level == PF.NOTE
 
 
-def test_the_site_factor_range_is_checked_against_the_sites_priority_weights(tmp_path):
-    """Issue 29 item 6: SiteFactor 0-100 000 by default could swamp a site's weights unchecked."""
-    weights = "PriorityWeightAge = 1000\nPriorityWeightFairShare = 10000\nPriorityWeightQOS = 10000\n" \
-              "PriorityWeightTRES = CPU=500,GRES/gpu=1500\n"
-    f = PF.priority_weights(PF.parse_config(GOOD + weights), cfg(tmp_path))
-    assert f.level == PF.NOTE and "sum of the site's priority weights (23000)" in f.detail
-    assert "set priority.site_factor_max = 23000" in f.detail
-    narrow = config.from_dict({**cfg(tmp_path).as_dict(), "priority": {"site_factor_max": 20000}})
-    assert PF.priority_weights(PF.parse_config(GOOD + weights), narrow).level == PF.OK
-    assert "all 0" in PF.priority_weights(PF.parse_config(GOOD), cfg(tmp_path)).detail
+WEIGHTS = "PriorityWeightAge = 1000\nPriorityWeightFairShare = 10000\nPriorityWeightQOS = 10000\n" \
+          "PriorityWeightTRES = CPU=500,GRES/gpu=1500\n"
+
+
+def with_priority(tmp_path, **priority):
+    return config.from_dict({**cfg(tmp_path).as_dict(), "priority": priority})
+
+
+def test_a_site_factor_range_that_swamps_the_sites_priority_weights_is_a_problem(tmp_path):
+    """Issue 40 item 2: 0-100 000 against weights of 23 000 in all decides the order over fair-share, age and
+    QOS: a problem (issue 29 made it a note), with the fix."""
+    f = PF.priority_weights(PF.parse_config(GOOD + WEIGHTS), with_priority(tmp_path, site_factor_max=100000))
+    assert f.level == PF.PROBLEM and "sum of the site's priority weights (23000)" in f.detail
+    assert 'priority.site_factor_max = "auto" (or at most 23000' in f.detail
+    narrow = with_priority(tmp_path, site_factor_max=20000)
+    assert PF.priority_weights(PF.parse_config(GOOD + WEIGHTS), narrow).level == PF.OK
+    assert PF.priority_weights(PF.parse_config(GOOD + WEIGHTS), with_priority(tmp_path, site_factor_max=23000)).level \
+        == PF.OK  # as much as all of them: the limit itself
+    assert "all 0" in PF.priority_weights(PF.parse_config(GOOD), with_priority(tmp_path, site_factor_max=100000)).detail
+    # the whole check fails on it
+    problems = [x for x in PF.check(PF.parse_config(GOOD + WEIGHTS), snap(), with_priority(tmp_path, site_factor_max=100000),
+                                    qos={}, partitions={}, slurm_conf=None, site={}) if x.level == PF.PROBLEM]
+    assert "priority.site_factor_max" in {x.what for x in problems}
+
+
+def test_the_default_range_is_the_sum_of_the_sites_weights(tmp_path):
+    f = PF.priority_weights(PF.parse_config(GOOD + WEIGHTS), cfg(tmp_path))
+    assert f.level == PF.OK and f.detail.startswith("auto: 23000 (") and "10000 levels" in f.detail
+    few = PF.priority_weights(PF.parse_config(GOOD + "PriorityWeightAge = 99\n"), cfg(tmp_path))
+    assert few.level == PF.OK and "auto: 99 (" in few.detail and "100 levels" in few.detail  # one per value
+    assert PF.priority_weights(PF.parse_config(GOOD), cfg(tmp_path)).level == PF.NOTE  # all 0: 0..100000
+
+
+def test_a_pilot_uses_no_range(tmp_path):
+    pilot = config.from_dict({**cfg(tmp_path).as_dict(), "priority": {"site_factor_max": 100000},
+                              "limits": {"accounts": ["acct_a"]}})
+    f = PF.priority_weights(PF.parse_config(GOOD + WEIGHTS), pilot)
+    assert f.level == PF.OK and "swap their own priorities" in f.detail
 
 
 def test_the_controllers_python3_for_the_hooks_is_checked(tmp_path):

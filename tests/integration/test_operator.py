@@ -62,7 +62,10 @@ def test_a_non_root_operator_runs_rounds_and_rolls_back(testbed):
         for p in (state, cfg):
             os.chown(p, pw.pw_uid, pw.pw_gid)
         testbed.reset_limits()
-        jobs = [testbed.sbatch(a, gpus=1, gpu_type="v100", name="op") for a in ("acct_a", "acct_b") for _ in range(6)]
+        # each account's older jobs with lower priorities (nice): the pilot's SiteFactors put the longest waiting
+        # first, so some are set (a pilot only swaps its jobs' own priorities: equal ones would need none)
+        jobs = [testbed.sbatch(a, gpus=1, gpu_type="v100", name="op", extra=[f"--nice={100 * (5 - i)}"])
+                for a in ("acct_a", "acct_b") for i in range(6)]
         testbed.wait_scheduled(jobs)
 
         def round_as_operator(*args):

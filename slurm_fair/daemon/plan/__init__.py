@@ -26,7 +26,7 @@ from .eligible import blocked_kind, counted, not_demand
 from .borrow import Borrowing, waiting_types
 from .limits import (Plan, account_throughput, claims_of, drift, lend_limits, limit_batches, limit_changes, make_plan,
                      pin_drift, real_per_class, restore, round_fairness, with_held_elsewhere)
-from .priority import level_value, site_factors, update_deficit
+from .priority import factor_range, level_value, pilot_factors, site_factors, update_deficit, with_weights
 from .problem import (SRC_ACCOUNT, SRC_ASSUMED, SRC_SHIPPED, SRC_SITE, SRC_UNPROFILED, Built, ProfileIndex,
                       build_problem, lookup_throughput, tenant_weights, tree_weight, type_order)
 from .typemap import (DEFAULT_TARGET, PartitionTypes, Retype, Target, explore_plan, explore_targets, flexible_note,
@@ -41,7 +41,7 @@ __all__ = [
     "waiting_gpus", "blocked_kind", "counted", "not_demand",
     "Borrowing", "Plan", "account_throughput", "claims_of", "drift", "lend_limits", "limit_batches", "limit_changes", "make_plan",
     "pin_drift", "real_per_class", "restore", "round_fairness", "with_held_elsewhere", "waiting_types",
-    "level_value", "site_factors", "update_deficit",
+    "factor_range", "level_value", "pilot_factors", "site_factors", "update_deficit", "with_weights",
     "SRC_ACCOUNT", "SRC_ASSUMED", "SRC_SHIPPED", "SRC_SITE", "SRC_UNPROFILED", "Built", "ProfileIndex",
     "build_problem", "lookup_throughput", "tenant_weights", "tree_weight", "type_order",
     "DEFAULT_TARGET", "PartitionTypes", "Retype", "Target", "explore_plan", "explore_targets", "flexible_note",

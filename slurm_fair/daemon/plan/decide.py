@@ -128,7 +128,12 @@ def decide(snapshot: Snapshot | PartitionView, cfg: Config, solve: Any, *, profi
     deferred = 0
     if len(factor_changes) > MAX_SITE_FACTOR_UPDATES:
         old = aged(snapshot, cfg)  # jobs past the age floor first: their rise is what keeps them from starving
-        order = sorted(factor_changes, key=lambda j: (j not in old, -abs(factor_changes[j] - current_sf.get(j, 0)), j))
+        # a pilot's factors are a swap (priority.pilot_factors): a job lowered takes nobody's place, one raised
+        # takes another's, so the lowered go first and a raised one only after them — no job outside the pilot
+        # then has more pilot jobs ahead of it than last round or than the site's own priority gives it
+        up = (lambda j: factor_changes[j] > current_sf.get(j, 0)) if cfg.limits.accounts else (lambda j: False)
+        order = sorted(factor_changes, key=lambda j: (up(j), j not in old, -abs(factor_changes[j] - current_sf.get(j, 0)),
+                                                      j))
         deferred = len(order) - MAX_SITE_FACTOR_UPDATES
         factor_changes = {j: factor_changes[j] for j in sorted(order[:MAX_SITE_FACTOR_UPDATES])}
     current = {a.name: dict(a.limits) for a in snapshot.accounts}
