@@ -135,7 +135,7 @@ def test_a_deliberate_stop_rolls_back_only_when_asked(tmp_path):
 
 
 def test_a_restart_does_not_roll_back(tmp_path):
-    """``systemctl restart`` (and try-restart, reload-or-restart) runs the stop half as a job of type restart:
+    """``systemctl restart`` (and try-restart) runs the stop half as a job of type restart:
     systemd's job list during ExecStopPost says so, and nothing is rolled back."""
     assert _stop_post(tmp_path, ASKED, "1234 slurm-fair.service restart running\n") == []
 
