@@ -284,7 +284,7 @@ add_unix_user() {  # add_unix_user NAME [UID] (retries: parallel testbeds may ho
 
 # ---------------------------------------------------------------------------------------------
 # packages
-HOST_PKGS=(munge slurmctld slurmd slurmdbd slurm-client mariadb-server lua5.1)
+HOST_PKGS=(munge slurmctld slurmd slurmdbd slurm-client mariadb-server lua5.1 bubblewrap python3-seccomp)  # the last two: test_unit_sandbox.py
 CHROOT_PKGS=(munge slurmctld slurmd slurmdbd slurm-client mariadb-server python3 python3-venv
   procps util-linux passwd ca-certificates lua5.1 gcc libc6-dev python3-dev)
 
