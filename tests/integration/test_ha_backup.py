@@ -1,0 +1,277 @@
+"""High availability with a real backup controller (issue 40, item 7): a cluster of its own (``sfha``: one
+node, two GPU types) beside the testbed, sharing only its munged and slurmdbd, with a primary and a backup
+``slurmctld`` (``SlurmctldHost`` twice) on two "hosts": each controller runs in its own UTS and mount namespace
+(``unshare``: its own host name, its own /etc/hosts naming its address, its own local folder for pid file and
+log), listening on its own loopback address (127.0.0.2, 127.0.0.3); ``StateSaveLocation`` and slurm-fair's
+database, ownership file and type map lie in a folder both see (this machine's disk standing for the shared
+storage). A slurm-fair daemon beside each (``only_on_primary``, ``host_id`` = its controller's name), period 20 s.
+
+Killed at once (SIGKILL): the primary ``slurmctld`` and its daemon. Then: the backup ``slurmctld`` takes control
+(``scontrol ping``), the backup's daemon — standing by until then, no round — takes the lease and runs rounds
+within 2 periods of the kill, no limit is written twice (its rounds change nothing already in Slurm; Slurm's
+limits are what the store says slurm-fair wrote) and none is taken for the site's (the accounts had no limits:
+every site limit recorded is empty). Skipped, with the reason, where ``unshare`` cannot make the namespaces."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm_fair.store import Store
+
+PY = [sys.executable, "-c", "from slurm_fair.cli import main; main()"]
+CLUSTER = "sfha"
+CTL = {"sfha-ctl1": "127.0.0.2", "sfha-ctl2": "127.0.0.3"}
+NODE = "ha-1"
+ACCOUNTS = {"ha_fast": "alice", "ha_flat": "bob"}
+PROFILES = {"fast": {"v100": 10.0, "k80": 1.0}, "flat": {"v100": 1.1, "k80": 1.0}}
+CLASS_OF = {"ha_fast": "fast", "ha_flat": "flat"}
+PERIOD = 20
+COPIED = ("AuthType", "AuthInfo", "CredType", "AccountingStorageType", "AccountingStorageHost",
+          "AccountingStoragePort", "AccountingStoragePass", "SwitchType")
+
+
+def _port_base() -> int:
+    return int(os.environ.get("TESTBED_PORT_BASE", "16817")) + 13  # past the testbed's own ports
+
+
+def _namespaces_work() -> str | None:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return "needs root and unshare (util-linux) for the controllers' UTS and mount namespaces"
+    r = subprocess.run(["unshare", "--uts", "--mount", "--propagation", "private", "sh", "-c",
+                        "hostname sfha-probe && mount --bind /tmp /mnt && hostname"],
+                       capture_output=True, text=True, timeout=30)
+    if r.returncode != 0 or r.stdout.strip() != "sfha-probe":
+        return f"unshare --uts --mount does not work here: {r.stderr.strip() or r.stdout.strip()}"
+    return None
+
+
+def _write_conf(base_conf: Path, d: Path, shared: Path) -> Path:
+    copied = [ln for ln in base_conf.read_text().splitlines() if ln.split("=", 1)[0] in COPIED]
+    port = _port_base()
+    (d / "etc").mkdir(parents=True)
+    (d / "dev").mkdir()
+    (d / "spool" / NODE).mkdir(parents=True)
+    for i in range(4):
+        (d / "dev" / f"nvidia{i}").touch()
+    (shared / "state").mkdir(parents=True)
+    (shared / "sf").mkdir()
+    conf = d / "etc" / "slurm.conf"
+    conf.write_text("\n".join([
+        f"ClusterName={CLUSTER}",
+        *(f"SlurmctldHost={h}({a})" for h, a in CTL.items()),
+        f"SlurmctldPort={port}", f"SlurmdPort={port + 1}",
+        "SlurmctldTimeout=6", "SlurmUser=root", "SlurmdUser=root", *copied,
+        f"StateSaveLocation={shared}/state",
+        f"SlurmdSpoolDir={d}/spool/%n",
+        f"SlurmctldPidFile={d}/local/slurmctld.pid",  # each controller's own folder (bind-mounted: its local disk)
+        f"SlurmctldLogFile={d}/local/slurmctld.log",
+        f"SlurmdPidFile={d}/slurmd-%n.pid", f"SlurmdLogFile={d}/slurmd-%n.log",
+        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
+        "MpiDefault=none", "SlurmdParameters=config_overrides", "MailProg=/bin/true", "ReturnToService=2",
+        "KillWait=2", "InactiveLimit=0", "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
+        "GresTypes=gpu", "SchedulerParameters=sched_interval=1,bf_interval=1",
+        "AccountingStorageEnforce=associations,limits,qos",
+        "AccountingStorageTRES=gres/gpu,gres/gpu:v100,gres/gpu:k80",
+        "PriorityType=priority/multifactor", "PriorityWeightFairshare=10000",
+        "CommunicationParameters=NoCtldInAddrAny",
+        f"NodeName={NODE} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port + 2} CPUs=8 RealMemory=16000 "
+        "Gres=gpu:v100:2,gpu:k80:2",
+        "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP", ""]))
+    (d / "etc" / "gres.conf").write_text(
+        f"AutoDetect=off\nNodeName={NODE} Name=gpu Type=v100 File={d}/dev/nvidia[0-1]\n"
+        f"NodeName={NODE} Name=gpu Type=k80 File={d}/dev/nvidia[2-3]\n")
+    return conf
+
+
+def _start_controller(host: str, d: Path, env: dict[str, str]) -> subprocess.Popen:
+    """slurmctld on "host" ``host``: its own host name, /etc/hosts and local folder (namespaces)."""
+    local = d / host
+    local.mkdir(exist_ok=True)
+    hosts = local / "hosts"
+    hosts.write_text(f"127.0.0.1 localhost\n{CTL[host]} {host}\n")
+    script = ('mount --bind "$1" /etc/hosts && mkdir -p "$3/local" && mount --bind "$2" "$3/local" && '
+              'hostname "$4" && exec slurmctld -D -i')
+    log = open(local / "slurmctld.out", "w")
+    return subprocess.Popen(["unshare", "--uts", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+                             str(hosts), str(local), str(d), host], env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _ping(env: dict[str, str]) -> str:
+    return subprocess.run(["scontrol", "ping"], env=env, capture_output=True, text=True, timeout=30).stdout
+
+
+def _wait(pred, timeout: float, what: str, interval: float = 0.5):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def _limits(env: dict[str, str]) -> dict[str, dict[str, int]]:
+    out = subprocess.run(["sacctmgr", "-n", "-P", "show", "assoc", f"cluster={CLUSTER}",
+                          "format=account,user,grptres"], env=env, capture_output=True, text=True,
+                         timeout=30, check=True).stdout
+    limits: dict[str, dict[str, int]] = {}
+    for line in out.splitlines():
+        acct, user, tres = (line.split("|") + ["", ""])[:3]
+        if user or acct not in ACCOUNTS:
+            continue
+        row = limits.setdefault(acct, {})
+        for item in filter(None, tres.split(",")):
+            k, _, v = item.partition("=")
+            row["*" if k == "gres/gpu" else k.split(":", 1)[1]] = int(v)
+    return limits
+
+
+def _sacctmgr(env: dict[str, str], *args: str, check: bool = True) -> None:
+    subprocess.run(["sacctmgr", "-i", *args], env=env, capture_output=True, text=True, timeout=60, check=check)
+
+
+@pytest.fixture
+def ha(testbed):
+    why = _namespaces_work()
+    if why:
+        pytest.skip(why)
+    if testbed.release != "bookworm":
+        pytest.skip("the two-controller cluster runs on the host's Slurm (the chroot has no namespaces set up)")
+    # under the testbed's state folder, which the test users can reach (their jobs' scripts lie in the spool)
+    root = Path(testbed.state_dir) / "ha-backup"
+    shutil.rmtree(root, ignore_errors=True)  # own state: whatever an earlier run left
+    d, shared = root / "ha", root / "shared"
+    conf = _write_conf(Path(testbed.env["SLURM_CONF"]), d, shared)
+    env = dict(testbed.env, SLURM_CONF=str(conf))
+    _sacctmgr(env, "delete", "cluster", CLUSTER, check=False)  # own state: whatever an earlier run left
+    _sacctmgr(env, "add", "cluster", CLUSTER)
+    for acct, user in ACCOUNTS.items():
+        _sacctmgr(env, "add", "account", acct, f"cluster={CLUSTER}")
+        _sacctmgr(env, "add", "user", user, f"account={acct}", f"cluster={CLUSTER}")
+    procs: dict[str, subprocess.Popen] = {}
+    try:
+        for host in CTL:
+            procs[host] = _start_controller(host, d, env)
+        procs["slurmd"] = subprocess.Popen(["slurmd", "-D", "-N", NODE], env=env, stdout=subprocess.DEVNULL,
+                                           stderr=open(d / "slurmd.out", "w"))
+        _wait(lambda: _ping(env).count("is UP") == 2, 60, "both controllers UP")
+        _wait(lambda: subprocess.run(["sinfo", "-h", "-n", NODE, "-o", "%t"], env=env, capture_output=True,
+                                     text=True).stdout.strip() == "idle", 60, "the node idle")
+        yield env, d, shared, procs
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in procs.values():
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+        subprocess.run(["scancel", "-M", CLUSTER, "-u", "alice"], env=env, capture_output=True)
+        _sacctmgr(env, "delete", "cluster", CLUSTER, check=False)
+
+
+def _daemon_cfg(shared: Path, d: Path, host: str) -> Path:
+    p = d / f"{host}.toml"
+    p.write_text(f'[daemon]\nperiod = {PERIOD}\nearly_round_after = 1\ndatabase = "{shared}/sf/sf.sqlite"\n'
+                 f'host_id = "{host}"\nonly_on_primary = true\ndry_run = false\n'
+                 '[policy]\nname = "oef-coop"\n[cluster]\nbackend = "cli"\ntimeout = 5\n'
+                 f'[limits]\nownership_file = "{shared}/sf/limits.json"\n'
+                 f'[submit]\ntype_map = "{d}/{host}/gpu_type_map.txt"\n'  # each host's local disk
+                 '[metrics]\nlisten = ""\n')
+    return p
+
+
+def test_the_backup_controller_and_its_daemon_take_over_within_two_periods(ha, testbed):
+    env, d, shared, procs = ha
+    with Store(shared / "sf" / "sf.sqlite") as st:
+        for cls, thr in PROFILES.items():
+            for g, v in thr.items():
+                st.set_profile(cls, g, v)
+    jobs = []
+
+    def submit(acct: str, gpu_type: str, n: int) -> None:
+        for _ in range(n):
+            out = subprocess.run(["sbatch", f"--uid={ACCOUNTS[acct]}", "--parsable", f"--account={acct}",
+                                  f"--job-name={CLASS_OF[acct]}", f"--gres=gpu:{gpu_type}:1",
+                                  f"--chdir={testbed.jobdir}", "--output=/dev/null", "--wrap", "sleep 600"],
+                                 env=env, capture_output=True, text=True, timeout=30, check=True)
+            jobs.append(int(out.stdout.strip().split(";")[0]))
+
+    # ha_flat takes every GPU (nobody else waits), then ha_fast, whose jobs gain most from the V100s, waits for them
+    submit("ha_flat", "v100", 3)
+    submit("ha_flat", "k80", 3)
+    _wait(lambda: subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i"], env=env, capture_output=True,
+                                 text=True).stdout.count("\n") == 4, 60, "ha_flat on every GPU")
+    submit("ha_fast", "v100", 3)
+    logs = {h: open(d / f"daemon-{h}.log", "w+") for h in CTL}
+    daemons = {h: subprocess.Popen([*PY, "daemon", "--config", str(_daemon_cfg(shared, d, h))], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=logs[h]) for h in CTL}
+    try:
+        with Store(shared / "sf" / "sf.sqlite") as st:
+            _wait(lambda: st.written(), 120, "the primary's daemon's first round that writes limits")
+            assert st.leader().host == "sfha-ctl1"
+            written = st.written()
+        assert written, "the primary's round wrote no limit: nothing to take over"
+        assert _limits(env) == {a: {k: v for k, v in w.items() if v >= 0} for a, w in written.items()}
+
+        # the primary host dies: its slurmctld and its daemon, at once
+        killed = time.time()
+        procs["sfha-ctl1"].kill()
+        daemons["sfha-ctl1"].kill()
+        subprocess.run(["pkill", "-KILL", "-P", str(procs["sfha-ctl1"].pid)], capture_output=True)
+        before = _limits(env)
+        _wait(lambda: "Slurmctld(backup) at sfha-ctl2 is UP" in _ping(env)
+              and "Slurmctld(primary) at sfha-ctl1 is DOWN" in _ping(env), 60, "the backup slurmctld serving")
+        serving = time.time() - killed
+
+        def taken_over():
+            with Store(shared / "sf" / "sf.sqlite") as st:
+                after = [r for r in st.rounds(details=False) if r.started >= killed and r.status == "ok"]
+                return after if after and st.leader().host == "sfha-ctl2" else None
+
+        after = _wait(taken_over, 3 * PERIOD, "a round of the backup's daemon")
+        took = after[-1].started - killed
+        assert took <= 2 * PERIOD, f"the backup's daemon took over {took:.1f} s after the kill"
+        time.sleep(2)
+        with Store(shared / "sf" / "sf.sqlite") as st:
+            rounds = st.rounds(limit=1000, details=False)
+            # no limit written twice: no round rewrote a value in place, and the backup's rounds change nothing
+            # Slurm already had when the primary died
+            for r in rounds:
+                for row in st.applied(r.id):
+                    assert row.old != row.new, row
+                    if r.started >= killed:
+                        assert before.get(row.account, {}).get(row.key) != row.new, row
+            # none taken for the site's: the accounts had no limit before slurm-fair
+            assert all(not v for v in st.site_limits().values()), st.site_limits()
+            assert _limits(env) == {a: {k: v for k, v in w.items() if v >= 0} for a, w in st.written().items()}
+        # the map on each controller's local disk: the backup's daemon published its own at its first round
+        assert (d / "sfha-ctl2" / "gpu_type_map.txt").read_text().startswith("#@map ")
+        logs["sfha-ctl2"].seek(0)
+        backup_log = logs["sfha-ctl2"].read()
+        pre, _, post = backup_log.partition("lease taken")
+        assert "standby: slurmctld primary at sfha-ctl1 serves the cluster" in pre
+        assert "round " not in pre  # it ran no round while the primary served
+        assert post and backup_log.count("lease taken") == 1
+        print(f"backup slurmctld serving {serving:.1f} s after the kill; backup daemon's first round "
+              f"{after[-1].started - killed:.1f} s after it (period {PERIOD} s)")
+    finally:
+        for p in daemons.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in daemons.values():
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        subprocess.run(["scancel", *map(str, jobs)], env=env, capture_output=True)
