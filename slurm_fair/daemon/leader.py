@@ -5,7 +5,8 @@ database (docs/daemon.md, "High availability": on the StateSaveLocation's shared
 other's flock, so the database holds a leader lock with an expiry (a :class:`~slurm_fair.store.Leader` row; the
 store table is still called ``lease``, as are the words of the log lines and messages): the holder (host =
 ``daemon.host_id`` or the host name, pid, a random token per process) and when it expires. A daemon takes or
-renews it before every round and between rounds every ``period`` / ``HEARTBEATS`` (:func:`renewal_due`), for
+renews it before every round and between rounds every ``period`` / ``HEARTBEATS`` (:func:`renewal_due`, looked
+at every period / 8), for
 :func:`lease_length` = max(``LEASE_PERIODS`` × ``daemon.period``, 2 × (``cluster.timeout`` + ``MAX_SKEW``)); while
 a live lock is held by another host it runs no round (:class:`LeaderHeld`: ``daemon --once`` exits 1, the loop
 waits for the lock to expire). It takes the lock over when it has expired, or when its holder is on the same host

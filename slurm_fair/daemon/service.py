@@ -390,9 +390,12 @@ def _between_rounds(cluster: Any, res: RoundResult | None, cfg: Config, cfg_path
     early_at: float | None = None
     poll_every = MIN_POLL
     last_poll = 0.0
+    next_beat = 0.0  # the lease row is read every period / 8 (not at every tick: it may be on NFS)
     while time.monotonic() < min(next_round, early_at or next_round) and not state["stop"]:
-        if not _heartbeat(store, me, cfg):
-            break
+        if time.monotonic() >= next_beat:
+            if not _heartbeat(store, me, cfg):
+                break
+            next_beat = time.monotonic() + float(cfg.daemon.period) / (2 * leader_mod.HEARTBEATS)
         if state["reload"]:
             state["reload"] = False
             cfg = _reloaded(cfg, cfg_path)
@@ -418,6 +421,7 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
     state = {"stop": False, "reload": False}
     last_standby: str | None = None
     last_holder: str | None = None
+    metrics_tried = False
     failed = False
 
     def on_term(signum: int, _frame: Any) -> None:
@@ -442,7 +446,8 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
             if why is None:
                 opened = seat.store is None
                 store = seat.take()  # AlreadyRunning, StoreError: exit 1, as when the daemon starts
-                if opened and exporter is None and not once:
+                if opened and not metrics_tried and not once:  # once: a daemon waiting reopens every few s
+                    metrics_tried = True
                     exporter = start_metrics(cfg, store)
             wait = _standby_poll(cfg)
             try:
