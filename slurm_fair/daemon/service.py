@@ -8,6 +8,9 @@
   daemon on another host makes ``daemon --once`` exit 1 with a message naming the holder and when the lock
   expires; the loop logs it once, holds neither the flock nor the database, and tries again when the lock
   expires (or every period / 4). SIGTERM/SIGINT give the lock up.
+* ``daemon.only_on_primary``: a lock file held by another daemon when this host's slurmctld serves is waited for
+  (logged as ``standby``, asked again like a lease) instead of exit 1: it may be the other controller's daemon,
+  the lock file being on the storage both share.
 * ``daemon.only_on_primary``: before every round, ``scontrol ping`` (``cluster/ping.py``); unless this host is
   the slurmctld that serves (the first one UP), the round is skipped: one ``standby`` log line (when the reason
   changes), nothing written to Slurm, no type map or status refresh, the leader lock given up, the database closed
@@ -445,10 +448,18 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
             why = standby(cfg, me.host)
             if why is None:
                 opened = seat.store is None
-                store = seat.take()  # AlreadyRunning, StoreError: exit 1, as when the daemon starts
-                if opened and not metrics_tried and not once:  # once: a daemon waiting reopens every few s
-                    metrics_tried = True
-                    exporter = start_metrics(cfg, store)
+                try:
+                    store = seat.take()  # AlreadyRunning, StoreError: exit 1, as when the daemon starts
+                except AlreadyRunning as e:
+                    if once or not cfg.daemon.only_on_primary:
+                        raise
+                    # HA: the lock file is on the shared storage; the other host's daemon holds it (it stalled
+                    # and has not gone standby yet, or a dead host's lock not yet dropped): wait, as for the lease
+                    why = f"{e} (the other controller's daemon, through the shared storage?)"
+                else:
+                    if opened and not metrics_tried and not once:  # once: a daemon waiting reopens every few s
+                        metrics_tried = True
+                        exporter = start_metrics(cfg, store)
             wait = _standby_poll(cfg)
             try:
                 why = last_standby = _hold_lock(seat, store, me, cfg, why, last_standby)

@@ -216,8 +216,9 @@ def _daemon_cfg(shared: Path, d: Path, host: str) -> Path:
     return p
 
 
-def test_the_backup_controller_and_its_daemon_take_over_within_two_periods(ha, testbed):
-    env, d, shared, procs = ha
+def _workload(env: dict[str, str], shared: Path, jobdir: Path) -> tuple[list[int], float]:
+    """Profiles set; ha_flat on every GPU (nobody else waited), then ha_fast, whose jobs gain most from the
+    V100s, waiting for them. Returns the job ids and when the last was submitted."""
     with Store(shared / "sf" / "sf.sqlite") as st:
         for cls, thr in PROFILES.items():
             for g, v in thr.items():
@@ -228,20 +229,56 @@ def test_the_backup_controller_and_its_daemon_take_over_within_two_periods(ha, t
         for _ in range(n):
             out = subprocess.run(["sbatch", f"--uid={ACCOUNTS[acct]}", "--parsable", f"--account={acct}",
                                   f"--job-name={CLASS_OF[acct]}", f"--gres=gpu:{gpu_type}:1",
-                                  f"--chdir={testbed.jobdir}", "--output=/dev/null", "--wrap", "sleep 600"],
+                                  f"--chdir={jobdir}", "--output=/dev/null", "--wrap", "sleep 600"],
                                  env=env, capture_output=True, text=True, timeout=30, check=True)
             jobs.append(int(out.stdout.strip().split(";")[0]))
 
-    # ha_flat takes every GPU (nobody else waits), then ha_fast, whose jobs gain most from the V100s, waits for them
     submit("ha_flat", "v100", 3)
     submit("ha_flat", "k80", 3)
     _wait(lambda: subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i"], env=env, capture_output=True,
                                  text=True).stdout.count("\n") == 4, 60, "ha_flat on every GPU")
     submit("ha_fast", "v100", 3)
-    submitted = time.time()
+    return jobs, time.time()
+
+
+def _wait_job_state_saved(shared: Path, since: float) -> None:
+    """The primary saved its job state where the backup reads it (a real failover keeps the jobs)."""
+    job_state = shared / "state" / "job_state"
+    _wait(lambda: job_state.exists() and job_state.stat().st_mtime >= since, 120, "the job state saved")
+
+
+def _start_daemon(host: str, shared: Path, d: Path, env: dict[str, str], log) -> subprocess.Popen:
+    """slurm-fair's daemon beside ``host``'s slurmctld. Its ``<database>.lock`` is its host's own file (bind-mounted
+    in a mount namespace of its own): on one machine a flock would always reach the other "host", as NFSv4's
+    does (a stalled daemon's lock file then holds the other one off: safe, not what this test is about); with
+    ``local_lock=flock`` or local locks it does not, and only the lease keeps the two apart."""
+    lock = shared / "sf" / "sf.sqlite.lock"
+    lock.touch(mode=0o600)
+    own = d / host / "sf.sqlite.lock"
+    own.touch(mode=0o600)
+    return subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                             'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", str(own), str(lock),
+                             *PY, "daemon", "--config", str(_daemon_cfg(shared, d, host))],
+                            env=env, stdout=subprocess.DEVNULL, stderr=log)
+
+
+def _stop(daemons: dict[str, subprocess.Popen]) -> None:
+    for p in daemons.values():
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in daemons.values():
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+
+
+def test_the_backup_controller_and_its_daemon_take_over_within_two_periods(ha, testbed):
+    env, d, shared, procs = ha
+    jobs, submitted = _workload(env, shared, testbed.jobdir)
     logs = {h: open(d / f"daemon-{h}.log", "w+") for h in CTL}
-    daemons = {h: subprocess.Popen([*PY, "daemon", "--config", str(_daemon_cfg(shared, d, h))], env=env,
-                                   stdout=subprocess.DEVNULL, stderr=logs[h]) for h in CTL}
+    daemons = {h: _start_daemon(h, shared, d, env, logs[h]) for h in CTL}
     try:
         with Store(shared / "sf" / "sf.sqlite") as st:
             _wait(lambda: st.written(), 120, "the primary's daemon's first round that writes limits")
@@ -250,9 +287,7 @@ def test_the_backup_controller_and_its_daemon_take_over_within_two_periods(ha, t
         assert written, "the primary's round wrote no limit: nothing to take over"
         assert _limits(env) == {a: {k: v for k, v in w.items() if v >= 0} for a, w in written.items()}
 
-        # the primary saved its job state where the backup reads it (a real failover keeps the jobs)
-        job_state = shared / "state" / "job_state"
-        _wait(lambda: job_state.exists() and job_state.stat().st_mtime >= submitted, 120, "the job state saved")
+        _wait_job_state_saved(shared, submitted)
         # the primary host dies: its slurmctld and its daemon, at once
         killed = time.time()
         procs["sfha-ctl1"].kill()
@@ -300,11 +335,43 @@ def test_the_backup_controller_and_its_daemon_take_over_within_two_periods(ha, t
         print(f"backup slurmctld serving {serving:.1f} s after the kill; backup daemon's first round "
               f"{after[-1].started - killed:.1f} s after it (period {PERIOD} s)")
     finally:
-        for p in daemons.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in daemons.values():
-            try:
-                p.wait(60)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _stop(daemons)
+
+
+def test_a_daemon_that_stalled_past_its_lease_writes_nothing_once_the_backup_took_over(ha, testbed):
+    """Fencing: the primary's daemon stalls between solving and applying (SLURM_FAIR_PAUSE_BEFORE_APPLY = 45 s,
+    past its 30-s lease) while its slurmctld dies; the backup's daemon takes the lease and writes its limits; the
+    stalled daemon, going on, finds the lease in the other's hands and records and writes nothing."""
+    env, d, shared, procs = ha
+    jobs, submitted = _workload(env, shared, testbed.jobdir)
+    _wait_job_state_saved(shared, submitted)
+    logs = {h: open(d / f"daemon-{h}.log", "w+") for h in CTL}
+    extra = {"sfha-ctl1": {"SLURM_FAIR_PAUSE_BEFORE_APPLY": "45"}, "sfha-ctl2": {}}
+    daemons = {h: _start_daemon(h, shared, d, dict(env, **extra[h]), logs[h]) for h in CTL}
+
+    def log(h: str) -> str:
+        logs[h].seek(0)
+        return logs[h].read()
+
+    try:
+        _wait(lambda: "pausing 45 s before apply" in log("sfha-ctl1"), 60, "the primary's daemon stalled")
+        procs["sfha-ctl1"].kill()  # its slurmctld dies meanwhile
+        _wait(lambda: "round " in log("sfha-ctl2") and "status=ok" in log("sfha-ctl2"), 3 * PERIOD,
+              "the backup's daemon's round")
+        with Store(shared / "sf" / "sf.sqlite") as st:
+            assert st.leader().host == "sfha-ctl2"
+            written = st.written()
+        assert written  # the backup's daemon wrote its limits
+        _wait(lambda: "the lease was lost" in log("sfha-ctl1"), 60, "the stalled daemon going on")
+        time.sleep(1)
+        with Store(shared / "sf" / "sf.sqlite") as st:
+            stalled = [r for r in st.rounds(limit=1000, details=False) if r.message and "lease was lost" in r.message]
+            assert len(stalled) == 1 and stalled[0].status == "unreachable", stalled
+            assert st.applied(stalled[0].id) == []  # it wrote nothing into Slurm
+            assert st.written() == written  # nor over the backup's record
+            assert all(not v for v in st.site_limits().values())  # nor took the backup's limits for the site's
+        assert _limits(env) == {a: {k: v for k, v in w.items() if v >= 0} for a, w in written.items()}
+        primary = log("sfha-ctl1")
+        assert primary.count("status=ok") == 0  # the stalled round was its only one: nothing it applied
+    finally:
+        _stop(daemons)
