@@ -207,3 +207,33 @@ def test_heartbeat_renews_between_rounds_and_says_when_the_lease_is_lost(tmp_pat
         assert not service._heartbeat(st, me, cfg)
         assert st.leader().host == "ctl2"
     assert "lease lost" in capsys.readouterr().err
+
+
+def test_with_only_on_primary_a_lock_file_held_by_another_daemon_is_waited_for(tmp_path, capsys):
+    held = service.lock(tmp_path / "sf.sqlite")  # the other controller's daemon, through the shared storage
+    calls = []
+
+    def standby(cfg, host):
+        calls.append(host)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return None  # this host serves
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    cfg = _cfg(tmp_path, "ctl2", 2)
+    try:
+        with pytest.raises(service.AlreadyRunning):  # without only_on_primary: exit 1, as before
+            service.serve(cfg, cluster_factory=lambda c: None, standby=standby)
+        ha = tmp_path / "ha.toml"
+        ha.write_text(open(cfg).read().replace("[cluster]", "only_on_primary = true\n[cluster]"))
+        calls.clear()
+        assert service.serve(str(ha), cluster_factory=lambda c: None, standby=standby) == 0
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        held.close()
+    assert len(calls) == 3  # asked again and again, no round
+    err = capsys.readouterr().err
+    assert err.count("standby: another slurm-fair daemon holds") == 1
+    with Store(tmp_path / "sf.sqlite") as st:
+        assert st.rounds(details=False) == [] and st.leader() is None
