@@ -5,14 +5,27 @@ database (docs/daemon.md, "High availability": on the StateSaveLocation's shared
 other's flock, so the database holds a leader lock with an expiry (a :class:`~slurm_fair.store.Leader` row; the
 store table is still called ``lease``, as are the words of the log lines and messages): the holder (host =
 ``daemon.host_id`` or the host name, pid, a random token per process) and when it expires. A daemon takes or
-renews it before every round, for ``LOCK_PERIODS`` × ``daemon.period``; it refuses to run rounds
-(:class:`LeaderHeld`, exit 1) while a live lock is held by another host. It takes the lock over when it has
-expired, or when its holder is on the same host (the flock this daemon holds shows that holder is gone). A daemon
-stopped by SIGTERM/SIGINT gives the lock up (the other host may take over at once), and so does one that stands
-by (``daemon.only_on_primary``); a crash, a kill or ``daemon --once`` leaves it to expire.
+renews it before every round and between rounds every ``period`` / ``HEARTBEATS`` (:func:`renewal_due`, looked
+at every period / 8), for
+:func:`lease_length` = max(``LEASE_PERIODS`` × ``daemon.period``, 2 × (``cluster.timeout`` + ``MAX_SKEW``)); while
+a live lock is held by another host it runs no round (:class:`LeaderHeld`: ``daemon --once`` exits 1, the loop
+waits for the lock to expire). It takes the lock over when it has expired, or when its holder is on the same host
+(the flock this daemon holds shows that holder is gone). A daemon stopped by SIGTERM/SIGINT gives the lock up
+(the other host may take over at once), and so does one that stands by (``daemon.only_on_primary``); a crash, a
+kill or ``daemon --once`` leaves it to expire: the other host takes over at most one lease length after the last
+renewal, so within 2 periods of the holder's death (1.5 periods + its wait step) when the period is at least
+(4/3) × (``cluster.timeout`` + ``MAX_SKEW``).
 
-:func:`may_hold` and :func:`renewed` are pure; :func:`acquire`, :func:`release` and :func:`check_free` are the
-thin store I/O (a compare-and-swap of the row, so two daemons deciding at once cannot both win).
+**Fencing** (:func:`fence`): before each write batch (the site limits recorded, every limit, SiteFactor, retype,
+signal, requeue or cancel call into Slurm) the holder checks in the database that the row is still its own —
+compare and swap: nobody else can have acted since its last renewal — and renews it when less than
+:func:`fence_margin` (``cluster.timeout`` + ``MAX_SKEW``) is left. A write therefore starts only with at least
+that margin left on the lease and ends (its timeout) before another host may take it, whatever the clocks differ by
+up to ``MAX_SKEW``; a daemon whose row changed hands raises :class:`LeaseLost` and writes nothing more.
+
+:func:`may_hold`, :func:`renewed`, :func:`lease_length`, :func:`renewal_due` and :func:`fence_needs` are pure;
+:func:`acquire`, :func:`release`, :func:`fence` and :func:`check_free` are the thin store I/O (a compare-and-swap
+of the row, so two daemons deciding at once cannot both win).
 """
 
 from __future__ import annotations
@@ -22,15 +35,28 @@ import secrets
 import socket
 import time
 from dataclasses import dataclass
+from typing import Any, Callable
 
+from ..cluster.errors import ClusterUnreachable
 from ..errors import SlurmFairError
 from ..store import Leader, Store
 
-LOCK_PERIODS = 3  # the leader lock lasts this many daemon periods after its last renewal
+LEASE_PERIODS = 1.5  # the leader lock lasts this many daemon periods after its last renewal (at least)
+HEARTBEATS = 4  # renewals per period between rounds
+MAX_SKEW = 5.0  # seconds two controllers' clocks may differ by (NTP keeps them far closer)
 
 
 class LeaderHeld(SlurmFairError):
-    """A live leader lock is held by a daemon on another host."""
+    """A live leader lock is held by a daemon on another host (``lock``: that row)."""
+
+    def __init__(self, msg: str, lock: Leader | None = None):
+        super().__init__(msg)
+        self.lock = lock
+
+
+class LeaseLost(ClusterUnreachable):
+    """The lease changed hands since this daemon last renewed it: it writes nothing more (to Slurm or the store)
+    in this round. A ClusterUnreachable, so the round stops at once and is recorded ``unreachable``."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +102,35 @@ def renewed(lock: Leader | None, me: Me, now: float, ttl: float) -> Leader:
     return Leader(me.host, me.pid, me.token, acquired, now + ttl)
 
 
+def lease_length(period: float, timeout: float) -> float:
+    """Seconds a lease lasts after each renewal: ``LEASE_PERIODS`` periods, and at least twice the fencing
+    margin (so that a renewal at a write leaves the margin and more)."""
+    return max(LEASE_PERIODS * period, 2 * fence_margin(timeout))
+
+
+def fence_margin(timeout: float) -> float:
+    """A write into Slurm starts only with this much of the lease left: its timeout plus the clocks' skew."""
+    return timeout + MAX_SKEW
+
+
+def renewal_due(lock: Leader | None, me: Me, now: float, length: float, period: float) -> bool:
+    """Between rounds: renew ``me``'s lease (heartbeat) once ``period`` / ``HEARTBEATS`` has passed since its last
+    renewal (``expires`` − ``length``); a lease that is not ``me``'s is due at once (the renewal then says who
+    holds it)."""
+    if not holds(lock, me) or lock is None:
+        return True
+    return now >= lock.expires - length + period / HEARTBEATS
+
+
+def fence_needs(lock: Leader | None, me: Me, now: float, margin: float) -> str:
+    """Before a write: ``ok`` (``me``'s lease has ``margin`` left), ``renew`` (``me``'s row, unchanged since its
+    last renewal, with less left or even expired: nobody else can have acted, a compare-and-swap renews it) or
+    ``lost`` (another process's row, or none)."""
+    if not holds(lock, me) or lock is None:
+        return "lost"
+    return "ok" if lock.expires - now >= margin else "renew"
+
+
 def describe(lock: Leader, now: float) -> str:
     """``host (pid P, id T) until HH:MM:SS UTC (in N s)``."""
     until = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(lock.expires))
@@ -85,7 +140,7 @@ def describe(lock: Leader, now: float) -> str:
 def _refusal(lock: Leader, now: float, what: str) -> LeaderHeld:
     return LeaderHeld(f"{what}: the database's lease is held by the slurm-fair daemon on {describe(lock, now)}; "
                       "one daemon per cluster (docs/daemon.md, 'High availability'): stop that daemon "
-                      "(SIGTERM gives the lease up) or wait until the lease expires")
+                      "(SIGTERM gives the lease up) or wait until the lease expires", lock)
 
 
 def acquire(store: Store, me: Me, now: float, ttl: float) -> tuple[Leader, str]:
@@ -101,6 +156,24 @@ def acquire(store: Store, me: Me, now: float, ttl: float) -> tuple[Leader, str]:
         if store.swap_leader(cur, new):
             return new, v.why
     raise LeaderHeld("refusing to run rounds: the database's lease changed hands three times in a row")
+
+
+def fence(store: Store, me: Me, now: float, length: float, margin: float) -> Leader:
+    """Before a write batch: ``me``'s lease with at least ``margin`` left, renewed for ``length`` when needed
+    (:func:`fence_needs`); raises LeaseLost when the row is no longer ``me``'s, or changed between the read and
+    the swap."""
+    cur = store.leader()
+    need = fence_needs(cur, me, now, margin)
+    if need == "ok":
+        assert cur is not None
+        return cur
+    if need == "renew":
+        new = renewed(cur, me, now, length)
+        if store.swap_leader(cur, new):
+            return new
+        cur = store.leader()
+    holder = "nobody" if cur is None else describe(cur, now)
+    raise LeaseLost(f"the lease was lost (now held by {holder}): this daemon writes nothing more this round")
 
 
 def release(store: Store, me: Me, now: float) -> bool:
@@ -119,3 +192,32 @@ def check_free(store: Store, me: Me, now: float, what: str) -> None:
     if not may_hold(cur, me, now).ok:
         assert cur is not None
         raise _refusal(cur, now, what)
+
+
+#: the Cluster methods that write into Slurm: each is fenced by the lease (:class:`FencedCluster`)
+WRITES = frozenset({"set_accounts_gpu_limits", "set_site_factors", "set_job_gpu_type", "signal_job",
+                    "requeue_job", "cancel_job"})
+
+
+class FencedCluster:
+    """The round's cluster with each write into Slurm (:data:`WRITES`) fenced by the lease (:func:`fence`), and
+    :meth:`check_lease` for the round's own fenced store writes; reads pass through."""
+
+    def __init__(self, cluster: Any, store: Store, me: Me, length: float, margin: float,
+                 clock: Callable[[], float] = time.time):
+        self._cluster, self._store, self._me = cluster, store, me
+        self._length, self._margin, self._clock = length, margin, clock
+
+    def check_lease(self) -> None:
+        fence(self._store, self._me, self._clock(), self._length, self._margin)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._cluster, name)
+        if name not in WRITES:
+            return attr
+
+        def fenced(*args: Any, **kwargs: Any) -> Any:
+            self.check_lease()
+            return attr(*args, **kwargs)
+
+        return fenced

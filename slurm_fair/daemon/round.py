@@ -348,9 +348,12 @@ def _apply(cluster: Cluster, store: Store, cfg: Config, res: RoundResult, c: P.D
     if pause:
         print(f"slurm-fair: pausing {float(pause):g} s before apply (round {round_id})", file=sys.stderr, flush=True)
         time.sleep(float(pause))
-    # what each account's limits were before slurm-fair first changes them: what rollback restores
-    with_retry(lambda: store.record_site_limits({a: c.site_now.get(a, {}) for a in c.changes}, now=now))
     try:
+        lease_check = getattr(cluster, "check_lease", None)  # the daemon's lease fence (daemon/leader.py)
+        if lease_check is not None:
+            lease_check()  # LeaseLost: another daemon may act now, this one records and writes nothing
+        # what each account's limits were before slurm-fair first changes them: what rollback restores
+        with_retry(lambda: store.record_site_limits({a: c.site_now.get(a, {}) for a in c.changes}, now=now))
         applied = apply_limits(cluster, c.changes)
         factors_set, factor_failed = apply_factors(cluster, c.factor_changes)
     except ClusterUnreachable as e:

@@ -2,15 +2,21 @@
 
 * One instance per database: an exclusive ``fcntl.flock`` on ``<database>.lock`` (a second daemon exits 1
   with a message naming the lock file), and one per cluster: before every round the daemon takes or renews
-  the database's leader lock (``daemon/leader.py``; its log lines and messages call it the lease); a live lock
-  held by a daemon on another host makes it exit 1 (``daemon --once`` too) with a message naming the holder and
-  when the lock expires. SIGTERM/SIGINT give the lock up.
+  the database's leader lock (``daemon/leader.py``; its log lines and messages call it the lease), and between
+  rounds every period / 4 (a heartbeat; a lease found in another's hands stops the polls that publish); each
+  write into Slurm is fenced by it (the round's cluster is a ``leader.FencedCluster``). A live lock held by a
+  daemon on another host makes ``daemon --once`` exit 1 with a message naming the holder and when the lock
+  expires; the loop logs it once, holds neither the flock nor the database, and tries again when the lock
+  expires (or every period / 4). SIGTERM/SIGINT give the lock up.
+* ``daemon.only_on_primary``: a lock file held by another daemon when this host's slurmctld serves is waited for
+  (logged as ``standby``, asked again like a lease) instead of exit 1: it may be the other controller's daemon,
+  the lock file being on the storage both share.
 * ``daemon.only_on_primary``: before every round, ``scontrol ping`` (``cluster/ping.py``); unless this host is
   the slurmctld that serves (the first one UP), the round is skipped: one ``standby`` log line (when the reason
   changes), nothing written to Slurm, no type map or status refresh, the leader lock given up, the database closed
   and the flock dropped (both may be on storage the other controller shares); they are taken again, and
   metrics served, from the first round this host serves. A daemon standing by asks again every 30 s
-  (``STANDBY_POLL``, or every period if shorter); one that serves asks before each round.
+  (``STANDBY_POLL``, or every period / 4 if shorter); one that serves asks before each round.
 * A round every ``daemon.period`` seconds; one log line per round on stderr (status, policy, accounts,
   changes, seconds).
 * SIGTERM/SIGINT: the current round finishes, then the daemon exits 0. SIGHUP: the config file is read again
@@ -67,7 +73,7 @@ from .metrics import Exporter
 from .round import RoundResult, cause, run_round
 
 MIN_POLL = 5.0
-STANDBY_POLL = 30.0  # a daemon standing by asks scontrol ping again this often (or every period, if shorter)
+STANDBY_POLL = 30.0  # a daemon standing by asks scontrol ping again this often (or every period / 4, if shorter)
 
 
 class AlreadyRunning(SlurmFairError):
@@ -258,6 +264,38 @@ def refresh_metrics(exporter: Exporter | None, store: Store, cfg: Config | None 
         log(f"metrics: refresh failed, serving the previous values: {cause(e)}")
 
 
+def _lease_length(cfg: Config) -> float:
+    return leader_mod.lease_length(float(cfg.daemon.period), float(cfg.cluster.timeout))
+
+
+def _standby_poll(cfg: Config) -> float:
+    return min(float(cfg.daemon.period) / leader_mod.HEARTBEATS, STANDBY_POLL)
+
+
+def _fenced(cluster: Any, store: Store, me: leader_mod.Me, cfg: Config) -> Any:
+    """The round's cluster: each write into Slurm fenced by the lease (None stays None: no connection)."""
+    if cluster is None:
+        return None
+    return leader_mod.FencedCluster(cluster, store, me, _lease_length(cfg),
+                                    leader_mod.fence_margin(float(cfg.cluster.timeout)))
+
+
+def _heartbeat(store: Store, me: leader_mod.Me, cfg: Config) -> bool:
+    """Between rounds: renew the lease when due (:func:`leader.renewal_due`). False when another daemon holds it
+    now (this one stops acting: logged); a failure to read or write the database is logged and tried again."""
+    try:
+        now = time.time()
+        if leader_mod.renewal_due(store.leader(), me, now, _lease_length(cfg), float(cfg.daemon.period)):
+            leader_mod.acquire(store, me, now, _lease_length(cfg))
+        return True
+    except leader_mod.LeaderHeld as e:
+        log(f"lease lost: {e}; no more writes here")
+        return False
+    except Exception as e:  # noqa: BLE001 - the fence still guards every write
+        log(f"cannot renew the lease: {cause(e)}")
+        return True
+
+
 def _hold_lock(seat: _Seat, store: Store | None, me: leader_mod.Me, cfg: Config, why: str | None,
                last_standby: str | None) -> str | None:
     """Before a round: stand by (give the leader lock up, close the database: ``why`` says why), or take or
@@ -270,8 +308,7 @@ def _hold_lock(seat: _Seat, store: Store | None, me: leader_mod.Me, cfg: Config,
             if why != last_standby:
                 log(f"standby: {why}; no round here (nothing written to Slurm; database and lock left alone)")
         else:
-            held, how = leader_mod.acquire(store, me, time.time(),
-                                           leader_mod.LOCK_PERIODS * float(cfg.daemon.period))
+            held, how = leader_mod.acquire(store, me, time.time(), _lease_length(cfg))
             if how != "mine":
                 log(f"lease taken ({how}): {leader_mod.describe(held, time.time())}")
     except leader_mod.LeaderHeld:
@@ -348,14 +385,20 @@ def _poll(cluster: Any, res: RoundResult | None, cfg: Config, dry_run: bool, las
 
 def _between_rounds(cluster: Any, res: RoundResult | None, cfg: Config, cfg_path: str | None, dry_run: bool,
                     state: dict, next_round: float, last_demand: dict[str, int],
-                    triggered: set[int]) -> tuple[Config, set[int]]:
-    """Wait for the next round (``next_round``, monotonic, or an early round), polling the cluster every
+                    triggered: set[int], store: Store, me: leader_mod.Me) -> tuple[Config, set[int]]:
+    """Wait for the next round (``next_round``, monotonic, or an early round), renewing the lease when due (a
+    lease lost ends the wait: the next round's lease check waits for it), polling the cluster every
     max(MIN_POLL, 3 x the last poll's time) s and reloading the config on SIGHUP. Returns the config and the
     jobs that triggered an early round."""
     early_at: float | None = None
     poll_every = MIN_POLL
     last_poll = 0.0
+    next_beat = 0.0  # the lease row is read every period / 8 (not at every tick: it may be on NFS)
     while time.monotonic() < min(next_round, early_at or next_round) and not state["stop"]:
+        if time.monotonic() >= next_beat:
+            if not _heartbeat(store, me, cfg):
+                break
+            next_beat = time.monotonic() + float(cfg.daemon.period) / (2 * leader_mod.HEARTBEATS)
         if state["reload"]:
             state["reload"] = False
             cfg = _reloaded(cfg, cfg_path)
@@ -380,6 +423,8 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
     seat = _Seat(cfg.database_path)
     state = {"stop": False, "reload": False}
     last_standby: str | None = None
+    last_holder: str | None = None
+    metrics_tried = False
     failed = False
 
     def on_term(signum: int, _frame: Any) -> None:
@@ -403,14 +448,36 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
             why = standby(cfg, me.host)
             if why is None:
                 opened = seat.store is None
-                store = seat.take()  # AlreadyRunning, StoreError: exit 1, as when the daemon starts
-                if opened and exporter is None and not once:
-                    exporter = start_metrics(cfg, store)
-            why = last_standby = _hold_lock(seat, store, me, cfg, why, last_standby)
+                try:
+                    store = seat.take()  # AlreadyRunning, StoreError: exit 1, as when the daemon starts
+                except AlreadyRunning as e:
+                    if once or not cfg.daemon.only_on_primary:
+                        raise
+                    # HA: the lock file is on the shared storage; the other host's daemon holds it (it stalled
+                    # and has not gone standby yet, or a dead host's lock not yet dropped): wait, as for the lease
+                    why = f"{e} (the other controller's daemon, through the shared storage?)"
+                else:
+                    if opened and not metrics_tried and not once:  # once: a daemon waiting reopens every few s
+                        metrics_tried = True
+                        exporter = start_metrics(cfg, store)
+            wait = _standby_poll(cfg)
+            try:
+                why = last_standby = _hold_lock(seat, store, me, cfg, why, last_standby)
+            except leader_mod.LeaderHeld as e:
+                if once:
+                    raise
+                seat.leave(None)  # the holder's host may need the lock file and the database: hold neither
+                held = e.lock
+                if held is None or held.token != last_holder:
+                    log(f"{e}; waiting here (no round) until it expires")
+                last_holder = held.token if held is not None else None
+                why = last_standby = "lease held by another host"
+                if held is not None:
+                    wait = min(wait, max(held.expires - time.time(), 0.0) + 0.2)
             if why is not None:
                 if once or state["stop"]:
                     break
-                _sleep_until(time.monotonic() + min(float(cfg.daemon.period), STANDBY_POLL), state)
+                _sleep_until(time.monotonic() + wait, state)
                 if state["reload"]:
                     state["reload"] = False
                     cfg = _reloaded(cfg, cfg_path)
@@ -423,7 +490,8 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
                 except ClusterError as e:
                     log(f"cannot connect to the cluster: {e}")
             round_began = time.time()
-            res, failed = _one_round(cluster, store, cfg, dry_run)
+            last_holder = None
+            res, failed = _one_round(_fenced(cluster, store, me, cfg), store, cfg, dry_run)
             if res is not None and res.plan is not None:
                 last_demand = dict(res.plan.demand)
             refresh_metrics(exporter, store, cfg)
@@ -431,7 +499,7 @@ def serve(cfg_path: str | None, once: bool = False, dry_run: bool = False,
                 break
             next_round = _next_round_at(store, cfg, cluster, res, round_began)
             cfg, triggered = _between_rounds(cluster, res, cfg, cfg_path, dry_run, state, next_round, last_demand,
-                                             triggered)
+                                             triggered, store, me)
             if state["stop"]:
                 break
     finally:
