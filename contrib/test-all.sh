@@ -6,7 +6,8 @@
 #   2. Slurm 22.05 testbed up (contrib/testbed/testbed.sh), `pytest -q tests` against it
 #   3. unless SLURM_FAIR_SKIP_TRIXIE=1: Slurm 24.11 testbed (trixie chroot) up,
 #      `pytest -q tests/integration` inside the chroot
-#   4. both testbeds down (always, also on error/interrupt), host /dev checked intact
+#   4. unless SLURM_FAIR_SKIP_FORKY=1: Slurm 26.05 testbed (forky chroot) up, the same inside that chroot
+#   5. every testbed down (always, also on error/interrupt), host /dev checked intact
 # Exits non-zero if any phase or pytest run failed.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -53,7 +54,7 @@ teardown() {
   local rc=$? r
   trap - EXIT INT TERM
   phase "testbeds down"
-  for r in bookworm trixie; do
+  for r in bookworm trixie forky; do
     if ! "${TB[@]}" --release "$r" down; then FAILED+=("down $r"); fi
     "${TB[@]}" --release "$r" status >"$LOGDIR/status-$r.txt" 2>&1
     if [[ $? != 3 ]]; then
@@ -131,16 +132,23 @@ else
   run_pytest "unit only (no testbed)" .venv/bin/python -m pytest -q -m "not integration" tests
 fi
 
-if [[ ${SLURM_FAIR_SKIP_TRIXIE:-0} != 1 ]]; then
-  phase "trixie testbed up"
-  if "${TB[@]}" --release trixie up; then
-    phase "pytest integration (Slurm 24.11)"
-    run_pytest "trixie (integration, Slurm 24.11)" \
-      "${TB[@]}" --release trixie exec -- python -m pytest -q -p no:cacheprovider tests/integration
-  else
-    FAILED+=("trixie testbed up")
+chroot_phase() {  # chroot_phase RELEASE SLURM_SERIES SKIP_VARIABLE
+  local rel=$1 series=$2 skip=$3
+  if [[ ${!skip:-0} == 1 ]]; then
+    say "$skip=1: skipping the Slurm $series run"
+    return 0
   fi
-else
-  say "SLURM_FAIR_SKIP_TRIXIE=1: skipping the Slurm 24.11 run"
-fi
+  phase "$rel testbed up"
+  if "${TB[@]}" --release "$rel" up; then
+    phase "pytest integration (Slurm $series)"
+    run_pytest "$rel (integration, Slurm $series)" \
+      "${TB[@]}" --release "$rel" exec -- python -m pytest -q -p no:cacheprovider tests/integration
+    # its daemons stopped now (the teardown checks again): the next release's testbed gets the 2 cores alone
+    "${TB[@]}" --release "$rel" down || FAILED+=("down $rel")
+  else
+    FAILED+=("$rel testbed up")
+  fi
+}
+chroot_phase trixie 24.11 SLURM_FAIR_SKIP_TRIXIE
+chroot_phase forky 26.05 SLURM_FAIR_SKIP_FORKY
 exit 0

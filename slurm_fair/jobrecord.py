@@ -98,9 +98,11 @@ def _slurm_time(v: str | None) -> float | None:
         return None
 
 
-# The lines Slurm writes before the first free-text field, by their first key, in Slurm's order (22.05, 24.11;
-# older and optional lines as seen elsewhere); keys are read only from these lines (see parse_scontrol_checked).
-_ORDER = ("UserId", "Priority", "JobState", "Requeue", "DerivedExitCode", "RunTime", "SubmitTime", "AccrueTime",
+# The lines Slurm writes before the first free-text field, by their first key, in Slurm's order (22.05, 24.11,
+# 26.05; older and optional lines as seen elsewhere); keys are read only from these lines (see
+# parse_scontrol_checked). 26.05 writes a SLUID= line (the job's Slurm-wide unique id) first, before UserId=.
+_FIRST = ("SLUID", "UserId")
+_ORDER = ("SLUID", "UserId", "Priority", "JobState", "Requeue", "DerivedExitCode", "RunTime", "SubmitTime", "AccrueTime",
           "StartTime", "PreemptEligibleTime", "PreemptTime", "SuspendTime", "Partition", "ReqNodeList", "NodeList",
           "BatchHost", "NumNodes", "TRES", "ReqTRES", "AllocTRES")
 _RANK = {h: i for i, h in enumerate(_ORDER)}
@@ -118,7 +120,7 @@ def parse_scontrol_checked(text: str, name: str | None = None) -> tuple[dict[str
       line breaks and all; without it (or when it does not match) the name runs to the end of line 0;
     * then the header, up to the first free-text line (Features=, Command=, WorkDir=, Comment=...): keys are
       read only from Slurm's own lines there (_ORDER, by their first key), which must come in Slurm's order,
-      the first right after the name being UserId=, each once and none after the header in the whole text
+      the first right after the name being UserId= (26.05: SLUID=, then UserId=), each once and none after the header in the whole text
       (so a listing of several jobs, a heterogeneous job's, gives no header fields); a wckey (the job's own)
       is the rest of its line;
     * ``Comment`` (and AdminComment, SystemComment) is the rest of the first line after the header that starts
@@ -150,7 +152,7 @@ def parse_scontrol_checked(text: str, name: str | None = None) -> tuple[dict[str
     problem, last = "", -1
     for i in range(max(1, n_header)):
         h = heads[i] if i < len(heads) else ""
-        if (i == 0 and h != "UserId") or (h in _RANK and (_RANK[h] <= last or seen[h] > 1)):
+        if (i == 0 and h not in _FIRST) or (i == 1 and heads[0] == "SLUID" and h != "UserId") or (h in _RANK and (_RANK[h] <= last or seen[h] > 1)):
             problem = (f"scontrol: a {h or 'text'} line where Slurm writes none (a job name or field with a line "
                        "break?): no field of its header is trusted")
             break

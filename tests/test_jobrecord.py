@@ -368,15 +368,18 @@ FIX = REPO / "tests" / "fixtures" / "slurm-json"
 
 def _captured(version: str) -> list[str]:
     text = (FIX / version / "scontrol_job.txt").read_text()
-    return ["JobId=" + chunk for chunk in text.split("\nJobId=") if chunk.strip()] if text.startswith("JobId=") else []
+    chunks = [c if c.startswith("JobId=") else "JobId=" + c for c in text.split("\nJobId=") if c.strip()]
+    return chunks if text.startswith("JobId=") else []
 
 
 def _gpu_job(version: str) -> str:
-    key = "AllocTRES=" if version == "24.11" else "TRES="
-    return next(c for c in _captured(version) if f"   {key}" in c and "gres/gpu:" in c.split(f"   {key}")[1].split("\n")[0])
+    """A captured job that got typed GPUs, none of them a100 (the type the forged payloads claim)."""
+    key = "TRES=" if version == "22.05" else "AllocTRES="
+    return next(c for c in _captured(version) if f"   {key}" in c and "gres/gpu:" in (line := c.split(f"   {key}")[1]
+                                                                                   .split("\n")[0]) and "a100" not in line)
 
 
-@pytest.mark.parametrize("version", ["22.05", "24.11"])
+@pytest.mark.parametrize("version", ["22.05", "24.11", "26.05"])
 def test_every_captured_job_parses_with_no_problem(version):
     jobs = _captured(version)
     assert len(jobs) >= 12
@@ -386,7 +389,7 @@ def test_every_captured_job_parses_with_no_problem(version):
             fields, problem = jobrecord.parse_scontrol_checked(chunk, given)
             assert problem == "" and fields["JobName"] == name and fields["JobState"], (chunk, problem)
             assert fields["Account"].startswith("acct_") and fields["Restarts"].isdigit()
-            key = "AllocTRES" if version == "24.11" else "TRES"
+            key = "TRES" if version == "22.05" else "AllocTRES"
             assert fields[key] == chunk.split(f"   {key}=")[1].split("\n")[0]
 
 
@@ -416,10 +419,28 @@ PAYLOADS = [
     f"   NumNodes=1\n   TRES={FORGED}\n   ReqTRES=x\n   AllocTRES={FORGED}\n   Features=(null)",  # a whole header
     f"\n   Features=(null)\nJobId=9 JobName=y\n   UserId=root(0)\n   TRES={FORGED}",
     f" AllocTRES={FORGED} TRES={FORGED} Account=victim",  # no line break: tokens after the value
+    f"\n   SLUID=sX\n   UserId=root(0)\n   AllocTRES={FORGED}",  # 26.05's first line, forged
 ]
 
 
-@pytest.mark.parametrize("version", ["22.05", "24.11"])
+def test_26_05_sluid_line_before_userid_is_slurms_own():
+    """Slurm 26.05 writes ``SLUID=`` (the job's Slurm-wide id) between the name and ``UserId=``: the header is
+    still trusted there (before, the hook read no GPUs and no times from any 26.05 job), and only there."""
+    chunk = _gpu_job("26.05")
+    assert chunk.split("\n")[1].startswith("   SLUID=") and chunk.split("\n")[2].startswith("   UserId=")
+    fields, problem = jobrecord.parse_scontrol_checked(chunk, None)
+    assert problem == "" and fields["SubmitTime"].startswith("20") and fields["Account"].startswith("acct_")
+    assert jobrecord.gpus_from_tres(fields["AllocTRES"])[1] >= 1
+    lines = chunk.split("\n")
+    swapped = "\n".join([lines[0], lines[2], lines[1], *lines[3:]])  # SLUID after UserId: not Slurm's order
+    fields, problem = jobrecord.parse_scontrol_checked(swapped, None)
+    assert "SLUID line where Slurm writes none" in problem and "AllocTRES" not in fields
+    no_user = "\n".join([lines[0], lines[1], *lines[3:]])  # SLUID, then not UserId
+    fields, problem = jobrecord.parse_scontrol_checked(no_user, None)
+    assert problem and "AllocTRES" not in fields
+
+
+@pytest.mark.parametrize("version", ["22.05", "24.11", "26.05"])
 @pytest.mark.parametrize("where", ["name", "comment", "workdir", "stdout", "wckey"])
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_a_line_break_in_a_user_field_never_forges_a_field(version, where, payload):

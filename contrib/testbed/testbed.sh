@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Real single-host Slurm testbed for slurm-fair (no systemd, no containers).
 #
-#   testbed.sh [--release bookworm|trixie] up | down [--purge] | status | env | exec -- CMD...
+#   testbed.sh [--release bookworm|trixie|forky] up | down [--purge] | status | env | exec -- CMD...
 #
-# bookworm: Debian 12's Slurm 22.05 on this host.  trixie: Debian 13's Slurm 24.11 in a debootstrap
-# chroot under the state dir.  Everything (munge key+socket, MariaDB, slurmdbd, slurmctld, 4 slurmd)
-# lives under the state dir: <repo>/.testbed/<TESTBED_NAME or release>, or $TESTBED_DIR.  Ports: TESTBED_PORT_BASE
-# (slurmctld; slurmdbd = +2, slurmd = +4..+7) and TESTBED_MYSQL_PORT.  Must run as root.
+# bookworm: Debian 12's Slurm 22.05 on this host.  Chroot releases, each in a debootstrap chroot under the
+# state dir: trixie (Debian 13's Slurm 24.11), forky (Debian 14's Slurm 26.05).  Everything (munge key+socket,
+# MariaDB, slurmdbd, slurmctld, 4 slurmd) lives under the state dir: <repo>/.testbed/<TESTBED_NAME or release>,
+# or $TESTBED_DIR.  Ports: TESTBED_PORT_BASE (slurmctld; slurmdbd = +2, slurmd = +4..+7) and TESTBED_MYSQL_PORT
+# (defaults: bookworm 16817/23306, trixie 17817/24306, forky 18817/25306).  Must run as root.
 # Daemons are stopped only by their recorded PIDs.  See CI.md and docs/testing.md for details.
 set -euo pipefail
 umask 022
 
-usage() { sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 RELEASE=${TESTBED_RELEASE:-bookworm}
 PURGE=0
@@ -35,10 +36,20 @@ T0=$SECONDS
 log() { echo "testbed[$RELEASE +$((SECONDS - T0))s]: $*" >&2; }
 die() { echo "testbed[$RELEASE +$((SECONDS - T0))s]: ERROR: $*" >&2; exit 1; }
 
+# Per release: default ports, and for chroot releases the Debian suites apt uses inside the chroot and the
+# debootstrap script (forky: the sid script, which Debian 12's debootstrap has; it does not know forky).
+# APT_NO_VALID_UNTIL: forky is Debian testing, whose Release file says "Valid-Until" a week ahead; a mirror that
+# lags (this lab's did, by a month) makes apt refuse it as expired, so apt in that chroot ignores Valid-Until
+# (the signature is still checked).
+CHROOT=1 SUITES=() DEBOOTSTRAP_SCRIPT="" SLURM_SERIES="" APT_NO_VALID_UNTIL=0
 case $RELEASE in
-  bookworm) DEF_BASE=16817; DEF_MYSQL=23306 ;;
-  trixie) DEF_BASE=17817; DEF_MYSQL=24306 ;;
-  *) die "--release must be bookworm or trixie, not '$RELEASE'" ;;
+  bookworm) DEF_BASE=16817; DEF_MYSQL=23306; CHROOT=0; SLURM_SERIES=22.05 ;;
+  trixie) DEF_BASE=17817; DEF_MYSQL=24306; SLURM_SERIES=24.11
+    SUITES=("debian trixie" "debian trixie-updates" "debian-security trixie-security") ;;
+  forky) DEF_BASE=18817; DEF_MYSQL=25306; SLURM_SERIES=26.05
+    SUITES=("debian forky"); APT_NO_VALID_UNTIL=1
+    [[ -e /usr/share/debootstrap/scripts/forky ]] || DEBOOTSTRAP_SCRIPT=/usr/share/debootstrap/scripts/sid ;;
+  *) die "--release must be bookworm, trixie or forky, not '$RELEASE'" ;;
 esac
 [[ $(id -u) == 0 ]] || die "must run as root (it starts munged, MariaDB and Slurm daemons)"
 
@@ -52,7 +63,7 @@ searchable() {  # every existing folder from $1 up is o+x
 }
 # State dir: $TESTBED_DIR, else <repo>/.testbed/<TESTBED_NAME, default the release>.  The bookworm testbed's
 # test users (alice, bob, carol) and munged must reach it: if the checkout is somewhere private (e.g. under
-# /root), its state goes to /var/tmp instead (the trixie chroot does not care: its lab dir is /testbed inside).
+# /root), its state goes to /var/tmp instead (a chroot release does not care: its lab dir is /testbed inside).
 NAME=${TESTBED_NAME:-$RELEASE}
 [[ $NAME =~ ^[A-Za-z0-9._-]+$ ]] || die "TESTBED_NAME must be letters, digits, '.', '_' or '-', not '$NAME'"
 if [[ -n ${TESTBED_DIR:-} ]]; then
@@ -83,7 +94,7 @@ declare -A ACCT_SHARE=([acct_a]=1 [acct_b]=1 [acct_c]=2)
 CLUSTER=testbed
 SYS_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-if [[ $RELEASE == trixie ]]; then
+if ((CHROOT)); then
   ROOT=$STATE/rootfs      # the chroot
   LABIN=/testbed          # the lab dir as seen inside the chroot
   LAB=$ROOT$LABIN         # ... and from the host
@@ -96,7 +107,7 @@ RUN=$LAB/run
 
 # ---------------------------------------------------------------------------------------------
 # helpers
-in_env() {  # run a command with the testbed's SLURM_CONF (inside the chroot for trixie)
+in_env() {  # run a command with the testbed's SLURM_CONF (inside the chroot for a chroot release)
   if [[ -n $ROOT ]]; then
     chroot "$ROOT" /usr/bin/env -i PATH="$SYS_PATH" HOME=/root LANG=C.UTF-8 \
       SLURM_CONF="$LABIN/etc/slurm.conf" "$@"
@@ -304,7 +315,7 @@ apt_install() {  # apt_install PKG... (in the current root; update only if a pac
 }
 
 # ---------------------------------------------------------------------------------------------
-# trixie chroot
+# chroot releases (trixie, forky)
 chroot_mount() {  # make the chroot's mounts, all private, no recursive binds, no host /dev
   # 1. the rootfs as a private bind of itself: nothing mounted below it propagates anywhere
   if ! is_mountpoint "$ROOT"; then
@@ -393,9 +404,11 @@ bootstrap_rootfs() {
   fi
   apt_install debootstrap
   local mirror=${TESTBED_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-  log "debootstrap --variant=minbase trixie (cached in $ROOT afterwards)"
+  log "debootstrap --variant=minbase $RELEASE (cached in $ROOT afterwards)"
   mkdir -p "$STATE"
-  if ! debootstrap --variant=minbase trixie "$ROOT" "$mirror" >"$STATE/debootstrap.log" 2>&1; then
+  local -a script=()
+  [[ -n $DEBOOTSTRAP_SCRIPT ]] && script=("$DEBOOTSTRAP_SCRIPT")
+  if ! debootstrap --variant=minbase "$RELEASE" "$ROOT" "$mirror" "${script[@]}" >"$STATE/debootstrap.log" 2>&1; then
     chroot_umount || true
     die "debootstrap failed, see $STATE/debootstrap.log"
   fi
@@ -413,14 +426,16 @@ chroot_setup() {
   [[ -f /etc/ssl/certs/ca-certificates.crt ]] && cp /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/ssl/host-ca-bundle.crt"
   chroot_mount
   if [[ ! -e $ROOT/.testbed-packages ]] || [[ $(<"$ROOT/.testbed-packages") != "${CHROOT_PKGS[*]}" ]]; then
-    cat >"$ROOT/etc/apt/sources.list" <<EOF
-deb http://deb.debian.org/debian trixie main
-deb http://deb.debian.org/debian trixie-updates main
-deb http://deb.debian.org/debian-security trixie-security main
-EOF
+    local suite
+    for suite in "${SUITES[@]}"; do echo "deb http://deb.debian.org/${suite% *} ${suite#* } main"; done >"$ROOT/etc/apt/sources.list"
+    if ((APT_NO_VALID_UNTIL)); then
+      echo 'Acquire::Check-Valid-Until "false";' >"$ROOT/etc/apt/apt.conf.d/90slurm-fair-testbed"
+    else
+      rm -f "$ROOT/etc/apt/apt.conf.d/90slurm-fair-testbed"
+    fi
     printf '#!/bin/sh\nexit 101\n' >"$ROOT/usr/sbin/policy-rc.d"
     chmod 755 "$ROOT/usr/sbin/policy-rc.d"
-    log "installing Slurm 24.11 and friends in the chroot"
+    log "installing Slurm $SLURM_SERIES and friends in the chroot"
     in_env apt-get update -q >"$STATE/chroot-apt.log" 2>&1 || die "apt-get update in the chroot failed, see $STATE/chroot-apt.log"
     in_env env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${CHROOT_PKGS[@]}" \
       >>"$STATE/chroot-apt.log" 2>&1 || die "apt-get install in the chroot failed, see $STATE/chroot-apt.log"
@@ -566,7 +581,7 @@ EOF
   } >"$LAB/etc/gres.conf"
 
   rm -f "$LAB/etc/cgroup.conf"
-  [[ $RELEASE == trixie ]] && echo "CgroupPlugin=disabled" >"$LAB/etc/cgroup.conf"
+  ((CHROOT)) && echo "CgroupPlugin=disabled" >"$LAB/etc/cgroup.conf"
 
   {
     cat <<EOF
@@ -591,7 +606,7 @@ EOF
   chmod 600 "$LAB/etc/slurmdbd.conf"
 
   # slurm-fair's job start/end hooks (same code path as `slurm-fair hooks install`, with the python3 that
-  # slurmctld runs them with: the host's, or the chroot's for trixie)
+  # slurmctld runs them with: the host's, or the chroot's for a chroot release)
   in_env python3 -I -S "$REPO/slurm_fair/hookinstall.py" install "$LABIN/hooks" --spool "$LABIN/hooks-spool" \
     --slurm-conf "$LABIN/etc/slurm.conf" --log "$LABIN/log/hooks.log" >/dev/null ||
     die "installing the slurm-fair hooks into $LAB/hooks failed"
@@ -705,10 +720,14 @@ cmd_up() {
         die "mariadb-install-db failed, see $LAB/log/mariadb-install.log"
     fi
     log "starting MariaDB on 127.0.0.1:$MYSQL_PORT"
+    # MariaDB >= 11.8 (trixie, forky) turns innodb_snapshot_isolation on; slurmdbd 26.05 warns that it then
+    # fatals on a write conflict, so it is off there (bookworm's 10.11 has no such option)
+    local -a myextra=()
+    ((CHROOT)) && myextra=(--innodb-snapshot-isolation=OFF)
     start_daemon mariadbd mariadbd --no-defaults --user=root --datadir="$LABIN/mysql" \
       --socket="$LABIN/run/mysqld.sock" --port="$MYSQL_PORT" --bind-address=127.0.0.1 \
       --pid-file="$LABIN/run/mysqld.daemon.pid" --log-error="$LABIN/log/mysqld.err" \
-      --innodb-buffer-pool-size=256M --innodb-log-file-size=64M --innodb-lock-wait-timeout=900
+      --innodb-buffer-pool-size=256M --innodb-log-file-size=64M --innodb-lock-wait-timeout=900 "${myextra[@]}"
     wait_daemon 60 mariadbd "$LAB/log/mysqld.err" "$LAB/log/mariadbd.out" -- \
       in_env mariadb-admin --no-defaults --socket="$LABIN/run/mysqld.sock" -u root ping
     # The database is created here, not by slurmdbd: slurmdbd 24.11.5 with trixie's libmariadb 11.8.9 fails its
@@ -806,7 +825,7 @@ cmd_env() {
   printf 'export SLURM_FAIR_CONFIG=%q\n' "$LABIN/slurm-fair.toml"
   printf 'export SLURM_FAIR_TESTBED=%q\n' "$LABIN"
   printf 'export SLURM_FAIR_TESTBED_RELEASE=%q\n' "$RELEASE"
-  [[ -n $ROOT ]] && echo "# paths inside the chroot $ROOT: run clients with: $0 --release trixie exec -- CMD"
+  [[ -n $ROOT ]] && echo "# paths inside the chroot $ROOT: run clients with: $0 --release $RELEASE exec -- CMD"
   return 0
 }
 
@@ -819,7 +838,7 @@ cmd_exec() {
   if [[ -z $ROOT ]]; then
     exec env "${envs[@]}" "$@"
   fi
-  is_mountpoint "$ROOT/proc" && is_mountpoint "$ROOT$REPO" || die "the chroot is not mounted; run: $0 --release trixie up"
+  is_mountpoint "$ROOT/proc" && is_mountpoint "$ROOT$REPO" || die "the chroot is not mounted; run: $0 --release $RELEASE up"
   local v
   envs+=(PATH="$LABIN/venv/bin:$SYS_PATH" VIRTUAL_ENV="$LABIN/venv" HOME=/root LANG=C.UTF-8)
   for v in TERM CI PYTEST_ADDOPTS SLURM_FAIR_SKIP_SLOW; do [[ -n ${!v:-} ]] && envs+=("$v=${!v}"); done

@@ -1,5 +1,5 @@
 """Unit tests of slurm_fair.cluster.parse (and its neighbours slurm_json, gres, sacctmgr) against real outputs
-recorded from Slurm 22.05.8 and 24.11.5.
+recorded from Slurm 22.05.8 and 24.11.5 (26.05.5: REQUEST_LAYOUTS here, the rest in test_parse_26_05.py).
 
 Fixtures (tests/fixtures/slurm-json/<version>/):
 * squeue.json, sinfo.json / scontrol_node.json, sacctmgr_assoc.txt, jobs.txt: the shared captures
@@ -84,7 +84,9 @@ def test_24_11_squeue_all_filters_finished():
 
 
 REQUEST_LAYOUTS = [("22.05", "squeue_requests.json"), ("24.11", "squeue_requests.json"),
-                   ("24.11", "squeue_requests_complex.json")]  # the last: --json=v0.0.42+complex
+                   ("24.11", "squeue_requests_complex.json"),  # --json=v0.0.42+complex
+                   ("26.05", "squeue_requests.json"),  # data_parser/v0.0.45 (the rest: test_parse_26_05.py)
+                   ("26.05", "squeue_requests_complex.json")]  # --json=v0.0.45+complex
 
 
 @pytest.mark.parametrize("version,jobs_file", REQUEST_LAYOUTS)
@@ -118,7 +120,9 @@ def test_running_allocations_and_other_fields(version, jobs_file):
     assert (t.comment, t.wckey, t.account) == ("fair:class=resnet50", "wk1", "acct_a")
     assert jobs["pend_assoc_v100"].comment == "fair:class=bert"
     assert jobs["pend_assoc_v100"].reason == "AssocGrpGRES"
-    assert jobs["held_gres_typed_2"].wckey == ""  # Slurm shows "*" for the default wckey
+    # Slurm shows "*NAME" for a job given the user's default wckey; the name without the "*" (in the 26.05 capture
+    # root's default was ct_wckey, the first wckey root used: the contract test's, run on that testbed before)
+    assert jobs["held_gres_typed_2"].wckey == ("ct_wckey" if version == "26.05" else "")
     p = jobs["pend_assoc_v100"]
     assert p.priority > 0 and p.submit_time > 1.7e9 and p.start_time is None and p.user == "root"
 

@@ -12,7 +12,7 @@
   Slurm has scheduled them first (never on the daemon's start-up time).
 * Every test under tests/integration is marked ``integration``.
 
-Tests import the project normally; inside the trixie chroot (``testbed.sh --release trixie exec``)
+Tests import the project normally; inside a chroot release (``testbed.sh --release trixie|forky exec``)
 the venv at ``<state>/venv`` has it installed in editable mode from the same repository path, and
 ``REPO_ROOT`` is put on ``sys.path`` so ``tests.integration...`` helpers import too.
 """
@@ -46,9 +46,15 @@ GPU_TRES = ("gres/gpu", "gres/gpu:a100", "gres/gpu:v100", "gres/gpu:k80")
 T = TypeVar("T")
 
 
+# testbed.sh's releases and the Slurm series each carries (bookworm on the host, the others in chroots)
+RELEASE_SLURM = {"bookworm": "22.05", "trixie": "24.11", "forky": "26.05"}
+CHROOT_RELEASES = ("trixie", "forky")
+
+
 def in_chroot() -> bool:
-    """True when running inside the trixie testbed chroot (``testbed.sh --release trixie exec``)."""
-    return os.environ.get("SLURM_FAIR_TESTBED_RELEASE") == "trixie" and Path("/testbed/testbed.env").exists()
+    """True when running inside a chroot release's testbed (``testbed.sh --release trixie|forky exec``)."""
+    return (os.environ.get("SLURM_FAIR_TESTBED_RELEASE") in CHROOT_RELEASES
+            and Path("/testbed/testbed.env").exists())
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -70,6 +76,11 @@ class Testbed:
     jobdir: Path
     started_here: bool = False
     _log: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def slurm_series(self) -> str:
+        """The Slurm series the release's testbed carries: '22.05', '24.11' or '26.05'."""
+        return RELEASE_SLURM[self.release]
 
     @property
     def slurm_version(self) -> tuple[int, ...]:
@@ -293,8 +304,8 @@ def _start_testbed() -> Testbed:
         env_file = state / "testbed.env"
         if not env_file.exists():
             if (state / "rootfs" / "testbed" / "testbed.env").exists():
-                pytest.fail(f"SLURM_FAIR_TESTBED={explicit} is a trixie (Slurm 24.11) testbed: run the tests inside "
-                            "its chroot: contrib/testbed/testbed.sh --release trixie exec -- python -m pytest ...")
+                pytest.fail(f"SLURM_FAIR_TESTBED={explicit} is a chroot (trixie or forky) testbed: run the tests "
+                            "inside its chroot: contrib/testbed/testbed.sh --release RELEASE exec -- python -m pytest ...")
             pytest.fail(f"SLURM_FAIR_TESTBED={explicit}: no testbed.env there; run contrib/testbed/testbed.sh up")
         started = False
     else:

@@ -115,4 +115,4 @@ def test_env_file_and_slurm_fair_config(testbed):
     assert cfg["cluster"]["backend"] == "cli"
     assert cfg["daemon"]["database"].startswith(env["SLURM_FAIR_TESTBED"])
     assert cfg["daemon"]["period"] > 0
-    assert testbed.slurm_version[:2] == {"bookworm": (22, 5), "trixie": (24, 11)}[testbed.release]
+    assert testbed.slurm_version[:2] == {"bookworm": (22, 5), "trixie": (24, 11), "forky": (26, 5)}[testbed.release]
