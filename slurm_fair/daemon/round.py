@@ -338,8 +338,11 @@ def _apply(cluster: Cluster, store: Store, cfg: Config, res: RoundResult, c: P.D
     if pause:
         print(f"slurm-fair: pausing {float(pause):g} s before apply (round {round_id})", file=sys.stderr, flush=True)
         time.sleep(float(pause))
-    # what each account's limits were before slurm-fair first changes them: what rollback restores
-    with_retry(lambda: store.record_site_limits({a: c.site_now.get(a, {}) for a in c.changes}, now=now))
+    # what each account's limits were before slurm-fair first manages it — every account the round plans, left
+    # alone or not, changed or not (issue 40: one left alone in round N and not recorded was managed, its own
+    # limit overwritten, in round N+1): what the next rounds honour and rollback restores. Not in a round that
+    # faces limits no record explains (``unrecorded``): they may be an earlier install's (limits adopt | clear).
+    with_retry(lambda: store.record_site_limits(site_to_record(c) if cfg.limits.manage else {}, now=now))
     try:
         applied = apply_limits(cluster, c.changes)
         factors_set, factor_failed = apply_factors(cluster, c.factor_changes)
@@ -368,6 +371,15 @@ def _apply(cluster: Cluster, store: Store, cfg: Config, res: RoundResult, c: P.D
     if problems:
         res.message = "apply: " + "; ".join(problems)
     return applied, factor_failed
+
+
+def site_to_record(c: P.Decisions) -> dict[str, dict[str, int]]:
+    """account -> its site limits (its GPU limits now less what slurm-fair wrote as it wrote it), for every account
+    the round changes or plans; none in a round with unrecorded limits (it writes none and manages none). The
+    store keeps an account's first record only."""
+    if c.unrecorded:
+        return {}
+    return {a: dict(c.site_now.get(a, {})) for a in sorted(set(c.changes) | set(c.planned))}
 
 
 def _retype_and_publish(cluster: Cluster, cfg: Config, res: RoundResult, c: P.Decisions,

@@ -246,7 +246,7 @@ def _record_applied(store: Store, res: RoundResult, c: P.Decisions, snapshot: Sn
     store.save_deficits(c.deficits)
     if applied_rows:
         store.record_applied(round_id, applied_rows)
-    if cfg.limits.manage:
+    if cfg.limits.manage and not c.unrecorded:  # a round facing unrecorded limits manages none (limits adopt | clear)
         store.set_managed(c.planned)
     store.record_factors(res.factor_changes, {j.job_id: j.site_factor for j in snapshot.jobs},
                          [j.job_id for j in snapshot.jobs if j.pending], now=now)

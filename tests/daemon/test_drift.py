@@ -63,9 +63,11 @@ def test_an_account_leaving_the_managed_set_gets_its_site_limits_back_in_the_sam
     ch = P.limit_changes(current, {}, {"gone"}, site, written)
     assert ch == {"gone": {"v100": 6, ANY_GPU: CLEAR}}  # k80=1 was set by hand: left
     assert P.limit_changes(current, {}, {"gone"}) == {"gone": {"v100": CLEAR, ANY_GPU: CLEAR, "k80": CLEAR}}
-    # no record for the account (an older version's writes, or applied rows pruned before the record): as before
-    assert P.limit_changes(current, {}, {"gone"}, site, {"other": {"v100": 1}}) == {
+    # neither record for the account (an older version's writes, or applied rows pruned before the record): as before
+    assert P.limit_changes(current, {}, {"gone"}, {}, {"other": {"v100": 1}}) == {
         "gone": {"v100": CLEAR, ANY_GPU: CLEAR, "k80": CLEAR}}
+    # its site limits recorded and nothing written there (issue 40: an account left alone): nothing changes
+    assert P.limit_changes(current, {}, {"gone"}, site, {"other": {"v100": 1}}) == {}
 
 
 def test_rollback_names_what_it_keeps(tmp_path):

@@ -16,7 +16,7 @@ from ..ownership import site_part
 from ..preemption.unrequeueable import HoldBack, hold_back
 from .eligible import not_demand
 from .borrow import Borrowing
-from .limits import (Plan, drift, in_partitions, limit_changes, make_plan, pin_drift, site_bounded,
+from .limits import (Plan, drift, in_partitions, limit_changes, make_plan, own_limits, pin_drift, site_bounded,
                      with_held_elsewhere)
 from .priority import aged, site_factors, update_deficit
 from .problem import SRC_ASSUMED, SRC_UNPROFILED, Built, build_problem, type_order
@@ -142,8 +142,11 @@ def decide(snapshot: Snapshot | PartitionView, cfg: Config, solve: Any, *, profi
     # the site's own limits now: what slurm-fair wrote, still as it wrote it, is not the site's (a new database
     # beside the ownership file: daemon/ownership.py)
     site_now = site_part(current, written or {})
+    # the site limits this round honours (recorded before slurm-fair first managed the account, else its own now);
+    # a key slurm-fair never wrote that differs from them is the site's too (drift: kept, never cleared)
+    own = own_limits(planned, site_now, site or {}, managed_before) if written is not None else None
     planned, left_alone = site_bounded(planned, site_now, site or {}, managed_before, cfg.limits.site_limits)
-    drifted = drift(current, written or {}, (managed_before | set(planned)) & known)
+    drifted = drift(current, written or {}, (managed_before | set(planned)) & known, own)
     planned = pin_drift(planned, drifted)
     changes = limit_changes(current, planned, managed_before & known, site or {}, written) if cfg.limits.manage else {}
     # a store that never wrote, managed or recorded anything, facing GPU limits on accounts it would manage: a
