@@ -331,7 +331,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
 def _apply(cluster: Cluster, store: Store, cfg: Config, res: RoundResult, c: P.Decisions, round_id: int | None,
            now: float, cluster_key: str | None) -> tuple[Applied, dict[str, str]] | None:
     """Write the round's limits and SiteFactors into Slurm (after the fault-injection pause, and after the
-    accounts' limits before slurm-fair first changes them are recorded), and what slurm-fair wrote into the
+    accounts' limits before slurm-fair first manages them are recorded), and what slurm-fair wrote into the
     ownership file. Failures are recorded on ``res``; None when the cluster became unreachable (``res`` says
     so: the round ends there)."""
     pause = os.environ.get(PAUSE_ENV)

@@ -86,7 +86,7 @@ def decide(snapshot: Snapshot | PartitionView, cfg: Config, solve: Any, *, profi
     demand per class, the problem and its allocation (``solve(problem) -> Allocation``; ``empty_alloc(built)``
     when nobody asks for GPUs), the plan (integer GPUs, limits), deficits and SiteFactors, limit changes, retypes
     and the untyped-request targets. ``moving``: upgrade moves in flight (``make_plan``). ``site``: the GPU
-    limits accounts had before slurm-fair first changed them (:func:`.limits.site_bounded`). ``held_back``:
+    limits accounts had before slurm-fair first managed them (:func:`.limits.site_bounded`). ``held_back``:
     what open hold-backs do (``daemon/preemption/unrequeueable.py``: a :class:`HoldBack`, or account -> type -> GPUs of its
     running jobs preemption could not requeue): its limits are lowered by them, and an account held back across
     all its jobs may hold no more than it runs now. ``last``: last round's ideal and guarantees (``make_plan``).
