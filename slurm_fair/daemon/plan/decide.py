@@ -93,8 +93,9 @@ def decide(snapshot: Snapshot | PartitionView, cfg: Config, solve: Any, *, profi
     ``run_times``: class -> its recorded run time in seconds (the store's job runs,
     ``store.jobs.class_run_times``): the type map's estimate of when a job without a time limit ends.
     ``written``: the GPU limits slurm-fair last wrote (the store's, with the ownership file's): one that differs in
-    Slurm now was set by someone else and is kept (:func:`.limits.drift`); an account leaving the managed set gets
-    back only what slurm-fair wrote. ``requeuing``: a reclaim's victims may be requeued this round (``make_plan``).
+    Slurm now was set by someone else and is kept (:func:`.limits.drift`), and so is a key it never wrote that differs
+    from the account's site limits (issue 40); an account leaving the managed set gets back only what slurm-fair
+    wrote. ``requeuing``: a reclaim's victims may be requeued this round (``make_plan``).
     Raises what the policy raises (SolverError, InputError)."""
     profiles = list(profiles)
     view = PartitionView.of(snapshot, cfg.cluster.partitions)
