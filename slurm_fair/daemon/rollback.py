@@ -1,9 +1,10 @@
 """``slurm-fair rollback``: take slurm-fair off a cluster without a trace.
 
 * **Limits**: every account slurm-fair changed or manages gets back the GPU limits it had before slurm-fair first
-  changed it (recorded in the store's ``site_limits`` at that first change, the exact values; an account never
-  recorded had none) — but only where a limit is still what slurm-fair last wrote (the store's ``written``): a
-  value someone set since is theirs and is left (``kept``, named), and so is one slurm-fair never wrote. Only
+  managed it (recorded in the store's ``site_limits`` by the first round that planned it, left alone or not, the
+  exact values; an account never recorded had none) — but only where a limit is still what slurm-fair last wrote
+  (the store's ``written``): a value someone set since is theirs and is left (``kept``, named), and so is one
+  slurm-fair never wrote (named when it differs from the record: a key added by hand). Only
   what differs from what Slurm shows now is written; a GPU limit slurm-fair had set where the account had none
   is cleared. Non-GPU TRES are never touched. What slurm-fair wrote is the database's record over the
   ownership file's (``daemon/ownership.py``): a lost database's limits are still known from the file (a value
@@ -61,12 +62,15 @@ def plan_rollback(snapshot: Snapshot, site: Mapping[str, Mapping[str, int]], man
             continue
         target = {k: int(v) for k, v in site.get(a, {}).items()}
         now = dict(acct.limits)
-        if not (written or {}).get(a):  # no record of what slurm-fair wrote there (older writes): as before
+        if written is None or (not written.get(a) and a not in site):
+            # no record of what slurm-fair wrote there nor of the account's site limits (older writes): as before
             diff = {k: v for k, v in target.items() if now.get(k) != v}
             diff.update({k: CLEAR for k in now if k not in target})
         else:
             diff = P.restore(now, target, written.get(a, {}))
-            theirs = P.drift({a: now}, {a: written.get(a, {})}, [a]).get(a)
+            # what someone else set: a value over slurm-fair's, or a key it never wrote unlike the site record
+            # (issue 40: a key added by hand to a managed account)
+            theirs = P.drift({a: now}, {a: written.get(a, {})}, [a], {a: target}).get(a)
             if theirs:
                 kept[a] = theirs
         if diff:

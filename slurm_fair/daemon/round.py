@@ -341,7 +341,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
 def _apply(cluster: Cluster, store: Store, cfg: Config, res: RoundResult, c: P.Decisions, round_id: int | None,
            now: float, cluster_key: str | None) -> tuple[Applied, dict[str, str]] | None:
     """Write the round's limits and SiteFactors into Slurm (after the fault-injection pause, and after the
-    accounts' limits before slurm-fair first changes them are recorded), and what slurm-fair wrote into the
+    accounts' limits before slurm-fair first manages them are recorded), and what slurm-fair wrote into the
     ownership file. Failures are recorded on ``res``; None when the cluster became unreachable (``res`` says
     so: the round ends there)."""
     pause = os.environ.get(PAUSE_ENV)
@@ -352,8 +352,11 @@ def _apply(cluster: Cluster, store: Store, cfg: Config, res: RoundResult, c: P.D
         lease_check = getattr(cluster, "check_lease", None)  # the daemon's lease fence (daemon/leader.py)
         if lease_check is not None:
             lease_check()  # LeaseLost: another daemon may act now, this one records and writes nothing
-        # what each account's limits were before slurm-fair first changes them: what rollback restores
-        with_retry(lambda: store.record_site_limits({a: c.site_now.get(a, {}) for a in c.changes}, now=now))
+        # what each account's limits were before slurm-fair first manages it — every account the round plans, left
+        # alone or not, changed or not (issue 40: one left alone in round N and not recorded was managed, its own
+        # limit overwritten, in round N+1): what the next rounds honour and rollback restores. Not in a round that
+        # faces limits no record explains (``unrecorded``): they may be an earlier install's (limits adopt | clear).
+        with_retry(lambda: store.record_site_limits(site_to_record(c) if cfg.limits.manage else {}, now=now))
         applied = apply_limits(cluster, c.changes)
         factors_set, factor_failed = apply_factors(cluster, c.factor_changes)
     except ClusterUnreachable as e:
@@ -381,6 +384,15 @@ def _apply(cluster: Cluster, store: Store, cfg: Config, res: RoundResult, c: P.D
     if problems:
         res.message = "apply: " + "; ".join(problems)
     return applied, factor_failed
+
+
+def site_to_record(c: P.Decisions) -> dict[str, dict[str, int]]:
+    """account -> its site limits (its GPU limits now less what slurm-fair wrote as it wrote it), for every account
+    the round changes or plans; none in a round with unrecorded limits (it writes none and manages none). The
+    store keeps an account's first record only."""
+    if c.unrecorded:
+        return {}
+    return {a: dict(c.site_now.get(a, {})) for a in sorted(set(c.changes) | set(c.planned))}
 
 
 def _retype_and_publish(cluster: Cluster, cfg: Config, res: RoundResult, c: P.Decisions,

@@ -96,7 +96,7 @@ def round_details(snapshot: Snapshot, c: P.Decisions, policy: str) -> RoundDetai
         pending_jobs=pending_jobs,
         held_back=c.held_back,  # account -> type -> GPUs its limits are lowered by (daemon/preemption/unrequeueable.py)
         held_at=c.held_at, held_why=c.held_why,  # accounts held back across all their jobs, and what for
-        drift=c.drift,  # account -> key -> a limit someone else set since slurm-fair wrote it: kept (issue 29)
+        drift=c.drift,  # account -> key -> a limit someone else set (over what slurm-fair wrote, or a key it never wrote): kept
         unrecorded=c.unrecorded,  # limits a store with no record faced: none written until adopted or cleared
         not_demand=c.not_demand,  # account -> why -> GPUs of pending jobs that could not start (plan.eligible)
         in_use=P.gpus_in_use(snapshot),
@@ -246,7 +246,7 @@ def _record_applied(store: Store, res: RoundResult, c: P.Decisions, snapshot: Sn
     store.save_deficits(c.deficits)
     if applied_rows:
         store.record_applied(round_id, applied_rows)
-    if cfg.limits.manage:
+    if cfg.limits.manage and not c.unrecorded:  # a round facing unrecorded limits manages none (limits adopt | clear)
         store.set_managed(c.planned)
     store.record_factors(res.factor_changes, {j.job_id: j.site_factor for j in snapshot.jobs},
                          [j.job_id for j in snapshot.jobs if j.pending], now=now)

@@ -1,5 +1,5 @@
 """What slurm-fair changed in Slurm: the limits each round applied, the accounts it manages and the limits
-accounts had before its first change (what ``slurm-fair rollback`` restores)."""
+accounts had before it first managed them (what ``slurm-fair rollback`` restores)."""
 
 from __future__ import annotations
 
@@ -85,8 +85,9 @@ class LimitsMixin(StoreBase):
         return {r["account"] for r in self.db["managed"].rows}
 
     def record_site_limits(self, limits: Mapping[str, Mapping[str, int]], now: float | None = None) -> list[str]:
-        """Keep each account's GPU limits as they are before slurm-fair first changes them: an account already
-        recorded keeps its first record. Returns the accounts recorded now."""
+        """Keep each account's GPU limits as they are before slurm-fair first manages it (every round records the
+        accounts it plans, changed or not, left alone or not): an account already recorded keeps its first record.
+        Returns the accounts recorded now."""
         have = {r["account"] for r in self.db["site_limits"].rows}
         t = time.time() if now is None else float(now)
         new = [{"account": a, "limits": _dumps({k: int(v) for k, v in sorted(row.items())}), "recorded": t}
@@ -97,7 +98,7 @@ class LimitsMixin(StoreBase):
         return [r["account"] for r in new]
 
     def site_limits(self) -> dict[str, dict[str, int]]:
-        """account -> its GPU limits before slurm-fair first changed them ({}: none)."""
+        """account -> its GPU limits before slurm-fair first managed it ({}: none)."""
         return {r["account"]: {k: int(v) for k, v in (_loads(r["limits"]) or {}).items()}
                 for r in self.db["site_limits"].rows}
 

@@ -25,6 +25,20 @@ def test_drift_is_every_key_that_differs_from_what_slurm_fair_wrote():
     assert P.drift(current, {}, ["a", "b"]) == {}  # nothing written: nothing to tell
 
 
+def test_a_key_slurm_fair_never_wrote_is_drift_where_it_differs_from_the_site_record():
+    """Issue 40 (A): with the site limits a round honours, a never-written key is someone else's when it differs
+    from them — added (k80=1 on a managed account with none recorded), changed (a left-alone account's v100 3 ->
+    4) or removed — and not while it is the recorded value (left alone, or adopted as an upper bound)."""
+    written = {"m": {"v100": 2, ANY_GPU: 6}}
+    current = {"m": {"v100": 2, ANY_GPU: 6, "k80": 1}, "x": {"v100": 4}, "y": {}, "z": {"a100": 4}}
+    own = {"m": {}, "x": {"v100": 3}, "y": {"v100": 3}, "z": {"a100": 4}}
+    assert P.drift(current, written, ["m", "x", "y", "z"], own) == {
+        "m": {"k80": 1}, "x": {"v100": 4}, "y": {"v100": CLEAR}}
+    assert P.drift(current, written, ["m", "x", "y", "z"]) == {}  # without the record: written keys only, as before
+    planned = P.pin_drift({"m": {"v100": 2, ANY_GPU: 6}}, {"m": {"k80": 1}})
+    assert P.limit_changes(current, planned, {"m"}, own, written) == {}  # k80 neither cleared nor written
+
+
 def test_a_hand_set_limit_is_kept_round_after_round():
     jobs = [job(i, "acct_b", gpu_type="v100", state="RUNNING", alloc={"v100": 1}) for i in range(1, 5)]
     jobs += [job(10 + i, "acct_a", gpu_type="v100", reason="Resources") for i in range(3)]
@@ -63,9 +77,11 @@ def test_an_account_leaving_the_managed_set_gets_its_site_limits_back_in_the_sam
     ch = P.limit_changes(current, {}, {"gone"}, site, written)
     assert ch == {"gone": {"v100": 6, ANY_GPU: CLEAR}}  # k80=1 was set by hand: left
     assert P.limit_changes(current, {}, {"gone"}) == {"gone": {"v100": CLEAR, ANY_GPU: CLEAR, "k80": CLEAR}}
-    # no record for the account (an older version's writes, or applied rows pruned before the record): as before
-    assert P.limit_changes(current, {}, {"gone"}, site, {"other": {"v100": 1}}) == {
+    # neither record for the account (an older version's writes, or applied rows pruned before the record): as before
+    assert P.limit_changes(current, {}, {"gone"}, {}, {"other": {"v100": 1}}) == {
         "gone": {"v100": CLEAR, ANY_GPU: CLEAR, "k80": CLEAR}}
+    # its site limits recorded and nothing written there (issue 40: an account left alone): nothing changes
+    assert P.limit_changes(current, {}, {"gone"}, site, {"other": {"v100": 1}}) == {}
 
 
 def test_rollback_names_what_it_keeps(tmp_path):

@@ -16,7 +16,7 @@ from ..ownership import site_part
 from ..preemption.unrequeueable import HoldBack, hold_back
 from .eligible import not_demand
 from .borrow import Borrowing
-from .limits import (Plan, drift, in_partitions, limit_changes, make_plan, pin_drift, site_bounded,
+from .limits import (Plan, drift, in_partitions, limit_changes, make_plan, own_limits, pin_drift, site_bounded,
                      with_held_elsewhere)
 from .priority import aged, site_factors, update_deficit
 from .problem import SRC_ASSUMED, SRC_UNPROFILED, Built, build_problem, type_order
@@ -86,15 +86,16 @@ def decide(snapshot: Snapshot | PartitionView, cfg: Config, solve: Any, *, profi
     demand per class, the problem and its allocation (``solve(problem) -> Allocation``; ``empty_alloc(built)``
     when nobody asks for GPUs), the plan (integer GPUs, limits), deficits and SiteFactors, limit changes, retypes
     and the untyped-request targets. ``moving``: upgrade moves in flight (``make_plan``). ``site``: the GPU
-    limits accounts had before slurm-fair first changed them (:func:`.limits.site_bounded`). ``held_back``:
+    limits accounts had before slurm-fair first managed them (:func:`.limits.site_bounded`). ``held_back``:
     what open hold-backs do (``daemon/preemption/unrequeueable.py``: a :class:`HoldBack`, or account -> type -> GPUs of its
     running jobs preemption could not requeue): its limits are lowered by them, and an account held back across
     all its jobs may hold no more than it runs now. ``last``: last round's ideal and guarantees (``make_plan``).
     ``run_times``: class -> its recorded run time in seconds (the store's job runs,
     ``store.jobs.class_run_times``): the type map's estimate of when a job without a time limit ends.
     ``written``: the GPU limits slurm-fair last wrote (the store's, with the ownership file's): one that differs in
-    Slurm now was set by someone else and is kept (:func:`.limits.drift`); an account leaving the managed set gets
-    back only what slurm-fair wrote. ``requeuing``: a reclaim's victims may be requeued this round (``make_plan``).
+    Slurm now was set by someone else and is kept (:func:`.limits.drift`), and so is a key it never wrote that differs
+    from the account's site limits (issue 40); an account leaving the managed set gets back only what slurm-fair
+    wrote. ``requeuing``: a reclaim's victims may be requeued this round (``make_plan``).
     Raises what the policy raises (SolverError, InputError)."""
     profiles = list(profiles)
     view = PartitionView.of(snapshot, cfg.cluster.partitions)
@@ -147,8 +148,11 @@ def decide(snapshot: Snapshot | PartitionView, cfg: Config, solve: Any, *, profi
     # the site's own limits now: what slurm-fair wrote, still as it wrote it, is not the site's (a new database
     # beside the ownership file: daemon/ownership.py)
     site_now = site_part(current, written or {})
+    # the site limits this round honours (recorded before slurm-fair first managed the account, else its own now);
+    # a key slurm-fair never wrote that differs from them is the site's too (drift: kept, never cleared)
+    own = own_limits(planned, site_now, site or {}, managed_before) if written is not None else None
     planned, left_alone = site_bounded(planned, site_now, site or {}, managed_before, cfg.limits.site_limits)
-    drifted = drift(current, written or {}, (managed_before | set(planned)) & known)
+    drifted = drift(current, written or {}, (managed_before | set(planned)) & known, own)
     planned = pin_drift(planned, drifted)
     changes = limit_changes(current, planned, managed_before & known, site or {}, written) if cfg.limits.manage else {}
     # a store that never wrote, managed or recorded anything, facing GPU limits on accounts it would manage: a

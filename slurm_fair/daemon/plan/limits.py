@@ -403,16 +403,28 @@ def round_fairness(built: Built, alloc: Allocation, plan: Plan) -> dict[str, Any
 
 
 def drift(current: Mapping[str, Mapping[str, int]], written: Mapping[str, Mapping[str, int]],
-          accounts: Iterable[str]) -> dict[str, dict[str, int]]:
-    """account -> key -> the value in Slurm now (CLEAR: none) of every GPU limit slurm-fair last wrote with
-    another value (``written``, CLEAR for a limit it cleared): someone else set it, and it is theirs from now on
-    (:func:`pin_drift`; issue 29: an admin's hand-set limit is never overwritten nor cleared)."""
+          accounts: Iterable[str], site: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, dict[str, int]]:
+    """account -> key -> the value in Slurm now (CLEAR: none) of every GPU limit that is someone else's: one
+    slurm-fair last wrote with another value (``written``, CLEAR for a limit it cleared); with ``site`` (account
+    -> the site limits the round honours, :func:`own_limits`), also, on the accounts it names, one slurm-fair
+    never wrote that differs from that record — a key the site added (issue 40: ``k80=1`` on a managed account),
+    changed or removed since. It is theirs from now on (:func:`pin_drift`; issue 29: an admin's hand-set limit is
+    never overwritten nor cleared). A never-written key still at its recorded site value is not drift: the
+    round honours it through :func:`site_bounded` (left alone, or an upper bound when adopted)."""
     out: dict[str, dict[str, int]] = {}
     for a in sorted(set(accounts)):
         now = current.get(a, {})
-        for k, v in written.get(a, {}).items():
+        mine = written.get(a, {})
+        for k, v in mine.items():
             have = int(now.get(k, CLEAR))
             if have != int(v):
+                out.setdefault(a, {})[k] = have
+        if site is None or a not in site:
+            continue
+        own = site[a]
+        for k in sorted((set(now) | set(own)) - set(mine)):
+            have = int(now.get(k, CLEAR))
+            if have != int(own.get(k, CLEAR)):
                 out.setdefault(a, {})[k] = have
     return out
 
@@ -454,8 +466,9 @@ def limit_changes(current: Mapping[str, Mapping[str, int]], planned: Mapping[str
                   written: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, dict[str, int]]:
     """Only the limit values that differ from what Slurm has now; CLEAR for a GPU limit Slurm has that the plan
     leaves out (no limit). An account slurm-fair managed before that is not planned any more gets its site
-    limits back (:func:`restore`, with ``written``: only what slurm-fair wrote; without it, every GPU limit it
-    has is cleared)."""
+    limits back (:func:`restore`, with ``written``: only what slurm-fair wrote, nothing where it wrote nothing
+    and the account's site limits are recorded; without ``written``, or for an account with neither record,
+    every GPU limit it has is cleared)."""
     out: dict[str, dict[str, int]] = {}
     for a in sorted(planned):
         now = current.get(a, {})
@@ -465,10 +478,12 @@ def limit_changes(current: Mapping[str, Mapping[str, int]], planned: Mapping[str
             out[a] = diff
     for a in sorted(set(managed_accounts) - set(planned)):
         now = current.get(a, {})
-        # an account with no record of what slurm-fair wrote (an older version's writes, or ones retention
-        # pruned from ``applied`` before the record existed): every GPU limit it has is cleared, as before
-        gone = ({k: CLEAR for k in now} if not (written or {}).get(a)
-                else restore(now, (site or {}).get(a, {}), written[a]))
+        if written is None or (not written.get(a) and a not in (site or {})):
+            # no record of what slurm-fair wrote nor of the account's site limits (an older version's writes, or
+            # ones retention pruned from ``applied`` before the record existed): every GPU limit cleared, as before
+            gone = {k: CLEAR for k in now}
+        else:  # only what slurm-fair wrote (nothing, where it never wrote: issue 40, an account left alone)
+            gone = restore(now, (site or {}).get(a, {}), written.get(a, {}))
         if gone:
             out[a] = gone
     return out
@@ -499,21 +514,32 @@ def _shift(limits: Mapping[str, Mapping[str, int]], elsewhere: Mapping[str, Mapp
     return out
 
 
+def own_limits(accounts: Iterable[str], current: Mapping[str, Mapping[str, int]],
+               site: Mapping[str, Mapping[str, int]], managed_before: Iterable[str]) -> dict[str, dict[str, int]]:
+    """account -> the site limits a round honours: the ones recorded before slurm-fair first managed it (``site``;
+    a round records them for every account it plans, left alone or not, before it manages it), else — for an
+    account slurm-fair never managed — the ones it has now (``current``: the site's part, ``site_part``); an
+    account managed before with no record (a database from before the record was kept for every account): none."""
+    before = set(managed_before)
+    return {a: (dict(site[a]) if a in site else (dict(current.get(a, {})) if a not in before else {}))
+            for a in accounts}
+
+
 def site_bounded(planned: Mapping[str, Mapping[str, int]], current: Mapping[str, Mapping[str, int]],
                  site: Mapping[str, Mapping[str, int]], managed_before: Iterable[str], mode: str
                  ) -> tuple[dict[str, dict[str, int]], list[str]]:
     """The planned limits with the site's own GPU limits honoured; returns (limits, accounts left alone).
 
-    An account's site limits are the ones recorded before slurm-fair first changed it (``site``), else — for
-    an account slurm-fair never managed — the ones it has now. ``mode = "respect"``: an account with site
-    limits is left alone, its limits kept (restored, if slurm-fair had changed them); ``"adopt"``: it is
-    managed, and each site limit stays an upper bound of the planned one (a key the plan leaves unlimited
-    takes the site's value)."""
-    before = set(managed_before)
+    An account's site limits are :func:`own_limits`. ``mode = "respect"``: an account with site limits is left
+    alone, its limits kept (restored, if slurm-fair had changed them); ``"adopt"``: it is managed, and each site
+    limit stays an upper bound of the planned one (a key the plan leaves unlimited takes the site's value). A key
+    the site adds later to an account slurm-fair manages is no site limit here but drift (:func:`drift`): kept
+    as the site set it, the account still managed."""
+    own_of = own_limits(planned, current, site, managed_before)
     out: dict[str, dict[str, int]] = {}
     alone: list[str] = []
     for a, lim in planned.items():
-        own = dict(site[a]) if a in site else (dict(current.get(a, {})) if a not in before else {})
+        own = own_of[a]
         if not own:
             out[a] = dict(lim)
         elif mode == "adopt":
