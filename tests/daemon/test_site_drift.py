@@ -56,6 +56,9 @@ class _Site:
     def set_site_factors(self, factors):
         pass
 
+    def priority_weights(self):
+        return None  # unknown: priority.site_factor_max "auto" takes its fallback
+
     def set_job_gpu_type(self, job_id, gpu_type, gpus_per_node):
         pass
 
