@@ -85,9 +85,12 @@ def _needs() -> None:
         pytest.skip(f"{SYSTEM_PYTHON} has no seccomp module (Debian: python3-seccomp)")
 
 
-def _sandbox(svc: dict[str, list[str]], binds: dict[str, Path], filter_file: Path, argv: list[str]) -> list[str]:
+def _sandbox(svc: dict[str, list[str]], binds: dict[str, Path], filter_file: Path, argv: list[str],
+             shown: Path | None = None) -> list[str]:
     """bwrap + setpriv + the seccomp filter, as the unit's lines say (asserted here, so a change to the unit that
-    this emulation does not follow fails instead of passing untested)."""
+    this emulation does not follow fails instead of passing untested). ``shown``: a folder under /tmp or /var/tmp
+    bound back read-only at its own path, as a drop-in's ``BindReadOnlyPaths=`` would (the testbed's state,
+    which testbed.sh keeps in /var/tmp when the checkout is private: its slurm.conf, munge's socket)."""
     assert svc["ProtectSystem"] == ["strict"] and svc["ProtectHome"] == ["yes"] and svc["PrivateTmp"] == ["yes"]
     assert svc["PrivateDevices"] == ["yes"] and svc["ProtectProc"] == ["invisible"]
     assert svc["NoNewPrivileges"] == ["yes"] and svc["CapabilityBoundingSet"] == [""]
@@ -103,6 +106,11 @@ def _sandbox(svc: dict[str, list[str]], binds: dict[str, Path], filter_file: Pat
     for hidden in ("/home", "/root", "/run/user"):  # ProtectHome=yes
         if os.path.isdir(hidden):
             cmd += ["--tmpfs", hidden]
+    if shown is not None:
+        for d in reversed(shown.parents):
+            if d.parent != d and str(d) not in ("/tmp", "/var", "/var/tmp"):
+                cmd += ["--perms", "0755", "--dir", str(d)]  # the private /tmp's folders above it, traversable
+        cmd += ["--ro-bind", str(shown), str(shown)]
     for inside, outside in binds.items():
         cmd += ["--bind", str(outside), inside]
     # this checkout's Python may live under /root (pyenv): shown read-only, as a drop-in's
@@ -187,6 +195,9 @@ def test_a_round_in_the_units_sandbox(testbed):
     restore = _grant_traversal([sys.executable, HERE])
     # the config and the filter's list where the sandbox sees them (not in /tmp or /var/tmp: its own are empty)
     outside = Path(tempfile.mkdtemp(prefix="sf-unit-", dir=testbed.state_dir))
+    state = Path(os.path.realpath(testbed.state_dir))
+    # a private checkout's testbed lives in /var/tmp (testbed.sh), which PrivateTmp hides: shown back read-only
+    shown = state if any(state.is_relative_to(t) for t in ("/tmp", "/var/tmp")) else None
     binds = {"/var/lib/slurm-fair": outside / "state", "/var/lib/slurm-fair-ownership": outside / "ownership",
              "/var/spool/slurm-fair": outside / "spool"}
     made = [Path(p) for p in binds if not os.path.exists(p)]  # bwrap binds onto existing folders
@@ -216,7 +227,7 @@ def test_a_round_in_the_units_sandbox(testbed):
                "SLURM_CONF": testbed.env["SLURM_CONF"], "HOME": "/var/lib/slurm-fair"}
 
         # what the unit forbids is forbidden, what it allows is allowed
-        r = subprocess.run(_sandbox(svc, binds, filter_file, [sys.executable, "-c", PROBE]), env=env,
+        r = subprocess.run(_sandbox(svc, binds, filter_file, [sys.executable, "-c", PROBE], shown), env=env,
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
         probe = json.loads(r.stdout)
@@ -235,7 +246,7 @@ def test_a_round_in_the_units_sandbox(testbed):
         log = outside / "daemon.log"
         argv = [sys.executable, "-c", "from slurm_fair.cli import main; main()", "daemon", "--config", str(cfg)]
         with open(log, "w") as out:
-            proc = subprocess.Popen(_sandbox(svc, binds, filter_file, argv), env=env, stdout=out,
+            proc = subprocess.Popen(_sandbox(svc, binds, filter_file, argv, shown), env=env, stdout=out,
                                     stderr=subprocess.STDOUT, cwd="/")
         status = outside / "state" / "status.json"
         deadline = time.monotonic() + 180
