@@ -114,6 +114,9 @@ def explain(store: Store, cfg: Config, account: str, snapshot: Snapshot | None, 
     }
     records = PreemptionStore(store).rows(account=account, limit=50)
     out["preemptions"] = [r.as_row() for r in records]
+    # issue 41: a hold-back ends — job id -> when it is cancelled (preemption.hold_back_max / cancel_grace)
+    out["held_back_until"] = {r.job_id: r.requeue_at for r in records
+                              if r.state == "held-back" and r.requeue_at is not None}
     moved: dict[int, str] = {}  # job id -> its last move's sentence
     for r in sorted((r for r in records if r.target_type), key=lambda r: r.id or 0):
         for m in moves_from_records([r]):
