@@ -266,7 +266,10 @@ def held_back_steps(history: Sequence[PreemptionRecord], running: Mapping[int, J
                               f"{ran}{what}: the hold-back on its account ends", record_id=r.id, for_job=r.for_job))
             continue
         ending = acts(rule) if grace is None else ends(rule, grace)  # grace: end_after (hold_back_max 0: never)
-        if job is None or not ending or r.requeue_at is None or now < r.requeue_at:  # salloc/srun too
+        due = r.requeue_at
+        if due is None and ending and grace and r.created is not None:  # held back before hold_back_max existed
+            due = float(r.created) + float(grace)
+        if job is None or not ending or due is None or now < due:  # salloc/srun too
             continue
         g = int(job.gpus_allocated.get(r.gpu_type, r.gpus))
         ex, avail = excess.get(r.account, {}).get(r.gpu_type, 0), waiting.available(r.gpu_type)

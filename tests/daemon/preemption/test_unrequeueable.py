@@ -327,3 +327,7 @@ def test_a_hold_back_ends_after_hold_back_max_across_rounds():
     assert "preemption.unrequeueable = hold-back" in act.reason
     assert rounds(cfg(hold_back_max=0), 20 * 3600) == (None, None)
     assert rounds(cfg(hold_back_max=3600), 20 * 3600)[0] == NOW + 3600
+    # a record held back by an earlier version (no cancel time) ends hold_back_max after it was created
+    old = dataclasses.replace(Record(1, 2, "A", "a100", 2, UR.HELD_BACK, None, None), created=NOW - 14400)
+    assert ("cancel", 2) in kinds(decide(lim, jobs, [old], NOW, CFG))
+    assert kinds(decide(lim, jobs, [dataclasses.replace(old, created=NOW - 14000)], NOW, CFG)) == []
