@@ -344,8 +344,8 @@ class PreemptionConfig:
     hold_back_max: float = key(
         14400, _nonneg,
         'Seconds a job held back under unrequeueable = "hold-back" runs on while its account is still over its\n'
-        "guarantee on that type and someone waits; then it is cancelled (scancel, its owner told why), as under\n"
-        '"cancel". 0 = no bound (held back until the demand it owes runs or it ends).',
+        "guarantee on that type and someone waits; then it is cancelled (scancel, the reason recorded), as\n"
+        'under "cancel". 0 = no bound (held back until the demand it owes runs or it ends).',
     )
 
 

@@ -17,7 +17,7 @@ waits), is handled by ``preemption.unrequeueable``:
   the held-back job ends — and it is bounded (issue 41: two ``--no-requeue`` jobs above their account's guarantee
   kept it for as long as their time limits): a job still held back ``preemption.hold_back_max`` seconds later
   (default 4 h; 0 = no bound) while its account is still over its guarantee there and someone waits is
-  cancelled as under ``cancel`` (with the same message to its owner); ``why`` and ``explain`` say when.
+  cancelled as under ``cancel`` (the same record and reason); ``why`` and ``explain`` say when.
 * ``cancel``: the same hold-back, then, ``preemption.cancel_grace`` seconds later, ``scancel`` if its account is
   still over its guarantee there while someone waits (else the hold-back ends: ``resolved``) — interactive
   allocations (``salloc``, ``srun``) too (issue 30: one absorbed the hold-back and was never cancelled) — and, if
