@@ -120,9 +120,8 @@ def settled(snapshot: Snapshot, store: Store, cfg: Config, owned: Mapping[str, M
     """The snapshot with its demand settled (``plan.binding.settle``): a begin time counts when due before the
     next round; a job an association limit holds counts only while that limit is slurm-fair's (what it wrote:
     the store's over the ownership file's record ``owned``), not the site's nor a parent's."""
-    current = {a.name: dict(a.limits) for a in snapshot.accounts}
-    bounds = binding.site_bounds(current, ownership.merged(owned or {}, store.written()), store.site_limits())
-    return binding.settle(snapshot, snapshot.taken_at + float(cfg.daemon.period), bounds)
+    return binding.settle_round(snapshot, float(cfg.daemon.period), ownership.merged(owned or {}, store.written()),
+                                store.site_limits())
 
 
 def _last_round(store: Store) -> LastRound | None:

@@ -25,6 +25,7 @@ from slurm_fair.daemon.plan import binding
 from slurm_fair.daemon.preemption import decide as PR
 from slurm_fair.daemon.round import run_round
 from slurm_fair.store import Store
+from slurm_fair.views import explain
 from tests.conftest import NODES, job
 
 T = 1_800_000_000.0  # the snapshot's time (and the round's)
@@ -157,6 +158,11 @@ def test_an_account_the_site_capped_claims_nothing_and_holds_nobody_back(tmp_pat
     assert site.limits["acct_a"]["v100"] == 0  # the site's cap stays
     assert site.limits["acct_b"].get("v100", 4) == 4 and site.limits["acct_b"].get(ANY_GPU, 8) >= 4  # all 4 V100
     assert site.signals == []
+    cfg = _cfg(tmp_path, site_limits="adopt")
+    with Store(cfg.database_path) as st:  # explain settles demand as the round does
+        ex = explain.explain(st, cfg, "acct_a", site.snapshot())
+    assert ex["not_demand_now"] == {SITE_LIMIT: 2}
+    assert {j["job_id"]: j["blocked"] for j in ex["pending_jobs"]} == {1: SITE_LIMIT, 2: SITE_LIMIT}
 
 
 def test_the_same_jobs_held_by_slurm_fairs_own_limit_are_demand(tmp_path):

@@ -147,3 +147,11 @@ def settle(snapshot: Snapshot, due_by: float, bounds: Limits) -> Snapshot:
             new = SITE_LIMIT
         jobs.append(replace(j, blocked=new) if new != j.blocked else j)
     return replace(snapshot, jobs=tuple(jobs))
+
+
+def settle_round(snapshot: Snapshot, period: float, written: Limits, recorded: Limits) -> Snapshot:
+    """:func:`settle` as a round (and ``explain``) runs it: begin times due within ``period`` seconds of the
+    snapshot, the site's limits from the accounts' limits now, what slurm-fair wrote (``written``) and the site
+    limits recorded before it managed each account (``recorded``)."""
+    current = {a.name: dict(a.limits) for a in snapshot.accounts}
+    return settle(snapshot, snapshot.taken_at + float(period), site_bounds(current, written, recorded))
