@@ -268,3 +268,15 @@ def test_jobs_slurm_would_not_start_on_free_gpus_are_not_demand():
     assert sum(d.plan.real.get("acct_c", {}).values()) == 0 and not any(d.plan.claims.get("acct_c", {}).values())
     assert d.not_demand == {"acct_c": {CANNOT_START: 8}}
     assert all(j not in d.factors for j in range(30, 34))  # no SiteFactor band either
+
+
+def test_begin_time_is_read_from_eligible_time_in_both_layouts():
+    """Issue 41: the round settles a begin time against the next round, so the backend records it: 22.05's plain
+    int and 24.11's {set, infinite, number}; 0 (a held job) is no begin time."""
+    j22 = _jobs(_load(BLOCKED_22), now=CAPTURED_AT)
+    assert j22[5].begin_time == 1795690022 and j22[5].blocked == BEGIN_TIME
+    assert j22[6].begin_time is None and j22[6].blocked == HELD  # --hold: eligible_time 0
+    assert j22[1].begin_time is None  # running
+    j24 = _jobs(_load(FIX / "slurm-json" / "24.11" / "squeue_all.json"))
+    assert j24[9].begin_time == 1795320656 and j24[9].reason == "AssocGrpGRES"
+    assert j24[14].begin_time is None and j24[14].blocked == HELD
