@@ -221,6 +221,7 @@ BAD = [
     ("preemption", "upgrade_cost", "-1"),
     ("preemption", "unrequeueable", "\"requeue\""),
     ("preemption", "cancel_grace", "-1"),
+    ("preemption", "hold_back_max", "-1"),
     ("profiling", "min_throughput", "0"),
     ("profiling", "min_throughput", "nan"),
     ("profiling", "max_throughput", "1e-9"),  # below min_throughput

@@ -337,6 +337,9 @@ def explain_cmd(account: str, config_path: str | None, as_json: bool) -> None:
     if ex.get("held_back"):
         click.echo(f"held back:     {_types(ex['held_back'])}  (its limits are lowered by the GPUs of its running jobs "
                    "preemption could not requeue: preemption.unrequeueable)")
+    for jid, at in sorted((ex.get("held_back_until") or {}).items()):
+        click.echo(f"held-back job {jid}: cancelled at {_time(at)} if its account still owes GPUs then "
+                   "(preemption.hold_back_max, or cancel_grace under unrequeueable = cancel)")
     if ex.get("held_why"):
         click.echo(f"held across:   {_types(ex.get('held_at') or {})}  (the most it may hold: it starts no GPU job on "
                    f"any type until the demand it was held back for runs: {printable(ex['held_why'], 300)})")

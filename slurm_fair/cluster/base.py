@@ -66,6 +66,10 @@ class Job:
     batch: bool = True  # a batch job (sbatch); False = an interactive allocation (salloc), never signalled
     cls: str | None = None  # the class the daemon assigned (plan/classcap.py folds extra classes), else read
     node_gpus: Mapping[str, int] = field(default_factory=dict)  # running: node -> GPUs held there ({} = not known)
+    # a pending job's begin time (Slurm's eligible_time, unix seconds; None = not known, 0 in Slurm: held). Once a
+    # backend has read it, ``blocked`` is its whole verdict (cluster/blocked.job_blocked_kind; the round settles a
+    # begin time due within a round as demand: daemon/plan/binding.py)
+    begin_time: int | None = None
 
     def __post_init__(self) -> None:
         if self.time_limit is not None and known_limit(self.time_limit) is None:  # backfill's year: no limit

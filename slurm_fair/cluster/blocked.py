@@ -16,6 +16,11 @@ The rule (first match wins; ``""`` = the job could start once GPUs and limits al
   ``ReqNodeNotAvail`` for a job submitted into a reservation (``resv_name``) — its reserved nodes cannot serve
   it now.
 
+* :data:`SITE_LIMIT` — never from Slurm's fields alone: a round gives it to a job pending on an association
+  limit (``AssocGrpGRES`` / ``AssocGrpTRES``) when the limit that binds is not slurm-fair's own — the site's (one
+  it set, or one slurm-fair keeps as an upper bound, e.g. ``v100=0``) or a parent account's
+  (``daemon/plan/binding.py``, issue 41);
+
 * :data:`CANNOT_START` — any other reason outside the allow-list of what GPUs or slurm-fair could change (issue
   30): ``None`` / empty (not yet evaluated), ``Priority``, ``Resources``, and slurm-fair's own limits
   (``AssocGrpGRES``, ``AssocGrpTRES``). ``PartitionTimeLimit``, ``QOSMaxWallDurationPerJobLimit``,
@@ -23,7 +28,9 @@ The rule (first match wins; ``""`` = the job could start once GPUs and limits al
   reason …: free GPUs would not start such a job (four 2-GPU jobs over their QOS's MaxWall once held six V100s
   idle for everyone on the testbed).
 
-Only the allow-list is demand.
+Only the allow-list is demand. A begin time is demand once it is due within a round (the round settles it,
+``daemon/plan/binding.py``): whatever the job's restart count — a requeued job's begin time (Slurm sets it
+``cred_expire`` + 1 s ahead, 121 s by default) is due within a round, one its owner moved a year ahead is not.
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ DEPENDENCY = "dependency"
 BEGIN_TIME = "begin-time"
 RESERVATION = "reservation"
 CANNOT_START = "cannot-start"
-KINDS = (HELD, DEPENDENCY, BEGIN_TIME, RESERVATION, CANNOT_START)
+SITE_LIMIT = "site-limit"
+KINDS = (HELD, DEPENDENCY, BEGIN_TIME, RESERVATION, CANNOT_START, SITE_LIMIT)
 # Pending reasons of a job its account's GrpTRES limit holds back (Slurm 22.05 and 24.11 name GPU limits so).
 LIMIT_REASONS = ("AssocGrpGRES", "AssocGrpTRES")
 # the pending reasons of a job free GPUs (or slurm-fair's own limits) would start: everything else is not demand
@@ -96,6 +104,7 @@ def describe(kind: str, reason: str = "") -> str:
         RESERVATION: "its reservation cannot serve it now",
         CANNOT_START: "Slurm would not start it on free GPUs (a partition, QOS or job limit, a constraint, nodes "
                       "it asks for)",
+        SITE_LIMIT: "the association limit that holds it is the site's or a parent account's, not slurm-fair's",
     }.get(kind, kind)
     tail = f" (Slurm reason {reason})" if reason else ""
     return (f"not counted as demand: {what}{tail} — no share, no claim, no SiteFactor and no preemption is made "
@@ -104,11 +113,13 @@ def describe(kind: str, reason: str = "") -> str:
 
 def job_blocked_kind(job: Any) -> str:
     """Why a pending ``Job`` cannot start now (one of :data:`KINDS`), ``""`` when it could or when it is not
-    pending: what the backend read into ``Job.blocked``, else Slurm's reason alone. A requeued job (Slurm's
-    restart count > 0) that Slurm holds on the begin time it set at the requeue is not blocked: it was running,
-    it is still its account's demand (not counting it would drop its account's share right after every
-    reclaim)."""
+    pending: what the backend read into ``Job.blocked`` (and the round settled: a begin time due within a round
+    is demand, ``daemon/plan/binding.py``). A job whose begin time the backend has read (``Job.begin_time`` set)
+    has its whole verdict in ``blocked``; a record without it (a test's) falls back to Slurm's reason alone —
+    ``BeginTime`` with no known time is not demand, whatever the restart count (issue 41: a requeued job's owner
+    can move its begin time a year ahead)."""
     if not job.pending:
         return ""
-    kind = job.blocked or by_reason(job.reason)
-    return "" if kind == BEGIN_TIME and job.restart_count > 0 else kind
+    if job.blocked or job.begin_time is not None:
+        return job.blocked
+    return by_reason(job.reason)

@@ -116,11 +116,11 @@ def parse_job(rec: Mapping[str, Any], index: int = 0, now: float | None = None) 
     priority = int(prio) if prio is not None and prio != math.inf else 0
     dependency = rec.get("dependency")
     resv = rec.get("resv_name")
+    eligible = as_int(rec.get("eligible_time"), f"{where}.eligible_time", 0)
     blocked = blocked_reason(
         state=state, reason=reason, priority=priority if prio is not None else None,
         hold=as_flag(rec.get("hold"), f"{where}.hold"), dependency=dependency if isinstance(dependency, str) else "",
-        eligible_time=as_int(rec.get("eligible_time"), f"{where}.eligible_time", 0),
-        reservation=resv if isinstance(resv, str) else "", now=now)
+        eligible_time=eligible, reservation=resv if isinstance(resv, str) else "", now=now)
     host = rec.get("nodes")
     one_node = state == "RUNNING" and isinstance(host, str) and host and not any(c in host for c in ",[ ")
     return Job(
@@ -147,6 +147,8 @@ def parse_job(rec: Mapping[str, Any], index: int = 0, now: float | None = None) 
         blocked=blocked,
         batch=as_flag(rec.get("batch_flag"), f"{where}.batch_flag", default=True),
         node_gpus={host: sum(allocated.values())} if one_node else {},  # known for a job on one node only
+        # the begin time of a pending job (0 in Slurm: held, or not set: not known)
+        begin_time=eligible if (state == "PENDING" and eligible > 0) else None,
     )
 
 

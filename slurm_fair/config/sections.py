@@ -332,13 +332,20 @@ class PreemptionConfig:
         "A job preemption would take that Slurm cannot requeue (--no-requeue, scontrol update requeue=0 during\n"
         "its grace, an salloc allocation): hold-back = its account's limits on that type are lowered by its\n"
         "GPUs, and the account starts no GPU job on any type (its limits held at what it runs) until the\n"
-        "demand it was held back for runs; cancel = the same, then scancel after cancel_grace (salloc/srun\n"
-        "allocations too; with its other non-requeue-able jobs on that type, newest first, as many GPUs as\n"
-        "the waiting job needs); ignore = leave it running (it is only listed as skipped).",
+        "demand it was held back for runs, at most hold_back_max (then scancel as under cancel); cancel =\n"
+        "the same, then scancel after cancel_grace (salloc/srun allocations too; with its other\n"
+        "non-requeue-able jobs on that type, newest first, as many GPUs as the waiting job needs); ignore =\n"
+        "leave it running (it is only listed as skipped).",
     )
     cancel_grace: float = key(
         1800, _nonneg,
         'Seconds a job found non-requeue-able runs on before unrequeueable = "cancel" cancels it (>= 0).',
+    )
+    hold_back_max: float = key(
+        14400, _nonneg,
+        'Seconds a job held back under unrequeueable = "hold-back" runs on while its account is still over its\n'
+        "guarantee on that type and someone waits; then it is cancelled (scancel, the reason recorded), as\n"
+        'under "cancel". 0 = no bound (held back until the demand it owes runs or it ends).',
     )
 
 

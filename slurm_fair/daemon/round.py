@@ -51,6 +51,7 @@ from ..store import Store
 from ..store.jobs import class_run_times
 from . import plan as P
 from . import ownership, preemption, type_map_file
+from .plan import binding
 from .preemption import carry
 from .preemption.unrequeueable import without_hold_back
 from . import status_file
@@ -113,6 +114,14 @@ def compute(snapshot: Snapshot | P.PartitionView, store: Store, cfg: Config, pol
                     last=_last_round(store) if cfg.policy.stable else None,
                     written=ownership.merged(owned or {}, store.written()),
                     run_times=class_run_times(store.job_runs(since=now - RUN_TIMES_WINDOW_S)))
+
+
+def settled(snapshot: Snapshot, store: Store, cfg: Config, owned: Mapping[str, Mapping[str, int]]) -> Snapshot:
+    """The snapshot with its demand settled (``plan.binding.settle``): a begin time counts when due before the
+    next round; a job an association limit holds counts only while that limit is slurm-fair's (what it wrote:
+    the store's over the ownership file's record ``owned``), not the site's nor a parent's."""
+    return binding.settle_round(snapshot, float(cfg.daemon.period), ownership.merged(owned or {}, store.written()),
+                                store.site_limits())
 
 
 def _last_round(store: Store) -> LastRound | None:
@@ -293,11 +302,12 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
         return finish(RoundResult(round_id, status, policy, message=f"observe: {e}"))
     cfg = P.with_weights(cfg, site_weights(cluster))  # priority.site_factor_max = "auto": the site's weights
     seen = _observe(store, snapshot, cfg, round_id, now, record)
-    snapshot = seen.snapshot
+    owned, cluster_key = ownership.load_for(cluster, cfg.ownership_path)  # never raises
+    # demand is what can start (issue 41): begin times due within a round, association limits slurm-fair's own
+    snapshot = settled(seen.snapshot, store, cfg, owned.of(cluster_key or ""))
     pending_error = record_pending(store, snapshot, cfg, now, round_id) if record else None
     view = P.PartitionView.of(snapshot, cfg.cluster.partitions)  # the partition view: made once per snapshot
     try:
-        owned, cluster_key = ownership.load_for(cluster, cfg.ownership_path)
         c = compute(view, store, cfg, policy, now, owned.of(cluster_key or ""))
     except Exception as e:  # noqa: BLE001 - a solver/policy failure must not take the daemon down
         return finish(RoundResult(round_id, "solver-failed", policy, message=cause(e)))

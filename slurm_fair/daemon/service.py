@@ -69,6 +69,7 @@ from . import plan as P
 from . import status_file, type_map_file
 from .preemption import wanted as preemption_wanted
 from .preemption.store import PreemptionStore
+from .preemption import unrequeueable
 from .metrics import Exporter
 from .round import RoundResult, cause, run_round
 
@@ -213,7 +214,8 @@ def preemption_wakeup(store: Store, cfg: Config, now: float, since: float | None
     forward: waking up for it again at once would run rounds in a loop."""
     if not preemption_wanted(cfg):  # no snapshot here: the Slurm version is not checked (as before)
         return None
-    due = PreemptionStore(store).next_due(held_back=cfg.preemption.unrequeueable == "cancel")
+    rule = cfg.preemption.unrequeueable  # held-back jobs are cancelled in time under "cancel" and a bounded "hold-back"
+    due = PreemptionStore(store).next_due(held_back=unrequeueable.ends(rule, unrequeueable.end_after(cfg.preemption)))
     if due is None or (since is not None and due + 1.0 <= since):
         return None
     return max(due + 1.0 - now, 0.0)

@@ -13,7 +13,7 @@ Rules:
   ``round``/``round_time``/``round_status`` (the round whose decisions it shows), ``period`` and ``stale_after``
   (seconds after ``written`` a reader calls it stale), ``policy``, ``dry_run``, ``manage_limits``, ``lend``,
   ``retype`` (Slurm can move pending jobs to another type), ``preemption`` {enabled, grace, min_runtime,
-  signal}; ``types``: per GPU type {capacity, idle, largest_idle_block, lendable}; ``accounts``: per account
+  signal, unrequeueable, ends_after (seconds a held-back job runs before it is cancelled; 0: never)}; ``types``: per GPU type {capacity, idle, largest_idle_block, lendable}; ``accounts``: per account
   {guarantee, claims, in_use (per type), limits (per type, ``*`` = the gres/gpu total, as Slurm has them),
   pending_gpus, managed, held_across (held back across all its jobs: preemption.unrequeueable)};
   ``type_order``: per account (``*`` = the default) the types its untyped jobs are given, in order (the type
@@ -39,6 +39,7 @@ from ..config import Config
 from ..cluster.base import ANY_GPU, Snapshot, supports_pending_retype
 from ..errors import SlurmFairError
 from ..statefiles import write_public
+from .preemption.unrequeueable import end_after
 
 if TYPE_CHECKING:  # the planning code (numpy) is imported where a status is built, not where one is read
     from . import plan as P
@@ -80,6 +81,8 @@ class PreemptionStatus:
     grace: float = 0.0
     min_runtime: float = 0.0
     signal: str = ""
+    unrequeueable: str = ""  # preemption.unrequeueable ("" in a file from before issue 41)
+    ends_after: float = 0.0  # seconds a held-back job runs before it is cancelled (0: never; unrequeueable.end_after)
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,8 @@ def build_status(snapshot: Snapshot, decisions: P.Decisions, cfg: Config, *, rou
         dry_run=bool(dry_run), manage_limits=bool(cfg.limits.manage), lend=bool(plan.lend),
         retype=supports_pending_retype(snapshot.slurm_version),
         preemption=PreemptionStatus(enabled=bool(pre.enabled), grace=float(pre.grace),
-                                    min_runtime=float(pre.min_runtime), signal=str(pre.signal)),
+                                    min_runtime=float(pre.min_runtime), signal=str(pre.signal),
+                                    unrequeueable=str(pre.unrequeueable), ends_after=end_after(pre)),
         types=_types(snapshot, cfg, plan), accounts=accounts, type_order=order,
         truncated=max(0, len(names) - MAX_ACCOUNTS))
 
@@ -279,7 +283,12 @@ def parse(text: str) -> PublicStatus:
         preemption=PreemptionStatus(enabled=_need(pre, "enabled", (bool,), "preemption."),
                                     grace=float(_need(pre, "grace", NUM, "preemption.")),
                                     min_runtime=float(_need(pre, "min_runtime", NUM, "preemption.")),
-                                    signal=_need(pre, "signal", (str,), "preemption.")),
+                                    signal=_need(pre, "signal", (str,), "preemption."),
+                                    # optional: files written before issue 41 lack them
+                                    unrequeueable=_need(pre, "unrequeueable", (str,), "preemption.")
+                                    if "unrequeueable" in pre else "",
+                                    ends_after=float(_need(pre, "ends_after", NUM, "preemption."))
+                                    if "ends_after" in pre else 0.0),
         types=types, accounts=accounts, type_order=order, truncated=int(d.get("truncated") or 0), format=fmt)
 
 

@@ -43,6 +43,7 @@ import math
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..cluster.base import CHECKPOINT_TOKEN, CLEAR, FLEX_TOKEN, Account, Cluster, Job, Node, Snapshot
+from ..cluster.blocked import BEGIN_TIME
 from ..cluster.errors import CommandFailed
 from ..errors import InputError
 from .jobs import EPS, SimJob, whole_minutes
@@ -141,6 +142,9 @@ class SimCluster(BackfillScheduler, Cluster):
                 restart_count=j.restarts, site_factor=j.site_factor, requeue=True,
                 time_limit=None if j.time_limit is None else math.ceil(j.time_limit / 60 - 1e-9),
                 node_gpus=dict(j.nodes) if running else {},
+                # a requeued job's begin time, as Slurm gives it (the round counts it once due: plan/binding.py)
+                **({"blocked": BEGIN_TIME, "begin_time": math.ceil(self.epoch + j.eligible)}
+                   if not running and j.state == "PENDING" and j.eligible > self.now else {}),
             ))
         accounts = tuple(Account(a, s, dict(self.limits.get(a, {}))) for a, s in sorted(self.accounts.items()))
         return Snapshot(VERSION, self.clock(), tuple(nodes), tuple(jobs), accounts, (PARTITION,))

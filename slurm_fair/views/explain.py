@@ -10,6 +10,7 @@ from ..config import Config
 from ..cluster.base import ANY_GPU, Snapshot
 from ..cluster.blocked import describe
 from ..daemon import plan as P
+from ..daemon.plan.binding import settle_round
 from ..daemon.preemption.store import PreemptionStore
 from ..errors import InputError
 from ..records import RoundDetails
@@ -57,6 +58,9 @@ def explain(store: Store, cfg: Config, account: str, snapshot: Snapshot | None, 
     known = set(d.accounts)
     if snapshot is not None:
         known |= {a.name for a in snapshot.accounts}
+        # demand as the round settles it (issue 41: begin times due within a round, site-limit); what slurm-fair
+        # wrote as the database has it (the ownership file is the daemon's)
+        snapshot = settle_round(snapshot, float(cfg.daemon.period), store.written(), store.site_limits())
     if account not in known:
         raise InputError("account", account, f"unknown account (known: {', '.join(sorted(known)) or 'none'})")
     tenant = d.tenants.get(account, dict(cfg.tenants.map).get(account, account))
@@ -114,6 +118,9 @@ def explain(store: Store, cfg: Config, account: str, snapshot: Snapshot | None, 
     }
     records = PreemptionStore(store).rows(account=account, limit=50)
     out["preemptions"] = [r.as_row() for r in records]
+    # issue 41: a hold-back ends — job id -> when it is cancelled (preemption.hold_back_max / cancel_grace)
+    out["held_back_until"] = {r.job_id: r.requeue_at for r in records
+                              if r.state == "held-back" and r.requeue_at is not None}
     moved: dict[int, str] = {}  # job id -> its last move's sentence
     for r in sorted((r for r in records if r.target_type), key=lambda r: r.id or 0):
         for m in moves_from_records([r]):

@@ -387,8 +387,8 @@ def _running(job: Job, types: list[TypeFacts], status: PublicStatus | None) -> t
                f"above its guarantee of {t.guarantee}: its newest jobs there run on borrowed GPUs" for t in over]
     if status is None or not status.preemption.enabled:
         changes = ["preemption is off: it runs to its end"]
-    elif not job.requeue:
-        changes = ["it cannot be requeued (--no-requeue), so slurm-fair never preempts it"]
+    elif not job.requeue or not job.batch:
+        changes = [_unrequeueable_fate(status.preemption)]
     else:
         p = status.preemption
         changes = [f"if another account waits under its guarantee of {', '.join(t.gpu_type for t in over)}, "
@@ -396,6 +396,22 @@ def _running(job: Job, types: list[TypeFacts], status: PublicStatus | None) -> t
                    f"checkpoint) and are requeued {p.grace:g} s later; a job that ran less than {p.min_runtime:g} s "
                    "is not picked"]
     return "running-borrowed", f"it runs on {where}, partly or wholly on borrowed GPUs", details, changes
+
+
+def _unrequeueable_fate(p: Any) -> str:
+    """What happens to a running job Slurm cannot requeue while its account runs above its guarantee
+    (``preemption.unrequeueable``, daemon/preemption/unrequeueable.py; issue 41: a hold-back ends)."""
+    rule = getattr(p, "unrequeueable", "")
+    after = float(getattr(p, "ends_after", 0.0) or 0.0)
+    if rule not in ("hold-back", "cancel"):
+        return ("it cannot be requeued (--no-requeue or an interactive allocation), so slurm-fair never preempts it"
+                + (" (preemption.unrequeueable = ignore)" if rule == "ignore" else ""))
+    held = ("it cannot be requeued (--no-requeue or an interactive allocation): if another account waits under its "
+            "guarantee, its account is held back (it starts no GPU job on any type) and this job")
+    if after > 0:
+        return (f"{held} is cancelled {after:g} s ({after / 3600:.3g} h) after the hold-back began, unless the "
+                f"waiting jobs could start by then (preemption.unrequeueable = {rule})")
+    return f"{held} runs on until it ends (preemption.unrequeueable = {rule}, no bound: hold_back_max = 0)"
 
 
 # --------------------------------------------------------------------------------------------- entry point

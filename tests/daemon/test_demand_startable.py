@@ -27,6 +27,7 @@ from slurm_fair.cluster.base import Account, Job, Node, Snapshot
 from slurm_fair.cluster.blocked import (BEGIN_TIME, CANNOT_START, DEPENDENCY, HELD, RESERVATION, blocked_reason,
                                        by_reason)
 from slurm_fair.daemon import plan as P
+from slurm_fair.daemon.plan import binding
 from slurm_fair.daemon.preemption import decide as PR
 from slurm_fair.policies import get as get_policy
 
@@ -235,16 +236,24 @@ def test_odd_dependency_and_reservation_values_never_stop_parsing(dependency, re
     assert job.blocked == DEPENDENCY  # its reason still says so
 
 
-def test_a_requeued_job_waiting_on_its_requeue_begin_time_stays_demand():
-    """Slurm holds a requeued job on a begin time it sets at the requeue: the job ran a moment ago and will in a
-    moment, so its account's demand must not drop right after a reclaim (issue 28). Told apart by Slurm's restart
-    count, which a user cannot set; a job submitted with --begin (restart count 0) is still not demand."""
-    requeued = replace(job(1, "acct_a", 2, "v100", reason="BeginTime", blocked=BEGIN_TIME), restart_count=1)
-    fresh = job(2, "acct_a", 1, "v100", reason="BeginTime", blocked=BEGIN_TIME)
-    assert P.startable(requeued) and P.counted(requeued) and not P.startable(fresh)
-    d = _decide([requeued, fresh, job(3, "acct_b", 1, None)], config.from_dict({}))
-    assert d.demand[("acct_a", "j")].pending_gpus == 2
-    assert d.not_demand == {"acct_a": {BEGIN_TIME: 1}}
+def test_a_requeued_job_counts_while_its_begin_time_is_due_within_a_round():
+    """Slurm holds a requeued job on a begin time it sets at the requeue (121 s ahead by default): due within a
+    round, it stays demand, so its account's demand does not drop right after a reclaim (issue 28). The restart
+    count decides nothing (issue 41): the same requeued job moved a year ahead by its owner is not demand, and a
+    --begin job due within the round is."""
+    T = 2000
+    requeued = replace(job(1, "acct_a", 2, "v100", reason="BeginTime", blocked=BEGIN_TIME), restart_count=1,
+                       begin_time=T + 121)
+    later = replace(requeued, job_id=4, begin_time=T + 365 * 86400)
+    fresh = replace(job(2, "acct_a", 1, "v100", reason="BeginTime", blocked=BEGIN_TIME), begin_time=T + 60)
+    unknown = replace(job(5, "acct_a", 1, "v100", reason="BeginTime"), restart_count=3)  # Slurm gave no time
+    assert not P.startable(requeued) and not P.startable(unknown)  # before the round settles them
+    s = binding.settle(Snapshot("22.05.8", T, NODES, (requeued, later, fresh, unknown), (), ("gpu",)), T + 300, {})
+    got = {j.job_id: P.startable(j) for j in s.jobs}
+    assert got == {1: True, 4: False, 2: True, 5: False}
+    d = _decide([*s.jobs, job(3, "acct_b", 1, None)], config.from_dict({}))
+    assert d.demand[("acct_a", "j")].pending_gpus == 3
+    assert d.not_demand == {"acct_a": {BEGIN_TIME: 3}}
 
 
 def test_jobs_slurm_would_not_start_on_free_gpus_are_not_demand():
@@ -259,3 +268,15 @@ def test_jobs_slurm_would_not_start_on_free_gpus_are_not_demand():
     assert sum(d.plan.real.get("acct_c", {}).values()) == 0 and not any(d.plan.claims.get("acct_c", {}).values())
     assert d.not_demand == {"acct_c": {CANNOT_START: 8}}
     assert all(j not in d.factors for j in range(30, 34))  # no SiteFactor band either
+
+
+def test_begin_time_is_read_from_eligible_time_in_both_layouts():
+    """Issue 41: the round settles a begin time against the next round, so the backend records it: 22.05's plain
+    int and 24.11's {set, infinite, number}; 0 (a held job) is no begin time."""
+    j22 = _jobs(_load(BLOCKED_22), now=CAPTURED_AT)
+    assert j22[5].begin_time == 1795690022 and j22[5].blocked == BEGIN_TIME
+    assert j22[6].begin_time is None and j22[6].blocked == HELD  # --hold: eligible_time 0
+    assert j22[1].begin_time is None  # running
+    j24 = _jobs(_load(FIX / "slurm-json" / "24.11" / "squeue_all.json"))
+    assert j24[9].begin_time == 1795320656 and j24[9].reason == "AssocGrpGRES"
+    assert j24[14].begin_time is None and j24[14].blocked == HELD

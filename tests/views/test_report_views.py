@@ -24,6 +24,8 @@ def test_explain_and_status_speak_of_guarantees_claims_and_lending(tmp_path):
     with Store(cfg.database_path) as st:
         rid = st.begin_round("oef-coop", "")
         st.finish_round(rid, "ok", details=details)
+        # b's limits are slurm-fair's (it wrote them): its AssocGrpGRES job is demand (issue 41, plan/binding.py)
+        st.record_applied(rid, [{"account": "b", "key": "v100", "new": 3}, {"account": "b", "key": ANY_GPU, "new": 3}])
         snap = Snapshot("22.05.8", 1000.0, (Node("v", ("MIXED",), ("gpu",), {"v100": 4}, {"v100": 3}),),
                         (job(1, "b", state="RUNNING"), job(2, "b", state="RUNNING"), job(3, "b", state="RUNNING"),
                          job(4, "b", reason="AssocGrpGRES"), job(5, "b", reason="JobHeldUser"),

@@ -163,8 +163,15 @@ def test_running_on_borrowed_gpus_could_be_preempted():
                                     "borrowed GPUs: the newest borrowing jobs get signal USR1")
     assert "ran less than 600 s is not picked" in ex.changes[0]
     no_requeue = dataclasses.replace(run, requeue=False)
-    assert explain_job(no_requeue, status(accounts, preemption=True), NOW).changes == (
-        "it cannot be requeued (--no-requeue), so slurm-fair never preempts it",)
+    assert explain_job(no_requeue, status(accounts, preemption=True), NOW).changes == (  # a status from before 41
+        "it cannot be requeued (--no-requeue or an interactive allocation), so slurm-fair never preempts it",)
+    # issue 41: under the default hold-back, why says when the job is ended
+    bounded = dataclasses.replace(status(accounts, preemption=True),
+                                  preemption=PreemptionStatus(True, 120.0, 600.0, "USR1", "hold-back", 14400.0))
+    ch = explain_job(no_requeue, bounded, NOW).changes[0]
+    assert "its account is held back" in ch and "is cancelled 14400 s (4 h) after the hold-back began" in ch
+    forever = dataclasses.replace(bounded, preemption=PreemptionStatus(True, 120.0, 600.0, "USR1", "hold-back", 0.0))
+    assert "runs on until it ends" in explain_job(no_requeue, forever, NOW).changes[0]
     assert explain_job(run, status(accounts), NOW).changes == ("preemption is off: it runs to its end",)
     within = explain_job(run, status({"acct_a": acct({"k80": 4}, in_use={"k80": 4})}, preemption=True), NOW)
     assert within.verdict == "running" and within.summary == ("it runs on 1 k80, within its account's guarantee: "

@@ -8,9 +8,11 @@ partition's time limit, a QOS's MaxWall or GPU limit, a job array's task limit, 
 in the policy's problem, claims no GPUs, earns no SiteFactor band for its account and triggers no preemption.
 Counting it would hand GPUs to work that never starts (a held flood took 2 of 16 GPUs on the testbed) and, with
 preemption on, requeue other accounts' running jobs for nothing. The job counts again from the first round after
-Slurm would start it (``scontrol release``, its dependency met, its begin time passed). One exception: a job
-Slurm requeued (restart count > 0: set by Slurm, not by the user) waiting on the begin time of its requeue stays
-demand — it ran a moment ago and will in a moment.
+Slurm would start it (``scontrol release``, its dependency met, its begin time passed). Each round settles the
+rest on the whole snapshot (:mod:`.binding`, issue 41): a begin time due before the next round is demand whatever
+the job's restart count (a requeued job's, 121 s ahead, is; one its owner moved a year ahead is not), and a job
+pending on an association limit is demand only while the limit that binds it is slurm-fair's own — not the site's
+(``v100=0`` kept as an upper bound), nor a parent account's (``site-limit``).
 
 Why a job is blocked is read once, by the backend, from Slurm's fields (:mod:`slurm_fair.cluster.blocked`, into
 ``Job.blocked``); a job record without it (the simulator's, a test's) falls back to Slurm's reason alone.

@@ -172,7 +172,7 @@ def _perform(cluster: Cluster, cfg: Config, a: Action, by_id: Mapping[int, Job],
             state = UR.HELD_BACK
             msg = (f"requeue failed: {e}; {a.account}'s {a.gpu_type} limits are lowered by its {a.gpus} GPUs "
                    f"and it starts no GPU job on any type until the demand it owes runs (preemption.unrequeueable = {rule})")
-            due = UR.cancel_due(rule, job, stamp if stamp is not None else now, cfg.preemption.cancel_grace)
+            due = UR.cancel_due(rule, job, stamp if stamp is not None else now, UR.end_after(cfg.preemption))
             a = Action(UR.HOLD_BACK, a.job_id, a.account, a.gpu_type, a.gpus, msg, record_id=a.record_id,
                        due=due, for_job=a.for_job)
     return a, step, state, msg, due

@@ -95,10 +95,10 @@ def decide(limits: Mapping[str, Mapping[str, int]], jobs: Sequence[Job], history
     skipped: list[Skip] = []
 
     rule = str(getattr(cfg, "unrequeueable", UR.IGNORE))
-    cancel_grace = float(getattr(cfg, "cancel_grace", 0.0))
+    cancel_grace = UR.end_after(cfg)  # cancel_grace under "cancel", hold_back_max under "hold-back" (issue 41)
     # 0. jobs held back because they cannot be requeued (unrequeueable.py): gone, cancelled or resolved
     actions.extend(UR.held_back_steps(history, running, known, excess, waiting, idle or {}, now, rule, limits, use,
-                                      word))
+                                      word, grace=cancel_grace))
     # 1. open preemptions: they free GPUs first (in grace), or are requeued / resolved / gone now
     actions.extend(_open_steps(history, running, known, excess, waiting, now, rule, cancel_grace, limits, use, word,
                                upgrade_ok, reclaims, free, slurm_limits))

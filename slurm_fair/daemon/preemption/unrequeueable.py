@@ -14,7 +14,10 @@ waits), is handled by ``preemption.unrequeueable``:
   all its jobs (issue 30): its limits on every type and its untyped total are held at what it runs now, minus its
   running held-back GPUs — it starts no new GPU job anywhere, and GPUs its jobs free are the owed account's. The
   hold-back ends when that demand no longer waits (the job it was for started, ended or cannot start), not when
-  the held-back job ends.
+  the held-back job ends — and it is bounded (issue 41: two ``--no-requeue`` jobs above their account's guarantee
+  kept it for as long as their time limits): a job still held back ``preemption.hold_back_max`` seconds later
+  (default 4 h; 0 = no bound) while its account is still over its guarantee there and someone waits is
+  cancelled as under ``cancel`` (the same record and reason); ``why`` and ``explain`` say when.
 * ``cancel``: the same hold-back, then, ``preemption.cancel_grace`` seconds later, ``scancel`` if its account is
   still over its guarantee there while someone waits (else the hold-back ends: ``resolved``) — interactive
   allocations (``salloc``, ``srun``) too (issue 30: one absorbed the hold-back and was never cancelled) — and, if
@@ -64,10 +67,27 @@ def acts(action: str) -> bool:
     return action in (HOLD_BACK, CANCEL)
 
 
+def end_after(cfg: object) -> float:
+    """Seconds a held-back job runs on before it is cancelled (``cfg``: the ``[preemption]`` section):
+    ``cancel_grace`` under ``cancel``, ``hold_back_max`` under ``hold-back`` (0: never), 0 otherwise."""
+    rule = str(getattr(cfg, "unrequeueable", IGNORE))
+    if rule == CANCEL:
+        return float(getattr(cfg, "cancel_grace", 0.0))
+    if rule == HOLD_BACK:
+        return float(getattr(cfg, "hold_back_max", 0.0))
+    return 0.0
+
+
+def ends(action: str, grace: float) -> bool:
+    """Held-back jobs are cancelled once their time is over: always under ``cancel``, under ``hold-back`` when
+    ``hold_back_max`` > 0."""
+    return action == CANCEL or (action == HOLD_BACK and grace > 0)
+
+
 def cancel_due(action: str, job: Job, since: float, cancel_grace: float) -> float | None:
-    """When a job held back since ``since`` is cancelled (None: never — ``hold-back``); an interactive allocation
-    too under ``cancel`` (issue 30)."""
-    if action != CANCEL:
+    """When a job held back since ``since`` is cancelled: ``since`` + ``cancel_grace`` (:func:`end_after`) under
+    ``cancel``, and under ``hold-back`` when it is bounded; None: never. An interactive allocation too (issue 30)."""
+    if not ends(action, float(cancel_grace)):
         return None
     return float(since) + float(cancel_grace)
 
@@ -224,7 +244,7 @@ def without_hold_back(limits: Mapping[str, Mapping[str, int]], held: Mapping[str
 def held_back_steps(history: Sequence[PreemptionRecord], running: Mapping[int, Job], known: Mapping[int, Job],
                     excess: dict[str, dict[str, int]], waiting: WaitingGPUs, idle: Mapping[str, int], now: float,
                     rule: str, limits: Mapping[str, Mapping[str, int]], use: Mapping[str, Mapping[str, int]],
-                    word: str) -> list[Action]:
+                    word: str, grace: float | None = None) -> list[Action]:
     """The held-back jobs' steps in a round's decision (:func:`.decide.decide`): the hold-back ends once the
     demand it was for no longer waits (the job it was for started, ended or cannot start; without one, nobody
     under its share waits for the type):
@@ -245,7 +265,11 @@ def held_back_steps(history: Sequence[PreemptionRecord], running: Mapping[int, J
             out.append(Action(kind, r.job_id, r.account, r.gpu_type, r.gpus,
                               f"{ran}{what}: the hold-back on its account ends", record_id=r.id, for_job=r.for_job))
             continue
-        if job is None or rule != CANCEL or r.requeue_at is None or now < r.requeue_at:  # salloc/srun too
+        ending = acts(rule) if grace is None else ends(rule, grace)  # grace: end_after (hold_back_max 0: never)
+        due = r.requeue_at
+        if due is None and ending and grace and r.created is not None:  # held back before hold_back_max existed
+            due = float(r.created) + float(grace)
+        if job is None or not ending or due is None or now < due:  # salloc/srun too
             continue
         g = int(job.gpus_allocated.get(r.gpu_type, r.gpus))
         ex, avail = excess.get(r.account, {}).get(r.gpu_type, 0), waiting.available(r.gpu_type)
@@ -256,16 +280,16 @@ def held_back_steps(history: Sequence[PreemptionRecord], running: Mapping[int, J
             more = also_cancelled(r.account, r.gpu_type, g, need, ex, running.values(),
                                      taken | {x.job_id for x in history if x.state == HELD_BACK})
             out.append(Action("cancel", r.job_id, r.account, r.gpu_type, g,
-                              f"cancel_grace over; {r.account} still uses {use[r.account][r.gpu_type]} {r.gpu_type} GPUs "
+                              f"{_over(rule)}; {r.account} still uses {use[r.account][r.gpu_type]} {r.gpu_type} GPUs "
                               f"with a {word} of {int(limits[r.account][r.gpu_type])} and accounts under their share "
-                              f"can start {avail} there; it cannot be requeued (preemption.unrequeueable = cancel)",
+                              f"can start {avail} there; it cannot be requeued (preemption.unrequeueable = {rule})",
                               record_id=r.id, for_job=r.for_job))
             for m in more:
                 mg = int(m.gpus_allocated.get(r.gpu_type, 0))
                 out.append(Action("cancel", m.job_id, m.account, r.gpu_type, mg,
                                   f"cancelled with held-back job {r.job_id}: {r.account}'s other job on {r.gpu_type} "
                                   f"is {why_not_requeueable(m)}, and {what} needing {need} GPUs "
-                                  "(newest first; preemption.unrequeueable = cancel)", for_job=r.for_job))
+                                  f"(newest first; preemption.unrequeueable = {rule})", for_job=r.for_job))
                 taken.add(m.job_id)
             freed = g + sum(int(m.gpus_allocated.get(r.gpu_type, 0)) for m in more)
             excess[r.account][r.gpu_type] = ex - freed
@@ -278,3 +302,7 @@ def held_back_steps(history: Sequence[PreemptionRecord], running: Mapping[int, J
                               for_job=r.for_job))
     return out
 
+
+def _over(rule: str) -> str:
+    return ("held back for preemption.hold_back_max and its account still owes" if rule == HOLD_BACK
+            else "cancel_grace over")

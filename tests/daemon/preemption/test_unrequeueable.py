@@ -60,7 +60,7 @@ def test_new_candidate_that_cannot_be_requeued_is_held_back_and_the_next_job_is_
     d = decide(LIMITS, jobs, [], NOW, cfg(max_jobs_per_round=1))
     assert kinds(d) == [("hold-back", 2), ("signal", 3)]
     hb = d.actions[0]
-    assert hb.due is None and "not requeue-able" in hb.reason and "lowered by its 1 GPUs and it starts no GPU job on any type" in hb.reason
+    assert hb.due == NOW + 14400 and "not requeue-able" in hb.reason and "lowered by its 1 GPUs and it starts no GPU job on any type" in hb.reason
     assert [(s.job_id, s.reason.split(" (")[0]) for s in d.skipped] == [(1, "per-round cap reached")]
     # ignore: the old behaviour, listed as skipped
     d = decide(LIMITS, jobs, [], NOW, cfg(unrequeueable="ignore"))
@@ -119,8 +119,12 @@ def test_made_non_requeueable_during_the_grace():
 def test_held_back_record_ends_when_the_job_ends_and_is_cancelled_after_its_grace():
     jobs = [run(1, "A", ran=4000), run(2, "A", ran=3000, requeue=False), pend(10, "B")]
     held = Record(8, 2, "A", "a100", 1, UR.HELD_BACK, None, NOW - 1)  # requeue_at = cancel time
-    # hold-back: it stays (never re-marked, never signalled); A's other job is signalled
-    assert kinds(decide(LIMITS, jobs, [held], NOW, CFG)) == [("signal", 1)]
+    # hold-back with no bound (hold_back_max = 0): it stays (never re-marked, never signalled); A's other job is
+    # signalled
+    assert kinds(decide(LIMITS, jobs, [held], NOW, cfg(hold_back_max=0))) == [("signal", 1)]
+    # the default hold-back is bounded (issue 41): its time passed, A still over, B waits: cancelled
+    d = decide(LIMITS, jobs, [held], NOW, CFG)
+    assert kinds(d) == [("cancel", 2)] and "hold_back_max" in d.actions[0].reason
     # cancel: its cancel time passed, A still over, B waits
     d = decide(LIMITS, jobs, [held], NOW, cfg(unrequeueable="cancel"))
     assert kinds(d) == [("cancel", 2)] and "cancel_grace over" in d.actions[0].reason
@@ -292,3 +296,38 @@ def test_why_and_explain_say_why_the_dodgers_pending_job_waits():
                 {"real": {}, "ideal": {}, "held_why": "B waits for a100 (job 2 could not be requeued)",
                  "held_at": {"a100": 2, ANY_GPU: 2}}, {"a100": 2, "v100": 0, ANY_GPU: 2}, {"a100": 4})
     assert line.startswith("held back across all its jobs") and "B waits for a100" in line and "any=2" in line
+
+
+def test_a_hold_back_ends_after_hold_back_max_across_rounds():
+    """Issue 41: A's guarantee is 2 A100; it runs two 2-GPU --no-requeue jobs, B's 2-GPU job waits. Before, under
+    the default hold-back nothing more happened after 4, 8, 12, 16 and 20 hours: A kept 4 A100 until its jobs ended.
+    Now (rounds every 5 minutes on a fake clock) the held-back job is cancelled when hold_back_max (4 h by
+    default) has passed, not a round earlier; with hold_back_max = 0 it never is."""
+    lim = {"A": {"a100": 2}, "B": {"a100": 2}}
+    jobs = [run(1, "A", ran=8000, requeue=False, gpus=2), run(2, "A", ran=7000, requeue=False, gpus=2),
+            pend(10, "B", gpus=2)]
+    assert config.Config().preemption.hold_back_max == 14400
+
+    def rounds(pc, until):
+        history: list[Record] = []
+        t = NOW
+        while t <= NOW + until:
+            d = decide(lim, jobs, history, t, pc)
+            for a in d.actions:
+                if a.kind == "hold-back":
+                    history.append(Record(len(history) + 1, a.job_id, a.account, a.gpu_type, a.gpus, UR.HELD_BACK,
+                                          None, a.due))
+                elif a.kind == "cancel":
+                    return t, a
+            t += 300.0
+        return None, None
+
+    at, act = rounds(CFG, 20 * 3600)
+    assert at == NOW + 14400 and act.job_id == 2 and "hold_back_max" in act.reason
+    assert "preemption.unrequeueable = hold-back" in act.reason
+    assert rounds(cfg(hold_back_max=0), 20 * 3600) == (None, None)
+    assert rounds(cfg(hold_back_max=3600), 20 * 3600)[0] == NOW + 3600
+    # a record held back by an earlier version (no cancel time) ends hold_back_max after it was created
+    old = dataclasses.replace(Record(1, 2, "A", "a100", 2, UR.HELD_BACK, None, None), created=NOW - 14400)
+    assert ("cancel", 2) in kinds(decide(lim, jobs, [old], NOW, CFG))
+    assert kinds(decide(lim, jobs, [dataclasses.replace(old, created=NOW - 14000)], NOW, CFG)) == []
