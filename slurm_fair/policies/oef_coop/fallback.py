@@ -28,7 +28,7 @@ from ...errors import SolverError
 from ...stdio import new_highs
 
 ACCEPT = 1e-7  # relative envy / capacity excess the fallback's answer may have (the checker allows 1e-6)
-MAX_USERS = 400  # users above which the n(n-1)-row LP is not tried (160 000 rows; ~3 s at 240 users)
+MAX_USERS = 400  # users above which the n(n-1)-row LP is not tried (160 000 rows; 3-9 s at 240 users, loaded)
 
 
 def relative_envy(S: np.ndarray, w: np.ndarray, x: np.ndarray) -> float:
