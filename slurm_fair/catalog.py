@@ -25,3 +25,7 @@ SOLVERS = ("ECOS", "HIGHS", "CLARABEL", "SCIPY")  # cvxpy solvers by name (one l
 PROFILE_SOURCES = ("imported", "set", "measured", "harvested", "shipped")
 # the default budget of fairness.probe (re-solves x virtual users), named in the CLI's help without numpy
 PROBE_WORK = 600
+# seconds the strategy-proofness probe may take: `solve --check` (per run) and `compare` (all policies together),
+# issue 41: gandiva-fair on 300 GPU types re-solved 120 times for ~8 minutes before there was a budget
+CHECK_BUDGET_S = 30.0
+COMPARE_BUDGET_S = 60.0

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..catalog import POLICIES, PROBE_WORK
+from ..catalog import CHECK_BUDGET_S, POLICIES, PROBE_WORK
 from ..errors import InputError, SlurmFairError
 from .common import decode_utf8, fail, json_option
 from .table import render
@@ -68,13 +68,40 @@ def _allocation_table(alloc: Allocation) -> str:
     return render(header, rows)
 
 
-def payload(alloc: Allocation, props: dict[str, fairness.PropertyResult] | None) -> dict[str, Any]:
-    """What ``solve --json`` prints: the allocation, and with ``--check`` the properties and their details."""
+def payload(alloc: Allocation, props: dict[str, fairness.PropertyResult] | None,
+            timing: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What ``solve --json`` prints: the allocation, and with ``--check`` the properties and their details, and
+    ``check``: the checks' seconds, the probe's time budget and whether the probe finished (:func:`run_checks`)."""
     out = alloc.as_dict()
     if props is not None:
         out["properties"] = {k: props[k].value for k in _PROPS}
         out["property_details"] = {k: props[k].as_dict() for k in _PROPS}
+        if timing is not None:
+            out["check"] = timing
     return out
+
+
+def run_checks(alloc: Allocation, solve: Any, sample: int | None, budget_s: float
+               ) -> tuple[dict[str, fairness.PropertyResult], dict[str, Any]]:
+    """``fairness.check`` with the probe bounded by ``budget_s`` seconds; also the timing that ``payload`` and
+    :func:`timing_line` show: {"seconds", "budget_s", "probe_finished"}."""
+    import time
+
+    from .. import fairness
+    from ..fairness.probe import STOPPED
+
+    t0 = time.monotonic()
+    props = fairness.check(alloc, solve=solve, sample=sample, budget_s=budget_s)
+    probe = props["strategy_proof_probe"]
+    return props, {"seconds": round(time.monotonic() - t0, 3), "budget_s": budget_s,
+                   "probe_finished": STOPPED not in probe.detail}
+
+
+def timing_line(timing: dict[str, Any]) -> str:
+    """The checks' time against the probe's budget, and whether the probe finished (said, not hidden)."""
+    state = "finished" if timing["probe_finished"] else "NOT finished: stopped by the time budget (detail above)"
+    return (f"checks: {timing['seconds']:.1f} s; strategy-proofness probe budget {timing['budget_s']:g} s, "
+            f"probe {state}")
 
 
 def _yes_no(v: bool | None) -> str:
@@ -122,8 +149,12 @@ def _check_table(props: dict[str, fairness.PropertyResult]) -> str:
               help="With --check: at most N false reports (each one re-solve) for the strategy-proofness probe "
               f"(default max(2, {PROBE_WORK} / classes): every lie on a small problem, 2 on a large one; "
               "classes drawn with a fixed seed, two lies each; 0 = skip the probe).")
+@click.option("--check-budget", "check_budget", type=click.FloatRange(min=0.1), default=CHECK_BUDGET_S,
+              show_default=True, metavar="SECONDS",
+              help="With --check: seconds the strategy-proofness probe may take; it stops before a re-solve that "
+              "would pass them and says so (the other checks are one LP or less).")
 def solve_cmd(policy_name: str, input_path: str, as_json: bool, solver: str | None, do_check: bool,
-              check_sample: int | None) -> None:
+              check_sample: int | None, check_budget: float) -> None:
     """Compute the fractional GPU allocation of one policy for a problem file.
 
     Throughput is normalized per job class to its slowest usable GPU type ("equivalent slowest GPUs", OEF
@@ -133,7 +164,9 @@ def solve_cmd(policy_name: str, input_path: str, as_json: bool, solver: str | No
     """
     if check_sample is not None and not do_check:
         raise click.UsageError("--check-sample needs --check")
-    from .. import fairness, policies  # the solver libraries: imported by the commands that solve only
+    if check_budget != CHECK_BUDGET_S and not do_check:
+        raise click.UsageError("--check-budget needs --check")
+    from .. import policies  # the solver libraries: imported by the commands that solve only
     from ..model import problem_from_dict
 
     try:
@@ -145,12 +178,13 @@ def solve_cmd(policy_name: str, input_path: str, as_json: bool, solver: str | No
                 raise
             raise InputError("--policy", policy_name, "policy is not available in this installation") from None
         alloc = policy(problem, solver=solver)
-        props = fairness.check(alloc, solve=lambda p: policy(p, solver=solver), sample=check_sample) if do_check else None
+        props, timing = run_checks(alloc, lambda p: policy(p, solver=solver), check_sample, check_budget) \
+            if do_check else (None, None)
     except SlurmFairError as e:
         fail(e)
 
     if as_json:
-        click.echo(json.dumps(payload(alloc, props), indent=2))
+        click.echo(json.dumps(payload(alloc, props, timing), indent=2))
         return
     solver_txt = f"   solver: {alloc.solver}" if alloc.solver else ""
     click.echo(f"policy: {alloc.policy}{solver_txt}   solve time: {alloc.solve_seconds:.3f} s")
@@ -161,6 +195,7 @@ def solve_cmd(policy_name: str, input_path: str, as_json: bool, solver: str | No
     if props is not None:
         click.echo()
         click.echo(_check_table(props))
+        click.echo(timing_line(timing))
 
 
 def register(group: click.Group) -> None:

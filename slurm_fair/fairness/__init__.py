@@ -21,7 +21,8 @@ Tolerance: 1e-6, relative to the size of the compared numbers when they exceed 1
 
 Cost (``solve --check``): every property but two is a few matrix operations on the (virtual users x types)
 allocation; Pareto efficiency is one LP (HiGHS); the strategy-proofness probe re-solves the policy once per
-false report it tries, at most ``sample`` of them (:mod:`.probe`: by default ``max(2, 600 // classes)``: 2 from 300 classes on).
+false report it tries, at most ``sample`` of them (:mod:`.probe`: by default ``max(2, 600 // classes)``: 2 from 300 classes on),
+and within a time budget when one is given (``solve --check-budget``; the detail says when it stopped).
 
 Modules: :mod:`.values` (tolerance, bundle values, capped classes), :mod:`.properties` (each property and the
 per-round :func:`violations`), :mod:`.probe` (strategy-proofness). Every public name is importable from here,
@@ -48,15 +49,17 @@ __all__ = ["TOL", "PropertyResult", "bundle_value", "bundle_values", "capped_cla
 KEYS = ("sharing_incentive", "envy_free", "pareto_efficient", "equal_throughput", "strategy_proof_probe", "adjacent_types", "capacity", "demand")
 
 
-def check(alloc: Allocation, solve: Solve | None = None, sample: int | None = SAMPLE) -> dict[str, PropertyResult]:
+def check(alloc: Allocation, solve: Solve | None = None, sample: int | None = SAMPLE,
+          budget_s: float | None = None) -> dict[str, PropertyResult]:
     """All properties of ``alloc``; ``solve`` (the policy that produced it) enables the strategy-proofness probe
-    (at most ``sample`` false reports, each one re-solve; None = :func:`budget`, 0 = not run)."""
+    (at most ``sample`` false reports, each one re-solve; None = :func:`budget`, 0 = not run; within
+    ``budget_s`` seconds, None = no limit)."""
     return {
         "sharing_incentive": sharing_incentive(alloc),
         "envy_free": envy_free(alloc),
         "pareto_efficient": pareto_efficient(alloc),
         "equal_throughput": equal_throughput(alloc),
-        "strategy_proof_probe": strategy_proof_probe(alloc, solve, sample=sample),
+        "strategy_proof_probe": strategy_proof_probe(alloc, solve, sample=sample, budget_s=budget_s),
         "adjacent_types": adjacent_types(alloc),
         "capacity": capacity(alloc),
         "demand": demand(alloc),

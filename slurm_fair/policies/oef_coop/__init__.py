@@ -50,7 +50,8 @@ Partitioned mode (``partition_above`` > 0 and more classes than that; config ``[
 so; loss measured in ``benchmarks/coop_scale.py``).
 
 Beneath this package: ``fast`` (the exact solver: row generation on a live HiGHS model), ``classes`` (envy
-rows shared by users of one speed direction), ``nearest`` (the second stage: of the optima, the nearest to
+rows shared by users of one speed direction), ``fallback`` (the exact full LP a failed step falls back to, with
+the root cause of such failures: nearly proportional speeds), ``nearest`` (the second stage: of the optima, the nearest to
 last round's allocation), ``partition`` (the partitioned mode's groups).
 """
 
@@ -165,7 +166,7 @@ def _exact_vu(vu: VirtualUsers, warm_keys, previous: Previous | None = None
     The last value returned: per step, its rows' allocation ({(tenant, class): {type: GPUs}}).
     ``previous``: every step returns, of its optima, the one nearest to the previous solve's same step
     (:mod:`..stable`). Returns the allocation (before ``upgrade_idle``), the capped rows, the binding rows as key pairs, LP
-    seconds, (steps seeded, rows seeded)."""
+    seconds, (steps seeded, rows seeded), the steps' records and the steps that fell back (module ``fallback``)."""
     key_of = list(zip(vu.tenant, vu.cls))
     index = {kk: i for i, kk in enumerate(key_of)}
     timer = lp.Timer()
@@ -175,6 +176,7 @@ def _exact_vu(vu: VirtualUsers, warm_keys, previous: Previous | None = None
     prev: list[list[tuple[int, int]]] = [[]]  # binding rows of the step before
     nstep = [0]
     steps: list[dict] = []
+    fell: list[str] = []
 
     def step(speed, weight, capacity, rows):
         pos = {int(r): p for p, r in enumerate(rows)}
@@ -184,6 +186,8 @@ def _exact_vu(vu: VirtualUsers, warm_keys, previous: Previous | None = None
             xa, info = fast.solve_with_info(speed, weight, capacity, seed=None if cold else local,
                                                   seed_all=True,
                                                   previous=None if previous is None else previous.array(vu, nstep[0])[rows])
+        if info.fallback:
+            fell.append(f"step {nstep[0] + 1}: {info.fallback}")
         found = [(int(rows[a]), int(rows[b])) for a, b in info.binding]
         binding.update(found)
         if warm_keys is not None and first:
@@ -196,7 +200,7 @@ def _exact_vu(vu: VirtualUsers, warm_keys, previous: Previous | None = None
 
     x, capped = waterfill(vu, step, step_takes_rows=True)
     pairs = sorted((key_of[a], key_of[b]) for a, b in binding)
-    return x, capped, pairs, timer.seconds, (seeded[0], seeded[1]), steps
+    return x, capped, pairs, timer.seconds, (seeded[0], seeded[1]), steps, fell
 
 
 def _group_solver(warm_keys, same, prev: Previous | None = None):
@@ -251,7 +255,8 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
         pairs: list = []
         seeded = [0, 0]
         steps: list[dict] = []
-        for p, (xg, cg, pg, sec, sd, st) in enumerate(out):
+        for p, (xg, cg, pg, sec, sd, st, fb) in enumerate(out):
+            notes.extend(f"group {p}, {f}" for f in fb)
             for n, rows_n in enumerate(st):  # step n of every group: one record (keys are distinct)
                 if n == len(steps):
                     steps.append({})
@@ -269,8 +274,9 @@ def solve(problem: Problem, solver: str | None = None, warm=None, partition_abov
                      f"({partition_split} split, seed {int(partition_seed)}) of sizes {np.bincount(sp.group, minlength=parts).tolist()}, each "
                      "solved exactly on its weight share of every GPU type; envy-freeness holds within a group only")
     else:
-        x, capped, pairs, seconds, seeded, steps = _exact_vu(
+        x, capped, pairs, seconds, seeded, steps, fb = _exact_vu(
             vu, _usable_pairs(warm_keys, same) if same is not None else warm_keys, prev)
+        notes.extend(fb)
         timer.laps.append(seconds)
         timer.seconds += seconds
     x = clean(fill_idle(vu, upgrade_idle(vu, x, capped)), vu.speed, vu.capacity, vu.demand, vu.type_cap)

@@ -39,6 +39,11 @@ model**:
    (> 1e-12). The result is then feasible for the full problem and optimal for a relaxation of it, hence
    optimal for the full problem.
 
+4. If the generation fails (HiGHS ends a round without an optimum: nearly proportional speed vectors make the
+   basis ill-conditioned, root cause and measurements in module ``fallback``), the same LP with every envy row
+   is solved cold (:func:`.fallback.full_lp`, accepted only when exact to 1e-7); ``SolveInfo.fallback`` and the
+   policy's notes say so. A failed second stage keeps the first stage's optimum, also noted.
+
 Why it is still not instant at n = 1000: the optimum is very degenerate. Most users hold one type, and
 the users holding the same type get equal shares per weight, so every envy row inside such a group is
 tight (tens of thousands of tight rows at n = 500); the cycles and the deletion of basic rows keep the
@@ -64,6 +69,7 @@ from ...catalog import SOLVERS
 from ...errors import InputError, SolverError
 from ...stdio import new_highs
 from . import classes as _cc
+from . import fallback as _fb
 from . import nearest as _cn
 from .nearest import STABLE_REL, nearest  # noqa: F401  (the second stage; STABLE_REL re-exported)
 
@@ -94,6 +100,7 @@ class SolveInfo:
     stable_rounds: int = 0
     moved_before: float = 0.0
     moved_after: float = 0.0
+    fallback: str = ""  # what failed and the exact path that answered instead ("": none; module ``fallback``)
 
 
 def _check(speed, weight, capacity) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -174,23 +181,37 @@ def solve_with_info(
     binding: tuple = ()
     seeded = 0
     stable = (0, 0.0, 0.0)
+    fell = ""
     if name == "HIGHS":
         gen = _merged_generation if aggregate and merge else _highs_generation
-        x, rounds, rows, binding, seeded, model, unique = gen(
-            S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic,
-            _seed_pairs(seed, S.shape[0]), seed_all, aggregate)
         method = "constraint generation, live HiGHS model, dual simplex warm start"
-        if previous is not None:
+        try:
+            x, rounds, rows, binding, seeded, model, unique = gen(
+                S, w, c, cuts_per_user, max_rounds, drop_slack, neighbours, first, cycles, drop_basic,
+                _seed_pairs(seed, S.shape[0]), seed_all, aggregate)
+        except SolverError as exc:  # e.g. nearly proportional speeds (module fallback): the full LP, cold
+            try:
+                x = _fb.full_lp(S, w, c)
+            except SolverError as exc2:
+                raise SolverError(f"{exc}; then {exc2}") from exc
+            rounds, rows, model, unique = 1, S.shape[0] * (S.shape[0] - 1), None, False
+            fell = f"row generation failed ({exc}); solved by the full LP (fallback)"
+            method = "full LP, every envy row, HiGHS cold (fallback)"
+        if previous is not None and model is not None:
             p = np.asarray(previous, dtype=float).reshape(S.shape)
             known = ~np.isnan(p).any(axis=1)
             before = float(np.abs(x - np.nan_to_num(p))[known].sum())
             srounds = 0
             # skipped where the first stage returned the previous allocation, or its optimum is the only one
             if before > 1e-9 * max(1, int(known.sum()) * S.shape[1]) and not unique:
-                if aggregate and merge:
-                    x, srounds = _cn.nearest_merged(S, w, c, x, p, cuts_per_user, model)
-                else:
-                    x, srounds = nearest(S, w, c, x, p, model, cuts_per_user, aggregate=aggregate)
+                try:
+                    if aggregate and merge:
+                        x2, srounds = _cn.nearest_merged(S, w, c, x, p, cuts_per_user, model)
+                    else:
+                        x2, srounds = nearest(S, w, c, x, p, model, cuts_per_user, aggregate=aggregate)
+                    x = x2
+                except SolverError as exc:  # the first stage's optimum stands (an optimum, not the nearest)
+                    fell = f"second stage failed ({exc}); the first stage's optimum kept"
             stable = (srounds, before, float(np.abs(x - np.nan_to_num(p))[known].sum()))
     elif name in CVXPY_SOLVERS:
         x = plain_lp(S, w, c, name)
@@ -201,7 +222,8 @@ def solve_with_info(
     seconds = time.perf_counter() - t0
     n = S.shape[0]
     viol = _cc.max_envy(S, w, x)  # envy_matrix(S, w, x).max() by directions (m x n, not n x n)
-    info = SolveInfo(name, method, rounds, rows, seconds, float(np.sum(S * x)), viol, binding, seeded, *stable)
+    info = SolveInfo(name, method, rounds, rows, seconds, float(np.sum(S * x)), viol, binding, seeded, *stable,
+                     fallback=fell)
     return x, info
 
 
