@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import time
 import urllib.parse
 from pathlib import Path
 from typing import Any, Callable, Iterator, Self, Sequence, TypeVar
@@ -40,6 +41,21 @@ def _current_version(db: sqlite_utils.Database, path: str) -> int:
     return version
 
 
+def _while_locked(step: Callable[[], R], busy_timeout_ms: int) -> R:
+    """``step()``, tried again while SQLite says the database is locked, up to the busy timeout. Switching a new
+    database to WAL needs it alone, and SQLite does not wait for that (the busy handler is not called): two
+    processes opening a new database at once (the daemon starting while ``status`` reads it) failed with
+    "database is locked" in about half of 80 tries before this."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
+
+
 class StoreBase:
     """The database connection (``db``) and its transactions; :class:`slurm_fair.store.Store` adds the tables'
     methods (one module per concern)."""
@@ -70,11 +86,11 @@ class StoreBase:
                 self.version = _current_version(self.db, self.path)
                 return
             if self.path != ":memory:":
-                self.db.enable_wal()
+                _while_locked(self.db.enable_wal, busy_timeout_ms)
                 # WAL + NORMAL: a commit is not fsynced (a checkpoint is): a power cut may lose the last
                 # round's rows but never corrupts the database. FULL cost ~3 ms a commit, ~10 a round.
                 self.db.execute("PRAGMA synchronous = NORMAL")
-            self.version = migrate(self.db)
+            self.version = _while_locked(lambda: migrate(self.db), busy_timeout_ms)
         except sqlite3.DatabaseError as e:
             raise StoreError(f"cannot open database {self.path}: {e}") from e
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import sqlite_utils
 
@@ -251,6 +252,24 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
 )
 
 
+@contextlib.contextmanager
+def _write_lock(db: sqlite_utils.Database) -> Iterator[None]:
+    """A transaction that holds the write lock from its start (inside an open transaction: a savepoint)."""
+    conn = db.conn
+    if conn.in_transaction:
+        with db.atomic():
+            yield
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
 def schema_version(db: sqlite_utils.Database) -> int:
     if "schema_version" not in db.table_names():
         return 0
@@ -259,9 +278,11 @@ def schema_version(db: sqlite_utils.Database) -> int:
 
 
 def migrate(db: sqlite_utils.Database, upto: int | None = None) -> int:
-    """Apply the missing migrations (up to ``upto``, default all), each in its own transaction."""
+    """Apply the missing migrations (up to ``upto``, default all), each in its own transaction. Each step takes
+    the write lock first (``BEGIN IMMEDIATE``) and reads the version again under it, so two processes migrating
+    one database at once apply each step once (the other finds it applied)."""
     target = len(MIGRATIONS) if upto is None else upto
-    with db.atomic():
+    with _write_lock(db):
         if "schema_version" not in db.table_names():
             db["schema_version"].create({"version": int, "name": str, "applied": float}, pk="version")
     current = schema_version(db)
@@ -271,7 +292,9 @@ def migrate(db: sqlite_utils.Database, upto: int | None = None) -> int:
         )
     for version in range(current + 1, target + 1):
         fn = MIGRATIONS[version - 1]
-        with db.atomic():
+        with _write_lock(db):
+            if schema_version(db) >= version:  # another process applied it since
+                continue
             fn(db)
             db["schema_version"].insert({"version": version, "name": fn.__name__, "applied": time.time()})
     return schema_version(db)
