@@ -242,6 +242,8 @@ BAD = [
     ("profiling", "trusted_users", '"root"'),
     ("profiling", "trusted_users", '["a", "a"]'),
     ("profiling", "max_change_factor", "1"),
+    ("profiling", "new_class_range", "1"),
+    ("profiling", "new_class_ratio", "0.5"),
     ("profiling", "change_window", "0"),
     ("profiling", "shared_classes", '[""]'),
     ("profiling", "on_conflict", '"drop"'),

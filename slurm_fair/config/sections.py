@@ -421,6 +421,18 @@ class ProfilingConfig:
         "What a profile conflict does: flag (status/explain show it) | ignore-tenant (the account's job\n"
         "reports of that class are not used) | fallback (only profiling runs, site-wide and shipped values are).",
     )
+    new_class_range: float = key(
+        100.0, _gt1,
+        "A report of a class with no trusted value (no profiling run, not shipped, not site-wide) must lie\n"
+        "within the lowest..highest value of the site's known classes on that GPU type (shipped, site-wide,\n"
+        "and measured ones when trusted_users is set), widened by this factor (> 1; docs/profiling.md).",
+    )
+    new_class_ratio: float = key(
+        3.0, _gt1,
+        "Such a class's report on one type, over its own value on another type, must lie within the\n"
+        "ratios the known classes show between those two types, widened by this factor (> 1): the shares\n"
+        "follow speed ratios, so this bound is what keeps a new class from claiming an extreme speedup.",
+    )
     max_classes_per_account: int = key(
         20, _pos_int,
         "Job classes per account in a round (>= 1); the jobs of further classes count as the class\n"
