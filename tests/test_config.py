@@ -250,6 +250,7 @@ BAD = [
     ("profiling", "max_classes_per_account", "0"),
     ("store", "retention_days", "-1"),
     ("store", "retention_days", '"90"'),
+    ("store", "profile_days", "-1"),
     ("metrics", "listen", "9817"),
     ("metrics", "listen", '"off"'),
     ("metrics", "listen", '"127.0.0.1"'),

@@ -445,7 +445,13 @@ class StoreConfig:
     retention_days: float = key(
         90, _nonneg,
         "Days of events, job records, profile reports, rounds and pending-job sightings the daemon keeps;\n"
-        "older ones are pruned once a day (0 = keep everything). Profiles and state a round needs are never pruned.",
+        "older ones are pruned once a day (0 = keep everything, profiles too). State a round needs is never pruned.",
+    )
+    profile_days: float = key(
+        90, _nonneg,
+        "Days a profile value is kept unused: not updated (report, measurement, import, set) and its class\n"
+        "named by no job record, pending job, share or report of its account since (any account's, for a\n"
+        "site-wide value); pruned with the rest (0 = keep every profile). Shipped values are never pruned.",
     )
 
 
