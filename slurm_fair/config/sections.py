@@ -352,7 +352,10 @@ class PreemptionConfig:
 @section("profiling", "Profiling: throughput reports from jobs (`slurm-fair profile ...`), how they update profiles.")
 class ProfilingConfig:
     min_throughput: float = key(1e-6, _positive, "Smallest throughput (steps/s) a report or profile may have (> 0).")
-    max_throughput: float = key(1e7, _positive, "Largest throughput (steps/s) a report, `profiles import` or `profiles set` may have (> min_throughput).")
+    max_throughput: float = key(
+        1e7, _positive,
+        "Largest throughput (steps/s) a report, `profiles import` or `profiles set` may have (> min_throughput).",
+    )
     outlier_factor: float = key(
         3.0, _gt1,
         "A report more than this factor above or below its reference (a trusted value of the same class\n"

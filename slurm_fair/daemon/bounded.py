@@ -1,5 +1,6 @@
 """The daemon's side of bounded state and trusted profiles (issue 21): fold an account's extra job classes,
-the profile values a round uses (``[profiling] on_conflict``), and the daily prune (``[store] retention_days``, ``profile_days``).
+the profile values a round uses (``[profiling] on_conflict``), and the daily prune (``[store] retention_days``,
+``profile_days``).
 The rules are pure (plan/classcap.py, profiling/trust.py, store/retention.py); this module reads the store,
 writes events and never raises into a round (a failure is an event).
 """

@@ -14,9 +14,9 @@ Everything in a job's comment is the job owner's to write, so a report is a clai
   site-wide) ``measured`` value (a profiling run), else a ``shipped`` one (stored, or the built-in table); a
   measured report by a ``shipped`` one. Never by ``set``/``imported`` values: those are what a tenant
   *claims*, the very values lie detection checks the reports against (and they may count in another unit).
-  Bounds: ``[ref / outlier_factor, ref * outlier_factor]``. With no value of that type, the class's trusted values on *other* types and the shipped
-  prior (the range of speed ratios between the two types over the shipped classes, widened by
-  ``outlier_factor``) bound it; with neither (a new class), the site's known classes do
+  Bounds: ``[ref / outlier_factor, ref * outlier_factor]``. With no value of that type, the class's trusted
+  values on *other* types and the shipped prior (the range of speed ratios between the two types over the
+  shipped classes, widened by ``outlier_factor``) bound it; with neither (a new class), the site's known classes do
   (:func:`new_class_bounds`: their range on that type widened ``new_class_range``, and the ratio to the class's
   own values on other types within their ratios widened ``new_class_ratio``).
 * **A sample** (:func:`take_sample`) outside the bounds, or (once the value has ``outlier_after`` samples)
@@ -148,9 +148,11 @@ def type_ratio_ranges(shipped: Mapping[tuple[str, str], float]) -> dict[tuple[st
 
 
 def reference(values: Iterable[ProfileValue], shipped: Mapping[tuple[str, str], float], account: str,
-              cls: str, gpu_type: str, source: str, rules: TrustRules) -> Bounds | None:
-    """The bounds a ``source`` report of (account, class, type) must fall in (module docstring), or None."""
+              cls: str, gpu_type: str, source: str, rules: TrustRules, known: Known | None = None) -> Bounds | None:
+    """The bounds a ``source`` report of (account, class, type) must fall in (module docstring), or None.
+    ``known``: :func:`site_known` of the same values, made once for many reports."""
     f = rules.outlier_factor
+    values = values if isinstance(values, list) else list(values)  # read again for a new class
     vals = _values_of(values, cls)
     sources = REFERENCE_SOURCES[source]
     same = _trusted(vals, shipped, cls, account, gpu_type, sources)
@@ -173,7 +175,7 @@ def reference(values: Iterable[ProfileValue], shipped: Mapping[tuple[str, str], 
         whys.append(f"the {why} on {h} ({v:.6g}) times the shipped {gpu_type}/{h} ratios "
                     f"[{rlo:.3g}, {rhi:.3g}] widened {f:g}x")
     if not whys:
-        return new_class_bounds(values, shipped, account, cls, gpu_type, rules)
+        return new_class_bounds(values, shipped, account, cls, gpu_type, rules, known, vals)
     lo, hi = max(a for a, _ in spans), min(b for _, b in spans)  # every other type's bound at once
     if lo > hi:  # the other types' values disagree with each other: any of their bounds
         lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
@@ -205,8 +207,32 @@ def known_classes(values: Iterable[ProfileValue], shipped: Mapping[tuple[str, st
     return out
 
 
+@dataclass(frozen=True)
+class Known:
+    """The site's known classes (:func:`known_classes`) with their ranges per type and ratios between types,
+    made once per harvest (:func:`site_known`) rather than once per report."""
+
+    values: Mapping[tuple[str, str], float]
+    on_type: Mapping[str, tuple[float, float]]  # type -> (lowest, highest) known value
+    ratios: Mapping[tuple[str, str], tuple[float, float]]  # type_ratio_ranges of the known classes
+    every_ratio: tuple[float, float] | None  # the lowest and highest ratio over every pair of types
+
+
+def site_known(values: Iterable[ProfileValue], shipped: Mapping[tuple[str, str], float],
+               rules: TrustRules) -> Known:
+    known = known_classes(values, shipped, rules)
+    on_type: dict[str, tuple[float, float]] = {}
+    for (_c, g), v in known.items():
+        lo, hi = on_type.get(g, (v, v))
+        on_type[g] = (min(lo, v), max(hi, v))
+    ratios = type_ratio_ranges(known)
+    every = [r for pair in ratios.values() for r in pair]
+    return Known(known, on_type, ratios, (min(every), max(every)) if every else None)
+
+
 def new_class_bounds(values: Iterable[ProfileValue], shipped: Mapping[tuple[str, str], float], account: str,
-                     cls: str, gpu_type: str, rules: TrustRules) -> Bounds | None:
+                     cls: str, gpu_type: str, rules: TrustRules, known: Known | None = None,
+                     of_class: Mapping[tuple[str, str, str], float] | None = None) -> Bounds | None:
     """The bounds of a report of a class with no trusted value of its own (issue 41: a new class's first
     reports were unbounded; V100 = 9e6 and K80 = 2e-6 were accepted and moved an oef-coop share from 2.67 to
     5.33). Two bounds, both met:
@@ -218,32 +244,34 @@ def new_class_bounds(values: Iterable[ProfileValue], shipped: Mapping[tuple[str,
       widened by ``new_class_ratio`` (with no known class on both: the ratios over every pair of types). The
       shares follow the speed *ratios* between types, so this is the bound that counts for fairness.
 
-    None only when the site knows no class at all."""
-    values = list(values)
-    known = known_classes(values, shipped, rules)
-    if not known:
+    None only when the site knows no class at all. ``known``: :func:`site_known` of the same values and shipped
+    table, made once for many reports; ``of_class``: ``_values_of(values, cls)``, when the caller has it."""
+    values = values if isinstance(values, list) else list(values)
+    k = known if known is not None else site_known(values, shipped, rules)
+    if not k.values:
         return None
     fr, fq = rules.new_class_range, rules.new_class_ratio
-    on_type = [v for (_c, g), v in known.items() if g == gpu_type]
-    pool, where = (on_type, f"the known classes on {gpu_type}") if on_type else (
-        list(known.values()), f"the known classes on every type (none is known on {gpu_type})")
-    lo, hi = min(pool) / fr, max(pool) * fr
-    why = f"{where} ({min(pool):.6g} to {max(pool):.6g}) widened {fr:g}x"
-    ratios = type_ratio_ranges(known)
-    every = [r for pair in ratios.values() for r in pair]
+    if gpu_type in k.on_type:
+        (vlo, vhi), where = k.on_type[gpu_type], f"the known classes on {gpu_type}"
+    else:
+        vlo, vhi = min(a for a, _ in k.on_type.values()), max(b for _, b in k.on_type.values())
+        where = f"the known classes on every type (none is known on {gpu_type})"
+    lo, hi = vlo / fr, vhi * fr
+    why = f"{where} ({vlo:.6g} to {vhi:.6g}) widened {fr:g}x"
+    ratios, every = k.ratios, k.every_ratio
     own: dict[str, float] = {}
-    for r in values:  # the account's own measured, then harvested, values of the class on other types
-        v = float(r.throughput or 0)
-        if ((r.account or "") == account and r.cls == cls and r.gpu_type != gpu_type and r.source in MEASURED
-                and v > 0 and math.isfinite(v) and (r.gpu_type not in own or r.source == "measured")):
-            own[r.gpu_type] = v
+    for (a, h, src), v in (of_class if of_class is not None else _values_of(values, cls)).items():
+        # its own measured, else harvested, values on the other types
+        if a == account and h != gpu_type and src in MEASURED and math.isfinite(v) and (
+                h not in own or src == "measured"):
+            own[h] = v
     spans, whys = [], []
     for h, v in sorted(own.items()):
         if (gpu_type, h) in ratios:
             rlo, rhi = ratios[(gpu_type, h)]
             src = f"the known classes' {gpu_type}/{h} ratios"
-        elif every:
-            rlo, rhi = min(every), max(every)
+        elif every is not None:
+            rlo, rhi = every
             src = f"the known classes' ratios between any two types (none is known on {gpu_type} and {h})"
         else:
             continue
