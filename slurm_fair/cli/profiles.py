@@ -42,6 +42,12 @@ def _open_store(config_path: str | None) -> "Store":
     return Store(cfg.database_path)
 
 
+def _bounds(cfg: Config) -> tuple[float, float]:
+    """The bounds every stored throughput must meet: a job report's (``[profiling] min_throughput ..
+    max_throughput``; issue 41: ``profiles import`` took 1e300)."""
+    return float(cfg.profiling.min_throughput), float(cfg.profiling.max_throughput)
+
+
 def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
@@ -146,6 +152,8 @@ def import_cmd(config_path: str | None, file: Any, shipped: str | None) -> None:
 
     The header must be exactly: account,class,gpu_type,throughput. An empty account means every account.
     Every row is checked before anything is written: one bad row (named by line and column) imports nothing.
+    A throughput must be a finite number within [profiling] min_throughput..max_throughput (the bounds a
+    job's report must meet; default 1e-06..1e+07).
     Values from a FILE have source "imported" (a tenant's reported profile), from --shipped "shipped".
     """
     if (shipped is not None) == (file is not None):
@@ -156,8 +164,9 @@ def import_cmd(config_path: str | None, file: Any, shipped: str | None) -> None:
         name = getattr(file, "name", "-")
         name = "<stdin>" if name in ("-", "<stdin>") or not isinstance(name, str) else name
         text, source, detail = decode_utf8(file.read(), name), "imported", name
+    cfg = config_mod.load(config_path)
     with _open_store(config_path) as store:
-        n = store.import_csv(text, source=source, detail=detail)
+        n = store.import_csv(text, source=source, detail=detail, bounds=_bounds(cfg))
     click.echo(f"imported {n} profile(s)")
 
 
@@ -186,9 +195,11 @@ def export_cmd(config_path: str | None, file: Any) -> None:
 @click.option("--account", default="", help="Account this profile is for (default: every account).")
 @handle_errors
 def set_cmd(config_path: str | None, cls: str, gpu_type: str, throughput: str, account: str) -> None:
-    """Set the THROUGHPUT (steps/s, > 0) of job class CLASS on GPU_TYPE (source "set": a reported value)."""
+    """Set the THROUGHPUT (steps/s, within [profiling] min_throughput..max_throughput) of job class CLASS on
+    GPU_TYPE (source "set": a reported value)."""
+    cfg = config_mod.load(config_path)
     with _open_store(config_path) as store:
-        store.set_profile(cls, gpu_type, throughput, account=account)
+        store.set_profile(cls, gpu_type, throughput, account=account, bounds=_bounds(cfg))
     click.echo(f"set {cls} on {gpu_type} = {throughput}" + (f" for account {account}" if account else ""))
 
 

@@ -352,7 +352,10 @@ class PreemptionConfig:
 @section("profiling", "Profiling: throughput reports from jobs (`slurm-fair profile ...`), how they update profiles.")
 class ProfilingConfig:
     min_throughput: float = key(1e-6, _positive, "Smallest throughput (steps/s) a report or profile may have (> 0).")
-    max_throughput: float = key(1e7, _positive, "Largest throughput (steps/s) a report may have (> min_throughput).")
+    max_throughput: float = key(
+        1e7, _positive,
+        "Largest throughput (steps/s) a report, `profiles import` or `profiles set` may have (> min_throughput).",
+    )
     outlier_factor: float = key(
         3.0, _gt1,
         "A report more than this factor above or below its reference (a trusted value of the same class\n"
@@ -421,6 +424,18 @@ class ProfilingConfig:
         "What a profile conflict does: flag (status/explain show it) | ignore-tenant (the account's job\n"
         "reports of that class are not used) | fallback (only profiling runs, site-wide and shipped values are).",
     )
+    new_class_range: float = key(
+        100.0, _gt1,
+        "A report of a class with no trusted value (no profiling run, not shipped, not site-wide) must lie\n"
+        "within the lowest..highest value of the site's known classes on that GPU type (shipped, site-wide,\n"
+        "and measured ones when trusted_users is set), widened by this factor (> 1; docs/profiling.md).",
+    )
+    new_class_ratio: float = key(
+        3.0, _gt1,
+        "Such a class's report on one type, over its own value on another type, must lie within the\n"
+        "ratios the known classes show between those two types, widened by this factor (> 1): the shares\n"
+        "follow speed ratios, so this bound is what keeps a new class from claiming an extreme speedup.",
+    )
     max_classes_per_account: int = key(
         20, _pos_int,
         "Job classes per account in a round (>= 1); the jobs of further classes count as the class\n"
@@ -433,7 +448,13 @@ class StoreConfig:
     retention_days: float = key(
         90, _nonneg,
         "Days of events, job records, profile reports, rounds and pending-job sightings the daemon keeps;\n"
-        "older ones are pruned once a day (0 = keep everything). Profiles and state a round needs are never pruned.",
+        "older ones are pruned once a day (0 = keep everything, profiles too). State a round needs is never pruned.",
+    )
+    profile_days: float = key(
+        90, _nonneg,
+        "Days a profile value is kept unused: not updated (report, measurement, import, set) and its class\n"
+        "named by no job record, pending job, share or report of its account since (any account's, for a\n"
+        "site-wide value); pruned with the rest (0 = keep every profile). Shipped values are never pruned.",
     )
 
 

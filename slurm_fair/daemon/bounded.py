@@ -1,5 +1,6 @@
 """The daemon's side of bounded state and trusted profiles (issue 21): fold an account's extra job classes,
-the profile values a round uses (``[profiling] on_conflict``), and the daily prune (``[store] retention_days``).
+the profile values a round uses (``[profiling] on_conflict``), and the daily prune (``[store] retention_days``,
+``profile_days``).
 The rules are pure (plan/classcap.py, profiling/trust.py, store/retention.py); this module reads the store,
 writes events and never raises into a round (a failure is an event).
 """
@@ -96,7 +97,8 @@ def maybe_prune(store: Store, cfg: Config, now: float, live_jobs: Iterable[int] 
         if last is not None and now - float(last[0]) < PRUNE_EVERY and not behind:
             return None
         t0 = time.monotonic()
-        counts: dict[str, Any] = dict(store.prune(days, now=now, live_jobs=live_jobs, step_days=PRUNE_STEP_DAYS))
+        counts: dict[str, Any] = dict(store.prune(days, now=now, live_jobs=live_jobs, step_days=PRUNE_STEP_DAYS,
+                                                   profile_days=float(cfg.store.profile_days)))
         counts["seconds"] = round(time.monotonic() - t0, 3)
         store.event(PRUNE_EVENT, f"pruned what is older than {days:g} days"
                     + (f" (the oldest {PRUNE_STEP_DAYS:g} days of it; the rest next round)" if counts["behind"] else "")

@@ -41,7 +41,7 @@ from ..cluster.base import Snapshot
 from ..errors import InputError
 from ..profiling.client import MAX_REPORT_N, ascii_int, ascii_number, parse_tokens
 from ..profiling.core import Rules, check_sample
-from ..profiling.trust import TrustRules, Verdict, reference, report_source, take_sample
+from ..profiling.trust import Known, TrustRules, Verdict, reference, report_source, site_known, take_sample
 from ..store import ProfileValue, Store
 from .plan import DEFAULT_CLASS, job_class
 from .plan.classcap import report_class
@@ -150,6 +150,7 @@ class _Context:
     round_id: int | None
     now: float
     budget: "_EventBudget"
+    site: Known | None = None  # the site's known classes (profiling/trust.py), made once a harvest
 
 
 class _EventBudget:
@@ -214,7 +215,7 @@ def _take(store: Store, c: dict, x: _Context) -> str | None:
     except InputError as e:
         return _refuse(store, base, n, f"job {c['job_id']}: {e}", x, {"tokens": c["tokens"], "gpus": c["gpus"]})
     source, demoted = report_source("profile" in c["tokens"], c.get("user") or "", int(c["gpu_count"] or 0), x.trust)
-    bounds = reference(x.values, x.shipped, c["account"], c["class"], g, source, x.trust)
+    bounds = reference(x.values, x.shipped, c["account"], c["class"], g, source, x.trust, x.site)
     got: list[Verdict] = []
 
     def take(old: ProfileValue | None) -> tuple[dict | None, bool]:
@@ -253,11 +254,12 @@ def harvest(store: Store, snapshot: Snapshot, cfg: Config, round_id: int | None,
         for r in values:
             if r.account and r.source != "shipped":
                 own.setdefault(r.account, set()).add(r.cls)
-        x = _Context(rules=rules, trust=TrustRules.from_config(cfg.profiling), known=list(snapshot.gpu_types()),
-                     values=values,
-                     shipped={(r["class"], r["gpu_type"]): float(r["throughput"]) for r in shipped_profiles.load_shipped()},
+        trust = TrustRules.from_config(cfg.profiling)
+        shipped = {(r["class"], r["gpu_type"]): float(r["throughput"]) for r in shipped_profiles.load_shipped()}
+        x = _Context(rules=rules, trust=trust, known=list(snapshot.gpu_types()), values=values, shipped=shipped,
                      own=own, kept=dict(kept or {}), cap=int(cfg.profiling.max_classes_per_account),
-                     round_id=round_id, now=now, budget=_EventBudget(store, now))
+                     round_id=round_id, now=now, budget=_EventBudget(store, now),
+                     site=site_known(values, shipped, trust))
         for c in found:
             try:
                 status = _take(store, c, x)

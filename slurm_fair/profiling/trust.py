@@ -14,9 +14,11 @@ Everything in a job's comment is the job owner's to write, so a report is a clai
   site-wide) ``measured`` value (a profiling run), else a ``shipped`` one (stored, or the built-in table); a
   measured report by a ``shipped`` one. Never by ``set``/``imported`` values: those are what a tenant
   *claims*, the very values lie detection checks the reports against (and they may count in another unit).
-  Bounds: ``[ref / outlier_factor, ref * outlier_factor]``. With no value of that type, the class's trusted values on *other* types and the shipped
-  prior (the range of speed ratios between the two types over the shipped classes, widened by
-  ``outlier_factor``) bound it; with neither, nothing does (the first sample of a new class).
+  Bounds: ``[ref / outlier_factor, ref * outlier_factor]``. With no value of that type, the class's trusted
+  values on *other* types and the shipped prior (the range of speed ratios between the two types over the
+  shipped classes, widened by ``outlier_factor``) bound it; with neither (a new class), the site's known classes do
+  (:func:`new_class_bounds`: their range on that type widened ``new_class_range``, and the ratio to the class's
+  own values on other types within their ratios widened ``new_class_ratio``).
 * **A sample** (:func:`take_sample`) outside the bounds, or (once the value has ``outlier_after`` samples)
   more than ``outlier_factor`` away from the value itself, is rejected. An accepted one updates the moving
   average as :func:`slurm_fair.profiling.core.update` does, and the result is then held within
@@ -68,13 +70,16 @@ class TrustRules:
     change_window: float = 86400.0
     trusted_users: tuple[str, ...] = ()
     on_conflict: str = "flag"
+    new_class_range: float = 100.0
+    new_class_ratio: float = 3.0
 
     @classmethod
     def from_config(cls, p: Any) -> "TrustRules":
         return cls(outlier_factor=float(p.outlier_factor), outlier_after=int(p.outlier_after),
                    max_change_factor=float(p.max_change_factor), change_window=float(p.change_window),
                    trusted_users=tuple(p.trusted_users),
-                   on_conflict=str(p.on_conflict))
+                   on_conflict=str(p.on_conflict), new_class_range=float(p.new_class_range),
+                   new_class_ratio=float(p.new_class_ratio))
 
 
 @dataclass(frozen=True)
@@ -143,9 +148,11 @@ def type_ratio_ranges(shipped: Mapping[tuple[str, str], float]) -> dict[tuple[st
 
 
 def reference(values: Iterable[ProfileValue], shipped: Mapping[tuple[str, str], float], account: str,
-              cls: str, gpu_type: str, source: str, rules: TrustRules) -> Bounds | None:
-    """The bounds a ``source`` report of (account, class, type) must fall in (module docstring), or None."""
+              cls: str, gpu_type: str, source: str, rules: TrustRules, known: Known | None = None) -> Bounds | None:
+    """The bounds a ``source`` report of (account, class, type) must fall in (module docstring), or None.
+    ``known``: :func:`site_known` of the same values, made once for many reports."""
     f = rules.outlier_factor
+    values = values if isinstance(values, list) else list(values)  # read again for a new class
     vals = _values_of(values, cls)
     sources = REFERENCE_SOURCES[source]
     same = _trusted(vals, shipped, cls, account, gpu_type, sources)
@@ -168,11 +175,116 @@ def reference(values: Iterable[ProfileValue], shipped: Mapping[tuple[str, str], 
         whys.append(f"the {why} on {h} ({v:.6g}) times the shipped {gpu_type}/{h} ratios "
                     f"[{rlo:.3g}, {rhi:.3g}] widened {f:g}x")
     if not whys:
-        return None
+        return new_class_bounds(values, shipped, account, cls, gpu_type, rules, known, vals)
     lo, hi = max(a for a, _ in spans), min(b for _, b in spans)  # every other type's bound at once
     if lo > hi:  # the other types' values disagree with each other: any of their bounds
         lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
     return Bounds(lo, hi, "; ".join(whys))
+
+
+def known_classes(values: Iterable[ProfileValue], shipped: Mapping[tuple[str, str], float],
+                  rules: TrustRules) -> dict[tuple[str, str], float]:
+    """(row key, type) -> throughput of the site's *known* classes: the shipped table, the stored ``shipped``
+    values, every site-wide (empty account) value, and, when ``trusted_users`` lists users, the ``measured``
+    values (then only they run profiling runs). A tenant's own values never widen the bounds of a new class
+    (a class accepted at the edge would move the edge for the next one). Row key: the class for site-wide and
+    shipped values (a stored one over the table's), ``account/class`` for an account's measured ones."""
+    out = {(c, g): float(v) for (c, g), v in shipped.items() if v > 0}
+    for r in values:
+        v = float(r.throughput or 0)
+        if v <= 0 or not math.isfinite(v):
+            continue
+        if not r.account and r.source == "shipped":
+            out[(r.cls, r.gpu_type)] = v
+    for r in values:
+        v = float(r.throughput or 0)
+        if v <= 0 or not math.isfinite(v):
+            continue
+        if not r.account and r.source != "shipped":
+            out[(r.cls, r.gpu_type)] = v
+        elif r.account and r.source == "measured" and rules.trusted_users:
+            out[(f"{r.account}/{r.cls}", r.gpu_type)] = v
+    return out
+
+
+@dataclass(frozen=True)
+class Known:
+    """The site's known classes (:func:`known_classes`) with their ranges per type and ratios between types,
+    made once per harvest (:func:`site_known`) rather than once per report."""
+
+    values: Mapping[tuple[str, str], float]
+    on_type: Mapping[str, tuple[float, float]]  # type -> (lowest, highest) known value
+    ratios: Mapping[tuple[str, str], tuple[float, float]]  # type_ratio_ranges of the known classes
+    every_ratio: tuple[float, float] | None  # the lowest and highest ratio over every pair of types
+
+
+def site_known(values: Iterable[ProfileValue], shipped: Mapping[tuple[str, str], float],
+               rules: TrustRules) -> Known:
+    known = known_classes(values, shipped, rules)
+    on_type: dict[str, tuple[float, float]] = {}
+    for (_c, g), v in known.items():
+        lo, hi = on_type.get(g, (v, v))
+        on_type[g] = (min(lo, v), max(hi, v))
+    ratios = type_ratio_ranges(known)
+    every = [r for pair in ratios.values() for r in pair]
+    return Known(known, on_type, ratios, (min(every), max(every)) if every else None)
+
+
+def new_class_bounds(values: Iterable[ProfileValue], shipped: Mapping[tuple[str, str], float], account: str,
+                     cls: str, gpu_type: str, rules: TrustRules, known: Known | None = None,
+                     of_class: Mapping[tuple[str, str, str], float] | None = None) -> Bounds | None:
+    """The bounds of a report of a class with no trusted value of its own (issue 41: a new class's first
+    reports were unbounded; V100 = 9e6 and K80 = 2e-6 were accepted and moved an oef-coop share from 2.67 to
+    5.33). Two bounds, both met:
+
+    * **range**: the lowest and highest value of the site's :func:`known_classes` on ``gpu_type``, widened by
+      ``new_class_range`` (with no known class on that type: their values on every type);
+    * **ratio**: for each other type where the account's class has a measured or harvested value of its own,
+      that value times the range of ratios ``gpu_type``/other type over the known classes measured on both,
+      widened by ``new_class_ratio`` (with no known class on both: the ratios over every pair of types). The
+      shares follow the speed *ratios* between types, so this is the bound that counts for fairness.
+
+    None only when the site knows no class at all. ``known``: :func:`site_known` of the same values and shipped
+    table, made once for many reports; ``of_class``: ``_values_of(values, cls)``, when the caller has it."""
+    values = values if isinstance(values, list) else list(values)
+    k = known if known is not None else site_known(values, shipped, rules)
+    if not k.values:
+        return None
+    fr, fq = rules.new_class_range, rules.new_class_ratio
+    if gpu_type in k.on_type:
+        (vlo, vhi), where = k.on_type[gpu_type], f"the known classes on {gpu_type}"
+    else:
+        vlo, vhi = min(a for a, _ in k.on_type.values()), max(b for _, b in k.on_type.values())
+        where = f"the known classes on every type (none is known on {gpu_type})"
+    lo, hi = vlo / fr, vhi * fr
+    why = f"{where} ({vlo:.6g} to {vhi:.6g}) widened {fr:g}x"
+    ratios, every = k.ratios, k.every_ratio
+    own: dict[str, float] = {}
+    for (a, h, src), v in (of_class if of_class is not None else _values_of(values, cls)).items():
+        # its own measured, else harvested, values on the other types
+        if a == account and h != gpu_type and src in MEASURED and math.isfinite(v) and (
+                h not in own or src == "measured"):
+            own[h] = v
+    spans, whys = [], []
+    for h, v in sorted(own.items()):
+        if (gpu_type, h) in ratios:
+            rlo, rhi = ratios[(gpu_type, h)]
+            src = f"the known classes' {gpu_type}/{h} ratios"
+        elif every is not None:
+            rlo, rhi = every
+            src = f"the known classes' ratios between any two types (none is known on {gpu_type} and {h})"
+        else:
+            continue
+        spans.append((v * rlo / fq, v * rhi * fq))
+        whys.append(f"its own value on {h} ({v:.6g}) times {src} [{rlo:.3g}, {rhi:.3g}] widened {fq:g}x")
+    if spans:
+        slo, shi = max(a for a, _ in spans), min(b for _, b in spans)
+        if slo > shi:  # its own values on the other types disagree with each other: any of their bounds
+            slo, shi = min(a for a, _ in spans), max(b for _, b in spans)
+        if max(lo, slo) <= min(hi, shi):
+            lo, hi = max(lo, slo), min(hi, shi)
+            why += "; " + "; ".join(whys)
+    return Bounds(lo, hi, f"a class with no trusted value: {why}")
 
 
 def take_sample(old: ProfileValue | None, value: float, now: float, bounds: Bounds | None,

@@ -60,23 +60,32 @@ class ProfileReport:
     message: str | None
 
 
-def _check_throughput(field: str, value: Any) -> float:
-    return number(field, value, positive=True, text=True)  # CSV cells are text
+def _check_throughput(field: str, value: Any, bounds: tuple[float, float] | None = None) -> float:
+    """A throughput (> 0, finite; CSV cells are text) within ``bounds`` (``[profiling] min_throughput ..
+    max_throughput`` as the CLI passes them: the bounds a job's report must meet) when given."""
+    v = number(field, value, positive=True, text=True)
+    if bounds is not None and not bounds[0] <= v <= bounds[1]:
+        raise InputError(field, value, f"outside [profiling] min_throughput..max_throughput "
+                                       f"[{bounds[0]:g}, {bounds[1]:g}]")
+    return v
 
 
 class ProfilesMixin(StoreBase):
     """The ``profiles`` and ``profile_reports`` tables."""
 
     def set_profile(self, cls: str, gpu_type: str, throughput: float, account: str = "",
-                    samples: int = 1, source: str = "set", detail: str | None = None) -> None:
-        """Store a profile value of ``source`` (replacing that source's value for the key)."""
+                    samples: int = 1, source: str = "set", detail: str | None = None,
+                    bounds: tuple[float, float] | None = None) -> None:
+        """Store a profile value of ``source`` (replacing that source's value for the key); ``bounds``: the
+        throughput must lie in them (:func:`_check_throughput`)."""
         if source not in PROFILE_SOURCES:
             raise InputError("source", source, f"must be one of {', '.join(PROFILE_SOURCES)}")
         row = {
             "account": _check_name("account", account, allow_empty=True),
             "class": _check_name("class", cls),
             "gpu_type": _check_gpu_type("gpu_type", gpu_type),
-            "throughput": _check_throughput("throughput", throughput),
+            "throughput": _check_throughput(f"throughput of class {cls!r} on GPU type {gpu_type!r}", throughput,
+                                            bounds),
             "samples": int(samples),
             "source": source,
             "updated": time.time(),
@@ -153,11 +162,13 @@ class ProfilesMixin(StoreBase):
         return [ProfileReport(**_fields(r)) for r in self.db["profile_reports"].rows_where(
             where, args, order_by="time desc, job_id desc", limit=limit)]
 
-    def import_csv(self, text: str, source: str = "imported", detail: str | None = None) -> int:
+    def import_csv(self, text: str, source: str = "imported", detail: str | None = None,
+                   bounds: tuple[float, float] | None = None) -> int:
         """Upsert profiles from CSV text with header ``account,class,gpu_type,throughput``.
 
-        Every row is checked first; any bad row raises InputError naming ``line N <column>`` and the value,
-        and then nothing is written. Returns the number of rows imported. ``source``: imported or shipped.
+        Every row is checked first; any bad row raises InputError naming ``line N <column>`` (a throughput: its
+        class and GPU type too) and the value, and then nothing is written. Returns the number of rows
+        imported. ``source``: imported or shipped. ``bounds``: every throughput must lie in them.
         """
         if source not in PROFILE_SOURCES:
             raise InputError("source", source, f"must be one of {', '.join(PROFILE_SOURCES)}")
@@ -187,7 +198,8 @@ class ProfilesMixin(StoreBase):
                     "account": _check_name(f"line {n} account", account, allow_empty=True),
                     "class": _check_name(f"line {n} class", cls),
                     "gpu_type": _check_gpu_type(f"line {n} gpu_type", gpu_type),
-                    "throughput": _check_throughput(f"line {n} throughput", thr),
+                    "throughput": _check_throughput(
+                        f"line {n} throughput of class {cls!r} on GPU type {gpu_type!r}", thr, bounds),
                     "samples": 1,
                     "source": source,
                     "updated": now,

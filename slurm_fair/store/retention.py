@@ -12,10 +12,13 @@
 * ``rounds`` started before the cutoff with their ``shares``, ``placements`` and ``applied`` rows, except the
   newest round and the rounds a preemption in progress (``signalled``) refers to;
 * ``preemptions`` finished (any state but ``signalled``) before the cutoff;
-* ``pending_jobs`` last seen pending before the cutoff.
+* ``pending_jobs`` last seen pending before the cutoff;
+* ``profiles`` not used for ``[store] profile_days`` (:func:`prune_profiles`, its own cutoff, issue 41: profile
+  rows were never pruned): a value whose last update (a report, a measurement, an import or ``set``) is older,
+  of a class no job record, pending job, share or report of the account (of any account, for a site-wide value)
+  names since. ``shipped`` values, and values with no update time, are never pruned.
 
-Never pruned: ``profiles`` (the latest value per account, class, type and source: what the policies use),
-``deviations``, ``deficits``, ``managed``, ``site_limits`` (what rollback restores), ``warm_start``, the
+Never pruned: ``deviations``, ``deficits``, ``managed``, ``site_limits`` (what rollback restores), ``warm_start``, the
 schema. SQLite reuses the freed pages, so a database pruned daily stops growing at about ``retention_days``
 of history; the file itself shrinks only with ``VACUUM``.
 """
@@ -32,7 +35,7 @@ from .base import StoreBase
 from .codec import _dumps, _int, _loads
 
 TABLES = ("events", "job_records", "profile_reports", "rounds", "shares", "placements", "applied", "preemptions",
-          "pending_jobs")
+          "pending_jobs", "profiles")
 
 
 def cutoff_for(db: sqlite_utils.Database, cutoff: float, step_days: float | None) -> tuple[float, bool]:
@@ -51,8 +54,10 @@ def cutoff_for(db: sqlite_utils.Database, cutoff: float, step_days: float | None
     return (step, True) if step < cutoff else (cutoff, False)
 
 
-def prune(db: sqlite_utils.Database, cutoff: float, live_jobs: Iterable[int] | None = None) -> dict[str, int]:
-    """Delete what is older than ``cutoff`` (module docstring); rows deleted per table."""
+def prune(db: sqlite_utils.Database, cutoff: float, live_jobs: Iterable[int] | None = None,
+          profile_cutoff: float | None = None) -> dict[str, int]:
+    """Delete what is older than ``cutoff`` and the profile values not used since ``profile_cutoff`` (None: none)
+    (module docstring); rows deleted per table."""
     ex = db.conn.execute
     out: dict[str, int] = {}
     ex("create temp table if not exists _live (job_id integer primary key)")
@@ -89,7 +94,27 @@ def prune(db: sqlite_utils.Database, cutoff: float, live_jobs: Iterable[int] | N
     out["pending_jobs"] = ex("delete from pending_jobs where last_seen < ?", [cutoff]).rowcount
     for t in ("_live", "_runs", "_rounds"):
         ex(f"delete from {t}")
+    if profile_cutoff is not None:
+        out["profiles"] = prune_profiles(db, profile_cutoff)
     return {t: out.get(t, 0) for t in TABLES}
+
+
+def prune_profiles(db: sqlite_utils.Database, cutoff: float) -> int:
+    """Delete the profile values not used since ``cutoff`` (module docstring); rows deleted."""
+    ex = db.conn.execute
+    ex("create temp table if not exists _used (account text, class text)")
+    ex("delete from _used")
+    ex("""insert into _used
+          select account, class from job_records where time >= ? and class is not null
+          union select account, class from pending_jobs where last_seen >= ? and class is not null
+          union select account, class from profile_reports where time >= ? and class is not null
+          union select s.account, s.class from shares s join rounds r on r.id = s.round_id where r.started >= ?""",
+       [cutoff] * 4)
+    n = ex("""delete from profiles where source != 'shipped' and updated is not null and updated < ?
+              and not exists (select 1 from _used u where u.class = profiles.class
+                              and (profiles.account = '' or u.account = profiles.account))""", [cutoff]).rowcount
+    ex("delete from _used")
+    return n
 
 
 @dataclass(frozen=True)
@@ -110,16 +135,18 @@ class RetentionMixin(StoreBase):
     """The ``events`` table, and pruning the history (:func:`prune`)."""
 
     def prune(self, retention_days: float, now: float | None = None, live_jobs: Iterable[int] | None = None,
-              step_days: float | None = None) -> dict[str, int]:
+              step_days: float | None = None, profile_days: float = 0) -> dict[str, int]:
         """Delete what is older than ``retention_days`` (store.retention.prune: what is kept, rows deleted
         per table; ``step_days``: at most that many days of the oldest history at once, ``behind``: 1 when
-        more is left); 0 days deletes nothing."""
+        more is left), and the profile values not used for ``profile_days`` (0: none); 0 days deletes
+        nothing at all."""
         if retention_days <= 0:
             return {}
         now = time.time() if now is None else float(now)
         cutoff, behind = cutoff_for(self.db, now - float(retention_days) * 86400.0, step_days)
+        pcut = now - float(profile_days) * 86400.0 if profile_days > 0 else None
         with self.transaction():
-            return {**prune(self.db, cutoff, live_jobs), "behind": int(behind)}
+            return {**prune(self.db, cutoff, live_jobs, pcut), "behind": int(behind)}
 
     # -------------------------------------------------------------------------------- events
 

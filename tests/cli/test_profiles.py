@@ -103,6 +103,35 @@ def test_import_bad_row_exits_2_and_writes_nothing(cfg, tmp_path):
     assert db_rows(cfg) == []
 
 
+@pytest.mark.parametrize("value", ["1e300", "nan", "inf", "-inf", "-1", "0", "1e8", "1e-7"])
+def test_import_refuses_a_throughput_a_job_report_could_not_have_and_keeps_what_is_stored(cfg, tmp_path, value):
+    """Issue 41 item 8: `profiles import` took 1e300. Now every throughput must be a finite number within
+    [profiling] min_throughput..max_throughput (default 1e-06..1e+07, as a job's report); one bad row refuses
+    the whole file and what was stored stays."""
+    good = tmp_path / "good.csv"
+    good.write_text("account,class,gpu_type,throughput\n,cnn,v100,12\n")
+    assert run("profiles", "import", str(good), "--config", str(cfg)).exit_code == 0
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f"account,class,gpu_type,throughput\n,cnn,v100,30\nacct_a,lm,k80,{value}\n")
+    r = CliRunner().invoke(main, ["profiles", "import", str(bad), "--config", str(cfg)])
+    assert r.exit_code == 2
+    assert "line 3 throughput of class 'lm' on GPU type 'k80'" in r.stderr and repr(value) in r.stderr
+    assert [(x.account, x.cls, x.throughput) for x in db_rows(cfg)] == [("", "cnn", 12.0)]  # all or nothing
+    r = CliRunner().invoke(main, ["profiles", "set", "--config", str(cfg), "--", "lm", "k80", value])
+    assert r.exit_code == 2 and "class 'lm' on GPU type 'k80'" in r.stderr
+    assert len(db_rows(cfg)) == 1
+
+
+def test_import_bounds_follow_the_config(cfg, tmp_path):
+    cfg.write_text(cfg.read_text() + "[profiling]\nmax_throughput = 1000\n")
+    f = tmp_path / "in.csv"
+    f.write_text("account,class,gpu_type,throughput\n,cnn,v100,5000\n")
+    r = CliRunner().invoke(main, ["profiles", "import", str(f), "--config", str(cfg)])
+    assert r.exit_code == 2 and "max_throughput [1e-06, 1000]" in r.stderr
+    f.write_text("account,class,gpu_type,throughput\n,cnn,v100,999\n")
+    assert run("profiles", "import", str(f), "--config", str(cfg)).exit_code == 0
+
+
 def test_import_shipped(cfg):
     r = run("profiles", "import", "--shipped", "--config", str(cfg))
     assert r.exit_code == 0 and "imported 77" in r.output

@@ -111,13 +111,16 @@ def test_reference_order_and_sources_per_kind_of_report():
     vals = [row("acct", "cnn", "v100", "harvested", 99.0), row("acct", "cnn", "v100", "set", 12.0),
             row("", "cnn", "v100", "measured", 9.0)]
     assert "measured value of the site" in reference(vals, {}, "acct", "cnn", "v100", "harvested", T).why
-    # a tenant's set/imported claim bounds nothing (lie detection checks it against the reports)
-    assert reference(vals, {}, "acct", "cnn", "v100", "measured", T) is None
+    # a tenant's set/imported claim bounds nothing (lie detection checks it against the reports): a profiling
+    # run's report has no shipped value of its class, so the site's known classes bound it (the site-wide 9)
+    b = reference(vals, {}, "acct", "cnn", "v100", "measured", T)
+    assert (b.lo, b.hi) == (pytest.approx(0.09), pytest.approx(900.0)) and "no trusted value" in b.why
     b = reference(vals, {("cnn", "v100"): 15.0}, "acct", "cnn", "v100", "measured", T)
     assert (b.lo, b.hi) == (5.0, 45.0) and "shipped table" in b.why
     vals.append(row("acct", "cnn", "v100", "shipped", 30.0))  # a stored shipped value before the table
     assert "shipped value of account acct" in reference(vals, {("cnn", "v100"): 15.0}, "acct", "cnn", "v100",
                                                           "measured", T).why
+    # a site that knows no class at all (no shipped table, nothing site-wide): nothing bounds a new class
     assert reference([row("acct", "cnn", "v100", "harvested", 9.0)], {}, "acct", "cnn", "v100", "harvested", T) is None
 
 

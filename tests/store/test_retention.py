@@ -58,7 +58,7 @@ def test_prune_deletes_old_history_and_keeps_what_rounds_need():
     got = s.prune(90, now=NOW, live_jobs={2})
     after = counts(s)
     assert got == {"events": 1, "job_records": 3, "profile_reports": 1, "rounds": 1, "shares": 1,
-                   "placements": 1, "applied": 1, "preemptions": 1, "pending_jobs": 1, "behind": 0}
+                   "placements": 1, "applied": 1, "preemptions": 1, "pending_jobs": 1, "profiles": 0, "behind": 0}
     del got["behind"]
     assert {k: before[k] - after[k] for k in got} == got
     assert after["profiles"] == 1  # profile values stay, however old
@@ -115,3 +115,63 @@ def test_a_database_far_behind_catches_up_in_steps_one_a_round_then_daily():
     assert bounded.maybe_prune(s, cfg, NOW + 3600, None) is None  # caught up: daily again
     assert s.db.execute("select count(*) from rounds").fetchone()[0] == 30
     assert "the rest next round" in s.events(kind="store-pruned", limit=20)[-1].message
+
+
+def _profiles_of_every_kind(s):
+    """filled()'s store plus profile values, each with its last update: class c of account a is named by recent
+    job records, a pending job, shares and reports; no class 'gone*' is named by anything."""
+    old, new = NOW - 100 * DAY, NOW - DAY
+    for account, cls, g, source, t in (
+            ("a", "gone", "v100", "harvested", old),  # unused for 100 days: pruned
+            ("a", "gone", "k80", "harvested", new),  # updated a day ago: kept
+            ("", "gone2", "v100", "set", old),  # site-wide, its class unused: pruned
+            ("", "c", "k80", "imported", old),  # site-wide, class c used by account a: kept
+            ("", "gone3", "v100", "shipped", old),  # shipped: never pruned
+            ("b", "c", "v100", "measured", old),  # class c of account b: only a's jobs name c: pruned
+            ("a", "c", "k80", "measured", old)):  # old, but account a's class c runs: kept
+        s.set_profile(cls, g, 5.0, account=account, source=source)
+        s.db["profiles"].update((account, cls, g, source), {"updated": t})
+    s.db.execute("insert into profiles (account, class, gpu_type, source, throughput, samples) "
+                 "values ('a', 'gone4', 'v100', 'set', 1.0, 1)")  # no update time (an old database): kept
+
+
+def _profile_keys(s):
+    return sorted((a, c, g, src) for a, c, g, src in
+                  s.db.execute("select account, class, gpu_type, source from profiles"))
+
+
+def test_profile_values_unused_for_profile_days_are_pruned_and_shipped_ones_never():
+    """Issue 41 item 8: profile rows were never pruned (a tenant's class names grew the table for good)."""
+    s = filled()
+    _profiles_of_every_kind(s)
+    assert s.prune(90, now=NOW, live_jobs={2})["profiles"] == 0  # profile_days 0 (the default here): kept
+    assert len(_profile_keys(s)) == 9
+    got = s.prune(90, now=NOW, live_jobs={2}, profile_days=90)
+    assert got["profiles"] == 3
+    assert _profile_keys(s) == [("", "c", "k80", "imported"), ("", "gone3", "v100", "shipped"),
+                                ("a", "c", "k80", "measured"), ("a", "c", "v100", "set"),
+                                ("a", "gone", "k80", "harvested"), ("a", "gone4", "v100", "set")]
+
+
+def test_a_class_is_used_while_any_record_names_it_within_profile_days():
+    s = filled()
+    _profiles_of_every_kind(s)
+    # 150 days later: class c's last job record, pending sighting, share and report are 150 days old
+    got = s.prune(1000, now=NOW + 150 * DAY, live_jobs={2}, profile_days=90)
+    assert got["profiles"] == 7 and _profile_keys(s) == [("", "gone3", "v100", "shipped"),
+                                                          ("a", "gone4", "v100", "set")]
+    s2 = filled()
+    _profiles_of_every_kind(s2)
+    s2.record_pending([PendingJob(7, "b", "c", 1, None, NOW, "", NOW, NOW)])  # account b's class c waits now
+    s2.prune(90, now=NOW, live_jobs={2}, profile_days=90)
+    assert ("b", "c", "v100", "measured") in _profile_keys(s2)
+
+
+def test_maybe_prune_prunes_profiles_after_the_configured_days():
+    s = filled()
+    _profiles_of_every_kind(s)
+    assert bounded.maybe_prune(s, config.from_dict({"store": {"profile_days": 0}}), NOW, {2})["profiles"] == 0
+    s = filled()
+    _profiles_of_every_kind(s)
+    first = bounded.maybe_prune(s, config.from_dict({}), NOW, {2})  # the defaults: 90 and 90 days
+    assert first["profiles"] == 3 and "profiles 3" in s.events(kind="store-pruned")[0].message

@@ -132,12 +132,14 @@ def test_set_profile_upserts_and_validates(store):
     for kwargs, field in [
         (dict(cls="", gpu_type="v100", throughput=1), "class"),
         (dict(cls="x", gpu_type="v 100", throughput=1), "gpu_type"),
-        (dict(cls="x", gpu_type="v100", throughput=0), "throughput"),
-        (dict(cls="x", gpu_type="v100", throughput=float("nan")), "throughput"),
-        (dict(cls="x", gpu_type="v100", throughput="fast"), "throughput"),
+        (dict(cls="x", gpu_type="v100", throughput=0), "throughput of class 'x' on GPU type 'v100'"),
+        (dict(cls="x", gpu_type="v100", throughput=float("nan")), "throughput of class 'x' on GPU type 'v100'"),
+        (dict(cls="x", gpu_type="v100", throughput="fast"), "throughput of class 'x' on GPU type 'v100'"),
         (dict(cls="x", gpu_type="v100", throughput=1, account="a,b"), "account"),
         (dict(cls="x", gpu_type="v100", throughput=1, samples=0), "samples"),
         (dict(cls="x", gpu_type="v100", throughput=1, source="manual"), "source"),
+        (dict(cls="x", gpu_type="v100", throughput=1e300, bounds=(1e-6, 1e7)), "throughput of class 'x' on GPU type 'v100'"),
+        (dict(cls="x", gpu_type="v100", throughput=1e-7, bounds=(1e-6, 1e7)), "throughput of class 'x' on GPU type 'v100'"),
     ]:
         with pytest.raises(InputError) as e:
             store.set_profile(**kwargs)
@@ -177,8 +179,8 @@ def test_export_keeps_full_float_precision(store):
 
 
 @pytest.mark.parametrize("body, field, value", [
-    (",a,v100,1\n,b,v100,-2\n", "line 3 throughput", "-2"),
-    (",a,v100,1\n,b,v100,fast\n", "line 3 throughput", "fast"),
+    (",a,v100,1\n,b,v100,-2\n", "line 3 throughput of class 'b' on GPU type 'v100'", "-2"),
+    (",a,v100,1\n,b,v100,fast\n", "line 3 throughput of class 'b' on GPU type 'v100'", "fast"),
     (",a,v100,1\n,,v100,1\n", "line 3 class", ""),
     (",a,v100,1\n,b,v 100,1\n", "line 3 gpu_type", "v 100"),
     (",a,v100\n", "line 2", ",a,v100"),
