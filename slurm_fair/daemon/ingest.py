@@ -439,8 +439,9 @@ def _event(store: Store, kind: str, message: str, round_id: int | None, data: An
 def writers_of(cluster: Cluster | None) -> Writers:
     """Who may own a record on ``cluster``: root, the daemon's user and its ``SlurmUser`` (read once per backend);
     where it cannot be read, files of other owners wait (:class:`Writers`)."""
+    read = getattr(cluster, "slurm_user", None)  # a stand-in cluster without it names no SlurmUser
     try:
-        return Writers.of(cluster.slurm_user() if cluster is not None else None)
+        return Writers.of(read() if read is not None else None)
     except ClusterError as e:
         return Writers.of(None, unknown=_clip(str(e)))
 
