@@ -213,6 +213,12 @@ class Cluster(ABC):
         takes its fallback."""
         return None
 
+    def slurm_user(self) -> tuple[str, int] | None:
+        """slurmctld's ``SlurmUser`` as (name, uid), read once (``cluster.ctld_config.slurm_user``): the controller
+        hooks run as it, so the spool ingest takes record files it owns. None where the backend cannot tell (the
+        simulator, test doubles); raises ClusterError where it could not be read."""
+        return None
+
     def cancel_job(self, job_id: int) -> None:
         """Cancel a job (scancel): ``preemption.unrequeueable = "cancel"`` only."""
         from .errors import Unsupported

@@ -108,6 +108,12 @@ class CliCluster(Cluster):
     def priority_weights(self) -> int | None:
         return ctld_config.weights_sum(ctld_config.parse_config(self._show_config()))
 
+    def slurm_user(self) -> tuple[str, int] | None:
+        user = ctld_config.slurm_user(ctld_config.parse_config(self._show_config()))
+        if user is None:
+            raise ParseError("scontrol show config: no usable SlurmUser (expected name(uid))")
+        return user
+
     def _nodes_argv(self) -> list[str]:
         if version_tuple(self.version()) >= (23, 2):
             return ["scontrol", "show", "node", "--json"]

@@ -1,4 +1,5 @@
-"""slurmctld's configuration as ``scontrol show config`` prints it, and the sum of its priority weights. Pure."""
+"""slurmctld's configuration as ``scontrol show config`` prints it: the sum of its priority weights, its SlurmUser.
+Pure."""
 
 from __future__ import annotations
 
@@ -33,3 +34,10 @@ def weights_sum(config: Mapping[str, str]) -> int:
         _k, _, v = item.partition("=")
         total += int(float(v)) if re.fullmatch(r"\d+(\.\d+)?", v.strip()) else 0
     return total
+
+
+def slurm_user(config: Mapping[str, str]) -> tuple[str, int] | None:
+    """``SlurmUser = slurm(64030)`` -> ("slurm", 64030): the user slurmctld and its PrologSlurmctld /
+    EpilogSlurmctld run as. None when the line is missing or not in that form."""
+    m = re.fullmatch(r"(\S*)\((\d+)\)", config.get("SlurmUser", "").strip())
+    return (m.group(1), int(m.group(2))) if m else None

@@ -157,6 +157,9 @@ class PyslurmCluster(Cluster):
     def priority_weights(self) -> int | None:
         return self._cli.priority_weights()
 
+    def slurm_user(self) -> tuple[str, int] | None:
+        return self._cli.slurm_user()
+
     def version(self) -> str:
         return self._version
 

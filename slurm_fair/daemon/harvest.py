@@ -23,8 +23,8 @@ ended: ``profile run`` does). Rules:
   ``n`` a whole number 1..10^9 in ASCII digits. Anything else is refused with an event, never parsed further.
 * A refused or rejected report becomes a ``profile-report-refused`` / ``profile-report-rejected`` event,
   the first ``EVENTS_PER_DAY`` of each kind per account a day; beyond them one event of that kind per account
-  a day counts the rest (``data``: ``count``, the last job; issue 30: a flood of bad reports wrote one event
-  each) — every report stays in ``profile_reports`` with its status and message. Nothing here raises: a report that fails in any other way is refused with an event and the next one is taken;
+  a day counts the rest (``data``: ``count``, the last job; :mod:`.event_budget`; issue 30: a flood of bad reports
+  wrote one event each) — every report stays in ``profile_reports`` with its status and message. Nothing here raises: a report that fails in any other way is refused with an event and the next one is taken;
   a failure outside the reports is a ``profile-harvest-error`` event and the round goes on.
 """
 
@@ -45,11 +45,10 @@ from ..profiling.trust import Known, TrustRules, Verdict, reference, report_sour
 from ..store import ProfileValue, Store
 from .plan import DEFAULT_CLASS, job_class
 from .plan.classcap import report_class
+from .event_budget import DAY, EVENTS_PER_DAY, EventBudget  # noqa: F401 - DAY, EVENTS_PER_DAY: said above
 
 END_RECORD_WINDOW = 86400.0
 MAX_REPORTS_PER_ROUND = 200  # new reports a round takes at most (oldest job first); the rest wait a round
-EVENTS_PER_DAY = 20  # report events of one kind per account a day written one by one; the rest are counted
-DAY = 86400.0
 
 
 def _end_candidate(r: dict) -> dict | None:
@@ -149,42 +148,8 @@ class _Context:
     cap: int  # [profiling] max_classes_per_account
     round_id: int | None
     now: float
-    budget: "_EventBudget"
+    budget: EventBudget
     site: Known | None = None  # the site's known classes (profiling/trust.py), made once a harvest
-
-
-class _EventBudget:
-    """Report events one by one while an account has written fewer than ``EVENTS_PER_DAY`` of a kind in the
-    last day; after that one ``…-more`` summary event of that kind per account a day, its count updated
-    (the counts of the day are read once per (kind, account) a harvest)."""
-
-    def __init__(self, store: Store, now: float):
-        self.store, self.now = store, now
-        self.seen: dict[tuple[str, str | None], int] = {}
-
-    def event(self, kind: str, msg: str, round_id: int | None, job_id, account: str | None, data: dict) -> None:
-        key = (kind, account)
-        if key not in self.seen:
-            self.seen[key] = int(self.store.db.execute(
-                "select count(*) from events where kind = ? and account is ? and time >= ?",
-                [kind, account, self.now - DAY]).fetchone()[0])
-        if self.seen[key] < EVENTS_PER_DAY:
-            self.seen[key] += 1
-            self.store.event(kind, msg, round_id=round_id, job_id=job_id, account=account, data=data, at=self.now)
-            return
-        more = f"{kind}-more"
-        row = self.store.db.execute("select id, data from events where kind = ? and account is ? and time >= ? "
-                                    "order by id desc limit 1", [more, account, self.now - DAY]).fetchone()
-        count = (int((json.loads(row[1] or "{}") or {}).get("count") or 0) if row else 0) + 1
-        text = (f"{count} more {kind} event(s) of account {account!r} since this one was written (the first "
-                f"{EVENTS_PER_DAY} of a day are written one by one; every report is in profile_reports); "
-                f"the last: {msg}")
-        new = {"count": count, "last_job_id": job_id}
-        if row:
-            with self.store.transaction():
-                self.store.db["events"].update(row[0], {"message": text, "data": json.dumps(new), "round_id": round_id})
-        else:
-            self.store.event(more, text, round_id=round_id, job_id=job_id, account=account, data=new, at=self.now)
 
 
 def _refuse(store: Store, base: dict, n: int, msg: str, x: "_Context", data: dict) -> str:
@@ -258,7 +223,7 @@ def harvest(store: Store, snapshot: Snapshot, cfg: Config, round_id: int | None,
         shipped = {(r["class"], r["gpu_type"]): float(r["throughput"]) for r in shipped_profiles.load_shipped()}
         x = _Context(rules=rules, trust=trust, known=list(snapshot.gpu_types()), values=values, shipped=shipped,
                      own=own, kept=dict(kept or {}), cap=int(cfg.profiling.max_classes_per_account),
-                     round_id=round_id, now=now, budget=_EventBudget(store, now),
+                     round_id=round_id, now=now, budget=EventBudget(store, now, "every report is in profile_reports"),
                      site=site_known(values, shipped, trust))
         for c in found:
             try:

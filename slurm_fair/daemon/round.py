@@ -285,7 +285,7 @@ def _run_round(cluster: Cluster, store: Store, cfg: Config, policy: str, dry_run
     now = time.time() if now is None else now
     ingested = None
     if record:
-        ingested = ingest_round(store, cfg, round_id)  # hook records first; never raises (errors are events)
+        ingested = ingest_round(store, cfg, round_id, cluster)  # hook records first; never raises (events)
 
     def finish(res: RoundResult, **fields: Any) -> RoundResult:
         res.seconds = time.monotonic() - t0

@@ -251,3 +251,199 @@ def test_cpu_only_records_are_counted_and_removed_not_stored(tmp_path):
     assert sorted({r.job_id for r in store.job_records()}) == [20, 21, 22]
     assert not list(spool.glob("*.json"))  # every file consumed
     assert res.as_dict()["cpu_only"] == 3
+
+
+# -- issue 41 item 7: the spool trusts the filesystem's owner ------------------------------------------------------
+
+def _owned_by(path: Path, uid: int) -> None:
+    os.chown(path, uid, -1, follow_symlinks=False)
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+
+
+@needs_root
+def test_a_record_owned_by_another_uid_is_quarantined_not_ingested(tmp_path):
+    """Any writer of the spool (mode 2770: the daemon's group) could forge a record for another account's job
+    and it was ingested. A record file must be owned by SlurmUser, root or the daemon's user: one owned by uid
+    12345 goes to bad/ with an event naming the file, its owner and the allowed uids; the others go in."""
+    from slurm_fair.daemon.ingest import Writers
+
+    store = Store(":memory:")
+    spool = spool_with(tmp_path, rec(40, "start", 10.0), rec(41, "start", 11.0, account="victim"),
+                       rec(42, "start", 12.0))
+    forged = spool / "41.0.start.prolog_slurmctld.json"
+    _owned_by(forged, 12345)
+    _owned_by(spool / "42.0.start.prolog_slurmctld.json", 64030)  # SlurmUser's
+    res = ingest(store, spool, writers=Writers.of(("slurm", 64030)))
+    assert (res.read, res.bad, res.error) == (2, [forged.name], "")
+    assert {r.job_id for r in store.job_records()} == {40, 42}
+    assert os.listdir(spool / "bad") == [forged.name] and not forged.exists()
+    (e,) = store.events(kind="hook-record-foreign-owner")
+    assert e.data["file"] == forged.name and e.data["owner_uid"] == 12345
+    assert e.data["expected_uids"] == sorted({0, os.geteuid(), 64030})
+    assert "uid 12345" in e.message and "SlurmUser slurm (uid 64030)" in e.message and "text" not in e.data
+    # without SlurmUser in the writers (a backend that names none), SlurmUser's file is foreign too
+    jobrecord.write_record(str(spool), rec(43, "start", 13.0))
+    _owned_by(spool / "43.0.start.prolog_slurmctld.json", 64030)
+    assert ingest(store, spool).bad == ["43.0.start.prolog_slurmctld.json"]
+
+
+@needs_root
+def test_a_foreign_record_waits_while_slurm_user_is_unknown(tmp_path):
+    """slurmctld down when the round starts: SlurmUser cannot be read, so a file of another owner is neither
+    ingested nor set aside (it may be SlurmUser's); root's records go in; one event says why."""
+    from slurm_fair.daemon.ingest import Writers
+
+    store = Store(":memory:")
+    spool = spool_with(tmp_path, rec(50, "start", 10.0), rec(51, "start", 11.0))
+    _owned_by(spool / "51.0.start.prolog_slurmctld.json", 64030)
+    res = ingest(store, spool, writers=Writers.of(None, unknown="scontrol: connection refused"))
+    assert (res.read, res.bad) == (1, []) and os.listdir(spool) == ["51.0.start.prolog_slurmctld.json"]
+    (e,) = store.events(kind="hook-ingest-error")
+    assert "1 record file(s)" in e.message and "connection refused" in e.message
+    assert ingest(store, spool, writers=Writers.of(("slurm", 64030))).read == 1  # known again: taken
+
+
+def test_the_round_takes_slurm_user_from_the_cluster(tmp_path):
+    from slurm_fair.cluster.errors import ClusterUnreachable
+    from slurm_fair.config import from_dict
+    from slurm_fair.daemon.ingest import writers_of
+
+    class Ctld:
+        def __init__(self, user):
+            self.user = user
+
+        def slurm_user(self):
+            if isinstance(self.user, Exception):
+                raise self.user
+            return self.user
+
+    w = writers_of(Ctld(("slurm", 64030)))
+    assert w.uids == {0, os.geteuid(), 64030} and not w.unknown
+    w = writers_of(Ctld(ClusterUnreachable("no answer")))
+    assert w.uids == {0, os.geteuid()} and w.unknown == "no answer"
+    assert writers_of(None).uids == {0, os.geteuid()}
+    cfg = from_dict({"hooks": {"spool": str(spool_with(tmp_path, rec(1, "start", 5.0)))}})
+    assert ingest_round(Store(":memory:"), cfg, None, Ctld(("slurm", 64030))).read == 1
+
+
+def test_the_cli_backend_reads_slurm_user_from_the_config_it_already_reads(monkeypatch):
+    from slurm_fair.cluster.cli import CliCluster
+    from slurm_fair.cluster.ctld_config import parse_config, slurm_user
+    from slurm_fair.cluster.errors import ParseError
+
+    assert slurm_user(parse_config("SlurmUser               = slurm(64030)\n")) == ("slurm", 64030)
+    assert slurm_user(parse_config("SlurmUser = root(0)\n")) == ("root", 0)
+    assert slurm_user(parse_config("SlurmUser = slurm\n")) is None and slurm_user({}) is None
+    calls = []
+    c = CliCluster(timeout=1, env={})
+    monkeypatch.setattr(c, "_run", lambda argv: calls.append(list(argv)) or "ClusterName = lab\nSlurmUser = slurm(64030)\n")
+    assert c.slurm_user() == ("slurm", 64030) and c.cluster_name() == "lab"
+    assert calls == [["scontrol", "show", "config"]]
+    c = CliCluster(timeout=1, env={})
+    monkeypatch.setattr(c, "_run", lambda argv: "ClusterName = lab\n")
+    with pytest.raises(ParseError, match="SlurmUser"):
+        c.slurm_user()
+
+
+@pytest.mark.parametrize("plant", ["symlink", "file", "dangling"])
+def test_bad_that_is_a_link_or_a_file_is_never_written_through(tmp_path, plant):
+    """If ``bad`` was a symbolic link, quarantined files were moved out of the spool to where it points. Now
+    bad/ is opened O_NOFOLLOW: nothing is moved through it, the bad file stays in the spool (not ingested, not
+    lost) with an event, the link's target stays empty, and good records still go in."""
+    store = Store(":memory:")
+    spool = spool_with(tmp_path, rec(60, "start", 10.0))
+    (spool / "junk.json").write_text("{not json")
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    if plant == "symlink":
+        (spool / "bad").symlink_to(target)
+    elif plant == "dangling":
+        (spool / "bad").symlink_to(tmp_path / "nowhere")
+    else:
+        (spool / "bad").write_text("not a folder")
+    res = ingest(store, spool)
+    assert res.read == 1 and res.bad == [] and res.left == ["junk.json"] and res.error == ""
+    assert os.listdir(target) == [] and not (tmp_path / "nowhere").exists()
+    assert (spool / "junk.json").read_text() == "{not json"
+    (e,) = store.events(kind="hook-record-bad")
+    assert "left in the spool" in e.message and "not followed" in e.message
+    (r,) = store.events(kind="hook-quarantine-refused")
+    assert ("a symbolic link" if plant != "file" else "not a folder") in r.message
+
+
+@needs_root
+def test_bad_owned_by_another_user_is_refused(tmp_path):
+    store = Store(":memory:")
+    spool = spool_with(tmp_path)
+    spool.mkdir(exist_ok=True)
+    (spool / "bad").mkdir()
+    _owned_by(spool / "bad", 12345)
+    (spool / "junk.json").write_text("{")
+    res = ingest(store, spool)
+    assert res.left == ["junk.json"] and os.listdir(spool / "bad") == []
+    (r,) = store.events(kind="hook-quarantine-refused")
+    assert "owned by uid 12345, not the daemon's user" in r.message
+
+
+def test_bad_is_made_0750_and_a_name_taken_there_is_not_overwritten(tmp_path):
+    store = Store(":memory:")
+    spool = spool_with(tmp_path)
+    spool.mkdir(exist_ok=True)
+    (spool / "junk.json").write_text("{1")
+    ingest(store, spool)
+    assert oct((spool / "bad").stat().st_mode & 0o7777) == oct(0o750)
+    (spool / "junk.json").write_text("{2")
+    assert ingest(store, spool).bad == ["junk.json"]
+    assert sorted(p.read_text() for p in (spool / "bad").iterdir()) == ["{1", "{2"]
+
+
+def test_a_hard_link_or_a_fifo_in_the_spool_is_not_read(tmp_path):
+    """A hard link to a file elsewhere (root's, on a filesystem without protected_hardlinks) would put its text in
+    an event; a FIFO would hang the open. Neither is read."""
+    store = Store(":memory:")
+    spool = spool_with(tmp_path, rec(70, "start", 10.0))
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do-not-copy")
+    os.link(secret, spool / "link.json")
+    os.mkfifo(spool / "pipe.json")
+    res = ingest(store, spool)
+    assert res.read == 1 and res.bad == ["link.json"] and (spool / "pipe.json").exists()
+    assert "do-not-copy" not in json.dumps(list(store.db["events"].rows))
+    assert "2 hard links" in store.events(kind="hook-record-bad")[0].message
+
+
+def _event_bytes(store: Store) -> int:
+    return sum(len(r["message"] or "") + len(r["data"] or "") for r in store.db["events"].rows)
+
+
+def test_2000_bad_files_write_a_bounded_number_of_event_bytes_a_day(tmp_path):
+    """Each bad file wrote an event with up to 2 000 characters of its text (2 000 bad files: 4.5 MB of events).
+    Now the first EVENTS_PER_DAY of each kind a day are written one by one and one ``-more`` event counts the
+    rest, across rounds; a reason that quotes a huge value is cut."""
+    from slurm_fair.daemon.event_budget import EVENTS_PER_DAY
+
+    store = Store(str(tmp_path / "db.sqlite"))
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    for i in range(2000):
+        (spool / f"{i}.json").write_text(json.dumps(rec(i + 1, "start", 1.0, job_name="x" * 3000,
+                                                        time="y" * 3000)))
+    t0 = time.time()
+    res = ingest(store, spool, now=1000.0)
+    took = time.time() - t0
+    assert len(res.bad) == 2000 and len(os.listdir(spool / "bad")) == 2000 and took < 30
+    one = store.events(kind="hook-record-bad", limit=10 ** 4)
+    assert len(one) == EVENTS_PER_DAY and all(len(e.message) < 500 for e in one)
+    (more,) = store.events(kind="hook-record-bad-more")
+    assert more.data["count"] == 2000 - EVENTS_PER_DAY and "every file set aside is in" in more.message
+    total = _event_bytes(store)
+    assert total < 100_000, total
+    for i in range(500):  # the next round, the same day: only the count grows
+        (spool / f"r2-{i}.json").write_text("{")
+    ingest(store, spool, now=2000.0)
+    assert len(store.events(kind="hook-record-bad", limit=10 ** 4)) == EVENTS_PER_DAY
+    (more,) = store.events(kind="hook-record-bad-more")
+    assert more.data["count"] == 2500 - EVENTS_PER_DAY and _event_bytes(store) < total + 1000
+    print(f"2000 bad files: {total} bytes of events, {took:.2f} s")

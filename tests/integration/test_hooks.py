@@ -4,6 +4,7 @@ PrologSlurmctld/EpilogSlurmctld/Prolog/Epilog; records land in the spool; a daem
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -182,4 +183,33 @@ def test_a_record_the_store_refuses_is_quarantined_while_the_others_ingest(testb
             assert rnd[0] == "ok"
     finally:
         for f in (spool / "bad").glob(f"{job + 900000}.*"):
+            f.unlink()
+
+
+def test_a_record_another_user_wrote_into_the_spool_is_quarantined_unread(testbed, spool, tmp_path):
+    """Issue 41: the spool is group-writable, and a record any member of its group wrote was ingested (a forged
+    end record for another account's job). Next to a real job's records (written by the hooks as SlurmUser, root
+    here), a record owned by uid 12345 goes to bad/ unread with an event naming its owner, and the real records
+    go in: the daemon reads SlurmUser from the testbed's slurmctld."""
+    job = testbed.sbatch("acct_c", gpus=1, gpu_type="a100", command="sleep 2")
+    rs = wait_records(testbed, spool, job, {(0, "start"), (0, "end")}, timeout=90)
+    forged = Path(jobrecord.write_record(str(spool), dict(ctld(rs, 0, "end"), job_id=job + 900001,
+                                                           account="acct_a")))
+    os.chown(forged, 12345, -1)
+    cfg = tmp_path / "sf.toml"
+    cfg.write_text(f'[daemon]\ndatabase = "sf.sqlite"\ndry_run = true\n[cluster]\nbackend = "cli"\n'
+                   f'[hooks]\nspool = "{spool}"\n')
+    try:
+        r = subprocess.run([*PY, "daemon", "--once", "--config", str(cfg)], env=testbed.env, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert not forged.exists() and (spool / "bad" / forged.name).stat().st_uid == 12345
+        with Store(tmp_path / "sf.sqlite") as store:
+            assert {x.event for x in store.job_records(job)} >= {"start", "end"}
+            assert not store.job_records(job + 900001)
+            (e,) = [e for e in store.events(kind="hook-record-foreign-owner") if e.data["file"] == forged.name]
+            assert e.data["owner_uid"] == 12345 and 0 in e.data["expected_uids"]
+            assert "SlurmUser root (uid 0)" in e.message
+    finally:
+        for f in (spool / "bad").glob(f"{job + 900001}.*"):
             f.unlink()
