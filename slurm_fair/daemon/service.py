@@ -66,6 +66,7 @@ from ..errors import SlurmFairError
 from ..store import Store
 from . import leader as leader_mod
 from . import plan as P
+from .plan.binding import settle
 from . import status_file, type_map_file
 from .preemption import wanted as preemption_wanted
 from .preemption.store import PreemptionStore
@@ -368,6 +369,8 @@ def _poll(cluster: Any, res: RoundResult | None, cfg: Config, dry_run: bool, las
     triggered one (a job triggers once while it stays blocked)."""
     try:
         snap = cluster.snapshot()
+        # demand as the round settles it: a begin time due within a period counts (plan/binding.py)
+        snap = settle(snap, snap.taken_at + float(cfg.daemon.period), {})
         refresh_type_map(res, snap, cfg, dry_run)
         refresh_status(res, snap, cfg)
         trig = P.early_triggers(snap, last_demand, cfg)

@@ -55,6 +55,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..config import Config
 from .. import config as config_mod
 from ..daemon.plan import early_triggers, type_map
+from ..daemon.plan.binding import settle
 from ..daemon.preemption import wanted as preemption_wanted
 from ..daemon.preemption.store import PreemptionStore
 from ..daemon.round import run_round
@@ -293,8 +294,8 @@ def _advance_watching(cluster: SimCluster, until: float, cfg: Config, last: Any,
         nxt = cluster.next_event()
         if nxt > stop + 1e-9:
             break
-        snap = cluster.snapshot()
-        if decisions is not None:
+        if decisions is not None:  # demand as the round settles it (begin times due within a period count)
+            snap = settle(cluster.snapshot(), cluster.clock() + float(cfg.daemon.period), {})
             cluster.set_type_map(type_map(decisions, snap, cfg))
         cluster.advance(nxt)
         trig = early_triggers(cluster.snapshot(), last_demand, cfg)

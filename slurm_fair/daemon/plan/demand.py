@@ -20,6 +20,7 @@ from ...config import Config
 from ...cluster.base import Job, Snapshot, supports_pending_retype
 from ...cluster.blocked import LIMIT_REASONS
 from ...jobrecord import comment_class
+from .binding import settle
 from .eligible import counted, startable
 from .reclaim import Holder, holders_of
 
@@ -408,7 +409,12 @@ def early_triggers(snapshot: Snapshot, last_demand: Mapping[str, int], cfg: Conf
     (they get a guarantee); jobs that wait on their account's limit (a claim made for someone whose jobs have
     since started elsewhere or gone) while a type they can use has enough idle GPUs for them; and, where Slurm
     can retype pending jobs, flexible (``fair:flex``) jobs whose type cannot start them now while another
-    type's idle GPUs could (the round moves them, as Slurm alone would have started them there)."""
+    type's idle GPUs could (the round moves them, as Slurm alone would have started them there).
+
+    Begin times are settled as the round settles them (:func:`.binding.settle`; the site's limits, which the
+    round reads from the store, are left to the round): a job whose begin time is due within a period counts, as
+    it will in the round (a job slurm-fair requeued waits out its begin time; one moved a year ahead does not)."""
+    snapshot = settle(snapshot, snapshot.taken_at + float(cfg.daemon.period), {})
     free = FreeGPUs.of(snapshot, cfg.cluster.partitions)
     idle = free.totals()
     retype_ok = supports_pending_retype(snapshot.slurm_version)
