@@ -245,6 +245,7 @@ class _Context:
     round_id: int | None
     now: float
     budget: "_EventBudget"
+    bounds: dict  # (account, class, type, source) -> trust.reference's bounds: the same for the whole harvest
 
 
 class _EventBudget:
@@ -308,7 +309,10 @@ def _take(store: Store, c: dict, x: _Context) -> str | None:
     except InputError as e:
         return _refuse(store, base, n, f"job {c['job_id']}: {e}", x, {"tokens": c["tokens"], "gpus": c["gpus"]})
     source, demoted = report_source("profile" in c["tokens"], c.get("user") or "", int(c["gpu_count"] or 0), x.trust)
-    bounds = reference(x.values, x.shipped, c["account"], c["class"], g, source, x.trust)
+    key = (c["account"], c["class"], g, source)
+    if key not in x.bounds:  # reference() reads only what the harvest read at its start: once per key
+        x.bounds[key] = reference(x.values, x.shipped, c["account"], c["class"], g, source, x.trust)
+    bounds = x.bounds[key]
     got: list[Verdict] = []
 
     def take(old: ProfileValue | None) -> tuple[dict | None, bool]:
@@ -369,7 +373,13 @@ def _take_all(store: Store, snapshot: Snapshot, cfg: Config, round_id: int | Non
                  values=values,
                  shipped={(r["class"], r["gpu_type"]): float(r["throughput"]) for r in shipped_profiles.load_shipped()},
                  own=own, cap=int(cfg.profiling.max_classes_per_account), round_id=round_id, now=now,
-                 budget=_EventBudget(store, now))
+                 budget=_EventBudget(store, now), bounds={})
+    with store.transaction():  # one commit a round, not two a report (each report is a savepoint of it)
+        _take_each(store, found, x, counts)
+
+
+def _take_each(store: Store, found: list[dict], x: _Context, counts: dict) -> None:
+    round_id = x.round_id
     for c in found:
         try:
             status = _take(store, c, x)
