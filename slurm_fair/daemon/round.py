@@ -232,7 +232,7 @@ def _observe(store: Store, snapshot: Snapshot, cfg: Config, round_id: int | None
     if folded is not None:
         snapshot = folded.snapshot  # an account's classes beyond [profiling] max_classes_per_account: default
     # reports in job comments first: this round's shares use them
-    harvested = harvest(store, snapshot, cfg, round_id, now, kept=folded.kept if folded else None)
+    harvested = harvest(store, snapshot, cfg, round_id, now)
     pruned = bounded.maybe_prune(store, cfg, now, {j.job_id for j in snapshot.jobs}, round_id)
     return _Observed(snapshot, folded, harvested, pruned)
 

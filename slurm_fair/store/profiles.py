@@ -138,7 +138,14 @@ class ProfilesMixin(StoreBase):
                 return old, ok
             row = {"account": key[0], "class": key[1], "gpu_type": key[2], "source": source,
                    "detail": None if old is None else old.detail, **new}
-            self.db["profiles"].upsert(row, pk=_PROFILE_PK)
+            # plain SQL, as sqlite-utils' upsert would (insert, else update the columns named): its table
+            # introspection was half the harvest's time a report (issue 41's report flood)
+            cols = list(row)
+            self.db.execute(
+                f"insert into profiles ({', '.join(f'[{c}]' for c in cols)}) values ({', '.join('?' * len(cols))}) "
+                f"on conflict ({', '.join(f'[{c}]' for c in _PROFILE_PK)}) do update set "
+                + ", ".join(f"[{c}] = excluded.[{c}]" for c in cols if c not in _PROFILE_PK),
+                [row[c] for c in cols])
         # the upsert leaves the columns ``new`` does not name as they were
         return ProfileValue(**{**(dataclasses.asdict(old) if old is not None else {}), **_fields(row)}), ok
 
@@ -153,8 +160,9 @@ class ProfilesMixin(StoreBase):
         """One report the daemon took (see migration 6); a second one with the same (job_id, n) is ignored."""
         data = {k: row.get(k) for k in ("job_id", "n", "time", "round_id", "account", "class", "gpu_type", "nvml",
                                          "throughput", "source", "status", "message")}
-        with self.transaction():
-            self.db["profile_reports"].insert(data, pk=("job_id", "n"), ignore=True)
+        with self.transaction():  # plain SQL: sqlite-utils' insert introspects the table each call
+            self.db.execute(f"insert or ignore into profile_reports ({', '.join(f'[{c}]' for c in data)}) "
+                            f"values ({', '.join('?' * len(data))})", list(data.values()))
 
     def profile_reports(self, account: str | None = None, limit: int = 100) -> list[ProfileReport]:
         """The newest ``limit`` reports (of ``account``), newest first."""

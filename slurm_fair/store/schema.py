@@ -245,10 +245,23 @@ def _m16_pending_jobs(db: sqlite_utils.Database) -> None:
     db["pending_jobs"].create_index(["last_seen"])
 
 
+def _m17_harvest_cursor(db: sqlite_utils.Database) -> None:
+    """The harvest reads hook records once (daemon/harvest.py, issue 41): ``harvest_cursor`` (one row per
+    source, ``name`` = 'end_records': ``last_id``, the last ``job_records`` row id considered) and
+    ``harvest_queue`` (end records with a report not taken yet: the record's row id, account, job id and when it
+    was ingested), from which each round takes its fair-queued part."""
+    db["harvest_cursor"].create({"name": str, "last_id": int}, pk="name", not_null={"name", "last_id"})
+    db["harvest_queue"].create({"record_id": int, "account": str, "job_id": int, "ingested": float},
+                               pk="record_id", not_null={"record_id", "account", "job_id", "ingested"})
+    db["harvest_queue"].create_index(["account", "job_id"])
+    db["harvest_queue"].create_index(["ingested"])
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _m1_initial, _m2_indexes, _m3_job_records, _m4_preemptions, _m5_warm_start, _m6_profile_sources,
     _m7_upgrade_moves, _m8_site_limits, _m9_submit_time, _m10_trust_retention, _m11_reclaim_for, _m12_written,
     _m13_lease, _m14_window_history, _m15_site_factors, _m16_pending_jobs,
+    _m17_harvest_cursor,
 )
 
 

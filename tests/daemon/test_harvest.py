@@ -88,7 +88,7 @@ def test_a_bad_token_is_skipped_and_every_later_job_is_still_harvested():
                            "time": 5.0, "account": "acct_a", "class": "d", "gpus": {"v100": "\u00b2"},
                            "fair_tokens": "fair:tput=4@1"}])  # GPU counts not what the hook writes
     out = harvest(s, snap(*jobs), CFG, 4, now=10.0)
-    assert out == {"accepted": 1, "rejected": 0, "refused": 3}, out  # job 9: no GPU type (its counts are not ints)
+    assert out == {"accepted": 1, "rejected": 0, "refused": 3, "read": 1}, out  # job 9: no GPU type (its counts are not ints)
     assert values(s) == {("acct_a", "c", "v100", "harvested"): (6.0, 1, 0)}
     assert {e.job_id for e in s.events(kind="profile-report-refused")} == {1, 2, 9}
     assert not s.events(kind="profile-harvest-error")

@@ -422,7 +422,7 @@ def test_migration_9_adds_submit_time_and_keeps_every_job_record(path):
     before = [dict(r) for r in db["job_records"].rows]
     db.close()
     with Store(path) as s:
-        assert s.version == len(MIGRATIONS) == 16
+        assert s.version == len(MIGRATIONS) >= 16
         after = list(s.db["job_records"].rows)
         assert [{k: v for k, v in r.items() if k != "submit_time"} for r in after] == before
         # the one stored record that held a submit time gives it; the others (none, or unreadable data): null
@@ -468,7 +468,7 @@ def test_migration_16_adds_pending_jobs_and_keeps_everything(path):
     before = {t: [dict(r) for r in db[t].rows] for t in ("rounds", "site_factors", "job_records")}
     db.close()
     with Store(path) as s:
-        assert s.version == len(MIGRATIONS) == 16
+        assert s.version == len(MIGRATIONS) >= 16
         assert {t: [dict(r) for r in s.db[t].rows] for t in before} == before
         assert s.pending_jobs() == []
         first = PendingJob(8, "a", "c", 2, None, 5.0, "", 20.0, 20.0)

@@ -6,8 +6,8 @@ and running jobs are ranked and the first ``cap`` kept; the jobs of the others c
 ``default`` (:data:`DEFAULT_CLASS`, not counted in the cap). Ranking, so the kept set is stable from round to
 round: classes the account already has stored profile values for (or site-wide/shipped classes) first, then
 by the submit time of their oldest job, then by name. A report of an ended job (hook record) names a class
-that is folded the same way when the account already has ``cap`` classes of its own and this is not one of
-them (:func:`report_class`).
+that is folded the same way when the account already has values for ``cap`` classes and this is not one of
+them (:func:`report_class`): the cap is on stored classes, counted as the harvest stores them.
 """
 
 from __future__ import annotations
@@ -77,10 +77,12 @@ def _with_class(j: Job, cls: str) -> Job:
     return out
 
 
-def report_class(account: str, cls: str, own: set[str], kept: Iterable[str], cap: int) -> str:
-    """The class a report of an ended job counts for: ``cls``, or ``default`` when the account already has
-    ``cap`` classes of its own (``own``: classes it has stored values for) and ``cls`` is neither one of them
-    nor kept this round."""
-    if cls == DEFAULT_CLASS or cls in own or cls in set(kept) or len(own - {DEFAULT_CLASS}) < cap:
+def report_class(account: str, cls: str, own: set[str], cap: int) -> str:
+    """The class a report of an ended or running job counts for: ``cls`` when the account has stored values for
+    it (``own``) or has fewer than ``cap`` classes of its own, else ``default``. The cap is on the classes an
+    account has values for, whatever the round keeps (issue 41: a class the round kept but the account had no
+    value for was admitted beyond the cap, harvest after harvest). The caller adds a class admitted and stored
+    to ``own`` at once, so a harvest of 200 reports under 200 names stores at most ``cap``."""
+    if cls == DEFAULT_CLASS or cls in own or len(own - {DEFAULT_CLASS}) < cap:
         return cls
     return DEFAULT_CLASS
