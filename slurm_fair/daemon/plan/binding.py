@@ -6,7 +6,7 @@ Two pending jobs look like demand from Slurm's reason alone and are not:
   its begin time comes before the next round (``taken_at + daemon.period``), whatever its restart count: a job
   Slurm requeued (slurm-fair's reclaim, a node failure) gets a begin time ``cred_expire`` + 1 s ahead (121 s by
   default), due within a round, and stays its account's demand; one whose owner moved it a year ahead
-  (``scontrol update BeginTime=``) claims nothing until the round before it. A ``BeginTime`` job whose begin time
+  (``scontrol update jobid=N StartTime=now+365days``) claims nothing until the round before it. A ``BeginTime`` job whose begin time
   Slurm does not give is **not due**: every Slurm layout gives ``eligible_time``, and a job that cannot be placed
   in time is the one an attacker would use — at worst a genuine job counts one round late.
 * **An association limit that is not slurm-fair's.** A job pending on ``AssocGrpGRES`` / ``AssocGrpTRES`` counts
@@ -68,7 +68,7 @@ def _held(jobs: Iterable[Job]) -> dict[str, dict[str, int]]:
     return out
 
 
-def _binds(limits: Mapping[str, int], held: Mapping[str, int], job: Job) -> bool:
+def binds(limits: Mapping[str, int], held: Mapping[str, int], job: Job) -> bool:
     """A limit in ``limits`` would hold the job by itself (the association holds ``held``)."""
     def over(k: str) -> bool:
         return k in limits and held.get(k, 0) + job.gpus > int(limits[k])
@@ -120,9 +120,9 @@ def site_holds(job: Job, holders: Holders, bounds: Limits) -> bool:
     account's site limit (``bounds``, :func:`site_bounds`) or a parent account's limit would hold it by itself."""
     if not job.pending or not (job.reason or "").startswith(LIMIT_REASONS) or job.gpus <= 0:
         return False
-    if _binds(bounds.get(job.account, {}), holders.held.get(job.account, {}), job):
+    if binds(bounds.get(job.account, {}), holders.held.get(job.account, {}), job):
         return True
-    return any(_binds(holders.limits.get(p, {}), holders.subtree.get(p, {}), job)
+    return any(binds(holders.limits.get(p, {}), holders.subtree.get(p, {}), job)
                for p in holders.ancestors.get(job.account, []))
 
 
