@@ -476,7 +476,8 @@ def _explain_job(job: Job | None, status: PublicStatus | None, now: float, *, jo
         verdict, summary, changes = held
         details = ["it is not counted as demand: slurm-fair gives its account no share, claim, SiteFactor or "
                    "preemption for it, and holds no GPU for it, until it could start"]
-    elif (job.reason or "").startswith(LIMIT_REASONS) and (site := _site_limit(job, acct)) is not None:
+    elif ((job.reason or "").startswith(LIMIT_REASONS) or job.reason in ("Resources", "Priority", "None", "")) \
+            and (site := _site_limit(job, acct)) is not None:  # Slurm's reason may lag or name free GPUs (24.11)
         verdict = "site-limit"
         summary, details, changes = site
     elif (job.reason or "").startswith(LIMIT_REASONS):

@@ -177,6 +177,18 @@ def test_the_same_jobs_held_by_slurm_fairs_own_limit_are_demand(tmp_path):
     assert c.plan.real["acct_a"].get("v100", 0) == 2
 
 
+def test_a_site_capped_job_slurm_shows_on_resources_claims_nothing(tmp_path):
+    """Measured on the 24.11 testbed: with every V100 busy, Slurm showed the capped jobs on ``Resources`` (not
+    ``AssocGrpGRES``) — the site's limit holds them all the same, and they were counted as demand."""
+    site = _capped_site()
+    site.jobs = [replace(j, reason=r) if j.job_id in (1, 2) else j for j, r in zip(site.jobs, ["Resources", "None"] * 3)]
+    res = _round(site, _cfg(tmp_path, site_limits="adopt"), site_limits={"acct_a": {"v100": 0}})
+    c = res.decisions
+    assert c.not_demand == {"acct_a": {SITE_LIMIT: 2}}
+    assert sum(c.plan.ideal.get("acct_a", {}).values()) == 0 and not any(c.plan.claims.get("acct_a", {}).values())
+    assert _why(site, res, _cfg(tmp_path, site_limits="adopt"), 1).verdict == "site-limit"
+
+
 def _why(site: _Site, res, cfg, job_id: int):
     """`slurm-fair why JOBID` as a user runs it: the job from Slurm now and the status file the round published
     (round-tripped through its text)."""
@@ -244,8 +256,11 @@ def test_which_limit_binds():
     accts_p = [*accts[:2], Account("p", 1, {"v100": 2})]
     hp = binding.Holders.of(_snap([run_a], accts_p))
     assert binding.site_holds(_limited(2, "b", 2), hp, {}) and not binding.site_holds(_limited(2, "b", 1), hp, {})
-    # only association-limit reasons: a Priority job is not looked at
-    assert not binding.site_holds(job(3, "a", 4, "v100", reason="Priority"), h, {"a": {"v100": 0}})
+    # Slurm names one reason: a job it shows on Priority or Resources that the site's limit holds is held all the
+    # same (24.11 shows Resources while no GPU of the type is free); a reason that is not demand is not looked at
+    assert binding.site_holds(job(3, "a", 4, "v100", reason="Priority"), h, {"a": {"v100": 0}})
+    assert binding.site_holds(job(3, "a", 4, "v100", reason="Resources"), h, {"a": {"v100": 0}})
+    assert not binding.site_holds(job(3, "a", 4, "v100", reason="QOSGrpGRES"), h, {"a": {"v100": 0}})
 
 
 def test_settle_keeps_other_kinds_and_counts_a_limit_that_binds_nobody():

@@ -93,11 +93,14 @@ def test_an_account_the_site_capped_claims_nothing(testbed, tmp_path):
     testbed.sacctmgr("modify", "account", "where", "name=acct_a", "set", "GrpTRES=gres/gpu:v100=0")
     adopted = json.loads(sf(testbed, cfg, "limits", "adopt", "--json"))
     assert adopted["limits"].get("acct_a") == {"v100": 0}, adopted
+    # V100s idle: only the site's cap holds acct_a's jobs (AssocGrpGRES); then acct_b takes them all and waits for
+    # two more (24.11 then shows the capped jobs on Resources: the cap holds them all the same)
     capped = [testbed.sbatch("acct_a", gpus=2, gpu_type="v100", name="capped") for _ in range(2)]
-    b_jobs = _fill_v100(testbed, "acct_b", 2)
     testbed.wait_for(lambda: all(testbed.job_state(j)[1] in ("AssocGrpGRES", "AssocGrpTRES") for j in capped), 30,
                      what="Slurm's reason AssocGrpGRES")
+    b_jobs = _fill_v100(testbed, "acct_b", 2)
     testbed.wait_scheduled()
+    assert all(testbed.job_state(j)[0] == "PENDING" for j in capped)
 
     d = _round(testbed, cfg, tmp_path)
     assert d["not_demand"] == {"acct_a": {"site-limit": 4}}, d["not_demand"]
@@ -112,7 +115,7 @@ def test_an_account_the_site_capped_claims_nothing(testbed, tmp_path):
     assert sum(testbed.job_state(j)[0] == "RUNNING" for j in b_jobs) == V100
     ex = json.loads(sf(testbed, cfg, "explain", "acct_a", "--json"))
     assert ex["not_demand"] == {"site-limit": 4}
-    assert all(j["blocked"] == "site-limit" and not j["counted"] for j in ex["pending_jobs"])
+    assert all(j["blocked"] == "site-limit" and not j["counted"] for j in ex["pending_jobs"]), ex["pending_jobs"]
     assert "site-limit" in sf(testbed, cfg, "explain", "acct_a")
     why = sf(testbed, cfg, "why", str(capped[0]))
     assert "the association limit that holds it is the site's" in why, why
