@@ -53,7 +53,7 @@ def test_requeued_jobs_moved_a_year_ahead_are_not_demand_and_a_due_one_is(testbe
         _set_begin(testbed, j, "now+365days")
     b_jobs = _fill_v100(testbed, "acct_b", 2)  # acct_b takes every V100 and waits for two more
     assert all(testbed.job(j)["Restarts"] == "1" for j in mine)
-    b_before = {j: testbed.job_state(j) for j in b_jobs}
+    b_running = {j for j in b_jobs if testbed.job_state(j)[0] == "RUNNING"}
 
     # round 1: nothing of acct_a's counts
     testbed.wait_scheduled()
@@ -69,7 +69,9 @@ def test_requeued_jobs_moved_a_year_ahead_are_not_demand_and_a_due_one_is(testbe
     pre = d["preemption"]
     assert pre["signalled"] == [] and pre["requeued"] == [] and pre["over"] == {}, pre
     testbed.wait_scheduled()
-    assert {j: testbed.job_state(j) for j in b_jobs} == b_before  # nothing signalled or requeued in Slurm
+    # nothing signalled or requeued in Slurm: the same jobs run, none restarted (a pending one's reason may change)
+    assert {j for j in b_jobs if testbed.job_state(j)[0] == "RUNNING"} == b_running and len(b_running) == V100
+    assert all(testbed.job(j)["Restarts"] == "0" for j in b_jobs)
     ex = json.loads(sf(testbed, cfg, "explain", "acct_a", "--json"))
     assert ex["not_demand"] == {"begin-time": 6}
     assert "not counted as demand" in sf(testbed, cfg, "why", str(mine[0]))
@@ -94,12 +96,12 @@ def test_an_account_the_site_capped_claims_nothing(testbed, tmp_path):
     adopted = json.loads(sf(testbed, cfg, "limits", "adopt", "--json"))
     assert adopted["limits"].get("acct_a") == {"v100": 0}, adopted
     # V100s idle: only the site's cap holds acct_a's jobs (AssocGrpGRES); then acct_b takes them all and waits for
-    # two more (24.11 then shows the capped jobs on Resources: the cap holds them all the same)
+    # two more (24.11 then shows the capped jobs on Resources or None: the cap holds them all the same)
     capped = [testbed.sbatch("acct_a", gpus=2, gpu_type="v100", name="capped") for _ in range(2)]
     testbed.wait_for(lambda: all(testbed.job_state(j)[1] in ("AssocGrpGRES", "AssocGrpTRES") for j in capped), 30,
                      what="Slurm's reason AssocGrpGRES")
     b_jobs = _fill_v100(testbed, "acct_b", 2)
-    testbed.wait_scheduled()
+    testbed.wait_scheduled(b_jobs)  # not the capped jobs: 24.11 may leave them on None
     assert all(testbed.job_state(j)[0] == "PENDING" for j in capped)
 
     d = _round(testbed, cfg, tmp_path)
