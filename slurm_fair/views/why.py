@@ -24,8 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..cluster.base import ANY_GPU, Job
-from ..cluster.blocked import LIMIT_REASONS, SITE_LIMIT, describe, job_blocked_kind as blocked_kind
-from ..daemon.plan.binding import binds
+from ..cluster.blocked import LIMIT_REASONS, SITE_LIMIT, describe, job_blocked_kind as blocked_kind, limit_binds
 from ..daemon.status_file import AccountStatus, PublicStatus
 from ..text import printable
 
@@ -277,7 +276,7 @@ def _site_limit(job: Job, acct: AccountStatus | None) -> tuple[str, list[str], l
     job by itself, as the round settles it (issue 41): the job is not demand, and only the site can lift it."""
     site = dict(acct.site_limits) if acct is not None else {}
     held = {**acct.in_use, ANY_GPU: sum(acct.in_use.values())} if acct is not None else {}
-    if not site or not binds(site, held, job):
+    if not site or not limit_binds(site, held, job):
         return None
     keys = [ANY_GPU] if ANY_GPU in site and held[ANY_GPU] + job.gpus > site[ANY_GPU] else [
         t for t in (job.gpu_type or "").split(",") if t in site]

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
 from ...cluster.base import ANY_GPU, Job, Snapshot
-from ...cluster.blocked import BEGIN_TIME, DEMAND_REASONS, SITE_LIMIT, job_blocked_kind
+from ...cluster.blocked import BEGIN_TIME, DEMAND_REASONS, SITE_LIMIT, job_blocked_kind, limit_binds
 
 Limits = Mapping[str, Mapping[str, int]]  # account -> key (type or ANY_GPU) -> GPUs
 
@@ -68,16 +68,6 @@ def _held(jobs: Iterable[Job]) -> dict[str, dict[str, int]]:
             row[t] = row.get(t, 0) + int(n)
         row[ANY_GPU] = row.get(ANY_GPU, 0) + (sum(int(n) for n in alloc.values()) or j.gpus)
     return out
-
-
-def binds(limits: Mapping[str, int], held: Mapping[str, int], job: Job) -> bool:
-    """A limit in ``limits`` would hold the job by itself (the association holds ``held``)."""
-    def over(k: str) -> bool:
-        return k in limits and held.get(k, 0) + job.gpus > int(limits[k])
-    if over(ANY_GPU):
-        return True
-    types = [t for t in (job.gpu_type or "").split(",") if t]
-    return bool(types) and all(over(t) for t in types)
 
 
 def _ancestors(account: str, parent: Mapping[str, str]) -> list[str]:
@@ -123,9 +113,9 @@ def site_holds(job: Job, holders: Holders, bounds: Limits) -> bool:
     :func:`site_bounds`) or a parent account's limit would hold it by itself."""
     if not job.pending or (job.reason or "").strip() not in DEMAND_REASONS or job.gpus <= 0:
         return False
-    if binds(bounds.get(job.account, {}), holders.held.get(job.account, {}), job):
+    if limit_binds(bounds.get(job.account, {}), holders.held.get(job.account, {}), job):
         return True
-    return any(binds(holders.limits.get(p, {}), holders.subtree.get(p, {}), job)
+    return any(limit_binds(holders.limits.get(p, {}), holders.subtree.get(p, {}), job)
                for p in holders.ancestors.get(job.account, []))
 
 
