@@ -35,7 +35,9 @@ Only the allow-list is demand. A begin time is demand once it is due within a ro
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
+
+from .base import ANY_GPU
 
 HELD = "held"
 DEPENDENCY = "dependency"
@@ -123,3 +125,15 @@ def job_blocked_kind(job: Any) -> str:
     if job.blocked or job.begin_time is not None:
         return job.blocked
     return by_reason(job.reason)
+
+
+def limit_binds(limits: Mapping[str, int], held: Mapping[str, int], job: Any) -> bool:
+    """A GPU limit in ``limits`` (type or ``ANY_GPU`` -> GPUs) would hold the job by itself, its association
+    holding ``held`` (the same keys): per type for a typed request (every listed type for a multi-type one), the
+    untyped total for any (``daemon/plan/binding.py``; here so that ``why`` uses it without the planning code)."""
+    def over(k: str) -> bool:
+        return k in limits and held.get(k, 0) + job.gpus > int(limits[k])
+    if over(ANY_GPU):
+        return True
+    types = [t for t in (job.gpu_type or "").split(",") if t]
+    return bool(types) and all(over(t) for t in types)

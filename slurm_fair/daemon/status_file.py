@@ -73,6 +73,9 @@ class AccountStatus:
     # held back across all its jobs: a job preemption would take cannot be requeued, and the demand it owes waits
     # (daemon/preemption/unrequeueable.py, issue 30): its pending GPU jobs wait until that demand runs
     held_across: bool = False
+    # the site's GPU limits (type or "*") that hold its jobs (issue 41): not slurm-fair's, which it never lifts — a
+    # job one of them holds is not demand (plan/binding.py); absent in a file of an earlier version
+    site_limits: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,8 @@ def build_status(snapshot: Snapshot, decisions: P.Decisions, cfg: Config, *, rou
                  round_status: str, dry_run: bool, limits: Mapping[str, Mapping[str, int]] | None = None
                  ) -> PublicStatus:
     """The status of a round (its decisions) observed in ``snapshot`` (the round's, or a later poll's). ``limits``:
-    the accounts' GPU limits in Slurm (default: the snapshot's; a round passes them as it left them)."""
+    the accounts' GPU limits in Slurm (default: the snapshot's; a round passes them as it left them). The site
+    limits that hold each account's jobs are the round's (``decisions.site_bounds``)."""
     from . import plan as P
 
     plan = decisions.plan
@@ -167,7 +171,8 @@ def build_status(snapshot: Snapshot, decisions: P.Decisions, cfg: Config, *, rou
         a: AccountStatus(guarantee=_counts(plan.real.get(a)), claims=_counts(plan.claims.get(a)),
                          in_use=_counts(in_use.get(a)), limits=_counts(live.get(a), limits=True),
                          pending_gpus=int(pending.get(a, 0)), managed=a in managed,
-                         held_across=a in decisions.held_why)
+                         held_across=a in decisions.held_why,
+                         site_limits=_counts(decisions.site_bounds.get(a), limits=True))
         for a in names[:MAX_ACCOUNTS]
     }
     order = {k: tuple(g for g, _n in t.types if _NAME.fullmatch(g))
@@ -268,7 +273,8 @@ def parse(text: str) -> PublicStatus:
             in_use=_count_map(_need(v, "in_use", (dict,), w + "."), w + ".in_use"),
             limits=_count_map(_need(v, "limits", (dict,), w + "."), w + ".limits", any_ok=True),
             pending_gpus=_need(v, "pending_gpus", (int,), w + "."), managed=_need(v, "managed", (bool,), w + "."),
-            held_across=v.get("held_across", False) is True)  # absent in a file of an earlier version
+            held_across=v.get("held_across", False) is True,  # absent in a file of an earlier version
+            site_limits=_count_map(v.get("site_limits", {}), w + ".site_limits", any_ok=True))
     order = {}
     for k, v in _need(d, "type_order", (dict,), "").items():
         if not isinstance(v, list) or not all(isinstance(g, str) and _NAME.fullmatch(g) for g in v):

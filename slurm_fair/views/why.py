@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..cluster.base import ANY_GPU, Job
-from ..cluster.blocked import LIMIT_REASONS, job_blocked_kind as blocked_kind
+from ..cluster.blocked import LIMIT_REASONS, SITE_LIMIT, describe, job_blocked_kind as blocked_kind, limit_binds
 from ..daemon.status_file import AccountStatus, PublicStatus
 from ..text import printable
 
@@ -271,6 +271,24 @@ def _limit_binds(job: Job, types: list[TypeFacts], total: int | None, acct: Acco
     return all(t.limit is not None and (t.in_use or 0) + job.gpus > t.limit for t in types)
 
 
+def _site_limit(job: Job, acct: AccountStatus | None) -> tuple[str, list[str], list[str]] | None:
+    """A site limit of the account (``acct.site_limits``, the round's ``plan.binding.site_bounds``) that holds the
+    job by itself, as the round settles it (issue 41): the job is not demand, and only the site can lift it."""
+    site = dict(acct.site_limits) if acct is not None else {}
+    held = {**acct.in_use, ANY_GPU: sum(acct.in_use.values())} if acct is not None else {}
+    if not site or not limit_binds(site, held, job):
+        return None
+    keys = [ANY_GPU] if ANY_GPU in site and held[ANY_GPU] + job.gpus > site[ANY_GPU] else [
+        t for t in (job.gpu_type or "").split(",") if t in site]
+    where = "; ".join(f"GrpTRES gres/gpu{'' if k == ANY_GPU else ':' + k}={site[k]} and it holds {held.get(k, 0)}"
+                      for k in keys)
+    name = printable(job.account, 64)
+    summary = (f"it waits on a GPU limit the site set on account {name}, not slurm-fair's ({job.reason}): {where}")
+    return (summary, [describe(SITE_LIMIT, job.reason)],
+            [f"your administrators raising or removing the limit (sacctmgr show assoc where account={name}): "
+             "slurm-fair never lifts a site's limit", f"a job of account {name} ending (it frees room under the limit)"])
+
+
 def _limit(job: Job, types: list[TypeFacts], total: int | None, acct: AccountStatus, status: PublicStatus | None
            ) -> tuple[str, list[str], list[str]]:
     held = sum(acct.in_use.values())
@@ -457,6 +475,10 @@ def _explain_job(job: Job | None, status: PublicStatus | None, now: float, *, jo
         verdict, summary, changes = held
         details = ["it is not counted as demand: slurm-fair gives its account no share, claim, SiteFactor or "
                    "preemption for it, and holds no GPU for it, until it could start"]
+    elif ((job.reason or "").startswith(LIMIT_REASONS) or job.reason in ("Resources", "Priority", "None", "")) \
+            and (site := _site_limit(job, acct)) is not None:  # Slurm's reason may lag or name free GPUs (24.11)
+        verdict = "site-limit"
+        summary, details, changes = site
     elif (job.reason or "").startswith(LIMIT_REASONS):
         verdict = "limit"
         summary, details, changes = _limit(job, types, total, acct or AccountStatus(), status)

@@ -25,7 +25,8 @@ from slurm_fair.daemon.plan import binding
 from slurm_fair.daemon.preemption import decide as PR
 from slurm_fair.daemon.round import run_round
 from slurm_fair.store import Store
-from slurm_fair.views import explain
+from slurm_fair.daemon import status_file
+from slurm_fair.views import explain, why
 from tests.conftest import NODES, job
 
 T = 1_800_000_000.0  # the snapshot's time (and the round's)
@@ -176,6 +177,48 @@ def test_the_same_jobs_held_by_slurm_fairs_own_limit_are_demand(tmp_path):
     assert c.plan.real["acct_a"].get("v100", 0) == 2
 
 
+def test_a_site_capped_job_slurm_shows_on_resources_claims_nothing(tmp_path):
+    """Measured on the 24.11 testbed: with every V100 busy, Slurm showed the capped jobs on ``Resources`` (not
+    ``AssocGrpGRES``) — the site's limit holds them all the same, and they were counted as demand."""
+    site = _capped_site()
+    site.jobs = [replace(j, reason=r) if j.job_id in (1, 2) else j for j, r in zip(site.jobs, ["Resources", "None"] * 3)]
+    res = _round(site, _cfg(tmp_path, site_limits="adopt"), site_limits={"acct_a": {"v100": 0}})
+    c = res.decisions
+    assert c.not_demand == {"acct_a": {SITE_LIMIT: 2}}
+    assert sum(c.plan.ideal.get("acct_a", {}).values()) == 0 and not any(c.plan.claims.get("acct_a", {}).values())
+    assert _why(site, res, _cfg(tmp_path, site_limits="adopt"), 1).verdict == "site-limit"
+
+
+def _why(site: _Site, res, cfg, job_id: int):
+    """`slurm-fair why JOBID` as a user runs it: the job from Slurm now and the status file the round published
+    (round-tripped through its text)."""
+    st = status_file.build_status(site.snapshot(), res.decisions, cfg, round_id=1, round_time=T, round_status="ok",
+                                  dry_run=False)
+    st = status_file.parse(status_file.render(st))
+    return why.explain_job(next(j for j in site.snapshot().jobs if j.job_id == job_id), st, T + 5)
+
+
+def test_why_says_a_site_capped_job_waits_on_the_sites_limit(tmp_path):
+    """Before, `why` said such a job waited on "its account's GPU limit" and that slurm-fair's next round moves
+    the limits; the status file now carries each account's site limits (the round's ``site_bounds``)."""
+    site = _capped_site()
+    cfg = _cfg(tmp_path, site_limits="adopt")
+    res = _round(site, cfg, site_limits={"acct_a": {"v100": 0}})
+    assert res.decisions.site_bounds == {"acct_a": {"v100": 0}}
+    ex = _why(site, res, cfg, 1)
+    assert ex.verdict == "site-limit", ex
+    assert "a GPU limit the site set on account acct_a" in ex.summary and "gres/gpu:v100=0" in ex.summary
+    assert any("the association limit that holds it is the site's" in d for d in ex.details)
+    assert "slurm-fair never lifts a site's limit" in ex.changes[0]
+    # the control: the same jobs under slurm-fair's own limit wait on "its account's GPU limit"
+    site2 = _capped_site()
+    site2.limits = {a: {} for a in site2.accounts}
+    cfg2 = _cfg(tmp_path / "own", site_limits="adopt")
+    res2 = _round(site2, cfg2)
+    assert res2.decisions.site_bounds == {}
+    assert _why(site2, res2, cfg2, 1).verdict != "site-limit"
+
+
 # ------------------------------------------------------------------------------------------------ the pure rule
 
 
@@ -213,8 +256,11 @@ def test_which_limit_binds():
     accts_p = [*accts[:2], Account("p", 1, {"v100": 2})]
     hp = binding.Holders.of(_snap([run_a], accts_p))
     assert binding.site_holds(_limited(2, "b", 2), hp, {}) and not binding.site_holds(_limited(2, "b", 1), hp, {})
-    # only association-limit reasons: a Priority job is not looked at
-    assert not binding.site_holds(job(3, "a", 4, "v100", reason="Priority"), h, {"a": {"v100": 0}})
+    # Slurm names one reason: a job it shows on Priority or Resources that the site's limit holds is held all the
+    # same (24.11 shows Resources while no GPU of the type is free); a reason that is not demand is not looked at
+    assert binding.site_holds(job(3, "a", 4, "v100", reason="Priority"), h, {"a": {"v100": 0}})
+    assert binding.site_holds(job(3, "a", 4, "v100", reason="Resources"), h, {"a": {"v100": 0}})
+    assert not binding.site_holds(job(3, "a", 4, "v100", reason="QOSGrpGRES"), h, {"a": {"v100": 0}})
 
 
 def test_settle_keeps_other_kinds_and_counts_a_limit_that_binds_nobody():

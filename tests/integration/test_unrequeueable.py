@@ -262,3 +262,40 @@ def test_two_no_requeue_jobs_hold_their_account_on_every_type_until_the_owed_job
     # what the hold-back wrote was slurm-fair's: not kept as a limit someone else set (it was, before)
     assert "acct_a" not in d3.get("drift", {}), d3.get("drift")
     testbed.wait_state(v100, "RUNNING", timeout=60)  # idle v100s, nobody else waits for them
+
+
+def test_a_hold_back_ends_after_hold_back_max(testbed, tmp_path):
+    """Issue 41 item 4, the attack of issue 30 under the default rule: acct_a (guarantee 2 a100) runs two 2-GPU
+    ``--no-requeue`` jobs on the four a100s while acct_b's 2-GPU job waits. The hold-back no longer lasts until the
+    jobs end: once ``preemption.hold_back_max`` (3 s here, 14 400 s by default) has passed with acct_b still
+    waiting, the held-back job is cancelled and acct_b's job starts — read from Slurm (squeue, sacct), not the
+    store."""
+    from .scenario import gpus_in_use
+
+    cfg = write_config(testbed, tmp_path, hold_back_max=3)  # unrequeueable = hold-back (the default)
+    mine = [testbed.sbatch("acct_a", gpus=2, gpu_type="a100", name="norequeue", extra=["--no-requeue"],
+                           command=IGNORE_USR1) for _ in range(2)]
+    for j in mine:
+        testbed.wait_state(j, "RUNNING")
+    waiter = testbed.sbatch("acct_b", gpus=2, gpu_type="a100", name="waiter")
+    testbed.wait_scheduled()
+    assert testbed.job_state(waiter)[0] == "PENDING" and gpus_in_use(testbed) == {"acct_a": {"a100": 4}}
+
+    d1 = _round(testbed, cfg, tmp_path)
+    (held,) = [h["job_id"] for h in d1["preemption"]["held-back"]]
+    assert d1["preemption"]["signalled"] == [] and d1["preemption"]["cancelled"] == []
+    assert "is cancelled 3 s" in cli(testbed, cfg, "why", str(held)).stdout  # `why` says when it ends
+    time.sleep(4)  # hold_back_max
+    testbed.wait_scheduled()
+    assert testbed.job_state(held)[0] == "RUNNING"  # nothing ends it but slurm-fair's next round
+    d2 = _round(testbed, cfg, tmp_path)
+    assert [c["job_id"] for c in d2["preemption"]["cancelled"]] == [held]
+    testbed.wait_state(waiter, "RUNNING", timeout=60)
+    testbed.wait_scheduled()
+    assert gpus_in_use(testbed) == {"acct_a": {"a100": 2}, "acct_b": {"a100": 2}}
+    (other,) = [j for j in mine if j != held]
+    assert testbed.job_state(other)[0] == "RUNNING"  # only the excess ended
+    state = testbed.wait_for(lambda: testbed.run(["sacct", "-n", "-X", "-P", "-j", str(held), "-o", "State"]
+                                                 ).stdout.split(), 30, what="sacct's record of the job")
+    assert state[0].startswith("CANCELLED"), state
+    assert _rows(tmp_path)[held]["state"] == "cancelled"

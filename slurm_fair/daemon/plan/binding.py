@@ -6,11 +6,13 @@ Two pending jobs look like demand from Slurm's reason alone and are not:
   its begin time comes before the next round (``taken_at + daemon.period``), whatever its restart count: a job
   Slurm requeued (slurm-fair's reclaim, a node failure) gets a begin time ``cred_expire`` + 1 s ahead (121 s by
   default), due within a round, and stays its account's demand; one whose owner moved it a year ahead
-  (``scontrol update BeginTime=``) claims nothing until the round before it. A ``BeginTime`` job whose begin time
+  (``scontrol update jobid=N StartTime=now+365days``) claims nothing until the round before it. A ``BeginTime`` job whose begin time
   Slurm does not give is **not due**: every Slurm layout gives ``eligible_time``, and a job that cannot be placed
   in time is the one an attacker would use — at worst a genuine job counts one round late.
 * **An association limit that is not slurm-fair's.** A job pending on ``AssocGrpGRES`` / ``AssocGrpTRES`` counts
-  only while the limit that binds it is one slurm-fair wrote, which the plan can lift. When its account's site
+  only while the limit that binds it is one slurm-fair wrote, which the plan can lift. The same holds for a job
+  Slurm shows on ``Resources``, ``Priority`` or ``None``: Slurm names one reason, and 24.11 shows ``Resources``
+  while no GPU of the job's type is free though a limit holds it (measured on the testbed, issue 41). When its account's site
   limit (:func:`site_bounds`: one slurm-fair never wrote or that someone changed since, or a site limit recorded
   before slurm-fair managed the account and kept as an upper bound, e.g. ``v100=0``) or any limit of a parent
   account (slurm-fair never limits parents) would hold the job by itself, the job is :data:`SITE_LIMIT`: no
@@ -31,7 +33,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
 from ...cluster.base import ANY_GPU, Job, Snapshot
-from ...cluster.blocked import BEGIN_TIME, LIMIT_REASONS, SITE_LIMIT, job_blocked_kind
+from ...cluster.blocked import BEGIN_TIME, DEMAND_REASONS, SITE_LIMIT, job_blocked_kind, limit_binds
 
 Limits = Mapping[str, Mapping[str, int]]  # account -> key (type or ANY_GPU) -> GPUs
 
@@ -66,16 +68,6 @@ def _held(jobs: Iterable[Job]) -> dict[str, dict[str, int]]:
             row[t] = row.get(t, 0) + int(n)
         row[ANY_GPU] = row.get(ANY_GPU, 0) + (sum(int(n) for n in alloc.values()) or j.gpus)
     return out
-
-
-def _binds(limits: Mapping[str, int], held: Mapping[str, int], job: Job) -> bool:
-    """A limit in ``limits`` would hold the job by itself (the association holds ``held``)."""
-    def over(k: str) -> bool:
-        return k in limits and held.get(k, 0) + job.gpus > int(limits[k])
-    if over(ANY_GPU):
-        return True
-    types = [t for t in (job.gpu_type or "").split(",") if t]
-    return bool(types) and all(over(t) for t in types)
 
 
 def _ancestors(account: str, parent: Mapping[str, str]) -> list[str]:
@@ -116,13 +108,14 @@ class Holders:
 
 
 def site_holds(job: Job, holders: Holders, bounds: Limits) -> bool:
-    """The job waits on an association limit (``AssocGrpGRES`` / ``AssocGrpTRES``) that is not slurm-fair's: its
-    account's site limit (``bounds``, :func:`site_bounds`) or a parent account's limit would hold it by itself."""
-    if not job.pending or not (job.reason or "").startswith(LIMIT_REASONS) or job.gpus <= 0:
+    """The job waits (on ``AssocGrpGRES`` / ``AssocGrpTRES``, or a reason of :data:`DEMAND_REASONS` Slurm shows in its
+    place) on an association limit that is not slurm-fair's: its account's site limit (``bounds``,
+    :func:`site_bounds`) or a parent account's limit would hold it by itself."""
+    if not job.pending or (job.reason or "").strip() not in DEMAND_REASONS or job.gpus <= 0:
         return False
-    if _binds(bounds.get(job.account, {}), holders.held.get(job.account, {}), job):
+    if limit_binds(bounds.get(job.account, {}), holders.held.get(job.account, {}), job):
         return True
-    return any(_binds(holders.limits.get(p, {}), holders.subtree.get(p, {}), job)
+    return any(limit_binds(holders.limits.get(p, {}), holders.subtree.get(p, {}), job)
                for p in holders.ancestors.get(job.account, []))
 
 

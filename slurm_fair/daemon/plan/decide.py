@@ -14,6 +14,7 @@ from .demand import (NEVER_MANAGED, ClassDemand, FreeGPUs, flexible_as_untyped, 
                      managed_accounts, observe_demand, parent_accounts, received_gpus, waiting_gpus)
 from ..ownership import site_part
 from ..preemption.unrequeueable import HoldBack, hold_back
+from .binding import site_bounds
 from .eligible import not_demand
 from .borrow import Borrowing
 from .limits import (Plan, drift, in_partitions, limit_changes, make_plan, own_limits, pin_drift, site_bounded,
@@ -67,6 +68,9 @@ class Decisions:
     unrecorded: dict[str, dict[str, int]] = field(default_factory=dict)
     # the accounts' GPU limits now less those still as slurm-fair wrote them: what rounds record as site limits
     site_now: dict[str, dict[str, int]] = field(default_factory=dict)
+    # the site limits that hold an account's jobs (binding.site_bounds: the site's own now and those recorded):
+    # a job they hold is not demand (site-limit); `why` says so from the status file
+    site_bounds: dict[str, dict[str, int]] = field(default_factory=dict)
     run_times: dict[str, float] = field(default_factory=dict)  # class -> recorded run time, s (the type map's estimate)
 
     def plan_in_force(self) -> Plan:
@@ -179,7 +183,8 @@ def decide(snapshot: Snapshot | PartitionView, cfg: Config, solve: Any, *, profi
                   reporting=frozenset(reporting), left_alone=tuple(left_alone),
                   held_back={a: dict(v) for a, v in hb.held.items()}, held_at={a: dict(v) for a, v in hb.frozen.items()},
                   held_why=dict(hb.why), drift=drifted, in_force=in_force,
-                  unrecorded=unrecorded, site_now=site_now, run_times=dict(run_times or {}),
+                  unrecorded=unrecorded, site_now=site_now, site_bounds=site_bounds(current, written or {}, site or {}),
+                  run_times=dict(run_times or {}),
                   not_demand=not_demand([j for j in gpu_jobs(snapshot, cfg.cluster.partitions)
                                          if j.account not in NEVER_MANAGED]))
     return replace(d, targets=type_map(d, view.with_managed(with_retypes(snapshot, retypes)), cfg))
