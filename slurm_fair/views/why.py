@@ -473,8 +473,14 @@ def _explain_job(job: Job | None, status: PublicStatus | None, now: float, *, jo
             summary = f"it is {facts.state.lower()}; " + summary
     elif (held := _held(job)) is not None:
         verdict, summary, changes = held
-        details = ["it is not counted as demand: slurm-fair gives its account no share, claim, SiteFactor or "
-                   "preemption for it, and holds no GPU for it, until it could start"]
+        period = float(status.period) if status is not None else 0.0
+        if verdict == "begin-time" and job.begin_time is not None and period > 0 \
+                and float(job.begin_time) <= now + period:  # as the round settles it (daemon/plan/binding.py)
+            details = [f"it is counted as demand: its begin time is due within a round ({period:g} s), as after "
+                       "a requeue"]
+        else:
+            details = ["it is not counted as demand: slurm-fair gives its account no share, claim, SiteFactor or "
+                       "preemption for it, and holds no GPU for it, until it could start"]
     elif ((job.reason or "").startswith(LIMIT_REASONS) or job.reason in ("Resources", "Priority", "None", "")) \
             and (site := _site_limit(job, acct)) is not None:  # Slurm's reason may lag or name free GPUs (24.11)
         verdict = "site-limit"

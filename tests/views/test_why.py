@@ -251,3 +251,16 @@ def test_the_command_refuses_a_bad_job_id_naming_it():
     for bad in ("abc", "0", " ", "12_4", "١٢", "1e3"):
         r = CliRunner().invoke(main, ["why", bad])
         assert r.exit_code == 2 and r.output.startswith("error: JOBID: must be a job id"), (bad, r.output)
+
+
+def test_a_begin_time_due_within_a_round_is_said_to_count_as_the_round_counts_it():
+    """A requeued job waits out its begin time (121 s by default; 30 s here, the status file's round is 60 s): the round counts it as demand (daemon/plan/binding.py), and
+    ``why`` says so; one moved a year ahead is not counted."""
+    st = status({"acct_a": acct({"k80": 2})})
+    due = explain_job(dataclasses.replace(job(reason="BeginTime", blocked="begin-time"), begin_time=int(NOW + 30),
+                                          restart_count=1), st, NOW)
+    assert due.verdict == "begin-time"
+    assert any(d.startswith("it is counted as demand: its begin time is due within a round") for d in due.details)
+    later = explain_job(dataclasses.replace(job(reason="BeginTime", blocked="begin-time"),
+                                            begin_time=int(NOW + 365 * 86400), restart_count=1), st, NOW)
+    assert any(d.startswith("it is not counted as demand") for d in later.details)
